@@ -1,0 +1,129 @@
+"""archwheel's entry points. `nox -l` lists the sessions; `nox -s NAME -- ARGS` forwards ARGS.
+
+Every session installs archwheel from this checkout into its own virtual environment. Sessions
+that need something external (a container engine, a GPU) say so and fail with a reason.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["lint", "tests"]
+
+ROOT = Path(__file__).resolve().parent
+CACHE = ROOT / ".cache"
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+# The built-in default input of `nox -s audit`: the real torch CUDA 13.0 wheel.
+DEFAULT_WHEEL_SPEC = "torch==2.14.1"
+
+
+def _install(session: nox.Session, *extras: str) -> None:
+    spec = f".[{','.join(extras)}]" if extras else "."
+    session.install("-e", spec)
+
+
+def _fetch_wheel(session: nox.Session, spec: str) -> Path:
+    """`pip download --no-deps` one wheel into .cache/wheels (once) and return its path."""
+    dest = CACHE / "wheels"
+    dest.mkdir(parents=True, exist_ok=True)
+    name = spec.split("==")[0].replace("-", "_")
+    version = spec.split("==")[1] if "==" in spec else ""
+    found = sorted(dest.glob(f"{name}-{version}*.whl"))
+    if not found:
+        session.run(
+            "python", "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+            "-d", str(dest), spec, external=True,
+        )  # fmt: skip
+        found = sorted(dest.glob(f"{name}-{version}*.whl"))
+    if not found:
+        session.error(f"pip download {spec} produced no wheel in {dest}")
+    return found[-1]
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Run the test suite (pytest). Extra arguments go to pytest, e.g. `-- -k fatbin -x`."""
+    _install(session, "test")
+    env = {"ARCHWHEEL_CACHE": str(CACHE)}
+    session.run("pytest", *session.posargs, env=env)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """Lint and type-check: ruff check, ruff format --check, mypy --strict."""
+    _install(session, "test", "lint")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("mypy")
+
+
+@nox.session(python=PYTHON)
+def audit(session: nox.Session) -> None:
+    """Audit wheels or libraries: `nox -s audit -- WHEEL [--expect "8.0;9.0+PTX"] [--format json]`.
+
+    Without arguments, audits the real torch 2.14.1 CUDA 13.0 wheel against its own arch list.
+    """
+    _install(session)
+    args = list(session.posargs)
+    if not args:
+        wheel = _fetch_wheel(session, DEFAULT_WHEEL_SPEC)
+        args = [str(wheel), "--expect", "7.5;8.0;8.6;9.0;10.0;12.0+PTX"]
+    session.run("archwheel", "audit", *args)
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks that print ratios against baselines measured in the same run.
+
+    `nox -s bench` runs all; `nox -s bench -- audit` or `-- build` runs one.
+    """
+    _install(session, "test")
+    env = {"ARCHWHEEL_CACHE": str(CACHE), "PYTHONUNBUFFERED": "1"}
+    session.run("python", str(ROOT / "benchmarks" / "run.py"), *session.posargs, env=env)
+
+
+@nox.session(python=PYTHON)
+def build(session: nox.Session) -> None:
+    """Build a wheel in a CUDA container, then audit it: `nox -s build -- --arch "8.0;9.0"`.
+
+    Options: --recipe NAME, --python X.Y, --jobs N, --out DIR, --engine docker|podman,
+    --check-reproducible. Needs a running container engine.
+    """
+    _install(session)
+    session.run("archwheel", "build", *session.posargs)
+
+
+@nox.session(name="base-image", python=PYTHON)
+def base_image(session: nox.Session) -> None:
+    """Make a Debian base image locally with debootstrap + `docker import` (no registry needed)."""
+    _install(session)
+    session.run("archwheel", "base-image", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def smoke(session: nox.Session) -> None:
+    """Install wheels in an isolated environment and run real kernels on the GPU.
+
+    `nox -s smoke -- WHEEL... [--backend venv|docker] [--timeout S]`. Without a GPU it says
+    "no CUDA device" and exits with its documented code.
+    """
+    _install(session)
+    session.run("archwheel", "smoke", *session.posargs, env={"PYTHONUNBUFFERED": "1"})
+
+
+@nox.session(python=PYTHON)
+def doctor(session: nox.Session) -> None:
+    """Report this host's GPUs, driver and installed torch, with a verdict per GPU."""
+    _install(session, "gpu")
+    session.run("archwheel", "doctor", *session.posargs)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    os.execvp("nox", ["nox", "-f", __file__, *sys.argv[1:]])

@@ -1,0 +1,1 @@
+"""Binary inspection: ELF, fatbin containers, ar archives and wheels, read-only and streamed."""

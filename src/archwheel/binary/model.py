@@ -1,0 +1,156 @@
+"""Frozen results of binary inspection: entries, libraries, inputs, and the problems met.
+
+These objects are what every upper layer consumes: the audit verdict, the compatibility
+verdicts, the manifest and the renderers. They hold no file handles and no bytes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from archwheel.facts.arch import CodeKind, Target
+from archwheel.facts.versions import PtxIsaVersion
+
+
+class Compression(str, Enum):
+    """How a fatbin entry's payload is stored."""
+
+    NONE = "none"
+    LZ4 = "lz4"
+    ZSTD = "zstd"
+    LEGACY = "legacy"  # flag 0x1000: the pre-12.4 fatbin compression (not decodable here)
+
+
+class Severity(str, Enum):
+    ERROR = "error"  # part of the input could not be read: the result is incomplete
+    WARNING = "warning"  # read completely, but something deserves attention
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something wrong with one input, file or member, as one clear line."""
+
+    source: str  # the input (wheel or file path)
+    message: str
+    member: str | None = None  # member path inside a wheel or archive
+    severity: Severity = Severity.ERROR
+
+    def one_line(self) -> str:
+        where = f"{self.source}!{self.member}" if self.member else self.source
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class FatbinEntry:
+    """One image inside a fatbin container."""
+
+    section: str  # ELF section holding the container, e.g. ".nv_fatbin"; "" for raw fatbins
+    offset: int  # offset of the entry header within the library file
+    kind: CodeKind
+    target: Target
+    compression: Compression
+    stored_bytes: int  # bytes the entry occupies in the file: entry header + padded payload
+    uncompressed_bytes: int  # payload size once decompressed
+    ptx_isa: PtxIsaVersion | None = None  # PTX only: the PTX ISA version
+    flags: int = 0
+
+    @property
+    def arch(self) -> str:
+        """``sm_90a``, ``compute_120``, ``lto_90``."""
+        return self.target.name(self.kind)
+
+
+@dataclass(frozen=True)
+class ImageRow:
+    """Entries aggregated per (section, kind, arch): the audit's unit of report."""
+
+    section: str
+    kind: CodeKind
+    target: Target
+    count: int
+    stored_bytes: int
+    uncompressed_bytes: int
+    compressions: tuple[Compression, ...]
+    ptx_isa: tuple[PtxIsaVersion, ...] = ()
+
+    @property
+    def arch(self) -> str:
+        return self.target.name(self.kind)
+
+
+@dataclass(frozen=True)
+class LibraryInventory:
+    """Device code found in one library (a shared object, executable, object, cubin, fatbin).
+
+    ``path`` is the member path inside a wheel, the path relative to an audited directory, or
+    the file path; an object inside a static library is ``libfoo.a(bar.o)``.
+    """
+
+    path: str
+    file_kind: str  # "shared-object", "executable", "relocatable", "cubin", "fatbin", "unknown-elf"
+    size: int
+    entries: tuple[FatbinEntry, ...] = ()
+    containers: int = 0
+
+    @property
+    def has_device_code(self) -> bool:
+        return bool(self.entries)
+
+    def images(self) -> list[ImageRow]:
+        return aggregate(self.entries)
+
+    def targets(self, kind: CodeKind) -> frozenset[Target]:
+        return frozenset(e.target for e in self.entries if e.kind is kind)
+
+
+@dataclass(frozen=True)
+class InputInventory:
+    """Everything found in one input (a wheel, a file, a directory, an installed distribution)."""
+
+    source: str
+    input_kind: str  # "wheel", "file", "directory", "installed"
+    libraries: tuple[LibraryInventory, ...]  # every ELF-like file scanned, device code or not
+    problems: tuple[Problem, ...] = ()
+    members_scanned: int = 0
+    bytes_scanned: int = 0
+    metadata: dict[str, str] = field(default_factory=dict)  # e.g. wheel name/version
+
+    @property
+    def complete(self) -> bool:
+        return not any(p.severity is Severity.ERROR for p in self.problems)
+
+    @property
+    def device_libraries(self) -> tuple[LibraryInventory, ...]:
+        return tuple(lib for lib in self.libraries if lib.has_device_code)
+
+    def images(self) -> list[ImageRow]:
+        """Rows over the whole input (sections merged per kind/arch, section = "*")."""
+        return aggregate(
+            (e for lib in self.libraries for e in lib.entries), merge_sections=True
+        )
+
+
+def aggregate(entries: Iterable[FatbinEntry], *, merge_sections: bool = False) -> list[ImageRow]:
+    """Group entries per (section, kind, target), sorted by section, kind, target."""
+    groups: dict[tuple[str, CodeKind, Target], list[FatbinEntry]] = defaultdict(list)
+    for e in entries:
+        groups[("*" if merge_sections else e.section, e.kind, e.target)].append(e)
+    kind_order = {CodeKind.SASS: 0, CodeKind.PTX: 1, CodeKind.LTOIR: 2}
+    rows = [
+        ImageRow(
+            section=section,
+            kind=kind,
+            target=target,
+            count=len(group),
+            stored_bytes=sum(e.stored_bytes for e in group),
+            uncompressed_bytes=sum(e.uncompressed_bytes for e in group),
+            compressions=tuple(sorted({e.compression for e in group}, key=lambda c: c.value)),
+            ptx_isa=tuple(sorted({e.ptx_isa for e in group if e.ptx_isa is not None})),
+        )
+        for (section, kind, target), group in groups.items()
+    ]
+    rows.sort(key=lambda r: (r.section, kind_order[r.kind], r.target))
+    return rows

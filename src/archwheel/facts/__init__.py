@@ -1,0 +1,1 @@
+"""CUDA facts: the versioned data file, the arch model and the compatibility rules."""

@@ -1,0 +1,1 @@
+"""Interfaces: the command line and the renderings of results (table, JSON, Markdown)."""

@@ -1,0 +1,102 @@
+"""The ``archwheel`` command line: one sub-command per module in ``interfaces.commands``.
+
+Errors are caught here and only here: an ``ArchwheelError`` prints one line and exits with its
+class's code; any other exception is a bug and prints a one-line report (the traceback only with
+``ARCHWHEEL_DEBUG=1``). Ctrl-C exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from archwheel import __version__
+from archwheel.errors import EXIT_TOOL, ArchwheelError
+
+# Sub-command modules, in the order `archwheel --help` lists them. Each defines
+# `register(subparsers) -> None`, which adds a parser whose default `func(args) -> int` runs it.
+COMMAND_MODULES = (
+    "audit",
+    "arch",
+    "can_run",
+    "doctor",
+    "manifest",
+    "build",
+    "smoke",
+)
+
+EPILOG = """\
+examples:
+  archwheel audit torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl --expect "8.0;9.0+PTX"
+  archwheel arch "8.0;9.0+PTX" --cuda 12.8
+  archwheel can-run dist/*.whl --gpu "RTX 5090" --driver 570.86.10
+  archwheel doctor
+
+exit codes: 0 ok, 1 verdict failed, 2 usage, 3 incomplete input, 4 tool missing, 5 build failed
+(docs/exit-codes.md has the full table, including can-run's and smoke's own codes)
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="archwheel",
+        description=(
+            "Build CUDA wheels for exactly your GPU architectures, prove what they contain, "
+            "and prove they run."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"archwheel {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"archwheel.interfaces.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"archwheel.interfaces.commands.{name}":
+                continue  # a command not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        code: int = args.func(args)
+    except ArchwheelError as exc:
+        if os.environ.get("ARCHWHEEL_DEBUG"):
+            raise
+        print(f"archwheel: error: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("archwheel: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # Output piped into `head`: not an error worth a message.
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        except OSError:
+            pass
+        return 0
+    except Exception as exc:
+        if os.environ.get("ARCHWHEEL_DEBUG"):
+            raise
+        print(
+            f"archwheel: internal error: {type(exc).__name__}: {exc} "
+            "(this is a bug; rerun with ARCHWHEEL_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_TOOL
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sub-commands of ``archwheel``; each module defines ``register(subparsers)``."""

@@ -1,0 +1,1 @@
+"""Orchestration: recipes, container engines, builds, smoke tests and host probes."""

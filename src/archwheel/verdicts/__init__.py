@@ -1,0 +1,1 @@
+"""Verdicts: audits against a requested arch list, compatibility with GPUs and drivers."""
