@@ -1,0 +1,181 @@
+"""ELF headers and section tables, parsed from bytes (little-endian ELF32 and ELF64).
+
+Pure functions over ``bytes``; every inconsistency raises ``FormatError`` with a one-line
+reason. Only what the audit needs is decoded: the file type, the machine, ``e_flags`` (for
+standalone cubins) and the sections' names, types, offsets and sizes.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+ELF_MAGIC = b"\x7fELF"
+EM_CUDA = 190
+SHT_NOBITS = 8
+SHN_XINDEX = 0xFFFF
+ET_NAMES = {1: "relocatable", 2: "executable", 3: "shared-object", 4: "core"}
+
+# The most section headers and the largest name table we accept: far above any real library
+# (libtorch_cuda.so has 34 sections), low enough that a lying header cannot exhaust memory.
+MAX_SECTIONS = 65536
+MAX_SHSTRTAB = 16 << 20
+
+
+class FormatError(ValueError):
+    """Bytes that do not form what they claim to be; the message is one line."""
+
+
+@dataclass(frozen=True)
+class ElfHeader:
+    is64: bool
+    e_type: int
+    e_machine: int
+    e_flags: int
+    osabi: int
+    abiversion: int
+    shoff: int
+    shentsize: int
+    shnum: int
+    shstrndx: int
+
+    @property
+    def file_kind(self) -> str:
+        if self.e_machine == EM_CUDA:
+            return "cubin"
+        return ET_NAMES.get(self.e_type, "unknown-elf")
+
+    @property
+    def table_size(self) -> int:
+        return self.shnum * self.shentsize
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    sh_type: int
+    offset: int
+    size: int
+
+    @property
+    def has_file_data(self) -> bool:
+        return self.sh_type != SHT_NOBITS and self.size > 0
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size
+
+
+@dataclass(frozen=True)
+class RawSection:
+    name_offset: int
+    sh_type: int
+    offset: int
+    size: int
+    link: int
+
+
+def parse_elf_header(data: bytes) -> ElfHeader:
+    """Decode the ELF identification and header (needs the first 64 bytes, 52 for ELF32)."""
+    if len(data) < 16 or data[:4] != ELF_MAGIC:
+        raise FormatError("not an ELF file")
+    ei_class, ei_data = data[4], data[5]
+    if ei_class not in (1, 2):
+        raise FormatError(f"invalid ELF class {ei_class}")
+    if ei_data != 1:
+        raise FormatError("big-endian ELF is not supported")
+    is64 = ei_class == 2
+    need = 64 if is64 else 52
+    if len(data) < need:
+        raise FormatError(f"truncated ELF header ({len(data)} of {need} bytes)")
+    if is64:
+        (e_type, e_machine, _v, _entry, _phoff, shoff, e_flags, _ehsize, _phentsize, _phnum,
+         shentsize, shnum, shstrndx) = struct.unpack_from("<HHIQQQIHHHHHH", data, 16)  # fmt: skip
+    else:
+        (e_type, e_machine, _v, _entry, _phoff, shoff, e_flags, _ehsize, _phentsize, _phnum,
+         shentsize, shnum, shstrndx) = struct.unpack_from("<HHIIIIIHHHHHH", data, 16)  # fmt: skip
+    expected_entsize = 64 if is64 else 40
+    if shoff and shentsize != expected_entsize:
+        raise FormatError(f"section header size {shentsize}, expected {expected_entsize}")
+    return ElfHeader(
+        is64=is64,
+        e_type=e_type,
+        e_machine=e_machine,
+        e_flags=e_flags,
+        osabi=data[7],
+        abiversion=data[8],
+        shoff=shoff,
+        shentsize=shentsize,
+        shnum=shnum,
+        shstrndx=shstrndx,
+    )
+
+
+def parse_section_headers(header: ElfHeader, table: bytes, count: int) -> list[RawSection]:
+    """Decode ``count`` section headers from ``table``."""
+    fmt = "<IIQQQQIIQQ" if header.is64 else "<IIIIIIIIII"
+    size = struct.calcsize(fmt)
+    if len(table) < count * size:
+        raise FormatError(
+            f"section table at offset {header.shoff} runs past the end of the file "
+            f"({len(table)} of {count * size} bytes present)"
+        )
+    rows: list[RawSection] = []
+    for i in range(count):
+        name, sh_type, _flags, _addr, offset, sh_size, link, _info, _align, _entsize = (
+            struct.unpack_from(fmt, table, i * size)
+        )
+        rows.append(RawSection(name, sh_type, offset, sh_size, link))
+    return rows
+
+
+def section_count(header: ElfHeader, first: RawSection | None) -> tuple[int, int]:
+    """The real section count and name-table index, following the extended-numbering rules."""
+    count = header.shnum
+    strndx = header.shstrndx
+    if count == 0 and first is not None:
+        count = first.size
+    if strndx == SHN_XINDEX and first is not None:
+        strndx = first.link
+    if count > MAX_SECTIONS:
+        raise FormatError(f"absurd section count {count}")
+    return count, strndx
+
+
+def name_sections(
+    raw: list[RawSection], names: bytes, file_size: int | None
+) -> tuple[list[Section], list[str]]:
+    """Resolve names and check bounds. Returns sections and one-line complaints.
+
+    A section whose data runs past the end of the file is kept, clipped, and reported.
+    """
+    problems: list[str] = []
+    sections: list[Section] = []
+    for i, r in enumerate(raw):
+        if r.name_offset < len(names):
+            end = names.find(b"\0", r.name_offset)
+            label = names[r.name_offset : end if end >= 0 else len(names)].decode(
+                "utf-8", "replace"
+            )
+        else:
+            label = f"<section {i}>" if i else ""
+        size = r.size
+        if file_size is not None and r.sh_type != SHT_NOBITS and r.offset + r.size > file_size:
+            problems.append(
+                f"section {label or i} claims bytes {r.offset}..{r.offset + r.size} "
+                f"past the end of the file ({file_size} bytes)"
+            )
+            size = max(0, file_size - r.offset)
+        sections.append(Section(label, r.sh_type, r.offset, size))
+    return sections, problems
+
+
+def cubin_sm(header: ElfHeader) -> int:
+    """The SM number a standalone cubin was built for, from ``e_flags``.
+
+    ABI version 8 and later (CUDA 12.9/13) keep it in bits 8-15; older cubins in bits 0-7.
+    Neither encoding records the 'a'/'f' suffix (cuda-facts.md section 5).
+    """
+    if header.abiversion >= 8:
+        return (header.e_flags >> 8) & 0xFF
+    return header.e_flags & 0xFF

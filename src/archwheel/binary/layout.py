@@ -1,0 +1,224 @@
+"""Where things are in a binary: ELF sections, ar archive members, raw fatbins.
+
+The parsers here are ``stream.Parser`` generators: they ask for the byte ranges they need and
+return a ``FileLayout``. One layout describes one file; an ar archive yields one ``Unit`` per
+member object file, an ELF file or a raw fatbin a single unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from archwheel.binary.elf import (
+    ELF_MAGIC,
+    MAX_SHSTRTAB,
+    FormatError,
+    Section,
+    cubin_sm,
+    name_sections,
+    parse_elf_header,
+    parse_section_headers,
+    section_count,
+)
+from archwheel.binary.fatbin import CONTAINER_MAGIC_BYTES
+from archwheel.binary.model import Severity
+from archwheel.binary.stream import Need
+
+AR_MAGIC = b"!<arch>\n"
+AR_THIN_MAGIC = b"!<thin>\n"
+AR_HEADER_SIZE = 60
+FATBIN_SECTIONS = frozenset({".nv_fatbin", "__nv_relfatbin"})
+RAW_FATBIN_SECTION = "(fatbin)"
+NO_SECTION = "(no section)"
+
+
+def sniff(head: bytes) -> str | None:
+    """The kind of binary from its first bytes: ``elf``, ``ar``, ``fatbin`` or None."""
+    if head.startswith(ELF_MAGIC):
+        return "elf"
+    if head.startswith((AR_MAGIC, AR_THIN_MAGIC)):
+        return "ar"
+    if head.startswith(CONTAINER_MAGIC_BYTES):
+        return "fatbin"
+    return None
+
+
+class Note(NamedTuple):
+    """A complaint about a file's structure."""
+
+    severity: Severity
+    message: str
+
+
+def _error(message: str) -> tuple[Note]:
+    return (Note(Severity.ERROR, message),)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One library inside a file: the file itself, or one member of an ar archive."""
+
+    name: str  # "" for the file itself; the member name inside an archive
+    start: int
+    end: int
+    file_kind: str
+    sections: tuple[Section, ...] = ()  # absolute offsets
+    cubin_sm: int | None = None
+    problems: tuple[Note, ...] = ()
+
+    def section_at(self, offset: int) -> Section | None:
+        for s in self.sections:
+            if s.has_file_data and s.offset <= offset < s.end:
+                return s
+        return None
+
+
+@dataclass(frozen=True)
+class FileLayout:
+    kind: str  # "elf", "ar", "fatbin"
+    units: tuple[Unit, ...]
+    problems: tuple[Note, ...] = ()
+
+    def unit_at(self, offset: int) -> Unit | None:
+        for u in self.units:
+            if u.start <= offset < u.end:
+                return u
+        return None
+
+
+LayoutParser = Generator[Need, bytes, FileLayout]
+UnitParser = Generator[Need, bytes, Unit]
+
+
+def layout_parser(kind: str, size: int) -> LayoutParser:
+    """The layout parser for a file of ``kind`` (from ``sniff``) and ``size`` bytes."""
+    if kind == "elf":
+        unit = yield from elf_unit(0, size, "")
+        return FileLayout("elf", (unit,))
+    if kind == "ar":
+        return (yield from ar_layout(size))
+    section = Section(RAW_FATBIN_SECTION, 1, 0, size)
+    return FileLayout("fatbin", (Unit("", 0, size, "fatbin", (section,)),))
+
+
+def elf_unit(base: int, size: int, name: str) -> UnitParser:
+    """Parse the ELF header and section table of an ELF image at ``base``."""
+    head = yield Need(base, 64)
+    try:
+        header = parse_elf_header(head)
+    except FormatError as exc:
+        return Unit(name, base, base + size, "unknown-elf", problems=_error(str(exc)))
+    kind = header.file_kind
+    sm = cubin_sm(header) if kind == "cubin" else None
+    if header.shoff == 0:
+        note = Note(Severity.WARNING, "no section table: device code attributed to no section")
+        return Unit(name, base, base + size, kind, cubin_sm=sm, problems=(note,))
+    if header.shoff >= size:
+        return Unit(
+            name,
+            base,
+            base + size,
+            kind,
+            cubin_sm=sm,
+            problems=_error(
+                f"section table offset {header.shoff} points past the end of the file "
+                f"({size} bytes): truncated or corrupt"
+            ),
+        )
+    first_raw = None
+    if header.shnum == 0 or header.shstrndx == 0xFFFF:
+        first = yield Need(base + header.shoff, header.shentsize)
+        try:
+            first_raw = parse_section_headers(header, first, 1)[0]
+        except FormatError as exc:
+            return Unit(name, base, base + size, kind, cubin_sm=sm, problems=_error(str(exc)))
+    try:
+        count, strndx = section_count(header, first_raw)
+    except FormatError as exc:
+        return Unit(name, base, base + size, kind, cubin_sm=sm, problems=_error(str(exc)))
+    table = yield Need(base + header.shoff, count * header.shentsize)
+    try:
+        raw = parse_section_headers(header, table, count)
+    except FormatError as exc:
+        return Unit(name, base, base + size, kind, cubin_sm=sm, problems=_error(str(exc)))
+    names = b""
+    problems: list[Note] = []
+    if 0 < strndx < len(raw):
+        strtab = raw[strndx]
+        if strtab.offset < size:
+            length = min(strtab.size, MAX_SHSTRTAB, size - strtab.offset)
+            names = yield Need(base + strtab.offset, length)
+        else:
+            problems.append(
+                Note(Severity.ERROR, "section name table points past the end of the file")
+            )
+    elif count:
+        problems.append(Note(Severity.ERROR, f"invalid section name table index {strndx}"))
+    sections, complaints = name_sections(raw, names, size)
+    problems.extend(Note(Severity.ERROR, c) for c in complaints)
+    absolute = tuple(
+        Section(s.name, s.sh_type, base + s.offset, s.size) for s in sections if s.size
+    )
+    return Unit(name, base, base + size, kind, absolute, sm, tuple(problems))
+
+
+def ar_layout(size: int) -> LayoutParser:
+    """Parse a System V / GNU ar archive: one unit per ELF (or raw fatbin) member."""
+    magic = yield Need(0, 8)
+    if magic == AR_THIN_MAGIC:
+        note = Note(Severity.WARNING, "thin archive: its members are separate files")
+        return FileLayout("ar", (), (note,))
+    units: list[Unit] = []
+    problems: list[Note] = []
+    long_names = b""
+    pos = len(AR_MAGIC)
+    while pos + AR_HEADER_SIZE <= size:
+        header = yield Need(pos, AR_HEADER_SIZE)
+        if len(header) < AR_HEADER_SIZE or header[58:60] != b"`\n":
+            problems.append(Note(Severity.ERROR, f"damaged archive member header at {pos}"))
+            break
+        raw_name = header[:16].decode("ascii", "replace").rstrip()
+        try:
+            member_size = int(header[48:58].decode("ascii").strip() or "0")
+        except ValueError:
+            problems.append(Note(Severity.ERROR, f"archive member at {pos}: invalid size"))
+            break
+        data = pos + AR_HEADER_SIZE
+        if data + member_size > size:
+            problems.append(
+                Note(Severity.ERROR, f"archive member {raw_name!r} runs past the end: truncated")
+            )
+            member_size = size - data
+        name = raw_name
+        if raw_name in ("/", "/SYM64/"):
+            name = ""  # symbol table
+        elif raw_name == "//":
+            long_names = yield Need(data, min(member_size, MAX_SHSTRTAB))
+            name = ""
+        elif raw_name.startswith("#1/"):  # BSD: the name follows the header
+            try:
+                name_len = int(raw_name[3:])
+            except ValueError:
+                name_len = 0
+            name_bytes = yield Need(data, min(name_len, 4096))
+            name = name_bytes.rstrip(b"\0").decode("utf-8", "replace")
+            data += name_len
+            member_size -= name_len
+        elif raw_name.startswith("/") and raw_name[1:].isdigit():
+            index = int(raw_name[1:])
+            end = long_names.find(b"/\n", index)
+            name = long_names[index : end if end >= 0 else None].decode("utf-8", "replace")
+        else:
+            name = raw_name.rstrip("/")
+        if name and member_size > 0:
+            head = yield Need(data, 8)
+            if head.startswith(ELF_MAGIC):
+                unit = yield from elf_unit(data, member_size, name)
+                units.append(unit)
+            elif head.startswith(CONTAINER_MAGIC_BYTES):
+                section = Section(RAW_FATBIN_SECTION, 1, data, member_size)
+                units.append(Unit(name, data, data + member_size, "fatbin", (section,)))
+        pos = data + member_size + (member_size & 1)
+    return FileLayout("ar", tuple(units), tuple(problems))

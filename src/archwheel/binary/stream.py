@@ -1,0 +1,209 @@
+"""Serve many small parsers from one forward pass over a byte stream.
+
+A wheel member is a deflate stream: reading it twice costs twice the inflate time, and holding
+it costs its size in memory. So parsers here are generators that *ask* for byte ranges
+(``yield Need(offset, length)``) and receive them when the stream passes that point. Many
+parsers run at once (the ELF layout parser, one parser per fatbin container candidate); the
+stream is read once, and only the bytes asked for are kept.
+
+A parser that asks for bytes the stream has already passed is served from a small window of
+recent chunks when possible; otherwise its request is kept for a replay pass
+(``missed``), which the caller runs by streaming the input again.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+# The most bytes one request may ask for: a guard against lying headers.
+MAX_NEED = 64 << 20
+
+
+class Need(NamedTuple):
+    """A request for ``length`` bytes at absolute ``offset``. Fewer come back at end of input."""
+
+    offset: int
+    length: int
+
+
+Parser = Generator[Need, bytes, Any]
+
+
+@dataclass
+class _Request:
+    parser: Parser
+    token: object
+    need: Need
+    cursor: int  # next absolute offset still wanted
+    parts: list[bytes] = field(default_factory=list)
+
+    @property
+    def end(self) -> int:
+        return self.need.offset + self.need.length
+
+
+@dataclass
+class ParserOutcome:
+    """What a parser returned, or the exception it raised."""
+
+    token: object
+    value: Any = None
+    error: BaseException | None = None
+
+
+class StreamMux:
+    """Feed chunks in order; parsers get the ranges they ask for; outcomes collect."""
+
+    def __init__(
+        self,
+        on_done: Callable[[ParserOutcome], None],
+        *,
+        window_bytes: int = 2 << 20,
+    ) -> None:
+        self._on_done = on_done
+        self._heap: list[tuple[int, int, _Request]] = []
+        self._seq = itertools.count()
+        self._pos = 0
+        self._recent: deque[tuple[int, bytes]] = deque()
+        self._recent_bytes = 0
+        self._window = window_bytes
+        self.missed: list[_Request] = []
+        self.finished = False
+
+    @property
+    def position(self) -> int:
+        return self._pos
+
+    # -- parsers ------------------------------------------------------------------------------
+    def add(self, parser: Parser, token: object) -> None:
+        """Start a parser; it runs until its first request that cannot be answered yet."""
+        try:
+            need = next(parser)
+        except StopIteration as stop:
+            self._on_done(ParserOutcome(token, value=stop.value))
+            return
+        except Exception as exc:
+            self._on_done(ParserOutcome(token, error=exc))
+            return
+        self._place_and_run(_Request(parser, token, need, need.offset))
+
+    def resume(self, request: _Request) -> None:
+        """Re-schedule a request kept in ``missed`` (for a replay pass)."""
+        self._place_and_run(request)
+
+    def _place_and_run(self, req: _Request) -> None:
+        answer = self._place(req)
+        if answer is not None:
+            self._run(req, *answer)
+
+    def _place(self, req: _Request) -> tuple[bytes | None, Exception | None] | None:
+        """Queue a request; return its answer instead when it can be answered right now."""
+        need = req.need
+        if need.length < 0 or need.offset < 0 or need.length > MAX_NEED:
+            return None, ValueError(f"invalid request {need}")
+        if need.length == 0:
+            return b"", None
+        if req.cursor < self._pos:
+            if not self._serve_from_window(req):
+                self.missed.append(req)
+                return None
+            if req.cursor >= req.end:
+                return b"".join(req.parts), None
+        if self.finished:
+            return b"".join(req.parts), None
+        heapq.heappush(self._heap, (req.cursor, next(self._seq), req))
+        return None
+
+    def _serve_from_window(self, req: _Request) -> bool:
+        """Copy the already-passed part of a request from recent chunks, if they hold it."""
+        if not self._recent or self._recent[0][0] > req.cursor:
+            return False
+        for start, chunk in self._recent:
+            stop = start + len(chunk)
+            if stop <= req.cursor or start >= req.end:
+                continue
+            lo = req.cursor - start
+            hi = min(len(chunk), req.end - start)
+            req.parts.append(chunk[lo:hi])
+            req.cursor = start + hi
+            if req.cursor >= req.end:
+                break
+        return True
+
+    def _run(self, req: _Request, data: bytes | None, error: Exception | None) -> None:
+        """Answer a request and keep answering its parser while answers are at hand.
+
+        Iterative on purpose: a container of thousands of entries inside one chunk must not
+        recurse once per entry.
+        """
+        while True:
+            try:
+                if error is not None:
+                    need = req.parser.throw(error)
+                else:
+                    assert data is not None
+                    need = req.parser.send(data)
+            except StopIteration as stop:
+                self._on_done(ParserOutcome(req.token, value=stop.value))
+                return
+            except Exception as exc:
+                self._on_done(ParserOutcome(req.token, error=exc))
+                return
+            req = _Request(req.parser, req.token, need, need.offset)
+            answer = self._place(req)
+            if answer is None:
+                return
+            data, error = answer
+
+    # -- the stream ---------------------------------------------------------------------------
+    def feed(self, chunk: bytes) -> None:
+        """Pass the next chunk of the stream (chunks must arrive in order, without gaps).
+
+        Parsers added before this call with requests inside the chunk are answered from it,
+        as are the further requests they make inside it.
+        """
+        start = self._pos
+        end = start + len(chunk)
+        heap = self._heap
+        while heap and heap[0][0] < end:
+            _, _, req = heapq.heappop(heap)
+            lo = req.cursor - start
+            hi = min(len(chunk), req.end - start)
+            piece = chunk[lo:hi]
+            if req.parts or req.end > end:
+                req.parts.append(piece)
+                req.cursor = start + hi
+                if req.cursor < req.end:
+                    heapq.heappush(heap, (req.cursor, next(self._seq), req))
+                    continue
+                self._run(req, b"".join(req.parts), None)
+            else:
+                self._run(req, piece, None)
+        self._pos = end
+        self._remember(start, chunk)
+
+    def _remember(self, start: int, chunk: bytes) -> None:
+        self._recent.append((start, chunk))
+        self._recent_bytes += len(chunk)
+        while len(self._recent) > 1 and self._recent_bytes - len(self._recent[0][1]) >= (
+            self._window
+        ):
+            _, old = self._recent.popleft()
+            self._recent_bytes -= len(old)
+
+    def finish(self) -> None:
+        """End of stream: every open request is answered with the bytes that exist."""
+        self.finished = True
+        self._recent.clear()
+        while self._heap:
+            _, _, req = heapq.heappop(self._heap)
+            self._run(req, b"".join(req.parts), None)
+
+    def wants_more(self) -> bool:
+        """Whether any parser still waits for bytes ahead of the current position."""
+        return bool(self._heap)

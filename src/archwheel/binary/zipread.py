@@ -1,0 +1,192 @@
+"""Read wheel members as bounded streams of chunks, straight from the zip, never to disk.
+
+``zipfile`` parses the central directory; the member data is read and inflated here so that
+every promise holds: memory stays bounded by the chunk size, a member that inflates past its
+declared size (a zip bomb) is stopped, the CRC is checked, truncation is detected, and member
+names are checked (``..``, absolute paths, duplicates) although nothing is ever written.
+"""
+
+from __future__ import annotations
+
+import struct
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
+
+from archwheel.errors import InputError
+
+try:  # zlib-ng inflates about 30% faster and computes CRC-32 about 8x faster than zlib
+    from zlib_ng import zlib_ng as zlib
+except ImportError:  # pragma: no cover - platforms without zlib-ng wheels
+    import zlib  # type: ignore[no-redef]
+
+LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+LOCAL_SIGNATURE = b"PK\x03\x04"
+READ_BLOCK = 1 << 20  # compressed bytes read at a time
+OUT_CHUNK = 4 << 20  # most inflated bytes produced per chunk
+FIRST_CHUNK = 64 << 10  # the first chunk is small so that non-binaries cost little
+DEFAULT_MAX_MEMBER = 16 << 30  # no real library is near this; a larger declaration is refused
+
+
+class MemberError(Exception):
+    """A member that cannot be read completely; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    size: int  # declared uncompressed size
+    compressed_size: int
+    method: int
+    crc: int
+    header_offset: int
+
+
+def unsafe_name_reason(name: str) -> str | None:
+    """Why a member name could escape an extraction folder, or None when it is safe."""
+    if not name:
+        return "empty member name"
+    if "\0" in name:
+        return "member name contains a NUL byte"
+    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+        return "absolute member path"
+    parts = PurePosixPath(name.replace("\\", "/")).parts
+    if ".." in parts:
+        return "member path contains '..'"
+    return None
+
+
+class WheelReader:
+    """One zip archive opened for member streaming. Use as a context manager."""
+
+    def __init__(self, path: Path, *, max_member_bytes: int = DEFAULT_MAX_MEMBER) -> None:
+        self.path = path
+        self.max_member_bytes = max_member_bytes
+        try:
+            self._size = path.stat().st_size
+            with zipfile.ZipFile(path) as zf:
+                infos = zf.infolist()
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such file") from None
+        except IsADirectoryError:
+            raise InputError(f"{path}: is a directory, not a wheel") from None
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+            raise InputError(
+                f"{path}: not a readable zip archive ({exc})",
+                hint="the file is truncated or corrupt: download it again",
+            ) from None
+        self.members: list[Member] = []
+        self.name_problems: list[tuple[str, str]] = []
+        seen: set[str] = set()
+        for info in infos:
+            name = info.filename
+            if info.is_dir():
+                continue
+            reason = unsafe_name_reason(name)
+            if reason:
+                self.name_problems.append((name, f"{reason}; member not read"))
+                continue
+            if name in seen:
+                self.name_problems.append((name, "duplicate member name; second copy not read"))
+                continue
+            seen.add(name)
+            self.members.append(
+                Member(
+                    name=name,
+                    size=info.file_size,
+                    compressed_size=info.compress_size,
+                    method=info.compress_type,
+                    crc=info.CRC,
+                    header_offset=info.header_offset,
+                )
+            )
+
+    def chunks(self, member: Member) -> Iterator[bytes]:
+        """Inflate ``member`` as a sequence of chunks; raise ``MemberError`` on any defect.
+
+        The first chunk is at most 64 KiB so that callers can look at a member's first bytes
+        and stop cheaply.
+        """
+        if member.method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise MemberError(f"unsupported compression method {member.method}")
+        if member.size > self.max_member_bytes:
+            raise MemberError(
+                f"declares {member.size} bytes uncompressed, above the limit of "
+                f"{self.max_member_bytes} (zip bomb?)"
+            )
+        with self.path.open("rb") as fh:
+            fh.seek(member.header_offset)
+            header = fh.read(LOCAL_HEADER.size)
+            if len(header) < LOCAL_HEADER.size or header[:4] != LOCAL_SIGNATURE:
+                raise MemberError("local file header missing or damaged")
+            fields = LOCAL_HEADER.unpack(header)
+            name_len, extra_len = fields[9], fields[10]
+            local_name = fh.read(name_len)
+            if local_name.decode("utf-8", "replace") != member.name and local_name.decode(
+                "cp437", "replace"
+            ) != member.name:
+                raise MemberError("local header names a different file than the directory")
+            start = member.header_offset + LOCAL_HEADER.size + name_len + extra_len
+            if start + member.compressed_size > self._size:
+                raise MemberError(
+                    f"data runs past the end of the archive (needs {member.compressed_size} "
+                    f"bytes at {start}, archive is {self._size} bytes): truncated"
+                )
+            fh.seek(start)
+            yield from self._inflate(fh, member)
+
+    def _inflate(self, fh: BinaryIO, member: Member) -> Iterator[bytes]:
+        read = fh.read
+        remaining = member.compressed_size
+        produced = 0
+        crc = 0
+        limit = member.size
+        first = True
+        if member.method == zipfile.ZIP_STORED:
+            if member.compressed_size != member.size:
+                raise MemberError("stored member whose sizes disagree")
+            while remaining:
+                block = read(min(remaining, FIRST_CHUNK if first else OUT_CHUNK))
+                if not block:
+                    raise MemberError("archive ends inside the member: truncated")
+                first = False
+                remaining -= len(block)
+                crc = zlib.crc32(block, crc)
+                yield block
+        else:
+            inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+            while True:
+                if inflater.unconsumed_tail:
+                    data = inflater.unconsumed_tail
+                elif remaining:
+                    data = read(min(remaining, 16 << 10 if first else READ_BLOCK))
+                    if not data:
+                        raise MemberError("archive ends inside the member: truncated")
+                    remaining -= len(data)
+                elif inflater.eof:
+                    break
+                else:
+                    raise MemberError("compressed data ends before the deflate stream does")
+                try:
+                    out = inflater.decompress(data, FIRST_CHUNK if first else OUT_CHUNK)
+                except zlib.error as exc:
+                    raise MemberError(f"corrupt deflate data ({exc})") from None
+                if out:
+                    produced += len(out)
+                    if produced > limit:
+                        raise MemberError(
+                            f"inflates past its declared size of {limit} bytes (zip bomb?)"
+                        )
+                    crc = zlib.crc32(out, crc)
+                    first = False
+                    yield out
+                if inflater.eof and not inflater.unconsumed_tail:
+                    break
+            if produced != limit:
+                raise MemberError(f"inflates to {produced} bytes, the directory says {limit}")
+        if crc != member.crc:
+            raise MemberError(
+                f"CRC mismatch (computed {crc:08x}, recorded {member.crc:08x}): corrupt member"
+            )

@@ -1,0 +1,150 @@
+"""``archwheel audit``: which SASS and PTX each library of a wheel really contains."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from archwheel.binary.model import InputInventory
+from archwheel.binary.scan import ProgressCallback, scan_installed, scan_path
+from archwheel.errors import UsageError
+from archwheel.facts.arch import ArchList
+from archwheel.interfaces.render import FORMATS, console, dump_json, err_console
+from archwheel.interfaces.render_audit import render_markdown, render_table, verdict_line
+from archwheel.verdicts.audit import AuditReport, audit, audit_document, overall_exit_code
+
+DESCRIPTION = """\
+Report the device code (SASS cubins per sm_XY, including 'a'/'f' variants, PTX, LTO-IR) that
+every library of a wheel, file, directory or installed distribution really contains, read from
+the fatbin headers themselves (no CUDA toolkit needed, wheels are never extracted). With
+--expect, list every library that lacks a requested image and exit 1.
+
+exit codes: 0 ok (or inventory only), 1 something requested is missing,
+3 the input could not be read completely (the report still shows what was read),
+2 usage error."""
+
+EXAMPLES = """\
+examples:
+  archwheel audit torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl
+  archwheel audit dist/*.whl --expect "8.0;9.0+PTX" --format markdown >> $GITHUB_STEP_SUMMARY
+  archwheel audit build/lib/libmykernels.so --expect "sm_90a,sm_100f" --detail
+  archwheel audit --installed torch --expect 12.0
+"""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "audit",
+        help="list the SASS/PTX every library really contains; compare with --expect",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("inputs", nargs="*", type=Path, metavar="INPUT",
+                   help="wheels (.whl), shared libraries, executables, .o/.a, .cubin, .fatbin, "
+                        "or directories")  # fmt: skip
+    p.add_argument("--installed", action="append", default=[], metavar="DIST",
+                   help="audit an installed distribution (e.g. torch); repeatable")  # fmt: skip
+    p.add_argument("--python", metavar="PATH",
+                   help="interpreter whose environment --installed looks in (default: this one)")  # fmt: skip
+    p.add_argument("--expect", metavar="ARCHS",
+                   help='requested arch list, e.g. "8.0;9.0+PTX", "sm_90a,sm_100f", "Hopper"')  # fmt: skip
+    p.add_argument("--format", choices=FORMATS, default="table", help="output format")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE",
+                   help="write the report to FILE instead of standard output")  # fmt: skip
+    p.add_argument("--detail", action="store_true",
+                   help="also list images per section with sizes and compression")  # fmt: skip
+    p.add_argument("--cross-check", action="store_true",
+                   help="also run NVIDIA's cuobjdump on the same libraries and report every "
+                        "disagreement (installs nvidia-cuda-cuobjdump on demand)")  # fmt: skip
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print only the verdict line and problems (table format)")  # fmt: skip
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="threads inflating wheel members (default: up to 4)")  # fmt: skip
+    p.add_argument("--all-members", action="store_true",
+                   help="also look inside wheel members named like text or Python files")  # fmt: skip
+    p.set_defaults(func=run)
+
+
+def _progress_for(args: argparse.Namespace) -> tuple[ProgressCallback | None, object]:
+    if args.quiet or args.format != "table" or not sys.stderr.isatty():
+        return None, None
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+    progress = Progress(
+        TextColumn("[bold]scanning"),
+        BarColumn(),
+        DownloadColumn(binary_units=True),
+        TextColumn("{task.description}"),
+        console=err_console(),
+        transient=True,
+    )
+    task = progress.add_task("", total=None)
+
+    def update(done: int, total: int, name: str) -> None:
+        progress.update(task, completed=done, total=total, description=name.rsplit("/", 1)[-1])
+
+    return update, progress
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.inputs and not args.installed:
+        raise UsageError(
+            "nothing to audit", hint="give a wheel, a library or a directory, or --installed NAME"
+        )
+    if args.workers is not None and args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    expect = ArchList.parse(args.expect) if args.expect is not None else None
+    callback, progress = _progress_for(args)
+    inventories: list[InputInventory] = []
+    try:
+        if progress is not None:
+            progress.start()  # type: ignore[attr-defined]
+        for path in args.inputs:
+            inventories.append(
+                scan_path(
+                    path, on_progress=callback, workers=args.workers, all_members=args.all_members
+                )
+            )
+        for dist in args.installed:
+            inventories.append(scan_installed(dist, args.python, on_progress=callback))
+    finally:
+        if progress is not None:
+            progress.stop()  # type: ignore[attr-defined]
+    reports = [audit(inv, expect) for inv in inventories]
+    crosscheck = _cross_check(args, reports) if args.cross_check else None
+    code = overall_exit_code(reports)
+    if crosscheck is not None and crosscheck != 0 and code == 0:
+        code = crosscheck
+    _emit(args, reports)
+    return code
+
+
+def _cross_check(args: argparse.Namespace, reports: list[AuditReport]) -> int:
+    """Run cuobjdump over the same inputs; print disagreements. Returns 0 or 1."""
+    try:
+        from archwheel.verdicts import crosscheck
+    except ImportError:  # pragma: no cover - lands with the oracle
+        raise UsageError("--cross-check is not available in this build") from None
+    return crosscheck.run_cli_cross_check(reports, args)
+
+
+def _emit(args: argparse.Namespace, reports: list[AuditReport]) -> None:
+    stream = args.output.open("w", encoding="utf-8") if args.output else None
+    try:
+        if args.format == "json":
+            dump_json(audit_document(reports), stream)
+        elif args.format == "markdown":
+            (stream or sys.stdout).write(render_markdown(reports, detail=args.detail))
+        elif args.quiet:
+            out = console(stream)
+            for r in reports:
+                for p in r.inventory.problems:
+                    out.print(f"{p.severity.value}: {p.one_line()}")
+            out.print(verdict_line(reports))
+        else:
+            render_table(reports, console(stream), detail=args.detail)
+    finally:
+        if stream is not None:
+            stream.close()

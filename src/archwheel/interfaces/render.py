@@ -1,0 +1,63 @@
+"""Shared rendering helpers: consoles, byte sizes, compact arch lists, Markdown tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any, TextIO
+
+from rich.console import Console
+
+FORMATS = ("table", "json", "markdown")
+
+
+def console(stream: TextIO | None = None) -> Console:
+    """A rich console on stdout (or ``stream``) that degrades to plain text when piped.
+
+    Piped output gets 160 columns (or $COLUMNS) so that logs keep one library per line.
+    """
+    out = stream or sys.stdout
+    width = None if out.isatty() else int(os.environ.get("COLUMNS", "160"))
+    return Console(file=out, highlight=False, soft_wrap=False, width=width)
+
+
+def err_console() -> Console:
+    return Console(file=sys.stderr, highlight=False)
+
+
+def human_bytes(n: int) -> str:
+    """1536 -> '1.5 KiB'."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def compact(names: Iterable[str]) -> str:
+    """A space-separated list, or '-' when empty."""
+    items = list(names)
+    return " ".join(items) if items else "-"
+
+
+def dump_json(document: Any, stream: TextIO | None = None) -> None:
+    out = stream or sys.stdout
+    json.dump(document, out, indent=2, sort_keys=False)
+    out.write("\n")
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A GitHub-flavoured Markdown table; pipes inside cells are escaped."""
+
+    def cell(text: str) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    lines = [
+        "| " + " | ".join(cell(h) for h in headers) + " |",
+        "|" + "|".join("---" for _ in headers) + "|",
+    ]
+    lines.extend("| " + " | ".join(cell(c) for c in row) + " |" for row in rows)
+    return "\n".join(lines)

@@ -1,0 +1,224 @@
+"""Human renderings of audit reports: a rich table for terminals, Markdown for CI summaries."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from archwheel.binary.model import LibraryInventory, Severity
+from archwheel.facts.arch import CodeKind
+from archwheel.interfaces.render import compact, human_bytes, markdown_table
+from archwheel.verdicts.audit import AuditReport, LibraryVerdict, overall_exit_code
+
+
+def _arch_cells(lib: LibraryInventory, kind: CodeKind) -> list[str]:
+    """Arch names of one kind; a count in parentheses where an arch is only in some kernels."""
+    counts: Counter[str] = Counter()
+    order: dict[str, object] = {}
+    for e in lib.entries:
+        if e.kind is kind:
+            counts[e.arch] += 1
+            order.setdefault(e.arch, e.target)
+    if not counts:
+        return []
+    full = max(counts.values())
+    names = sorted(counts, key=lambda a: order[a])  # type: ignore[arg-type, return-value]
+    return [a if counts[a] == full or full == 1 else f"{a}({counts[a]})" for a in names]
+
+
+def _device_bytes(lib: LibraryInventory) -> int:
+    return sum(e.stored_bytes for e in lib.entries)
+
+
+def verdict_line(reports: Sequence[AuditReport]) -> str:
+    code = overall_exit_code(reports)
+    failing = [v for r in reports for v in r.failing]
+    empty = [r for r in reports if r.no_device_code]
+    errors = sum(1 for r in reports for p in r.inventory.problems if p.severity is Severity.ERROR)
+    parts: list[str] = []
+    if failing:
+        shown = "; ".join(f"{_short(v.library.path)}: {' '.join(v.missing)}" for v in failing[:6])
+        more = f"; and {len(failing) - 6} more" if len(failing) > 6 else ""
+        parts.append(f"{len(failing)} libraries lack requested images ({shown}{more})")
+    if empty:
+        parts.append(
+            f"{len(empty)} input(s) carry no device code at all although archs were requested"
+        )
+    if errors:
+        parts.append(f"{errors} read errors: the result is incomplete")
+    if code == 0:
+        if reports and reports[0].expect is None:
+            return "verdict: inventory only (give --expect to compare with an arch list)"
+        return "verdict: OK, every library with device code carries every requested image"
+    label = "INCOMPLETE" if code == 3 else "FAIL"
+    return f"verdict: {label}: " + "; ".join(parts)
+
+
+def _short(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def render_table(reports: Sequence[AuditReport], console: Console, *, detail: bool) -> None:
+    for report in reports:
+        inv = report.inventory
+        console.print(
+            Text.assemble(
+                (inv.source, "bold"),
+                f"  ({inv.input_kind}, {inv.members_scanned} binaries scanned, "
+                f"{len(inv.device_libraries)} with device code, "
+                f"{human_bytes(inv.bytes_scanned)} read)",
+            )
+        )
+        if report.expect is not None:
+            console.print(f"expected: {report.expect}")
+        if inv.device_libraries:
+            console.print(_library_table(report))
+            if detail:
+                console.print(_detail_table(report))
+            console.print(_cost_table(report))
+        else:
+            console.print("no device code found")
+        _problems(report, console)
+        console.print()
+    code = overall_exit_code(reports)
+    style = "green" if code == 0 else ("yellow" if code == 3 else "red")
+    console.print(Text(verdict_line(reports), style=f"bold {style}"))
+
+
+def _library_table(report: AuditReport) -> Table:
+    with_expect = report.expect is not None
+    table = Table(title="device code per library", title_justify="left", show_lines=False)
+    table.add_column("library", overflow="fold", ratio=3)
+    table.add_column("SASS", ratio=4)
+    table.add_column("PTX", ratio=1)
+    if with_expect:
+        table.add_column("missing", style="red", ratio=2)
+        table.add_column("extra", ratio=2)
+    table.add_column("device code", justify="right")
+    verdicts = {v.library.path: v for v in report.libraries}
+    for lib in report.inventory.device_libraries:
+        row = [
+            lib.path,
+            compact(_arch_cells(lib, CodeKind.SASS)),
+            compact(_arch_cells(lib, CodeKind.PTX) + _arch_cells(lib, CodeKind.LTOIR)),
+        ]
+        if with_expect:
+            v = verdicts.get(lib.path) or LibraryVerdict(lib)
+            row += [compact(v.missing), compact(v.extra)]
+        row.append(human_bytes(_device_bytes(lib)))
+        table.add_row(*row)
+    return table
+
+
+def _detail_table(report: AuditReport) -> Table:
+    table = Table(title="images per section", title_justify="left")
+    for col in ("library", "section", "kind", "arch", "count", "stored", "uncompressed", "codec"):
+        table.add_column(col, justify="right" if col in ("count", "stored", "uncompressed") else "left")
+    for lib in report.inventory.device_libraries:
+        for r in lib.images():
+            table.add_row(
+                _short(lib.path),
+                r.section,
+                r.kind.value,
+                r.arch + (f" (PTX {','.join(map(str, r.ptx_isa))})" if r.ptx_isa else ""),
+                str(r.count),
+                human_bytes(r.stored_bytes),
+                human_bytes(r.uncompressed_bytes),
+                ",".join(c.value for c in r.compressions),
+            )
+    return table
+
+
+def _cost_table(report: AuditReport) -> Table:
+    costs = report.costs()
+    total = sum(c.stored_bytes for c in costs) or 1
+    table = Table(title="what each arch costs", title_justify="left")
+    for col in ("arch", "libraries", "entries", "stored", "share", "uncompressed"):
+        table.add_column(col, justify="left" if col == "arch" else "right")
+    for c in costs:
+        table.add_row(
+            c.arch,
+            str(c.libraries),
+            str(c.entries),
+            human_bytes(c.stored_bytes),
+            f"{100 * c.stored_bytes / total:.1f}%",
+            human_bytes(c.uncompressed_bytes),
+        )
+    return table
+
+
+def _problems(report: AuditReport, console: Console) -> None:
+    for p in report.inventory.problems:
+        style = "red" if p.severity is Severity.ERROR else "yellow"
+        console.print(Text(f"{p.severity.value}: {p.one_line()}", style=style))
+
+
+def render_markdown(reports: Sequence[AuditReport], *, detail: bool) -> str:
+    out: list[str] = ["## archwheel audit", ""]
+    for report in reports:
+        inv = report.inventory
+        out.append(f"### `{inv.source}`")
+        out.append("")
+        out.append(
+            f"{inv.input_kind}, {inv.members_scanned} binaries scanned, "
+            f"{len(inv.device_libraries)} with device code"
+            + (f"; expected `{report.expect}`" if report.expect is not None else "")
+        )
+        out.append("")
+        verdicts = {v.library.path: v for v in report.libraries}
+        headers = ["library", "SASS", "PTX"]
+        if report.expect is not None:
+            headers += ["missing", "extra"]
+        headers.append("device code")
+        rows = []
+        for lib in inv.device_libraries:
+            row = [
+                f"`{lib.path}`",
+                compact(_arch_cells(lib, CodeKind.SASS)),
+                compact(_arch_cells(lib, CodeKind.PTX) + _arch_cells(lib, CodeKind.LTOIR)),
+            ]
+            if report.expect is not None:
+                v = verdicts.get(lib.path) or LibraryVerdict(lib)
+                row += [f"**{compact(v.missing)}**" if v.missing else "-", compact(v.extra)]
+            row.append(human_bytes(_device_bytes(lib)))
+            rows.append(row)
+        if rows:
+            out.append(markdown_table(headers, rows))
+            out.append("")
+        if detail:
+            detail_rows = [
+                [_short(lib.path), r.section, r.kind.value, r.arch, str(r.count),
+                 human_bytes(r.stored_bytes), human_bytes(r.uncompressed_bytes)]
+                for lib in inv.device_libraries
+                for r in lib.images()
+            ]  # fmt: skip
+            out.append(
+                markdown_table(
+                    ["library", "section", "kind", "arch", "count", "stored", "uncompressed"],
+                    detail_rows,
+                )
+            )
+            out.append("")
+        costs = report.costs()
+        if costs:
+            out.append(
+                markdown_table(
+                    ["arch", "libraries", "entries", "stored", "uncompressed"],
+                    [
+                        [c.arch, str(c.libraries), str(c.entries), human_bytes(c.stored_bytes),
+                         human_bytes(c.uncompressed_bytes)]
+                        for c in costs
+                    ],  # fmt: skip
+                )
+            )
+            out.append("")
+        for p in inv.problems:
+            out.append(f"- **{p.severity.value}**: {p.one_line()}")
+        if inv.problems:
+            out.append("")
+    out.append(f"**{verdict_line(reports)}**")
+    return "\n".join(out) + "\n"
