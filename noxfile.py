@@ -33,7 +33,7 @@ def _fetch_wheel(session: nox.Session, spec: str) -> Path:
     """`pip download --no-deps` one wheel into .cache/wheels (once) and return its path."""
     dest = CACHE / "wheels"
     dest.mkdir(parents=True, exist_ok=True)
-    name = spec.split("==")[0].replace("-", "_")
+    name = spec.split("==", maxsplit=1)[0].replace("-", "_")
     version = spec.split("==")[1] if "==" in spec else ""
     found = sorted(dest.glob(f"{name}-{version}*.whl"))
     if not found:

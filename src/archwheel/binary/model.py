@@ -128,9 +128,7 @@ class InputInventory:
 
     def images(self) -> list[ImageRow]:
         """Rows over the whole input (sections merged per kind/arch, section = "*")."""
-        return aggregate(
-            (e for lib in self.libraries for e in lib.entries), merge_sections=True
-        )
+        return aggregate((e for lib in self.libraries for e in lib.entries), merge_sections=True)
 
 
 def aggregate(entries: Iterable[FatbinEntry], *, merge_sections: bool = False) -> list[ImageRow]:

@@ -12,6 +12,7 @@ threads (zlib releases the GIL), so a whole wheel costs about one inflate of its
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -67,8 +68,10 @@ ALIGNMENT_SLACK = 16
 # Wheel members with these suffixes are text or Python, never binaries: not even peeked at.
 # (`--all-members` peeks at everything.)
 TEXT_SUFFIXES = frozenset(
-    ".py .pyi .pyc .pyx .pxd .h .hpp .hxx .cuh .inl .c .cc .cpp .cxx .cu .txt .md .rst .json "
-    ".yaml .yml .toml .cfg .ini .html .css .js .csv .typed .cmake .in .pem".split()
+    (
+        ".py .pyi .pyc .pyx .pxd .h .hpp .hxx .cuh .inl .c .cc .cpp .cxx .cu .txt .md .rst "
+        ".json .yaml .yml .toml .cfg .ini .html .css .js .csv .typed .cmake .in .pem"
+    ).split()
 )
 DIST_INFO_FILES = frozenset({"METADATA", "RECORD", "WHEEL", "LICENSE", "top_level.txt"})
 
@@ -85,6 +88,7 @@ class _ContainerScan:
     end: int
     headers: list[EntryHeader]
     error: str | None
+    error_at: int = 0  # where the error was met
 
 
 def _container_parser(offset: int) -> Parser:
@@ -101,11 +105,12 @@ def _container_parser(offset: int) -> Parser:
                 headers,
                 f"container at {offset:#x} declares {header.entries_size} bytes but the file "
                 f"ends inside it (entry at {position:#x})",
+                position,
             )
         try:
             entry = parse_entry_header(raw, position, header.end)
         except FormatError as exc:
-            return _ContainerScan(offset, header.end, headers, str(exc))
+            return _ContainerScan(offset, header.end, headers, str(exc), position)
         headers.append(entry)
         position = entry.end
     return _ContainerScan(offset, header.end, headers, None)
@@ -257,20 +262,18 @@ def _assemble(
                 Note(
                     Severity.ERROR,
                     f"container at {scan.offset - unit.start:#x} in {name} declares "
-                    f"{scan.end - scan.offset} bytes but only {limit - scan.offset} remain "
-                    "in the section",
+                    f"{scan.end - scan.offset - 16} bytes of entries but only "
+                    f"{max(0, limit - scan.offset - 16)} remain in the section",
                 )
             )
-        if scan.error:
+        if scan.error and scan.error_at < limit:
             notes.append(Note(Severity.ERROR, f"in {name}: {_relative(scan.error, unit)}"))
         kept = [h for h in scan.headers if h.end <= limit]
         per_unit[unit.name].extend(_entry(h, name, unit) for h in kept)
         per_unit_containers[unit.name] += 1
         accepted_end = min(scan.end, limit)
         if section is not None:
-            covered.setdefault((unit.name, section.offset), []).append(
-                (scan.offset, accepted_end)
-            )
+            covered.setdefault((unit.name, section.offset), []).append((scan.offset, accepted_end))
 
     for offset, message in header_errors:
         if offset < accepted_end and any(s.offset <= offset < s.end for s in scans):
@@ -371,8 +374,8 @@ def _cubin_entry(unit: Unit) -> FatbinEntry:
 def _uncovered(start: int, end: int, spans: list[tuple[int, int]] | None) -> int:
     covered = 0
     cursor = start
-    for lo, hi in sorted(spans or []):
-        lo, hi = max(lo, cursor), min(hi, end)
+    for span_start, span_end in sorted(spans or []):
+        lo, hi = max(span_start, cursor), min(span_end, end)
         if hi > lo:
             covered += hi - lo
             cursor = hi
@@ -384,8 +387,8 @@ def _limit(notes: list[Note]) -> list[Note]:
     if len(unique) <= MAX_PROBLEMS_PER_LIBRARY:
         return unique
     rest = len(unique) - MAX_PROBLEMS_PER_LIBRARY
-    severity = Severity.ERROR if any(n.severity is Severity.ERROR for n in unique) else (
-        Severity.WARNING
+    severity = (
+        Severity.ERROR if any(n.severity is Severity.ERROR for n in unique) else (Severity.WARNING)
     )
     return [*unique[:MAX_PROBLEMS_PER_LIBRARY], Note(severity, f"... and {rest} more problems")]
 
@@ -477,6 +480,10 @@ class _Progress:
             self.done += amount
             done = self.done
         self.callback(done, self.total, name)
+
+
+def _add_named(progress: _Progress, name: str, amount: int) -> None:
+    progress.add(amount, name)
 
 
 def default_workers() -> int:
@@ -591,7 +598,9 @@ def scan_files(
         except ValueError:
             relative = str(f)
         try:
-            scan = scan_stream(relative, size, _file_chunks(f), lambda n, r=relative: progress.add(n, r))
+            scan = scan_stream(
+                relative, size, _file_chunks(f), functools.partial(_add_named, progress, relative)
+            )
         except OSError as exc:
             problems.append(Problem(source, f"cannot read: {exc.strerror or exc}", member=relative))
             continue

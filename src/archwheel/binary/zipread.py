@@ -13,7 +13,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from archwheel.errors import InputError
 
@@ -21,6 +21,8 @@ try:  # zlib-ng inflates about 30% faster and computes CRC-32 about 8x faster th
     from zlib_ng import zlib_ng as zlib
 except ImportError:  # pragma: no cover - platforms without zlib-ng wheels
     import zlib  # type: ignore[no-redef]
+
+_ZLIB_ERROR = cast("type[Exception]", zlib.error)
 
 LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
 LOCAL_SIGNATURE = b"PK\x03\x04"
@@ -124,9 +126,10 @@ class WheelReader:
             fields = LOCAL_HEADER.unpack(header)
             name_len, extra_len = fields[9], fields[10]
             local_name = fh.read(name_len)
-            if local_name.decode("utf-8", "replace") != member.name and local_name.decode(
-                "cp437", "replace"
-            ) != member.name:
+            if (
+                local_name.decode("utf-8", "replace") != member.name
+                and local_name.decode("cp437", "replace") != member.name
+            ):
                 raise MemberError("local header names a different file than the directory")
             start = member.header_offset + LOCAL_HEADER.size + name_len + extra_len
             if start + member.compressed_size > self._size:
@@ -171,7 +174,7 @@ class WheelReader:
                     raise MemberError("compressed data ends before the deflate stream does")
                 try:
                     out = inflater.decompress(data, FIRST_CHUNK if first else OUT_CHUNK)
-                except zlib.error as exc:
+                except _ZLIB_ERROR as exc:
                     raise MemberError(f"corrupt deflate data ({exc})") from None
                 if out:
                     produced += len(out)

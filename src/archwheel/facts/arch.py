@@ -308,9 +308,7 @@ def _from_number(digits: str, token: str, raw: str, facts: CudaFacts) -> Compute
     return cc
 
 
-def _target(
-    cc: ComputeCapability, suffix: str, token: str, raw: str, facts: CudaFacts
-) -> Target:
+def _target(cc: ComputeCapability, suffix: str, token: str, raw: str, facts: CudaFacts) -> Target:
     if not facts.is_known(cc):
         known = ", ".join(str(c) for c in sorted(facts.capabilities))
         _bad(token, raw, f"unknown compute capability {cc} (known: {known})")
@@ -323,8 +321,7 @@ def _target(
             _bad(
                 token,
                 raw,
-                f"{cc} has no {label} variant (it exists for "
-                f"{', '.join(str(c) for c in having)})",
+                f"{cc} has no {label} variant (it exists for {', '.join(str(c) for c in having)})",
             )
     return Target(cc, variant)
 

@@ -152,8 +152,10 @@ class CudaFacts:
             g
             for g in self.gpus
             if wanted.startswith(_normalize_gpu_name(g.name) + " ")
-            or _squash(wanted).startswith(_squash(g.name))
-            and _boundary_ok(_squash(wanted), _squash(g.name))
+            or (
+                _squash(wanted).startswith(_squash(g.name))
+                and _boundary_ok(_squash(wanted), _squash(g.name))
+            )
         ]
         if prefixed:
             return max(prefixed, key=lambda g: len(g.name))
@@ -184,7 +186,7 @@ def _squash(name: str) -> str:
 
 
 def _boundary_ok(wanted: str, model: str) -> bool:
-    """"a100sxm480gb" starts with "a100" at a boundary; "a1000" must not match "a100"."""
+    """ "a100sxm480gb" starts with "a100" at a boundary; "a1000" must not match "a100"."""
     rest = wanted[len(model) :]
     return not rest or not rest[0].isdigit()
 

@@ -61,7 +61,9 @@ def rule_for(kind: CodeKind, target: Target) -> str:
     }[target.variant]
 
 
-def driver_cuda_version(driver: DriverVersion, facts: CudaFacts | None = None) -> CudaVersion | None:
+def driver_cuda_version(
+    driver: DriverVersion, facts: CudaFacts | None = None
+) -> CudaVersion | None:
     """The newest CUDA version the driver supports (nvidia-smi's "CUDA Version")."""
     return (facts or load_facts()).driver_cuda_version(driver)
 

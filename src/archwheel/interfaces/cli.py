@@ -8,10 +8,12 @@ class's code; any other exception is a bug and prints a one-line report (the tra
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from archwheel import __version__
 from archwheel.errors import EXIT_TOOL, ArchwheelError
@@ -81,10 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # Output piped into `head`: not an error worth a message.
-        try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            sys.stdout = Path(os.devnull).open("w")  # noqa: SIM115
         return 0
     except Exception as exc:
         if os.environ.get("ARCHWHEEL_DEBUG"):

@@ -117,7 +117,9 @@ def _library_table(report: AuditReport) -> Table:
 def _detail_table(report: AuditReport) -> Table:
     table = Table(title="images per section", title_justify="left")
     for col in ("library", "section", "kind", "arch", "count", "stored", "uncompressed", "codec"):
-        table.add_column(col, justify="right" if col in ("count", "stored", "uncompressed") else "left")
+        table.add_column(
+            col, justify="right" if col in ("count", "stored", "uncompressed") else "left"
+        )
     for lib in report.inventory.device_libraries:
         for r in lib.images():
             table.add_row(
@@ -191,11 +193,18 @@ def render_markdown(reports: Sequence[AuditReport], *, detail: bool) -> str:
             out.append("")
         if detail:
             detail_rows = [
-                [_short(lib.path), r.section, r.kind.value, r.arch, str(r.count),
-                 human_bytes(r.stored_bytes), human_bytes(r.uncompressed_bytes)]
+                [
+                    _short(lib.path),
+                    r.section,
+                    r.kind.value,
+                    r.arch,
+                    str(r.count),
+                    human_bytes(r.stored_bytes),
+                    human_bytes(r.uncompressed_bytes),
+                ]
                 for lib in inv.device_libraries
                 for r in lib.images()
-            ]  # fmt: skip
+            ]
             out.append(
                 markdown_table(
                     ["library", "section", "kind", "arch", "count", "stored", "uncompressed"],
@@ -209,10 +218,15 @@ def render_markdown(reports: Sequence[AuditReport], *, detail: bool) -> str:
                 markdown_table(
                     ["arch", "libraries", "entries", "stored", "uncompressed"],
                     [
-                        [c.arch, str(c.libraries), str(c.entries), human_bytes(c.stored_bytes),
-                         human_bytes(c.uncompressed_bytes)]
+                        [
+                            c.arch,
+                            str(c.libraries),
+                            str(c.entries),
+                            human_bytes(c.stored_bytes),
+                            human_bytes(c.uncompressed_bytes),
+                        ]
                         for c in costs
-                    ],  # fmt: skip
+                    ],
                 )
             )
             out.append("")

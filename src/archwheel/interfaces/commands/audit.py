@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 
@@ -41,29 +42,66 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("inputs", nargs="*", type=Path, metavar="INPUT",
-                   help="wheels (.whl), shared libraries, executables, .o/.a, .cubin, .fatbin, "
-                        "or directories")  # fmt: skip
-    p.add_argument("--installed", action="append", default=[], metavar="DIST",
-                   help="audit an installed distribution (e.g. torch); repeatable")  # fmt: skip
-    p.add_argument("--python", metavar="PATH",
-                   help="interpreter whose environment --installed looks in (default: this one)")  # fmt: skip
-    p.add_argument("--expect", metavar="ARCHS",
-                   help='requested arch list, e.g. "8.0;9.0+PTX", "sm_90a,sm_100f", "Hopper"')  # fmt: skip
+    p.add_argument(
+        "inputs",
+        nargs="*",
+        type=Path,
+        metavar="INPUT",
+        help="wheels (.whl), shared libraries, executables, .o/.a, .cubin, .fatbin, or directories",
+    )
+    p.add_argument(
+        "--installed",
+        action="append",
+        default=[],
+        metavar="DIST",
+        help="audit an installed distribution (e.g. torch); repeatable",
+    )
+    p.add_argument(
+        "--python",
+        metavar="PATH",
+        help="interpreter whose environment --installed looks in (default: this one)",
+    )
+    p.add_argument(
+        "--expect",
+        metavar="ARCHS",
+        help='requested arch list, e.g. "8.0;9.0+PTX", "sm_90a,sm_100f", "Hopper"',
+    )
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
-    p.add_argument("-o", "--output", type=Path, metavar="FILE",
-                   help="write the report to FILE instead of standard output")  # fmt: skip
-    p.add_argument("--detail", action="store_true",
-                   help="also list images per section with sizes and compression")  # fmt: skip
-    p.add_argument("--cross-check", action="store_true",
-                   help="also run NVIDIA's cuobjdump on the same libraries and report every "
-                        "disagreement (installs nvidia-cuda-cuobjdump on demand)")  # fmt: skip
-    p.add_argument("-q", "--quiet", action="store_true",
-                   help="print only the verdict line and problems (table format)")  # fmt: skip
-    p.add_argument("--workers", type=int, metavar="N",
-                   help="threads inflating wheel members (default: up to 4)")  # fmt: skip
-    p.add_argument("--all-members", action="store_true",
-                   help="also look inside wheel members named like text or Python files")  # fmt: skip
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="write the report to FILE instead of standard output",
+    )
+    p.add_argument(
+        "--detail",
+        action="store_true",
+        help="also list images per section with sizes and compression",
+    )
+    p.add_argument(
+        "--cross-check",
+        action="store_true",
+        help="also run NVIDIA's cuobjdump on the same libraries and report every "
+        "disagreement (installs nvidia-cuda-cuobjdump on demand)",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print only the verdict line and problems (table format)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="threads inflating wheel members (default: up to 4)",
+    )
+    p.add_argument(
+        "--all-members",
+        action="store_true",
+        help="also look inside wheel members named like text or Python files",
+    )
     p.set_defaults(func=run)
 
 
@@ -124,10 +162,10 @@ def run(args: argparse.Namespace) -> int:
 def _cross_check(args: argparse.Namespace, reports: list[AuditReport]) -> int:
     """Run cuobjdump over the same inputs; print disagreements. Returns 0 or 1."""
     try:
-        from archwheel.verdicts import crosscheck
+        crosscheck = importlib.import_module("archwheel.verdicts.crosscheck")
     except ImportError:  # pragma: no cover - lands with the oracle
         raise UsageError("--cross-check is not available in this build") from None
-    return crosscheck.run_cli_cross_check(reports, args)
+    return int(crosscheck.run_cli_cross_check(reports, args))
 
 
 def _emit(args: argparse.Namespace, reports: list[AuditReport]) -> None:

@@ -1,0 +1,163 @@
+"""Byte-level builders for test inputs: fatbin containers, ELF files, ar archives, zips.
+
+They follow the published layouts (cuda-facts.md section 5, the ELF and ar specifications)
+and share no code with the parsers under test, so a parser bug cannot hide behind a builder
+that makes the same mistake. Real nvcc output and real wheels are tested elsewhere.
+"""
+
+from __future__ import annotations
+
+import struct
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+MAGIC = 0xBA55ED50
+
+
+@dataclass
+class Entry:
+    kind: int = 2  # 1 PTX, 2 ELF, 8 LTO-IR
+    sm: int = 80
+    flags: int = 0x11  # 64-bit, host Linux
+    payload: bytes = b"\x7fELF" + b"\0" * 60
+    header_size: int = 64
+    version: tuple[int, int] = (1, 8)  # (major, minor); PTX ISA for PTX entries
+    compressed_size: int = 0
+    uncompressed_size: int = 0
+    marker: int = 0x0101
+    padded_size: int | None = None
+
+    def to_bytes(self) -> bytes:
+        payload = self.payload + b"\0" * (-len(self.payload) % 8)
+        padded = len(payload) if self.padded_size is None else self.padded_size
+        header = struct.pack(
+            "<HHIQIIHHIIIQ",
+            self.kind,
+            self.marker,
+            self.header_size,
+            padded,
+            self.compressed_size,
+            0,
+            self.version[1],
+            self.version[0],
+            self.sm,
+            0,
+            0,
+            self.flags,
+        )
+        header += b"\0" * 8  # 0x30
+        header += struct.pack("<Q", self.uncompressed_size)  # 0x38
+        header += b"\0" * (self.header_size - len(header))
+        return header + payload
+
+
+def container(*entries: Entry, declared: int | None = None, version: int = 1) -> bytes:
+    body = b"".join(e.to_bytes() for e in entries)
+    size = len(body) if declared is None else declared
+    return struct.pack("<IHHQ", MAGIC, version, 16, size) + body
+
+
+def elf64(
+    sections: list[tuple[str, bytes]],
+    *,
+    e_type: int = 3,
+    machine: int = 62,
+    e_flags: int = 0,
+    abiversion: int = 0,
+    shoff_override: int | None = None,
+    nobits: tuple[str, ...] = (),
+    names_first: bool = False,
+) -> bytes:
+    """A little-endian ELF64 file with the given sections (8-byte aligned), SHT at the end.
+
+    ``names_first`` puts the section name table before the sections instead of after them.
+    """
+    names = b"\0"
+    name_offsets = []
+    for name, _ in [*sections, (".shstrtab", b"")]:
+        name_offsets.append(len(names))
+        names += name.encode() + b"\0"
+    body = bytearray(b"\0" * 64)
+    if names_first:
+        shstr_off = len(body)
+        body += names
+    placed = []
+    for (name, data), name_off in zip(sections, name_offsets, strict=False):
+        body += b"\0" * (-len(body) % 8)
+        placed.append((name_off, len(body), len(data), 8 if name in nobits else 1))
+        if name not in nobits:
+            body += data
+    body += b"\0" * (-len(body) % 8)
+    if not names_first:
+        shstr_off = len(body)
+        body += names
+        body += b"\0" * (-len(body) % 8)
+    shoff = len(body)
+    count = len(sections) + 2
+    table = b"\0" * 64  # SHT_NULL
+    for name_off, off, size, sh_type in placed:
+        table += struct.pack("<IIQQQQIIQQ", name_off, sh_type, 0, 0, off, size, 0, 0, 8, 0)
+    table += struct.pack(
+        "<IIQQQQIIQQ", name_offsets[-1], 3, 0, 0, shstr_off, len(names), 0, 0, 1, 0
+    )
+    body += table
+    ident = b"\x7fELF" + bytes([2, 1, 1, 0x41 if machine == 190 else 0, abiversion]) + b"\0" * 7
+    header = ident + struct.pack(
+        "<HHIQQQIHHHHHH",
+        e_type,
+        machine,
+        1,
+        0,
+        0,
+        shoff if shoff_override is None else shoff_override,
+        e_flags,
+        64,
+        0,
+        0,
+        64,
+        count,
+        count - 1,
+    )
+    body[:64] = header
+    return bytes(body)
+
+
+def ar_archive(members: list[tuple[str, bytes]]) -> bytes:
+    """A GNU ar archive (long names in the '//' member)."""
+    out = b"!<arch>\n"
+    long_names = b""
+    headers = []
+    for name, _ in members:
+        if len(name) > 15:
+            headers.append(f"/{len(long_names)}".encode())
+            long_names += name.encode() + b"/\n"
+        else:
+            headers.append(name.encode() + b"/")
+
+    def member(name: bytes, data: bytes) -> bytes:
+        head = name.ljust(16) + b"0".ljust(12) + b"0".ljust(6) + b"0".ljust(6)
+        head += b"100644".ljust(8) + str(len(data)).encode().ljust(10) + b"`\n"
+        return head + data + (b"\n" if len(data) % 2 else b"")
+
+    if long_names:
+        out += member(b"//", long_names)
+    for head, (_, data) in zip(headers, members, strict=True):
+        out += member(head, data)
+    return out
+
+
+def write_zip(path: Path, members: list[tuple[str, bytes]], *, stored: bool = False) -> Path:
+    method = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
+    with zipfile.ZipFile(path, "w", compression=method) as zf:
+        for name, data in members:
+            info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+            info.compress_type = method
+            zf.writestr(info, data)
+    return path
+
+
+def raw_deflate(data: bytes) -> bytes:
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return c.compress(data) + c.flush()
