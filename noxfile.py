@@ -74,7 +74,14 @@ def audit(session: nox.Session) -> None:
     args = list(session.posargs)
     if not args:
         wheel = _fetch_wheel(session, DEFAULT_WHEEL_SPEC)
-        args = [str(wheel), "--expect", "7.5;8.0;8.6;9.0;10.0;12.0+PTX"]
+        # The wheel's own declared list (the official cu130 TORCH_CUDA_ARCH_LIST). The audit
+        # finds libraries that lack parts of it: exit code 1 is its verdict, not a failure of
+        # this session, so the default job accepts it.
+        session.run(
+            "archwheel", "audit", str(wheel), "--expect", "7.5;8.0;8.6;9.0;10.0;12.0+PTX",
+            success_codes=[0, 1],
+        )  # fmt: skip
+        return
     session.run("archwheel", "audit", *args)
 
 
