@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from archwheel.binary import scan as scan_module
 from archwheel.binary.model import Severity
 from archwheel.binary.scan import scan_path
 from archwheel.binary.zipread import MemberError, WheelReader, unsafe_name_reason
@@ -143,10 +144,25 @@ def test_text_members_are_skipped_unless_asked(tmp_path: Path) -> None:
     ]
 
 
-def test_sequential_and_parallel_agree(tmp_path: Path) -> None:
+def test_worker_processes_and_serial_scan_agree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     members = [(f"pkg/lib{i}.so", elf64([(".nv_fatbin", container(Entry(sm=80 + i)))]))
                for i in range(6)]  # fmt: skip
+    members.append(("pkg/broken.so", LIB[:300]))
     wheel = write_zip(tmp_path / "x.whl", members)
     one = scan_path(wheel, workers=1)
-    four = scan_path(wheel, workers=4)
-    assert one.libraries == four.libraries
+    monkeypatch.setattr(scan_module, "PARALLEL_MIN_COMPRESSED", 0)  # every member to a worker
+    spawned: list[str] = []
+    real_worker = scan_module._Worker
+
+    def counting_worker(*args: object) -> object:
+        spawned.append(str(args[3]))
+        return real_worker(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scan_module, "_Worker", counting_worker)
+    three = scan_path(wheel, workers=3)
+    assert spawned  # worker processes really ran
+    assert one.libraries == three.libraries
+    assert one.problems == three.problems
+    assert one.problems  # the truncated member is reported either way

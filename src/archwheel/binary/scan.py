@@ -15,15 +15,17 @@ from __future__ import annotations
 import functools
 import json
 import os
+import pickle
 import re
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from archwheel.binary.elf import FormatError
 from archwheel.binary.fatbin import (
@@ -52,7 +54,7 @@ from archwheel.binary.model import (
     Severity,
 )
 from archwheel.binary.stream import Need, Parser, ParserOutcome, StreamMux
-from archwheel.binary.zipread import MemberError, WheelReader
+from archwheel.binary.zipread import Member, MemberError, WheelReader, member_chunks
 from archwheel.errors import InputError, ToolError
 from archwheel.facts.arch import CodeKind, Target, Variant
 from archwheel.facts.versions import ComputeCapability
@@ -473,6 +475,10 @@ class _Progress:
         self.callback = callback
         self._lock = threading.Lock()
 
+    def set(self, done: int, name: str) -> None:
+        if self.callback is not None:
+            self.callback(done, self.total, name)
+
     def add(self, amount: int, name: str) -> None:
         if self.callback is None:
             return
@@ -504,31 +510,7 @@ def scan_wheel(
     members = [m for m in reader.members if all_members or not _is_text_member(m.name)]
     members = [m for m in members if m.size >= 4]
     progress = _Progress(sum(m.size for m in members), on_progress)
-
-    def work(index: int) -> tuple[int, BinaryScan | None, str | None]:
-        member = members[index]
-        try:
-            scan = scan_stream(
-                member.name,
-                member.size,
-                lambda: reader.chunks(member),
-                lambda n: progress.add(n, member.name),
-            )
-        except Exception as exc:  # a bug must not lose the rest of the wheel
-            return index, None, f"internal error: {type(exc).__name__}: {exc}"
-        return index, scan, None
-
-    order = sorted(range(len(members)), key=lambda i: -members[i].compressed_size)
-    results: dict[int, tuple[BinaryScan | None, str | None]] = {}
-    count = workers or default_workers()
-    if count > 1 and len(members) > 1:
-        with ThreadPoolExecutor(max_workers=count, thread_name_prefix="archwheel-scan") as pool:
-            for index, scan, error in pool.map(work, order):
-                results[index] = (scan, error)
-    else:
-        for i in order:
-            index, scan, error = work(i)
-            results[index] = (scan, error)
+    results = _scan_members(path, reader.archive_size, members, progress, workers)
 
     libraries: list[LibraryInventory] = []
     scanned = 0
@@ -553,6 +535,148 @@ def scan_wheel(
         bytes_scanned=total_bytes,
         metadata={"file": path.name},
     )
+
+
+# -- parallel member scanning ---------------------------------------------------------------
+# The inflater holds the GIL, so big members are scanned by worker processes (a fresh
+# `python -m archwheel.binary.scan_worker` each: no multiprocessing re-import of the caller's
+# main module, nothing inherited). The main process scans the small members and takes big ones
+# too whenever every worker is busy, longest first.
+
+PARALLEL_MIN_COMPRESSED = 8 << 20
+_Result = tuple[BinaryScan | None, str | None]
+
+
+def scan_member(path: Path, archive_size: int, member: Member, on_bytes: Any) -> _Result:
+    """Scan one wheel member; a crash in the scanner becomes a message, never an exception."""
+    try:
+        scan = scan_stream(
+            member.name,
+            member.size,
+            lambda: member_chunks(path, archive_size, member),
+            on_bytes,
+        )
+    except Exception as exc:  # a bug must not lose the rest of the wheel
+        return None, f"internal error: {type(exc).__name__}: {exc}"
+    return scan, None
+
+
+class _Worker:
+    """One member scanned in a child process; progress arrives as lines on its stderr."""
+
+    def __init__(self, path: Path, archive_size: int, index: int, member: Member) -> None:
+        self.index = index
+        self.member = member
+        self.done_bytes = 0
+        self._stdout = b""
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "archwheel.binary.scan_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(pickle.dumps((str(path), archive_size, member)))
+        self.proc.stdin.close()
+        self._threads = [
+            threading.Thread(target=self._read_result, daemon=True),
+            threading.Thread(target=self._read_progress, daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _read_result(self) -> None:
+        assert self.proc.stdout is not None
+        self._stdout = self.proc.stdout.read()
+
+    def _read_progress(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            if line.strip().isdigit():
+                self.done_bytes = int(line)
+
+    def finished(self) -> bool:
+        return self.proc.poll() is not None
+
+    def result(self) -> _Result | None:
+        """The worker's result, or None when it failed (then the caller scans it itself)."""
+        self.proc.wait()
+        for t in self._threads:
+            t.join()
+        if self.proc.returncode != 0:
+            return None
+        try:
+            value = pickle.loads(self._stdout)  # noqa: S301 - our own child process
+        except Exception:
+            return None
+        return value if isinstance(value, tuple) else None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def _scan_members(
+    path: Path,
+    archive_size: int,
+    members: list[Member],
+    progress: _Progress,
+    workers: int | None,
+) -> dict[int, _Result]:
+    results: dict[int, _Result] = {}
+    slots = (workers or default_workers()) - 1
+    by_size = sorted(range(len(members)), key=lambda i: -members[i].compressed_size)
+    big = [i for i in by_size if members[i].compressed_size >= PARALLEL_MIN_COMPRESSED]
+    if slots < 1 or len(big) < 2:
+        big = []
+    small = [i for i in by_size if i not in set(big)]
+    local_done = 0
+    running: list[_Worker] = []
+
+    def report(name: str) -> None:
+        progress.set(local_done + sum(w.done_bytes for w in running), name)
+
+    def scan_here(index: int) -> None:
+        nonlocal local_done
+        member = members[index]
+
+        def on_bytes(amount: int) -> None:
+            nonlocal local_done
+            local_done += amount
+            report(member.name)
+
+        results[index] = scan_member(path, archive_size, member, on_bytes)
+
+    try:
+        while big or small or running:
+            while big and len(running) < slots:
+                index = big.pop(0)
+                try:
+                    running.append(_Worker(path, archive_size, index, members[index]))
+                except OSError:
+                    slots = 0  # cannot start processes here: scan everything in this one
+                    scan_here(index)
+            for worker in [w for w in running if w.finished()]:
+                running.remove(worker)
+                outcome = worker.result()
+                local_done += worker.member.size
+                if outcome is None:
+                    local_done -= worker.member.size
+                    scan_here(worker.index)
+                else:
+                    results[worker.index] = outcome
+            if big:
+                scan_here(big.pop(0))
+            elif small:
+                scan_here(small.pop(0))
+            elif running:
+                time.sleep(0.02)
+                report(running[0].member.name)
+    finally:
+        for worker in running:
+            worker.kill()
+    return results
 
 
 def _walk(root: Path) -> Iterator[Path]:

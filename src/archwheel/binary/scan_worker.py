@@ -1,0 +1,37 @@
+"""Worker process for parallel wheel scans: ``python -m archwheel.binary.scan_worker``.
+
+Reads a pickled ``(wheel path, archive size, Member)`` on stdin, scans that member, writes the
+pickled result on stdout and its progress (bytes inflated so far) as lines on stderr.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from pathlib import Path
+
+from archwheel.binary.scan import scan_member
+
+PROGRESS_STEP = 16 << 20
+
+
+def main() -> int:
+    path, archive_size, member = pickle.load(sys.stdin.buffer)  # noqa: S301 - from our parent
+    done = 0
+    reported = 0
+
+    def on_bytes(amount: int) -> None:
+        nonlocal done, reported
+        done += amount
+        if done - reported >= PROGRESS_STEP:
+            reported = done
+            sys.stderr.write(f"{done}\n")
+            sys.stderr.flush()
+
+    result = scan_member(Path(path), archive_size, member, on_bytes)
+    sys.stdout.buffer.write(pickle.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
