@@ -198,3 +198,68 @@ def test_directory_scan(tmp_path: Path) -> None:
     inv = scan_path(tmp_path)
     assert sorted(lib.path for lib in inv.device_libraries) == ["link.so", "sub/libx.so"]
     assert inv.complete
+
+
+# -- --deep: payloads against headers ---------------------------------------------------------
+
+
+def cubin_bytes(sm: int) -> bytes:
+    return elf64([(".text.k", b"\0" * 32)], e_type=2, machine=190, e_flags=0x6000002 | sm << 8,
+                 abiversion=8)  # fmt: skip
+
+
+def zstd(data: bytes) -> bytes:
+    import zstandard
+
+    return zstandard.ZstdCompressor().compress(data)
+
+
+def lz4_block(data: bytes) -> bytes:
+    import lz4.block
+
+    return lz4.block.compress(data, store_size=False)
+
+
+def deep_errors(*entries: Entry) -> list[str]:
+    data = elf64([(".nv_fatbin", container(*entries))])
+    return [p.message for p in scan_bytes_full("lib.so", data, deep=True)[1]]
+
+
+def test_deep_accepts_consistent_payloads() -> None:
+    cubin = cubin_bytes(90)
+    ptx = b"//\n.version 8.7\n.target sm_90a\n.address_size 64\n"
+    packed = zstd(cubin)
+    small = lz4_block(ptx)
+    assert deep_errors(
+        Entry(sm=90, payload=cubin),
+        Entry(sm=90, flags=0x11 | ZSTD, payload=packed, compressed_size=len(packed),
+              uncompressed_size=len(cubin)),
+        Entry(kind=1, sm=90, flags=0x11 | LZ4 | 0x100000, version=(8, 7), payload=small,
+              compressed_size=len(small), uncompressed_size=len(ptx)),
+    ) == []  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("entry", "fragment"),
+    [
+        (Entry(sm=80, payload=cubin_bytes(90)), "header says sm_80, the cubin says sm_90"),
+        (Entry(sm=90, payload=b"not an elf" * 8), "SASS payload is not an ELF cubin"),
+        (Entry(kind=1, sm=90, version=(9, 0), payload=b".version 8.7\n.target sm_90\n"),
+         "header says PTX ISA 9.0, the PTX says 8.7"),
+        (Entry(kind=1, sm=100, version=(8, 7), payload=b".version 8.7\n.target sm_90\n"),
+         "header says sm_100, the PTX targets sm_90"),
+        (Entry(sm=90, flags=0x11 | ZSTD, payload=b"garbage!" * 4, compressed_size=32,
+               uncompressed_size=500), "corrupt ZSTD payload"),
+        (Entry(sm=90, flags=0x11 | ZSTD, payload=zstd(cubin_bytes(90)), compressed_size=len(zstd(cubin_bytes(90))),
+               uncompressed_size=10), "inflates past the 10 bytes its header declares"),
+    ],
+)  # fmt: skip
+def test_deep_reports_disagreements(entry: Entry, fragment: str) -> None:
+    errors = deep_errors(entry)
+    assert len(errors) == 1
+    assert fragment in errors[0]
+
+
+def test_without_deep_headers_are_trusted() -> None:
+    data = elf64([(".nv_fatbin", container(Entry(sm=80, payload=cubin_bytes(90))))])
+    assert scan_bytes_full("lib.so", data)[1] == []

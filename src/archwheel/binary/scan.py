@@ -53,6 +53,7 @@ from archwheel.binary.model import (
     Problem,
     Severity,
 )
+from archwheel.binary.payload import MAX_DEEP_PAYLOAD, check_payload
 from archwheel.binary.stream import Need, Parser, ParserOutcome, StreamMux
 from archwheel.binary.zipread import Member, MemberError, WheelReader, member_chunks
 from archwheel.errors import InputError, ToolError
@@ -91,12 +92,14 @@ class _ContainerScan:
     headers: list[EntryHeader]
     error: str | None
     error_at: int = 0  # where the error was met
+    payload_errors: tuple[str, ...] = ()  # --deep: payloads that disagree with their headers
 
 
-def _container_parser(offset: int) -> Parser:
+def _container_parser(offset: int, deep: bool = False) -> Parser:
     raw = yield Need(offset, 16)
     header = parse_container_header(raw, offset)  # FormatError: not a container
     headers: list[EntryHeader] = []
+    payload_errors: list[str] = []
     position = header.entries_start
     while position < header.end:
         raw = yield Need(position, 64)
@@ -108,14 +111,25 @@ def _container_parser(offset: int) -> Parser:
                 f"container at {offset:#x} declares {header.entries_size} bytes but the file "
                 f"ends inside it (entry at {position:#x})",
                 position,
+                tuple(payload_errors),
             )
         try:
             entry = parse_entry_header(raw, position, header.end)
         except FormatError as exc:
-            return _ContainerScan(offset, header.end, headers, str(exc), position)
+            return _ContainerScan(
+                offset, header.end, headers, str(exc), position, tuple(payload_errors)
+            )
         headers.append(entry)
+        if deep:
+            if entry.padded_size > MAX_DEEP_PAYLOAD:
+                payload_errors.append(f"entry at {position:#x}: payload too large to check")
+            else:
+                payload = yield Need(entry.payload_start, entry.padded_size)
+                problem = check_payload(entry, payload)
+                if problem:
+                    payload_errors.append(problem)
         position = entry.end
-    return _ContainerScan(offset, header.end, headers, None)
+    return _ContainerScan(offset, header.end, headers, None, 0, tuple(payload_errors))
 
 
 @dataclass
@@ -132,6 +146,8 @@ def scan_stream(
     size: int,
     open_chunks: Callable[[], Iterator[bytes]],
     on_bytes: Callable[[int], None] | None = None,
+    *,
+    deep: bool = False,
 ) -> BinaryScan | None:
     """Scan one binary delivered as chunks; None when it is not a binary at all.
 
@@ -167,10 +183,10 @@ def scan_stream(
                 hit = joined.find(CONTAINER_MAGIC_BYTES)
                 if 0 <= hit < len(tail):
                     start = base - len(tail) + hit
-                    mux.add(_container_parser(start), start)
+                    mux.add(_container_parser(start, deep), start)
             for match in _MAGIC_RE.finditer(chunk):
                 hit = match.start()
-                mux.add(_container_parser(base + hit), base + hit)
+                mux.add(_container_parser(base + hit, deep), base + hit)
             mux.feed(chunk)
             result.bytes_read += len(chunk)
             if on_bytes:
@@ -270,6 +286,9 @@ def _assemble(
             )
         if scan.error and scan.error_at < limit:
             notes.append(Note(Severity.ERROR, f"in {name}: {_relative(scan.error, unit)}"))
+        notes.extend(
+            Note(Severity.ERROR, f"in {name}: {_relative(e, unit)}") for e in scan.payload_errors
+        )
         kept = [h for h in scan.headers if h.end <= limit]
         per_unit[unit.name].extend(_entry(h, name, unit) for h in kept)
         per_unit_containers[unit.name] += 1
@@ -424,15 +443,17 @@ def _file_chunks(path: Path) -> Callable[[], Iterator[bytes]]:
     return open_chunks
 
 
-def scan_bytes(name: str, data: bytes) -> LibraryInventory:
+def scan_bytes(name: str, data: bytes, *, deep: bool = False) -> LibraryInventory:
     """Scan an in-memory binary (tests, fuzzing). Problems are dropped; see ``scan_bytes_full``."""
-    libraries, _ = scan_bytes_full(name, data)
+    libraries, _ = scan_bytes_full(name, data, deep=deep)
     if not libraries:
         return LibraryInventory(path=name, file_kind="not-a-binary", size=len(data))
     return libraries[0]
 
 
-def scan_bytes_full(name: str, data: bytes) -> tuple[list[LibraryInventory], list[Problem]]:
+def scan_bytes_full(
+    name: str, data: bytes, *, deep: bool = False
+) -> tuple[list[LibraryInventory], list[Problem]]:
     """Scan an in-memory binary; every library (one per archive member) and every problem."""
 
     def open_chunks() -> Iterator[bytes]:
@@ -440,18 +461,20 @@ def scan_bytes_full(name: str, data: bytes) -> tuple[list[LibraryInventory], lis
         for i in range(0, len(data), FILE_CHUNK):
             yield bytes(view[i : i + FILE_CHUNK])
 
-    scan = scan_stream(name, len(data), open_chunks)
+    scan = scan_stream(name, len(data), open_chunks, deep=deep)
     if scan is None:
         return [], []
     return scan.libraries, _problems(name, None, scan)
 
 
-def scan_file(path: Path, label: str | None = None) -> tuple[list[LibraryInventory], list[Problem]]:
+def scan_file(
+    path: Path, label: str | None = None, *, deep: bool = False
+) -> tuple[list[LibraryInventory], list[Problem]]:
     """Scan one file on disk. Not a binary: no libraries and no problem."""
     shown = label or str(path)
     try:
         size = path.stat().st_size
-        scan = scan_stream(shown, size, _file_chunks(path))
+        scan = scan_stream(shown, size, _file_chunks(path), deep=deep)
     except OSError as exc:
         return [], [Problem(shown, f"cannot read: {exc.strerror or exc}")]
     if scan is None:
@@ -502,6 +525,7 @@ def scan_wheel(
     on_progress: ProgressCallback | None = None,
     workers: int | None = None,
     all_members: bool = False,
+    deep: bool = False,
 ) -> InputInventory:
     """Scan every binary member of a wheel (any zip), streamed, in parallel."""
     source = str(path)
@@ -510,7 +534,7 @@ def scan_wheel(
     members = [m for m in reader.members if all_members or not _is_text_member(m.name)]
     members = [m for m in members if m.size >= 4]
     progress = _Progress(sum(m.size for m in members), on_progress)
-    results = _scan_members(path, reader.archive_size, members, progress, workers)
+    results = _scan_members(path, reader.archive_size, members, progress, workers, deep=deep)
 
     libraries: list[LibraryInventory] = []
     scanned = 0
@@ -547,7 +571,9 @@ PARALLEL_MIN_COMPRESSED = 8 << 20
 _Result = tuple[BinaryScan | None, str | None]
 
 
-def scan_member(path: Path, archive_size: int, member: Member, on_bytes: Any) -> _Result:
+def scan_member(
+    path: Path, archive_size: int, member: Member, on_bytes: Any, deep: bool = False
+) -> _Result:
     """Scan one wheel member; a crash in the scanner becomes a message, never an exception."""
     try:
         scan = scan_stream(
@@ -555,6 +581,7 @@ def scan_member(path: Path, archive_size: int, member: Member, on_bytes: Any) ->
             member.size,
             lambda: member_chunks(path, archive_size, member),
             on_bytes,
+            deep=deep,
         )
     except Exception as exc:  # a bug must not lose the rest of the wheel
         return None, f"internal error: {type(exc).__name__}: {exc}"
@@ -564,7 +591,9 @@ def scan_member(path: Path, archive_size: int, member: Member, on_bytes: Any) ->
 class _Worker:
     """One member scanned in a child process; progress arrives as lines on its stderr."""
 
-    def __init__(self, path: Path, archive_size: int, index: int, member: Member) -> None:
+    def __init__(
+        self, path: Path, archive_size: int, index: int, member: Member, deep: bool
+    ) -> None:
         self.index = index
         self.member = member
         self.done_bytes = 0
@@ -576,7 +605,7 @@ class _Worker:
             stderr=subprocess.PIPE,
         )
         assert self.proc.stdin is not None
-        self.proc.stdin.write(pickle.dumps((str(path), archive_size, member)))
+        self.proc.stdin.write(pickle.dumps((str(path), archive_size, member, deep)))
         self.proc.stdin.close()
         self._threads = [
             threading.Thread(target=self._read_result, daemon=True),
@@ -623,6 +652,8 @@ def _scan_members(
     members: list[Member],
     progress: _Progress,
     workers: int | None,
+    *,
+    deep: bool = False,
 ) -> dict[int, _Result]:
     results: dict[int, _Result] = {}
     slots = (workers or default_workers()) - 1
@@ -646,14 +677,14 @@ def _scan_members(
             local_done += amount
             report(member.name)
 
-        results[index] = scan_member(path, archive_size, member, on_bytes)
+        results[index] = scan_member(path, archive_size, member, on_bytes, deep)
 
     try:
         while big or small or running:
             while big and len(running) < slots:
                 index = big.pop(0)
                 try:
-                    running.append(_Worker(path, archive_size, index, members[index]))
+                    running.append(_Worker(path, archive_size, index, members[index], deep))
                 except OSError:
                     slots = 0  # cannot start processes here: scan everything in this one
                     scan_here(index)
@@ -690,10 +721,14 @@ def _walk(root: Path) -> Iterator[Path]:
 
 
 def scan_directory(
-    root: Path, *, on_progress: ProgressCallback | None = None, kind: str = "directory"
+    root: Path,
+    *,
+    on_progress: ProgressCallback | None = None,
+    kind: str = "directory",
+    deep: bool = False,
 ) -> InputInventory:
     """Scan every binary file under a directory tree."""
-    return scan_files(root, list(_walk(root)), on_progress=on_progress, kind=kind)
+    return scan_files(root, list(_walk(root)), on_progress=on_progress, kind=kind, deep=deep)
 
 
 def scan_files(
@@ -703,6 +738,7 @@ def scan_files(
     on_progress: ProgressCallback | None = None,
     kind: str = "directory",
     label: str | None = None,
+    deep: bool = False,
 ) -> InputInventory:
     source = label or str(root)
     libraries: list[LibraryInventory] = []
@@ -723,7 +759,11 @@ def scan_files(
             relative = str(f)
         try:
             scan = scan_stream(
-                relative, size, _file_chunks(f), functools.partial(_add_named, progress, relative)
+                relative,
+                size,
+                _file_chunks(f),
+                functools.partial(_add_named, progress, relative),
+                deep=deep,
             )
         except OSError as exc:
             problems.append(Problem(source, f"cannot read: {exc.strerror or exc}", member=relative))
@@ -750,11 +790,15 @@ def scan_path(
     on_progress: ProgressCallback | None = None,
     workers: int | None = None,
     all_members: bool = False,
+    deep: bool = False,
 ) -> InputInventory:
-    """Scan a wheel (or any zip), a directory, or a single file, detected from the path."""
+    """Scan a wheel (or any zip), a directory, or a single file, detected from the path.
+
+    ``deep`` also decompresses every payload and checks it against its header (slow).
+    """
     p = Path(path)
     if p.is_dir():
-        return scan_directory(p, on_progress=on_progress)
+        return scan_directory(p, on_progress=on_progress, deep=deep)
     if not p.exists():
         raise InputError(f"{p}: no such file or directory")
     if not p.is_file():
@@ -765,8 +809,10 @@ def scan_path(
     except OSError as exc:
         raise InputError(f"{p}: cannot read ({exc.strerror})") from None
     if head.startswith(b"PK") or p.suffix == ".whl":
-        return scan_wheel(p, on_progress=on_progress, workers=workers, all_members=all_members)
-    libraries, problems = scan_file(p)
+        return scan_wheel(
+            p, on_progress=on_progress, workers=workers, all_members=all_members, deep=deep
+        )
+    libraries, problems = scan_file(p, deep=deep)
     if not libraries and not problems:
         problems = [
             Problem(
@@ -803,6 +849,7 @@ def scan_installed(
     python: str | None = None,
     *,
     on_progress: ProgressCallback | None = None,
+    deep: bool = False,
 ) -> InputInventory:
     """Scan the files an installed distribution recorded (RECORD) in a Python environment."""
     interpreter = python or sys.executable
@@ -842,6 +889,7 @@ def scan_installed(
         on_progress=on_progress,
         kind="installed",
         label=f"{info['name']}=={info['version']} ({interpreter})",
+        deep=deep,
     )
     missing = [f for f in files if not f.exists()]
     problems = list(inventory.problems)

@@ -1,6 +1,6 @@
 """Worker process for parallel wheel scans: ``python -m archwheel.binary.scan_worker``.
 
-Reads a pickled ``(wheel path, archive size, Member)`` on stdin, scans that member, writes the
+Reads a pickled ``(wheel path, archive size, Member, deep)`` on stdin, scans that member, writes the
 pickled result on stdout and its progress (bytes inflated so far) as lines on stderr.
 """
 
@@ -16,7 +16,7 @@ PROGRESS_STEP = 16 << 20
 
 
 def main() -> int:
-    path, archive_size, member = pickle.load(sys.stdin.buffer)  # noqa: S301 - from our parent
+    path, archive_size, member, deep = pickle.load(sys.stdin.buffer)  # noqa: S301 - our parent
     done = 0
     reported = 0
 
@@ -28,7 +28,7 @@ def main() -> int:
             sys.stderr.write(f"{done}\n")
             sys.stderr.flush()
 
-    result = scan_member(Path(path), archive_size, member, on_bytes)
+    result = scan_member(Path(path), archive_size, member, on_bytes, deep)
     sys.stdout.buffer.write(pickle.dumps(result))
     return 0
 

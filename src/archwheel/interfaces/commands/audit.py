@@ -98,6 +98,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="threads inflating wheel members (default: up to 4)",
     )
     p.add_argument(
+        "--deep",
+        action="store_true",
+        help="also decompress every payload and check it against its header (cubin machine "
+        "and SM, PTX .version/.target, sizes); slow on big wheels",
+    )
+    p.add_argument(
         "--all-members",
         action="store_true",
         help="also look inside wheel members named like text or Python files",
@@ -142,11 +148,17 @@ def run(args: argparse.Namespace) -> int:
         for path in args.inputs:
             inventories.append(
                 scan_path(
-                    path, on_progress=callback, workers=args.workers, all_members=args.all_members
+                    path,
+                    on_progress=callback,
+                    workers=args.workers,
+                    all_members=args.all_members,
+                    deep=args.deep,
                 )
             )
         for dist in args.installed:
-            inventories.append(scan_installed(dist, args.python, on_progress=callback))
+            inventories.append(
+                scan_installed(dist, args.python, on_progress=callback, deep=args.deep)
+            )
     finally:
         if progress is not None:
             progress.stop()  # type: ignore[attr-defined]
