@@ -211,7 +211,7 @@ def cubin_bytes(sm: int) -> bytes:
 def zstd(data: bytes) -> bytes:
     import zstandard
 
-    return zstandard.ZstdCompressor().compress(data)
+    return bytes(zstandard.ZstdCompressor().compress(data))
 
 
 def lz4_block(data: bytes) -> bytes:

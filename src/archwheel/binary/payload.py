@@ -73,7 +73,8 @@ def check_payload(header: EntryHeader, data: bytes) -> str | None:
     except FormatError as exc:
         return str(exc)
     if header.compressed_size and len(payload) > header.uncompressed_size:
-        return f"{where}: payload inflates past the {header.uncompressed_size} bytes its header declares"
+        declared = header.uncompressed_size
+        return f"{where}: payload inflates past the {declared} bytes its header declares"
     if header.compressed_size and len(payload) != header.uncompressed_size:
         return (
             f"{where}: payload inflates to {len(payload)} bytes, "
