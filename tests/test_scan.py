@@ -217,7 +217,7 @@ def zstd(data: bytes) -> bytes:
 def lz4_block(data: bytes) -> bytes:
     import lz4.block
 
-    return lz4.block.compress(data, store_size=False)
+    return bytes(lz4.block.compress(data, store_size=False))
 
 
 def deep_errors(*entries: Entry) -> list[str]:

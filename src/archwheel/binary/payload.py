@@ -73,8 +73,8 @@ def check_payload(header: EntryHeader, data: bytes) -> str | None:
     except FormatError as exc:
         return str(exc)
     if header.compressed_size and len(payload) > header.uncompressed_size:
-        declared = header.uncompressed_size
-        return f"{where}: payload inflates past the {declared} bytes its header declares"
+        size = header.uncompressed_size
+        return f"{where}: payload inflates past the {size} bytes its header declares"
     if header.compressed_size and len(payload) != header.uncompressed_size:
         return (
             f"{where}: payload inflates to {len(payload)} bytes, "
