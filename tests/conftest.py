@@ -8,14 +8,20 @@ because in CI every non-GPU test must run. GPU tests are always skipped without 
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
+
+from archwheel.binary.cuobjdump import Cuobjdump, CuobjdumpInventory, find_cuobjdump
+from tests.nvcc_fixtures import NvccCorpus, build_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("ARCHWHEEL_CACHE", ROOT / ".cache"))
@@ -137,3 +143,41 @@ def cli_run(capsys: pytest.CaptureFixture[str]) -> CliRun:
         return code, out, err
 
     return run
+
+
+# -- the cuobjdump oracle and the nvcc fixture corpus (tests/nvcc_fixtures.py) --------------------
+
+
+class SessionCuobjdump(Cuobjdump):
+    """The real cuobjdump, with ``inventory`` memoized by file content for the session.
+
+    cuobjdump needs about 17 s and 5.5 GB of RAM on torch's libtorch_cuda.so: several tests
+    look at that library, and this runs it once.
+    """
+
+    _seen: ClassVar[dict[str, CuobjdumpInventory]] = {}
+
+    def inventory(self, path: Path) -> CuobjdumpInventory:
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            while block := f.read(1 << 22):
+                digest.update(block)
+        key = digest.hexdigest()
+        if key not in self._seen:
+            self._seen[key] = super().inventory(path)
+        return dataclasses.replace(self._seen[key], path=path)
+
+
+@pytest.fixture(scope="session")
+def cuobjdump() -> Cuobjdump:
+    """NVIDIA's cuobjdump (PATH, CUDA_HOME or the nvidia-cuda-cuobjdump wheel), memoized."""
+    path = find_cuobjdump()
+    require(path is not None, "cuobjdump not found (pip install nvidia-cuda-cuobjdump)")
+    assert path is not None
+    return SessionCuobjdump(path)
+
+
+@pytest.fixture(scope="session")
+def nvcc_corpus(nvcc: Path) -> NvccCorpus:
+    """The nvcc 13 fixture corpus (tests/nvcc_fixtures.py), compiled once per cache key."""
+    return build_corpus(nvcc, CACHE / "nvcc-fixtures")
