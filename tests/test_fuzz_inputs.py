@@ -178,17 +178,20 @@ def check_library(lib: LibraryInventory, size: int) -> None:
 
 
 def run_bounded(action: Callable[[], Any], size: int) -> Any:
+    """Run the scanner under the watchdog and tracemalloc; its error is returned, not raised."""
+    result: Any
     tracemalloc.start()
     try:
         with watchdog(WATCHDOG_S):
             try:
-                return action()
+                result = action()
             except ArchwheelError as exc:
-                return exc
-    finally:
+                result = exc
         _, peak = tracemalloc.get_traced_memory()
+    finally:
         tracemalloc.stop()
-        assert peak < (64 << 20) + 4 * size, f"peak Python memory {peak >> 20} MiB"
+    assert peak < (64 << 20) + 4 * size, f"peak Python memory {peak >> 20} MiB"
+    return result
 
 
 def check_scan_bytes(scan: ModuleType, name: str, data: bytes) -> None:
