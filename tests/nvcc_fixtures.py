@@ -30,7 +30,8 @@ from archwheel.facts.arch import CodeKind, Target
 SOURCES = Path(__file__).resolve().parent / "fixtures" / "nvcc"
 EXECUTABLE_FATBIN = ".nv_fatbin"
 RELOCATABLE_FATBIN = "__nv_relfatbin"
-RAW = ""  # a file that is itself a fatbin or a cubin
+RAW_FATBIN = "(fatbin)"  # archwheel's section name for a file that is itself a fatbin
+RAW_CUBIN = "(cubin)"  # ... and for a file that is itself a cubin
 
 
 class Compress(enum.Enum):
@@ -251,8 +252,10 @@ def expected_images(spec: FixtureSpec) -> tuple[ExpectedImage, ...]:
         if spec.product in (Product.EMBEDDED_INCBIN, Product.EMBEDDED_OBJCOPY):
             assert spec.embed_section is not None
             section = spec.embed_section
-        elif spec.product in (Product.CUBIN, Product.FATBIN):
-            section = RAW
+        elif spec.product is Product.CUBIN:
+            section = RAW_CUBIN
+        elif spec.product is Product.FATBIN:
+            section = RAW_FATBIN
         member = unit.member if spec.product is Product.STATIC else None
         for _source in unit.sources:  # one fatbin per translation unit
             for g in unit.targets:

@@ -20,6 +20,7 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -119,7 +120,9 @@ def test_lto_ir_and_other_sections_are_invisible_not_disagreements() -> None:
         (REL, "lto_90", 1),
     ]
     assert all(r.reason.startswith("invisible to cuobjdump") for r in invisible)
-    assert invisible_reason(entry("sm_80", "")) is None  # a raw .cubin/.fatbin: visible
+    assert invisible_reason(entry("sm_80", "(fatbin)")) is None  # a raw .fatbin: visible
+    assert invisible_reason(entry("sm_90", "(cubin)")) is None
+    assert invisible_reason(entry("sm_90", "(no section)")) is not None
 
 
 def test_split_library_path_recognizes_archive_members() -> None:
@@ -455,3 +458,59 @@ def test_scanner_and_cuobjdump_agree_on_the_torchvision_wheel(
     report = crosscheck_input(scan.scan_path(torchvision_wheel), torchvision_wheel, tool=cuobjdump)
     assert report.ok, [r.one_line() for r in report.disagreements]
     assert report.rows
+
+
+# -- the report's lines and exit codes, and archwheel audit --cross-check -------------------------
+
+
+def test_report_lines_say_agreement_in_one_line_and_list_each_finding() -> None:
+    hidden = InvisibleRow("l", ".mydata", SASS, "sm_80", 2, "invisible to cuobjdump: x")
+    agree = CrossCheckReport("w.whl", "cuobjdump 13.5", 1, (CountRow("l", NV, SASS, "sm_80", 3, 3),),
+                             (hidden,))  # fmt: skip
+    assert agree.lines() == [
+        "cross-check of w.whl: cuobjdump 13.5 agrees on 3 images in 1 files; "
+        "2 images are invisible to it",
+        "  l [.mydata] sm_80 x2: invisible to cuobjdump: x",
+    ]
+    assert agree.lines(quiet=True) == []
+    assert agree.exit_code == 0
+    differ = CrossCheckReport("w.whl", "c", 1, (CountRow("l", NV, SASS, "sm_80", 3, 4),))
+    assert differ.lines(quiet=True) == [
+        "cross-check of w.whl: 1 disagreements with c",
+        "  disagrees: l [.nv_fatbin] sm_80: archwheel 3, cuobjdump 4",
+    ]
+    assert differ.exit_code == 1
+    failed = CrossCheckReport("w.whl", "c", 0, (), failures=(LibraryFailure("m", "broken"),))
+    assert failed.lines(quiet=True) == ["  not checked: m: broken"]
+    assert failed.exit_code == 4
+
+
+def test_an_installed_inventory_without_its_root_cannot_be_cross_checked() -> None:
+    from archwheel.errors import ToolError
+    from archwheel.verdicts.crosscheck import source_of
+
+    with pytest.raises(ToolError, match="did not record where its files are"):
+        source_of(InputInventory("torch==2.14.1 (python)", "installed", ()))
+    rooted = InputInventory("torch", "installed", (), metadata={"root": "/site"})
+    assert source_of(rooted) == Path("/site")
+
+
+@pytest.mark.nvcc
+def test_audit_cross_check_prints_to_stderr_and_keeps_json_clean(
+    scan: ModuleType, nvcc_corpus: NvccCorpus, cli_run: Any
+) -> None:
+    fixture = nvcc_corpus["multi_arch.so"]
+    code, out, err = cli_run("audit", str(fixture.path), "--cross-check", "--format", "json")
+    assert code == 0
+    assert json.loads(out)["schema_version"]
+    images = sum(e.count for e in fixture.expected)  # all visible to cuobjdump here
+    assert f"agrees on {images} images in 1 files" in err
+
+
+@pytest.mark.nvcc
+def test_audit_cross_check_reports_invisible_images_of_an_embedded_fatbin(
+    scan: ModuleType, nvcc_corpus: NvccCorpus, cli_run: Any
+) -> None:
+    code, _, err = cli_run("audit", str(nvcc_corpus["embedded_incbin.so"].path), "--cross-check")
+    assert code == 0
+    assert err.count("invisible to cuobjdump: it reads only .nv_fatbin") == 3

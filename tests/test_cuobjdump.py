@@ -139,9 +139,9 @@ def test_split_with_one_fatbin_section_puts_everything_there(section: str) -> No
     assert counts == Counter({(section, SASS, "sm_90"): 1, (section, PTX, "compute_90"): 1})
 
 
-def test_split_of_a_raw_file_uses_the_empty_section() -> None:
-    counts = split_by_section(listed((SASS, "sm_90")), [], frozenset(), raw=True)
-    assert counts == Counter({("", SASS, "sm_90"): 1})
+def test_split_of_a_raw_file_uses_the_raw_section_name() -> None:
+    counts = split_by_section(listed((SASS, "sm_90")), [], frozenset(), raw_section="(fatbin)")
+    assert counts == Counter({("(fatbin)", SASS, "sm_90"): 1})
 
 
 def test_split_never_invents_a_section_for_images_it_cannot_place() -> None:
@@ -236,7 +236,7 @@ def cuobjdump_view_of_flags(name: str) -> dict[str | None, Counter[tuple[str, Co
 
     view: dict[str | None, Counter[tuple[str, CodeKind, str]]] = {}
     for image in expected_images(spec):
-        if image.kind is CodeKind.LTOIR or image.section not in ("", NV, REL):
+        if image.kind is CodeKind.LTOIR or image.section not in ("(fatbin)", "(cubin)", NV, REL):
             continue  # not listed by cuobjdump
         kind, target = Target.from_name(image.arch)
         if kind is SASS and target.variant is Variant.FAMILY_SPECIFIC:

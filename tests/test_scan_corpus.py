@@ -111,11 +111,12 @@ def test_the_same_code_costs_least_with_size_mode_and_most_uncompressed(
         for name in ("lz4_speed.so", "zstd_size.so", "uncompressed.so")
     }
     assert stored["zstd_size.so"] < stored["lz4_speed.so"] < stored["uncompressed.so"]
-    payload = {
-        name: sum(e.uncompressed_bytes for e in entries_of(scan, nvcc_corpus[name].path))
-        for name in stored
-    }
-    assert len(set(payload.values())) == 1
+    # Uncompressed entries only know their 8-byte padded size: allow the padding.
+    entries = {name: entries_of(scan, nvcc_corpus[name].path) for name in stored}
+    payload = {name: sum(e.uncompressed_bytes for e in found) for name, found in entries.items()}
+    assert payload["lz4_speed.so"] == payload["zstd_size.so"]
+    padding = 8 * len(entries["uncompressed.so"])
+    assert 0 <= payload["uncompressed.so"] - payload["zstd_size.so"] < padding
 
 
 def test_scanning_the_corpus_folder_finds_every_fixture(

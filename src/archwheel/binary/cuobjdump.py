@@ -43,8 +43,10 @@ DEFAULT_TIMEOUT_S = 900.0
 
 EXECUTABLE_FATBIN = ".nv_fatbin"
 RELOCATABLE_FATBIN = "__nv_relfatbin"
-RAW_SECTION = ""
-"""The section of images in a file that is itself a fatbin or a cubin (no host ELF around it)."""
+RAW_FATBIN_SECTION = "(fatbin)"
+"""The section archwheel gives images of a file that is itself a fatbin (no host ELF around)."""
+CUBIN_SECTION = "(cubin)"
+"""... and the image of a file that is itself a cubin."""
 UNKNOWN_SECTION = "<unknown>"
 """Images cuobjdump listed in a host ELF that has neither fatbin section (never seen)."""
 
@@ -123,13 +125,14 @@ def split_by_section(
     default_listing: Sequence[ListedImage],
     sections: frozenset[str],
     *,
-    raw: bool = False,
+    raw_section: str | None = None,
 ) -> Counter[ImageKey]:
     """Attribute listed images to sections from the two runs and the file's section names.
 
     ``cuobjdump -all`` lists ``.nv_fatbin`` and ``__nv_relfatbin``; without ``-all`` it lists
     only ``.nv_fatbin`` when the file has one, else ``__nv_relfatbin``. Counts, not positions,
-    are compared, so the order cuobjdump prints in does not matter.
+    are compared, so the order cuobjdump prints in does not matter. ``raw_section`` names the
+    section of a file that is itself a fatbin or cubin.
     """
     every = Counter((i.kind, i.arch) for i in every_fatbin)
     default = Counter((i.kind, i.arch) for i in default_listing)
@@ -142,8 +145,8 @@ def split_by_section(
 
     has_exec = EXECUTABLE_FATBIN in sections
     has_rel = RELOCATABLE_FATBIN in sections
-    if raw:
-        put(RAW_SECTION, every)
+    if raw_section is not None:
+        put(raw_section, every)
     elif has_exec and has_rel:
         if default - every:
             raise ToolError(
@@ -173,8 +176,9 @@ class FileLayout:
     members: Mapping[str, frozenset[str]] | None = None  # archive: member name -> sections
 
     @property
-    def raw(self) -> bool:
-        return self.kind in ("cubin", "fatbin")
+    def raw_section(self) -> str | None:
+        """The section name of a file that is itself a fatbin or cubin; None otherwise."""
+        return {"cubin": CUBIN_SECTION, "fatbin": RAW_FATBIN_SECTION}.get(self.kind)
 
 
 def read_layout(path: Path) -> FileLayout:
@@ -359,7 +363,9 @@ class Cuobjdump:
                     sections,
                 )
         else:
-            counts[None] = split_by_section(every, default, layout.sections, raw=layout.raw)
+            counts[None] = split_by_section(
+                every, default, layout.sections, raw_section=layout.raw_section
+            )
         return CuobjdumpInventory(path=path, layout=layout, counts=counts)
 
     def _run(self, args: list[str], *, what: str) -> subprocess.CompletedProcess[str]:

@@ -20,31 +20,36 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import tempfile
 import zipfile
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from archwheel.binary.cuobjdump import (
+    CUBIN_SECTION,
     EXECUTABLE_FATBIN,
-    RAW_SECTION,
+    RAW_FATBIN_SECTION,
     RELOCATABLE_FATBIN,
     Cuobjdump,
     ImageKey,
     ensure_cuobjdump,
 )
 from archwheel.binary.model import FatbinEntry, InputInventory
-from archwheel.errors import ArchwheelError, ToolError
+from archwheel.errors import EXIT_OK, EXIT_TOOL, EXIT_VERDICT_FAILED, ArchwheelError, ToolError
 from archwheel.facts.arch import CodeKind, Target, Variant
+from archwheel.verdicts.audit import AuditReport
 
 CROSSCHECK_SCHEMA_VERSION = 1
 
-VISIBLE_SECTIONS = frozenset({EXECUTABLE_FATBIN, RELOCATABLE_FATBIN, RAW_SECTION})
-"""Where cuobjdump looks: the two fatbin sections, and raw .fatbin/.cubin files (section "")."""
+VISIBLE_SECTIONS = frozenset(
+    {EXECUTABLE_FATBIN, RELOCATABLE_FATBIN, RAW_FATBIN_SECTION, CUBIN_SECTION}
+)
+"""Where cuobjdump looks: the two fatbin sections, and files that are a fatbin or a cubin."""
 
 MAX_EXTRACTED_BYTES = 16 << 30
 """A wheel member larger than this (declared) is not extracted for cuobjdump."""
@@ -81,9 +86,8 @@ class CountRow:
         restored = ""
         if self.archwheel_archs and self.archwheel_archs != (self.arch,):
             restored = f" (archwheel: {', '.join(self.archwheel_archs)})"
-        section = self.section or "raw"
         return (
-            f"{self.library} [{section}] {self.arch}{restored}: archwheel {self.archwheel}, "
+            f"{self.library} [{self.section}] {self.arch}{restored}: archwheel {self.archwheel}, "
             f"cuobjdump {self.cuobjdump}"
         )
 
@@ -131,6 +135,35 @@ class CrossCheckReport:
     def ok(self) -> bool:
         """Everything cuobjdump can see agrees, and it could read every file."""
         return not self.disagreements and not self.failures
+
+    @property
+    def exit_code(self) -> int:
+        """0 when ``ok``; 1 with a disagreement; 4 when cuobjdump failed on a file (only)."""
+        if self.disagreements:
+            return EXIT_VERDICT_FAILED
+        return EXIT_TOOL if self.failures else EXIT_OK
+
+    def lines(self, *, quiet: bool = False) -> list[str]:
+        """The human report: a summary line (unless quiet), then one line per finding."""
+        images = sum(r.cuobjdump for r in self.rows)
+        hidden = sum(r.count for r in self.invisible)
+        out: list[str] = []
+        if self.disagreements:
+            out.append(
+                f"cross-check of {self.source}: {len(self.disagreements)} disagreements "
+                f"with {self.tool}"
+            )
+        elif not quiet:
+            out.append(
+                f"cross-check of {self.source}: {self.tool} agrees on {images} images in "
+                f"{self.files_checked} files"
+                + (f"; {hidden} images are invisible to it" if hidden else "")
+            )
+        out.extend(f"  disagrees: {r.one_line()}" for r in self.disagreements)
+        out.extend(f"  not checked: {f.one_line()}" for f in self.failures)
+        if not quiet:
+            out.extend(f"  {r.one_line()}" for r in self.invisible)
+        return out
 
     def to_json_dict(self) -> dict[str, Any]:
         def row(r: CountRow) -> dict[str, Any]:
@@ -458,3 +491,51 @@ def _open_source(source: Path, inventory: InputInventory) -> Iterator[_SourceFil
     if not source.is_file():
         raise ToolError(f"cannot cross-check {source}: not a file or directory")
     yield _SingleFile(source, {split_library_path(lib.path)[0] for lib in inventory.libraries})
+
+
+# -- the audit command's --cross-check ------------------------------------------------------------
+
+
+def source_of(inventory: InputInventory) -> Path:
+    """The path the inventory was scanned from (an installed distribution: its files' root)."""
+    if inventory.input_kind == "installed":
+        root = inventory.metadata.get("root")
+        if not root:
+            raise ToolError(
+                f"cannot cross-check {inventory.source}: the scan did not record where its "
+                "files are",
+                hint="cross-check the distribution's folder in site-packages instead",
+            )
+        return Path(root)
+    return Path(inventory.source)
+
+
+def run_cli_cross_check(reports: Sequence[AuditReport], args: Any) -> int:
+    """``archwheel audit --cross-check``: cuobjdump over every audited input.
+
+    Findings go to standard error, one line each, so that ``--format json`` stays parseable.
+    Returns the worst ``CrossCheckReport.exit_code``.
+    """
+    quiet = bool(getattr(args, "quiet", False))
+    show_progress = not quiet and sys.stderr.isatty()
+    tool = ensure_cuobjdump()
+    codes: set[int] = set()
+    for report in reports:
+        inventory = report.inventory
+        source = source_of(inventory)
+
+        def progress(name: str) -> None:
+            sys.stderr.write(f"\rcross-check: cuobjdump on {name[-60:]:<60}")
+            sys.stderr.flush()
+
+        result = crosscheck_input(
+            inventory, source, tool=tool, on_progress=progress if show_progress else None
+        )
+        if show_progress:
+            sys.stderr.write("\r" + " " * 80 + "\r")
+        for line in result.lines(quiet=quiet):
+            print(line, file=sys.stderr)
+        codes.add(result.exit_code)
+    if EXIT_VERDICT_FAILED in codes:
+        return EXIT_VERDICT_FAILED
+    return EXIT_TOOL if EXIT_TOOL in codes else EXIT_OK
