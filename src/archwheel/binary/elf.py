@@ -38,6 +38,9 @@ class ElfHeader:
     shentsize: int
     shnum: int
     shstrndx: int
+    phoff: int = 0
+    phentsize: int = 0
+    phnum: int = 0
 
     @property
     def file_kind(self) -> str:
@@ -89,10 +92,10 @@ def parse_elf_header(data: bytes) -> ElfHeader:
     if len(data) < need:
         raise FormatError(f"truncated ELF header ({len(data)} of {need} bytes)")
     if is64:
-        (e_type, e_machine, _v, _entry, _phoff, shoff, e_flags, _ehsize, _phentsize, _phnum,
+        (e_type, e_machine, _v, _entry, phoff, shoff, e_flags, _ehsize, phentsize, phnum,
          shentsize, shnum, shstrndx) = struct.unpack_from("<HHIQQQIHHHHHH", data, 16)  # fmt: skip
     else:
-        (e_type, e_machine, _v, _entry, _phoff, shoff, e_flags, _ehsize, _phentsize, _phnum,
+        (e_type, e_machine, _v, _entry, phoff, shoff, e_flags, _ehsize, phentsize, phnum,
          shentsize, shnum, shstrndx) = struct.unpack_from("<HHIIIIIHHHHHH", data, 16)  # fmt: skip
     expected_entsize = 64 if is64 else 40
     if shoff and shentsize != expected_entsize:
@@ -108,6 +111,9 @@ def parse_elf_header(data: bytes) -> ElfHeader:
         shentsize=shentsize,
         shnum=shnum,
         shstrndx=shstrndx,
+        phoff=phoff,
+        phentsize=phentsize,
+        phnum=phnum,
     )
 
 
@@ -142,6 +148,12 @@ def section_count(header: ElfHeader, first: RawSection | None) -> tuple[int, int
     return count, strndx
 
 
+def printable(name: str, limit: int = 64) -> str:
+    """A section name safe for a one-line message: control characters escaped, length capped."""
+    text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in name)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def name_sections(
     raw: list[RawSection], names: bytes, file_size: int | None
 ) -> tuple[list[Section], list[str]]:
@@ -154,8 +166,8 @@ def name_sections(
     for i, r in enumerate(raw):
         if r.name_offset < len(names):
             end = names.find(b"\0", r.name_offset)
-            label = names[r.name_offset : end if end >= 0 else len(names)].decode(
-                "utf-8", "replace"
+            label = printable(
+                names[r.name_offset : end if end >= 0 else len(names)].decode("utf-8", "replace")
             )
         else:
             label = f"<section {i}>" if i else ""
@@ -168,6 +180,21 @@ def name_sections(
             size = max(0, file_size - r.offset)
         sections.append(Section(label, r.sh_type, r.offset, size))
     return sections, problems
+
+
+PT_INTERP = 3
+
+
+def has_interpreter(header: ElfHeader, table: bytes) -> bool:
+    """Whether the program headers name an interpreter (a PIE executable, not a library)."""
+    size = header.phentsize
+    if size < 4:
+        return False
+    for i in range(min(header.phnum, len(table) // size)):
+        (p_type,) = struct.unpack_from("<I", table, i * size)
+        if p_type == PT_INTERP:
+            return True
+    return False
 
 
 def cubin_sm(header: ElfHeader) -> int:

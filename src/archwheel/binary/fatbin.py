@@ -44,6 +44,8 @@ FLAG_ARCH_SPECIFIC = 0x100000
 FLAG_FAMILY_SPECIFIC = 0x200000
 # Observed on every entry that carries an options/compatibility descriptor (nvcc 12.8+, 13.x).
 FLAG_HAS_DESCRIPTOR = 0x1000000
+# Observed on every LTO-IR entry nvcc 13.0 writes (docs/fixtures.md); meaning not documented.
+FLAG_LTOIR_OBSERVED = 0x10000
 KNOWN_FLAGS = (
     FLAG_64BIT
     | FLAG_DEBUG
@@ -56,6 +58,7 @@ KNOWN_FLAGS = (
     | FLAG_ARCH_SPECIFIC
     | FLAG_FAMILY_SPECIFIC
     | FLAG_HAS_DESCRIPTOR
+    | FLAG_LTOIR_OBSERVED
 )
 # SM numbers outside this range cannot be real (sm_10 .. sm_199).
 SM_MIN, SM_MAX = 10, 199
@@ -86,7 +89,8 @@ def parse_container_header(data: bytes, offset: int) -> ContainerHeader:
         raise FormatError(f"container at {offset:#x} has unknown version {version}")
     if header_size != CONTAINER_HEADER_SIZE:
         raise FormatError(f"container at {offset:#x} has header size {header_size}, not 16")
-    if size < ENTRY_HEADER_MIN:
+    # nvcc's device link writes valid empty containers (PTX-only builds): 0 is legitimate.
+    if 0 < size < ENTRY_HEADER_MIN:
         raise FormatError(f"container at {offset:#x} declares {size} bytes of entries")
     return ContainerHeader(offset, size)
 

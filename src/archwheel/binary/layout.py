@@ -17,9 +17,11 @@ from archwheel.binary.elf import (
     FormatError,
     Section,
     cubin_sm,
+    has_interpreter,
     name_sections,
     parse_elf_header,
     parse_section_headers,
+    printable,
     section_count,
 )
 from archwheel.binary.fatbin import CONTAINER_MAGIC_BYTES
@@ -112,6 +114,11 @@ def elf_unit(base: int, size: int, name: str) -> UnitParser:
         return Unit(name, base, base + size, "unknown-elf", problems=_error(str(exc)))
     kind = header.file_kind
     sm = cubin_sm(header) if kind == "cubin" else None
+    if kind == "shared-object" and 0 < header.phnum <= 4096 and header.phoff < size:
+        # nvcc and modern toolchains link executables as PIE (type DYN): an interpreter tells.
+        program_headers = yield Need(base + header.phoff, header.phnum * header.phentsize)
+        if has_interpreter(header, program_headers):
+            kind = "executable"
     if header.shoff == 0:
         note = Note(Severity.WARNING, "no section table: device code attributed to no section")
         return Unit(name, base, base + size, kind, cubin_sm=sm, problems=(note,))
@@ -203,15 +210,16 @@ def ar_layout(size: int) -> LayoutParser:
             except ValueError:
                 name_len = 0
             name_bytes = yield Need(data, min(name_len, 4096))
-            name = name_bytes.rstrip(b"\0").decode("utf-8", "replace")
+            name = printable(name_bytes.rstrip(b"\0").decode("utf-8", "replace"), 200)
             data += name_len
             member_size -= name_len
         elif raw_name.startswith("/") and raw_name[1:].isdigit():
             index = int(raw_name[1:])
             end = long_names.find(b"/\n", index)
             name = long_names[index : end if end >= 0 else None].decode("utf-8", "replace")
+            name = printable(name, 200)
         else:
-            name = raw_name.rstrip("/")
+            name = printable(raw_name.rstrip("/"), 200)
         if name and member_size > 0:
             head = yield Need(data, 8)
             if head.startswith(ELF_MAGIC):

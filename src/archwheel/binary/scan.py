@@ -908,5 +908,10 @@ def scan_installed(
         problems=tuple(problems),
         members_scanned=inventory.members_scanned,
         bytes_scanned=inventory.bytes_scanned,
-        metadata={"name": str(info["name"]), "version": str(info["version"])},
+        metadata={
+            "name": str(info["name"]),
+            "version": str(info["version"]),
+            "root": str(root),
+            "python": interpreter,
+        },
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from pathlib import Path
 
@@ -173,11 +172,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _cross_check(args: argparse.Namespace, reports: list[AuditReport]) -> int:
     """Run cuobjdump over the same inputs; print disagreements. Returns 0 or 1."""
-    try:
-        crosscheck = importlib.import_module("archwheel.verdicts.crosscheck")
-    except ImportError:  # pragma: no cover - lands with the oracle
-        raise UsageError("--cross-check is not available in this build") from None
-    return int(crosscheck.run_cli_cross_check(reports, args))
+    from archwheel.verdicts.crosscheck import run_cli_cross_check
+
+    return run_cli_cross_check(reports, args)
 
 
 def _emit(args: argparse.Namespace, reports: list[AuditReport]) -> None:
