@@ -5,7 +5,8 @@ Measured in one run, on this machine:
   nothing else (the least any tool that reads the wheel must do);
 - baseline 2: `unzip` of the ELF members to disk plus NVIDIA's `cuobjdump -all -lelf -lptx`
   on each (what users do today);
-- archwheel: `archwheel audit WHEEL --format json` in a fresh process (wall time and peak RSS).
+- archwheel: `archwheel audit WHEEL --format json` in a fresh process (wall time, and peak RSS
+  of its whole process tree: main process plus scan workers, sampled every 50 ms).
 
 Targets (issue 2): archwheel <= 1.5x baseline 1, >= 10x faster than baseline 2, peak RSS below
 300 MB. Prints the ratios and writes them to $ARCHWHEEL_CACHE/bench/audit.json.
@@ -75,14 +76,49 @@ def inflate_only(wheel: Path, members: list[zipfile.ZipInfo]) -> float:
     return time.perf_counter() - start
 
 
+def _tree_rss_kib(root: int) -> int:
+    """Resident memory of a process and all its descendants, from /proc."""
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat.rsplit(")", 1)[1].split()
+            parents[int(entry.name)] = int(fields[1])
+            rss[int(entry.name)] = int(fields[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+        except (OSError, IndexError, ValueError):
+            continue
+    tree = {root}
+    changed = True
+    while changed:
+        changed = False
+        for pid, parent in parents.items():
+            if parent in tree and pid not in tree:
+                tree.add(pid)
+                changed = True
+    return sum(rss.get(pid, 0) for pid in tree)
+
+
 def run_measured(argv: list[str]) -> tuple[float, int, int]:
-    """Wall time, peak RSS in KiB, and exit code of one child process."""
+    """Wall time, peak RSS in KiB of the whole process tree (sampled), and the exit code.
+
+    The peak is the larger of the sampled tree total and the kernel's own high-water mark of
+    the main process (which catches spikes between samples).
+    """
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak = 0
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        peak = max(peak, _tree_rss_kib(proc.pid))
+        time.sleep(0.05)
     elapsed = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return elapsed, usage.ru_maxrss, proc.returncode
+    return elapsed, max(peak, usage.ru_maxrss), proc.returncode
 
 
 def find_cuobjdump() -> Path | None:

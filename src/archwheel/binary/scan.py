@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from archwheel.binary.elf import FormatError
@@ -483,10 +483,12 @@ def scan_file(
 
 
 def _is_text_member(name: str) -> bool:
-    posix = PurePosixPath(name)
-    if posix.suffix.lower() in TEXT_SUFFIXES:
+    base = name.rsplit("/", 1)[-1]
+    dot = base.rfind(".")
+    if dot > 0 and base[dot:].lower() in TEXT_SUFFIXES:
         return True
-    return posix.parent.name.endswith(".dist-info") and posix.name in DIST_INFO_FILES
+    parent = name[: len(name) - len(base) - 1].rsplit("/", 1)[-1]
+    return parent.endswith(".dist-info") and base in DIST_INFO_FILES
 
 
 class _Progress:

@@ -12,7 +12,7 @@ import struct
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import BinaryIO, cast
 
 from archwheel.errors import InputError
@@ -60,8 +60,8 @@ def unsafe_name_reason(name: str) -> str | None:
         return "member name contains a NUL byte"
     if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
         return "absolute member path"
-    parts = PurePosixPath(name.replace("\\", "/")).parts
-    if ".." in parts:
+    # Plain string work: this runs for every member of wheels with tens of thousands of them.
+    if ".." in name.replace("\\", "/").split("/"):
         return "member path contains '..'"
     return None
 
