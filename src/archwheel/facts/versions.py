@@ -70,7 +70,8 @@ class DriverVersion:
         return self.parts[0]
 
     def __str__(self) -> str:
-        return ".".join(str(p) for p in self.parts)
+        # NVIDIA writes the later components with two digits: 580.65.06, 570.26.
+        return ".".join([str(self.parts[0]), *(f"{p:02d}" for p in self.parts[1:])])
 
 
 @dataclass(frozen=True, order=True)

@@ -1,0 +1,102 @@
+"""``archwheel can-run``: will these wheels run on those GPUs (and this driver)?"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from archwheel.binary.wheelmeta import WheelMetadata, read_wheel_metadata
+from archwheel.errors import InputError
+from archwheel.facts.catalog import load_facts
+from archwheel.facts.versions import CudaVersion, DriverVersion
+from archwheel.interfaces.verdict_render import FORMATS, can_run_markdown, can_run_table, emit
+from archwheel.verdicts.compat import InputVerdicts, build_report, judge_input, resolve_gpus
+from archwheel.verdicts.scanning import scan_path
+
+EXAMPLES = """\
+examples:
+  archwheel can-run torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl --gpu "RTX 5090"
+  archwheel can-run dist/*.whl --gpu "A100,L4,RTX 5090" --driver 570.86.10
+  archwheel can-run libmyext.so --cc 7.5,8.6 --cuda-runtime 12.8 --format markdown
+
+exit codes (docs/exit-codes.md):
+  0   every library with device code runs natively on every GPU
+  10  some library only runs by JIT-compiling PTX (slow first launch)
+  11  some library has no kernel image for some GPU (cudaErrorNoKernelImageAvailable)
+  12  the driver is too old: for the CUDA runtime, or for the PTX it would JIT
+  3   an input could not be read completely (the verdict may be wrong)
+  2   usage error (unknown GPU, bad version); 4 the scanner is missing
+  when several apply: 11, then 12, then 3, then 10
+"""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "can-run",
+        help="say whether wheels run natively, by JIT, or not at all on given GPUs",
+        description=(
+            "For every library with device code: native (names the cubin), JIT (names the "
+            "PTX), or no kernel image (names what would fix it), per GPU; the wheel's verdict "
+            "is its worst library's. With --driver, also checks the driver against the CUDA "
+            "runtime the wheel targets and the PTX ISA it would JIT."
+        ),
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "inputs", nargs="+", type=Path, metavar="WHEEL", help="wheels, libraries or directories"
+    )
+    parser.add_argument(
+        "--gpu", action="append", default=[], help='GPU names, comma-separated: "A100,RTX 5090"'
+    )
+    parser.add_argument(
+        "--cc", action="append", default=[], help="compute capabilities, comma-separated: 7.5,12.0"
+    )
+    parser.add_argument("--driver", help="the NVIDIA driver version, e.g. 570.86.10")
+    parser.add_argument(
+        "--cuda-runtime",
+        help="the CUDA runtime the inputs target, when their metadata does not say (e.g. 12.8)",
+    )
+    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    facts = load_facts()
+    gpus = resolve_gpus(args.gpu, args.cc, facts)
+    driver = DriverVersion.parse(args.driver) if args.driver else None
+    override = CudaVersion.parse(args.cuda_runtime) if args.cuda_runtime else None
+    judged: list[InputVerdicts] = []
+    for path in args.inputs:
+        if not path.exists():
+            raise InputError(f"{path}: no such file or directory")
+        metadata: WheelMetadata | None = None
+        if path.is_file() and path.suffix == ".whl":
+            metadata = read_wheel_metadata(path)
+        inventory = scan_path(path)
+        runtime = override or (metadata.cuda_runtime if metadata else None)
+        source = (
+            f"--cuda-runtime {override}"
+            if override
+            else (metadata.cuda_source if metadata else None)
+        )
+        judged.append(
+            judge_input(
+                inventory,
+                gpus,
+                driver=driver,
+                runtime=runtime,
+                runtime_source=source,
+                name=metadata.name if metadata else None,
+                version=metadata.version if metadata else None,
+                facts=facts,
+            )
+        )
+    report = build_report(judged, gpus, driver, facts)
+    emit(
+        args.format,
+        report,
+        lambda out: can_run_table(report, out),
+        lambda: can_run_markdown(report),
+    )
+    return report.exit_code

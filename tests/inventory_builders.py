@@ -1,0 +1,102 @@
+"""Hand-built inventories for testing verdict logic without the scanner.
+
+A library is described as its modules (fatbin containers), each a list of image names
+(``sm_90a``, ``compute_120``); entries get consecutive offsets inside a module and a 16-byte gap
+(the container header) between modules, as the scanner reports them.
+
+``TORCH_2_14_1_CU130`` transcribes what the real torch 2.14.1+cu130 wheel contains per module
+(measured on the wheel and consistent with cuda-facts.md section 6): the real-wheel tests check
+the same verdicts through the real scanner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from archwheel.binary.model import Compression, FatbinEntry, InputInventory, LibraryInventory
+from archwheel.facts.arch import CodeKind, Target
+from archwheel.facts.versions import PtxIsaVersion
+
+ENTRY_BYTES = 1000
+CONTAINER_HEADER = 16
+
+
+def entry(
+    name: str, offset: int, section: str, isa: str = "9.0", size: int = ENTRY_BYTES
+) -> FatbinEntry:
+    kind, target = Target.from_name(name)
+    return FatbinEntry(
+        section=section,
+        offset=offset,
+        kind=kind,
+        target=target,
+        compression=Compression.ZSTD,
+        stored_bytes=size,
+        uncompressed_bytes=size * 3,
+        ptx_isa=PtxIsaVersion.parse(isa) if kind is CodeKind.PTX else None,
+    )
+
+
+def library(
+    path: str,
+    modules: Sequence[Sequence[str]],
+    *,
+    section: str = ".nv_fatbin",
+    sections: Sequence[str] | None = None,
+    isa: str = "9.0",
+    sizes: dict[str, int] | None = None,
+) -> LibraryInventory:
+    """A library whose modules hold the named images (one section, or one per module)."""
+    entries: list[FatbinEntry] = []
+    offset = 4096
+    for index, names in enumerate(modules):
+        module_section = sections[index] if sections else section
+        offset += CONTAINER_HEADER
+        for name in names:
+            size = (sizes or {}).get(name, ENTRY_BYTES)
+            entries.append(entry(name, offset, module_section, isa, size))
+            offset += size
+        offset += 8  # alignment padding between containers
+    return LibraryInventory(
+        path=path,
+        file_kind="shared-object",
+        size=offset + 4096,
+        entries=tuple(entries),
+        containers=len(modules),
+    )
+
+
+def repeated(count: int, names: str) -> list[list[str]]:
+    return [names.split() for _ in range(count)]
+
+
+def inventory(source: str, *libraries: LibraryInventory) -> InputInventory:
+    return InputInventory(source=source, input_kind="wheel", libraries=tuple(libraries))
+
+
+# What torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl (CUDA 13.0) carries, module by module.
+_BASE = "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
+TORCH_CUDA_MODULES = (
+    repeated(414, _BASE)
+    + repeated(2, _BASE + " sm_90a")
+    + repeated(57, _BASE + " sm_100a sm_103f")
+    + repeated(1, _BASE + " sm_90a sm_100a sm_103f")
+    + repeated(1, _BASE + " sm_89 sm_90a sm_100a sm_103f sm_120a sm_121a")
+)
+LINALG_MODULES = repeated(65, "sm_80 sm_86 sm_90 sm_100 sm_120")
+NVSHMEM_MODULES = [
+    _BASE.split(),
+    *repeated(2, "sm_75 sm_80 sm_89 sm_90 sm_100 sm_120 compute_120"),
+    *repeated(1, _BASE),
+]
+NVSHMEM_SECTIONS = [".nv_fatbin", "__nv_relfatbin", "__nv_relfatbin", "__nv_relfatbin"]
+
+
+def torch_2_14_1_cu130() -> InputInventory:
+    return inventory(
+        "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+        library("torch/lib/libtorch_cuda.so", TORCH_CUDA_MODULES),
+        library("torch/lib/libtorch_cuda_linalg.so", LINALG_MODULES),
+        library("torch/lib/libtorch_nvshmem.so", NVSHMEM_MODULES, sections=NVSHMEM_SECTIONS),
+        LibraryInventory("torch/lib/libtorch_cpu.so", "shared-object", 446314593),
+    )
