@@ -613,8 +613,20 @@ def best_sass_target(
     12.8). Without a toolkit, any toolkit in the facts counts. None when nothing qualifies."""
     facts = facts or load_facts()
     pool = toolkit.targets if toolkit else frozenset(c for tk in facts.toolkits for c in tk.targets)
-    candidates = [c for c in pool if c.major == cc.major and c.minor <= cc.minor]
+    renamed = renamed_capabilities(facts)
+    candidates = [
+        c
+        for c in pool
+        if c.major == cc.major and c.minor <= cc.minor and (c not in renamed or c == cc)
+    ]
     return Target(max(candidates)) if candidates else None
+
+
+def renamed_capabilities(facts: CudaFacts | None = None) -> frozenset[ComputeCapability]:
+    """Compute capabilities a later toolkit renamed (10.1 became 11.0, Jetson Thor): another
+    chip, so their cubins are never offered for a neighbouring minor."""
+    facts = facts or load_facts()
+    return frozenset(old for tk in facts.toolkits for old in tk.renamed)
 
 
 def official_builds_covering(cc: ComputeCapability, facts: CudaFacts | None = None) -> list[str]:

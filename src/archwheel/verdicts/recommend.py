@@ -23,7 +23,7 @@ from archwheel.facts.arch import ArchList, ArchSpec, CodeKind, Target, Variant, 
 from archwheel.facts.catalog import CudaFacts, Toolkit, load_facts
 from archwheel.facts.rules import ptx_jits_on, rule_for, sass_runs_on
 from archwheel.facts.versions import ComputeCapability, CudaVersion
-from archwheel.verdicts.compat import RELOCATABLE_SECTIONS, Gpu, Reason
+from archwheel.verdicts.compat import RELOCATABLE_SECTIONS, Gpu, Reason, renamed_capabilities
 
 ARCH_SCHEMA_VERSION = 1
 
@@ -224,7 +224,7 @@ def recommend(
         raise ValueError(f"variant must be plain, a or f, not {variant!r}")
     toolkit = facts.toolkit(cuda) if cuda is not None else None
     plain_pool = _pool(toolkit, facts, Variant.PLAIN)
-    renamed = frozenset(old for tk in facts.toolkits for old in tk.renamed)
+    renamed = renamed_capabilities(facts)
 
     specs: list[ArchSpec] = []
     problems: list[str] = []

@@ -1,0 +1,513 @@
+"""Compatibility verdicts: the rules exhaustively, modules, drivers, wheels, and the real wheel.
+
+The expected verdicts below are written out by hand from cuda-facts.md section 2, not computed
+by the code under test:
+
+- cubin sm_XY runs on X.Z with Z >= Y (same major only);
+- sm_XYa runs only on exactly X.Y; sm_XYf on the same major with minor >= Y;
+- PTX compute_XY JITs on every GPU >= X.Y (across majors); 'a' PTX only on X.Y; 'f' PTX within
+  the family with minor >= Y.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from archwheel.binary.model import InputInventory, LibraryInventory, Problem
+from archwheel.errors import UsageError
+from archwheel.facts.arch import Target
+from archwheel.facts.catalog import load_facts
+from archwheel.facts.rules import ptx_jits_on, sass_runs_on
+from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersion
+from archwheel.verdicts.compat import (
+    Gpu,
+    Verdict,
+    best_sass_target,
+    build_report,
+    check_runtime,
+    fixes_for,
+    judge_input,
+    judge_library,
+    resolve_gpus,
+    split_modules,
+)
+from tests.conftest import CliRun, require
+from tests.inventory_builders import inventory, library, torch_2_14_1_cu130
+
+CATALOG = [
+    "3.5", "3.7", "5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6",
+    "8.7", "8.8", "8.9", "9.0", "10.0", "10.1", "10.3", "10.7", "11.0", "12.0", "12.1",
+]  # fmt: skip
+
+# image -> the catalog GPUs it serves (SASS: natively; PTX: by JIT). Every other GPU: nothing.
+SERVES: dict[str, str] = {
+    # plain cubins: same major, equal or higher minor
+    "sm_35": "3.5 3.7",
+    "sm_37": "3.7",
+    "sm_50": "5.0 5.2 5.3",
+    "sm_52": "5.2 5.3",
+    "sm_53": "5.3",
+    "sm_60": "6.0 6.1 6.2",
+    "sm_61": "6.1 6.2",
+    "sm_62": "6.2",
+    "sm_70": "7.0 7.2 7.5",
+    "sm_72": "7.2 7.5",
+    "sm_75": "7.5",
+    "sm_80": "8.0 8.6 8.7 8.8 8.9",
+    "sm_86": "8.6 8.7 8.8 8.9",
+    "sm_87": "8.7 8.8 8.9",
+    "sm_88": "8.8 8.9",
+    "sm_89": "8.9",
+    "sm_90": "9.0",
+    "sm_100": "10.0 10.1 10.3 10.7",
+    "sm_101": "10.1 10.3 10.7",
+    "sm_103": "10.3 10.7",
+    "sm_107": "10.7",
+    "sm_110": "11.0",
+    "sm_120": "12.0 12.1",
+    "sm_121": "12.1",
+    # arch-specific cubins: exactly one compute capability
+    "sm_90a": "9.0",
+    "sm_100a": "10.0",
+    "sm_101a": "10.1",
+    "sm_103a": "10.3",
+    "sm_110a": "11.0",
+    "sm_120a": "12.0",
+    "sm_121a": "12.1",
+    # family-specific cubins: the same major, equal or higher minor
+    "sm_100f": "10.0 10.1 10.3 10.7",
+    "sm_101f": "10.1 10.3 10.7",
+    "sm_103f": "10.3 10.7",
+    "sm_110f": "11.0",
+    "sm_120f": "12.0 12.1",
+    "sm_121f": "12.1",
+    # plain PTX: every GPU at or above it, across majors
+    "compute_35": "3.5 3.7 5.0 5.2 5.3 6.0 6.1 6.2 7.0 7.2 7.5 8.0 8.6 8.7 8.8 8.9 9.0 "
+    "10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_37": "3.7 5.0 5.2 5.3 6.0 6.1 6.2 7.0 7.2 7.5 8.0 8.6 8.7 8.8 8.9 9.0 "
+    "10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_50": "5.0 5.2 5.3 6.0 6.1 6.2 7.0 7.2 7.5 8.0 8.6 8.7 8.8 8.9 9.0 "
+    "10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_52": "5.2 5.3 6.0 6.1 6.2 7.0 7.2 7.5 8.0 8.6 8.7 8.8 8.9 9.0 "
+    "10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_53": "5.3 6.0 6.1 6.2 7.0 7.2 7.5 8.0 8.6 8.7 8.8 8.9 9.0 "
+    "10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_60": "6.0 6.1 6.2 7.0 7.2 7.5 8.0 8.6 8.7 8.8 8.9 9.0 "
+    "10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_61": "6.1 6.2 7.0 7.2 7.5 8.0 8.6 8.7 8.8 8.9 9.0 10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_62": "6.2 7.0 7.2 7.5 8.0 8.6 8.7 8.8 8.9 9.0 10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_70": "7.0 7.2 7.5 8.0 8.6 8.7 8.8 8.9 9.0 10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_72": "7.2 7.5 8.0 8.6 8.7 8.8 8.9 9.0 10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_75": "7.5 8.0 8.6 8.7 8.8 8.9 9.0 10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_80": "8.0 8.6 8.7 8.8 8.9 9.0 10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_86": "8.6 8.7 8.8 8.9 9.0 10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_87": "8.7 8.8 8.9 9.0 10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_88": "8.8 8.9 9.0 10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_89": "8.9 9.0 10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_90": "9.0 10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_100": "10.0 10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_101": "10.1 10.3 10.7 11.0 12.0 12.1",
+    "compute_103": "10.3 10.7 11.0 12.0 12.1",
+    "compute_107": "10.7 11.0 12.0 12.1",
+    "compute_110": "11.0 12.0 12.1",
+    "compute_120": "12.0 12.1",
+    "compute_121": "12.1",
+    # arch-specific PTX: exactly one compute capability
+    "compute_90a": "9.0",
+    "compute_100a": "10.0",
+    "compute_101a": "10.1",
+    "compute_103a": "10.3",
+    "compute_110a": "11.0",
+    "compute_120a": "12.0",
+    "compute_121a": "12.1",
+    # family-specific PTX: within the family, equal or higher minor
+    "compute_100f": "10.0 10.1 10.3 10.7",
+    "compute_101f": "10.1 10.3 10.7",
+    "compute_103f": "10.3 10.7",
+    "compute_110f": "11.0",
+    "compute_120f": "12.0 12.1",
+    "compute_121f": "12.1",
+}
+
+
+def test_table_covers_every_compute_capability_and_variant_in_the_facts() -> None:
+    facts = load_facts()
+    assert [str(cc) for cc in sorted(facts.capabilities)] == CATALOG
+    a_targets = {cc for tk in facts.toolkits for cc in tk.arch_specific}
+    f_targets = {cc for tk in facts.toolkits for cc in tk.family_specific}
+    expected = set()
+    for cc in facts.capabilities:
+        expected |= {f"sm_{cc.number}", f"compute_{cc.number}"}
+        if cc in a_targets:
+            expected |= {f"sm_{cc.number}a", f"compute_{cc.number}a"}
+        if cc in f_targets:
+            expected |= {f"sm_{cc.number}f", f"compute_{cc.number}f"}
+    assert set(SERVES) == expected
+
+
+@pytest.mark.parametrize("image", sorted(SERVES))
+def test_rules_match_the_table(image: str) -> None:
+    _, target = Target.from_name(image)
+    rule = sass_runs_on if image.startswith("sm_") else ptx_jits_on
+    served = [cc for cc in CATALOG if rule(target, ComputeCapability.parse(cc))]
+    assert served == SERVES[image].split()
+
+
+@pytest.mark.parametrize("image", sorted(SERVES))
+def test_single_image_library_verdict_on_every_gpu(image: str) -> None:
+    lib = library("libk.so", [[image]])
+    expected_when_served = Verdict.NATIVE if image.startswith("sm_") else Verdict.JIT
+    got = {}
+    for cc in CATALOG:
+        verdict = judge_library(lib, Gpu(ComputeCapability.parse(cc))).verdict
+        got[cc] = verdict
+    expected = {
+        cc: expected_when_served if cc in SERVES[image].split() else Verdict.NO_KERNEL_IMAGE
+        for cc in CATALOG
+    }
+    assert got == expected
+
+
+# -- modules ------------------------------------------------------------------------------------
+
+
+def test_modules_are_recovered_from_offsets() -> None:
+    lib = library("libk.so", [["sm_80", "sm_90"], ["sm_80"], ["sm_90", "compute_90"]])
+    modules, exact = split_modules(lib)
+    assert exact
+    assert [[e.arch for e in m.entries] for m in modules] == [
+        ["sm_80", "sm_90"],
+        ["sm_80"],
+        ["sm_90", "compute_90"],
+    ]
+
+
+def test_one_module_without_an_image_fails_the_library() -> None:
+    # Library-wide the archs look fine for 8.6 (sm_80 exists), but the second module has only
+    # sm_90: its kernels have no image on an 8.6 GPU.
+    lib = library("libk.so", [["sm_80", "sm_90"], ["sm_90"]])
+    v = judge_library(lib, Gpu(ComputeCapability(8, 6)))
+    assert v.verdict is Verdict.NO_KERNEL_IMAGE
+    assert v.missing_modules == 1
+    assert v.native == (("sm_80", 1),)
+    assert "1 of 2 modules" in v.summary()
+
+
+def test_mixed_native_and_jit_modules_give_jit() -> None:
+    lib = library("libk.so", [["sm_80"], ["compute_80"]])
+    v = judge_library(lib, Gpu(ComputeCapability(8, 9)))
+    assert v.verdict is Verdict.JIT
+    assert v.native == (("sm_80", 1),)
+    assert v.jit == (("compute_80", 1),)
+    assert any(r.rule_id == "ptx-jit-cost" for r in v.reasons)
+
+
+def test_inconsistent_container_count_falls_back_to_sections() -> None:
+    lib = library("libk.so", [["sm_80"], ["sm_90"]])
+    lying = LibraryInventory(lib.path, lib.file_kind, lib.size, lib.entries, containers=7)
+    v = judge_library(lying, Gpu(ComputeCapability(9, 0)))
+    assert not v.exact_modules
+    assert v.verdict is Verdict.NATIVE  # one module per section: sm_90 serves it
+
+
+def test_relocatable_images_serve_nothing() -> None:
+    only_relocatable = library("libk.a", [["sm_90", "compute_90"]], section="__nv_relfatbin")
+    v = judge_library(only_relocatable, Gpu(ComputeCapability(9, 0)))
+    assert v.verdict is Verdict.LINK_ONLY
+    mixed = library(
+        "libk.so", [["sm_80"], ["compute_80"]], sections=[".nv_fatbin", "__nv_relfatbin"]
+    )
+    v = judge_library(mixed, Gpu(ComputeCapability(12, 0)))
+    assert v.verdict is Verdict.NO_KERNEL_IMAGE  # the relocatable PTX does not rescue it
+    assert v.link_only == ("compute_80",)
+
+
+def test_most_specific_cubin_is_named_first_and_rule_cited() -> None:
+    lib = library("libk.so", [["sm_90", "sm_90a"]])
+    v = judge_library(lib, Gpu(ComputeCapability(9, 0)))
+    assert v.native == (("sm_90a", 1),)
+    assert [r.rule_id for r in v.reasons] == ["sass-arch-specific"]
+
+
+def test_why_not_explains_cross_major_folklore() -> None:
+    lib = library("libk.so", [["sm_90"]])
+    v = judge_library(lib, Gpu(ComputeCapability(12, 0)))
+    texts = {r.rule_id: r.text for r in v.reasons}
+    assert "never crosses major versions" in texts["sass-same-major"]
+    assert texts["no-kernel-image"] == "1 of 1 modules have no kernel image for 12.0"
+
+
+# -- drivers ------------------------------------------------------------------------------------
+
+
+def test_ptx_newer_than_the_driver_is_driver_too_old() -> None:
+    lib = library("libk.so", [["compute_120"]], isa="9.0")  # PTX ISA 9.0 needs CUDA 13.0
+    gpu = Gpu(ComputeCapability(12, 0))
+    old = judge_library(lib, gpu, driver=DriverVersion.parse("575.51.03"))
+    assert old.verdict is Verdict.DRIVER_TOO_OLD
+    assert old.driver_blocked_modules == 1
+    new = judge_library(lib, gpu, driver=DriverVersion.parse("580.65.06"))
+    assert new.verdict is Verdict.JIT
+    unknown = judge_library(lib, gpu)
+    assert unknown.verdict is Verdict.JIT
+    isa = next(r.text for r in unknown.reasons if r.rule_id == "ptx-isa-driver")
+    assert isa == (
+        "PTX ISA 9.0 needs a driver for CUDA >= 13.0 (>= 580.65.06); no --driver given, not checked"
+    )
+
+
+@pytest.mark.parametrize(
+    ("runtime", "driver", "status"),
+    [
+        ("13.0", "580.65.06", "full"),
+        ("13.0", "575.51.03", "unsupported"),
+        ("12.8", "570.86.10", "full"),
+        ("12.8", "550.54.14", "minor-compat"),  # 12.x runs on >= 525 with limited features
+        ("12.8", "520.61.05", "unsupported"),
+        ("11.8", "470.57.02", "minor-compat"),  # 11.x runs on >= 450
+    ],
+)
+def test_runtime_against_driver(runtime: str, driver: str, status: str) -> None:
+    check = check_runtime(CudaVersion.parse(runtime), "test", DriverVersion.parse(driver))
+    assert check.status == status
+    assert check.reason.rule_id == "runtime-driver"
+    assert check.blocks == (status == "unsupported")
+
+
+def test_runtime_unknown_and_driver_missing_are_said() -> None:
+    assert check_runtime(None, None, DriverVersion.parse("580.65.06")).status == "unknown-runtime"
+    assert check_runtime(CudaVersion(13, 0), "x", None).status == "no-driver"
+
+
+# -- fixes --------------------------------------------------------------------------------------
+
+
+def test_fix_for_volta_on_cuda_13_points_at_an_older_toolkit() -> None:
+    fixes = fixes_for(ComputeCapability(7, 0), CudaVersion(13, 0), pytorch=True)
+    assert fixes[0].startswith("7.0 (Volta) was removed in CUDA 13.0")
+    assert "CUDA 12.9 or older" in fixes[0]
+    assert fixes[-1].endswith("cu118, cu126, cu128, cu129")
+
+
+def test_fix_uses_a_lower_minor_when_the_toolkit_cannot_target_the_gpu() -> None:
+    fixes = fixes_for(ComputeCapability(10, 3), CudaVersion(12, 8))
+    assert fixes[0].startswith("rebuild with SASS sm_100, which also runs on 10.3")
+
+
+def test_best_sass_target() -> None:
+    facts = load_facts()
+    assert best_sass_target(ComputeCapability(8, 9), facts.toolkit("13.0")) == Target(
+        ComputeCapability(8, 9)
+    )
+    assert best_sass_target(ComputeCapability(7, 0), facts.toolkit("13.0")) is None
+    assert best_sass_target(ComputeCapability(12, 1), facts.toolkit("12.8")) == Target(
+        ComputeCapability(12, 0)
+    )
+
+
+# -- GPUs ---------------------------------------------------------------------------------------
+
+
+def test_resolve_gpus_accepts_names_ccs_and_comma_lists() -> None:
+    gpus = resolve_gpus(["A100,RTX 5090", "NVIDIA H100 80GB HBM3"], ["12.1, 8.6"])
+    assert [(g.name, str(g.cc)) for g in gpus] == [
+        ("A100", "8.0"),
+        ("RTX 5090", "12.0"),
+        ("H100", "9.0"),
+        ("", "12.1"),
+        ("", "8.6"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("names", "ccs"), [(["Voodoo 5"], []), ([], ["9.9"]), ([], ["8,"]), ([], [])]
+)
+def test_resolve_gpus_rejects_nonsense(names: list[str], ccs: list[str]) -> None:
+    with pytest.raises(UsageError):
+        resolve_gpus(names, ccs)
+
+
+# -- wheels -------------------------------------------------------------------------------------
+
+# What the torch 2.14.1+cu130 wheel gets per GPU, worked out by hand from its inventory
+# (tests/inventory_builders.py) and the rules: library -> verdict and best cubins per module.
+_NATIVE = Verdict.NATIVE
+_MISSING = Verdict.NO_KERNEL_IMAGE
+TORCH_EXPECTED: dict[str, dict[str, tuple[Verdict, tuple[tuple[str, int], ...]]]] = {
+    "7.0": {
+        "libtorch_cuda.so": (_MISSING, ()),
+        "libtorch_cuda_linalg.so": (_MISSING, ()),
+        "libtorch_nvshmem.so": (_MISSING, ()),
+    },
+    "7.5": {
+        "libtorch_cuda.so": (_NATIVE, (("sm_75", 475),)),
+        # sm_80 is its lowest cubin: no 7.x cubin, no PTX, so nothing runs on a T4.
+        "libtorch_cuda_linalg.so": (_MISSING, ()),
+        "libtorch_nvshmem.so": (_NATIVE, (("sm_75", 1),)),
+    },
+    "8.0": {
+        "libtorch_cuda.so": (_NATIVE, (("sm_80", 475),)),
+        "libtorch_cuda_linalg.so": (_NATIVE, (("sm_80", 65),)),
+        "libtorch_nvshmem.so": (_NATIVE, (("sm_80", 1),)),
+    },
+    "8.6": {
+        "libtorch_cuda.so": (_NATIVE, (("sm_86", 475),)),
+        "libtorch_cuda_linalg.so": (_NATIVE, (("sm_86", 65),)),
+        "libtorch_nvshmem.so": (_NATIVE, (("sm_86", 1),)),
+    },
+    "8.9": {
+        "libtorch_cuda.so": (_NATIVE, (("sm_86", 474), ("sm_89", 1))),
+        "libtorch_cuda_linalg.so": (_NATIVE, (("sm_86", 65),)),
+        "libtorch_nvshmem.so": (_NATIVE, (("sm_86", 1),)),
+    },
+    "9.0": {
+        "libtorch_cuda.so": (_NATIVE, (("sm_90", 471), ("sm_90a", 4))),
+        "libtorch_cuda_linalg.so": (_NATIVE, (("sm_90", 65),)),
+        "libtorch_nvshmem.so": (_NATIVE, (("sm_90", 1),)),
+    },
+    "10.0": {
+        "libtorch_cuda.so": (_NATIVE, (("sm_100", 416), ("sm_100a", 59))),
+        "libtorch_cuda_linalg.so": (_NATIVE, (("sm_100", 65),)),
+        "libtorch_nvshmem.so": (_NATIVE, (("sm_100", 1),)),
+    },
+    "10.3": {
+        "libtorch_cuda.so": (_NATIVE, (("sm_100", 416), ("sm_103f", 59))),
+        "libtorch_cuda_linalg.so": (_NATIVE, (("sm_100", 65),)),
+        "libtorch_nvshmem.so": (_NATIVE, (("sm_100", 1),)),
+    },
+    "12.0": {
+        "libtorch_cuda.so": (_NATIVE, (("sm_120", 474), ("sm_120a", 1))),
+        "libtorch_cuda_linalg.so": (_NATIVE, (("sm_120", 65),)),
+        "libtorch_nvshmem.so": (_NATIVE, (("sm_120", 1),)),
+    },
+    "12.1": {
+        "libtorch_cuda.so": (_NATIVE, (("sm_120", 474), ("sm_121a", 1))),
+        "libtorch_cuda_linalg.so": (_NATIVE, (("sm_120", 65),)),
+        "libtorch_nvshmem.so": (_NATIVE, (("sm_120", 1),)),
+    },
+}
+TORCH_WHEEL_VERDICT = {cc: (_MISSING if cc in ("7.0", "7.5") else _NATIVE) for cc in TORCH_EXPECTED}
+
+
+def _check_torch_verdicts(inv: InputInventory) -> None:
+    gpus = [Gpu(ComputeCapability.parse(cc)) for cc in TORCH_EXPECTED]
+    judged = judge_input(inv, gpus, runtime=CudaVersion(13, 0), name="torch")
+    for per_gpu in judged.per_gpu:
+        cc = str(per_gpu.gpu.cc)
+        got = {
+            lib.library.rsplit("/", 1)[-1]: (lib.verdict, lib.native) for lib in per_gpu.libraries
+        }
+        assert got == TORCH_EXPECTED[cc], cc
+        assert per_gpu.verdict is TORCH_WHEEL_VERDICT[cc], cc
+    report = build_report([judged], gpus, None)
+    assert report.exit_code == 11
+
+
+def test_torch_inventory_verdicts_by_hand_built_inventory() -> None:
+    _check_torch_verdicts(torch_2_14_1_cu130())
+
+
+def test_torch_on_t4_names_the_broken_library() -> None:
+    judged = judge_input(torch_2_14_1_cu130(), [Gpu(ComputeCapability(7, 5), "T4")], name="torch")
+    t4 = judged.per_gpu[0]
+    assert t4.libraries_with(Verdict.NO_KERNEL_IMAGE) == ["torch/lib/libtorch_cuda_linalg.so"]
+    assert t4.headline() == (
+        "no kernel image in libtorch_cuda_linalg.so; "
+        "native in libtorch_cuda.so, libtorch_nvshmem.so"
+    )
+    linalg = t4.libraries[1]
+    assert linalg.fixes[0].startswith("rebuild with SASS for 7.5: TORCH_CUDA_ARCH_LIST='7.5'")
+
+
+def test_cpu_only_input_says_so() -> None:
+    inv = inventory("cpu.whl", LibraryInventory("x.so", "shared-object", 10))
+    judged = judge_input(inv, [Gpu(ComputeCapability(9, 0))])
+    assert judged.per_gpu[0].verdict is Verdict.NO_DEVICE_CODE
+    assert build_report([judged], [Gpu(ComputeCapability(9, 0))], None).exit_code == 0
+
+
+def test_exit_codes_follow_the_documented_precedence() -> None:
+    gpu = Gpu(ComputeCapability(12, 0))
+    jit = judge_input(inventory("a", library("a.so", [["compute_90"]])), [gpu])
+    native = judge_input(inventory("b", library("b.so", [["sm_120"]])), [gpu])
+    missing = judge_input(inventory("c", library("c.so", [["sm_90"]])), [gpu])
+    old_driver = judge_input(
+        inventory("d", library("d.so", [["sm_120"]])),
+        [gpu],
+        driver=DriverVersion.parse("570.86.10"),
+        runtime=CudaVersion(13, 0),
+    )
+    assert build_report([native], [gpu], None).exit_code == 0
+    assert build_report([native, jit], [gpu], None).exit_code == 10
+    assert build_report([jit, old_driver], [gpu], None).exit_code == 12
+    assert build_report([old_driver, missing, jit], [gpu], None).exit_code == 11
+    incomplete = judge_input(
+        InputInventory(
+            "e",
+            "wheel",
+            (library("e.so", [["compute_90"]]),),
+            problems=(Problem("e", "truncated"),),
+        ),
+        [gpu],
+    )
+    assert build_report([incomplete], [gpu], None).exit_code == 3
+
+
+def test_report_json_names_rules_it_cites() -> None:
+    gpu = Gpu(ComputeCapability(7, 5), "T4")
+    report = build_report([judge_input(torch_2_14_1_cu130(), [gpu])], [gpu], None)
+    doc = report.to_json_dict()
+    assert doc["schema_version"] == 1
+    assert doc["exit_code"] == 11
+    cited = {
+        r["rule"]
+        for item in doc["inputs"]
+        for g in item["gpus"]
+        for lib in g["libraries"]
+        for r in lib["reasons"]
+    }
+    assert cited <= set(doc["rules"])
+    assert doc["rules"]["no-kernel-image"].startswith("Without a compatible cubin")
+
+
+# -- the real wheel -----------------------------------------------------------------------------
+
+
+def _scanner_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("archwheel.binary.scan") is not None
+
+
+@pytest.mark.realwheel
+@pytest.mark.slow
+def test_real_torch_wheel_verdicts(torch_wheel: Path) -> None:
+    require(_scanner_available(), "archwheel.binary.scan (the audit scanner) is not installed")
+    from archwheel.verdicts.scanning import scan_path
+
+    _check_torch_verdicts(scan_path(torch_wheel))
+
+
+@pytest.mark.realwheel
+@pytest.mark.slow
+def test_can_run_cli_on_real_wheel(torch_wheel: Path, cli_run: CliRun) -> None:
+    require(_scanner_available(), "archwheel.binary.scan (the audit scanner) is not installed")
+    code, out, _ = cli_run(
+        "can-run", str(torch_wheel), "--gpu", "T4,RTX 5090", "--driver", "580.65.06",
+        "--format", "json",
+    )  # fmt: skip
+    assert code == 11
+    doc = json.loads(out)
+    item = doc["inputs"][0]
+    assert item["name"] == "torch"
+    t4, rtx = item["gpus"]
+    assert t4["verdict"] == "no-kernel-image"
+    assert [lib["library"] for lib in t4["libraries"] if lib["verdict"] == "no-kernel-image"] == [
+        "torch/lib/libtorch_cuda_linalg.so"
+    ]
+    assert rtx["verdict"] == "native"
+    assert t4["runtime"]["status"] == "full"
+    assert t4["runtime"]["cuda_runtime"] == "13.0"
