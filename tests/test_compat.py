@@ -31,6 +31,7 @@ from archwheel.verdicts.compat import (
     fixes_for,
     judge_input,
     judge_library,
+    pytorch_install_advice,
     resolve_gpus,
     split_modules,
 )
@@ -289,7 +290,25 @@ def test_fix_for_volta_on_cuda_13_points_at_an_older_toolkit() -> None:
     fixes = fixes_for(ComputeCapability(7, 0), CudaVersion(13, 0), pytorch=True)
     assert fixes[0].startswith("7.0 (Volta) was removed in CUDA 13.0")
     assert "CUDA 12.9 or older" in fixes[0]
-    assert fixes[-1].endswith("cu118, cu126, cu128, cu129")
+    assert fixes[-1] == (
+        "or install an official torch build for cu118, cu126, cu128, cu129 "
+        "(official builds with native code for 7.0)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("cc", "advice"),
+    [
+        ("12.0", "a cu128-or-later build of torch >= 2.7"),
+        ("12.1", "a cu128-or-later build of torch >= 2.7"),
+        ("10.3", "a cu128-or-later build of torch >= 2.7"),
+        ("8.9", "a cu118-or-later build of torch >= 2.0"),
+        ("7.0", "an official torch build for cu118, cu126, cu128, cu129"),
+        ("11.0", None),
+    ],
+)
+def test_pytorch_install_advice(cc: str, advice: str | None) -> None:
+    assert pytorch_install_advice(ComputeCapability.parse(cc)) == advice
 
 
 def test_fix_uses_a_lower_minor_when_the_toolkit_cannot_target_the_gpu() -> None:

@@ -89,6 +89,8 @@ class CudaFacts:
     driver_cuda: Mapping[int, CudaVersion]
     torch_arch_names: tuple[tuple[str, str], ...]
     official_arch_lists: Mapping[str, str]
+    # cu tag -> the first torch release built for it ("cu128" -> "2.7").
+    torch_first_release: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     # -- lookups ------------------------------------------------------------------------------
     def is_known(self, cc: ComputeCapability) -> bool:
@@ -303,6 +305,7 @@ def parse_facts(data: Mapping[str, Any], origin: str = "cuda_facts.toml") -> Cud
     names = r.get(pytorch, "arch_names", list, "pytorch")
     torch_arch_names = tuple((str(a), str(b)) for a, b in names)
     official = {str(k): str(v) for k, v in dict(pytorch.get("official_arch_lists", {})).items()}
+    first_release = {str(k): str(v) for k, v in dict(pytorch.get("first_release", {})).items()}
     return CudaFacts(
         facts_version=r.get(data, "facts_version", str, "top level"),
         sources=MappingProxyType(dict(r.get(data, "sources", dict, "top level"))),
@@ -314,6 +317,7 @@ def parse_facts(data: Mapping[str, Any], origin: str = "cuda_facts.toml") -> Cud
         driver_cuda=MappingProxyType(driver_cuda),
         torch_arch_names=torch_arch_names,
         official_arch_lists=MappingProxyType(official),
+        torch_first_release=MappingProxyType(first_release),
     )
 
 

@@ -640,6 +640,26 @@ def official_builds_covering(cc: ComputeCapability, facts: CudaFacts | None = No
     return sorted(found, key=CudaVersion.parse)
 
 
+def pytorch_install_advice(
+    cc: ComputeCapability, facts: CudaFacts | None = None, *, exclude: str | None = None
+) -> str | None:
+    """Which official PyTorch builds carry native code for ``cc``, worded as an install hint:
+    ``a cu128-or-later build of torch >= 2.7`` (None when no official build does).
+
+    ``exclude`` drops one build (``cu130``): the one installed, when its binaries have been seen
+    to lack what its arch list promises."""
+    facts = facts or load_facts()
+    every = sorted(facts.official_arch_lists, key=CudaVersion.parse)
+    covering = [b for b in official_builds_covering(cc, facts) if b != exclude]
+    if not covering:
+        return None
+    first = covering[0]
+    since = facts.torch_first_release.get(first)
+    if covering == every[every.index(first) :]:
+        return f"a {first}-or-later build of torch" + (f" >= {since}" if since else "")
+    return "an official torch build for " + ", ".join(covering)
+
+
 def fixes_for(
     cc: ComputeCapability,
     toolkit_version: CudaVersion | None,
@@ -681,12 +701,9 @@ def fixes_for(
         fixes.append(f"{problem}; rebuild with {where} and TORCH_CUDA_ARCH_LIST='{cc}'")
     fixes.append(f"or embed PTX for {cc} or lower ('{cc}+PTX' also covers later GPUs by JIT)")
     if pytorch:
-        builds = official_builds_covering(cc, facts)
-        if builds:
-            fixes.append(
-                f"or install an official PyTorch build with native code for {cc}: "
-                + ", ".join(builds)
-            )
+        advice = pytorch_install_advice(cc, facts)
+        if advice:
+            fixes.append(f"or install {advice} (official builds with native code for {cc})")
     return fixes
 
 
