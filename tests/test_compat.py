@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from archwheel.binary.model import InputInventory, LibraryInventory, Problem
+from archwheel.binary.scan import scan_path
 from archwheel.errors import UsageError
 from archwheel.facts.arch import Target
 from archwheel.facts.catalog import load_facts
@@ -35,7 +36,7 @@ from archwheel.verdicts.compat import (
     resolve_gpus,
     split_modules,
 )
-from tests.conftest import CliRun, require
+from tests.conftest import CliRun
 from tests.inventory_builders import inventory, library, torch_2_14_1_cu130
 
 CATALOG = [
@@ -495,25 +496,15 @@ def test_report_json_names_rules_it_cites() -> None:
 # -- the real wheel -----------------------------------------------------------------------------
 
 
-def _scanner_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("archwheel.binary.scan") is not None
-
-
 @pytest.mark.realwheel
 @pytest.mark.slow
 def test_real_torch_wheel_verdicts(torch_wheel: Path) -> None:
-    require(_scanner_available(), "archwheel.binary.scan (the audit scanner) is not installed")
-    from archwheel.verdicts.scanning import scan_path
-
     _check_torch_verdicts(scan_path(torch_wheel))
 
 
 @pytest.mark.realwheel
 @pytest.mark.slow
 def test_can_run_cli_on_real_wheel(torch_wheel: Path, cli_run: CliRun) -> None:
-    require(_scanner_available(), "archwheel.binary.scan (the audit scanner) is not installed")
     code, out, _ = cli_run(
         "can-run", str(torch_wheel), "--gpu", "T4,RTX 5090", "--driver", "580.65.06",
         "--format", "json",

@@ -6,7 +6,6 @@ the same objects into text. Nothing here decides a verdict.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
@@ -17,11 +16,10 @@ from rich.table import Table
 
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.interfaces.render import console, dump_json
 from archwheel.orchestration.doctor import DoctorReport
 from archwheel.verdicts.compat import CanRunReport, InputGpuVerdict, Verdict
 from archwheel.verdicts.recommend import Recommendation, arch_forms, natively_served
-
-FORMATS = ("table", "json", "markdown")
 
 _STYLE = {
     Verdict.NATIVE: "green",
@@ -45,15 +43,8 @@ class JsonResult(Protocol):
     def to_json_dict(self) -> dict[str, Any]: ...
 
 
-def console() -> Console:
-    """A console on stdout; piped output is wide enough for the tables and has no colours."""
-    if sys.stdout.isatty():
-        return Console(highlight=False)
-    return Console(highlight=False, width=200, no_color=True)
-
-
 def print_json(result: JsonResult) -> None:
-    sys.stdout.write(json.dumps(result.to_json_dict(), indent=2, sort_keys=False) + "\n")
+    dump_json(result.to_json_dict())
 
 
 def emit(

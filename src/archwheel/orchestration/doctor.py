@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from archwheel.binary.model import InputInventory
+from archwheel.binary.scan import scan_installed
 from archwheel.errors import ArchwheelError
 from archwheel.facts.arch import ArchList, CodeKind, Target
 from archwheel.facts.catalog import load_facts
@@ -40,7 +41,6 @@ from archwheel.verdicts.compat import (
     worst,
 )
 from archwheel.verdicts.recommend import coverage_of
-from archwheel.verdicts.scanning import scan_installed
 
 DOCTOR_SCHEMA_VERSION = 1
 

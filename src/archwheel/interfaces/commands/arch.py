@@ -13,16 +13,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from archwheel.binary.scan import scan_path
 from archwheel.errors import EXIT_OK, EXIT_USAGE, InputError, UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
+from archwheel.interfaces.render import FORMATS, console
 from archwheel.interfaces.verdict_render import (
-    FORMATS,
     ArchForms,
     arch_forms_markdown,
     arch_forms_table,
-    console,
     emit,
     print_json,
     recommendation_markdown,
@@ -31,7 +31,6 @@ from archwheel.interfaces.verdict_render import (
 from archwheel.verdicts.compat import resolve_gpus
 from archwheel.verdicts.recommend import Recommendation, buildable_with, coverage_of, estimate_size
 from archwheel.verdicts.recommend import recommend as recommend_for
-from archwheel.verdicts.scanning import scan_path
 
 EXAMPLES = """\
 examples:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from archwheel.binary.scan import scan_path
 from archwheel.binary.wheelmeta import WheelMetadata, read_wheel_metadata
 from archwheel.errors import InputError
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion, DriverVersion
-from archwheel.interfaces.verdict_render import FORMATS, can_run_markdown, can_run_table, emit
+from archwheel.interfaces.render import FORMATS
+from archwheel.interfaces.verdict_render import can_run_markdown, can_run_table, emit
 from archwheel.verdicts.compat import InputVerdicts, build_report, judge_input, resolve_gpus
-from archwheel.verdicts.scanning import scan_path
 
 EXAMPLES = """\
 examples:

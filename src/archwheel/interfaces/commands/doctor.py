@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from archwheel.interfaces.verdict_render import FORMATS, doctor_markdown, doctor_table, emit
+from archwheel.interfaces.render import FORMATS
+from archwheel.interfaces.verdict_render import doctor_markdown, doctor_table, emit
 from archwheel.orchestration.doctor import run_doctor
 
 EXAMPLES = """\
