@@ -11,7 +11,11 @@ the same verdicts through the real scanner.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import zipfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from archwheel.binary.model import Compression, FatbinEntry, InputInventory, LibraryInventory
 from archwheel.facts.arch import CodeKind, Target
@@ -100,3 +104,35 @@ def torch_2_14_1_cu130() -> InputInventory:
         library("torch/lib/libtorch_nvshmem.so", NVSHMEM_MODULES, sections=NVSHMEM_SECTIONS),
         LibraryInventory("torch/lib/libtorch_cpu.so", "shared-object", 446314593),
     )
+
+
+def record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def build_wheel(
+    folder: Path,
+    name: str,
+    version: str,
+    files: dict[str, bytes],
+    *,
+    requires: Sequence[str] = (),
+    tag: str = "py3-none-any",
+) -> Path:
+    """A valid wheel (METADATA, WHEEL, RECORD with real hashes) holding ``files``."""
+    dist_info = f"{name}-{version.split('+', maxsplit=1)[0]}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    metadata += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    members = dict(files)
+    members[f"{dist_info}/METADATA"] = metadata.encode()
+    members[f"{dist_info}/WHEEL"] = (
+        f"Wheel-Version: 1.0\nGenerator: archwheel-tests\nRoot-Is-Purelib: false\nTag: {tag}\n"
+    ).encode()
+    record = "".join(f"{path},{record_hash(data)},{len(data)}\n" for path, data in members.items())
+    record += f"{dist_info}/RECORD,,\n"
+    members[f"{dist_info}/RECORD"] = record.encode()
+    path = folder / f"{name.replace('-', '_')}-{version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for member, data in members.items():
+            archive.writestr(zipfile.ZipInfo(member, date_time=(2020, 1, 1, 0, 0, 0)), data)
+    return path

@@ -1,0 +1,215 @@
+"""``archwheel manifest`` records tested wheels; ``archwheel verify`` proves a deployment matches."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from archwheel.binary.scan import scan_path
+from archwheel.binary.wheelmeta import read_wheel_metadata, sha256_file
+from archwheel.errors import InputError, UsageError
+from archwheel.facts.catalog import load_facts
+from archwheel.interfaces.render import FORMATS, dump_json
+from archwheel.interfaces.verdict_render import emit
+from archwheel.orchestration.host import PythonProbe
+from archwheel.verdicts.manifest import (
+    FileFacts,
+    InstalledEnvironment,
+    VerifyReport,
+    build_manifest,
+    load_manifest,
+    verify_environment,
+    verify_files,
+    wheel_entry,
+)
+
+MANIFEST_EXAMPLES = """\
+examples:
+  archwheel manifest dist/*.whl -o manifest.json
+  archwheel manifest torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl      (JSON on stdout)
+"""
+
+VERIFY_EXAMPLES = """\
+examples:
+  archwheel verify manifest.json                  the wheels next to the manifest
+  archwheel verify manifest.json dist/*.whl       these files
+  archwheel verify manifest.json --env            the running environment (no wheel files needed)
+  archwheel verify manifest.json --env --python /opt/venv/bin/python
+
+Files are checked when wheels or --dir are given, or when --env is not. --env compares the
+installed versions, torch.version.cuda, the nvidia-*/cuda-* pins and the bytes of every native
+library with the tested wheels' RECORD hashes (--no-library-hashes skips the last).
+
+exit codes: 0 everything matches; 1 mismatches (all listed); 3 unreadable manifest or wheel
+"""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    make = subparsers.add_parser(
+        "manifest",
+        help="record wheels (checksums, versions, CUDA pins, arch inventory) in a manifest",
+        description=(
+            "Per wheel: file name, sha256, size, name, version, tags, the CUDA version it "
+            "targets, its nvidia-*/cuda-* requirement pins, cuDNN/NCCL versions, the RECORD "
+            "hashes of its native libraries and the arch inventory from the audit."
+        ),
+        epilog=MANIFEST_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    make.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL")
+    make.add_argument("-o", "--output", type=Path, help="write here (default: stdout)")
+    make.set_defaults(func=run_manifest)
+
+    verify = subparsers.add_parser(
+        "verify",
+        help="check wheel files or the running environment against a manifest",
+        description="List every difference between a manifest and the files or environment.",
+        epilog=VERIFY_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    verify.add_argument("manifest", type=Path)
+    verify.add_argument("wheels", nargs="*", type=Path, metavar="WHEEL")
+    verify.add_argument("--dir", type=Path, help="where the wheel files are")
+    verify.add_argument("--env", action="store_true", help="check the installed environment")
+    verify.add_argument("--python", metavar="PATH", help="the environment's interpreter")
+    verify.add_argument(
+        "--no-library-hashes",
+        action="store_true",
+        help="with --env: do not hash the installed native libraries",
+    )
+    verify.add_argument("--format", choices=FORMATS, default="table")
+    verify.set_defaults(func=run_verify)
+
+
+def run_manifest(args: argparse.Namespace) -> int:
+    entries = []
+    for path in args.wheels:
+        if not path.is_file():
+            raise InputError(f"{path}: no such file", hint="manifest takes wheel files")
+        metadata = read_wheel_metadata(path)
+        inventory = scan_path(path)
+        entries.append(
+            wheel_entry(path.name, sha256_file(path), path.stat().st_size, metadata, inventory)
+        )
+    document = build_manifest(entries, load_facts().facts_version)
+    if args.output is None:
+        dump_json(document)
+        return 0
+    _write_atomically(args.output, document)
+    print(f"wrote {args.output} ({len(entries)} wheel{'s' if len(entries) != 1 else ''})")
+    return 0
+
+
+def _write_atomically(path: Path, document: object) -> None:
+    folder = path.parent if str(path.parent) else Path()
+    if not folder.is_dir():
+        raise UsageError(f"{path}: the folder {folder} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=".manifest-", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            dump_json(document, handle)
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def record_hash(path: str) -> str | None:
+    """RECORD's hash form of a file: ``sha256=`` + urlsafe base64 without padding."""
+    digest = hashlib.sha256()
+    try:
+        with Path(path).open("rb") as handle:
+            while block := handle.read(1 << 20):
+                digest.update(block)
+    except OSError:
+        return None
+    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    try:
+        text = args.manifest.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{args.manifest}: cannot read: {exc.strerror or exc}") from None
+    manifest = load_manifest(text, str(args.manifest))
+    check_files = bool(args.wheels) or args.dir is not None or not args.env
+    mismatches = []
+    files_checked: list[str] = []
+    if check_files:
+        by_name: dict[str, Path] = {}
+        if args.wheels:
+            by_name = {p.name: p for p in args.wheels}
+        else:
+            folder = args.dir or args.manifest.parent
+            by_name = {w["file"]: folder / w["file"] for w in manifest["wheels"]}
+        found: dict[str, FileFacts | None] = {}
+        for wheel in manifest["wheels"]:
+            path = by_name.get(wheel["file"])
+            if path is None or not path.is_file():
+                found[wheel["file"]] = None
+                continue
+            found[wheel["file"]] = FileFacts(str(path), path.stat().st_size, sha256_file(path))
+            files_checked.append(str(path))
+        listed = {w["file"] for w in manifest["wheels"]}
+        extra = sorted(name for name in by_name if name not in listed)
+        mismatches.extend(verify_files(manifest, found, extra))
+    environment: str | None = None
+    if args.env:
+        probed = PythonProbe(args.python).probe()
+        if probed.errors:
+            raise InputError(
+                "cannot inspect the environment: " + "; ".join(e.message for e in probed.errors)
+            )
+        environment = probed.python
+        installed = InstalledEnvironment(
+            python=probed.python,
+            python_version=probed.python_version,
+            distributions=probed.distributions,
+            native_files={k: dict(v) for k, v in probed.native_files.items()},
+            torch_cuda=probed.torch.cuda,
+            torch_import_error=probed.torch.import_error,
+        )
+        hasher = None if args.no_library_hashes else record_hash
+        mismatches.extend(verify_environment(manifest, installed, hasher))
+    report = VerifyReport(
+        manifest=str(args.manifest),
+        files_checked=tuple(files_checked),
+        environment=environment,
+        libraries_hashed=args.env and not args.no_library_hashes,
+        mismatches=tuple(mismatches),
+    )
+    emit(args.format, report, lambda out: _table(report, out), lambda: _markdown(report))
+    return report.exit_code
+
+
+def _table(report: VerifyReport, out: Console) -> None:
+    what = []
+    if report.files_checked:
+        what.append(f"{len(report.files_checked)} file(s)")
+    if report.environment:
+        what.append(f"the environment of {report.environment}")
+    checked = " and ".join(what) or "nothing found to check"
+    if report.ok:
+        out.print(f"[green]OK[/green]: {escape(checked)} match {escape(report.manifest)}")
+        return
+    out.print(
+        f"[bold red]{len(report.mismatches)} mismatch(es)[/bold red] between "
+        f"{escape(checked)} and {escape(report.manifest)}:"
+    )
+    for m in report.mismatches:
+        out.print(f"  - [{m.what}] {escape(m.message)}".replace("[", r"\[", 1))
+
+
+def _markdown(report: VerifyReport) -> str:
+    if report.ok:
+        return f"**OK**: matches `{report.manifest}`\n"
+    lines = [f"**{len(report.mismatches)} mismatch(es)** with `{report.manifest}`:", ""]
+    lines.extend(f"- {m.what}: {m.message}" for m in report.mismatches)
+    return "\n".join(lines) + "\n"
