@@ -28,6 +28,9 @@ CACHE = Path(os.environ.get("ARCHWHEEL_CACHE", ROOT / ".cache"))
 STRICT = os.environ.get("ARCHWHEEL_STRICT") == "1"
 
 TORCH_SPEC = "torch==2.14.1"
+
+# Fixtures shared by several test modules, kept in their own files.
+pytest_plugins = ["tests.venvs"]
 TORCHVISION_SPEC = "torchvision==0.29.1"
 
 

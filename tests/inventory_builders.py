@@ -120,7 +120,7 @@ def build_wheel(
     tag: str = "py3-none-any",
 ) -> Path:
     """A valid wheel (METADATA, WHEEL, RECORD with real hashes) holding ``files``."""
-    dist_info = f"{name}-{version.split('+', maxsplit=1)[0]}.dist-info"
+    dist_info = f"{name.replace('-', '_')}-{version}.dist-info"
     metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
     metadata += "".join(f"Requires-Dist: {r}\n" for r in requires)
     members = dict(files)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -37,57 +35,9 @@ from archwheel.orchestration.host import (
     torch_info,
 )
 from archwheel.verdicts.compat import Verdict
-from tests.conftest import CACHE, CliRun, require
+from tests.conftest import CliRun
 from tests.inventory_builders import torch_2_14_1_cu130
-
-TORCH_VENV = CACHE / "venvs" / "torch-2.14.1"
-BARE_VENV = CACHE / "venvs" / "bare"
-
-
-def _venv_python(venv: Path) -> Path:
-    return venv / "bin" / "python"
-
-
-def _installed_torch(python: Path) -> str | None:
-    if not python.exists():
-        return None
-    proc = subprocess.run(
-        [str(python), "-c", "import importlib.metadata as m; print(m.version('torch'))"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return proc.stdout.strip() if proc.returncode == 0 else None
-
-
-@pytest.fixture(scope="session")
-def torch_venv() -> Path:
-    """A venv with the real torch 2.14.1 CUDA wheel and its nvidia-* deps (pip, about 1 min)."""
-    python = _venv_python(TORCH_VENV)
-    if _installed_torch(python) != "2.14.1":
-        TORCH_VENV.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "venv", str(TORCH_VENV)], check=True)
-        proc = subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", "torch==2.14.1"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=1800,
-        )
-        require(
-            proc.returncode == 0,
-            f"pip install torch==2.14.1 failed: {proc.stderr.strip()[-300:]}",
-        )
-    return python
-
-
-@pytest.fixture(scope="session")
-def bare_venv() -> Path:
-    """A venv without torch."""
-    python = _venv_python(BARE_VENV)
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(BARE_VENV)], check=True)
-    return python
+from tests.venvs import make_venv
 
 
 def _write_fake_torch(site: Path, body: str) -> None:
@@ -101,11 +51,10 @@ def _write_fake_torch(site: Path, body: str) -> None:
 
 
 def _fake_torch_venv(tmp_path: Path, body: str) -> Path:
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    site = next((venv / "lib").glob("python3*/site-packages"))
+    python = make_venv(tmp_path / "venv")
+    site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
     _write_fake_torch(site, body)
-    return _venv_python(venv)
+    return python
 
 
 @pytest.fixture

@@ -263,11 +263,12 @@ def _nvml_text(exc: BaseException) -> str:
 _DISTRIBUTIONS_SCRIPT = r"""
 import importlib.metadata as md, json, platform, sys, re
 wanted = re.compile(r"^(torch|torchvision|torchaudio|triton|nvidia-.*|cuda-.*)$")
+extra = set(json.loads(sys.argv[1])) if len(sys.argv) > 1 else set()
 dists = {}
 files = {}
 for d in md.distributions():
     name = re.sub(r"[-_.]+", "-", (d.metadata["Name"] or "")).lower()
-    if not wanted.match(name) or name in dists:
+    if not (wanted.match(name) or name in extra) or name in dists:
         continue
     dists[name] = d.version
     libs = []
@@ -378,11 +379,18 @@ class PythonEnvironment:
 class PythonProbe:
     """Reads a Python environment through subprocesses of its interpreter."""
 
-    def __init__(self, python: str | None = None, timeout: float = 180.0) -> None:
+    def __init__(
+        self,
+        python: str | None = None,
+        timeout: float = 180.0,
+        also: tuple[str, ...] = (),
+    ) -> None:
         self.python = python or sys.executable
         self.timeout = timeout
+        # Distributions to read beyond torch, triton and the nvidia-*/cuda-* packages.
+        self.also = tuple(sorted({re.sub(r"[-_.]+", "-", n).lower() for n in also}))
 
-    def _run(self, script: str, probe: str) -> dict[str, Any]:
+    def _run(self, script: str, probe: str, *argv: str) -> dict[str, Any]:
         # absolute(), not resolve(): a venv's python is a symlink whose target is not the venv.
         executable = str(Path(shutil.which(self.python) or self.python).absolute())
         if not Path(executable).is_file() or not os.access(executable, os.X_OK):
@@ -391,7 +399,7 @@ class PythonProbe:
         with tempfile.TemporaryDirectory(prefix="archwheel-probe-") as cwd:
             try:
                 proc = subprocess.run(
-                    [executable, "-c", script.replace("MARKER", repr(_MARKER))],
+                    [executable, "-c", script.replace("MARKER", repr(_MARKER)), *argv],
                     capture_output=True,
                     text=True,
                     timeout=self.timeout,
@@ -422,7 +430,7 @@ class PythonProbe:
     def probe(self, *, with_torch: bool = True) -> PythonEnvironment:
         errors: list[ProbeError] = []
         try:
-            env = self._run(_DISTRIBUTIONS_SCRIPT, "python")
+            env = self._run(_DISTRIBUTIONS_SCRIPT, "python", json.dumps(self.also))
         except ProbeFailed as exc:
             return PythonEnvironment(self.python, None, errors=(ProbeError("python", str(exc)),))
         distributions = {str(k): str(v) for k, v in dict(env.get("distributions", {})).items()}

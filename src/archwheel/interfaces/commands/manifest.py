@@ -162,7 +162,8 @@ def run_verify(args: argparse.Namespace) -> int:
         mismatches.extend(verify_files(manifest, found, extra))
     environment: str | None = None
     if args.env:
-        probed = PythonProbe(args.python).probe()
+        names = tuple(str(w["name"]) for w in manifest["wheels"])
+        probed = PythonProbe(args.python, also=names).probe()
         if probed.errors:
             raise InputError(
                 "cannot inspect the environment: " + "; ".join(e.message for e in probed.errors)
