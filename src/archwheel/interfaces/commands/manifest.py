@@ -1,4 +1,4 @@
-"""``archwheel manifest`` records tested wheels; ``archwheel verify`` proves a deployment matches."""
+"""``archwheel manifest`` records tested wheels; ``archwheel verify`` proves a deployment."""
 
 from __future__ import annotations
 
