@@ -12,8 +12,11 @@ by the code under test:
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import pytest
 
 from archwheel.binary.model import InputInventory, LibraryInventory, Problem
@@ -36,8 +39,9 @@ from archwheel.verdicts.compat import (
     resolve_gpus,
     split_modules,
 )
+from tests.builders import Entry, container, elf64
 from tests.conftest import CliRun
-from tests.inventory_builders import inventory, library, torch_2_14_1_cu130
+from tests.inventory_builders import build_wheel, inventory, library, torch_2_14_1_cu130
 
 CATALOG = [
     "3.5", "3.7", "5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6",
@@ -521,3 +525,74 @@ def test_can_run_cli_on_real_wheel(torch_wheel: Path, cli_run: CliRun) -> None:
     assert rtx["verdict"] == "native"
     assert t4["runtime"]["status"] == "full"
     assert t4["runtime"]["cuda_runtime"] == "13.0"
+
+
+# -- the command on a toy wheel -----------------------------------------------------------------
+
+TOY_LIB = elf64([(".nv_fatbin", container(Entry(sm=80), Entry(kind=1, sm=90, version=(9, 0))))])
+
+
+def can_run_schema() -> dict[str, Any]:
+    text = (
+        resources.files("archwheel.interfaces").joinpath("schema/can-run.schema.json").read_text()
+    )
+    doc: dict[str, Any] = json.loads(text)
+    return doc
+
+
+@pytest.fixture
+def toy_wheel(tmp_path: Path) -> Path:
+    """sm_80 SASS + compute_90 PTX (ISA 9.0, which needs a CUDA 13.0 driver), built for 12.8."""
+    return build_wheel(
+        tmp_path, "myext", "1.0+cu128", {"myext/__init__.py": b"", "myext/libk.so": TOY_LIB}
+    )
+
+
+@pytest.mark.parametrize(
+    ("gpu", "driver", "code", "verdict"),
+    [
+        ("A100", "580.65.06", 0, "native"),
+        ("H100", "580.65.06", 10, "jit"),
+        ("H100", "575.51.03", 12, "driver-too-old"),  # runtime 12.8 fine, PTX ISA 9.0 is not
+        ("T4", "580.65.06", 11, "no-kernel-image"),
+        ("A100", "520.61.05", 12, "driver-too-old"),  # too old for the CUDA 12.8 runtime
+    ],
+)
+def test_can_run_exit_codes(
+    toy_wheel: Path, cli_run: CliRun, gpu: str, driver: str, code: int, verdict: str
+) -> None:
+    got, out, _ = cli_run(
+        "can-run", str(toy_wheel), "--gpu", gpu, "--driver", driver, "--format", "json"
+    )
+    doc = json.loads(out)
+    jsonschema.validate(doc, can_run_schema())
+    assert (got, doc["verdict"]) == (code, verdict)
+    assert doc["exit_code"] == code
+    runtime = doc["inputs"][0]["gpus"][0]["runtime"]
+    assert runtime["cuda_runtime"] == "12.8"
+    assert runtime["cuda_runtime_source"] == "CUDA 12.8 from local version (Version: 1.0+cu128)"
+
+
+def test_can_run_fleet_matrix_and_markdown(toy_wheel: Path, cli_run: CliRun) -> None:
+    code, out, _ = cli_run("can-run", str(toy_wheel), "--gpu", "A100,H100", "--cc", "7.5")
+    assert code == 11
+    lines = [" ".join(line.split()) for line in out.splitlines()]
+    matrix = next(line for line in lines if "myext/libk.so" in line)
+    assert "native sm_80" in matrix
+    assert "JIT compute_90" in matrix
+    assert "NO KERNEL IMAGE" in matrix
+    assert any(line.startswith("rule ptx-jit: PTX compute_XY is JIT-compiled") for line in lines)
+    code, out, _ = cli_run("can-run", str(toy_wheel), "--cc", "9.0", "--format", "markdown")
+    assert code == 10
+    assert "| `myext/libk.so` | JIT: compute_90, compiled at first launch |" in out
+
+
+def test_can_run_bad_input_is_one_line(tmp_path: Path, cli_run: CliRun) -> None:
+    code, _, err = cli_run("can-run", str(tmp_path / "missing.whl"), "--gpu", "A100")
+    assert code == 3
+    assert err.startswith("archwheel: error: ")
+    broken = tmp_path / "broken-1.0-py3-none-any.whl"
+    broken.write_bytes(b"PK\x03\x04 not really a zip")
+    code, _, err = cli_run("can-run", str(broken), "--gpu", "A100")
+    assert code == 3
+    assert err.count("\n") == 1

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from archwheel import __version__
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.interfaces.render import console, dump_json
@@ -99,6 +100,7 @@ class ArchForms:
         return {
             "schema_version": 1,
             "kind": "arch-list",
+            "tool": {"name": "archwheel", "version": __version__},
             **arch_forms(self.archs),
             "cuda": self.cuda,
             "buildable_with": self.buildable,
@@ -310,7 +312,7 @@ def can_run_markdown(report: CanRunReport) -> str:
             cells = []
             for v in item.per_gpu:
                 lib = next(x for x in v.libraries if x.library == library)
-                cells.append(f"{_LABEL[lib.verdict]}: {lib.summary()}")
+                cells.append(lib.summary())
             lines.append(f"| `{library}` | " + " | ".join(cells) + " |")
         lines.append(
             "| **wheel** | " + " | ".join(f"**{_LABEL[v.verdict]}**" for v in item.per_gpu) + " |"

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from archwheel import __version__
 from archwheel.binary.model import InputInventory
 from archwheel.binary.scan import scan_installed
 from archwheel.errors import ArchwheelError
@@ -111,6 +112,7 @@ class DoctorReport:
         return {
             "schema_version": DOCTOR_SCHEMA_VERSION,
             "kind": "doctor",
+            "tool": {"name": "archwheel", "version": __version__},
             "facts_version": load_facts().facts_version,
             "host": self.host.to_json_dict(),
             "environment": self.environment.to_json_dict(),

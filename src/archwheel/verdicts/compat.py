@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from archwheel import __version__
 from archwheel.binary.model import FatbinEntry, InputInventory, LibraryInventory
 from archwheel.errors import UsageError
 from archwheel.facts.arch import ArchList, CodeKind, Target, Variant, toolkit_problem
@@ -345,6 +346,7 @@ class CanRunReport:
         return {
             "schema_version": CAN_RUN_SCHEMA_VERSION,
             "kind": "can-run",
+            "tool": {"name": "archwheel", "version": __version__},
             "facts_version": self.facts_version,
             "driver": str(self.driver) if self.driver else None,
             "gpus": [g.to_json_dict() for g in self.gpus],

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from archwheel import __version__
 from archwheel.binary.model import Compression, InputInventory
 from archwheel.facts.arch import ArchList, ArchSpec, CodeKind, Target, Variant, toolkit_problem
 from archwheel.facts.catalog import CudaFacts, Toolkit, load_facts
@@ -118,6 +119,7 @@ class Recommendation:
         return {
             "schema_version": ARCH_SCHEMA_VERSION,
             "kind": "arch-recommendation",
+            "tool": {"name": "archwheel", "version": __version__},
             "gpus": [g.to_json_dict() for g in self.gpus],
             "cuda": str(self.toolkit) if self.toolkit else None,
             "variant": self.variant,

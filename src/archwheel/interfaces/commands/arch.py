@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from archwheel import __version__
 from archwheel.binary.scan import scan_path
 from archwheel.errors import EXIT_OK, EXIT_USAGE, InputError, UsageError
 from archwheel.facts.arch import ArchList
@@ -170,6 +171,7 @@ class _Catalog:
         return {
             "schema_version": 1,
             "kind": "gpu-catalog",
+            "tool": {"name": "archwheel", "version": __version__},
             "facts_version": facts.facts_version,
             "gpus": [
                 {"name": g.name, "compute_capability": str(g.cc), "family": facts.family(g.cc)}
