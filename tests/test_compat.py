@@ -229,6 +229,11 @@ def test_relocatable_images_serve_nothing() -> None:
     v = judge_library(mixed, Gpu(ComputeCapability(12, 0)))
     assert v.verdict is Verdict.NO_KERNEL_IMAGE  # the relocatable PTX does not rescue it
     assert v.link_only == ("compute_80",)
+    said = [r.text for r in v.reasons if r.rule_id == "relocatable-link-only"]
+    assert said == [
+        "relocatable compute_80 (__nv_relfatbin) would serve 12.0 only if the runtime JIT-links "
+        "relocatable code (unverified; not counted)"
+    ]
 
 
 def test_most_specific_cubin_is_named_first_and_rule_cited() -> None:

@@ -449,7 +449,25 @@ def judge_library(
             "upgrade the driver to one that knows the PTX ISA (see the reason above), or add "
             f"SASS for {gpu.cc} so no JIT is needed"
         )
-    if link_only:
+    relocatable = [e for m in modules if not m.loadable for e in m.entries]
+    could_serve = sorted(
+        {
+            e.arch
+            for e in relocatable
+            if (e.kind is CodeKind.SASS and sass_runs_on(e.target, gpu.cc))
+            or (e.kind is CodeKind.PTX and ptx_jits_on(e.target, gpu.cc))
+        }
+    )
+    if could_serve and verdict is not Verdict.NATIVE:
+        reasons.append(
+            Reason(
+                "relocatable " + ", ".join(could_serve) + f" (__nv_relfatbin) would serve "
+                f"{gpu.cc} only if the runtime JIT-links relocatable code (unverified; not "
+                "counted)",
+                "relocatable-link-only",
+            )
+        )
+    elif link_only:
         reasons.append(
             Reason(
                 "ignored relocatable images " + ", ".join(link_only) + " (__nv_relfatbin)",
@@ -703,9 +721,15 @@ def fixes_for(
         fixes.append(f"{problem}; rebuild with {where} and TORCH_CUDA_ARCH_LIST='{cc}'")
     fixes.append(f"or embed PTX for {cc} or lower ('{cc}+PTX' also covers later GPUs by JIT)")
     if pytorch:
-        advice = pytorch_install_advice(cc, facts)
+        own = toolkit_version.tag if toolkit_version else None
+        advice = pytorch_install_advice(cc, facts, exclude=own)
         if advice:
             fixes.append(f"or install {advice} (official builds with native code for {cc})")
+        if own in official_builds_covering(cc, facts):
+            fixes.append(
+                f"note: the official {own} arch list includes {cc}, yet this library lacks it: "
+                f"check any wheel with `archwheel can-run WHEEL --cc {cc}` before installing it"
+            )
     return fixes
 
 
