@@ -721,13 +721,13 @@ def fixes_for(
         fixes.append(f"{problem}; rebuild with {where} and TORCH_CUDA_ARCH_LIST='{cc}'")
     fixes.append(f"or embed PTX for {cc} or lower ('{cc}+PTX' also covers later GPUs by JIT)")
     if pytorch:
-        own = toolkit_version.tag if toolkit_version else None
-        advice = pytorch_install_advice(cc, facts, exclude=own)
+        own_build = toolkit_version.tag if toolkit_version else None
+        advice = pytorch_install_advice(cc, facts, exclude=own_build)
         if advice:
             fixes.append(f"or install {advice} (official builds with native code for {cc})")
-        if own in official_builds_covering(cc, facts):
+        if own_build in official_builds_covering(cc, facts):
             fixes.append(
-                f"note: the official {own} arch list includes {cc}, yet this library lacks it: "
+                f"note: the official {own_build} arch list includes {cc}, yet this library lacks it: "
                 f"check any wheel with `archwheel can-run WHEEL --cc {cc}` before installing it"
             )
     return fixes
