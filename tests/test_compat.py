@@ -451,6 +451,22 @@ def test_torch_on_t4_names_the_broken_library() -> None:
     assert linalg.fixes[0].startswith("rebuild with SASS for 7.5: TORCH_CUDA_ARCH_LIST='7.5'")
 
 
+def test_torch_fix_does_not_recommend_the_build_that_lacks_the_arch() -> None:
+    judged = judge_input(
+        torch_2_14_1_cu130(),
+        [Gpu(ComputeCapability(7, 5), "T4")],
+        runtime=CudaVersion(13, 0),
+        name="torch",
+    )
+    linalg = judged.per_gpu[0].libraries[1]
+    assert linalg.fixes[-2:] == (
+        "or install an official torch build for cu118, cu126, cu128, cu129 "
+        "(official builds with native code for 7.5)",
+        "note: the official cu130 arch list includes 7.5, yet this library lacks it: check any "
+        "wheel with `archwheel can-run WHEEL --cc 7.5` before installing it",
+    )
+
+
 def test_cpu_only_input_says_so() -> None:
     inv = inventory("cpu.whl", LibraryInventory("x.so", "shared-object", 10))
     judged = judge_input(inv, [Gpu(ComputeCapability(9, 0))])
