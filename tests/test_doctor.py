@@ -214,6 +214,13 @@ def test_torch_info_reports_each_failed_field() -> None:
     assert [e.one_line() for e in info.errors] == ["torch.cudnn: RuntimeError: cuDNN not found"]
 
 
+def test_doctor_with_a_python_that_is_not_one(cli_run: CliRun) -> None:
+    code, out, _ = cli_run("doctor", "--python", "/bin/true", "--gpu-probe", "nvidia-smi")
+    assert code == 3
+    assert "the environment could not be inspected" in out
+    assert "python probe exited 0: no output" in out
+
+
 def test_python_probe_of_a_missing_interpreter(tmp_path: Path) -> None:
     env = PythonProbe(str(tmp_path / "nope" / "python")).probe()
     assert not env.torch.installed

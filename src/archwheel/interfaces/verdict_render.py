@@ -353,7 +353,11 @@ def doctor_table(report: DoctorReport, out: Console) -> None:
     env = report.environment
     torch = env.torch
     out.print(f"[bold]Python[/bold] {escape(env.python)} ({env.python_version or '?'})")
-    if not torch.installed:
+    if env.errors:
+        out.print("  [red]the environment could not be inspected[/red]")
+        for error in env.errors:
+            out.print(f"  - {escape(error.one_line())}")
+    elif not torch.installed:
         out.print("  torch: not installed")
     elif torch.import_error:
         out.print(

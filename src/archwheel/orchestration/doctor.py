@@ -15,7 +15,7 @@ from typing import Any
 from archwheel import __version__
 from archwheel.binary.model import InputInventory
 from archwheel.binary.scan import scan_installed
-from archwheel.errors import ArchwheelError
+from archwheel.errors import EXIT_INCOMPLETE, ArchwheelError
 from archwheel.facts.arch import ArchList, CodeKind, Target
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import ComputeCapability, CudaVersion
@@ -84,10 +84,14 @@ class DoctorReport:
 
     @property
     def exit_code(self) -> int:
+        """As can-run's; 3 when the Python environment could not be inspected at all."""
         verdicts = [d.verdict for d in self.diagnoses if d.verdict is not None]
         if self.runtime is not None and self.runtime.blocks:
             verdicts.append(Verdict.DRIVER_TOO_OLD)
-        return worst(verdicts).exit_code if verdicts else 0
+        code = worst(verdicts).exit_code if verdicts else 0
+        if code == 0 and self.environment.errors:
+            return EXIT_INCOMPLETE
+        return code
 
     def audit_summary(self) -> dict[str, Any] | None:
         if self.audit is None:

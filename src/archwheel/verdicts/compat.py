@@ -727,7 +727,8 @@ def fixes_for(
             fixes.append(f"or install {advice} (official builds with native code for {cc})")
         if own_build in official_builds_covering(cc, facts):
             fixes.append(
-                f"note: the official {own_build} arch list includes {cc}, yet this library lacks it: "
+                f"note: the official {own_build} arch list includes {cc}, yet this library "
+                "lacks it: "
                 f"check any wheel with `archwheel can-run WHEEL --cc {cc}` before installing it"
             )
     return fixes
