@@ -1,0 +1,309 @@
+"""Run a smoke test end to end: environment, install, probe, kernel steps, report.
+
+``run_smoke`` never raises for what happens inside the environment: a failed install, a torch
+that does not import, a step that hangs or crashes all become a ``SmokeReport`` with the
+evidence. It raises only for bad input (``UsageError``) and a missing engine (``ToolError``),
+before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from archwheel.facts.versions import ComputeCapability, DriverVersion
+from archwheel.orchestration.smoke import (
+    JIT_UNSET,
+    KERNEL_STEPS,
+    NATIVE_ENV,
+    SNIPPET_STEP,
+    Attempt,
+    AttemptMode,
+    DeviceReport,
+    SmokeReport,
+    SmokeVerdict,
+    StageReport,
+    StepReport,
+    StepVerdict,
+    check_arch_list,
+    classify_cuda_error,
+    decide_step,
+    failure_meaning,
+    needs_jit_attempt,
+    overall_verdict,
+    verdict_message,
+)
+from archwheel.orchestration.smoke_env import SetupOutcome, SmokeEnvironment
+from archwheel.orchestration.watchdog import ChildOutcome, ChildStatus, Watchdog
+
+DEFAULT_STEP_TIMEOUT = 300.0
+# The probe imports torch and initialises CUDA on every device: give it more room than a step.
+PROBE_TIMEOUT_FACTOR = 2.0
+
+Progress = Callable[[str], None]
+# (device compute capability, driver) -> can-run's one-line verdict, or None when unavailable
+CanRun = Callable[[ComputeCapability, DriverVersion | None], str | None]
+
+
+@dataclass(frozen=True)
+class SmokeSettings:
+    step_timeout: float = DEFAULT_STEP_TIMEOUT
+    steps: tuple[str, ...] = KERNEL_STEPS
+    devices: tuple[int, ...] | None = None  # None: every device the probe finds
+
+
+def run_smoke(
+    environment: SmokeEnvironment,
+    inputs: Sequence[str],
+    settings: SmokeSettings | None = None,
+    *,
+    watchdog: Watchdog | None = None,
+    progress: Progress | None = None,
+    can_run: CanRun | None = None,
+) -> SmokeReport:
+    settings = settings or SmokeSettings()
+    watchdog = watchdog or Watchdog()
+    say = progress or (lambda _msg: None)
+    base = partial(SmokeReport, tuple(inputs), environment.backend)
+    try:
+        say(f"preparing {environment.backend} environment")
+        setup = environment.prepare(watchdog)
+        stages = _stages(setup)
+        where = environment.description
+        if not setup.ok:
+            verdict = SmokeVerdict.NO_DEVICE if setup.no_device else SmokeVerdict.ENVIRONMENT_FAILED
+            message = (
+                f"no CUDA device: {setup.problem}"
+                if setup.no_device
+                else (setup.problem or "the environment could not be prepared")
+            )
+            return base(environment=where, verdict=verdict, message=message, stages=stages)
+
+        say("probing torch and the CUDA devices")
+        probe_out = watchdog.run(
+            environment.command(
+                "probe",
+                ["probe", "--result", "{result}"],
+                timeout=settings.step_timeout * PROBE_TIMEOUT_FACTOR,
+                env={},
+                unset_env=JIT_UNSET,
+            )
+        )
+        probe_stage = _stage("probe", probe_out)
+        stages = (*stages, probe_stage)
+        if not probe_out.finished:
+            return base(
+                environment=where,
+                verdict=SmokeVerdict.HANG_OR_CRASH,
+                message=f"the probe failed: {probe_out.problem}",
+                stages=stages,
+            )
+        probe: Mapping[str, Any] = probe_out.result or {}
+        if probe.get("torch_import_error"):
+            return base(
+                environment=where,
+                verdict=SmokeVerdict.TORCH_BROKEN,
+                message=f"torch does not import: {probe['torch_import_error']}",
+                stages=stages,
+                probe=probe,
+            )
+        device_rows = list(probe.get("devices") or [])
+        if settings.devices is not None:
+            device_rows = [d for d in device_rows if d.get("index") in settings.devices]
+        if not device_rows:
+            return base(
+                environment=where,
+                verdict=SmokeVerdict.NO_DEVICE,
+                message=_no_device_message(probe, settings.devices),
+                stages=stages,
+                probe=probe,
+            )
+
+        driver = _driver(probe.get("driver_version"))
+        devices = tuple(_device_report(row, probe, driver, can_run) for row in device_rows)
+        steps: list[StepReport] = []
+        snippet = environment.snippet_path()
+        step_names = (*settings.steps, *((SNIPPET_STEP,) if snippet else ()))
+        for device in devices:
+            for step in step_names:
+                say(f"device {device.index} ({device.name}): {step}")
+                report = _run_step(
+                    environment=environment,
+                    watchdog=watchdog,
+                    device=device,
+                    step=step,
+                    snippet=snippet,
+                    settings=settings,
+                )
+                steps.append(report)
+                say(f"device {device.index}: {step}: {report.verdict.value}")
+        verdict = overall_verdict(steps)
+        return base(
+            environment=where,
+            verdict=verdict,
+            message=verdict_message(verdict, steps, len(devices)),
+            stages=stages,
+            probe=probe,
+            devices=devices,
+            steps=tuple(steps),
+        )
+    finally:
+        environment.close()
+
+
+def _run_step(
+    *,
+    environment: SmokeEnvironment,
+    watchdog: Watchdog,
+    device: DeviceReport,
+    step: str,
+    snippet: str | None,
+    settings: SmokeSettings,
+) -> StepReport:
+    args = ["kernel", step, "--device", str(device.index), "--result", "{result}"]
+    if step == SNIPPET_STEP and snippet:
+        args += ["--snippet", snippet]
+    name = f"{step}-dev{device.index}"
+    native = Attempt(
+        AttemptMode.NATIVE,
+        watchdog.run(
+            environment.command(
+                f"{name}-native",
+                args,
+                timeout=settings.step_timeout,
+                env=NATIVE_ENV,
+                unset_env=("CUDA_FORCE_PTX_JIT",),
+            )
+        ),
+    )
+    attempts = [native]
+    if needs_jit_attempt(native):
+        attempts.append(
+            Attempt(
+                AttemptMode.JIT,
+                watchdog.run(
+                    environment.command(
+                        f"{name}-jit",
+                        args,
+                        timeout=settings.step_timeout,
+                        env={},
+                        unset_env=JIT_UNSET,
+                    )
+                ),
+            )
+        )
+    report = decide_step(device.index, step, attempts)
+    if report.verdict is StepVerdict.NO_KERNEL_IMAGE:
+        report = _explain(report, device)
+    return report
+
+
+def _explain(report: StepReport, device: DeviceReport) -> StepReport:
+    failure = classify_cuda_error(report.detail)
+    parts = [f"{failure_meaning(failure)}" if failure else ""]
+    if device.can_run:
+        parts.append(f"can-run for {device.cc}: {device.can_run}")
+    elif device.arch_check is not None:
+        parts.append(device.arch_check.one_line())
+    explanation = "; ".join(p for p in parts if p)
+    return StepReport(
+        report.device,
+        report.step,
+        report.verdict,
+        report.attempts,
+        detail=report.detail,
+        explanation=explanation or None,
+    )
+
+
+def _device_report(
+    row: Mapping[str, Any],
+    probe: Mapping[str, Any],
+    driver: DriverVersion | None,
+    can_run: CanRun | None,
+) -> DeviceReport:
+    cc_text = str(row.get("cc", ""))
+    try:
+        cc: ComputeCapability | None = ComputeCapability.parse(cc_text)
+    except Exception:
+        cc = None
+    arch_check = check_arch_list(probe.get("arch_list") or [], cc) if cc else None
+    verdict = None
+    if cc is not None and can_run is not None:
+        try:
+            verdict = can_run(cc, driver)
+        except Exception as exc:  # can-run is advice here; its failure must not stop the test
+            verdict = f"(can-run failed: {type(exc).__name__}: {exc})"
+    memory = row.get("total_memory")
+    return DeviceReport(
+        index=int(row.get("index", 0)),
+        name=str(row.get("name", "?")),
+        cc=cc_text,
+        total_memory=int(memory) if isinstance(memory, int) else None,
+        arch_check=arch_check,
+        can_run=verdict,
+    )
+
+
+def _driver(text: object) -> DriverVersion | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return DriverVersion.parse(text)
+    except Exception:
+        return None
+
+
+def _no_device_message(probe: Mapping[str, Any], wanted: tuple[int, ...] | None) -> str:
+    if probe.get("devices") and wanted is not None:
+        found = ", ".join(str(d.get("index")) for d in probe["devices"])
+        return f"no CUDA device with index {wanted} (the driver shows {found})"
+    reason = probe.get("cuda_error")
+    first = str(reason).splitlines()[0] if reason else "torch.cuda.is_available() is False"
+    return f"no CUDA device: {first}"
+
+
+def _stage(name: str, outcome: ChildOutcome) -> StageReport:
+    ok = outcome.status is ChildStatus.EXITED and outcome.returncode == 0
+    return StageReport(
+        name=name,
+        ok=ok,
+        seconds=outcome.seconds,
+        detail=outcome.problem or "",
+        log_tail=outcome.stderr_tail or tuple(outcome.stdout_tail.splitlines()[-6:]),
+    )
+
+
+def _stages(setup: SetupOutcome) -> tuple[StageReport, ...]:
+    return tuple(_stage(name, outcome) for name, outcome in setup.stages)
+
+
+# --------------------------------------------------------------------------------------------
+# can-run, through one function
+
+
+def can_run_verdict(
+    wheels: Sequence[Path], cc: ComputeCapability, driver: DriverVersion | None
+) -> str | None:
+    """``archwheel can-run``'s one-line verdict for these wheels on a device, or None.
+
+    The compatibility verdicts live in ``archwheel.verdicts.compat`` (another component). This
+    is the only place smoke calls them; until that module and the scanner exist it returns None
+    and smoke explains a missing kernel image from torch's compiled arch list instead.
+    Expected there: ``compat.smoke_verdict(inventories, cc, driver) -> str`` (one line).
+    """
+    try:
+        from archwheel.binary import scan  # type: ignore[attr-defined,unused-ignore]
+        from archwheel.verdicts import compat  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return None
+    verdict_fn = getattr(compat, "smoke_verdict", None)
+    scan_path = getattr(scan, "scan_path", None)
+    if verdict_fn is None or scan_path is None or not wheels:
+        return None
+    inventories = [scan_path(Path(w)) for w in wheels]
+    text = verdict_fn(inventories, cc, driver)
+    return str(text) if text else None
