@@ -12,6 +12,7 @@ CUDA error texts are mapped to failure classes by ``classify_cuda_error`` from t
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -258,10 +259,17 @@ class Attempt:
             "passed": self.passed,
             "error": self.error,
             "failure": failure.value if failure else None,
-            "max_rel_error": self.result.get("max_rel_error"),
-            "tolerance": self.result.get("tolerance"),
+            "max_rel_error": _finite(self.result.get("max_rel_error")),
+            "tolerance": _finite(self.result.get("tolerance")),
             "process": self.child.to_json_dict(),
         }
+
+
+def _finite(value: object) -> float | None:
+    """A number fit for strict JSON (no NaN or Infinity), else None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 @dataclass(frozen=True)
@@ -474,6 +482,7 @@ class DeviceReport:
     total_memory: int | None
     arch_check: ArchListCheck | None
     can_run: str | None = None  # archwheel can-run's verdict for this device, when available
+    can_run_problem: str | None = None  # why can-run gave no verdict, when it failed
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
@@ -483,6 +492,7 @@ class DeviceReport:
             "total_memory": self.total_memory,
             "arch_list_check": self.arch_check.to_json_dict() if self.arch_check else None,
             "can_run": self.can_run,
+            "can_run_problem": self.can_run_problem,
         }
 
 

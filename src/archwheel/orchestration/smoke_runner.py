@@ -231,12 +231,12 @@ def _device_report(
     except Exception:
         cc = None
     arch_check = check_arch_list(probe.get("arch_list") or [], cc) if cc else None
-    verdict = None
+    verdict = problem = None
     if cc is not None and can_run is not None:
         try:
             verdict = can_run(cc, driver)
         except Exception as exc:  # can-run is advice here; its failure must not stop the test
-            verdict = f"(can-run failed: {type(exc).__name__}: {exc})"
+            problem = f"can-run failed: {type(exc).__name__}: {exc}"
     memory = row.get("total_memory")
     return DeviceReport(
         index=int(row.get("index", 0)),
@@ -245,6 +245,7 @@ def _device_report(
         total_memory=int(memory) if isinstance(memory, int) else None,
         arch_check=arch_check,
         can_run=verdict,
+        can_run_problem=problem,
     )
 
 

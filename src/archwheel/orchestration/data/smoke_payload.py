@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import re
@@ -334,11 +335,14 @@ def _kernel(step: str, device_arg: str, result: str, snippet: str | None) -> int
         if on_gpu:
             torch.cuda.synchronize(device)  # asynchronous launch errors surface here
         error = _relative_error(got, want)
-        data["max_rel_error"] = error
         data["ok"] = error <= TOLERANCES[step]
+        if math.isfinite(error):
+            data["max_rel_error"] = error
         if not data["ok"]:
             data["mismatch"] = (
                 f"max relative error {error:.3g} exceeds the tolerance {TOLERANCES[step]:g}"
+                if math.isfinite(error)
+                else "the result holds NaN or infinite values"
             )
     except Exception as exc:
         data["error"] = _error_text(exc)
