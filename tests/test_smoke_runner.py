@@ -198,7 +198,10 @@ def test_no_device_says_so_plainly(tmp_path: Path) -> None:
     report = run_smoke(FakeGpuEnvironment(scenario, log), ["torch.whl"])
     assert report.verdict is SmokeVerdict.NO_DEVICE
     assert report.exit_code == 20
-    assert report.message == "no CUDA device: RuntimeError: Found no NVIDIA driver on your system. Please check ..."
+    assert (
+        report.message
+        == "no CUDA device: RuntimeError: Found no NVIDIA driver on your system. Please check ..."
+    )
     assert report.steps == ()
     assert attempts_logged(log) == []  # no kernel was attempted
     validate(report.to_json_dict())
@@ -216,7 +219,9 @@ def test_a_device_filter_that_matches_nothing_is_no_device(tmp_path: Path) -> No
 
 def test_a_hanging_probe_still_gives_a_report(tmp_path: Path) -> None:
     env = FakeGpuEnvironment({"probe": "hang", "devices": [H200]}, tmp_path / "log")
-    report = run_smoke(env, ["torch.whl"], SmokeSettings(step_timeout=1), watchdog=Watchdog(grace_seconds=0.5))
+    report = run_smoke(
+        env, ["torch.whl"], SmokeSettings(step_timeout=1), watchdog=Watchdog(grace_seconds=0.5)
+    )
     assert report.verdict is SmokeVerdict.HANG_OR_CRASH
     assert "the probe failed" in report.message
     assert env.closed

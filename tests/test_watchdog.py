@@ -90,7 +90,11 @@ def test_on_hang_hook_runs_only_for_a_hang() -> None:
 
 
 def test_a_segfault_is_a_crash_with_the_signal_name() -> None:
-    code = "import os, signal, sys; print('about to fault', file=sys.stderr, flush=True); os.kill(os.getpid(), signal.SIGSEGV)"
+    code = (
+        "import os, signal, sys\n"
+        "print('about to fault', file=sys.stderr, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGSEGV)\n"
+    )
     outcome = Watchdog().run(_py("conv2d_cudnn-dev0-native", code))
     assert outcome.status is ChildStatus.CRASH
     assert outcome.signal_name == "SIGSEGV"

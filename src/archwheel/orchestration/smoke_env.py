@@ -106,6 +106,17 @@ def _check_wheels(wheels: Sequence[Path]) -> tuple[Path, ...]:
     return tuple(resolved)
 
 
+def _telling_line(lines: Sequence[str]) -> str:
+    """The last line that reports an error (pip's ``ERROR:``, docker's ``Error response``),
+    else the last line: tools end with advice ("Run 'docker run --help'") more than with causes.
+    """
+    kept = [ln.strip() for ln in lines if ln.strip()]
+    for line in reversed(kept):
+        if "error" in line.lower():
+            return line
+    return kept[-1] if kept else ""
+
+
 def _failed(stages: list[tuple[str, ChildOutcome]], what: str) -> SetupOutcome:
     name, outcome = stages[-1]
     if outcome.status is ChildStatus.HANG:
@@ -114,10 +125,9 @@ def _failed(stages: list[tuple[str, ChildOutcome]], what: str) -> SetupOutcome:
         why = outcome.problem
     else:
         why = f"exited with code {outcome.returncode}"
-    last = next((ln for ln in reversed(outcome.stderr_tail) if ln.strip()), "")
-    if not last:
-        last = next((ln for ln in reversed(outcome.stdout_tail.splitlines()) if ln.strip()), "")
-    tail = f": {last.strip()}" if last else ""
+    lines = [*outcome.stdout_tail.splitlines(), *outcome.stderr_tail]
+    last = _telling_line(lines)
+    tail = f": {last}" if last else ""
     return SetupOutcome(tuple(stages), problem=f"{what} ({name}) {why}{tail}")
 
 
