@@ -49,6 +49,7 @@ examples:
   archwheel smoke dist/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl
   archwheel smoke dist/my_ext-*.whl --snippet recipes/my_ext/smoke.py --timeout 120
   archwheel smoke dist/*.whl --backend docker --image archwheel-base:bookworm --format json
+  archwheel smoke dist/*.whl --output smoke.json       (table on stdout, JSON in smoke.json)
   archwheel smoke --backend existing --python /opt/venv/bin/python   (the deployment as it is)
 
 each kernel runs first with CUDA_DISABLE_PTX_JIT=1 (native cubins only), then, if that fails,
@@ -132,11 +133,19 @@ def register(subparsers: Any) -> None:
         "--keep", action="store_true", help="keep the environment's folder (for debugging)"
     )
     parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="also write the JSON report to FILE (whatever --format prints)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output is not None and not args.output.resolve().parent.is_dir():
+        raise UsageError(f"--output: folder {args.output.parent} does not exist")
     environment = _environment(args)
     settings = SmokeSettings(
         step_timeout=_positive(args.timeout, "--timeout"),
@@ -156,9 +165,14 @@ def run(args: argparse.Namespace) -> int:
         progress=progress,
         can_run=partial(can_run_verdict, wheels),
     )
+    document = json.dumps(report.to_json_dict(), indent=2, allow_nan=False) + "\n"
+    if args.output is not None:
+        try:
+            args.output.write_text(document, encoding="utf-8")
+        except OSError as exc:
+            err.print(f"archwheel: warning: could not write {args.output}: {exc.strerror}")
     if args.format == "json":
-        json.dump(report.to_json_dict(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        sys.stdout.write(document)
     else:
         render(report, Console(highlight=False))
     return report.exit_code
