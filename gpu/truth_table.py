@@ -26,7 +26,9 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -237,8 +239,14 @@ def run_one(case: str, route: str, build_dir: Path, result: Path) -> int:
 
 
 def _attempt(case: str, route: str, mode: str, build_dir: Path, timeout: float) -> dict[str, Any]:
-    result = build_dir / f".result-{os.getpid()}.json"
-    result.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="archwheel-tt-") as scratch:
+        result = Path(scratch) / "result.json"
+        return _attempt_in(case, route, mode, build_dir=build_dir, timeout=timeout, result=result)
+
+
+def _attempt_in(
+    case: str, route: str, mode: str, *, build_dir: Path, timeout: float, result: Path
+) -> dict[str, Any]:
     env = {
         k: v
         for k, v in os.environ.items()
@@ -258,7 +266,6 @@ def _attempt(case: str, route: str, mode: str, build_dir: Path, timeout: float) 
         return {"case": case, "route": route, "mode": mode, "ok": False, "status": "crash",
                 "error": f"exit {proc.returncode}: {tail[0]}"}  # fmt: skip
     data: dict[str, Any] = json.loads(result.read_text())
-    result.unlink(missing_ok=True)
     data.update(mode=mode, status="ran")
     return data
 
@@ -332,7 +339,7 @@ def _find_verdict(document: Any) -> str | None:
     return None
 
 
-def table(build_dir: Path, out: Path, timeout: float) -> int:
+def table(build_dir: Path, out: Path, timeout: float, jobs: int = 8) -> int:
     manifest = json.loads((build_dir / "manifest.json").read_text())
     out.mkdir(parents=True, exist_ok=True)
     first = _attempt(CASES[2][0], "fatbin", "default", build_dir, timeout)
@@ -352,13 +359,18 @@ def table(build_dir: Path, out: Path, timeout: float) -> int:
         print(f"no CUDA device: {first.get('error')}")
         return EXIT_NO_DEVICE
     cc = str(first.get("cc"))
+    # Every attempt is its own process; they run side by side (each has its own CUDA context).
+    keys = [(case, route, mode) for case, _, _ in CASES for route in ROUTES for mode in MODES]
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {k: pool.submit(_attempt, *k, build_dir, timeout) for k in keys}
+        results = {k: f.result() for k, f in futures.items()}
     mismatches = 0
     for case, _spelling, _stem in CASES:
         info = manifest["cases"][case]
         expected = EXPECTED_ON_9_0.get(case) if cc == "9.0" else None
         rules = _rules_verdict(info["images"], cc)
         for route in ROUTES:
-            attempts = {m: _attempt(case, route, m, build_dir, timeout) for m in MODES}
+            attempts = {m: results[(case, route, m)] for m in MODES}
             for attempt in attempts.values():
                 attempt["failure"] = _failure_class(attempt.get("error"))
             observed = _observed_verdict(attempts["native"], attempts["default"])
@@ -462,6 +474,7 @@ def main() -> int:
     t.add_argument("--build", type=Path, required=True)
     t.add_argument("--out", type=Path, required=True)
     t.add_argument("--timeout", type=float, default=60)
+    t.add_argument("--jobs", type=int, default=8, help="attempts run side by side")
     r = sub.add_parser("run-one")
     r.add_argument("--case", required=True, choices=[c for c, _, _ in CASES])
     r.add_argument("--route", required=True, choices=ROUTES)
@@ -471,7 +484,7 @@ def main() -> int:
     if args.command == "build":
         return build(args.out, args.nvcc)
     if args.command == "table":
-        return table(args.build, args.out, args.timeout)
+        return table(args.build, args.out, args.timeout, args.jobs)
     return run_one(args.case, args.route, args.build, args.result)
 
 

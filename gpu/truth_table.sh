@@ -39,15 +39,15 @@ if [ ! -f "$BUILD/manifest.json" ]; then
     "$PY" gpu/truth_table.py build --out "$BUILD" --nvcc "${NVCC:-nvcc}" || exit 4
 fi
 
-"$PY" gpu/truth_table.py table --build "$BUILD" --out "$OUT" --timeout 60 2>&1 | tee "$OUT/truth_table.log"
+"$PY" gpu/truth_table.py table --build "$BUILD" --out "$OUT" --timeout 30 --jobs 8 2>&1 | tee "$OUT/truth_table.log"
 table_rc=${PIPESTATUS[0]}
 
 # The torch part: the real payload through archwheel smoke, on the torch this machine has.
 # (The torch 2.14.1+cu130 wheel cannot travel: it is cp311 and its nvidia-* requirements are
 # several GB, over the 64 MiB a device call carries; docs/smoke.md.)
 if "$PY" -c "import torch" 2>/dev/null; then
-    timeout 420 "$PY" -m archwheel.interfaces.cli smoke --backend existing \
-        --python "$(command -v "$PY")" --timeout 90 --output "$OUT/smoke_torch.json" \
+    timeout -k 10 200 "$PY" -m archwheel.interfaces.cli smoke --backend existing \
+        --python "$(command -v "$PY")" --timeout 60 --output "$OUT/smoke_torch.json" \
         >"$OUT/smoke_torch.txt" 2>"$OUT/smoke_torch.log"
     smoke_rc=$?
     cat "$OUT/smoke_torch.txt"

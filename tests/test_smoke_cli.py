@@ -6,7 +6,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import signal
 import subprocess
+import sys
+import time
 import uuid
 import zipfile
 from collections.abc import Iterator
@@ -170,3 +173,28 @@ def test_docker_without_gpu_runtime_says_no_cuda_device(
         check=False,
     ).stdout.strip()
     assert leftovers == ""
+
+
+@pytest.mark.slow
+def test_sigterm_still_prints_the_report(tmp_path: Path) -> None:
+    # An "interpreter" that hangs: the CLI is stuck in the environment check when a CI job's
+    # timeout sends SIGTERM. The report must still come out, with its own exit code.
+    hanging_python = tmp_path / "python"
+    hanging_python.write_text("#!/bin/sh\nexec sleep 600\n")
+    hanging_python.chmod(0o755)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "archwheel.interfaces.cli", "smoke", "--backend", "existing",
+         "--python", str(hanging_python), "--format", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    time.sleep(3)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    document = json.loads(out)
+    validate(document)
+    assert document["verdict"] == "interrupted"
+    assert document["message"] == "interrupted after 0 steps"
+    assert "Traceback" not in err

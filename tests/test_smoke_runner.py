@@ -8,7 +8,11 @@ is the real code: the watchdog, the native-then-JIT protocol, the verdicts and t
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -269,3 +273,36 @@ def test_can_run_verdict_is_preferred_and_its_failure_is_contained(tmp_path: Pat
     assert "compiled arch list [sm_80] has no cubin and no PTX usable on 9.0" in (
         second.explanation or ""
     )
+
+
+def test_an_interrupt_still_gives_the_report_and_kills_the_running_step(tmp_path: Path) -> None:
+    scenario = {
+        "devices": [H200],
+        "arch_list": TORCH_2141_CU130,
+        "steps": {"matmul_fp16": {"native": "hang"}},
+    }
+    log = tmp_path / "log"
+    env = FakeGpuEnvironment(scenario, log)
+
+    def interrupt_when_the_hang_starts() -> None:
+        for _ in range(600):
+            if any(a["step"] == "matmul_fp16" for a in attempts_logged(log)):
+                time.sleep(0.3)
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=interrupt_when_the_hang_starts, daemon=True).start()
+    report = run_smoke(env, ["torch.whl"], SmokeSettings(step_timeout=120))
+    assert report.verdict is SmokeVerdict.INTERRUPTED
+    assert report.exit_code == 130
+    assert report.message == "interrupted after 1 step (passed so far)"
+    assert [s.step for s in report.steps] == ["matmul_fp32"]
+    assert env.closed
+    hung_pid = next(a["pid"] for a in attempts_logged(log) if a["step"] == "matmul_fp16")
+    time.sleep(0.2)
+    assert (
+        not Path(f"/proc/{hung_pid}").exists()
+        or "Z" in Path(f"/proc/{hung_pid}/stat").read_text().split(")")[-1].split()[:1]
+    )
+    validate(report.to_json_dict())

@@ -73,6 +73,7 @@ def main() -> int:
                         "CUDA_DISABLE_PTX_JIT": os.environ.get("CUDA_DISABLE_PTX_JIT"),
                         "CUDA_FORCE_PTX_JIT": os.environ.get("CUDA_FORCE_PTX_JIT"),
                         "snippet": args.snippet,
+                        "pid": os.getpid(),
                     }
                 )
                 + "\n"

@@ -33,6 +33,7 @@ EXIT_NO_DEVICE = 20
 EXIT_JIT_ONLY = 21
 EXIT_NO_KERNEL_IMAGE = 22
 EXIT_HANG_OR_CRASH = 23
+EXIT_INTERRUPTED = 130  # as the CLI's Ctrl-C
 
 KERNEL_STEPS: tuple[str, ...] = (
     "matmul_fp32",
@@ -442,6 +443,7 @@ class SmokeVerdict(str, Enum):
     NO_DEVICE = "no-device"
     ENVIRONMENT_FAILED = "environment-failed"  # the venv/container or the install failed
     TORCH_BROKEN = "torch-broken"  # the installed torch does not import
+    INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM: the report holds what ran before
 
 
 VERDICT_EXIT_CODES: Mapping[SmokeVerdict, int] = {
@@ -453,6 +455,7 @@ VERDICT_EXIT_CODES: Mapping[SmokeVerdict, int] = {
     SmokeVerdict.JIT_ONLY: EXIT_JIT_ONLY,
     SmokeVerdict.NO_KERNEL_IMAGE: EXIT_NO_KERNEL_IMAGE,
     SmokeVerdict.HANG_OR_CRASH: EXIT_HANG_OR_CRASH,
+    SmokeVerdict.INTERRUPTED: EXIT_INTERRUPTED,
 }
 
 # When steps disagree, the first verdict in this order is the run's.

@@ -9,8 +9,7 @@ before anything runs.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,94 +63,119 @@ def run_smoke(
     progress: Progress | None = None,
     can_run: CanRun | None = None,
 ) -> SmokeReport:
-    settings = settings or SmokeSettings()
-    watchdog = watchdog or Watchdog()
-    say = progress or (lambda _msg: None)
-    base = partial(SmokeReport, tuple(inputs), environment.backend)
+    """Run the smoke test in ``environment``; always returns a report, even when interrupted."""
+    state = _RunState(tuple(inputs), environment.backend, environment.description)
     try:
-        say(f"preparing {environment.backend} environment")
-        setup = environment.prepare(watchdog)
-        stages = _stages(setup)
-        where = environment.description
-        if not setup.ok:
-            verdict = SmokeVerdict.NO_DEVICE if setup.no_device else SmokeVerdict.ENVIRONMENT_FAILED
-            message = (
-                f"no CUDA device: {setup.problem}"
-                if setup.no_device
-                else (setup.problem or "the environment could not be prepared")
-            )
-            return base(environment=where, verdict=verdict, message=message, stages=stages)
-
-        say("probing torch and the CUDA devices")
-        probe_out = watchdog.run(
-            environment.command(
-                "probe",
-                ["probe", "--result", "{result}"],
-                timeout=settings.step_timeout * PROBE_TIMEOUT_FACTOR,
-                env={},
-                unset_env=JIT_UNSET,
-            )
+        return _run(
+            environment,
+            state,
+            settings=settings or SmokeSettings(),
+            watchdog=watchdog or Watchdog(),
+            say=progress or (lambda _msg: None),
+            can_run=can_run,
         )
-        probe_stage = _stage("probe", probe_out)
-        stages = (*stages, probe_stage)
-        if not probe_out.finished:
-            return base(
-                environment=where,
-                verdict=SmokeVerdict.HANG_OR_CRASH,
-                message=f"the probe failed: {probe_out.problem}",
-                stages=stages,
-            )
-        probe: Mapping[str, Any] = probe_out.result or {}
-        if probe.get("torch_import_error"):
-            return base(
-                environment=where,
-                verdict=SmokeVerdict.TORCH_BROKEN,
-                message=f"torch does not import: {probe['torch_import_error']}",
-                stages=stages,
-                probe=probe,
-            )
-        device_rows = list(probe.get("devices") or [])
-        if settings.devices is not None:
-            device_rows = [d for d in device_rows if d.get("index") in settings.devices]
-        if not device_rows:
-            return base(
-                environment=where,
-                verdict=SmokeVerdict.NO_DEVICE,
-                message=_no_device_message(probe, settings.devices),
-                stages=stages,
-                probe=probe,
-            )
-
-        driver = _driver(probe.get("driver_version"))
-        devices = tuple(_device_report(row, probe, driver, can_run) for row in device_rows)
-        steps: list[StepReport] = []
-        snippet = environment.snippet_path()
-        step_names = (*settings.steps, *((SNIPPET_STEP,) if snippet else ()))
-        for device in devices:
-            for step in step_names:
-                say(f"device {device.index} ({device.name}): {step}")
-                report = _run_step(
-                    environment=environment,
-                    watchdog=watchdog,
-                    device=device,
-                    step=step,
-                    snippet=snippet,
-                    settings=settings,
-                )
-                steps.append(report)
-                say(f"device {device.index}: {step}: {report.verdict.value}")
-        verdict = overall_verdict(steps)
-        return base(
-            environment=where,
-            verdict=verdict,
-            message=verdict_message(verdict, steps, len(devices)),
-            stages=stages,
-            probe=probe,
-            devices=devices,
-            steps=tuple(steps),
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM (the CLI turns it into KeyboardInterrupt): what was established so
+        # far is still evidence. The watchdog has already killed the step that was running.
+        done = len(state.steps)
+        return state.report(
+            SmokeVerdict.INTERRUPTED,
+            f"interrupted after {done} step{'s' if done != 1 else ''}"
+            + (f" ({overall_verdict(state.steps).value} so far)" if state.steps else ""),
         )
     finally:
         environment.close()
+
+
+@dataclass
+class _RunState:
+    """What a run has established so far (mutable while it runs; the report is frozen)."""
+
+    inputs: tuple[str, ...]
+    backend: str
+    where: str
+    stages: tuple[StageReport, ...] = ()
+    probe: Mapping[str, Any] = field(default_factory=dict)
+    devices: tuple[DeviceReport, ...] = ()
+    steps: list[StepReport] = field(default_factory=list)
+
+    def report(self, verdict: SmokeVerdict, message: str) -> SmokeReport:
+        return SmokeReport(
+            inputs=self.inputs,
+            backend=self.backend,
+            environment=self.where,
+            verdict=verdict,
+            message=message,
+            stages=self.stages,
+            probe=self.probe,
+            devices=self.devices,
+            steps=tuple(self.steps),
+        )
+
+
+def _run(
+    environment: SmokeEnvironment,
+    state: _RunState,
+    *,
+    settings: SmokeSettings,
+    watchdog: Watchdog,
+    say: Progress,
+    can_run: CanRun | None,
+) -> SmokeReport:
+    say(f"preparing {environment.backend} environment")
+    setup = environment.prepare(watchdog)
+    state.where = environment.description
+    state.stages = _stages(setup)
+    if not setup.ok:
+        if setup.no_device:
+            return state.report(SmokeVerdict.NO_DEVICE, f"no CUDA device: {setup.problem}")
+        return state.report(
+            SmokeVerdict.ENVIRONMENT_FAILED, setup.problem or "the environment failed"
+        )
+
+    say("probing torch and the CUDA devices")
+    probe_out = watchdog.run(
+        environment.command(
+            "probe",
+            ["probe", "--result", "{result}"],
+            timeout=settings.step_timeout * PROBE_TIMEOUT_FACTOR,
+            env={},
+            unset_env=JIT_UNSET,
+        )
+    )
+    state.stages = (*state.stages, _stage("probe", probe_out))
+    if not probe_out.finished:
+        return state.report(SmokeVerdict.HANG_OR_CRASH, f"the probe failed: {probe_out.problem}")
+    state.probe = probe = probe_out.result or {}
+    if probe.get("torch_import_error"):
+        return state.report(
+            SmokeVerdict.TORCH_BROKEN, f"torch does not import: {probe['torch_import_error']}"
+        )
+    device_rows = list(probe.get("devices") or [])
+    if settings.devices is not None:
+        device_rows = [d for d in device_rows if d.get("index") in settings.devices]
+    if not device_rows:
+        return state.report(SmokeVerdict.NO_DEVICE, _no_device_message(probe, settings.devices))
+
+    driver = _driver(probe.get("driver_version"))
+    state.devices = tuple(_device_report(row, probe, driver, can_run) for row in device_rows)
+    snippet = environment.snippet_path()
+    step_names = (*settings.steps, *((SNIPPET_STEP,) if snippet else ()))
+    for device in state.devices:
+        for step in step_names:
+            say(f"device {device.index} ({device.name}): {step}")
+            report = _run_step(
+                environment=environment,
+                watchdog=watchdog,
+                device=device,
+                step=step,
+                snippet=snippet,
+                settings=settings,
+            )
+            state.steps.append(report)
+            say(f"device {device.index}: {step}: {report.verdict.value}")
+    verdict = overall_verdict(state.steps)
+    return state.report(verdict, verdict_message(verdict, state.steps, len(state.devices)))
 
 
 def _run_step(

@@ -139,6 +139,13 @@ class Watchdog:
                     self._kill_group(proc)
                     if command.on_hang is not None:
                         command.on_hang()
+                except BaseException:
+                    # Interrupted (Ctrl-C, SIGTERM): the step must not outlive archwheel.
+                    _signal_group(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    if command.on_hang is not None:
+                        command.on_hang()
+                    raise
                 # Children the step left behind (in its group) must not outlive it either.
                 _signal_group(proc.pid, signal.SIGKILL)
             seconds = time.monotonic() - started

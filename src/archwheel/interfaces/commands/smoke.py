@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from functools import partial
 from pathlib import Path
@@ -157,14 +158,20 @@ def run(args: argparse.Namespace) -> int:
     progress = None if quiet else (lambda msg: err.print(f"[dim]smoke: {msg}[/dim]"))
     inputs = [str(w) for w in args.wheels] or [environment.description]
     wheels = list(args.wheels)
-    report = run_smoke(
-        environment,
-        inputs,
-        settings,
-        watchdog=Watchdog(),
-        progress=progress,
-        can_run=partial(can_run_verdict, wheels),
-    )
+    # SIGTERM (a CI job's timeout, `timeout`) interrupts like Ctrl-C: the running step is
+    # killed and the report of what ran so far still comes out.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        report = run_smoke(
+            environment,
+            inputs,
+            settings,
+            watchdog=Watchdog(),
+            progress=progress,
+            can_run=partial(can_run_verdict, wheels),
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     document = json.dumps(report.to_json_dict(), indent=2, allow_nan=False) + "\n"
     if args.output is not None:
         try:
@@ -176,6 +183,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         render(report, Console(highlight=False))
     return report.exit_code
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _positive(value: float, flag: str) -> float:
