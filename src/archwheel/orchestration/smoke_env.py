@@ -393,6 +393,8 @@ class DockerEnvironment:
     index: IndexOptions = field(default_factory=IndexOptions)
     snippet: Path | None = None
     engine: str = "docker"
+    # What `--gpus` asks for; "" runs without a GPU request and without the attach check (to
+    # exercise the install path on engines without the NVIDIA runtime).
     gpus: str = "all"
     install_timeout: float = DEFAULT_INSTALL_TIMEOUT
     pip_config: HostPipConfig | None = None
@@ -428,7 +430,7 @@ class DockerEnvironment:
             "-w",
             CONTAINER_WORKDIR,
         ]
-        if gpu:
+        if gpu and self.gpus:
             argv += ["--gpus", self.gpus]
         for i, wheel in enumerate(self.wheels):
             argv += ["-v", f"{wheel}:{CONTAINER_WORKDIR}-wheels/{i}/{wheel.name}:ro"]
@@ -460,6 +462,15 @@ class DockerEnvironment:
         if self.snippet is not None:
             shutil.copyfile(self.snippet, self.root / "snippet.py")
         stages: list[tuple[str, ChildOutcome]] = []
+        if self.gpus:
+            problem = self._check_gpu_attach(watchdog, stages)
+            if problem is not None:
+                return problem
+        return self._install(watchdog, stages)
+
+    def _check_gpu_attach(
+        self, watchdog: Watchdog, stages: list[tuple[str, ChildOutcome]]
+    ) -> SetupOutcome | None:
         # 1. Can the engine give a container a GPU at all? Cheap, and it decides "no CUDA device"
         #    before gigabytes are installed. Any program will do: the GPU request fails first.
         probe_argv = [
@@ -485,6 +496,9 @@ class DockerEnvironment:
         )
         if not _exited_ok(stages[-1][1]):
             return _failed(stages, f"the container engine could not run {self.image} with a GPU")
+        return None
+
+    def _install(self, watchdog: Watchdog, stages: list[tuple[str, ChildOutcome]]) -> SetupOutcome:
         # 2. The venv, in the bind mount; pip sees the host's indexes through the passthrough.
         pip = self.pip_config if self.pip_config is not None else read_host_pip_config()
         pip_env = pip.env()
