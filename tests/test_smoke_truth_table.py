@@ -223,3 +223,22 @@ def test_table_logic_counts_a_disagreement(tmp_path: Path, monkeypatch: pytest.M
     assert ("9.0", "fatbin") in bad
     assert ("10.0", "fatbin") not in bad
     assert document["mismatches"] == len(bad)
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+def test_smoke_asks_can_run_about_the_inputs_through_one_function(built: Path) -> None:
+    from archwheel.facts.versions import ComputeCapability
+    from archwheel.orchestration.smoke_runner import can_run_for
+
+    sm80 = can_run_for([built / "sm80.fatbin"])(ComputeCapability(9, 0), None)
+    sm90 = can_run_for([built / "sm90.fatbin"])(ComputeCapability(9, 0), None)
+    if importlib.util.find_spec("archwheel.verdicts.compat") is None:
+        # The compatibility verdicts are not installed: smoke degrades to the arch-list check.
+        assert sm80 is None
+        assert sm90 is None
+        return
+    assert sm80 is not None
+    assert sm80.startswith("sm80.fatbin: no-kernel-image")
+    assert sm90 is not None
+    assert sm90.startswith("sm90.fatbin: native")

@@ -8,6 +8,7 @@ before anything runs.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -310,25 +311,57 @@ def _stages(setup: SetupOutcome) -> tuple[StageReport, ...]:
 # can-run, through one function
 
 
-def can_run_verdict(
-    wheels: Sequence[Path], cc: ComputeCapability, driver: DriverVersion | None
-) -> str | None:
-    """``archwheel can-run``'s one-line verdict for these wheels on a device, or None.
+def can_run_for(wheels: Sequence[Path] = (), installed_python: str | None = None) -> CanRun:
+    """``archwheel can-run``'s verdict for the inputs under test, as a ``CanRun`` function.
 
-    The compatibility verdicts live in ``archwheel.verdicts.compat`` (another component). This
-    is the only place smoke calls them; until that module and the scanner exist it returns None
-    and smoke explains a missing kernel image from torch's compiled arch list instead.
-    Expected there: ``compat.smoke_verdict(inventories, cc, driver) -> str`` (one line).
+    The only place smoke calls the compatibility verdicts (``archwheel.verdicts.compat``,
+    another component). The inputs are scanned once, on first use, and judged per device.
+    Where that module or the scanner is not installed yet, the function returns None and smoke
+    explains a missing kernel image from torch's compiled arch list instead.
     """
+    scanned: list[tuple[str, Any, Any]] | None = None  # (label, inventory, wheel metadata)
+
+    def verdict(cc: ComputeCapability, driver: DriverVersion | None) -> str | None:
+        nonlocal scanned
+        try:
+            compat = importlib.import_module("archwheel.verdicts.compat")
+            scan = importlib.import_module("archwheel.binary.scan")
+        except ImportError:
+            return None
+        if scanned is None:
+            scanned = _scan_inputs(scan, wheels, installed_python)
+        gpu = compat.Gpu(cc)
+        parts: list[str] = []
+        for label, inventory, meta in scanned:
+            judged = compat.judge_input(
+                inventory,
+                [gpu],
+                driver=driver,
+                runtime=getattr(meta, "cuda_runtime", None),
+                runtime_source=getattr(meta, "cuda_source", None),
+                name=getattr(meta, "name", None),
+                version=getattr(meta, "version", None),
+            )
+            on_gpu = judged.per_gpu[0]
+            parts.append(f"{label}: {on_gpu.verdict.value} ({on_gpu.headline()})")
+        return "; ".join(parts) or None
+
+    return verdict
+
+
+def _scan_inputs(
+    scan: Any, wheels: Sequence[Path], installed_python: str | None
+) -> list[tuple[str, Any, Any]]:
     try:
-        from archwheel.binary import scan  # type: ignore[attr-defined,unused-ignore]
-        from archwheel.verdicts import compat  # type: ignore[attr-defined,unused-ignore]
+        wheelmeta: Any = importlib.import_module("archwheel.binary.wheelmeta")
     except ImportError:
-        return None
-    verdict_fn = getattr(compat, "smoke_verdict", None)
-    scan_path = getattr(scan, "scan_path", None)
-    if verdict_fn is None or scan_path is None or not wheels:
-        return None
-    inventories = [scan_path(Path(w)) for w in wheels]
-    text = verdict_fn(inventories, cc, driver)
-    return str(text) if text else None
+        wheelmeta = None
+    found: list[tuple[str, Any, Any]] = []
+    for wheel in wheels:
+        meta = None
+        if wheelmeta is not None and wheel.suffix == ".whl":
+            meta = wheelmeta.read_wheel_metadata(wheel)
+        found.append((wheel.name, scan.scan_path(wheel), meta))
+    if installed_python is not None and not wheels:
+        found.append(("installed torch", scan.scan_installed("torch", installed_python), None))
+    return found

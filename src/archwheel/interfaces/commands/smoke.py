@@ -10,7 +10,6 @@ import argparse
 import json
 import signal
 import sys
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ from archwheel.orchestration.smoke_env import (
 from archwheel.orchestration.smoke_runner import (
     DEFAULT_STEP_TIMEOUT,
     SmokeSettings,
-    can_run_verdict,
+    can_run_for,
     run_smoke,
 )
 from archwheel.orchestration.watchdog import Watchdog
@@ -157,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     quiet = args.quiet or args.format == "json"
     progress = None if quiet else (lambda msg: err.print(f"[dim]smoke: {msg}[/dim]"))
     inputs = [str(w) for w in args.wheels] or [environment.description]
-    wheels = list(args.wheels)
+    wheels = [Path(w) for w in args.wheels]
     # SIGTERM (a CI job's timeout, `timeout`) interrupts like Ctrl-C: the running step is
     # killed and the report of what ran so far still comes out.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -168,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
             settings,
             watchdog=Watchdog(),
             progress=progress,
-            can_run=partial(can_run_verdict, wheels),
+            can_run=can_run_for(wheels, installed_python=_installed_python(args)),
         )
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -183,6 +182,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         render(report, Console(highlight=False))
     return report.exit_code
+
+
+def _installed_python(args: argparse.Namespace) -> str | None:
+    return str(args.python) if args.backend == "existing" else None
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
