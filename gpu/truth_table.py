@@ -413,14 +413,22 @@ def _agrees(row: dict[str, Any]) -> bool:
 
 
 def _driver_version() -> str | None:
+    """The kernel module's version from procfs, else from nvidia-smi (not in every sandbox)."""
     try:
-        text = Path("/proc/driver/nvidia/version").read_text()
+        for word in Path("/proc/driver/nvidia/version").read_text().split():
+            if word.count(".") >= 1 and word.replace(".", "").isdigit():
+                return word
     except OSError:
+        pass
+    try:
+        proc = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
         return None
-    for word in text.split():
-        if word.count(".") >= 1 and word.replace(".", "").isdigit():
-            return word
-    return None
+    lines = proc.stdout.split()
+    return lines[0] if proc.returncode == 0 and lines else None
 
 
 def _write(out: Path, document: dict[str, Any]) -> None:
