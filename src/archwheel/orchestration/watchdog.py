@@ -1,0 +1,268 @@
+"""Run one step in a child process under a time limit, and say what happened to it.
+
+Every smoke step (a probe, a kernel, an install) is a separate process: CUDA reads its
+environment variables (``CUDA_DISABLE_PTX_JIT``) once, at initialisation, and a kernel that hangs
+or crashes the interpreter must not take the smoke test down with it. The watchdog starts the
+child in its own process group, waits for it with a deadline, and on a hang kills the whole group
+(SIGTERM, then SIGKILL after a grace period), so helper processes the step started die too.
+
+Output is captured into temporary files and only a bounded tail is read back, so a step that
+prints gigabytes costs neither memory nor a hang. A step reports its result through a JSON file
+whose path it receives (``result_path``), never through stdout, which libraries freely write to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+# How much of a step's stderr and stdout is kept, and the largest result file read back.
+OUTPUT_TAIL_BYTES = 8192
+STDERR_TAIL_LINES = 12
+RESULT_MAX_BYTES = 1 << 20
+# Seconds between SIGTERM and SIGKILL when a step outlives its deadline.
+KILL_GRACE_SECONDS = 3.0
+
+
+class ChildStatus(str, Enum):
+    """How a child process ended."""
+
+    EXITED = "exited"  # it ended by itself (with any exit code)
+    HANG = "hang"  # it outlived its deadline and was killed
+    CRASH = "crash"  # it died from a signal, or exited non-zero without writing its result
+    NOT_STARTED = "not-started"  # the program could not be started at all
+
+
+@dataclass(frozen=True)
+class ChildOutcome:
+    """What one supervised child process did."""
+
+    name: str
+    status: ChildStatus
+    seconds: float
+    returncode: int | None = None
+    signal_name: str | None = None
+    stderr_tail: tuple[str, ...] = ()
+    stdout_tail: str = ""
+    result: Mapping[str, Any] | None = None  # the JSON the child wrote to its result file
+    problem: str | None = None  # one line: why it hung, crashed or did not start
+
+    @property
+    def finished(self) -> bool:
+        """It ended by itself and wrote a result."""
+        return self.status is ChildStatus.EXITED and self.result is not None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status.value,
+            "seconds": round(self.seconds, 3),
+            "returncode": self.returncode,
+            "signal": self.signal_name,
+            "problem": self.problem,
+            "stderr_tail": list(self.stderr_tail),
+        }
+
+
+@dataclass(frozen=True)
+class ChildCommand:
+    """A step to run: its name (for the report), argv, extra environment and deadline."""
+
+    name: str
+    argv: tuple[str, ...]
+    timeout: float
+    env: Mapping[str, str] = field(default_factory=dict)
+    unset_env: tuple[str, ...] = ()
+    cwd: Path | None = None
+    # Called once when the step hangs, after the process group is killed: a container backend
+    # uses it to kill the container too (killing the `docker` client does not stop it).
+    on_hang: Callable[[], None] | None = None
+    expects_result: bool = True
+    # Where the child writes its result when not at the watchdog's own path (a container
+    # writes into its bind mount); it is removed before the run so a stale one never counts.
+    result_file: Path | None = None
+
+
+class Watchdog:
+    """Runs ``ChildCommand``s; the one place that starts step processes."""
+
+    def __init__(self, *, grace_seconds: float = KILL_GRACE_SECONDS) -> None:
+        self.grace_seconds = grace_seconds
+
+    def run(self, command: ChildCommand) -> ChildOutcome:
+        env = dict(os.environ)
+        for name in command.unset_env:
+            env.pop(name, None)
+        env.update(command.env)
+        with tempfile.TemporaryDirectory(prefix="archwheel-step-") as scratch:
+            scratch_dir = Path(scratch)
+            result_path = command.result_file or scratch_dir / "result.json"
+            result_path.unlink(missing_ok=True)
+            argv = [a.replace("{result}", str(result_path)) for a in command.argv]
+            for key in command.env:
+                env[key] = env[key].replace("{result}", str(result_path))
+            out_path, err_path = scratch_dir / "stdout", scratch_dir / "stderr"
+            started = time.monotonic()
+            with out_path.open("wb") as out, err_path.open("wb") as err:
+                try:
+                    proc = subprocess.Popen(
+                        argv,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=err,
+                        env=env,
+                        cwd=command.cwd,
+                        start_new_session=True,  # its own process group, killed as one
+                    )
+                except OSError as exc:
+                    return ChildOutcome(
+                        name=command.name,
+                        status=ChildStatus.NOT_STARTED,
+                        seconds=0.0,
+                        problem=f"could not start {argv[0]}: {exc.strerror or exc}",
+                    )
+                hung = False
+                try:
+                    proc.wait(timeout=command.timeout)
+                except subprocess.TimeoutExpired:
+                    hung = True
+                    self._kill_group(proc)
+                    if command.on_hang is not None:
+                        command.on_hang()
+                except BaseException:
+                    # Interrupted (Ctrl-C, SIGTERM): the step must not outlive archwheel.
+                    _signal_group(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    if command.on_hang is not None:
+                        command.on_hang()
+                    raise
+                # Children the step left behind (in its group) must not outlive it either.
+                _signal_group(proc.pid, signal.SIGKILL)
+            seconds = time.monotonic() - started
+            stderr_tail = _tail_lines(err_path)
+            stdout_tail = _tail_text(out_path)
+            result, result_problem = _read_result(result_path)
+
+        returncode = proc.returncode
+        if hung:
+            return ChildOutcome(
+                name=command.name,
+                status=ChildStatus.HANG,
+                seconds=seconds,
+                returncode=returncode,
+                stderr_tail=stderr_tail,
+                stdout_tail=stdout_tail,
+                result=result,
+                problem=(
+                    f"step {command.name!r} did not finish within {command.timeout:g} s; "
+                    "its process group was killed"
+                ),
+            )
+        if returncode is not None and returncode < 0:
+            name = _signal_name(-returncode)
+            return ChildOutcome(
+                name=command.name,
+                status=ChildStatus.CRASH,
+                seconds=seconds,
+                returncode=returncode,
+                signal_name=name,
+                stderr_tail=stderr_tail,
+                stdout_tail=stdout_tail,
+                result=result,
+                problem=f"step {command.name!r} was killed by {name}" + _last_line(stderr_tail),
+            )
+        if command.expects_result and result is None:
+            why = result_problem or "it wrote no result"
+            return ChildOutcome(
+                name=command.name,
+                status=ChildStatus.CRASH,
+                seconds=seconds,
+                returncode=returncode,
+                stderr_tail=stderr_tail,
+                stdout_tail=stdout_tail,
+                problem=(
+                    f"step {command.name!r} exited with code {returncode} and {why}"
+                    + _last_line(stderr_tail)
+                ),
+            )
+        return ChildOutcome(
+            name=command.name,
+            status=ChildStatus.EXITED,
+            seconds=seconds,
+            returncode=returncode,
+            stderr_tail=stderr_tail,
+            stdout_tail=stdout_tail,
+            result=result,
+            problem=None if returncode == 0 else f"exited with code {returncode}",
+        )
+
+    def _kill_group(self, proc: subprocess.Popen[bytes]) -> None:
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=self.grace_seconds)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _read_tail(path: Path, limit: int = OUTPUT_TAIL_BYTES) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - limit))
+            return fh.read(limit)
+    except OSError:
+        return b""
+
+
+def _tail_text(path: Path) -> str:
+    return _read_tail(path).decode("utf-8", errors="replace")
+
+
+def _tail_lines(path: Path, lines: int = STDERR_TAIL_LINES) -> tuple[str, ...]:
+    text = _tail_text(path)
+    kept = [line.rstrip() for line in text.splitlines() if line.strip()]
+    return tuple(kept[-lines:])
+
+
+def _last_line(stderr_tail: Sequence[str]) -> str:
+    return f": {stderr_tail[-1].strip()}" if stderr_tail else ""
+
+
+def _read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The child's JSON result, or None with the reason (absent, too large, not JSON)."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None, "it wrote no result"
+    if size > RESULT_MAX_BYTES:
+        return None, f"its result file is too large ({size} bytes)"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, f"its result is not valid JSON ({exc})"
+    if not isinstance(data, dict):
+        return None, "its result is not a JSON object"
+    return data, None

@@ -1,0 +1,244 @@
+"""The CPU-runnable parts of the GPU truth table (gpu/truth_table.py, gpu/truth_table.sh).
+
+On a GPU machine the script itself is the test (docs/smoke.md). Here: the kernels build with
+nvcc 13 into exactly the images each case names, the runtime route gives cudart's real error
+without a driver, the table says "no CUDA device" with smoke's code, the hand-written H200
+expectations agree with archwheel's rules, and the comparison logic counts disagreements.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from archwheel.facts.arch import ArchList
+from archwheel.orchestration.smoke import CudaFailure, classify_cuda_error
+from tests.conftest import ROOT, gpu_present
+
+SCRIPT = ROOT / "gpu" / "truth_table.py"
+
+
+def load_truth_table() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("truth_table", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+tt = load_truth_table()
+
+
+def fatbin_images(data: bytes) -> list[str]:
+    """Entry names of a raw fatbin, read per cuda-facts.md section 5 (independent of archwheel)."""
+    names: list[str] = []
+    pos = 0
+    while pos + 16 <= len(data):
+        magic, _version, header, size = struct.unpack_from("<IHHQ", data, pos)
+        assert magic == 0xBA55ED50, hex(magic)
+        entry, end = pos + header, pos + header + size
+        while entry < end:
+            kind, _, entry_header, payload = struct.unpack_from("<HHIQ", data, entry)
+            (sm,) = struct.unpack_from("<I", data, entry + 0x1C)
+            (flags,) = struct.unpack_from("<Q", data, entry + 0x28)
+            suffix = "a" if flags & 0x100000 else "f" if flags & 0x200000 else ""
+            prefix = {1: "compute", 2: "sm"}[kind]
+            names.append(f"{prefix}_{sm}{suffix}")
+            entry += entry_header + payload
+        pos = (end + 7) & ~7
+    return sorted(names)
+
+
+@pytest.fixture(scope="module")
+def built(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("truth-table-build")
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "build", "--out", str(out), "--nvcc", str(nvcc)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+def test_each_case_builds_exactly_its_images(built: Path) -> None:
+    manifest = json.loads((built / "manifest.json").read_text())
+    expected = {
+        "8.0": ["sm_80"],
+        "8.0+PTX": ["compute_80", "sm_80"],
+        "9.0": ["sm_90"],
+        "9.0a": ["sm_90a"],
+        "10.0": ["sm_100"],
+        "12.0+PTX": ["compute_120", "sm_120"],
+        "compute_90": ["compute_90"],
+        "9.0+PTX": ["compute_90", "sm_90"],
+    }
+    assert set(manifest["cases"]) == set(expected)
+    for case, images in expected.items():
+        info = manifest["cases"][case]
+        assert sorted(info["images"]) == images, case
+        fatbin = (built / info["fatbin"]).read_bytes()
+        assert fatbin_images(fatbin) == images, case
+        assert (built / info["library"]).stat().st_size > 0
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+def test_runtime_route_reports_cudart_s_own_error_without_a_driver(
+    built: Path, tmp_path: Path
+) -> None:
+    if gpu_present():
+        pytest.skip("checks the answer of a machine without a driver")
+    result = tmp_path / "r.json"
+    subprocess.run(
+        [sys.executable, str(SCRIPT), "run-one", "--case", "9.0", "--route", "runtime",
+         "--build", str(built), "--result", str(result)],
+        env={**os.environ, "CUDA_DISABLE_PTX_JIT": "1"},
+        check=True,
+    )  # fmt: skip
+    data = json.loads(result.read_text())
+    assert data["ok"] is False
+    assert data["env"] == {"CUDA_DISABLE_PTX_JIT": "1"}
+    assert data["code"] == 35
+    assert data["error"] == (
+        "cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version"
+    )
+    assert classify_cuda_error(data["error"]) is CudaFailure.DRIVER_TOO_OLD
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+def test_table_without_a_gpu_says_no_cuda_device(built: Path, tmp_path: Path) -> None:
+    if gpu_present():
+        pytest.skip("checks the answer of a machine without a GPU")
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "table", "--build", str(built), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        check=False,
+    )
+    assert proc.returncode == 20
+    assert proc.stdout.startswith("no CUDA device: OSError: libcuda.so.1")
+    document = json.loads((out / "truth_table.json").read_text())
+    assert document["rows"] == []
+    assert "No CUDA device" in (out / "truth_table.md").read_text()
+
+
+@pytest.mark.parametrize("case", list(tt.EXPECTED_ON_9_0))
+def test_hand_written_h200_expectations_agree_with_archwheel_rules(case: str) -> None:
+    spelling = {c: s for c, s, _ in tt.CASES}[case]
+    images = tt._images(ArchList.parse(spelling).to_gencode())
+    assert tt._rules_verdict(images, "9.0") == tt.EXPECTED_ON_9_0[case][0]
+
+
+def _fake_attempt(behaviour: dict[str, dict[str, Any]]) -> Any:
+    """A FAKE GPU for the parent's logic: per case, which modes ran and with which arch."""
+
+    def attempt(
+        case: str, route: str, mode: str, build_dir: Path, timeout: float
+    ) -> dict[str, Any]:
+        row = behaviour.get(case, {})
+        info = {"name": "NVIDIA H200 (fake)", "cc": "9.0", "cuda_driver_api_version": 13000}
+        if mode in row:
+            return {**info, "case": case, "route": route, "mode": mode, "ok": True,
+                    "cuda_arch": row[mode]}  # fmt: skip
+        error = (
+            "CUDA_ERROR_NO_BINARY_FOR_GPU: no kernel image is available for execution on the device"
+        )
+        return {**info, "case": case, "route": route, "mode": mode, "ok": False,
+                "stage": "cuModuleLoadData", "code": 209, "error": error}  # fmt: skip
+
+    return attempt
+
+
+H200_AS_EXPECTED: dict[str, dict[str, Any]] = {
+    "8.0+PTX": {"default": 800, "force": 800},
+    "9.0": {"native": 900, "default": 900},
+    "9.0a": {"native": 900, "default": 900},
+    "compute_90": {"default": 900, "force": 900},
+    "9.0+PTX": {"native": 900, "default": 900, "force": 900},
+    # 8.0 (sm_80 only), 10.0, 12.0+PTX: nothing runs
+}
+
+
+def _manifest(folder: Path) -> Path:
+    cases = {}
+    for case, spelling, stem in tt.CASES:
+        images = tt._images(ArchList.parse(spelling).to_gencode())
+        cases[case] = {"images": images, "fatbin": f"{stem}.fatbin", "library": f"lib{stem}.so"}
+    (folder / "manifest.json").write_text(json.dumps({"nvcc": "fake", "cases": cases}))
+    return folder
+
+
+def test_table_logic_with_a_device_that_behaves_as_expected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tt, "_attempt", _fake_attempt(H200_AS_EXPECTED))
+    monkeypatch.setattr(tt, "_can_run", lambda path, cc: {"available": False, "why": "fake"})
+    code = tt.table(_manifest(tmp_path), tmp_path / "out", 5)
+    document = json.loads((tmp_path / "out" / "truth_table.json").read_text())
+    assert code == 0
+    assert document["mismatches"] == 0
+    observed = {(r["case"], r["route"]): r["observed"] for r in document["rows"]}
+    assert observed[("8.0+PTX", "fatbin")] == "jit-only"
+    assert observed[("12.0+PTX", "runtime")] == "no-kernel-image"
+    assert observed[("9.0a", "fatbin")] == "native"
+    markdown = (tmp_path / "out" / "truth_table.md").read_text()
+    assert "# GPU truth table: NVIDIA H200 (fake) (cc 9.0)" in markdown
+    assert (
+        "| 8.0+PTX | fatbin | sm_80 compute_80 | **jit-only** | jit-only | jit-only |" in markdown
+    )
+
+
+def test_table_logic_counts_a_disagreement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A driver that (wrongly) ran the sm_80 cubin on 9.0 must be flagged, not averaged away.
+    wrong = {**H200_AS_EXPECTED, "8.0": {"native": 800, "default": 800}}
+    monkeypatch.setattr(tt, "_attempt", _fake_attempt(wrong))
+    monkeypatch.setattr(
+        tt, "_can_run", lambda path, cc: {"available": True, "verdict": "no-kernel-image"}
+    )
+    code = tt.table(_manifest(tmp_path), tmp_path / "out", 5)
+    document = json.loads((tmp_path / "out" / "truth_table.json").read_text())
+    assert code == 1
+    bad = [(r["case"], r["route"]) for r in document["rows"] if not r["agrees"]]
+    # 8.0 on both routes; and can-run's fixed "no-kernel-image" disagrees with every row that ran
+    assert ("8.0", "fatbin") in bad
+    assert ("8.0", "runtime") in bad
+    assert ("9.0", "fatbin") in bad
+    assert ("10.0", "fatbin") not in bad
+    assert document["mismatches"] == len(bad)
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+def test_smoke_asks_can_run_about_the_inputs_through_one_function(built: Path) -> None:
+    from archwheel.facts.versions import ComputeCapability
+    from archwheel.orchestration.smoke_runner import can_run_for
+
+    sm80 = can_run_for([built / "sm80.fatbin"])(ComputeCapability(9, 0), None)
+    sm90 = can_run_for([built / "sm90.fatbin"])(ComputeCapability(9, 0), None)
+    if importlib.util.find_spec("archwheel.verdicts.compat") is None:
+        # The compatibility verdicts are not installed: smoke degrades to the arch-list check.
+        assert sm80 is None
+        assert sm90 is None
+        return
+    assert sm80 is not None
+    assert sm80.startswith("sm80.fatbin: no-kernel-image")
+    assert sm90 is not None
+    assert sm90.startswith("sm90.fatbin: native")
