@@ -6,6 +6,7 @@ import os
 import struct
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -144,8 +145,9 @@ def test_text_members_are_skipped_unless_asked(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "spawned"])
 def test_worker_processes_and_serial_scan_agree(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fork: bool
 ) -> None:
     members = [(f"pkg/lib{i}.so", elf64([(".nv_fatbin", container(Entry(sm=80 + i)))]))
                for i in range(6)]  # fmt: skip
@@ -153,16 +155,19 @@ def test_worker_processes_and_serial_scan_agree(
     wheel = write_zip(tmp_path / "x.whl", members)
     one = scan_path(wheel, workers=1)
     monkeypatch.setattr(scan_module, "PARALLEL_MIN_COMPRESSED", 0)  # every member to a worker
-    spawned: list[str] = []
-    real_worker = scan_module._Worker
+    monkeypatch.setattr(scan_module, "FORK_WORKERS", fork)
+    started: list[str] = []
+    real_start = scan_module._start_worker
 
-    def counting_worker(*args: object) -> object:
-        spawned.append(str(args[3]))
-        return real_worker(*args)  # type: ignore[arg-type]
+    def counting_start(*args: Any) -> Any:
+        worker = real_start(*args)
+        started.append(type(worker).__name__)
+        return worker
 
-    monkeypatch.setattr(scan_module, "_Worker", counting_worker)
+    monkeypatch.setattr(scan_module, "_start_worker", counting_start)
     three = scan_path(wheel, workers=3)
-    assert spawned  # worker processes really ran
+    assert started  # worker processes really ran
+    assert set(started) == {"_ForkedWorker" if fork else "_SpawnedWorker"}
     assert one.libraries == three.libraries
     assert one.problems == three.problems
     assert one.problems  # the truncated member is reported either way

@@ -12,11 +12,15 @@ threads (zlib releases the GIL), so a whole wheel costs about one inflate of its
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import mmap
 import os
 import pickle
 import re
+import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -564,10 +568,11 @@ def scan_wheel(
 
 
 # -- parallel member scanning ---------------------------------------------------------------
-# The inflater holds the GIL, so big members are scanned by worker processes (a fresh
-# `python -m archwheel.binary.scan_worker` each: no multiprocessing re-import of the caller's
-# main module, nothing inherited). The main process scans the small members and takes big ones
-# too whenever every worker is busy, longest first.
+# The inflater holds the GIL, so big members are scanned by worker processes: a fork of this
+# process where that is safe (single-threaded POSIX), else a fresh `python -m
+# archwheel.binary.scan_worker` (never multiprocessing, whose spawn re-imports the caller's main
+# module). The main process scans the small members and takes big ones too whenever every
+# worker is busy, longest first. A worker that fails is rescanned here.
 
 PARALLEL_MIN_COMPRESSED = 8 << 20
 _Result = tuple[BinaryScan | None, str | None]
@@ -591,14 +596,129 @@ def scan_member(
 
 
 class _Worker:
-    """One member scanned in a child process; progress arrives as lines on its stderr."""
+    """One member scanned in a child process (the base: a fresh interpreter, result on stdout)."""
+
+    index: int
+    member: Member
+
+    @property
+    def done_bytes(self) -> int:
+        raise NotImplementedError
+
+    def finished(self) -> bool:
+        raise NotImplementedError
+
+    def result(self) -> _Result | None:
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+
+class _ForkedWorker(_Worker):
+    """A forked copy of this process scans the member: no interpreter start, no imports.
+
+    Only used while this process runs a single thread (forking a threaded process can copy
+    locks held by other threads). Progress is a counter in shared memory; the pickled result
+    comes back through a pipe drained without blocking.
+    """
 
     def __init__(
         self, path: Path, archive_size: int, index: int, member: Member, deep: bool
     ) -> None:
         self.index = index
         self.member = member
-        self.done_bytes = 0
+        self._counter = mmap.mmap(-1, 8)
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - runs in the child, which never returns
+            code = 1
+            try:
+                os.close(read_fd)
+                done = 0
+
+                def on_bytes(amount: int) -> None:
+                    nonlocal done
+                    done += amount
+                    struct.pack_into("<Q", self._counter, 0, done)
+
+                payload = pickle.dumps(scan_member(path, archive_size, member, on_bytes, deep))
+                view = memoryview(payload)
+                while view:
+                    view = view[os.write(write_fd, view) :]
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        os.set_blocking(read_fd, False)
+        self._pid = pid
+        self._fd: int | None = read_fd
+        self._buffer = bytearray()
+        self._status: int | None = None
+
+    @property
+    def done_bytes(self) -> int:
+        return int(struct.unpack_from("<Q", self._counter, 0)[0])
+
+    def _drain(self, block: bool = False) -> None:
+        if self._fd is None:
+            return
+        os.set_blocking(self._fd, block)
+        while True:
+            try:
+                data = os.read(self._fd, 1 << 20)
+            except BlockingIOError:
+                return
+            if not data:
+                os.close(self._fd)
+                self._fd = None
+                return
+            self._buffer += data
+
+    def finished(self) -> bool:
+        self._drain()
+        if self._status is None:
+            pid, status = os.waitpid(self._pid, os.WNOHANG)
+            if pid:
+                self._status = status
+        return self._status is not None
+
+    def result(self) -> _Result | None:
+        self._drain(block=True)
+        if self._status is None:
+            _, self._status = os.waitpid(self._pid, 0)
+        self._counter.close()
+        if os.waitstatus_to_exitcode(self._status) != 0:
+            return None
+        return _unpickle_result(bytes(self._buffer))
+
+    def kill(self) -> None:
+        if self._status is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._pid, signal.SIGKILL)
+            _, self._status = os.waitpid(self._pid, 0)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _unpickle_result(data: bytes) -> _Result | None:
+    try:
+        value = pickle.loads(data)  # noqa: S301 - from our own child process
+    except Exception:
+        return None
+    return value if isinstance(value, tuple) else None
+
+
+class _SpawnedWorker(_Worker):
+    """A fresh ``python -m archwheel.binary.scan_worker``; progress arrives as stderr lines."""
+
+    def __init__(
+        self, path: Path, archive_size: int, index: int, member: Member, deep: bool
+    ) -> None:
+        self.index = index
+        self.member = member
+        self._done = 0
         self._stdout = b""
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "archwheel.binary.scan_worker"],
@@ -616,6 +736,10 @@ class _Worker:
         for t in self._threads:
             t.start()
 
+    @property
+    def done_bytes(self) -> int:
+        return self._done
+
     def _read_result(self) -> None:
         assert self.proc.stdout is not None
         self._stdout = self.proc.stdout.read()
@@ -624,28 +748,32 @@ class _Worker:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
             if line.strip().isdigit():
-                self.done_bytes = int(line)
+                self._done = int(line)
 
     def finished(self) -> bool:
         return self.proc.poll() is not None
 
     def result(self) -> _Result | None:
-        """The worker's result, or None when it failed (then the caller scans it itself)."""
         self.proc.wait()
         for t in self._threads:
             t.join()
         if self.proc.returncode != 0:
             return None
-        try:
-            value = pickle.loads(self._stdout)  # noqa: S301 - our own child process
-        except Exception:
-            return None
-        return value if isinstance(value, tuple) else None
+        return _unpickle_result(self._stdout)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+
+
+def _start_worker(path: Path, archive_size: int, index: int, member: Member, deep: bool) -> _Worker:
+    if hasattr(os, "fork") and threading.active_count() == 1 and FORK_WORKERS:
+        return _ForkedWorker(path, archive_size, index, member, deep)
+    return _SpawnedWorker(path, archive_size, index, member, deep)
+
+
+FORK_WORKERS = True  # tests turn it off to exercise the spawned workers
 
 
 def _scan_members(
@@ -686,7 +814,7 @@ def _scan_members(
             while big and len(running) < slots:
                 index = big.pop(0)
                 try:
-                    running.append(_Worker(path, archive_size, index, members[index], deep))
+                    running.append(_start_worker(path, archive_size, index, members[index], deep))
                 except OSError:
                     slots = 0  # cannot start processes here: scan everything in this one
                     scan_here(index)

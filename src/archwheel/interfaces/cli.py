@@ -42,7 +42,33 @@ exit codes: 0 ok, 1 verdict failed, 2 usage, 3 incomplete input, 4 tool missing,
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Which module registers each command: `archwheel audit ...` imports only the audit module
+# (startup time matters for a command that takes about a second).
+COMMAND_OWNERS = {
+    "audit": "audit",
+    "arch": "arch",
+    "gpus": "arch",
+    "can-run": "can_run",
+    "doctor": "doctor",
+    "manifest": "manifest",
+    "verify": "manifest",
+    "build": "build",
+    "base-image": "build",
+    "smoke": "smoke",
+}
+
+
+def _requested_command(argv: Sequence[str]) -> str | None:
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in COMMAND_OWNERS else None
+        if arg in ("-h", "--help", "--version"):
+            return None
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every command, or with only the module that owns ``only``."""
     parser = argparse.ArgumentParser(
         prog="archwheel",
         description=(
@@ -54,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"archwheel {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    modules = [COMMAND_OWNERS[only]] if only else list(COMMAND_MODULES)
+    for name in modules:
         try:
             module = importlib.import_module(f"archwheel.interfaces.commands.{name}")
         except ModuleNotFoundError as exc:
@@ -66,8 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_requested_command(arguments))
+    args = parser.parse_args(arguments)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
