@@ -1,9 +1,9 @@
 """A tiny in-tree PEP 517 build backend for the archwheel example CUDA extension.
 
-It needs nothing beyond the standard library and nvcc: it compiles every ``csrc/*.cu`` into an
-object (in parallel, longest first), links ``archwheel_example/_kernels.so`` with the static CUDA
-runtime, and writes a wheel whose bytes depend only on the inputs (sorted entries, fixed
-timestamps from ``SOURCE_DATE_EPOCH``, fixed permissions).
+It needs nothing beyond the standard library, nvcc and g++: it compiles every ``csrc/*.cu``
+into an object (in parallel, longest first), links ``archwheel_example/_kernels.so`` with the
+host compiler and the static CUDA runtime, and writes a wheel whose bytes depend only on the
+inputs (sorted entries, fixed timestamps from ``SOURCE_DATE_EPOCH``, fixed permissions).
 
 Environment (all optional):
 
@@ -17,6 +17,8 @@ Environment (all optional):
     a compiler launcher put in front of nvcc, e.g. ``ccache``.
 ``NVCC_EXTRA_FLAGS``
     more nvcc flags, e.g. ``-Xfatbin -compress-all``.
+``CXX``
+    the host compiler that links the library (default ``g++``).
 ``ARCHWHEEL_EXAMPLE_BUILD_DIR``
     where objects go (default ``build/`` in the source tree).
 
@@ -163,7 +165,15 @@ def _compile_and_link() -> Path:
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         objects = list(pool.map(compile_one, order))
     library = build_dir / "_kernels.so"
-    link = [str(nvcc), "-shared", "-o", str(library), *sorted(map(str, objects))]
+    # Linked by the host compiler, as CMake and torch.utils.cpp_extension do without -rdc:
+    # `nvcc -shared` would also run a device link for its default arch and embed an empty
+    # sm_75 cubin that nobody asked for. The static CUDA runtime stays private to the library.
+    cxx = shlex.split(os.environ.get("CXX") or "g++")
+    link = [
+        *cxx, "-shared", "-o", str(library), *sorted(map(str, objects)),
+        f"-L{cuda_home / 'lib64'}", "-Wl,--exclude-libs,ALL", "-Wl,--start-group",
+        "-lcudart_static", "-lrt", "-lpthread", "-ldl", "-Wl,--end-group",
+    ]  # fmt: skip
     print(f"link {library.name}", flush=True)
     subprocess.run(link, check=True)
     return library

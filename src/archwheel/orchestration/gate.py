@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from archwheel.errors import ToolError
+from archwheel.binary.scan import scan_path
 from archwheel.facts.arch import ArchList
+from archwheel.verdicts.audit import audit, audit_document
 
 
 @dataclass(frozen=True)
@@ -29,40 +30,25 @@ AuditGate = Callable[[Path, ArchList], GateVerdict]
 
 
 def audit_gate(wheel: Path, arch_list: ArchList) -> GateVerdict:
-    """Audit ``wheel`` against ``arch_list`` with archwheel's own audit engine."""
-    try:
-        from archwheel.binary.scan import scan_path
-        from archwheel.verdicts.audit import audit
-    except ImportError as exc:  # pragma: no cover - only before the audit engine lands
-        raise ToolError(
-            f"the audit engine is not available ({exc}); a wheel cannot pass the gate",
-        ) from None
+    """Audit ``wheel`` against ``arch_list`` with archwheel's own audit engine.
+
+    The gate passes only when the scan was complete and nothing requested is missing; what a
+    library carries beyond the request is reported, not refused (PyTorch adds sm_90a kernels
+    to a 9.0 build on purpose).
+    """
     report = audit(scan_path(wheel), arch_list)
-    document = report.to_json_dict()
-    return GateVerdict(bool(report.ok), summarize(document, arch_list), document)
-
-
-def summarize(document: Mapping[str, object], arch_list: ArchList) -> str:
-    """One line from the audit JSON: which libraries miss what, or that all hold the list."""
-    missing: list[str] = []
-    libraries = 0
-    for item in _list(document.get("inputs")):
-        for library in _list(_map(item).get("libraries")):
-            lib = _map(library)
-            libraries += 1
-            gaps = [
-                str(a) for a in (*_list(lib.get("missing_sass")), *_list(lib.get("missing_ptx")))
-            ]
-            if gaps:
-                missing.append(f"{lib.get('path')} lacks {', '.join(gaps)}")
+    document = audit_document([report])
+    if not report.complete:
+        problems = "; ".join(p.one_line() for p in report.inventory.problems[:3])
+        return GateVerdict(
+            False, f"the audit could not read the wheel completely: {problems}", document
+        )
+    if report.no_device_code:
+        return GateVerdict(False, "no library in the wheel carries device code", document)
+    missing = [f"{v.library.path} lacks {', '.join(v.missing)}" for v in report.failing]
     if missing:
-        return "; ".join(missing)
-    return f"every library with device code holds {arch_list} ({libraries} checked)"
-
-
-def _list(value: object) -> list[object]:
-    return list(value) if isinstance(value, (list, tuple)) else []
-
-
-def _map(value: object) -> Mapping[str, object]:
-    return value if isinstance(value, Mapping) else {}
+        return GateVerdict(False, "; ".join(missing), document)
+    extra = sorted({name for v in report.libraries for name in v.extra})
+    beyond = f"; beyond the request: {', '.join(extra)}" if extra else ""
+    summary = f"all {len(report.libraries)} libraries with device code hold {arch_list}{beyond}"
+    return GateVerdict(True, summary, document)
