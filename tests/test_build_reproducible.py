@@ -124,7 +124,7 @@ def test_unsafe_or_broken_wheels_are_refused(tmp_path: Path) -> None:
     no_dist_info = tmp_path / "plain.whl"
     with zipfile.ZipFile(no_dist_info, "w") as archive:
         archive.writestr("pkg/__init__.py", b"")
-    with pytest.raises(BuildError, match="no single .dist-info"):
+    with pytest.raises(BuildError, match=r"no single \.dist-info"):
         repack_wheel(no_dist_info, tmp_path / "out.whl", 0)
 
 
