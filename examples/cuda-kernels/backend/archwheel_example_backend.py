@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import os
 import shlex
 import subprocess
@@ -114,6 +115,9 @@ def build_sdist(sdist_directory: str, config_settings: dict[str, str] | None = N
             info.mtime, info.uid, info.gid, info.uname, info.gname = mtime, 0, 0, "", ""
             with (SOURCE_ROOT / rel).open("rb") as handle:
                 tar.addfile(info, handle)
+        pkg_info = tarfile.TarInfo(f"{base}/PKG-INFO")
+        pkg_info.size, pkg_info.mtime, pkg_info.mode = len(METADATA.encode()), mtime, 0o644
+        tar.addfile(pkg_info, io.BytesIO(METADATA.encode()))
     return out.name
 
 
