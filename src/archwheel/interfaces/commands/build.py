@@ -238,13 +238,14 @@ class _NoProgress:
 
 
 def _progress(console: Console, quiet: bool) -> Any:
+    """One live line on a terminal: the current step, its [i/N] count and its elapsed time."""
     if not console.is_terminal:
         return _NoProgress()
     return Progress(
         SpinnerColumn(),
         TextColumn("[bold]{task.description}"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[steps]}"),
         TimeElapsedColumn(),
         console=console,
         transient=True,
@@ -252,7 +253,7 @@ def _progress(console: Console, quiet: bool) -> Any:
 
 
 def _output(log: Any, console: Console, progress: Progress | None, *, quiet: bool) -> BuildOutput:
-    task_ids: dict[str, Any] = {}
+    task: list[Any] = []
 
     def printer(text: str) -> None:
         console.print(text, markup=False, highlight=False)
@@ -260,12 +261,16 @@ def _output(log: Any, console: Console, progress: Progress | None, *, quiet: boo
     def on_stage(name: str, description: str) -> None:
         if not quiet:
             console.print(f"[bold cyan]==[/] [bold]{name}[/]: {description}", highlight=False)
-        if progress is not None:
-            task_ids[name] = progress.add_task(name, total=None)
+        if progress is None:
+            return
+        if task:
+            progress.reset(task[0], total=None, description=name, steps="")
+        else:
+            task.append(progress.add_task(name, total=None, steps=""))
 
     def on_progress(stage: str, done: int, total: int) -> None:
-        if progress is not None and stage in task_ids:
-            progress.update(task_ids[stage], completed=done, total=total)
+        if progress is not None and task:
+            progress.update(task[0], completed=done, total=total, steps=f"{done}/{total}")
 
     return BuildOutput(
         log,
