@@ -82,6 +82,20 @@ def test_executable_bit_is_part_of_the_content_hash(tmp_path: Path) -> None:
     assert content_hash(tmp_path, ["a"]) != first
 
 
+def test_symlinks_are_hashed_as_links_not_followed(repo: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "secret.txt"
+    outside.write_text("not part of the source")
+    (repo / "ext" / "link").symlink_to(outside)
+    git(repo, "add", "ext/link")
+    git(repo, "commit", "-q", "-m", "link")
+    source = resolve_source(SourceSpec("path", path=repo / "ext"), tmp_path / "c", echo=None)
+    assert "link" in source.files
+    before = source.content_sha256
+    outside.write_text("changed outside")
+    again = resolve_source(SourceSpec("path", path=repo / "ext"), tmp_path / "c", echo=None)
+    assert again.content_sha256 == before
+
+
 def test_plain_folder_without_git(tmp_path: Path) -> None:
     folder = tmp_path / "plain"
     (folder / "__pycache__").mkdir(parents=True)

@@ -134,7 +134,9 @@ def _resolve_path(
         listed = git.try_run(
             ["ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "."], folder
         )
-        files = sorted({f for f in (listed or "").split("\0") if f and (folder / f).is_file()})
+        files = sorted(
+            {f for f in (listed or "").split("\0") if f and _is_file_or_link(folder / f)}
+        )
         commit = (git.try_run(["rev-parse", "HEAD"], folder) or "").strip() or None
         status = git.try_run(["status", "--porcelain", "--", "."], folder)
         dirty = bool(status and status.strip())
@@ -171,11 +173,20 @@ def _walk(folder: Path) -> list[str]:
     return sorted(files)
 
 
+def _is_file_or_link(path: Path) -> bool:
+    return path.is_symlink() or path.is_file()
+
+
 def content_hash(folder: Path, files: Sequence[str]) -> str:
     """sha256 over (path, executable bit, sha256 of content) of each file, in order."""
     outer = hashlib.sha256()
     for rel in files:
         path = folder / rel
+        if path.is_symlink():
+            # Copied into the build as a link (tar does not follow it): hash the link itself,
+            # never what it points at, which may lie outside the source.
+            outer.update(f"{rel}\0l\0{path.readlink()}\n".encode())
+            continue
         inner = hashlib.sha256()
         with path.open("rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
