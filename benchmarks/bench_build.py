@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,17 @@ def remove_volume(name: str) -> None:
 def main(argv: list[str]) -> int:
     quick = "--quick" in argv
     print(f"cpus: {os.cpu_count()}, load average: {os.getloadavg()[0]:.2f}")
+    docker = shutil.which("docker")
+    answers = docker is not None and (
+        subprocess.run([docker, "info"], capture_output=True, check=False).returncode == 0
+    )
+    if not answers:
+        print(
+            "bench build needs a running Docker engine (`docker info` failed); see "
+            ".ci/setup-engine.sh",
+            file=sys.stderr,
+        )
+        return 1
     prepare_images()
     volumes: list[str] = []
     passed = False

@@ -212,7 +212,13 @@ class BuildRunner:
                     "version": plan.recipe.version,
                 },
                 source=plan.source.to_json_dict(),
-                images=ImageRecord(plan.base_image, base_id, builder.tag, builder.image_id),
+                images=ImageRecord(
+                    plan.base_image,
+                    base_id,
+                    builder.tag,
+                    builder.image_id,
+                    tuple(self.engine.repo_digests(plan.base_image)),
+                ),
                 toolchain=toolchain.to_json_dict(),
                 arch={
                     "requested": str(plan.arch_list),

@@ -346,6 +346,19 @@ class ContainerEngine:
         data = json.loads(result.stdout.strip() or "null")
         return {str(k): str(v) for k, v in (data or {}).items()}
 
+    def repo_digests(self, reference: str) -> list[str]:
+        """Registry digests of a pulled image (``name@sha256:...``); empty for local images."""
+        import json
+
+        result = self.run(
+            "image", "inspect", "--format", "{{json .RepoDigests}}", reference,
+            check=False, quiet=True,
+        )  # fmt: skip
+        if result.returncode != 0:
+            return []
+        data = json.loads(result.stdout.strip() or "null") or []
+        return sorted(str(d) for d in data)
+
     def pull(self, reference: str) -> None:
         self.run("pull", reference, what=f"{self.name} pull {reference}")
 

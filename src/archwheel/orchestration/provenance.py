@@ -28,6 +28,7 @@ class ImageRecord:
     base_id: str
     builder: str
     builder_id: str
+    base_repo_digests: tuple[str, ...] = ()
 
 
 def provenance_path(wheel: Path) -> Path:
@@ -77,6 +78,7 @@ def provenance_document(
         "images": {
             "base": images.base,
             "base_id": images.base_id,
+            "base_repo_digests": list(images.base_repo_digests),
             "builder": images.builder,
             "builder_id": images.builder_id,
         },
