@@ -577,10 +577,12 @@ class Container:
         return result.returncode == 0 and result.stdout.strip() == "true"
 
     def explain_failure(self, code: int, last: str, what: str) -> str:
-        if not self.is_running():
+        # 137 = SIGKILL: `docker kill`, or the kernel's OOM killer. The engine may still report
+        # the container as running for a moment after a kill, so the code alone decides.
+        if code == 137 or not self.is_running():
             return (
-                f"container {self.name} stopped while running {what} (exit {code}); "
-                "it was killed or ran out of memory"
+                f"{what} was stopped in container {self.name} (exit {code}): "
+                "the container or the process was killed, or ran out of memory"
             )
         return f"{what} failed in container {self.name} (exit {code}): {last}"
 

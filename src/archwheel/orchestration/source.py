@@ -89,7 +89,11 @@ class Git:
         )
         if proc.returncode != 0:
             lines = (proc.stderr or proc.stdout).strip().splitlines() or ["no output"]
-            raise ToolError(f"git {args[0]} failed (exit {proc.returncode}): {lines[-1][:300]}")
+            raise ToolError(
+                f"git {args[0]} failed (exit {proc.returncode}): {lines[-1][:300]}",
+                hint="the source repository must be reachable from this host; a mirror URL "
+                "in the recipe's [source] git works too",
+            )
         return proc.stdout
 
     def try_run(self, args: Sequence[str], cwd: Path) -> str | None:

@@ -198,7 +198,8 @@ def checked_arch_list(recipe: Recipe, text: str | None) -> ArchList:
     if problems:
         raise ArchListError(
             "; ".join(problems) + f" (recipe {recipe.name} uses CUDA {recipe.toolchain.cuda})",
-            hint="pick archs this toolkit can target, or a recipe with a newer CUDA",
+            hint=f"pick archs CUDA {recipe.toolchain.cuda} can target, or a recipe of another "
+            "CUDA version; `archwheel arch LIST --cuda X.Y` checks a list",
         )
     try:
         recipe.arch.render(arch_list)
