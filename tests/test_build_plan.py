@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from archwheel.orchestration.plan import (
 )
 from archwheel.orchestration.recipe import Recipe, load_recipe
 from archwheel.orchestration.source import ResolvedSource
+from tests.conftest import CliRun
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -288,3 +290,49 @@ def test_missing_pip_locations_fail_early(tmp_path: Path) -> None:
 def test_pip_folder_that_would_shadow_the_build_is_refused() -> None:
     with pytest.raises(UsageError, match="would shadow"):
         PipSettings(find_links=("/usr/share/wheels",)).mounts()
+
+
+# -- the command line, without an engine ----------------------------------------------------------
+
+
+def test_cli_plan_only_prints_the_plan_as_json(cli_run: CliRun) -> None:
+    code, out, err = cli_run("build", "--recipe", "example", "--arch", "9.0+PTX", "--plan",
+                             "--format", "json", "--no-host-pip-config")  # fmt: skip
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["environment"]["CUDA_GENCODE_FLAGS"] == (
+        "-gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90"
+    )
+    assert [p["network"] for p in document["phases"]] == ["none"]
+    assert "archwheel build plan" in err
+
+
+def test_cli_without_recipe_uses_the_newest_pytorch(cli_run: CliRun) -> None:
+    # 7.0 is valid for CUDA 12.8 but not 13.0: the message proves which recipe was chosen,
+    # and it comes before any source is fetched.
+    code, _, err = cli_run("build", "--arch", "7.0", "--plan", "--no-host-pip-config")
+    assert code == 2
+    assert "(recipe pytorch-2.14.1-cu130 uses CUDA 13.0)" in " ".join(err.split())
+
+
+def test_cli_lists_recipes(cli_run: CliRun) -> None:
+    code, out, _ = cli_run("build", "--list-recipes", "--format", "json")
+    assert code == 0
+    names = {r["name"]: r for r in json.loads(out)["recipes"]}
+    assert names["example"]["default_arch"] == "8.0;9.0"
+    assert names["pytorch-2.14.1-cu130"]["cuda"] == "13.0"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--recipe", "example", "--jobs", "0"], "--jobs must be at least 1"),
+        (["--recipe", "example", "--ca-bundle", "/nonexistent.pem"], "does not exist"),
+        (["--recipe", "nope"], "unknown recipe 'nope'"),
+    ],
+)
+def test_cli_usage_errors_are_one_line(cli_run: CliRun, args: list[str], message: str) -> None:
+    code, _, err = cli_run("build", *args, "--plan")
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
