@@ -1,0 +1,126 @@
+#!/bin/sh
+# Provision an archwheel builder image (run once by docker/Dockerfile, as root).
+# Inputs (environment): TOOLCHAIN_SOURCE image|pypi, CUDA_VERSION X.Y, PYTHON_VERSION X.Y,
+# PYPI_PREFIX (e.g. nvidia/cu13), CUDART_SONAME, SYSTEM_PACKAGES (extra distribution packages).
+set -eu
+
+log() { echo "archwheel-provision: $*"; }
+die() { echo "archwheel-provision: error: $*" >&2; exit 1; }
+
+: "${TOOLCHAIN_SOURCE:?}" "${CUDA_VERSION:?}" "${PYTHON_VERSION:?}"
+PYPI_PREFIX=${PYPI_PREFIX:-}
+CUDART_SONAME=${CUDART_SONAME:-}
+SYSTEM_PACKAGES=${SYSTEM_PACKAGES:-}
+AW=/opt/archwheel
+mkdir -p "$AW/bin"
+
+# -- system packages: only what is missing ------------------------------------------------------
+missing=""
+command -v g++ >/dev/null 2>&1 || missing="$missing cxx"
+command -v git >/dev/null 2>&1 || missing="$missing git"
+command -v ccache >/dev/null 2>&1 || missing="$missing ccache"
+command -v tar >/dev/null 2>&1 || missing="$missing tar"
+command -v make >/dev/null 2>&1 || missing="$missing make"
+py_tag="cp$(echo "$PYTHON_VERSION" | tr -d .)"
+find_python() {
+    for candidate in "/opt/python/$py_tag-$py_tag/bin/python$PYTHON_VERSION" \
+        "/opt/python/$py_tag-$py_tag/bin/python3" "/usr/bin/python$PYTHON_VERSION" \
+        "/usr/local/bin/python$PYTHON_VERSION"; do
+        if [ -x "$candidate" ]; then echo "$candidate"; return 0; fi
+    done
+    command -v "python$PYTHON_VERSION" 2>/dev/null || return 1
+}
+python_bin=$(find_python || true)
+if [ -z "$python_bin" ] || ! "$python_bin" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    missing="$missing python"
+fi
+
+if [ -n "$missing$SYSTEM_PACKAGES" ]; then
+    log "installing:$missing $SYSTEM_PACKAGES"
+    if command -v apt-get >/dev/null 2>&1; then
+        export DEBIAN_FRONTEND=noninteractive
+        pkgs="ca-certificates"
+        for m in $missing; do
+            case $m in
+                cxx) pkgs="$pkgs g++" ;;
+                python) pkgs="$pkgs python$PYTHON_VERSION python$PYTHON_VERSION-venv python$PYTHON_VERSION-dev" ;;
+                *) pkgs="$pkgs $m" ;;
+            esac
+        done
+        apt-get update -qq
+        # shellcheck disable=SC2086
+        apt-get install -y -qq --no-install-recommends $pkgs $SYSTEM_PACKAGES \
+            || die "apt-get could not install:$pkgs $SYSTEM_PACKAGES (is Python $PYTHON_VERSION packaged for this distribution?)"
+        rm -rf /var/lib/apt/lists/*
+    elif command -v dnf >/dev/null 2>&1 || command -v yum >/dev/null 2>&1; then
+        pm=$(command -v dnf || command -v yum)
+        pkgs=""
+        for m in $missing; do
+            case $m in
+                cxx) pkgs="$pkgs gcc-c++" ;;
+                python) pkgs="$pkgs python$(echo "$PYTHON_VERSION" | tr -d .) python$PYTHON_VERSION" ;;
+                ccache) ;;  # EPEL only: tried separately below
+                *) pkgs="$pkgs $m" ;;
+            esac
+        done
+        if [ -n "$pkgs$SYSTEM_PACKAGES" ]; then
+            # shellcheck disable=SC2086
+            "$pm" install -y $pkgs $SYSTEM_PACKAGES || die "$pm could not install:$pkgs $SYSTEM_PACKAGES"
+        fi
+        case $missing in *ccache*) "$pm" install -y ccache || log "ccache is not available here" ;; esac
+        "$pm" clean all >/dev/null 2>&1 || true
+    else
+        die "no apt-get, dnf or yum in the base image to install:$missing"
+    fi
+fi
+
+# A base without ccache still builds: the shim runs the compiler directly, and provenance
+# says "ccache: none".
+if ! command -v ccache >/dev/null 2>&1; then
+    printf '#!/bin/sh\n# archwheel: no ccache in this image; run the compiler directly\nexec "$@"\n' \
+        > "$AW/bin/ccache"
+    chmod 755 "$AW/bin/ccache"
+    echo none > "$AW/ccache-shim"
+fi
+
+# -- Python -------------------------------------------------------------------------------------
+python_bin=$(find_python) || die "Python $PYTHON_VERSION is not available in this base image"
+"$python_bin" -m venv "$AW/venv" || die "$python_bin cannot create a virtual environment"
+log "python: $("$AW/venv/bin/python" --version 2>&1) from $python_bin"
+
+# -- the CUDA toolkit ---------------------------------------------------------------------------
+case $TOOLCHAIN_SOURCE in
+pypi)
+    ls "$AW"/toolchain-wheels/*.whl >/dev/null 2>&1 || die "no toolchain wheels in the build context"
+    "$AW/venv/bin/python" -m pip install --quiet --no-index --no-deps --no-compile \
+        --target "$AW/cuda-pypi" "$AW"/toolchain-wheels/*.whl
+    root="$AW/cuda-pypi/$PYPI_PREFIX"
+    [ -x "$root/bin/nvcc" ] || die "the toolchain wheels did not provide $root/bin/nvcc"
+    # The PyPI layout is not a complete CUDA_HOME: add lib64 -> lib and the unversioned cudart.
+    [ -e "$root/lib64" ] || ln -s lib "$root/lib64"
+    if [ -n "$CUDART_SONAME" ] && [ -e "$root/lib/$CUDART_SONAME" ] && [ ! -e "$root/lib/libcudart.so" ]; then
+        ln -s "$CUDART_SONAME" "$root/lib/libcudart.so"
+    fi
+    rm -rf /usr/local/cuda
+    ln -s "$root" /usr/local/cuda
+    ;;
+image)
+    if [ -d "/usr/local/cuda-$CUDA_VERSION" ]; then
+        # Images with several toolkits: point /usr/local/cuda at the one the recipe asks for.
+        rm -rf /usr/local/cuda
+        ln -s "/usr/local/cuda-$CUDA_VERSION" /usr/local/cuda
+    elif [ ! -x /usr/local/cuda/bin/nvcc ]; then
+        nvcc_path=$(command -v nvcc || true)
+        [ -n "$nvcc_path" ] || die "TOOLCHAIN_SOURCE=image but the base image has no nvcc"
+        ln -s "$(dirname "$(dirname "$(readlink -f "$nvcc_path")")")" /usr/local/cuda
+    fi
+    ;;
+*)
+    die "unknown TOOLCHAIN_SOURCE $TOOLCHAIN_SOURCE (image or pypi)"
+    ;;
+esac
+rm -rf "$AW/toolchain-wheels"
+echo "$TOOLCHAIN_SOURCE" > "$AW/toolchain-source"
+/usr/local/cuda/bin/nvcc --version | tail -n 2
+chmod 755 "$AW/probe.sh"
+log "done"

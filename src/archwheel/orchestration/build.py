@@ -1,0 +1,449 @@
+"""Run a ``BuildPlan``: images, containers, the wheel, its provenance, and the audit gate.
+
+The order of events, and what each guarantees:
+
+1. The engine answers (``docker version``), the base image exists (made with debootstrap when
+   it is archwheel's own Debian image, pulled otherwise), the builder image exists (built when
+   its input hash is new), and its toolkit is the recipe's (``nvcc --version`` inside).
+2. A fresh work folder is mounted at ``/build``; each plan phase runs in its own container
+   (``archwheel-<random>``), removed whatever happens: an error, Ctrl-C, SIGTERM.
+3. The single wheel in ``/build/dist`` is re-packed deterministically outside the output folder.
+4. With ``--check-reproducible`` steps 2-3 run twice without the compiler cache and the wheels
+   are compared; a difference fails the build and names the differing members.
+5. The audit gate runs on the staged wheel. Only then does anything reach the output folder: a
+   wheel that passes is copied to a hidden temporary name there and renamed into place
+   (atomic), after its provenance file; one that fails goes to ``rejected/`` with the audit
+   report and the build fails. So the output folder never holds a partial or unaudited wheel.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from types import MappingProxyType
+from typing import TextIO
+
+from archwheel.errors import BuildError, ToolError
+from archwheel.orchestration.baseimage import ensure_base_image, is_local_base, suite_of
+from archwheel.orchestration.builder_image import (
+    BuilderImage,
+    BuilderImageSpec,
+    Toolchain,
+    check_toolchain,
+    context_hash,
+    ensure_builder_image,
+    probe_toolchain,
+)
+from archwheel.orchestration.engine import Container, ContainerEngine, ContainerSpec, Mount
+from archwheel.orchestration.gate import AuditGate, GateVerdict, audit_gate
+from archwheel.orchestration.plan import BUILD, CCACHE, DIST, FILE_LIST, BuildPlan
+from archwheel.orchestration.provenance import (
+    ImageRecord,
+    provenance_document,
+    provenance_path,
+    write_json_atomic,
+)
+from archwheel.orchestration.reproducible import (
+    WheelComparison,
+    compare_wheels,
+    repack_wheel,
+    sha256_file,
+)
+
+_PROGRESS = re.compile(r"^\s*\[(\d+)/(\d+)\]")
+_CCACHE_STAT = re.compile(r"^(\w+)\s+(\d+)$")
+
+
+class BuildOutput:
+    """Where build output goes: the log file always, the terminal unless quiet.
+
+    Lines like ``[12/345]`` (ninja, and the example backend) move the progress display.
+    """
+
+    def __init__(
+        self,
+        log: TextIO | None,
+        *,
+        printer: Callable[[str], None] | None = None,
+        on_progress: Callable[[str, int, int], None] | None = None,
+        on_stage: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.log = log
+        self.printer = printer
+        self.on_progress = on_progress
+        self.on_stage = on_stage
+        self.stage_name = ""
+
+    def _write(self, text: str) -> None:
+        if self.log is not None:
+            self.log.write(text + "\n")
+            self.log.flush()
+
+    def echo(self, text: str) -> None:
+        """A command about to run (``+ docker ...``)."""
+        self._write(text)
+        if self.printer:
+            self.printer(text)
+
+    def line(self, text: str) -> None:
+        """One line of build output."""
+        self._write(text)
+        if self.printer:
+            self.printer(text)
+        m = _PROGRESS.match(text)
+        if m and self.on_progress:
+            self.on_progress(self.stage_name, int(m.group(1)), int(m.group(2)))
+
+    def stage(self, name: str, description: str) -> None:
+        self.stage_name = name
+        self._write(f"== {name}: {description}")
+        if self.on_stage:
+            self.on_stage(name, description)
+        elif self.printer:
+            self.printer(f"== {name}: {description}")
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    wheel: Path
+    provenance: Path
+    sha256: str
+    verdict: GateVerdict
+    timings: Mapping[str, float]
+    comparison: WheelComparison | None = None
+    cache_stats: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    smoke_snippet: Path | None = None  # <wheel>.smoke.py, the recipe's [smoke] snippet
+
+
+@dataclass(frozen=True)
+class _Built:
+    wheel: Path  # the deterministic re-pack, in the staging folder
+    timings: Mapping[str, float]
+    cache_stats: Mapping[str, int]
+
+
+class BuildRunner:
+    def __init__(
+        self,
+        plan: BuildPlan,
+        engine: ContainerEngine,
+        output: BuildOutput,
+        *,
+        docker_dir: Path,
+        work_root: Path | None = None,
+        gate: AuditGate = audit_gate,
+        keep_work: bool = False,
+    ) -> None:
+        self.plan = plan
+        self.engine = engine
+        self.output = output
+        self.docker_dir = docker_dir
+        self.work_root = work_root
+        self.gate = gate
+        self.keep_work = keep_work
+
+    # -- the whole build ----------------------------------------------------------------------
+    def run(self) -> BuildResult:
+        plan = self.plan
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        clock = time.monotonic()
+        timings: dict[str, float] = {}
+
+        self.output.stage("engine", f"check {plan.engine}")
+        version = self.engine.version()
+
+        self.output.stage("base-image", plan.base_image)
+        mark = time.monotonic()
+        base_id = self._base_image_id()
+        timings["base_image"] = time.monotonic() - mark
+
+        self.output.stage("builder-image", "docker/Dockerfile on the base image")
+        mark = time.monotonic()
+        builder = self._builder_image(base_id)
+        timings["builder_image"] = time.monotonic() - mark
+
+        self.output.stage("toolchain", "probe the toolkit inside the builder image")
+        toolchain = probe_toolchain(self.engine, builder.tag)
+        check_toolchain(toolchain, plan.recipe.toolchain.cuda, plan.recipe.path, builder.tag)
+        self.output.line(
+            f"nvcc {toolchain.nvcc}, gcc {toolchain.gcc}, python {toolchain.python}, "
+            f"ccache {toolchain.ccache}, glibc {toolchain.glibc}"
+        )
+        if not toolchain.python.startswith(plan.python + "."):
+            raise BuildError(
+                f"the builder image has Python {toolchain.python}, the plan asks for {plan.python}"
+            )
+
+        plan.out_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="archwheel-stage-", dir=self.work_root))
+        try:
+            first = self._build_once(builder, staging / "first", toolchain)
+            timings.update(first.timings)
+            comparison: WheelComparison | None = None
+            if plan.check_reproducible:
+                second = self._build_once(builder, staging / "second", toolchain)
+                comparison = compare_wheels(first.wheel, second.wheel)
+                self.output.line(f"reproducibility: {comparison.summary()}")
+
+            self.output.stage("audit", f"audit the wheel against {plan.arch_list}")
+            mark = time.monotonic()
+            verdict = self.gate(first.wheel, plan.arch_list)
+            timings["audit"] = time.monotonic() - mark
+            self.output.line(f"audit: {'passed' if verdict.ok else 'FAILED'}: {verdict.summary}")
+            timings["total"] = time.monotonic() - clock
+
+            digest = sha256_file(first.wheel)
+            document = provenance_document(
+                wheel_name=first.wheel.name,
+                wheel_sha256=digest,
+                wheel_size=first.wheel.stat().st_size,
+                recipe={
+                    "name": plan.recipe.name,
+                    "path": str(plan.recipe.path),
+                    "sha256": plan.recipe.sha256,
+                    "kind": plan.recipe.kind,
+                    "version": plan.recipe.version,
+                },
+                source=plan.source.to_json_dict(),
+                images=ImageRecord(
+                    plan.base_image,
+                    base_id,
+                    builder.tag,
+                    builder.image_id,
+                    tuple(self.engine.repo_digests(plan.base_image)),
+                ),
+                toolchain=toolchain.to_json_dict(),
+                arch={
+                    "requested": str(plan.arch_list),
+                    "variable": plan.recipe.arch.variable,
+                    "format": plan.recipe.arch.format,
+                    "value": plan.arch_value,
+                },
+                python=plan.python,
+                environment=dict(plan.build_env),
+                command=plan.recipe.build.command.strip(),
+                source_date_epoch=plan.source.source_date_epoch,
+                engine={"name": plan.engine, "version": version},
+                jobs={
+                    "jobs": plan.jobs.jobs,
+                    "by_cpu": plan.jobs.by_cpu,
+                    "by_memory": plan.jobs.by_memory,
+                    "requested": plan.jobs.requested,
+                    "variable": plan.recipe.build.jobs_variable,
+                },
+                network_during_compile=plan.network_during_compile,
+                timings=timings,
+                compiler_cache={
+                    "volume": plan.ccache_volume,
+                    "ccache": toolchain.ccache,
+                    **first.cache_stats,
+                },
+                audit={"ok": verdict.ok, "summary": verdict.summary},
+                reproducibility=comparison.to_json_dict() if comparison else None,
+                smoke_snippet=plan.recipe.smoke_snippet,
+                started_at=started,
+            )
+            if comparison is not None and not comparison.identical:
+                self._reject(first.wheel, document, verdict, comparison)
+                raise BuildError(
+                    f"--check-reproducible: {comparison.summary()}",
+                    hint=f"the first wheel and both reports are in {plan.out_dir / 'rejected'}",
+                )
+            if not verdict.ok:
+                rejected = self._reject(first.wheel, document, verdict, comparison)
+                raise BuildError(
+                    f"the wheel failed the audit gate: {verdict.summary}",
+                    hint=f"moved to {rejected} with its audit report",
+                )
+            final = self._place(first.wheel, plan.out_dir, document)
+            return BuildResult(
+                smoke_snippet=smoke_snippet_path(final) if plan.recipe.smoke_snippet else None,
+                wheel=final,
+                provenance=provenance_path(final),
+                sha256=digest,
+                verdict=verdict,
+                timings=MappingProxyType(timings),
+                comparison=comparison,
+                cache_stats=first.cache_stats,
+            )
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    # -- images -------------------------------------------------------------------------------
+    def _base_image_id(self) -> str:
+        reference = self.plan.base_image
+        if is_local_base(reference):
+            base = ensure_base_image(self.engine, suite=suite_of(reference), sink=self.output.line)
+            return base.image_id
+        existing = self.engine.image_id(reference)
+        if existing:
+            return existing
+        try:
+            self.engine.pull(reference)
+        except ToolError as exc:
+            raise ToolError(
+                f"base image {reference} is not present and could not be pulled ({exc.message})",
+                hint=f"`{self.plan.engine} load` it, or use a recipe whose base_image is "
+                "archwheel/debian:bookworm (made locally by `archwheel base-image`)",
+            ) from None
+        pulled = self.engine.image_id(reference)
+        if pulled is None:
+            raise ToolError(f"{self.plan.engine} pull {reference} did not produce the image")
+        return pulled
+
+    def _builder_image(self, base_id: str) -> BuilderImage:
+        spec = BuilderImageSpec(
+            base_image=self.plan.base_image,
+            toolchain=self.plan.recipe.toolchain,
+            python=self.plan.python,
+            dockerfile_sha256=context_hash(self.docker_dir),
+        )
+        return ensure_builder_image(
+            self.engine,
+            spec,
+            base_id,
+            docker_dir=self.docker_dir,
+            pip=self.plan.pip,
+            work_dir=self.work_root,
+            sink=self.output.line,
+        )
+
+    # -- one build ----------------------------------------------------------------------------
+    def _build_once(self, builder: BuilderImage, staging: Path, toolchain: Toolchain) -> _Built:
+        plan = self.plan
+        timings: dict[str, float] = {}
+        stats: dict[str, int] = {}
+        work = Path(tempfile.mkdtemp(prefix="archwheel-work-", dir=self.work_root))
+        try:
+            (work / FILE_LIST.removeprefix(BUILD + "/")).write_bytes(
+                b"".join(name.encode() + b"\0" for name in plan.source.files)
+            )
+            _give(work, plan.build_user)
+            use_stats = plan.ccache_volume is not None and toolchain.ccache != "none"
+            before: dict[str, int] = {}
+            for phase in plan.phases:
+                mark = time.monotonic()
+                spec = ContainerSpec(
+                    image=builder.tag,
+                    network=phase.network,
+                    user=plan.user,
+                    workdir=BUILD,
+                    mounts=(*phase.mounts, Mount(str(work), BUILD)),
+                    labels={"org.archwheel.recipe": plan.recipe.name},
+                )
+                with self.engine.container(spec) as container:
+                    for step in phase.steps:
+                        if step.name == "compile" and use_stats:
+                            before = _ccache_stats(container, plan.user)
+                        self.output.stage(step.name, step.description)
+                        container.call(
+                            step.command,
+                            env=step.env,
+                            workdir=step.workdir,
+                            user=step.user,
+                            sink=self.output.line,
+                            what=f"step {step.name!r}",
+                        )
+                        if step.name == "compile" and use_stats:
+                            after = _ccache_stats(container, plan.user)
+                            stats = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+                timings[phase.name] = time.monotonic() - mark
+
+            self.output.stage("package", "re-pack the wheel deterministically")
+            mark = time.monotonic()
+            built = sorted((work / DIST.removeprefix(BUILD + "/")).glob("*.whl"))
+            if len(built) != 1:
+                found = ", ".join(p.name for p in built) or "none"
+                raise BuildError(
+                    f"the build command must leave exactly one wheel in {DIST}; found {found}",
+                    hint=f"check [build] command in {plan.recipe.path}",
+                )
+            staging.mkdir(parents=True)
+            staged = staging / built[0].name
+            repack_wheel(built[0], staged, plan.source.source_date_epoch)
+            timings["package"] = time.monotonic() - mark
+            self.output.line(f"wheel: {staged.name} sha256 {sha256_file(staged)}")
+            return _Built(staged, MappingProxyType(timings), MappingProxyType(stats))
+        finally:
+            if self.keep_work:
+                self.output.line(f"keeping the work folder {work} (--keep-work)")
+            else:
+                shutil.rmtree(work, ignore_errors=True)
+
+    # -- placing the result -------------------------------------------------------------------
+    def _place(self, staged: Path, folder: Path, document: Mapping[str, object]) -> Path:
+        """Provenance first, then the wheel: copied under a hidden name and renamed (atomic)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        final = folder / staged.name
+        write_json_atomic(provenance_path(final), document)
+        if self.plan.recipe.smoke_snippet is not None:
+            snippet = smoke_snippet_path(final)
+            tmp = snippet.with_name(f".{snippet.name}.{os.getpid()}.tmp")
+            tmp.write_text(self.plan.recipe.smoke_snippet.strip() + "\n")
+            tmp.replace(snippet)
+        partial = folder / f".{staged.name}.{os.getpid()}.part"
+        try:
+            shutil.copyfile(staged, partial)
+            partial.replace(final)
+        finally:
+            partial.unlink(missing_ok=True)
+        return final
+
+    def _reject(
+        self,
+        staged: Path,
+        document: Mapping[str, object],
+        verdict: GateVerdict,
+        comparison: WheelComparison | None,
+    ) -> Path:
+        rejected = self.plan.out_dir / "rejected"
+        final = self._place(staged, rejected, document)
+        write_json_atomic(final.with_name(final.name + ".audit.json"), dict(verdict.report))
+        if comparison is not None and not comparison.identical:
+            write_json_atomic(
+                final.with_name(final.name + ".reproducibility.json"), comparison.to_json_dict()
+            )
+        return final
+
+
+def smoke_snippet_path(wheel: Path) -> Path:
+    """``<wheel>.smoke.py``: the recipe's smoke snippet, for ``archwheel smoke --snippet``."""
+    return wheel.with_name(wheel.name + ".smoke.py")
+
+
+def _give(folder: Path, user: tuple[int, int]) -> None:
+    """Make the work folder the build user's (needed when archwheel runs as root)."""
+    if os.getuid() != 0:
+        return
+    for dirpath, dirnames, filenames in os.walk(folder):
+        os.chown(dirpath, *user)
+        for name in (*dirnames, *filenames):
+            os.chown(Path(dirpath) / name, *user, follow_symlinks=False)
+
+
+def _ccache_stats(container: Container, user: str) -> dict[str, int]:
+    """ccache's counters (``ccache --print-stats``) in the build container."""
+    try:
+        text = container.output(
+            ["env", f"CCACHE_DIR={CCACHE}", "ccache", "--print-stats"], user=user
+        )
+    except BuildError:
+        return {}
+    stats: dict[str, int] = {}
+    for line in text.splitlines():
+        m = _CCACHE_STAT.match(line.strip())
+        if m and m.group(1) in (
+            "direct_cache_hit",
+            "preprocessed_cache_hit",
+            "cache_miss",
+            "files_in_cache",
+        ):
+            stats[m.group(1)] = int(m.group(2))
+    return stats

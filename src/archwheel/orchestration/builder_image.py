@@ -1,0 +1,242 @@
+"""The builder image: ``docker/Dockerfile`` on a base image, tagged by the hash of its inputs.
+
+Inputs: the Dockerfile and its scripts, the base image ID, the toolchain source and CUDA
+version, the Python version, the PyPI toolchain pins and extra system packages. The tag is
+``archwheel/builder:<first 16 hex of their sha256>``; an image with that tag is reused as it is,
+so a changed input (a new base image ID included) makes a new image and nothing else does.
+
+For a PyPI toolchain the nvidia-* wheels are downloaded on the host (``pip download`` with the
+host's pip settings: mirrors, CA bundle) into the build context, so the image build itself
+needs the network only for the distribution's packages.
+
+``probe_toolchain`` reads the toolchain versions inside the image (``docker/probe.sh``);
+``check_toolchain`` refuses an image whose nvcc is not the recipe's CUDA version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from archwheel.errors import RecipeError, ToolError
+from archwheel.facts.versions import CudaVersion
+from archwheel.orchestration.engine import ContainerEngine, ContainerSpec, LineSink
+from archwheel.orchestration.pipconfig import PipSettings
+from archwheel.orchestration.recipe import ToolchainSpec
+
+BUILDER_REPOSITORY = "archwheel/builder"
+CONTEXT_FILES = ("Dockerfile", "provision.sh", "probe.sh")
+BUILDER_FORMAT = 1  # bump to invalidate every cached builder image
+_NVCC_RELEASE = re.compile(r"release (\d+)\.(\d+), V(\d+(?:\.\d+)+)")
+_VERSION_TOKEN = re.compile(r"(?<![\w.])(\d+\.\d+(?:\.\d+)?)(?![\w.])")
+
+
+@dataclass(frozen=True)
+class BuilderImageSpec:
+    """Everything that defines a builder image; its hash is the tag."""
+
+    base_image: str
+    toolchain: ToolchainSpec
+    python: str
+    dockerfile_sha256: str  # over the context files
+
+    def build_args(self) -> dict[str, str]:
+        return {
+            "BASE_IMAGE": self.base_image,
+            "TOOLCHAIN_SOURCE": self.toolchain.source,
+            "CUDA_VERSION": str(self.toolchain.cuda),
+            "PYTHON_VERSION": self.python,
+            "PYPI_PREFIX": self.toolchain.pypi_prefix,
+            "CUDART_SONAME": self.toolchain.cudart_soname,
+            "SYSTEM_PACKAGES": " ".join(self.toolchain.system_packages),
+        }
+
+    def tag(self, base_image_id: str) -> str:
+        """``archwheel/builder:<hash>`` for this spec on that exact base image."""
+        payload = json.dumps(
+            {
+                "format": BUILDER_FORMAT,
+                "base_image_id": base_image_id,
+                "args": self.build_args(),
+                "pypi_packages": list(self.toolchain.pypi_packages),
+                "files": self.dockerfile_sha256,
+            },
+            sort_keys=True,
+        )
+        return f"{BUILDER_REPOSITORY}:{hashlib.sha256(payload.encode()).hexdigest()[:16]}"
+
+
+def context_hash(docker_dir: Path) -> str:
+    digest = hashlib.sha256()
+    for name in CONTEXT_FILES:
+        path = docker_dir / name
+        if not path.is_file():
+            raise ToolError(f"builder image file {path} is missing")
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class BuilderImage:
+    tag: str
+    image_id: str
+    base_image: str
+    base_image_id: str
+    created: bool
+
+
+def ensure_builder_image(
+    engine: ContainerEngine,
+    spec: BuilderImageSpec,
+    base_image_id: str,
+    *,
+    docker_dir: Path,
+    pip: PipSettings,
+    work_dir: Path | None = None,
+    sink: LineSink | None = None,
+) -> BuilderImage:
+    tag = spec.tag(base_image_id)
+    existing = engine.image_id(tag)
+    if existing:
+        return BuilderImage(tag, existing, spec.base_image, base_image_id, created=False)
+    with tempfile.TemporaryDirectory(prefix="archwheel-context-", dir=work_dir) as tmp:
+        context = Path(tmp)
+        for name in CONTEXT_FILES:
+            shutil.copy2(docker_dir / name, context / name)
+        wheels = context / "toolchain-wheels"
+        wheels.mkdir()
+        if spec.toolchain.source == "pypi":
+            download_toolchain(spec.toolchain, spec.python, wheels, pip, sink)
+        else:
+            (wheels / ".keep").write_text("toolchain from the base image\n")
+        image_id = engine.build_image(
+            context,
+            tag,
+            build_args=spec.build_args(),
+            labels={
+                "org.archwheel.base-image": spec.base_image,
+                "org.archwheel.base-image-id": base_image_id,
+                "org.archwheel.cuda": str(spec.toolchain.cuda),
+                "org.archwheel.toolchain-source": spec.toolchain.source,
+            },
+            sink=sink,
+        )
+    return BuilderImage(tag, image_id, spec.base_image, base_image_id, created=True)
+
+
+def download_toolchain(
+    toolchain: ToolchainSpec, python: str, dest: Path, pip: PipSettings, sink: LineSink | None
+) -> None:
+    """``pip download`` the pinned nvidia-* wheels for the container's platform, on the host."""
+    command = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--platform", "manylinux2014_x86_64", "--python-version", python,
+        "--implementation", "cp", "--dest", str(dest), *pip.host_args(),
+        *toolchain.pypi_packages,
+    ]  # fmt: skip
+    if sink:
+        sink("+ " + " ".join(command[2:]))
+    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    if sink:
+        for line in (proc.stdout + proc.stderr).splitlines():
+            sink(line)
+    if proc.returncode != 0:
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()] or ["no output"]
+        raise ToolError(
+            f"pip could not download the CUDA {toolchain.cuda} toolchain wheels: {lines[-1]}",
+            hint="check --index-url/--extra-index-url/--ca-bundle, or the recipe's pypi_packages",
+        )
+    if not any(dest.glob("*.whl")):
+        raise ToolError("pip download produced no toolchain wheels")
+
+
+# -- probing ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """Versions read inside the builder image."""
+
+    nvcc: str  # 13.0.88
+    cuda: CudaVersion  # 13.0
+    gcc: str
+    python: str
+    pip: str
+    ccache: str  # "4.7.5" or "none"
+    glibc: str
+    os: str
+    cuda_home: str
+    source: str
+    raw: Mapping[str, str]
+
+    def to_json_dict(self) -> dict[str, str]:
+        return {
+            "nvcc": self.nvcc,
+            "cuda": str(self.cuda),
+            "gcc": self.gcc,
+            "python": self.python,
+            "pip": self.pip,
+            "ccache": self.ccache,
+            "glibc": self.glibc,
+            "os": self.os,
+            "cuda_home": self.cuda_home,
+            "source": self.source,
+        }
+
+
+def parse_probe(text: str) -> Toolchain:
+    """Parse ``probe.sh`` output; ToolError when nvcc cannot be identified."""
+    raw: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            raw[key.strip()] = value.strip()
+    m = _NVCC_RELEASE.search(raw.get("nvcc", ""))
+    if not m:
+        raise ToolError(
+            "the builder image has no working nvcc at /usr/local/cuda/bin/nvcc "
+            f"(nvcc --version said {raw.get('nvcc') or 'nothing'!r})"
+        )
+
+    def version_in(key: str) -> str:
+        # The last version-looking token: "g++ (Debian 12.2.0-14) 12.2.0" -> "12.2.0".
+        found = _VERSION_TOKEN.findall(raw.get(key, ""))
+        return str(found[-1]) if found else ""
+
+    ccache_raw = raw.get("ccache", "")
+    return Toolchain(
+        nvcc=m.group(3),
+        cuda=CudaVersion(int(m.group(1)), int(m.group(2))),
+        gcc=version_in("gcc"),
+        python=version_in("python"),
+        pip=version_in("pip"),
+        ccache="none" if ccache_raw in ("", "none") else version_in("ccache"),
+        glibc=version_in("glibc"),
+        os=raw.get("os", ""),
+        cuda_home=raw.get("cuda_home", ""),
+        source=raw.get("toolchain_source", ""),
+        raw=raw,
+    )
+
+
+def probe_toolchain(engine: ContainerEngine, image: str) -> Toolchain:
+    with engine.container(ContainerSpec(image=image, network="none")) as container:
+        return parse_probe(container.output(["sh", "/opt/archwheel/probe.sh"]))
+
+
+def check_toolchain(toolchain: Toolchain, expected: CudaVersion, recipe: Path, image: str) -> None:
+    """Refuse a toolkit whose version is not the recipe's (13.0 recipe, 12.8 image)."""
+    if toolchain.cuda != expected:
+        raise RecipeError(
+            f"{recipe}: [toolchain] cuda is {expected}, but {image} carries CUDA "
+            f"{toolchain.cuda} (nvcc {toolchain.nvcc})",
+            hint=f'use a base image with CUDA {expected}, or set cuda = "{toolchain.cuda}"',
+        )

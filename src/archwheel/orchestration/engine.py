@@ -1,0 +1,607 @@
+"""The container engine (docker or podman) behind one small class, and the one subprocess wrapper.
+
+``EngineSettings`` is a frozen description of the engine: which program, which global flags and
+environment it needs. Docker and podman differ only in that object: podman on hosts that refuse
+its default rlimits needs a ``containers.conf`` with ``default_ulimits = []`` (via
+``CONTAINERS_CONF``) and, where crun refuses the cgroup layout, ``--runtime runc``.
+
+``ContainerEngine`` runs engine commands (images, volumes, version); ``Container`` is a context
+manager for one long-lived container in which steps run with ``exec``. Each container gets a
+unique ``archwheel-<random>`` name and the ``archwheel`` label, and is removed in ``__exit__``
+whatever happened (an exception, Ctrl-C, SIGTERM turned into ``SystemExit`` by
+``sigterm_as_exit``), unless ``ARCHWHEEL_KEEP_CONTAINERS=1`` asks to keep it for debugging.
+
+Every command is echoed as ``+ docker ...`` in shell quoting before it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType, MappingProxyType, TracebackType
+from typing import IO, Literal
+
+from archwheel.errors import BuildError, ToolError, UsageError
+
+EngineName = Literal["docker", "podman"]
+ENGINES: tuple[EngineName, ...] = ("docker", "podman")
+CONTAINER_PREFIX = "archwheel-"
+LABEL = "archwheel"
+KEEP_ENV = "ARCHWHEEL_KEEP_CONTAINERS"
+RUN_LABEL_ENV = "ARCHWHEEL_RUN_LABEL"  # extra label on every container, e.g. for tests
+PODMAN_CONF_TEXT = "[containers]\ndefault_ulimits = []\n"
+MIN_VERSIONS: Mapping[str, tuple[int, ...]] = MappingProxyType(
+    {"docker": (20, 10), "podman": (3, 0)}
+)
+
+Echo = Callable[[str], None]
+LineSink = Callable[[str], None]
+
+
+def echo_to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def quote_command(args: Sequence[str]) -> str:
+    """``+ docker run ...`` as a shell would need it typed."""
+    return "+ " + shlex.join(args)
+
+
+def find_program(name: str, hint: str = "") -> str:
+    """The full path of ``name`` on PATH, or a ToolError saying it is missing."""
+    found = shutil.which(name)
+    if not found:
+        raise ToolError(f"couldn't find {name} in PATH", hint=hint or f"install {name}")
+    return found
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_program(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    echo: Echo | None = echo_to_stderr,
+    check: bool = True,
+    input_bytes: bytes | None = None,
+    stdin: IO[bytes] | None = None,
+    timeout: float | None = None,
+    what: str = "",
+) -> CommandResult:
+    """Run a program to completion, capturing its output; ToolError when it fails and ``check``."""
+    program = find_program(args[0]) if os.sep not in args[0] else args[0]
+    full = [program, *args[1:]]
+    if echo:
+        echo(quote_command([args[0], *args[1:]]))
+    merged = {**os.environ, **(env or {})}
+    try:
+        proc = subprocess.run(
+            full,
+            input=input_bytes,
+            stdin=stdin if input_bytes is None else None,
+            capture_output=True,
+            env=merged,
+            check=False,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ToolError(f"{what or args[0]} did not finish within {timeout:.0f} s") from exc
+    except OSError as exc:
+        raise ToolError(f"could not run {args[0]}: {exc.strerror or exc}") from exc
+    result = CommandResult(
+        tuple(full),
+        proc.returncode,
+        proc.stdout.decode(errors="replace"),
+        proc.stderr.decode(errors="replace"),
+    )
+    if check and proc.returncode != 0:
+        raise ToolError(
+            f"{what or shlex.join(args[:3])} failed (exit {proc.returncode}): "
+            f"{last_line(result.stderr or result.stdout)}"
+        )
+    return result
+
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:400] if lines else "no output"
+
+
+# -- settings -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Everything that differs between docker and podman, resolved once."""
+
+    name: EngineName
+    program: str
+    global_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    keep_containers: bool = False
+    run_label: str | None = None
+
+    @classmethod
+    def create(
+        cls,
+        name: str,
+        *,
+        program: str | None = None,
+        config_dir: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> EngineSettings:
+        """Settings for ``docker`` or ``podman`` (``program`` overrides the executable)."""
+        environ = os.environ if environ is None else environ
+        if name not in ENGINES:
+            raise UsageError(f"unknown container engine {name!r}", hint="use docker or podman")
+        keep = environ.get(KEEP_ENV, "") not in ("", "0")
+        label = environ.get(RUN_LABEL_ENV) or None
+        if name == "docker":
+            # The legacy builder: BuildKit (buildx) is often absent, and it needs entitlements
+            # for --network host. DOCKER_BUILDKIT=0 makes the choice explicit.
+            return cls(
+                "docker",
+                program or "docker",
+                env=MappingProxyType({"DOCKER_BUILDKIT": "0"}),
+                keep_containers=keep,
+                run_label=label,
+            )
+        env: dict[str, str] = {}
+        if not environ.get("CONTAINERS_CONF"):
+            conf_dir = config_dir or default_config_dir(environ)
+            env["CONTAINERS_CONF"] = str(write_podman_conf(conf_dir))
+        runtime = environ.get("ARCHWHEEL_PODMAN_RUNTIME")
+        if runtime is None:
+            runtime = "runc" if shutil.which("runc") else ""
+        global_args = ("--runtime", runtime) if runtime else ()
+        return cls(
+            "podman",
+            program or "podman",
+            global_args=global_args,
+            env=MappingProxyType(env),
+            keep_containers=keep,
+            run_label=label,
+        )
+
+    def command(self, *args: str) -> list[str]:
+        return [self.program, *self.global_args, *args]
+
+
+def default_config_dir(environ: Mapping[str, str]) -> Path:
+    base = environ.get("ARCHWHEEL_CACHE") or environ.get("XDG_CACHE_HOME")
+    root = Path(base) if base else Path.home() / ".cache"
+    return root / "archwheel"
+
+
+def write_podman_conf(directory: Path) -> Path:
+    """A containers.conf that lets podman start containers where rlimits cannot be raised."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "podman-containers.conf"
+    if not path.is_file() or path.read_text() != PODMAN_CONF_TEXT:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(PODMAN_CONF_TEXT)
+        tmp.replace(path)
+    return path
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """``20.10.24+dfsg1`` -> (20, 10, 24)."""
+    parts: list[int] = []
+    for piece in text.strip().split("."):
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        parts.append(int(digits))
+        if len(digits) != len(piece):
+            break
+    return tuple(parts)
+
+
+# -- the engine ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A bind mount (``source`` is a host path) or a named volume (``volume=True``)."""
+
+    source: str
+    target: str
+    read_only: bool = False
+    volume: bool = False
+
+    def flag(self) -> list[str]:
+        for value in (self.source, self.target):
+            if "," in value or "=" in value:
+                raise UsageError(
+                    f"cannot mount {value!r}: paths with ',' or '=' are not supported",
+                    hint="move or link it to a path without them",
+                )
+        kind = "volume" if self.volume else "bind"
+        text = f"type={kind},source={self.source},target={self.target}"
+        if self.read_only:
+            text += ",readonly"
+        return ["--mount", text]
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """How to start one container: image, network, user, mounts, environment."""
+
+    image: str
+    network: str = "none"  # "none" or "host"
+    user: str | None = None  # "uid:gid"
+    workdir: str | None = None
+    mounts: tuple[Mount, ...] = ()
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+class ContainerEngine:
+    """Engine-level commands: version, images, volumes. Containers come from ``container()``."""
+
+    def __init__(self, settings: EngineSettings, *, echo: Echo | None = echo_to_stderr) -> None:
+        self.settings = settings
+        self.echo = echo
+        self._version: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    def run(
+        self,
+        *args: str,
+        check: bool = True,
+        quiet: bool = False,
+        input_bytes: bytes | None = None,
+        stdin: IO[bytes] | None = None,
+        timeout: float | None = None,
+        what: str = "",
+    ) -> CommandResult:
+        self.program_path()
+        return run_program(
+            self.settings.command(*args),
+            env=self.settings.env,
+            echo=None if quiet else self.echo,
+            check=check,
+            input_bytes=input_bytes,
+            stdin=stdin,
+            timeout=timeout,
+            what=what or f"{self.name} {args[0]}",
+        )
+
+    def program_path(self) -> str:
+        hint = (
+            "install docker.io and start dockerd (see .ci/setup-engine.sh), or pass --engine podman"
+            if self.name == "docker"
+            else "install podman (apt-get install podman), or pass --engine docker"
+        )
+        return find_program(self.settings.program, hint=hint)
+
+    def version(self) -> str:
+        """The engine (server) version; ToolError if the engine is missing or does not answer."""
+        if self._version is not None:
+            return self._version
+        fmt = "{{.Server.Version}}" if self.name == "docker" else "{{.Version}}"
+        result = self.run("version", "--format", fmt, check=False, quiet=True, timeout=60)
+        text = result.stdout.strip()
+        if result.returncode != 0 or not text or text.startswith("<no value>"):
+            hint = (
+                "start the daemon (`dockerd --bridge=none &`, see .ci/setup-engine.sh)"
+                if self.name == "docker"
+                else "check `podman info`"
+            )
+            raise ToolError(
+                f"{self.name} is installed but does not answer: "
+                f"{last_line(result.stderr or result.stdout)}",
+                hint=hint,
+            )
+        found = parse_version(text)
+        needed = MIN_VERSIONS[self.name]
+        if found < needed:
+            raise ToolError(
+                f"{self.name} {text} is too old; archwheel needs "
+                f"{'.'.join(map(str, needed))} or newer"
+            )
+        self._version = text
+        return text
+
+    # -- images -------------------------------------------------------------------------------
+    def image_id(self, reference: str) -> str | None:
+        """The image ID (``sha256:...``) of a local image, or None when it is absent."""
+        result = self.run(
+            "image", "inspect", "--format", "{{.Id}}", reference, check=False, quiet=True
+        )
+        if result.returncode != 0:
+            return None
+        text = result.stdout.strip()
+        return text if text.startswith("sha256:") else f"sha256:{text}"
+
+    def image_labels(self, reference: str) -> dict[str, str]:
+        import json
+
+        result = self.run(
+            "image", "inspect", "--format", "{{json .Config.Labels}}", reference, quiet=True
+        )
+        data = json.loads(result.stdout.strip() or "null")
+        return {str(k): str(v) for k, v in (data or {}).items()}
+
+    def repo_digests(self, reference: str) -> list[str]:
+        """Registry digests of a pulled image (``name@sha256:...``); empty for local images."""
+        import json
+
+        result = self.run(
+            "image", "inspect", "--format", "{{json .RepoDigests}}", reference,
+            check=False, quiet=True,
+        )  # fmt: skip
+        if result.returncode != 0:
+            return []
+        data = json.loads(result.stdout.strip() or "null") or []
+        return sorted(str(d) for d in data)
+
+    def pull(self, reference: str) -> None:
+        self.run("pull", reference, what=f"{self.name} pull {reference}")
+
+    def import_rootfs(self, tarball: Path, tag: str, changes: Sequence[str] = ()) -> str:
+        """``docker import`` a root file system tarball as ``tag``; returns the image ID."""
+        args = ["import"]
+        for change in changes:
+            args += ["--change", change]
+        with tarball.open("rb") as handle:
+            self.run(*args, "-", tag, stdin=handle, what=f"{self.name} import")
+        image = self.image_id(tag)
+        if image is None:
+            raise ToolError(f"{self.name} import did not produce image {tag}")
+        return image
+
+    def build_image(
+        self,
+        context: Path,
+        tag: str,
+        *,
+        dockerfile: Path | None = None,
+        build_args: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
+        network: str = "host",
+        sink: LineSink | None = None,
+    ) -> str:
+        """Build an image from a context folder (network host, for package mirrors)."""
+        args = ["build", "--network", network, "--tag", tag]
+        if dockerfile is not None:
+            args += ["--file", str(dockerfile)]
+        for key, value in sorted((build_args or {}).items()):
+            args += ["--build-arg", f"{key}={value}"]
+        for key, value in sorted((labels or {}).items()):
+            args += ["--label", f"{key}={value}"]
+        args.append(str(context))
+        code, tail = self.stream(args, sink=sink)
+        if code != 0:
+            raise BuildError(
+                f"building image {tag} failed (exit {code}): {tail}",
+                hint="the full output is in the build log",
+            )
+        image = self.image_id(tag)
+        if image is None:
+            raise BuildError(f"{self.name} build did not produce image {tag}")
+        return image
+
+    def remove_image(self, reference: str) -> None:
+        self.run("image", "rm", "--force", reference, check=False, quiet=True)
+
+    # -- volumes ------------------------------------------------------------------------------
+    def volume_exists(self, name: str) -> bool:
+        return self.run("volume", "inspect", name, check=False, quiet=True).returncode == 0
+
+    def ensure_volume(self, name: str) -> None:
+        if not self.volume_exists(name):
+            self.run("volume", "create", "--label", LABEL, name, what="creating volume")
+
+    def remove_volume(self, name: str) -> None:
+        self.run("volume", "rm", "--force", name, check=False, quiet=True)
+
+    # -- containers ---------------------------------------------------------------------------
+    def container(self, spec: ContainerSpec) -> Container:
+        return Container(self, spec)
+
+    def remove_container(self, name: str) -> None:
+        """Remove a container whatever its state; a missing one is fine."""
+        for attempt in range(2):
+            try:
+                # podman waits 10 s for SIGTERM first, which `sleep` as PID 1 ignores.
+                grace = ("--time", "0") if self.name == "podman" else ()
+                self.run("rm", "--force", *grace, name, check=False, quiet=True, timeout=120)
+                return
+            except KeyboardInterrupt:
+                # A second Ctrl-C during cleanup must not leave the container behind.
+                if attempt:
+                    raise
+            except ToolError:
+                return
+
+    def stream(
+        self,
+        args: Sequence[str],
+        *,
+        sink: LineSink | None = None,
+        env: Mapping[str, str] | None = None,
+        quiet: bool = False,
+    ) -> tuple[int, str]:
+        """Run an engine command, passing each output line to ``sink``; (exit code, last line)."""
+        command = self.settings.command(*args)
+        command[0] = self.program_path()
+        if self.echo and not quiet:
+            self.echo(quote_command([self.settings.program, *command[1:]]))
+        merged = {**os.environ, **self.settings.env, **(env or {})}
+        last = ""
+        with subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=merged,
+            start_new_session=True,  # Ctrl-C reaches us, and we decide what to stop
+        ) as proc:
+            assert proc.stdout is not None
+            try:
+                for raw in proc.stdout:
+                    line = raw.decode(errors="replace").rstrip("\r\n")
+                    if line.strip():
+                        last = line.strip()
+                    if sink:
+                        sink(line)
+            except BaseException:
+                proc.kill()
+                raise
+            code = proc.wait()
+        return code, last[:400]
+
+
+class Container:
+    """One running container in which commands run with ``exec``; removed on exit."""
+
+    def __init__(self, engine: ContainerEngine, spec: ContainerSpec) -> None:
+        self.engine = engine
+        self.spec = spec
+        self.name = CONTAINER_PREFIX + secrets.token_hex(6)
+        self.started = False
+
+    def __enter__(self) -> Container:
+        spec = self.spec
+        args = ["run", "--detach", "--name", self.name, "--label", LABEL]
+        for key, value in sorted(spec.labels.items()):
+            args += ["--label", f"{key}={value}"]
+        if self.engine.settings.run_label:
+            args += ["--label", self.engine.settings.run_label]
+        args += ["--network", spec.network]
+        if spec.user:
+            args += ["--user", spec.user]
+        if spec.workdir:
+            args += ["--workdir", spec.workdir]
+        for mount in spec.mounts:
+            args += mount.flag()
+        for key, value in sorted(spec.env.items()):
+            args += ["--env", f"{key}={value}"]
+        # `sleep` as PID 1 keeps the container up between steps; `rm --force` kills it.
+        args += ["--entrypoint", "sleep", spec.image, "infinity"]
+        try:
+            self.started = True
+            self.engine.run(*args, what=f"starting a container from {spec.image}")
+        except BaseException:
+            self._remove()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._remove()
+
+    def _remove(self) -> None:
+        if not self.started:
+            return
+        if self.engine.settings.keep_containers:
+            if self.engine.echo:
+                self.engine.echo(
+                    f"archwheel: keeping container {self.name} ({KEEP_ENV} is set); "
+                    f"remove it with `{self.engine.settings.program} rm -f {self.name}`"
+                )
+            return
+        self.engine.remove_container(self.name)
+        self.started = False
+
+    def call(
+        self,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        user: str | None = None,
+        sink: LineSink | None = None,
+        check: bool = True,
+        quiet: bool = False,
+        what: str = "",
+    ) -> tuple[int, str]:
+        """Run a command inside; stream its output to ``sink``; BuildError on failure."""
+        args = ["exec"]
+        if user:
+            args += ["--user", user]
+        if workdir:
+            args += ["--workdir", workdir]
+        for key, value in sorted((env or {}).items()):
+            args += ["--env", f"{key}={value}"]
+        args += [self.name, *command]
+        code, last = self.engine.stream(args, sink=sink, quiet=quiet)
+        if check and code != 0:
+            raise BuildError(self.explain_failure(code, last, what or shlex.join(command[:3])))
+        return code, last
+
+    def output(self, command: Sequence[str], *, user: str | None = None) -> str:
+        """Run a short command inside and return its standard output."""
+        args = ["exec"]
+        if user:
+            args += ["--user", user]
+        result = self.engine.run(*args, self.name, *command, quiet=True, check=False)
+        if result.returncode != 0:
+            raise BuildError(
+                self.explain_failure(result.returncode, last_line(result.stderr), command[0])
+            )
+        return result.stdout
+
+    def is_running(self) -> bool:
+        result = self.engine.run(
+            "inspect", "--format", "{{.State.Running}}", self.name, check=False, quiet=True
+        )
+        return result.returncode == 0 and result.stdout.strip() == "true"
+
+    def explain_failure(self, code: int, last: str, what: str) -> str:
+        # 137 = SIGKILL: `docker kill`, or the kernel's OOM killer. The engine may still report
+        # the container as running for a moment after a kill, so the code alone decides.
+        if code == 137 or not self.is_running():
+            return (
+                f"{what} was stopped in container {self.name} (exit {code}): "
+                "the container or the process was killed, or ran out of memory"
+            )
+        return f"{what} failed in container {self.name} (exit {code}): {last}"
+
+
+# -- signals ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def sigterm_as_exit() -> Iterator[None]:
+    """Turn SIGTERM into ``SystemExit(143)`` so ``finally`` blocks remove containers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

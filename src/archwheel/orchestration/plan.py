@@ -1,0 +1,289 @@
+"""The build plan: every decision of a build, computed without running anything.
+
+``make_plan`` turns a validated recipe, the requested arch list, the command-line options, the
+resolved source and the host's resources into a frozen ``BuildPlan``: which images, which user,
+which mounts, which environment, which steps in which container with which network. It is
+printed before a build starts (so every log says what ran) and unit-tested without Docker.
+
+Container layout (fixed paths, so builds are reproducible wherever they run):
+
+=============  ===========================================================================
+/src           the source, mounted read-only
+/build         the work folder (host temp folder, owned by the build user)
+/build/src     the copy of the source the build runs in (builds write into their tree)
+/build/dist    where the build command must put its wheel (``$ARCHWHEEL_DIST``)
+/build/home    ``$HOME`` (writable, empty)
+/build/venv    the build requirements' virtual environment, when the recipe has any
+/ccache        the compiler cache, a named volume shared between builds
+=============  ===========================================================================
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from archwheel.facts.arch import ArchList
+from archwheel.orchestration.engine import EngineName, Mount
+from archwheel.orchestration.jobs import JobCount
+from archwheel.orchestration.pipconfig import PipSettings
+from archwheel.orchestration.recipe import Recipe
+from archwheel.orchestration.source import ResolvedSource
+
+SRC = "/src"
+BUILD = "/build"
+BUILD_SRC = "/build/src"
+DIST = "/build/dist"
+HOME = "/build/home"
+VENV = "/build/venv"
+CCACHE = "/ccache"
+IMAGE_VENV = "/opt/archwheel/venv"
+FILE_LIST = "/build/.archwheel-files"
+# When archwheel itself runs as root, the build runs as this unprivileged user instead.
+FALLBACK_BUILD_USER = (1000, 1000)
+DEFAULT_CCACHE_VOLUME = "archwheel-ccache"
+DEFAULT_CCACHE_SIZE = "20G"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command in one container phase."""
+
+    name: str
+    description: str
+    command: tuple[str, ...]
+    user: str  # "uid:gid"; "0:0" only for the cache-volume ownership fix
+    workdir: str = BUILD
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def shell(self) -> str:
+        return shlex.join(self.command)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Steps that share one container, hence one network setting.
+
+    ``mounts`` excludes the work folder, which the runner makes per build and mounts at /build.
+    """
+
+    name: str
+    network: str  # "host" or "none"
+    steps: tuple[Step, ...]
+    mounts: tuple[Mount, ...]
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What the user asked for on the command line (already parsed)."""
+
+    arch: str | None = None
+    python: str | None = None
+    jobs: int | None = None
+    out: Path = Path("dist")
+    engine: EngineName = "docker"
+    check_reproducible: bool = False
+    ccache_volume: str | None = DEFAULT_CCACHE_VOLUME  # None: no compiler cache
+    ccache_size: str = DEFAULT_CCACHE_SIZE
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    recipe: Recipe
+    arch_list: ArchList
+    arch_value: str  # what the arch variable is set to
+    python: str
+    jobs: JobCount
+    engine: EngineName
+    base_image: str
+    source: ResolvedSource
+    build_user: tuple[int, int]
+    ccache_volume: str | None
+    ccache_size: str
+    pip: PipSettings
+    out_dir: Path
+    check_reproducible: bool
+    build_env: Mapping[str, str]
+    phases: tuple[Phase, ...]
+
+    @property
+    def user(self) -> str:
+        return f"{self.build_user[0]}:{self.build_user[1]}"
+
+    @property
+    def network_during_compile(self) -> bool:
+        return self.phases[-1].network != "none"
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        """The plan as (label, value) rows: printed before the build, kept in the log."""
+        recipe = self.recipe
+        src = self.source
+        commit = f"{src.commit[:12]}{' (modified)' if src.dirty else ''}" if src.commit else "-"
+        rows = [
+            ("recipe", f"{recipe.name} ({recipe.path}, sha256 {recipe.sha256[:12]})"),
+            ("source", f"{recipe.source.describe()}; commit {commit}; {len(src.files)} files"),
+            ("arch list", f"{self.arch_list} -> {recipe.arch.variable}={self.arch_value}"),
+            ("toolkit", f"CUDA {recipe.toolchain.cuda} from {recipe.toolchain.source}"),
+            ("base image", self.base_image),
+            ("python", self.python),
+            ("jobs", f"{recipe.build.jobs_variable}={self.jobs.reason}"),
+            ("engine", f"{self.engine}, build user {self.user}"),
+            (
+                "compiler cache",
+                f"volume {self.ccache_volume} (max {self.ccache_size})"
+                if self.ccache_volume
+                else "off",
+            ),
+            ("SOURCE_DATE_EPOCH", f"{src.source_date_epoch} ({src.epoch_origin})"),
+            ("output", str(self.out_dir)),
+        ]
+        if recipe.build.requirements:
+            rows.append(("pip", self.pip.describe()))
+        for phase in self.phases:
+            steps = ", ".join(s.name for s in phase.steps)
+            rows.append((f"phase {phase.name}", f"network {phase.network}: {steps}"))
+        rows.append(("command", recipe.build.command.strip()))
+        if self.check_reproducible:
+            rows.append(("reproducibility", "build twice without cache and compare"))
+        return rows
+
+
+def build_user(uid: int | None = None, gid: int | None = None) -> tuple[int, int]:
+    """The invoking user's uid:gid, or an unprivileged fallback when that is root."""
+    uid = os.getuid() if uid is None else uid
+    gid = os.getgid() if gid is None else gid
+    if uid == 0:
+        return FALLBACK_BUILD_USER
+    return uid, gid
+
+
+def make_plan(
+    recipe: Recipe,
+    arch_list: ArchList,
+    options: BuildOptions,
+    source: ResolvedSource,
+    *,
+    jobs: JobCount,
+    pip: PipSettings,
+    user: tuple[int, int],
+) -> BuildPlan:
+    """Decide everything; run nothing. ``arch_list`` is already checked against the toolkit."""
+    python = options.python or recipe.default_python
+    arch_value = recipe.arch.render(arch_list)
+    uid_gid = f"{user[0]}:{user[1]}"
+    has_requirements = bool(recipe.build.requirements)
+    python_bin = f"{VENV}/bin/python" if has_requirements else f"{IMAGE_VENV}/bin/python"
+
+    env: dict[str, str] = {
+        **recipe.build.env,
+        recipe.arch.variable: arch_value,
+        recipe.build.jobs_variable: str(jobs.jobs),
+        "SOURCE_DATE_EPOCH": str(source.source_date_epoch),
+        "HOME": HOME,
+        "CUDA_HOME": "/usr/local/cuda",
+        "CUDA_PATH": "/usr/local/cuda",
+        "PATH": (
+            (f"{VENV}/bin:" if has_requirements else "")
+            + f"/opt/archwheel/bin:/usr/local/cuda/bin:{IMAGE_VENV}/bin"
+            + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        ),
+        "ARCHWHEEL_SRC": BUILD_SRC,
+        "ARCHWHEEL_DIST": DIST,
+        "ARCHWHEEL_BUILD": BUILD,
+        "ARCHWHEEL_PYTHON": python_bin,
+        "ARCHWHEEL_ARCH_LIST": str(arch_list),
+        "ARCHWHEEL_JOBS": str(jobs.jobs),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "TZ": "UTC",
+        "LC_ALL": "C.UTF-8",
+    }
+    cache_mounts: tuple[Mount, ...] = ()
+    if options.ccache_volume and not options.check_reproducible:
+        env.update(
+            {
+                "CCACHE_DIR": CCACHE,
+                "CCACHE_BASEDIR": BUILD,
+                "CCACHE_COMPILERCHECK": "content",
+                "CCACHE_MAXSIZE": options.ccache_size,
+                "CCACHE_NOHASHDIR": "1",
+            }
+        )
+        cache_mounts = (Mount(options.ccache_volume, CCACHE, volume=True),)
+    else:
+        # A reproducibility check compiles everything: cache hits would hide nondeterminism.
+        env["CCACHE_DISABLE"] = "1"
+    env = dict(sorted(env.items()))
+
+    # The work folder (mounted at /build) is made per build by the runner and added then.
+    base_mounts = (Mount(str(source.root), SRC, read_only=True), *cache_mounts)
+    prepare_steps = []
+    if cache_mounts:
+        prepare_steps.append(
+            Step(
+                "cache-owner",
+                "give the build user the compiler cache volume",
+                ("sh", "-c", f'[ "$(stat -c %u:%g {CCACHE})" = "{uid_gid}" ] || '
+                 f"chown -R {uid_gid} {CCACHE}"),
+                user="0:0",
+            )
+        )  # fmt: skip
+    prepare_steps.append(
+        Step(
+            "copy-source",
+            "copy the listed source files from /src (read-only) to /build/src",
+            ("sh", "-c", f"mkdir -p {BUILD_SRC} {DIST} {HOME} && "
+             f"tar -C {SRC} --null -T {FILE_LIST} -cf - | tar -C {BUILD_SRC} -xf -"),
+            user=uid_gid,
+        )
+    )  # fmt: skip
+    phases: list[Phase] = []
+    compile_network = "host" if recipe.build.network else "none"
+    if has_requirements:
+        install = Step(
+            "requirements",
+            "install the build requirements into /build/venv",
+            (
+                "sh", "-c",
+                f"{IMAGE_VENV}/bin/python -m venv {VENV} && "
+                f"{VENV}/bin/python -m pip install --progress-bar off "
+                + " ".join(shlex.quote(r) for r in recipe.build.requirements),
+            ),
+            user=uid_gid,
+            env=MappingProxyType({"HOME": HOME, **pip.container_env()}),
+        )  # fmt: skip
+        phases.append(
+            Phase("prepare", "host", (*prepare_steps, install), (*base_mounts, *pip.mounts()))
+        )
+        prepare_steps = []
+    compile_step = Step(
+        "compile",
+        "run the recipe's build command in /build/src",
+        ("bash", "-eo", "pipefail", "-c", recipe.build.command.strip()),
+        user=uid_gid,
+        workdir=BUILD_SRC,
+        env=MappingProxyType(env),
+    )
+    phases.append(Phase("compile", compile_network, (*prepare_steps, compile_step), base_mounts))
+
+    return BuildPlan(
+        recipe=recipe,
+        arch_list=arch_list,
+        arch_value=arch_value,
+        python=python,
+        jobs=jobs,
+        engine=options.engine,
+        base_image=recipe.toolchain.base_image,
+        source=source,
+        build_user=user,
+        ccache_volume=options.ccache_volume if cache_mounts else None,
+        ccache_size=options.ccache_size,
+        pip=pip,
+        out_dir=options.out,
+        check_reproducible=options.check_reproducible,
+        build_env=MappingProxyType(env),
+        phases=tuple(phases),
+    )

@@ -1,0 +1,583 @@
+"""Build recipes (``recipes/*.toml``): loaded, validated and turned into frozen objects.
+
+A recipe says where the source comes from, which CUDA toolkit and base image build it, which
+Python versions it supports, how the arch list enters the build, and the build itself. Every
+problem is a ``RecipeError`` that names the file and the key (``[build] comand: unknown key; did
+you mean 'command'?``); nothing here starts a container or touches the network.
+
+The format is documented in docs/builds.md; ``recipes/example.toml`` is the annotated example.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal, cast
+
+from packaging.version import InvalidVersion, Version
+
+from archwheel.errors import ArchListError, RecipeError, UsageError
+from archwheel.facts.arch import ArchList
+from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.facts.versions import CudaVersion
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+RECIPE_SCHEMA_VERSION = 1
+MAX_RECIPE_BYTES = 1 << 20
+
+RecipeKind = Literal["pytorch", "extension"]
+SourceKind = Literal["path", "git", "sdist"]
+ToolchainSource = Literal["image", "pypi"]
+ArchFormat = Literal["torch", "cmake", "gencode"]
+
+ARCH_FORMATS: Mapping[str, str] = MappingProxyType(
+    {
+        "torch": "TORCH_CUDA_ARCH_LIST syntax: 8.0;9.0+PTX",
+        "cmake": "CMAKE_CUDA_ARCHITECTURES syntax: 80-real;90",
+        "gencode": "nvcc flags: -gencode=arch=compute_80,code=sm_80 ...",
+    }
+)
+DEFAULT_ARCH_VARIABLE: Mapping[str, str] = MappingProxyType(
+    {
+        "torch": "TORCH_CUDA_ARCH_LIST",
+        "cmake": "CMAKE_CUDA_ARCHITECTURES",
+        "gencode": "CUDA_GENCODE_FLAGS",
+    }
+)
+
+# Variables archwheel sets itself in the build container; a recipe may not override them.
+RESERVED_ENV = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "SOURCE_DATE_EPOCH",
+        "CCACHE_DIR",
+        "CCACHE_BASEDIR",
+        "CCACHE_DISABLE",
+        "ARCHWHEEL_SRC",
+        "ARCHWHEEL_DIST",
+        "ARCHWHEEL_BUILD",
+        "ARCHWHEEL_PYTHON",
+        "ARCHWHEEL_ARCH_LIST",
+        "ARCHWHEEL_JOBS",
+    }
+)
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*$")
+
+# Allowed keys per table: the schema, used for did-you-mean on unknown keys.
+SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
+    {
+        "": frozenset(
+            {"schema_version", "recipe", "source", "toolchain", "python", "arch", "build", "smoke"}
+        ),
+        "recipe": frozenset({"name", "kind", "version", "description", "source_date_epoch"}),
+        "source": frozenset({"path", "git", "ref", "submodules", "sdist", "sha256"}),
+        "toolchain": frozenset(
+            {"cuda", "base_image", "source", "pypi_packages", "system_packages"}
+        ),
+        "python": frozenset({"versions"}),
+        "arch": frozenset({"variable", "format", "default"}),
+        "build": frozenset(
+            {
+                "command",
+                "requirements",
+                "env",
+                "network",
+                "jobs_variable",
+                "memory_per_job_gib",
+            }
+        ),
+        "smoke": frozenset({"snippet"}),
+    }
+)
+
+
+# -- the model ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """Where the source comes from: a local folder, a git ref, or an sdist with its sha256."""
+
+    kind: SourceKind
+    path: Path | None = None  # local folder (absolute), or a local sdist file
+    git_url: str | None = None
+    ref: str | None = None
+    submodules: bool = False
+    sdist: str | None = None  # URL or absolute path
+    sha256: str | None = None
+
+    def describe(self) -> str:
+        if self.kind == "path":
+            return f"path {self.path}"
+        if self.kind == "git":
+            subs = " with submodules" if self.submodules else ""
+            return f"git {self.git_url} @ {self.ref}{subs}"
+        return f"sdist {self.sdist} (sha256 {str(self.sha256)[:12]}...)"
+
+
+@dataclass(frozen=True)
+class ToolchainSpec:
+    """The CUDA toolkit, the base image, and whether nvcc is in the image or from PyPI."""
+
+    cuda: CudaVersion
+    base_image: str
+    source: ToolchainSource
+    pypi_packages: tuple[str, ...] = ()
+    pypi_prefix: str = ""
+    cudart_soname: str = ""
+    system_packages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ArchInput:
+    """How the arch list enters the build: which variable, in which syntax."""
+
+    variable: str
+    format: ArchFormat
+    default: ArchList
+
+    def render(self, arch_list: ArchList) -> str:
+        if self.format == "torch":
+            return arch_list.to_torch()
+        if self.format == "cmake":
+            return arch_list.to_cmake()
+        return " ".join(arch_list.to_gencode())
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    command: str
+    requirements: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    network: bool = False  # network allowed while compiling
+    jobs_variable: str = "MAX_JOBS"
+    memory_per_job_gib: float = 2.0
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A validated recipe. ``sha256`` is the hash of the file's bytes (recorded in provenance)."""
+
+    name: str
+    path: Path
+    sha256: str
+    kind: RecipeKind
+    version: str
+    description: str
+    source: SourceSpec
+    toolchain: ToolchainSpec
+    python_versions: tuple[str, ...]
+    arch: ArchInput
+    build: BuildSpec
+    smoke_snippet: str | None = None
+    source_date_epoch: int | None = None
+
+    @property
+    def default_python(self) -> str:
+        return self.python_versions[0]
+
+    def sort_key(self) -> tuple[Version, CudaVersion]:
+        try:
+            version = Version(self.version)
+        except InvalidVersion:
+            version = Version("0")
+        return version, self.toolchain.cuda
+
+
+# -- loading ------------------------------------------------------------------------------------
+
+
+class _Table:
+    """Typed access to one TOML table; every error names the file, table and key."""
+
+    def __init__(self, origin: Path, name: str, data: Mapping[str, Any]) -> None:
+        self.origin = origin
+        self.name = name
+        self.data = data
+        allowed = SCHEMA[name]
+        for key in data:
+            if key not in allowed:
+                close = difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.6)
+                hint = (
+                    f"did you mean {close[0]!r}?"
+                    if close
+                    else f"known: {', '.join(sorted(allowed))}"
+                )
+                raise self.error(key, "unknown key", hint=hint)
+
+    def where(self, key: str) -> str:
+        return f"[{self.name}] {key}" if self.name else key
+
+    def error(self, key: str, message: str, hint: str | None = None) -> RecipeError:
+        return RecipeError(f"{self.origin}: {self.where(key)}: {message}", hint=hint)
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def text(self, key: str, default: str | None = None, *, required: bool = False) -> str:
+        if key not in self.data:
+            if required or default is None:
+                raise self.error(key, "missing (required)")
+            return default
+        value = self.data[key]
+        if not isinstance(value, str):
+            raise self.error(key, f"must be a string, not {type(value).__name__}")
+        if required and not value.strip():
+            raise self.error(key, "must not be empty")
+        return value
+
+    def opt_str(self, key: str) -> str | None:
+        return self.text(key) if key in self.data else None
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.data.get(key, default)
+        if not isinstance(value, bool):
+            raise self.error(key, f"must be true or false, not {value!r}")
+        return value
+
+    def number(self, key: str, default: float) -> float:
+        value = self.data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(key, f"must be a number, not {value!r}")
+        return float(value)
+
+    def opt_int(self, key: str) -> int | None:
+        if key not in self.data:
+            return None
+        value = self.data[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, f"must be an integer, not {value!r}")
+        return value
+
+    def str_list(self, key: str, default: Iterable[str] = ()) -> tuple[str, ...]:
+        value = self.data.get(key, list(default))
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.error(key, "must be a list of strings")
+        return tuple(value)
+
+    def table(self, key: str, name: str | None = None) -> _Table:
+        value = self.data.get(key, {})
+        if not isinstance(value, dict):
+            raise self.error(key, "must be a table")
+        return _Table(self.origin, name or key, value)
+
+    def str_map(self, key: str) -> dict[str, str]:
+        value = self.data.get(key, {})
+        if not isinstance(value, dict):
+            raise self.error(key, "must be a table of strings")
+        out: dict[str, str] = {}
+        for k, v in value.items():
+            if not isinstance(v, str):
+                raise self.error(f"{key}.{k}", f"must be a string, not {type(v).__name__}")
+            out[str(k)] = v
+        return out
+
+
+def load_recipe(path: Path, facts: CudaFacts | None = None) -> Recipe:
+    """Read and validate one recipe file."""
+    facts = facts or load_facts()
+    path = path.resolve()
+    try:
+        if path.stat().st_size > MAX_RECIPE_BYTES:
+            raise RecipeError(f"{path}: larger than {MAX_RECIPE_BYTES} bytes; not a recipe")
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise RecipeError(f"recipe file {path} does not exist") from None
+    except OSError as exc:
+        raise RecipeError(f"cannot read recipe {path}: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise RecipeError(f"{path}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError(f"{path}: invalid TOML: {exc}") from None
+    return parse_recipe(data, origin=path, raw=raw, facts=facts)
+
+
+def parse_recipe(
+    data: Mapping[str, Any],
+    *,
+    origin: Path,
+    raw: bytes = b"",
+    facts: CudaFacts | None = None,
+) -> Recipe:
+    """Validate already-parsed TOML data; ``origin`` names the file in errors and anchors paths."""
+    facts = facts or load_facts()
+    top = _Table(origin, "", data)
+    schema = top.opt_int("schema_version")
+    if schema is not None and schema != RECIPE_SCHEMA_VERSION:
+        raise top.error(
+            "schema_version",
+            f"version {schema} is not supported (this archwheel reads {RECIPE_SCHEMA_VERSION})",
+        )
+    for section in ("source", "toolchain", "build"):
+        if section not in data:
+            raise top.error(section, "missing table (required)")
+
+    meta = top.table("recipe")
+    name = meta.text("name", origin.stem)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise meta.error("name", f"{name!r} is not a valid recipe name (letters, digits, . _ -)")
+    kind_text = meta.text("kind", "extension")
+    if kind_text not in ("pytorch", "extension"):
+        raise meta.error("kind", f"{kind_text!r} is not a recipe kind", hint="pytorch or extension")
+    kind: RecipeKind = "pytorch" if kind_text == "pytorch" else "extension"
+    version = meta.text("version", "0")
+    epoch = meta.opt_int("source_date_epoch")
+    if epoch is not None and not 315532800 <= epoch < 2**32:
+        raise meta.error("source_date_epoch", "must be a Unix time between 1980 and 2106")
+
+    source = _parse_source(top.table("source"), origin)
+    toolchain = _parse_toolchain(top.table("toolchain"), facts)
+    python = top.table("python")
+    versions = python.str_list("versions", ["3.11"])
+    if not versions:
+        raise python.error("versions", "must list at least one Python version")
+    for v in versions:
+        if not _PYTHON_VERSION.match(v):
+            raise python.error("versions", f"{v!r} is not a Python version such as 3.11")
+    arch = _parse_arch(top.table("arch"), toolchain, facts)
+    build = _parse_build(top.table("build"), arch)
+    smoke = top.table("smoke")
+    snippet = smoke.opt_str("snippet")
+    if snippet is not None:
+        try:
+            compile(snippet, f"{origin}:[smoke] snippet", "exec")
+        except SyntaxError as exc:
+            raise smoke.error(
+                "snippet", f"not valid Python: {exc.msg} (line {exc.lineno})"
+            ) from None
+
+    return Recipe(
+        name=name,
+        path=origin,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        kind=kind,
+        version=version,
+        description=meta.text("description", ""),
+        source=source,
+        toolchain=toolchain,
+        python_versions=versions,
+        arch=arch,
+        build=build,
+        smoke_snippet=snippet,
+        source_date_epoch=epoch,
+    )
+
+
+def _parse_source(table: _Table, origin: Path) -> SourceSpec:
+    given = [k for k in ("path", "git", "sdist") if table.has(k)]
+    if len(given) != 1:
+        raise table.error(
+            "path" if not given else given[1],
+            "exactly one of path, git or sdist is required"
+            + (f" (found {', '.join(given)})" if given else ""),
+        )
+    submodules = table.flag("submodules", False)
+    if given[0] == "path":
+        for key in ("ref", "sha256"):
+            if table.has(key):
+                raise table.error(key, "only valid with git (ref) or sdist (sha256)")
+        folder = (origin.parent / table.text("path", required=True)).resolve()
+        if not folder.is_dir():
+            raise table.error("path", f"{folder} is not a folder")
+        return SourceSpec("path", path=folder, submodules=submodules)
+    if given[0] == "git":
+        url = table.text("git", required=True)
+        ref = table.text("ref", required=True) if table.has("ref") else None
+        if ref is None:
+            raise table.error("ref", "missing: give the tag, branch or commit to build")
+        if table.has("sha256"):
+            raise table.error("sha256", "only valid with sdist")
+        if url.startswith("-") or ref.startswith("-"):
+            raise table.error("git", "must not start with '-'")
+        return SourceSpec("git", git_url=url, ref=ref, submodules=submodules)
+    sdist = table.text("sdist", required=True)
+    digest = table.text("sha256", required=True) if table.has("sha256") else None
+    if digest is None:
+        raise table.error("sha256", "missing: an sdist needs its sha256 (pip hash, 64 hex digits)")
+    digest = digest.lower().removeprefix("sha256:")
+    if not _SHA256.match(digest):
+        raise table.error("sha256", "must be 64 hexadecimal digits")
+    if table.has("ref"):
+        raise table.error("ref", "only valid with git")
+    local: Path | None = None
+    if "://" not in sdist:
+        local = (origin.parent / sdist).resolve()
+        if not local.is_file():
+            raise table.error("sdist", f"{local} is not a file (or give an https:// URL)")
+        sdist = str(local)
+    elif not sdist.startswith(("https://", "http://", "file://")):
+        raise table.error("sdist", "must be an https://, http:// or file:// URL, or a local path")
+    return SourceSpec("sdist", path=local, sdist=sdist, sha256=digest, submodules=submodules)
+
+
+@cache
+def pypi_toolchains() -> Mapping[int, Mapping[str, Any]]:
+    """The PyPI toolchain data (``orchestration/data/pypi_toolchains.toml``) by CUDA major."""
+    text = (
+        resources.files("archwheel.orchestration").joinpath("data/pypi_toolchains.toml").read_text()
+    )
+    data = tomllib.loads(text)
+    return MappingProxyType({int(k): v for k, v in data["toolchain"].items()})
+
+
+def _parse_toolchain(table: _Table, facts: CudaFacts) -> ToolchainSpec:
+    cuda_text = table.text("cuda", required=True)
+    try:
+        cuda = CudaVersion.parse(cuda_text)
+        facts.toolkit(cuda)
+    except UsageError as exc:
+        raise table.error("cuda", exc.one_line()) from None
+    image = table.text("base_image", required=True)
+    if not _IMAGE_REF.match(image):
+        raise table.error("base_image", f"{image!r} is not an image reference (lowercase name:tag)")
+    source_text = table.text("source", "image")
+    if source_text not in ("image", "pypi"):
+        raise table.error(
+            "source", f"{source_text!r} is not a toolchain source", hint="image or pypi"
+        )
+    system = table.str_list("system_packages")
+    if source_text == "image":
+        if table.has("pypi_packages"):
+            raise table.error("pypi_packages", 'only valid with source = "pypi"')
+        return ToolchainSpec(cuda, image, "image", system_packages=system)
+    known = pypi_toolchains().get(cuda.major)
+    if known is None:
+        majors = ", ".join(f"{m}.x" for m in sorted(pypi_toolchains()))
+        raise table.error(
+            "source",
+            f"PyPI has no complete nvcc for CUDA {cuda} (only {majors}; the 12.x nvcc wheels "
+            "ship only ptxas)",
+            hint='use source = "image" with a base image that holds the toolkit, '
+            "e.g. pytorch/manylinux2_28-builder:cuda12.8",
+        )
+    default_packages = [f"{p}=={cuda}.*" for p in known["packages"]]
+    packages = table.str_list("pypi_packages", default_packages)
+    if not packages:
+        raise table.error("pypi_packages", "must not be empty")
+    return ToolchainSpec(
+        cuda,
+        image,
+        "pypi",
+        pypi_packages=packages,
+        pypi_prefix=str(known["prefix"]),
+        cudart_soname=str(known["cudart_soname"]),
+        system_packages=system,
+    )
+
+
+def _parse_arch(table: _Table, toolchain: ToolchainSpec, facts: CudaFacts) -> ArchInput:
+    fmt = table.text("format", "torch")
+    if fmt not in ARCH_FORMATS:
+        raise table.error(
+            "format",
+            f"{fmt!r} is not an arch list format",
+            hint="; ".join(f"{k}: {v}" for k, v in ARCH_FORMATS.items()),
+        )
+    variable = table.text("variable", DEFAULT_ARCH_VARIABLE[fmt])
+    if not _ENV_NAME.match(variable) or variable in RESERVED_ENV:
+        raise table.error("variable", f"{variable!r} cannot be used as the arch variable")
+    default_text = table.text("default", required=True)
+    try:
+        default = ArchList.parse(default_text, facts)
+        default.check_toolkit(facts.toolkit(toolchain.cuda), facts)
+    except ArchListError as exc:
+        raise table.error("default", exc.one_line()) from None
+    arch = ArchInput(variable, cast(ArchFormat, fmt), default)
+    try:
+        arch.render(default)
+    except ArchListError as exc:
+        raise table.error("default", exc.one_line()) from None
+    return arch
+
+
+def _parse_build(table: _Table, arch: ArchInput) -> BuildSpec:
+    command = table.text("command", required=True)
+    env = table.str_map("env")
+    jobs_variable = table.text("jobs_variable", "MAX_JOBS")
+    if not _ENV_NAME.match(jobs_variable) or jobs_variable in RESERVED_ENV:
+        raise table.error("jobs_variable", f"{jobs_variable!r} cannot be used as the jobs variable")
+    for key in env:
+        if not _ENV_NAME.match(key):
+            raise table.error(f"env.{key}", "is not a valid environment variable name")
+        if key in RESERVED_ENV or key in (arch.variable, jobs_variable):
+            raise table.error(
+                f"env.{key}", "is set by archwheel itself and cannot be overridden here"
+            )
+    memory = table.number("memory_per_job_gib", 2.0)
+    if not 0.05 <= memory <= 1024:
+        raise table.error("memory_per_job_gib", "must be between 0.05 and 1024")
+    requirements = table.str_list("requirements")
+    for req in requirements:
+        if req.strip().startswith("-"):
+            raise table.error("requirements", f"{req!r}: pip options are not allowed here")
+    return BuildSpec(
+        command=command,
+        requirements=requirements,
+        env=MappingProxyType(dict(sorted(env.items()))),
+        network=table.flag("network", False),
+        jobs_variable=jobs_variable,
+        memory_per_job_gib=memory,
+    )
+
+
+# -- finding recipes ----------------------------------------------------------------------------
+
+
+def recipe_files(directories: Iterable[Path]) -> list[Path]:
+    files: list[Path] = []
+    for directory in directories:
+        if directory.is_dir():
+            files.extend(sorted(directory.glob("*.toml")))
+    return files
+
+
+def find_recipe(
+    name_or_path: str | None, directories: Iterable[Path], facts: CudaFacts | None = None
+) -> Recipe:
+    """A recipe by name (file stem or ``[recipe] name``) or path; None picks the newest PyTorch."""
+    facts = facts or load_facts()
+    dirs = list(directories)
+    if name_or_path and (name_or_path.endswith(".toml") or "/" in name_or_path):
+        return load_recipe(Path(name_or_path), facts)
+    files = recipe_files(dirs)
+    if not files:
+        where = ", ".join(str(d) for d in dirs) or "(none)"
+        raise UsageError(f"no recipes found in {where}", hint="set ARCHWHEEL_RECIPES to a folder")
+    if name_or_path is None:
+        recipes = [load_recipe(f, facts) for f in files]
+        pytorch = [r for r in recipes if r.kind == "pytorch"]
+        if not pytorch:
+            raise UsageError("no PyTorch recipe found; pass --recipe NAME")
+        return max(pytorch, key=lambda r: r.sort_key())
+    for f in files:
+        if f.stem == name_or_path:
+            return load_recipe(f, facts)
+    for f in files:
+        recipe = load_recipe(f, facts)
+        if recipe.name == name_or_path:
+            return recipe
+    names = sorted(f.stem for f in files)
+    close = difflib.get_close_matches(name_or_path, names, n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]!r}?" if close else f"known recipes: {', '.join(names)}"
+    raise UsageError(f"unknown recipe {name_or_path!r}", hint=hint)

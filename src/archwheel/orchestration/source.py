@@ -1,0 +1,410 @@
+"""Resolve a recipe's source to a local folder, a commit and a ``SOURCE_DATE_EPOCH``.
+
+* ``path``: the folder as it is. If it sits in a git work tree, the commit of the last change
+  under it, whether it has uncommitted changes, and the file list (tracked plus untracked, not
+  ignored: build leftovers never reach the container). A content hash over that list is
+  recorded either way.
+* ``git``: the tag or branch is resolved to a commit (``git ls-remote``), fetched at that
+  commit only (``--depth 1``) into the cache with its submodules, and reused afterwards.
+* ``sdist``: downloaded (or read) once into the cache, checked against its sha256, and unpacked
+  with every member checked (no absolute paths, no ``..``, no links leaving the tree).
+
+This runs on the host, before any container starts, with the host's own git/CA settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import ssl
+import stat
+import subprocess
+import tarfile
+import urllib.request
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from archwheel.errors import BuildError, InputError, ToolError, UsageError
+from archwheel.orchestration.engine import Echo, echo_to_stderr, quote_command
+from archwheel.orchestration.recipe import SourceSpec
+
+ZIP_EPOCH_MIN = 315532800  # 1980-01-01: the earliest timestamp a zip entry can carry
+MAX_SDIST_BYTES = 4 << 30
+MAX_SDIST_MEMBERS = 500_000
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".nox", ".venv", ".mypy_cache"})
+
+
+@dataclass(frozen=True)
+class ResolvedSource:
+    """A source ready to mount: where it is, what it is, and its reproducible timestamp."""
+
+    spec: SourceSpec
+    root: Path  # the folder mounted read-only at /src
+    commit: str | None  # git commit (path inside a repo, or git source)
+    dirty: bool  # uncommitted changes under the path
+    content_sha256: str  # over the sorted file list, modes and contents
+    files: tuple[str, ...]  # relative paths copied into the build (sorted)
+    source_date_epoch: int
+    epoch_origin: str  # where the epoch came from, for provenance
+    sdist_sha256: str | None = None
+
+    def to_json_dict(self) -> dict[str, object]:
+        return {
+            "kind": self.spec.kind,
+            "location": str(self.spec.path or self.spec.git_url or self.spec.sdist),
+            "ref": self.spec.ref,
+            "commit": self.commit,
+            "dirty": self.dirty,
+            "submodules": self.spec.submodules,
+            "content_sha256": self.content_sha256,
+            "files": len(self.files),
+            "sdist_sha256": self.sdist_sha256,
+        }
+
+
+class Git:
+    """The host's git, echoing each command."""
+
+    def __init__(self, echo: Echo | None = echo_to_stderr) -> None:
+        self.echo = echo
+
+    def run(self, args: Sequence[str], cwd: Path | None = None, *, quiet: bool = False) -> str:
+        program = shutil.which("git")
+        if program is None:
+            raise ToolError("couldn't find git in PATH", hint="install git")
+        if self.echo and not quiet:
+            self.echo(quote_command(["git", *args]))
+        proc = subprocess.run(
+            [program, *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+        )
+        if proc.returncode != 0:
+            lines = (proc.stderr or proc.stdout).strip().splitlines() or ["no output"]
+            raise ToolError(
+                f"git {args[0]} failed (exit {proc.returncode}): {lines[-1][:300]}",
+                hint="the source repository must be reachable from this host; a mirror URL "
+                "in the recipe's [source] git works too",
+            )
+        return proc.stdout
+
+    def try_run(self, args: Sequence[str], cwd: Path) -> str | None:
+        try:
+            return self.run(args, cwd, quiet=True)
+        except ToolError:
+            return None
+
+
+def resolve_source(
+    spec: SourceSpec,
+    cache: Path,
+    *,
+    recipe_epoch: int | None = None,
+    echo: Echo | None = echo_to_stderr,
+) -> ResolvedSource:
+    git = Git(echo)
+    if spec.kind == "path":
+        assert spec.path is not None
+        return _resolve_path(spec, spec.path, git, recipe_epoch)
+    if spec.kind == "git":
+        return _resolve_git(spec, cache / "sources" / "git", git, recipe_epoch)
+    return _resolve_sdist(spec, cache / "sources" / "sdist", recipe_epoch, echo)
+
+
+def _epoch(recipe_epoch: int | None, found: int | None, origin: str) -> tuple[int, str]:
+    if recipe_epoch is not None:
+        return recipe_epoch, "recipe"
+    if found is not None:
+        return max(ZIP_EPOCH_MIN, found), origin
+    return ZIP_EPOCH_MIN, "default (1980-01-01)"
+
+
+def _resolve_path(
+    spec: SourceSpec, folder: Path, git: Git, recipe_epoch: int | None
+) -> ResolvedSource:
+    top = git.try_run(["rev-parse", "--show-toplevel"], folder) if shutil.which("git") else None
+    commit: str | None = None
+    dirty = False
+    found_epoch: int | None = None
+    if top:
+        listed = git.try_run(
+            ["ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "."], folder
+        )
+        files = sorted(
+            {f for f in (listed or "").split("\0") if f and _is_file_or_link(folder / f)}
+        )
+        commit = (git.try_run(["rev-parse", "HEAD"], folder) or "").strip() or None
+        status = git.try_run(["status", "--porcelain", "--", "."], folder)
+        dirty = bool(status and status.strip())
+        stamp = git.try_run(["log", "-1", "--format=%ct", "--", "."], folder)
+        if stamp and stamp.strip().isdigit():
+            found_epoch = int(stamp.strip())
+    else:
+        files = _walk(folder)
+    if not files:
+        raise UsageError(f"source folder {folder} holds no files")
+    epoch, origin = _epoch(recipe_epoch, found_epoch, "last git commit touching the source")
+    if dirty and recipe_epoch is None:
+        origin += " (the tree has uncommitted changes)"
+    return ResolvedSource(
+        spec=spec,
+        root=folder,
+        commit=commit,
+        dirty=dirty,
+        content_sha256=content_hash(folder, files),
+        files=tuple(files),
+        source_date_epoch=epoch,
+        epoch_origin=origin,
+    )
+
+
+def _walk(folder: Path) -> list[str]:
+    files: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        for name in filenames:
+            path = Path(dirpath) / name
+            if path.is_file() and not path.is_symlink():
+                files.append(path.relative_to(folder).as_posix())
+    return sorted(files)
+
+
+def _is_file_or_link(path: Path) -> bool:
+    return path.is_symlink() or path.is_file()
+
+
+def content_hash(folder: Path, files: Sequence[str]) -> str:
+    """sha256 over (path, executable bit, sha256 of content) of each file, in order."""
+    outer = hashlib.sha256()
+    for rel in files:
+        path = folder / rel
+        if path.is_symlink():
+            # Copied into the build as a link (tar does not follow it): hash the link itself,
+            # never what it points at, which may lie outside the source.
+            outer.update(f"{rel}\0l\0{path.readlink()}\n".encode())
+            continue
+        inner = hashlib.sha256()
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                inner.update(block)
+        executable = "x" if path.stat().st_mode & stat.S_IXUSR else "-"
+        outer.update(f"{rel}\0{executable}\0{inner.hexdigest()}\n".encode())
+    return outer.hexdigest()
+
+
+def _resolve_git(
+    spec: SourceSpec, cache: Path, git: Git, recipe_epoch: int | None
+) -> ResolvedSource:
+    assert spec.git_url is not None
+    assert spec.ref is not None
+    url, ref = spec.git_url, spec.ref
+    commit: str | None = ref if _COMMIT.match(ref) else None
+    if commit is None:
+        listing = git.run(["ls-remote", url, ref, f"{ref}^{{}}"])
+        commit = _pick_commit(listing, ref)
+    if commit is None:
+        raise UsageError(f"git ref {ref!r} not found in {url}", hint="check the tag or branch")
+    key = hashlib.sha256(url.encode()).hexdigest()[:16]
+    checkout = cache / f"{key}-{commit[:12]}{'-sub' if spec.submodules else ''}"
+    marker = checkout / ".archwheel-complete"
+    if not marker.is_file():
+        if checkout.exists():
+            shutil.rmtree(checkout)
+        checkout.mkdir(parents=True)
+        try:
+            git.run(["init", "--quiet", str(checkout)])
+            git.run(["-C", str(checkout), "fetch", "--quiet", "--depth", "1", url, commit])
+            git.run(["-C", str(checkout), "checkout", "--quiet", "--detach", "FETCH_HEAD"])
+            if spec.submodules:
+                git.run(
+                    ["-C", str(checkout), "submodule", "update", "--init", "--recursive",
+                     "--depth", "1", "--jobs", "4"]
+                )  # fmt: skip
+        except BaseException:
+            shutil.rmtree(checkout, ignore_errors=True)
+            raise
+        marker.write_text(commit + "\n")
+    head = git.run(["-C", str(checkout), "rev-parse", "HEAD"], quiet=True).strip()
+    if head != commit:
+        raise BuildError(f"checkout {checkout} is at {head}, expected {commit}; delete it")
+    stamp = git.run(["-C", str(checkout), "log", "-1", "--format=%ct"], quiet=True).strip()
+    files = [f for f in _walk(checkout) if f != ".archwheel-complete"]
+    epoch, origin = _epoch(recipe_epoch, int(stamp) if stamp.isdigit() else None, "commit time")
+    return ResolvedSource(
+        spec=spec,
+        root=checkout,
+        commit=commit,
+        dirty=False,
+        content_sha256=content_hash(checkout, files),
+        files=tuple(files),
+        source_date_epoch=epoch,
+        epoch_origin=origin,
+    )
+
+
+def _pick_commit(listing: str, ref: str) -> str | None:
+    """From ``git ls-remote`` output: the peeled commit of an annotated tag, else the ref's."""
+    plain: str | None = None
+    for line in listing.splitlines():
+        parts = line.split()
+        if len(parts) != 2 or not _COMMIT.match(parts[0]):
+            continue
+        sha, name = parts
+        if name.endswith("^{}"):
+            return sha
+        if name in (ref, f"refs/tags/{ref}", f"refs/heads/{ref}") or plain is None:
+            plain = sha
+    return plain
+
+
+def _resolve_sdist(
+    spec: SourceSpec, cache: Path, recipe_epoch: int | None, echo: Echo | None
+) -> ResolvedSource:
+    assert spec.sdist is not None
+    assert spec.sha256 is not None
+    cache.mkdir(parents=True, exist_ok=True)
+    name = PurePosixPath(spec.sdist.split("?")[0]).name or "sdist"
+    archive = cache / f"{spec.sha256}-{name}"
+    if not archive.is_file():
+        _fetch(spec.sdist, archive, echo)
+    digest = _sha256_file(archive)
+    if digest != spec.sha256:
+        archive.unlink()
+        raise InputError(
+            f"sdist {spec.sdist} has sha256 {digest}, the recipe says {spec.sha256}",
+            hint="the file changed or the recipe is wrong; never build an unverified source",
+        )
+    tree = cache / spec.sha256
+    marker = tree / ".archwheel-complete"
+    if not marker.is_file():
+        if tree.exists():
+            shutil.rmtree(tree)
+        tree.mkdir(parents=True)
+        try:
+            newest = safe_unpack(archive, tree)
+        except BaseException:
+            shutil.rmtree(tree, ignore_errors=True)
+            raise
+        marker.write_text(f"{newest}\n")
+    newest_text = marker.read_text().strip()
+    entries = [p for p in tree.iterdir() if p.name != ".archwheel-complete"]
+    root = entries[0] if len(entries) == 1 and entries[0].is_dir() else tree
+    files = [f for f in _walk(root) if f != ".archwheel-complete"]
+    found = int(newest_text) if newest_text.isdigit() else None
+    epoch, origin = _epoch(recipe_epoch, found, "newest member of the sdist")
+    return ResolvedSource(
+        spec=spec,
+        root=root,
+        commit=None,
+        dirty=False,
+        content_sha256=content_hash(root, files),
+        files=tuple(files),
+        source_date_epoch=epoch,
+        epoch_origin=origin,
+        sdist_sha256=digest,
+    )
+
+
+def _fetch(location: str, target: Path, echo: Echo | None) -> None:
+    tmp = target.with_name(target.name + ".part")
+    if "://" not in location or location.startswith("file://"):
+        source = Path(location.removeprefix("file://"))
+        shutil.copyfile(source, tmp)
+    else:
+        if echo:
+            echo(f"+ download {location}")
+        context = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)
+        try:
+            with urllib.request.urlopen(location, timeout=120, context=context) as response:  # noqa: S310
+                total = 0
+                with tmp.open("wb") as out:
+                    for block in iter(lambda: response.read(1 << 20), b""):
+                        total += len(block)
+                        if total > MAX_SDIST_BYTES:
+                            raise InputError(f"{location} is larger than {MAX_SDIST_BYTES} bytes")
+                        out.write(block)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise ToolError(f"could not download {location}: {exc}") from None
+    tmp.replace(target)
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _safe_member(name: str, archive: Path) -> PurePosixPath:
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts or name.startswith(("/", "\\")) or "\\" in name:
+        raise InputError(f"{archive}: unsafe member name {name!r}; refusing to unpack")
+    return path
+
+
+def safe_unpack(archive: Path, target: Path) -> int:
+    """Unpack a .tar.gz/.tar.bz2/.tar.xz/.zip sdist into ``target``; return the newest mtime.
+
+    Only regular files and folders are written; links, devices and names that would leave
+    ``target`` raise ``InputError``.
+    """
+    newest = 0
+    count = 0
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zf:
+            for info in zf.infolist():
+                count += 1
+                if count > MAX_SDIST_MEMBERS:
+                    raise InputError(f"{archive}: more than {MAX_SDIST_MEMBERS} members")
+                rel = _safe_member(info.filename, archive)
+                dest = target.joinpath(*rel.parts)
+                if info.is_dir():
+                    dest.mkdir(parents=True, exist_ok=True)
+                    continue
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(info) as src, dest.open("wb") as out:
+                    shutil.copyfileobj(src, out)
+                import calendar
+
+                newest = max(newest, calendar.timegm((*info.date_time, 0, 0, -1)))
+        return newest
+    try:
+        tar = tarfile.open(archive)  # noqa: SIM115
+    except tarfile.TarError as exc:
+        raise InputError(f"{archive}: not a tar or zip archive ({exc})") from None
+    with tar:
+        for member in tar:
+            count += 1
+            if count > MAX_SDIST_MEMBERS:
+                raise InputError(f"{archive}: more than {MAX_SDIST_MEMBERS} members")
+            rel = _safe_member(member.name, archive)
+            if not rel.parts:
+                continue
+            dest = target.joinpath(*rel.parts)
+            if member.isdir():
+                dest.mkdir(parents=True, exist_ok=True)
+                continue
+            if not member.isfile():
+                raise InputError(
+                    f"{archive}: member {member.name!r} is a link or device; refusing to unpack"
+                )
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            extracted = tar.extractfile(member)
+            if extracted is None:
+                raise InputError(f"{archive}: cannot read member {member.name!r}")
+            with extracted, dest.open("wb") as out:
+                shutil.copyfileobj(extracted, out)
+            if member.mode & stat.S_IXUSR:
+                dest.chmod(0o755)
+            newest = max(newest, int(member.mtime))
+    return newest

@@ -1,0 +1,125 @@
+"""The builder image: its tag follows its inputs, and the toolkit probe refuses mismatches."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from archwheel.errors import RecipeError, ToolError
+from archwheel.facts.versions import CudaVersion
+from archwheel.orchestration.builder_image import (
+    BuilderImageSpec,
+    check_toolchain,
+    context_hash,
+    parse_probe,
+)
+from archwheel.orchestration.recipe import load_recipe
+
+ROOT = Path(__file__).resolve().parent.parent
+
+DEBIAN_PYPI_PROBE = """\
+nvcc=Cuda compilation tools, release 13.0, V13.0.88
+cuda_home=/opt/archwheel/cuda-pypi/nvidia/cu13
+gcc=g++ (Debian 12.2.0-14+deb12u1) 12.2.0
+python=Python 3.11.2
+pip=pip 23.0.1
+ccache=ccache version 4.7.5
+glibc=ldd (Debian GLIBC 2.36-9+deb12u14) 2.36
+os=Debian GNU/Linux 12 (bookworm)
+toolchain_source=pypi
+"""
+
+MANYLINUX_IMAGE_PROBE = """\
+nvcc=Cuda compilation tools, release 12.8, V12.8.93
+cuda_home=/usr/local/cuda-12.8
+gcc=g++ (GCC) 13.3.1 20240611 (Red Hat 13.3.1-2)
+python=Python 3.12.11
+pip=pip 25.1.1
+ccache=none
+glibc=ldd (GNU libc) 2.28
+os=AlmaLinux 8.10 (Cerulean Leopard)
+toolchain_source=image
+"""
+
+
+def test_probe_of_the_pypi_toolchain_on_debian() -> None:
+    tc = parse_probe(DEBIAN_PYPI_PROBE)
+    assert (tc.nvcc, tc.cuda) == ("13.0.88", CudaVersion(13, 0))
+    assert (tc.gcc, tc.python, tc.pip, tc.ccache, tc.glibc) == (
+        "12.2.0",
+        "3.11.2",
+        "23.0.1",
+        "4.7.5",
+        "2.36",
+    )
+    assert tc.source == "pypi"
+    assert tc.to_json_dict()["cuda_home"] == "/opt/archwheel/cuda-pypi/nvidia/cu13"
+
+
+def test_probe_of_a_toolkit_image_without_ccache() -> None:
+    tc = parse_probe(MANYLINUX_IMAGE_PROBE)
+    assert (tc.nvcc, tc.cuda, tc.gcc, tc.ccache, tc.glibc) == (
+        "12.8.93",
+        CudaVersion(12, 8),
+        "13.3.1",
+        "none",
+        "2.28",
+    )
+
+
+def test_probe_without_nvcc_is_a_tool_error() -> None:
+    with pytest.raises(ToolError, match="no working nvcc"):
+        parse_probe("nvcc=\ngcc=g++ 12\n")
+
+
+def test_toolkit_mismatch_is_refused_naming_recipe_and_image() -> None:
+    tc = parse_probe(MANYLINUX_IMAGE_PROBE)
+    recipe = Path("/r/pytorch-cu130.toml")
+    with pytest.raises(RecipeError) as info:
+        check_toolchain(tc, CudaVersion(13, 0), recipe, "pytorch/manylinux2_28-builder:cuda12.8")
+    text = info.value.one_line()
+    assert "[toolchain] cuda is 13.0" in text
+    assert "carries CUDA 12.8 (nvcc 12.8.93)" in text
+    assert str(recipe) in text
+    check_toolchain(tc, CudaVersion(12, 8), recipe, "image")  # the matching version passes
+
+
+def test_builder_tag_follows_every_input() -> None:
+    recipe = load_recipe(ROOT / "recipes" / "example.toml")
+    spec = BuilderImageSpec(
+        base_image=recipe.toolchain.base_image,
+        toolchain=recipe.toolchain,
+        python="3.11",
+        dockerfile_sha256=context_hash(ROOT / "docker"),
+    )
+    tag = spec.tag("sha256:aaa")
+    assert tag.startswith("archwheel/builder:")
+    assert spec.tag("sha256:aaa") == tag
+    variants = {
+        spec.tag("sha256:bbb"),
+        replace(spec, python="3.12").tag("sha256:aaa"),
+        replace(spec, dockerfile_sha256="0" * 64).tag("sha256:aaa"),
+        replace(
+            spec, toolchain=replace(recipe.toolchain, pypi_packages=("nvidia-cuda-nvcc==13.0.48",))
+        ).tag("sha256:aaa"),
+    }
+    assert tag not in variants
+    assert len(variants) == 4
+
+
+def test_build_args_carry_the_toolchain() -> None:
+    recipe = load_recipe(ROOT / "recipes" / "example.toml")
+    args = BuilderImageSpec("archwheel/debian:bookworm", recipe.toolchain, "3.11", "x").build_args()
+    assert args["TOOLCHAIN_SOURCE"] == "pypi"
+    assert args["CUDA_VERSION"] == "13.0"
+    assert args["PYPI_PREFIX"] == "nvidia/cu13"
+    assert args["CUDART_SONAME"] == "libcudart.so.13"
+    assert args["BASE_IMAGE"] == "archwheel/debian:bookworm"
+
+
+def test_context_hash_needs_every_file(tmp_path: Path) -> None:
+    (tmp_path / "Dockerfile").write_text("FROM x\n")
+    with pytest.raises(ToolError, match=r"provision\.sh is missing"):
+        context_hash(tmp_path)

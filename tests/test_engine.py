@@ -1,0 +1,315 @@
+"""The container engine wrapper: settings, command echo, and real containers (docker, podman)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from archwheel.errors import BuildError, ToolError, UsageError
+from archwheel.orchestration.engine import (
+    PODMAN_CONF_TEXT,
+    ContainerEngine,
+    ContainerSpec,
+    EngineSettings,
+    Mount,
+    find_program,
+    parse_version,
+    quote_command,
+    run_program,
+    sigterm_as_exit,
+)
+from tests.conftest import require
+from tests.containers_support import containers_with_label, import_tiny_image, tiny_rootfs
+
+# -- settings and helpers (no engine needed) -----------------------------------------------------
+
+
+def test_quote_command_is_shell_quoting() -> None:
+    assert quote_command(["docker", "run", "--env", "A=b c", "x;y"]) == (
+        "+ docker run --env 'A=b c' 'x;y'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("20.10.24+dfsg1", (20, 10, 24)), ("4.3.1", (4, 3, 1)), ("28.2.2", (28, 2, 2)), ("x", ())],
+)
+def test_parse_version(text: str, expected: tuple[int, ...]) -> None:
+    assert parse_version(text) == expected
+
+
+def test_missing_program_is_a_tool_error_naming_it() -> None:
+    with pytest.raises(ToolError, match="couldn't find no-such-engine-xyz in PATH"):
+        find_program("no-such-engine-xyz")
+
+
+def test_run_program_failure_says_what_failed(tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match=r"exit 3.*boom"):
+        run_program(["sh", "-c", "echo boom >&2; exit 3"], echo=None)
+
+
+def test_docker_settings_force_the_legacy_builder() -> None:
+    settings = EngineSettings.create("docker", environ={})
+    assert settings.command("ps") == ["docker", "ps"]
+    assert settings.env["DOCKER_BUILDKIT"] == "0"
+    assert not settings.keep_containers
+
+
+def test_podman_settings_write_a_containers_conf(tmp_path: Path) -> None:
+    settings = EngineSettings.create(
+        "podman", config_dir=tmp_path, environ={"ARCHWHEEL_PODMAN_RUNTIME": "runc"}
+    )
+    conf = Path(settings.env["CONTAINERS_CONF"])
+    assert conf.read_text() == PODMAN_CONF_TEXT
+    assert "default_ulimits = []" in conf.read_text()
+    assert settings.command("ps") == ["podman", "--runtime", "runc", "ps"]
+
+
+def test_podman_settings_respect_a_users_containers_conf(tmp_path: Path) -> None:
+    settings = EngineSettings.create(
+        "podman",
+        config_dir=tmp_path,
+        environ={"CONTAINERS_CONF": "/etc/mine.conf", "ARCHWHEEL_PODMAN_RUNTIME": ""},
+    )
+    assert "CONTAINERS_CONF" not in settings.env
+    assert settings.global_args == ()
+    assert not (tmp_path / "podman-containers.conf").exists()
+
+
+def test_keep_containers_comes_from_the_environment() -> None:
+    assert EngineSettings.create(
+        "docker", environ={"ARCHWHEEL_KEEP_CONTAINERS": "1"}
+    ).keep_containers
+    assert not EngineSettings.create(
+        "docker", environ={"ARCHWHEEL_KEEP_CONTAINERS": "0"}
+    ).keep_containers
+
+
+def test_unknown_engine_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="unknown container engine 'dockr'"):
+        EngineSettings.create("dockr", environ={})
+
+
+def test_engine_that_is_not_installed_says_so() -> None:
+    settings = EngineSettings("docker", "no-such-docker-binary")
+    with pytest.raises(ToolError, match="couldn't find no-such-docker-binary in PATH"):
+        ContainerEngine(settings, echo=None).version()
+
+
+def test_mount_flags() -> None:
+    assert Mount("/a b", "/src", read_only=True).flag() == [
+        "--mount",
+        "type=bind,source=/a b,target=/src,readonly",
+    ]
+    assert Mount("archwheel-ccache", "/ccache", volume=True).flag()[1].startswith("type=volume")
+    with pytest.raises(UsageError, match="paths with ','"):
+        Mount("/x,y", "/src").flag()
+
+
+def _terminate_self() -> None:
+    with sigterm_as_exit():
+        os.kill(os.getpid(), 15)
+        time.sleep(5)  # the handler raises before this ends
+
+
+def test_sigterm_becomes_system_exit() -> None:
+    with pytest.raises(SystemExit) as info:
+        _terminate_self()
+    assert info.value.code == 143
+
+
+# -- real containers -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_rootfs(tmp_path_factory.mktemp("rootfs") / "tiny.tar")
+
+
+@pytest.fixture(scope="module")
+def docker_image(docker_engine: str, tiny_tarball: Path) -> Iterator[str]:
+    tag = import_tiny_image(["docker"], tiny_tarball)
+    yield tag
+    subprocess.run(["docker", "image", "rm", "--force", tag], capture_output=True, check=False)
+
+
+@pytest.fixture
+def run_label() -> str:
+    return f"archwheel.test={os.urandom(6).hex()}"
+
+
+def _engine(name: str, label: str, tmp_path: Path, **environ: str) -> ContainerEngine:
+    settings = EngineSettings.create(
+        name,
+        config_dir=tmp_path,
+        environ={"ARCHWHEEL_RUN_LABEL": label, **environ},
+    )
+    return ContainerEngine(settings, echo=None)
+
+
+@pytest.mark.docker
+def test_docker_version_answers(docker_engine: str, tmp_path: Path, run_label: str) -> None:
+    version = _engine("docker", run_label, tmp_path).version()
+    assert parse_version(version) >= (20, 10)
+
+
+@pytest.mark.docker
+def test_container_runs_steps_and_is_removed(
+    docker_image: str, tmp_path: Path, run_label: str
+) -> None:
+    engine = _engine("docker", run_label, tmp_path)
+    lines: list[str] = []
+    spec = ContainerSpec(image=docker_image, network="none", user="1000:1000")
+    with engine.container(spec) as container:
+        assert container.name.startswith("archwheel-")
+        assert containers_with_label(["docker"], run_label) == [container.name]
+        container.call(["sh", "-c", "echo one; id -u; echo two >&2"], sink=lines.append)
+        assert container.output(["cat", "/etc/passwd"]).startswith("root:")
+    # stdout and stderr travel separately through the engine: both arrive, order aside.
+    assert sorted(lines) == ["1000", "one", "two"]
+    assert containers_with_label(["docker"], run_label) == []
+
+
+@pytest.mark.docker
+def test_failing_step_raises_and_removes_the_container(
+    docker_image: str, tmp_path: Path, run_label: str
+) -> None:
+    engine = _engine("docker", run_label, tmp_path)
+    with (
+        pytest.raises(
+            BuildError, match=r"step 'fail' failed in container archwheel-\w+ \(exit 7\)"
+        ),
+        engine.container(ContainerSpec(image=docker_image)) as container,
+    ):
+        container.call(["sh", "-c", "echo last words; exit 7"], what="step 'fail'")
+    assert containers_with_label(["docker"], run_label) == []
+
+
+@pytest.mark.docker
+def test_interrupt_inside_removes_the_container(
+    docker_image: str, tmp_path: Path, run_label: str
+) -> None:
+    engine = _engine("docker", run_label, tmp_path)
+    seen: list[str] = []
+
+    def interrupted_build() -> None:
+        with engine.container(ContainerSpec(image=docker_image)):
+            seen.extend(containers_with_label(["docker"], run_label))
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        interrupted_build()
+    assert len(seen) == 1
+    assert containers_with_label(["docker"], run_label) == []
+
+
+@pytest.mark.docker
+def test_killed_container_is_reported_as_killed(
+    docker_image: str, tmp_path: Path, run_label: str
+) -> None:
+    engine = _engine("docker", run_label, tmp_path)
+    with engine.container(ContainerSpec(image=docker_image)) as container:
+        killer = threading.Timer(2.0, subprocess.run, (["docker", "kill", container.name],))
+        killer.start()
+        try:
+            with pytest.raises(
+                BuildError,
+                match=r"was stopped in container archwheel-\w+ \(exit 137\): the container or the",
+            ):
+                container.call(["sleep", "60"])
+        finally:
+            killer.cancel()
+    assert containers_with_label(["docker"], run_label) == []
+
+
+@pytest.mark.docker
+def test_keep_containers_keeps_it_for_debugging(
+    docker_image: str, tmp_path: Path, run_label: str
+) -> None:
+    engine = _engine("docker", run_label, tmp_path, ARCHWHEEL_KEEP_CONTAINERS="1")
+    with engine.container(ContainerSpec(image=docker_image)) as container:
+        name = container.name
+    try:
+        assert containers_with_label(["docker"], run_label) == [name]
+    finally:
+        subprocess.run(["docker", "rm", "--force", name], capture_output=True, check=False)
+
+
+@pytest.mark.docker
+def test_read_only_mount_cannot_be_written(
+    docker_image: str, tmp_path: Path, run_label: str
+) -> None:
+    engine = _engine("docker", run_label, tmp_path)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "file").write_text("data")
+    spec = ContainerSpec(
+        image=docker_image, mounts=(Mount(str(tmp_path / "src"), "/src", read_only=True),)
+    )
+    with engine.container(spec) as container:
+        assert container.output(["cat", "/src/file"]) == "data"
+        code, _ = container.call(["sh", "-c", "echo x > /src/new"], check=False)
+    assert code != 0
+    assert not (tmp_path / "src" / "new").exists()
+
+
+@pytest.mark.docker
+def test_network_none_has_only_loopback(docker_image: str, tmp_path: Path, run_label: str) -> None:
+    engine = _engine("docker", run_label, tmp_path)
+    with engine.container(ContainerSpec(image=docker_image, network="none")) as container:
+        interfaces = container.output(["cat", "/proc/net/dev"])
+    names = {line.split(":")[0].strip() for line in interfaces.splitlines() if ":" in line}
+    assert names == {"lo"}
+
+
+@pytest.mark.docker
+def test_image_and_volume_lookups(docker_image: str, tmp_path: Path, run_label: str) -> None:
+    engine = _engine("docker", run_label, tmp_path)
+    image_id = engine.image_id(docker_image)
+    assert image_id is not None
+    assert image_id.startswith("sha256:")
+    assert engine.image_id("archwheel-test/absent:nothing") is None
+    volume = f"archwheel-test-{os.urandom(4).hex()}"
+    try:
+        assert not engine.volume_exists(volume)
+        engine.ensure_volume(volume)
+        engine.ensure_volume(volume)  # idempotent
+        assert engine.volume_exists(volume)
+    finally:
+        engine.remove_volume(volume)
+    assert not engine.volume_exists(volume)
+
+
+@pytest.mark.docker
+def test_podman_runs_a_real_container(tiny_tarball: Path, tmp_path: Path, run_label: str) -> None:
+    require(shutil.which("podman") is not None, "podman is not installed (apt-get install podman)")
+    engine = _engine("podman", run_label, tmp_path)
+    engine.version()
+    cli = engine.settings.command()
+    env = {**os.environ, **engine.settings.env}
+    tag = f"archwheel-test/tiny:{os.urandom(5).hex()}"
+    with tiny_tarball.open("rb") as handle:
+        subprocess.run(
+            [*cli, "import", "-", tag], stdin=handle, env=env, check=True, capture_output=True
+        )
+    try:
+        lines: list[str] = []
+        with engine.container(ContainerSpec(image=tag, network="none", user="1000:1000")) as c:
+            c.call(["sh", "-c", "echo hello from podman; id -u"], sink=lines.append)
+            name = c.name
+        assert lines == ["hello from podman", "1000"]
+        left = subprocess.run(
+            [*cli, "ps", "-a", "--filter", f"name={name}", "--format", "{{.Names}}"],
+            env=env, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert left.stdout.strip() == ""
+    finally:
+        subprocess.run(
+            [*cli, "image", "rm", "--force", tag], env=env, capture_output=True, check=False
+        )
