@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from archwheel.binary.model import InputInventory
@@ -122,11 +123,18 @@ def _progress_for(args: argparse.Namespace) -> tuple[ProgressCallback | None, ob
         TextColumn("{task.description}"),
         console=err_console(),
         transient=True,
+        # No refresh thread: the scanner forks workers only while this process has one thread.
+        auto_refresh=False,
     )
     task = progress.add_task("", total=None)
+    last = [0.0]
 
     def update(done: int, total: int, name: str) -> None:
         progress.update(task, completed=done, total=total, description=name.rsplit("/", 1)[-1])
+        now = time.monotonic()
+        if now - last[0] >= 0.1:
+            last[0] = now
+            progress.refresh()
 
     return update, progress
 
