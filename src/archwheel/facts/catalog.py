@@ -162,8 +162,8 @@ class CudaFacts:
         if prefixed:
             return max(prefixed, key=lambda g: len(g.name))
         close = [g.name for g in self.gpus if _squash(query)[:3] in _squash(g.name)]
-        hint = f"did you mean {', '.join(close[:5])}?" if close else "see `archwheel gpus`"
-        raise UsageError(f"unknown GPU {query!r}", hint=hint + " Or give --cc X.Y instead")
+        hint = f"did you mean {', '.join(close[:5])}?" if close else "see `archwheel gpus`;"
+        raise UsageError(f"unknown GPU {query!r}", hint=hint + " or give --cc X.Y instead")
 
     def driver_cuda_version(self, driver: DriverVersion) -> CudaVersion | None:
         """The newest CUDA version a driver supports (what nvidia-smi prints as CUDA Version)."""
