@@ -113,6 +113,47 @@ def test_mount_flags() -> None:
         Mount("/x,y", "/src").flag()
 
 
+def test_gpu_request_is_engine_specific() -> None:
+    assert EngineSettings.create("docker", environ={}).gpu_args("all") == ["--gpus", "all"]
+    podman = EngineSettings("podman", "podman", global_args=("--runtime", "runc"))
+    # podman 4 has no --gpus: it asks for the CDI device NVIDIA's toolkit describes.
+    assert podman.gpu_args("all") == ["--device", "nvidia.com/gpu=all"]
+
+
+def test_run_command_is_a_foreground_run_with_the_specs_flags(tmp_path: Path) -> None:
+    settings = EngineSettings("podman", "/bin/true", global_args=("--runtime", "runc"))
+    engine = ContainerEngine(settings, echo=None)
+    spec = ContainerSpec(
+        image="img:1",
+        network="none",
+        user="1000:1000",
+        workdir="/w",
+        mounts=(Mount(str(tmp_path), "/w"),),
+        env={"B": "2", "A": "1"},
+        labels={"org.example": "x"},
+        gpus="all",
+    )
+    argv = engine.run_command(spec, ["python3", "-c", "pass"], name="archwheel-t")
+    assert argv == [
+        "/bin/true", "--runtime", "runc", "run", "--rm", "--name", "archwheel-t",
+        "--label", "archwheel", "--label", "org.example=x", "--network", "none",
+        "--user", "1000:1000", "--workdir", "/w",
+        "--mount", f"type=bind,source={tmp_path},target=/w", "--env", "A=1", "--env", "B=2",
+        "--device", "nvidia.com/gpu=all", "img:1", "python3", "-c", "pass",
+    ]  # fmt: skip
+
+
+def test_run_command_keeps_the_container_when_asked() -> None:
+    settings = EngineSettings.create(
+        "docker", program="/bin/true", environ={"ARCHWHEEL_KEEP_CONTAINERS": "1"}
+    )
+    argv = ContainerEngine(settings, echo=None).run_command(
+        ContainerSpec(image="img:1"), ["true"], name="archwheel-t"
+    )
+    assert "--rm" not in argv
+    assert "--gpus" not in argv  # no GPU unless the spec asks
+
+
 def _terminate_self() -> None:
     with sigterm_as_exit():
         os.kill(os.getpid(), 15)
@@ -284,6 +325,63 @@ def test_image_and_volume_lookups(docker_image: str, tmp_path: Path, run_label: 
     finally:
         engine.remove_volume(volume)
     assert not engine.volume_exists(volume)
+
+
+def _start_foreground_run(
+    engine: ContainerEngine, image: str, name: str
+) -> subprocess.Popen[bytes]:
+    argv = engine.run_command(ContainerSpec(image=image), ["sleep", "60"], name=name)
+    client = subprocess.Popen(
+        argv,
+        env={**os.environ, **engine.settings.env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(600):
+        if _is_running(engine, name):
+            return client
+        time.sleep(0.1)
+    client.kill()
+    raise AssertionError(f"{name} did not start")
+
+
+def _is_running(engine: ContainerEngine, name: str) -> bool:
+    result = engine.run("inspect", "--format", "{{.State.Running}}", name, check=False, quiet=True)
+    return result.stdout.strip() == "true"
+
+
+@pytest.mark.docker
+def test_stop_container_ends_a_run_whose_client_was_killed(
+    docker_image: str, tmp_path: Path, run_label: str
+) -> None:
+    engine = _engine("docker", run_label, tmp_path)
+    name = f"archwheel-test-{os.urandom(5).hex()}"
+    client = _start_foreground_run(engine, docker_image, name)
+    # Killing the client (what a watchdog does to a hung step) leaves the container running.
+    client.kill()
+    client.wait()
+    try:
+        assert _is_running(engine, name)
+    finally:
+        engine.stop_container(name)
+    assert containers_with_label(["docker"], run_label) == []
+
+
+@pytest.mark.docker
+def test_stop_container_only_kills_when_containers_are_kept(
+    docker_image: str, tmp_path: Path, run_label: str
+) -> None:
+    engine = _engine("docker", run_label, tmp_path, ARCHWHEEL_KEEP_CONTAINERS="1")
+    name = f"archwheel-test-{os.urandom(5).hex()}"
+    client = _start_foreground_run(engine, docker_image, name)
+    try:
+        engine.stop_container(name)
+        client.wait(timeout=60)
+        assert containers_with_label(["docker"], run_label) == [name]
+        assert not _is_running(engine, name)
+    finally:
+        client.kill()
+        subprocess.run(["docker", "rm", "--force", name], capture_output=True, check=False)
 
 
 @pytest.mark.docker

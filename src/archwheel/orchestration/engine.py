@@ -6,7 +6,9 @@ its default rlimits needs a ``containers.conf`` with ``default_ulimits = []`` (v
 ``CONTAINERS_CONF``) and, where crun refuses the cgroup layout, ``--runtime runc``.
 
 ``ContainerEngine`` runs engine commands (images, volumes, version); ``Container`` is a context
-manager for one long-lived container in which steps run with ``exec``. Each container gets a
+manager for one long-lived container in which steps run with ``exec``. ``run_command`` gives the
+argv of a one-shot ``run`` for a caller that supervises the process itself (smoke's watchdog),
+and ``stop_container`` ends such a container by name when that process hangs. Each container gets a
 unique ``archwheel-<random>`` name and the ``archwheel`` label, and is removed in ``__exit__``
 whatever happened (an exception, Ctrl-C, SIGTERM turned into ``SystemExit`` by
 ``sigterm_as_exit``), unless ``ARCHWHEEL_KEEP_CONTAINERS=1`` asks to keep it for debugging.
@@ -182,6 +184,17 @@ class EngineSettings:
     def command(self, *args: str) -> list[str]:
         return [self.program, *self.global_args, *args]
 
+    def gpu_args(self, request: str) -> list[str]:
+        """``run`` flags that attach GPUs (``request``: ``all``, or a device index or UUID).
+
+        Docker asks the NVIDIA Container Toolkit with ``--gpus``; podman (before 5.0 it has no
+        ``--gpus``) asks for the CDI device ``nvidia.com/gpu=...``, which needs a CDI
+        specification (``nvidia-ctk cdi generate``). Without them the container does not start.
+        """
+        if self.name == "podman":
+            return ["--device", f"nvidia.com/gpu={request}"]
+        return ["--gpus", request]
+
 
 def default_config_dir(environ: Mapping[str, str]) -> Path:
     base = environ.get("ARCHWHEEL_CACHE") or environ.get("XDG_CACHE_HOME")
@@ -254,6 +267,7 @@ class ContainerSpec:
     mounts: tuple[Mount, ...] = ()
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    gpus: str | None = None  # attach GPUs ("all"): EngineSettings.gpu_args
 
 
 class ContainerEngine:
@@ -423,6 +437,54 @@ class ContainerEngine:
     def container(self, spec: ContainerSpec) -> Container:
         return Container(self, spec)
 
+    def spec_args(self, spec: ContainerSpec, name: str) -> list[str]:
+        """``run`` flags for ``spec``: name, labels, network, user, workdir, mounts, env, GPUs."""
+        args = ["--name", name, "--label", LABEL]
+        for key, value in sorted(spec.labels.items()):
+            args += ["--label", f"{key}={value}"]
+        if self.settings.run_label:
+            args += ["--label", self.settings.run_label]
+        args += ["--network", spec.network]
+        if spec.user:
+            args += ["--user", spec.user]
+        if spec.workdir:
+            args += ["--workdir", spec.workdir]
+        for mount in spec.mounts:
+            args += mount.flag()
+        for key, value in sorted(spec.env.items()):
+            args += ["--env", f"{key}={value}"]
+        if spec.gpus:
+            args += self.settings.gpu_args(spec.gpus)
+        return args
+
+    def run_command(self, spec: ContainerSpec, command: Sequence[str], *, name: str) -> list[str]:
+        """The full argv (program path first) of a foreground ``run`` of ``command``.
+
+        For a caller that starts and supervises the process itself (smoke's watchdog). The
+        container is removed when it ends (``--rm``), unless ARCHWHEEL_KEEP_CONTAINERS keeps it.
+        Killing this process does not stop the container: end it with ``stop_container(name)``.
+        """
+        args = ["run"]
+        if not self.settings.keep_containers:
+            args.append("--rm")
+        args += [*self.spec_args(spec, name), spec.image, *command]
+        full = self.settings.command(*args)
+        full[0] = self.program_path()
+        return full
+
+    def stop_container(self, name: str) -> None:
+        """End a container now: removed, or only killed when ARCHWHEEL_KEEP_CONTAINERS is set."""
+        if not self.settings.keep_containers:
+            self.remove_container(name)
+            return
+        with contextlib.suppress(ToolError):
+            self.run("kill", name, check=False, quiet=True, timeout=120)
+        if self.echo:
+            self.echo(
+                f"archwheel: keeping container {name} ({KEEP_ENV} is set); "
+                f"remove it with `{self.settings.program} rm -f {name}`"
+            )
+
     def remove_container(self, name: str) -> None:
         """Remove a container whatever its state; a missing one is fine."""
         for attempt in range(2):
@@ -487,20 +549,7 @@ class Container:
 
     def __enter__(self) -> Container:
         spec = self.spec
-        args = ["run", "--detach", "--name", self.name, "--label", LABEL]
-        for key, value in sorted(spec.labels.items()):
-            args += ["--label", f"{key}={value}"]
-        if self.engine.settings.run_label:
-            args += ["--label", self.engine.settings.run_label]
-        args += ["--network", spec.network]
-        if spec.user:
-            args += ["--user", spec.user]
-        if spec.workdir:
-            args += ["--workdir", spec.workdir]
-        for mount in spec.mounts:
-            args += mount.flag()
-        for key, value in sorted(spec.env.items()):
-            args += ["--env", f"{key}={value}"]
+        args = ["run", "--detach", *self.engine.spec_args(spec, self.name)]
         # `sleep` as PID 1 keeps the container up between steps; `rm --force` kills it.
         args += ["--entrypoint", "sleep", spec.image, "infinity"]
         try:

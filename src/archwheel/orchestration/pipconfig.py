@@ -29,6 +29,7 @@ from archwheel.errors import UsageError
 from archwheel.orchestration.engine import Mount
 
 CONTAINER_CA_PATH = "/etc/archwheel/ca-bundle.crt"
+CONTAINER_CONSTRAINTS_DIR = "/etc/archwheel/constraints"
 _CONFIG_LINE = re.compile(r"^(?P<scope>[^.]*)\.(?P<key>[a-z-]+)='(?P<value>.*)'$")
 # pip's precedence, lowest first: global < user < site < environment.
 _SCOPE_RANK = {"global": 0, "user": 1, "site": 2, ":env:": 3}
@@ -42,6 +43,9 @@ class PipSettings:
     find_links: tuple[str, ...] = ()
     trusted_hosts: tuple[str, ...] = ()
     ca_bundle: Path | None = None
+    # pip's `constraint` files. Builds do not pass them (docs/builds.md); smoke does, through
+    # constraint_mounts() and constraint_env(), so its installs resolve as the host's pip would.
+    constraints: tuple[Path, ...] = ()
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
@@ -65,6 +69,7 @@ class PipSettings:
             find_links=tuple(value.get("find-links", "").split()),
             trusted_hosts=tuple(value.get("trusted-host", "").split()),
             ca_bundle=Path(cert) if cert else None,
+            constraints=tuple(Path(c) for c in value.get("constraint", "").split()),
         )
 
     @classmethod
@@ -102,6 +107,7 @@ class PipSettings:
             find_links=(*self.find_links, *find_links),
             trusted_hosts=self.trusted_hosts,
             ca_bundle=ca_bundle or self.ca_bundle,
+            constraints=self.constraints,
         )
 
     # -- validation and rendering -------------------------------------------------------------
@@ -163,6 +169,19 @@ class PipSettings:
             env["SSL_CERT_FILE"] = CONTAINER_CA_PATH
             env["REQUESTS_CA_BUNDLE"] = CONTAINER_CA_PATH
         return env
+
+    def constraint_mounts(self) -> tuple[Mount, ...]:
+        """Each constraint file that exists, read-only under ``/etc/archwheel/constraints/``."""
+        return tuple(
+            Mount(str(path.resolve()), f"{CONTAINER_CONSTRAINTS_DIR}/{i}.txt", read_only=True)
+            for i, path in enumerate(self.constraints)
+            if path.is_file()
+        )
+
+    def constraint_env(self) -> dict[str, str]:
+        """``PIP_CONSTRAINT`` naming the files ``constraint_mounts`` mounts (empty when none)."""
+        targets = [mount.target for mount in self.constraint_mounts()]
+        return {"PIP_CONSTRAINT": " ".join(targets)} if targets else {}
 
     def host_args(self) -> list[str]:
         """The same settings as ``pip download`` options on the host."""

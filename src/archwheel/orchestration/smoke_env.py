@@ -6,18 +6,20 @@ payload inside it), and ``close`` (remove what it made). All processes are start
 ``Watchdog``, so an install that hangs is killed like a kernel that hangs.
 
 Package indexes: the host's pip configuration (``pip config list``, ``PIP_*`` variables) is
-what a venv's pip reads anyway. A container cannot see it, so ``DockerEnvironment`` passes it
-through: index URLs and ``find-links`` folders (mounted read-only at the same paths), the
-constraint file and the CA bundle (``PIP_CERT``), as cuda-facts/containers-on-ci.md describe.
+what a venv's pip reads anyway. A container cannot see it, so ``ContainerEnvironment`` passes it
+through with the build's ``pipconfig.PipSettings``: index URLs and ``find-links`` folders
+(mounted read-only at the same paths), the CA bundle (``PIP_CERT``) and, for smoke only, the
+constraint files, as containers-on-ci.md items 5 and 9 describe.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,12 +27,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
-from archwheel.errors import ToolError, UsageError
+from archwheel.errors import ArchwheelError, UsageError
+from archwheel.orchestration.engine import ContainerEngine, ContainerSpec, Mount, quote_command
+from archwheel.orchestration.pipconfig import PipSettings
 from archwheel.orchestration.watchdog import ChildCommand, ChildOutcome, ChildStatus, Watchdog
 
 PAYLOAD_NAME = "smoke_payload.py"
 DEFAULT_INSTALL_TIMEOUT = 1800.0
 CONTAINER_WORKDIR = "/archwheel-smoke"
+SMOKE_LABEL = "org.archwheel.smoke"  # on every smoke container, with the run id
 
 
 def payload_source() -> bytes:
@@ -287,174 +292,120 @@ class ExistingEnvironment:
 
 
 # --------------------------------------------------------------------------------------------
-# a container started with --gpus all
+# a container per step, from an image, with the GPUs attached (docker or podman)
 
 
-@dataclass(frozen=True)
-class HostPipConfig:
-    """The host's pip settings a container needs to reach the same packages."""
-
-    index_urls: tuple[str, ...] = ()
-    extra_index_urls: tuple[str, ...] = ()
-    find_links: tuple[str, ...] = ()
-    constraints: tuple[str, ...] = ()
-    cert: str | None = None
-
-    @classmethod
-    def from_pip_config(cls, items: Mapping[str, str]) -> HostPipConfig:
-        """From ``pip config list`` entries (``global.find-links`` -> ``'/opt/wheels'``)."""
-        found: dict[str, list[str]] = {}
-        for key, value in items.items():
-            option = key.rsplit(".", 1)[-1]
-            found.setdefault(option, []).extend(value.split())
-        certs = found.get("cert") or []
-        cert = certs[-1] if certs else None
-        return cls(
-            index_urls=tuple(dict.fromkeys(found.get("index-url", []))),
-            extra_index_urls=tuple(dict.fromkeys(found.get("extra-index-url", []))),
-            find_links=tuple(dict.fromkeys(found.get("find-links", []))),
-            constraints=tuple(dict.fromkeys(found.get("constraint", []))),
-            cert=cert,
-        )
-
-    def host_paths(self) -> list[str]:
-        """Local folders and files to mount read-only at the same path in the container."""
-        paths: list[str] = []
-        for url in (*self.index_urls, *self.extra_index_urls, *self.find_links):
-            path = url.removeprefix("file://") if url.startswith("file://") else url
-            if path.startswith("/") and Path(path).exists():
-                paths.append(path)
-        paths += [p for p in self.constraints if p.startswith("/") and Path(p).exists()]
-        if self.cert and Path(self.cert).exists():
-            paths.append(self.cert)
-        return list(dict.fromkeys(paths))
-
-    def env(self) -> dict[str, str]:
-        env: dict[str, str] = {}
-        if self.index_urls:
-            env["PIP_INDEX_URL"] = self.index_urls[-1]
-        if self.extra_index_urls:
-            env["PIP_EXTRA_INDEX_URL"] = " ".join(self.extra_index_urls)
-        if self.find_links:
-            env["PIP_FIND_LINKS"] = " ".join(self.find_links)
-        if self.constraints:
-            env["PIP_CONSTRAINT"] = " ".join(self.constraints)
-        if self.cert:
-            env["PIP_CERT"] = self.cert
-            env["SSL_CERT_FILE"] = self.cert
-        return env
-
-
-def read_host_pip_config(python: str = sys.executable) -> HostPipConfig:
-    """``pip config list`` plus the ``PIP_*`` variables of this process."""
-    items: dict[str, str] = {}
-    try:
-        proc = subprocess.run(
-            [python, "-m", "pip", "config", "list"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        for line in proc.stdout.splitlines():
-            key, sep, value = line.partition("=")
-            if sep:
-                items[key.strip()] = value.strip().strip("'\"")
-    except (OSError, subprocess.SubprocessError):
-        pass
-    for name, value in os.environ.items():
-        if name.startswith("PIP_"):
-            items[f"env.{name[4:].lower().replace('_', '-')}"] = value
-    return HostPipConfig.from_pip_config(items)
-
-
-def docker_command(engine: str) -> str:
-    """The container engine CLI, or a ToolError saying how to get one."""
-    path = shutil.which(engine)
-    if path is None:
-        raise ToolError(
-            f"couldn't find {engine} in PATH",
-            hint="install a container engine, or use --backend venv",
-        )
-    return path
+def _not_started(name: str, problem: str, seconds: float = 0.0) -> ChildOutcome:
+    return ChildOutcome(name=name, status=ChildStatus.NOT_STARTED, seconds=seconds, problem=problem)
 
 
 @dataclass
-class DockerEnvironment:
-    """A container per step from ``image`` with ``--gpus all``; the venv lives in a bind mount.
+class ContainerEnvironment:
+    """A container per step from ``image`` with the GPUs attached; the venv lives in a bind mount.
 
-    Each step is a fresh ``docker run --rm`` named ``archwheel-smoke-<id>-<step>``, so a hung step
-    is ended with ``docker kill`` (killing the client does not stop a container) and CUDA's
-    environment is fresh for every attempt. The image must hold ``python3`` with ``venv``.
+    Everything engine-specific (the program and its global flags, the GPU request, removing a
+    container, the version check) goes through ``engine`` (``orchestration.engine``), so docker
+    and podman behave alike. Each step is a fresh foreground ``run`` named
+    ``archwheel-smoke-<id>-<step>`` under the watchdog: a hung step is ended by name with
+    ``ContainerEngine.stop_container`` (killing the client does not stop a container), and
+    CUDA's environment is fresh for every attempt. The image must hold ``python3`` with ``venv``.
     """
 
     wheels: tuple[Path, ...]
     image: str
+    engine: ContainerEngine
     index: IndexOptions = field(default_factory=IndexOptions)
     snippet: Path | None = None
-    engine: str = "docker"
-    # What `--gpus` asks for; "" runs without a GPU request and without the attach check (to
-    # exercise the install path on engines without the NVIDIA runtime).
-    gpus: str = "all"
     install_timeout: float = DEFAULT_INSTALL_TIMEOUT
-    pip_config: HostPipConfig | None = None
+    # None: the host's pip configuration (``PipSettings.from_host``), read when preparing.
+    pip: PipSettings | None = None
     keep: bool = False
+    # TEST ONLY, never set by the command line: run every container without asking the engine
+    # for a GPU and skip the gpu-attach check, so CI machines without the NVIDIA runtime can
+    # exercise the install path and the probe. The real path (GPUs requested) is the default.
+    no_gpu_request_for_tests: bool = False
     backend: str = "docker"
     root: Path | None = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
 
     def __post_init__(self) -> None:
         self.wheels = _check_wheels(self.wheels)
-        self.engine_path = docker_command(self.engine)
+        # Paths a mount cannot carry (',' or '=') are refused now, as usage errors.
+        for mount in self._input_mounts():
+            mount.flag()
 
     @property
     def description(self) -> str:
-        return f"{self.engine} image {self.image} (--gpus {self.gpus})"
+        gpus = "no GPU requested: test mode" if self.no_gpu_request_for_tests else "GPUs: all"
+        return f"{self.engine.name} image {self.image} ({gpus})"
 
-    def _run_argv(self, name: str, *, gpu: bool, network: str, env: Mapping[str, str]) -> list[str]:
-        assert self.root is not None
-        argv = [
-            self.engine_path,
-            "run",
-            "--rm",
-            "--name",
-            self._container_name(name),
-            "--network",
-            network,
-            "--user",
-            f"{os.getuid()}:{os.getgid()}",
-            "-e",
-            "HOME=/tmp",
-            "-v",
-            f"{self.root}:{CONTAINER_WORKDIR}",
-            "-w",
-            CONTAINER_WORKDIR,
+    # -- how each container is started --------------------------------------------------------
+    def _input_mounts(self) -> list[Mount]:
+        mounts = [
+            Mount(str(wheel), self._wheel_target(i, wheel), read_only=True)
+            for i, wheel in enumerate(self.wheels)
         ]
-        if gpu and self.gpus:
-            argv += ["--gpus", self.gpus]
-        for i, wheel in enumerate(self.wheels):
-            argv += ["-v", f"{wheel}:{CONTAINER_WORKDIR}-wheels/{i}/{wheel.name}:ro"]
-        if self.index.find_links:
-            argv += [
-                "-v",
-                f"{self.index.find_links.resolve()}:{self.index.find_links.resolve()}:ro",
-            ]
-        for key, value in env.items():
-            argv += ["-e", f"{key}={value}"]
-        return argv
+        if self.index.find_links is not None:
+            folder = str(self.index.find_links.resolve())
+            mounts.append(Mount(folder, folder, read_only=True))
+        return mounts
 
-    def _container_name(self, name: str) -> str:
-        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
+    @staticmethod
+    def _wheel_target(index: int, wheel: Path) -> str:
+        return f"{CONTAINER_WORKDIR}-wheels/{index}/{wheel.name}"
+
+    def _container_name(self, step: str) -> str:
+        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in step)
         return f"archwheel-smoke-{self.run_id}-{safe}"[:120]
 
-    def _kill(self, name: str) -> None:
-        subprocess.run(
-            [self.engine_path, "rm", "-f", self._container_name(name)],
-            capture_output=True,
-            timeout=60,
-            check=False,
+    def _run_argv(
+        self,
+        step: str,
+        command: Sequence[str],
+        *,
+        gpu: bool,
+        network: str,
+        env: Mapping[str, str],
+        extra_mounts: Sequence[Mount] = (),
+    ) -> list[str]:
+        assert self.root is not None
+        mounts: dict[str, Mount] = {}
+        for mount in (
+            Mount(str(self.root), CONTAINER_WORKDIR),
+            *self._input_mounts(),
+            *extra_mounts,
+        ):
+            mounts.setdefault(mount.target, mount)  # one mount per target
+        spec = ContainerSpec(
+            image=self.image,
+            network=network,
+            user=f"{os.getuid()}:{os.getgid()}",
+            workdir=CONTAINER_WORKDIR,
+            mounts=tuple(mounts.values()),
+            env={"HOME": "/tmp", **env},
+            labels={SMOKE_LABEL: self.run_id},
+            gpus="all" if gpu and not self.no_gpu_request_for_tests else None,
+        )
+        argv = self.engine.run_command(spec, command, name=self._container_name(step))
+        if self.engine.echo:
+            self.engine.echo(quote_command([self.engine.settings.program, *argv[1:]]))
+        return argv
+
+    def _child(
+        self, step: str, argv: Sequence[str], *, timeout: float, result_file: Path | None = None
+    ) -> ChildCommand:
+        name = self._container_name(step)
+        return ChildCommand(
+            step,
+            tuple(argv),
+            timeout=timeout,
+            env=dict(self.engine.settings.env),  # for the engine's client (CONTAINERS_CONF)
+            on_hang=lambda: self.engine.stop_container(name),
+            expects_result=result_file is not None,
+            result_file=result_file,
         )
 
+    # -- prepare --------------------------------------------------------------------------------
     def prepare(self, watchdog: Watchdog) -> SetupOutcome:
         self.root = Path(tempfile.mkdtemp(prefix="archwheel-smoke-"))
         self.root.chmod(0o755)
@@ -462,77 +413,90 @@ class DockerEnvironment:
         if self.snippet is not None:
             shutil.copyfile(self.snippet, self.root / "snippet.py")
         stages: list[tuple[str, ChildOutcome]] = []
-        if self.gpus:
+        problem = self._check_engine(stages)
+        if problem is None and not self.no_gpu_request_for_tests:
             problem = self._check_gpu_attach(watchdog, stages)
-            if problem is not None:
-                return problem
-        return self._install(watchdog, stages)
+        return problem or self._install(watchdog, stages)
+
+    def _check_engine(self, stages: list[tuple[str, ChildOutcome]]) -> SetupOutcome | None:
+        """The engine is installed, answers, and is new enough (``ContainerEngine.version``)."""
+        started = time.monotonic()
+        try:
+            version = self.engine.version()
+        except ArchwheelError as exc:
+            seconds = time.monotonic() - started
+            stages.append(("engine", _not_started("engine", exc.one_line(), seconds)))
+            return _failed(stages, f"the container engine {self.engine.name} cannot be used")
+        stages.append(
+            (
+                "engine",
+                ChildOutcome(
+                    name="engine",
+                    status=ChildStatus.EXITED,
+                    seconds=time.monotonic() - started,
+                    returncode=0,
+                    stdout_tail=f"{self.engine.name} {version}",
+                ),
+            )
+        )
+        return None
 
     def _check_gpu_attach(
         self, watchdog: Watchdog, stages: list[tuple[str, ChildOutcome]]
     ) -> SetupOutcome | None:
-        # 1. Can the engine give a container a GPU at all? Cheap, and it decides "no CUDA device"
-        #    before gigabytes are installed. Any program will do: the GPU request fails first.
-        probe_argv = [
-            *self._run_argv("gpu-attach", gpu=True, network="none", env={}),
-            self.image,
-            "python3",
-            "-c",
-            "pass",
-        ]
-        stages.append(
-            (
-                "gpu-attach",
-                watchdog.run(
-                    ChildCommand(
-                        "gpu-attach",
-                        tuple(probe_argv),
-                        timeout=300,
-                        expects_result=False,
-                        on_hang=lambda: self._kill("gpu-attach"),
-                    )
-                ),
-            )
+        # Can the engine give a container a GPU at all? Cheap, and it decides "no CUDA device"
+        # before gigabytes are installed. Any program will do: the GPU request fails first.
+        argv = self._run_argv(
+            "gpu-attach", ("python3", "-c", "pass"), gpu=True, network="none", env={}
         )
-        if not _exited_ok(stages[-1][1]):
-            return _failed(stages, f"the container engine could not run {self.image} with a GPU")
-        return None
+        stages.append(("gpu-attach", watchdog.run(self._child("gpu-attach", argv, timeout=300))))
+        outcome = stages[-1][1]
+        if _exited_ok(outcome):
+            return None
+        if outcome.status is ChildStatus.EXITED and outcome.returncode == 127:
+            # 127: the container was set up (GPU included) but python3 is not in the image:
+            # the image is wrong, not the GPU. (126 is no such proof: podman reports an
+            # unresolvable CDI GPU device with it.)
+            stages[-1] = ("image-check", outcome)
+            return _failed(stages, f"the image {self.image} cannot run python3")
+        return _failed(stages, f"the container engine could not run {self.image} with a GPU")
 
     def _install(self, watchdog: Watchdog, stages: list[tuple[str, ChildOutcome]]) -> SetupOutcome:
-        # 2. The venv, in the bind mount; pip sees the host's indexes through the passthrough.
-        pip = self.pip_config if self.pip_config is not None else read_host_pip_config()
-        pip_env = pip.env()
-        wheel_paths = [
-            f"{CONTAINER_WORKDIR}-wheels/{i}/{w.name}" for i, w in enumerate(self.wheels)
-        ]
+        # The venv, in the bind mount; pip sees the host's indexes through the passthrough
+        # (pipconfig.PipSettings: local folders and the CA bundle mounted read-only, PIP_*).
+        try:
+            pip = (self.pip if self.pip is not None else PipSettings.from_host()).override(
+                index_url=self.index.index_url,
+                find_links=[str(self.index.find_links.resolve())] if self.index.find_links else [],
+            )
+            pip = pip.validated()
+            mounts = (*pip.mounts(), *pip.constraint_mounts())
+            env = {**pip.container_env(), **pip.constraint_env()}
+        except ArchwheelError as exc:
+            stages.append(("install", _not_started("install", exc.one_line())))
+            return _failed(stages, "installing the wheels in the container failed")
+        wheel_paths = [self._wheel_target(i, w) for i, w in enumerate(self.wheels)]
         script = (
             f"python3 -m venv {CONTAINER_WORKDIR}/venv && "
             f"{CONTAINER_WORKDIR}/venv/bin/python -m pip install --no-input "
-            f"--disable-pip-version-check {' '.join(self.index.pip_args())} "
-            f"{' '.join(wheel_paths)}"
+            f"--disable-pip-version-check {shlex.join(wheel_paths)}"
         )
-        install_argv = self._run_argv("install", gpu=False, network="host", env=pip_env)
-        for path in pip.host_paths():
-            install_argv += ["-v", f"{path}:{path}:ro"]
-        install_argv += [self.image, "sh", "-c", script]
+        argv = self._run_argv(
+            "install",
+            ("sh", "-c", script),
+            gpu=False,
+            network="host",
+            env=env,
+            extra_mounts=mounts,
+        )
         stages.append(
-            (
-                "install",
-                watchdog.run(
-                    ChildCommand(
-                        "install",
-                        tuple(install_argv),
-                        timeout=self.install_timeout,
-                        expects_result=False,
-                        on_hang=lambda: self._kill("install"),
-                    )
-                ),
-            )
+            ("install", watchdog.run(self._child("install", argv, timeout=self.install_timeout)))
         )
         if not _exited_ok(stages[-1][1]):
             return _failed(stages, "installing the wheels in the container failed")
         return SetupOutcome(tuple(stages))
 
+    # -- the steps ------------------------------------------------------------------------------
     def command(
         self,
         name: str,
@@ -542,26 +506,21 @@ class DockerEnvironment:
         env: Mapping[str, str],
         unset_env: Sequence[str],
     ) -> ChildCommand:
-        # The result file lives in the bind mount; the watchdog's {result} placeholder names a
-        # host path, so the payload writes to the mount and the runner reads it back.
+        # A container's environment is the image's plus ``env``: the host's variables (and so
+        # ``unset_env``) never reach it. The result file lives in the bind mount: the payload
+        # writes it at the container path, the watchdog reads it at the host path.
+        assert self.root is not None
         args = [
             a.replace("{result}", f"{CONTAINER_WORKDIR}/result-{name}.json") for a in payload_args
         ]
-        argv = [
-            *self._run_argv(name, gpu=True, network="none", env=env),
-            self.image,
+        payload = (
             f"{CONTAINER_WORKDIR}/venv/bin/python",
             "-I",
             f"{CONTAINER_WORKDIR}/{PAYLOAD_NAME}",
-            *args,
-        ]
-        assert self.root is not None
-        return ChildCommand(
-            name,
-            tuple(argv),
-            timeout=timeout,
-            on_hang=lambda: self._kill(name),
-            result_file=self.root / f"result-{name}.json",
+        )
+        argv = self._run_argv(name, (*payload, *args), gpu=True, network="none", env=env)
+        return self._child(
+            name, argv, timeout=timeout, result_file=self.root / f"result-{name}.json"
         )
 
     def snippet_path(self) -> str | None:

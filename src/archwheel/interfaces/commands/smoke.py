@@ -18,6 +18,8 @@ from rich.table import Table
 from rich.text import Text
 
 from archwheel.errors import UsageError
+from archwheel.orchestration.engine import ENGINES, ContainerEngine, Echo, EngineSettings
+from archwheel.orchestration.paths import cache_dir
 from archwheel.orchestration.smoke import (
     EXIT_HANG_OR_CRASH,
     EXIT_JIT_ONLY,
@@ -30,7 +32,7 @@ from archwheel.orchestration.smoke import (
 )
 from archwheel.orchestration.smoke_env import (
     DEFAULT_INSTALL_TIMEOUT,
-    DockerEnvironment,
+    ContainerEnvironment,
     ExistingEnvironment,
     IndexOptions,
     SmokeEnvironment,
@@ -48,7 +50,8 @@ EPILOG = f"""\
 examples:
   archwheel smoke dist/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl
   archwheel smoke dist/my_ext-*.whl --snippet recipes/my_ext/smoke.py --timeout 120
-  archwheel smoke dist/*.whl --backend docker --image archwheel-base:bookworm --format json
+  archwheel smoke dist/*.whl --backend docker --image IMAGE --format json
+  archwheel smoke dist/*.whl --backend docker --engine podman --image IMAGE
   archwheel smoke dist/*.whl --output smoke.json       (table on stdout, JSON in smoke.json)
   archwheel smoke --backend existing --python /opt/venv/bin/python   (the deployment as it is)
 
@@ -78,9 +81,10 @@ def register(subparsers: Any) -> None:
         "smoke",
         help="install wheels in a fresh environment and prove their kernels run on this GPU",
         description=(
-            "Install wheels in a fresh virtual environment (or a container started with "
-            "--gpus all), then run real kernels on every GPU under a watchdog and compare them "
-            "with a CPU reference. Each step reports native, jit-only or no-kernel-image."
+            "Install wheels in a fresh virtual environment (or containers with the GPUs "
+            "attached, docker or podman), then run real kernels on every GPU under a watchdog "
+            "and compare them with a CPU reference. Each step reports native, jit-only or "
+            "no-kernel-image."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -90,7 +94,7 @@ def register(subparsers: Any) -> None:
         "--backend",
         choices=("venv", "docker", "existing"),
         default="venv",
-        help="where to run: a fresh venv (default), a container, or an existing --python",
+        help="where to run: a fresh venv (default), containers (--engine), or an existing --python",
     )
     parser.add_argument(
         "--timeout",
@@ -125,9 +129,14 @@ def register(subparsers: Any) -> None:
         metavar="PATH",
         help="venv: the interpreter to create it from; existing: the interpreter to test",
     )
-    parser.add_argument("--image", metavar="IMAGE", help="docker: the image (with python3)")
     parser.add_argument(
-        "--engine", default="docker", metavar="CLI", help="docker: the engine CLI (docker)"
+        "--image", metavar="IMAGE", help="--backend docker: the image (python3 with venv)"
+    )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="docker",
+        help="--backend docker: the container engine (default docker)",
     )
     parser.add_argument(
         "--keep", action="store_true", help="keep the environment's folder (for debugging)"
@@ -146,15 +155,18 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.output is not None and not args.output.resolve().parent.is_dir():
         raise UsageError(f"--output: folder {args.output.parent} does not exist")
-    environment = _environment(args)
+    err = Console(stderr=True, highlight=False)
+    quiet = args.quiet or args.format == "json"
+    progress = None if quiet else (lambda msg: err.print(f"[dim]smoke: {msg}[/dim]"))
+    echo = (
+        None if quiet else (lambda line: err.print(line, markup=False, style="dim", soft_wrap=True))
+    )
+    environment = _environment(args, echo)
     settings = SmokeSettings(
         step_timeout=_positive(args.timeout, "--timeout"),
         steps=_steps(args.steps),
         devices=tuple(args.device) if args.device else None,
     )
-    err = Console(stderr=True, highlight=False)
-    quiet = args.quiet or args.format == "json"
-    progress = None if quiet else (lambda msg: err.print(f"[dim]smoke: {msg}[/dim]"))
     inputs = [str(w) for w in args.wheels] or [environment.description]
     wheels = [Path(w) for w in args.wheels]
     # SIGTERM (a CI job's timeout, `timeout`) interrupts like Ctrl-C: the running step is
@@ -211,7 +223,7 @@ def _steps(text: str | None) -> tuple[str, ...]:
     return steps
 
 
-def _environment(args: argparse.Namespace) -> SmokeEnvironment:
+def _environment(args: argparse.Namespace, echo: Echo | None) -> SmokeEnvironment:
     if args.snippet is not None and not args.snippet.is_file():
         raise UsageError(f"smoke snippet not found: {args.snippet}")
     if args.find_links is not None and not args.find_links.is_dir():
@@ -235,14 +247,15 @@ def _environment(args: argparse.Namespace) -> SmokeEnvironment:
         if not args.image:
             raise UsageError(
                 "--backend docker needs --image IMAGE (an image with python3 and venv)",
-                hint="make one with `nox -s base-image`",
+                hint="the builder image has them (`archwheel build` makes it)",
             )
-        return DockerEnvironment(
+        settings = EngineSettings.create(args.engine, config_dir=cache_dir())
+        return ContainerEnvironment(
             wheels=tuple(args.wheels),
             image=args.image,
+            engine=ContainerEngine(settings, echo=echo),
             index=index,
             snippet=args.snippet,
-            engine=args.engine,
             install_timeout=install_timeout,
             keep=args.keep,
         )
