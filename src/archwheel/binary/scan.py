@@ -13,6 +13,7 @@ threads (zlib releases the GIL), so a whole wheel costs about one inflate of its
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import mmap
@@ -200,9 +201,7 @@ def scan_stream(
     except MemberError as exc:
         read_error = str(exc)
     finally:
-        close = getattr(chunks, "close", None)
-        if close:
-            close()
+        _close(chunks)
     mux.finish()
     replays = 0
     while mux.missed and read_error is None and replays < MAX_REPLAYS:
@@ -220,14 +219,19 @@ def scan_stream(
         except MemberError as exc:
             read_error = str(exc)
         finally:
-            close = getattr(replay, "close", None)
-            if close:
-                close()
+            _close(replay)
         mux.finish()
     if read_error:
         result.notes.append((None, Note(Severity.ERROR, read_error)))
     _assemble(label, kind, size, outcomes, result)
     return result
+
+
+def _close(chunks: Iterator[bytes]) -> None:
+    """Close a chunk generator early (its file handle), whatever kind of iterator it is."""
+    close = getattr(chunks, "close", None)
+    if close:
+        close()
 
 
 def _assemble(
@@ -367,19 +371,8 @@ def _relative(message: str, unit: Unit) -> str:
 
 def _entry(header: EntryHeader, section: str, unit: Unit) -> FatbinEntry:
     entry = entry_model(header, section)
-    if unit.start:
-        entry = FatbinEntry(
-            section=entry.section,
-            offset=entry.offset - unit.start,
-            kind=entry.kind,
-            target=entry.target,
-            compression=entry.compression,
-            stored_bytes=entry.stored_bytes,
-            uncompressed_bytes=entry.uncompressed_bytes,
-            ptx_isa=entry.ptx_isa,
-            flags=entry.flags,
-        )
-    return entry
+    # Offsets inside an archive member are reported relative to the member.
+    return dataclasses.replace(entry, offset=entry.offset - unit.start) if unit.start else entry
 
 
 def _cubin_entry(unit: Unit) -> FatbinEntry:

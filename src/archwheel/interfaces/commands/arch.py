@@ -7,6 +7,7 @@ accept.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from rich.console import Console
@@ -143,17 +144,7 @@ def _with_size(rec: Recommendation, reference: Path | None) -> Recommendation:
         raise InputError(f"{reference}: no such file", hint="--reference takes a wheel file")
     inventory = scan_path(reference)
     size = estimate_size(rec.arch_list, inventory, reference.stat().st_size)
-    return Recommendation(
-        gpus=rec.gpus,
-        toolkit=rec.toolkit,
-        variant=rec.variant,
-        ptx=rec.ptx,
-        arch_list=rec.arch_list,
-        coverage=rec.coverage,
-        problems=rec.problems,
-        buildable_with=rec.buildable_with,
-        size=size,
-    )
+    return dataclasses.replace(rec, size=size)
 
 
 def _emit_recommendation(fmt: str, rec: Recommendation) -> None:
