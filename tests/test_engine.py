@@ -327,6 +327,31 @@ def test_image_and_volume_lookups(docker_image: str, tmp_path: Path, run_label: 
     assert not engine.volume_exists(volume)
 
 
+@pytest.mark.docker
+def test_failed_image_build_leaves_no_container(
+    docker_image: str, tmp_path: Path, run_label: str
+) -> None:
+    """docker's legacy builder keeps the container of a failed step unless told otherwise."""
+    engine = _engine("docker", run_label, tmp_path)
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "Dockerfile").write_text(f"FROM {docker_image}\nRUN echo provisioning; exit 3\n")
+    tag = f"archwheel-test/failed:{os.urandom(5).hex()}"
+    lines: list[str] = []
+    failed = rf"building image {tag} failed \(exit \d+\): .*non-zero code: 3"
+    with pytest.raises(BuildError, match=failed):
+        engine.build_image(context, tag, network="none", sink=lines.append)
+    assert "provisioning" in lines
+    assert engine.image_id(tag) is None
+    left = subprocess.run(
+        ["docker", "ps", "--all", "--quiet", "--filter", f"ancestor={docker_image}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    if left:  # clean up before failing
+        subprocess.run(["docker", "rm", "--force", *left], capture_output=True, check=False)
+    assert left == []
+
+
 def _start_foreground_run(
     engine: ContainerEngine, image: str, name: str
 ) -> subprocess.Popen[bytes]:

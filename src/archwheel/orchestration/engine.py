@@ -399,8 +399,12 @@ class ContainerEngine:
         network: str = "host",
         sink: LineSink | None = None,
     ) -> str:
-        """Build an image from a context folder (network host, for package mirrors)."""
-        args = ["build", "--network", network, "--tag", tag]
+        """Build an image from a context folder (network host, for package mirrors).
+
+        ``--force-rm``: docker's legacy builder otherwise leaves the container of a failed
+        step behind (seen with Docker 20.10: a stopped container per failed build).
+        """
+        args = ["build", "--force-rm", "--network", network, "--tag", tag]
         if dockerfile is not None:
             args += ["--file", str(dockerfile)]
         for key, value in sorted((build_args or {}).items()):
