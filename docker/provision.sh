@@ -105,15 +105,15 @@ pypi)
     ln -s "$root" /usr/local/cuda
     ;;
 image)
-    if [ -d "/usr/local/cuda-$CUDA_VERSION" ]; then
+    # The same search archwheel ran in the base image before building this one (find-cuda.sh).
+    root=$(sh "$AW/find-cuda.sh" "$CUDA_VERSION") \
+        || die "TOOLCHAIN_SOURCE=image but the base image has no nvcc (/usr/local/cuda-$CUDA_VERSION, /usr/local/cuda or PATH)"
+    if [ "$(readlink -f /usr/local/cuda 2>/dev/null)" != "$root" ]; then
         # Images with several toolkits: point /usr/local/cuda at the one the recipe asks for.
         rm -rf /usr/local/cuda
-        ln -s "/usr/local/cuda-$CUDA_VERSION" /usr/local/cuda
-    elif [ ! -x /usr/local/cuda/bin/nvcc ]; then
-        nvcc_path=$(command -v nvcc || true)
-        [ -n "$nvcc_path" ] || die "TOOLCHAIN_SOURCE=image but the base image has no nvcc"
-        ln -s "$(dirname "$(dirname "$(readlink -f "$nvcc_path")")")" /usr/local/cuda
+        ln -s "$root" /usr/local/cuda
     fi
+    log "toolkit: $root"
     ;;
 *)
     die "unknown TOOLCHAIN_SOURCE $TOOLCHAIN_SOURCE (image or pypi)"
@@ -122,5 +122,5 @@ esac
 rm -rf "$AW/toolchain-wheels"
 echo "$TOOLCHAIN_SOURCE" > "$AW/toolchain-source"
 /usr/local/cuda/bin/nvcc --version | tail -n 2
-chmod 755 "$AW/probe.sh"
+chmod 755 "$AW/probe.sh" "$AW/find-cuda.sh"
 log "done"

@@ -112,11 +112,27 @@ def test_builder_tag_follows_every_input() -> None:
 def test_build_args_carry_the_toolchain() -> None:
     recipe = load_recipe(ROOT / "recipes" / "example.toml")
     args = BuilderImageSpec("archwheel/debian:bookworm", recipe.toolchain, "3.11", "x").build_args()
-    assert args["TOOLCHAIN_SOURCE"] == "pypi"
-    assert args["CUDA_VERSION"] == "13.0"
-    assert args["PYPI_PREFIX"] == "nvidia/cu13"
-    assert args["CUDART_SONAME"] == "libcudart.so.13"
+    assert args["ARCHWHEEL_TOOLCHAIN_SOURCE"] == "pypi"
+    assert args["ARCHWHEEL_CUDA_VERSION"] == "13.0"
+    assert args["ARCHWHEEL_PYTHON_VERSION"] == "3.11"
+    assert args["ARCHWHEEL_PYPI_PREFIX"] == "nvidia/cu13"
+    assert args["ARCHWHEEL_CUDART_SONAME"] == "libcudart.so.13"
     assert args["BASE_IMAGE"] == "archwheel/debian:bookworm"
+
+
+def test_dockerfile_arguments_cannot_be_shadowed_by_the_base_images_env() -> None:
+    """Base images set CUDA_VERSION / PYTHON_VERSION with ENV, which wins over a same-named ARG."""
+    recipe = load_recipe(ROOT / "recipes" / "example.toml")
+    args = BuilderImageSpec("nvidia/cuda:13.0.1-devel", recipe.toolchain, "3.11", "x").build_args()
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    after_from = dockerfile[dockerfile.index("\nFROM ") :]
+    for name in args:
+        if name == "BASE_IMAGE":  # used only by FROM, before the base image's ENV exists
+            assert f"ARG {name}=" in dockerfile[: dockerfile.index("\nFROM ")]
+            continue
+        assert name.startswith("ARCHWHEEL_")
+        assert f"ARG {name}=" in after_from
+        assert "${" + name + "}" in after_from  # handed to provision.sh
 
 
 def test_context_hash_needs_every_file(tmp_path: Path) -> None:

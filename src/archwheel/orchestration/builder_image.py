@@ -33,7 +33,7 @@ from archwheel.orchestration.pipconfig import PipSettings
 from archwheel.orchestration.recipe import ToolchainSpec
 
 BUILDER_REPOSITORY = "archwheel/builder"
-CONTEXT_FILES = ("Dockerfile", "provision.sh", "probe.sh")
+CONTEXT_FILES = ("Dockerfile", "provision.sh", "probe.sh", "find-cuda.sh")
 BUILDER_FORMAT = 1  # bump to invalidate every cached builder image
 _NVCC_RELEASE = re.compile(r"release (\d+)\.(\d+), V(\d+(?:\.\d+)+)")
 _VERSION_TOKEN = re.compile(r"(?<![\w.])(\d+\.\d+(?:\.\d+)?)(?![\w.])")
@@ -49,14 +49,15 @@ class BuilderImageSpec:
     dockerfile_sha256: str  # over the context files
 
     def build_args(self) -> dict[str, str]:
+        """The Dockerfile's arguments, prefixed: the base image's ENV cannot shadow them."""
         return {
             "BASE_IMAGE": self.base_image,
-            "TOOLCHAIN_SOURCE": self.toolchain.source,
-            "CUDA_VERSION": str(self.toolchain.cuda),
-            "PYTHON_VERSION": self.python,
-            "PYPI_PREFIX": self.toolchain.pypi_prefix,
-            "CUDART_SONAME": self.toolchain.cudart_soname,
-            "SYSTEM_PACKAGES": " ".join(self.toolchain.system_packages),
+            "ARCHWHEEL_TOOLCHAIN_SOURCE": self.toolchain.source,
+            "ARCHWHEEL_CUDA_VERSION": str(self.toolchain.cuda),
+            "ARCHWHEEL_PYTHON_VERSION": self.python,
+            "ARCHWHEEL_PYPI_PREFIX": self.toolchain.pypi_prefix,
+            "ARCHWHEEL_CUDART_SONAME": self.toolchain.cudart_soname,
+            "ARCHWHEEL_SYSTEM_PACKAGES": " ".join(self.toolchain.system_packages),
         }
 
     def tag(self, base_image_id: str) -> str:
