@@ -11,9 +11,12 @@ from archwheel.errors import RecipeError, ToolError
 from archwheel.facts.versions import CudaVersion
 from archwheel.orchestration.builder_image import (
     BuilderImageSpec,
+    ImageToolkit,
+    check_base_toolkit,
     check_toolchain,
     context_hash,
     parse_probe,
+    parse_toolkit_probe,
 )
 from archwheel.orchestration.recipe import load_recipe
 
@@ -81,7 +84,7 @@ def test_toolkit_mismatch_is_refused_naming_recipe_and_image() -> None:
         check_toolchain(tc, CudaVersion(13, 0), recipe, "pytorch/manylinux2_28-builder:cuda12.8")
     text = info.value.one_line()
     assert "[toolchain] cuda is 13.0" in text
-    assert "carries CUDA 12.8 (nvcc 12.8.93)" in text
+    assert "carries CUDA 12.8 (nvcc 12.8.93) in /usr/local/cuda-12.8" in text
     assert str(recipe) in text
     check_toolchain(tc, CudaVersion(12, 8), recipe, "image")  # the matching version passes
 
@@ -139,3 +142,49 @@ def test_context_hash_needs_every_file(tmp_path: Path) -> None:
     (tmp_path / "Dockerfile").write_text("FROM x\n")
     with pytest.raises(ToolError, match=r"provision\.sh is missing"):
         context_hash(tmp_path)
+
+
+# -- the toolkit of a base image (docker/find-cuda.sh --probe) -----------------------------------
+
+
+def test_toolkit_probe_of_a_base_image() -> None:
+    found = parse_toolkit_probe(
+        "cuda_home=/usr/local/cuda-12.8\nnvcc=Cuda compilation tools, release 12.8, V12.8.93\n"
+    )
+    assert found == ImageToolkit("/usr/local/cuda-12.8", "12.8.93", CudaVersion(12, 8))
+
+
+def test_base_image_with_another_cuda_is_refused_naming_recipe_image_and_versions() -> None:
+    found = parse_toolkit_probe(
+        "cuda_home=/usr/local/cuda-13.0\nnvcc=Cuda compilation tools, release 13.0, V13.0.88\n"
+    )
+    recipe = Path("/r/example.toml")
+    with pytest.raises(RecipeError) as info:
+        check_base_toolkit(found, CudaVersion(12, 8), recipe, "nvidia/cuda:13.0.1-devel")
+    assert info.value.exit_code == 2
+    assert info.value.one_line() == (
+        "/r/example.toml: [toolchain] cuda is 12.8, but base image nvidia/cuda:13.0.1-devel "
+        "carries CUDA 13.0 (nvcc 13.0.88) in /usr/local/cuda-13.0 "
+        '(use a base image with CUDA 12.8, or set cuda = "13.0")'
+    )
+    check_base_toolkit(found, CudaVersion(13, 0), recipe, "nvidia/cuda:13.0.1-devel")
+
+
+@pytest.mark.parametrize(
+    ("cuda", "pypi_hint"), [(CudaVersion(13, 0), True), (CudaVersion(12, 8), False)]
+)
+def test_base_image_without_a_toolkit_is_refused(cuda: CudaVersion, pypi_hint: bool) -> None:
+    found = parse_toolkit_probe("cuda_home=\nnvcc=\n")
+    assert found == ImageToolkit("", "", None)
+    with pytest.raises(RecipeError) as info:
+        check_base_toolkit(found, cuda, Path("/r/x.toml"), "debian:12")
+    text = info.value.one_line()
+    assert 'source = "image", but base image debian:12 has no CUDA toolkit' in text
+    assert f"/usr/local/cuda-{cuda}" in text
+    assert ('or source = "pypi"' in text) is pypi_hint  # PyPI has no complete 12.x nvcc
+
+
+def test_base_image_whose_nvcc_does_not_answer_is_a_tool_error() -> None:
+    found = parse_toolkit_probe("cuda_home=/usr/local/cuda-13.0\nnvcc=\n")
+    with pytest.raises(ToolError, match=r"has /usr/local/cuda-13.0/bin/nvcc, but"):
+        check_base_toolkit(found, CudaVersion(13, 0), Path("/r/x.toml"), "arm64/cuda:13.0")

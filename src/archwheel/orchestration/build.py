@@ -3,8 +3,10 @@
 The order of events, and what each guarantees:
 
 1. The engine answers (``docker version``), the base image exists (made with debootstrap when
-   it is archwheel's own Debian image, pulled otherwise), the builder image exists (built when
-   its input hash is new), and its toolkit is the recipe's (``nvcc --version`` inside).
+   it is archwheel's own Debian image, pulled otherwise), a base image that should hold the
+   toolkit holds the recipe's (``find-cuda.sh --probe`` inside it, before anything is built on
+   it), the builder image exists (built when its input hash is new), and its toolkit is the
+   recipe's (``nvcc --version`` inside).
 2. A fresh work folder is mounted at ``/build``; each plan phase runs in its own container
    (``archwheel-<random>``), removed whatever happens: an error, Ctrl-C, SIGTERM.
 3. The single wheel in ``/build/dist`` is re-packed deterministically outside the output folder.
@@ -36,9 +38,11 @@ from archwheel.orchestration.builder_image import (
     BuilderImage,
     BuilderImageSpec,
     Toolchain,
+    check_base_toolkit,
     check_toolchain,
     context_hash,
     ensure_builder_image,
+    probe_base_toolkit,
     probe_toolchain,
 )
 from archwheel.orchestration.engine import Container, ContainerEngine, ContainerSpec, Mount
@@ -164,6 +168,20 @@ class BuildRunner:
         base_id = self._base_image_id()
         timings["base_image"] = time.monotonic() - mark
 
+        toolchain_spec = plan.recipe.toolchain
+        if toolchain_spec.source == "image":
+            # Refuse a base image whose toolkit is not the recipe's before building anything
+            # on it (provisioning a builder image can take minutes).
+            self.output.stage("base-toolkit", f"find CUDA {toolchain_spec.cuda} in the base image")
+            found = probe_base_toolkit(
+                self.engine, plan.base_image, toolchain_spec.cuda, self.docker_dir
+            )
+            self.output.line(
+                f"{plan.base_image}: {found.cuda_home or 'no toolkit'}"
+                + (f", nvcc {found.nvcc}" if found.nvcc else "")
+            )
+            check_base_toolkit(found, toolchain_spec.cuda, plan.recipe.path, plan.base_image)
+
         self.output.stage("builder-image", "docker/Dockerfile on the base image")
         mark = time.monotonic()
         builder = self._builder_image(base_id)
@@ -171,7 +189,12 @@ class BuildRunner:
 
         self.output.stage("toolchain", "probe the toolkit inside the builder image")
         toolchain = probe_toolchain(self.engine, builder.tag)
-        check_toolchain(toolchain, plan.recipe.toolchain.cuda, plan.recipe.path, builder.tag)
+        origin = (
+            f"base image {plan.base_image} (builder {builder.tag})"
+            if toolchain_spec.source == "image"
+            else f"the PyPI toolchain of {builder.tag}"
+        )
+        check_toolchain(toolchain, toolchain_spec.cuda, plan.recipe.path, origin)
         self.output.line(
             f"nvcc {toolchain.nvcc}, gcc {toolchain.gcc}, python {toolchain.python}, "
             f"ccache {toolchain.ccache}, glibc {toolchain.glibc}"

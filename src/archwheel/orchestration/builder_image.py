@@ -30,7 +30,7 @@ from archwheel.errors import RecipeError, ToolError
 from archwheel.facts.versions import CudaVersion
 from archwheel.orchestration.engine import ContainerEngine, ContainerSpec, LineSink
 from archwheel.orchestration.pipconfig import PipSettings
-from archwheel.orchestration.recipe import ToolchainSpec
+from archwheel.orchestration.recipe import ToolchainSpec, pypi_toolchains
 
 BUILDER_REPOSITORY = "archwheel/builder"
 CONTEXT_FILES = ("Dockerfile", "provision.sh", "probe.sh", "find-cuda.sh")
@@ -234,10 +234,88 @@ def probe_toolchain(engine: ContainerEngine, image: str) -> Toolchain:
 
 
 def check_toolchain(toolchain: Toolchain, expected: CudaVersion, recipe: Path, image: str) -> None:
-    """Refuse a toolkit whose version is not the recipe's (13.0 recipe, 12.8 image)."""
+    """Refuse a toolkit whose version is not the recipe's (13.0 recipe, 12.8 image).
+
+    ``image`` names where the toolkit came from: the recipe's base image for ``source = "image"``.
+    """
     if toolchain.cuda != expected:
+        raise _mismatch(
+            recipe, expected, image, toolchain.cuda, nvcc=toolchain.nvcc, home=toolchain.cuda_home
+        )
+
+
+def _mismatch(
+    recipe: Path, expected: CudaVersion, image: str, found: CudaVersion, *, nvcc: str, home: str
+) -> RecipeError:
+    where = f" in {home}" if home else ""
+    return RecipeError(
+        f"{recipe}: [toolchain] cuda is {expected}, but {image} carries CUDA {found} "
+        f"(nvcc {nvcc}){where}",
+        hint=f'use a base image with CUDA {expected}, or set cuda = "{found}"',
+    )
+
+
+# -- the toolkit of a base image, before anything is built ---------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageToolkit:
+    """The CUDA toolkit found in a base image by ``docker/find-cuda.sh --probe``."""
+
+    cuda_home: str  # "" when the image has no nvcc at all
+    nvcc: str  # "13.0.88"; "" when none was found or it did not run
+    cuda: CudaVersion | None
+
+
+def parse_toolkit_probe(text: str) -> ImageToolkit:
+    raw: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            raw[key.strip()] = value.strip()
+    m = _NVCC_RELEASE.search(raw.get("nvcc", ""))
+    if not m:
+        return ImageToolkit(raw.get("cuda_home", ""), "", None)
+    return ImageToolkit(
+        raw.get("cuda_home", ""), m.group(3), CudaVersion(int(m.group(1)), int(m.group(2)))
+    )
+
+
+def probe_base_toolkit(
+    engine: ContainerEngine, image: str, cuda: CudaVersion, docker_dir: Path
+) -> ImageToolkit:
+    """Run ``find-cuda.sh --probe`` in ``image`` itself: which toolkit would the builder use?"""
+    script = docker_dir / "find-cuda.sh"
+    if not script.is_file():
+        raise ToolError(f"builder image file {script} is missing")
+    command = ["sh", "-c", script.read_text(), "find-cuda.sh", "--probe", str(cuda)]
+    with engine.container(ContainerSpec(image=image, network="none")) as container:
+        return parse_toolkit_probe(container.output(command))
+
+
+def check_base_toolkit(
+    found: ImageToolkit, expected: CudaVersion, recipe: Path, image: str
+) -> None:
+    """Refuse a base image without a toolkit, or with one that is not the recipe's version."""
+    if not found.cuda_home:
         raise RecipeError(
-            f"{recipe}: [toolchain] cuda is {expected}, but {image} carries CUDA "
-            f"{toolchain.cuda} (nvcc {toolchain.nvcc})",
-            hint=f'use a base image with CUDA {expected}, or set cuda = "{toolchain.cuda}"',
+            f'{recipe}: [toolchain] source = "image", but base image {image} has no CUDA '
+            f"toolkit (no nvcc in /usr/local/cuda-{expected}, /usr/local/cuda or on PATH)",
+            hint="use a -devel image that holds the toolkit"
+            + (', or source = "pypi"' if expected.major in pypi_toolchains() else ""),
+        )
+    if found.cuda is None:
+        raise ToolError(
+            f"base image {image} has {found.cuda_home}/bin/nvcc, but `nvcc --version` did not "
+            "say which release it is",
+            hint="check that the image runs on this machine's architecture",
+        )
+    if found.cuda != expected:
+        raise _mismatch(
+            recipe,
+            expected,
+            f"base image {image}",
+            found.cuda,
+            nvcc=found.nvcc,
+            home=found.cuda_home,
         )
