@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from archwheel.errors import ArchListError, UsageError
+from archwheel.errors import ArchListError, ArchwheelError, UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import load_facts
 from archwheel.orchestration.baseimage import DEFAULT_MIRROR, DEFAULT_SUITE, ensure_base_image
@@ -184,7 +184,12 @@ def run(args: argparse.Namespace) -> int:
             plan, engine, output, docker_dir=docker_dir(), keep_work=args.keep_work
         )
         with sigterm_as_exit():
-            result = runner.run()
+            try:
+                result = runner.run()
+            except ArchwheelError as exc:
+                # The saved log ends with why the build stopped, as the terminal does.
+                log.write(f"archwheel: error: {exc.one_line()}\n")
+                raise
     _print_result(out=out, err=err, result=result, log_path=log_path, fmt=args.format, plan=plan)
     return 0
 
