@@ -193,13 +193,19 @@ class Toolchain:
         }
 
 
-def parse_probe(text: str) -> Toolchain:
-    """Parse ``probe.sh`` output; ToolError when nvcc cannot be identified."""
+def _key_values(text: str) -> dict[str, str]:
+    """``key=value`` lines of a probe script's output (other lines ignored)."""
     raw: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
         if sep:
             raw[key.strip()] = value.strip()
+    return raw
+
+
+def parse_probe(text: str) -> Toolchain:
+    """Parse ``probe.sh`` output; ToolError when nvcc cannot be identified."""
+    raw = _key_values(text)
     m = _NVCC_RELEASE.search(raw.get("nvcc", ""))
     if not m:
         raise ToolError(
@@ -268,11 +274,7 @@ class ImageToolkit:
 
 
 def parse_toolkit_probe(text: str) -> ImageToolkit:
-    raw: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            raw[key.strip()] = value.strip()
+    raw = _key_values(text)
     m = _NVCC_RELEASE.search(raw.get("nvcc", ""))
     if not m:
         return ImageToolkit(raw.get("cuda_home", ""), "", None)
