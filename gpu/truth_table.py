@@ -282,7 +282,7 @@ def _rules_verdict(images: list[str], cc: str) -> str | None:
     """archwheel's own rules (the arch-list check smoke uses) for these images on ``cc``."""
     try:
         from archwheel.facts.versions import ComputeCapability
-        from archwheel.orchestration.smoke import check_arch_list
+        from archwheel.verdicts.smoke import check_arch_list
     except ImportError:
         return None
     check = check_arch_list(images, ComputeCapability.parse(cc))
@@ -291,7 +291,7 @@ def _rules_verdict(images: list[str], cc: str) -> str | None:
 
 def _failure_class(error: str | None) -> str | None:
     try:
-        from archwheel.orchestration.smoke import classify_cuda_error
+        from archwheel.verdicts.smoke import classify_cuda_error
     except ImportError:
         return None
     failure = classify_cuda_error(error)

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.errors import RecipeError, ToolError
-from archwheel.facts.versions import CudaVersion
-from archwheel.orchestration.builder_image import (
+from archwheel.build.builder_image import (
     BuilderImageSpec,
     ImageToolkit,
     check_base_toolkit,
@@ -18,7 +16,9 @@ from archwheel.orchestration.builder_image import (
     parse_probe,
     parse_toolkit_probe,
 )
-from archwheel.orchestration.recipe import load_recipe
+from archwheel.build.recipe import load_recipe
+from archwheel.errors import RecipeError, ToolError
+from archwheel.facts.versions import CudaVersion
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,20 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.errors import ArchListError, UsageError
-from archwheel.facts.arch import ArchList
-from archwheel.interfaces.commands.build import checked_arch_list, plan_json
-from archwheel.orchestration.jobs import GIB, HostResources, choose_jobs, detect_host_resources
-from archwheel.orchestration.pipconfig import CONTAINER_CA_PATH, PipSettings, local_folder
-from archwheel.orchestration.plan import (
+from archwheel.build.jobs import GIB, HostResources, choose_jobs, detect_host_resources
+from archwheel.build.plan import (
     FALLBACK_BUILD_USER,
     BuildOptions,
     BuildPlan,
     build_user,
     make_plan,
 )
-from archwheel.orchestration.recipe import Recipe, load_recipe
-from archwheel.orchestration.source import ResolvedSource
+from archwheel.build.recipe import Recipe, load_recipe
+from archwheel.build.source import ResolvedSource
+from archwheel.effects.pipconfig import CONTAINER_CA_PATH, PipSettings, local_folder
+from archwheel.errors import ArchListError, UsageError
+from archwheel.facts.arch import ArchList
+from archwheel.interfaces.commands.build import checked_arch_list, plan_json
 from tests.conftest import CliRun
 
 ROOT = Path(__file__).resolve().parent.parent

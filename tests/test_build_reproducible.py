@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from archwheel.build.reproducible import compare_wheels, repack_wheel, sha256_file
 from archwheel.errors import BuildError, InputError
-from archwheel.orchestration.reproducible import compare_wheels, repack_wheel, sha256_file
 
 MEMBERS = {
     "pkg/__init__.py": b"print('hi')\n",

@@ -22,18 +22,18 @@ from pathlib import Path
 import pytest
 
 from archwheel.binary.scan import scan_path
-from archwheel.facts.arch import CodeKind
-from archwheel.facts.versions import CudaVersion
-from archwheel.orchestration.builder_image import (
+from archwheel.build.builder_image import (
     BuilderImageSpec,
     context_hash,
     ensure_builder_image,
     probe_base_toolkit,
     probe_toolchain,
 )
-from archwheel.orchestration.engine import ContainerEngine, EngineSettings
-from archwheel.orchestration.pipconfig import PipSettings
-from archwheel.orchestration.recipe import ToolchainSpec
+from archwheel.build.recipe import ToolchainSpec
+from archwheel.effects.engine import ContainerEngine, EngineSettings
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.facts.arch import CodeKind
+from archwheel.facts.versions import CudaVersion
 from tests.conftest import CACHE
 from tests.containers_support import containers_created, containers_with_label
 from tests.cuda_image import REPOSITORY, build_cuda_in_image

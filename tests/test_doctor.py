@@ -17,10 +17,8 @@ from pathlib import Path
 import pytest
 
 from archwheel.binary.model import InputInventory
-from archwheel.errors import ToolError
-from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersion
-from archwheel.orchestration.doctor import diagnose
-from archwheel.orchestration.host import (
+from archwheel.doctor.diagnose import diagnose
+from archwheel.effects.host import (
     GpuInfo,
     GpuProbeResult,
     NvidiaSmiProbe,
@@ -34,6 +32,8 @@ from archwheel.orchestration.host import (
     probe_gpus,
     torch_info,
 )
+from archwheel.errors import ToolError
+from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersion
 from archwheel.verdicts.compat import Verdict
 from tests.conftest import CliRun
 from tests.inventory_builders import torch_2_14_1_cu130

@@ -12,19 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.errors import BuildError, ToolError, UsageError
-from archwheel.orchestration.engine import (
+from archwheel.effects.engine import (
     PODMAN_CONF_TEXT,
     ContainerEngine,
     ContainerSpec,
     EngineSettings,
     Mount,
-    find_program,
     parse_version,
-    quote_command,
-    run_program,
     sigterm_as_exit,
 )
+from archwheel.effects.process import find_program, quote_command, run_program
+from archwheel.errors import BuildError, ToolError, UsageError
 from tests.conftest import require
 from tests.containers_support import containers_with_label, import_tiny_image, tiny_rootfs
 

@@ -1,4 +1,5 @@
-"""The package's layers: a lower layer never imports an upper one (checked on the source)."""
+"""The package's floors: a module imports only from its own floor and the ones below, and the use
+cases (floor 4) never import each other (checked on the source)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,24 @@ from pathlib import Path
 
 import archwheel
 
-LAYERS = ["facts", "binary", "verdicts", "orchestration", "interfaces"]
+# floor number of each top-level folder of the package
+FLOORS = {
+    "facts": 0,
+    "effects": 1,
+    "binary": 2,
+    "verdicts": 3,
+    "build": 4,
+    "smoke": 4,
+    "doctor": 4,
+    "crosscheck": 4,
+    "interfaces": 5,
+}
+USE_CASE_FLOOR = 4
+SHARED = ("errors.py", "exit_codes.py", "__init__.py")
 PACKAGE = Path(archwheel.__file__).parent
 
 
-def imported_layers(path: Path) -> set[str]:
+def imported_folders(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -22,28 +36,63 @@ def imported_layers(path: Path) -> set[str]:
             names = [node.module]
         for name in names:
             parts = name.split(".")
-            if parts[0] == "archwheel" and len(parts) > 1 and parts[1] in LAYERS:
+            if parts[0] == "archwheel" and len(parts) > 1 and parts[1] in FLOORS:
                 found.add(parts[1])
     return found
 
 
-def test_lower_layers_never_import_upper_ones() -> None:
+def violations_of(folder: str, path: Path) -> list[str]:
+    floor = FLOORS[folder]
+    bad = []
+    for other in sorted(imported_folders(path) - {folder}):
+        if FLOORS[other] > floor:
+            bad.append(f"{path.relative_to(PACKAGE)} imports the upper floor {other}")
+        elif FLOORS[other] == floor == USE_CASE_FLOOR:
+            bad.append(f"{path.relative_to(PACKAGE)} imports the sibling use case {other}")
+    return bad
+
+
+def test_every_folder_of_the_package_has_a_floor() -> None:
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(FLOORS)
+
+
+def test_no_module_imports_upward_or_sideways() -> None:
     violations = []
-    for index, layer in enumerate(LAYERS):
-        upper = set(LAYERS[index + 1 :])
-        for path in sorted((PACKAGE / layer).rglob("*.py")):
-            bad = imported_layers(path) & upper
-            if bad:
-                violations.append(f"{path.relative_to(PACKAGE)} imports {sorted(bad)}")
+    for folder in FLOORS:
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            violations.extend(violations_of(folder, path))
     assert violations == []
 
 
-def test_shared_modules_import_no_layer() -> None:
-    for name in ("errors.py", "__init__.py"):
-        assert imported_layers(PACKAGE / name) == set()
+def test_shared_modules_import_no_floor() -> None:
+    for name in SHARED:
+        if (PACKAGE / name).exists():
+            assert imported_folders(PACKAGE / name) == set()
 
 
-def test_checker_sees_a_violation(tmp_path: Path) -> None:
+def test_checker_sees_an_upward_import(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text("from archwheel.interfaces.cli import main\n")
-    assert imported_layers(probe) == {"interfaces"}
+    assert imported_folders(probe) == {"interfaces"}
+    (tmp_path / "x").mkdir()
+    moved = tmp_path / "x" / "probe.py"
+    probe.rename(moved)
+    global PACKAGE  # noqa: PLW0603 - relative_to needs the probe's root
+    saved, PACKAGE = PACKAGE, tmp_path
+    try:
+        assert violations_of("binary", moved) == ["x/probe.py imports the upper floor interfaces"]
+    finally:
+        PACKAGE = saved
+
+
+def test_checker_sees_a_sibling_use_case(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("from archwheel.build.recipe import load_recipe\n")
+    global PACKAGE  # noqa: PLW0603
+    saved, PACKAGE = PACKAGE, tmp_path
+    try:
+        assert violations_of("smoke", probe) == ["probe.py imports the sibling use case build"]
+        assert violations_of("interfaces", probe) == []
+    finally:
+        PACKAGE = saved

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from archwheel.build.recipe import find_recipe, load_recipe, recipe_files
 from archwheel.errors import RecipeError, UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
-from archwheel.orchestration.recipe import find_recipe, load_recipe, recipe_files
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPES = ROOT / "recipes"

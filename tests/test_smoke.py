@@ -14,8 +14,9 @@ from typing import Any
 import jsonschema
 import pytest
 
+from archwheel.effects.watchdog import ChildOutcome, ChildStatus
 from archwheel.facts.versions import ComputeCapability
-from archwheel.orchestration.smoke import (
+from archwheel.verdicts.smoke import (
     EXIT_HANG_OR_CRASH,
     EXIT_JIT_ONLY,
     EXIT_NO_DEVICE,
@@ -34,7 +35,6 @@ from archwheel.orchestration.smoke import (
     needs_jit_attempt,
     overall_verdict,
 )
-from archwheel.orchestration.watchdog import ChildOutcome, ChildStatus
 
 TORCH_2141_CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
 

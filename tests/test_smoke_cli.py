@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.orchestration.engine import EngineSettings
+from archwheel.effects.engine import EngineSettings
 from tests.conftest import CliRun, require
 from tests.containers_support import containers_created, containers_with_label
 from tests.test_smoke import validate

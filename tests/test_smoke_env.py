@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from archwheel.orchestration.smoke import KERNEL_STEPS, CudaFailure, classify_cuda_error
-from archwheel.orchestration.smoke_env import VenvEnvironment
-from archwheel.orchestration.watchdog import ChildOutcome, Watchdog
+from archwheel.effects.watchdog import ChildOutcome, Watchdog
+from archwheel.smoke.environments import VenvEnvironment
+from archwheel.verdicts.smoke import KERNEL_STEPS, CudaFailure, classify_cuda_error
 from tests.conftest import CliRun, gpu_present
 from tests.test_smoke import TORCH_2141_CU130, validate
 

@@ -24,18 +24,18 @@ from pathlib import Path
 
 import pytest
 
+from archwheel.build.baseimage import ensure_base_image
+from archwheel.effects.engine import ContainerEngine, EngineSettings
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.effects.watchdog import Watchdog
 from archwheel.errors import UsageError
-from archwheel.orchestration.baseimage import ensure_base_image
-from archwheel.orchestration.engine import ContainerEngine, EngineSettings
-from archwheel.orchestration.pipconfig import PipSettings
-from archwheel.orchestration.smoke import SmokeReport
-from archwheel.orchestration.smoke_env import (
+from archwheel.smoke.environments import (
     CONTAINER_WORKDIR,
     SMOKE_LABEL,
     ContainerEnvironment,
 )
-from archwheel.orchestration.smoke_runner import run_smoke
-from archwheel.orchestration.watchdog import Watchdog
+from archwheel.smoke.runner import run_smoke
+from archwheel.verdicts.smoke import SmokeReport
 from tests.conftest import fetch_wheel, require
 from tests.containers_support import containers_created, containers_with_label, tiny_rootfs
 from tests.test_smoke import validate

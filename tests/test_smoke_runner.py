@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from archwheel.effects.watchdog import ChildCommand, Watchdog
 from archwheel.facts.versions import ComputeCapability, DriverVersion
-from archwheel.orchestration.smoke import SmokeVerdict, StepVerdict
-from archwheel.orchestration.smoke_env import SetupOutcome
-from archwheel.orchestration.smoke_runner import SmokeSettings, run_smoke
-from archwheel.orchestration.watchdog import ChildCommand, Watchdog
+from archwheel.smoke.environments import SetupOutcome
+from archwheel.smoke.runner import SmokeSettings, run_smoke
+from archwheel.verdicts.smoke import SmokeVerdict, StepVerdict
 from tests.test_smoke import TORCH_2141_CU130, validate
 
 FAKE_PAYLOAD = Path(__file__).parent / "data" / "fake_gpu_payload.py"

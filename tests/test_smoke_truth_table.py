@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from archwheel.facts.arch import ArchList
-from archwheel.orchestration.smoke import CudaFailure, classify_cuda_error
+from archwheel.verdicts.smoke import CudaFailure, classify_cuda_error
 from tests.conftest import ROOT, gpu_present
 
 SCRIPT = ROOT / "gpu" / "truth_table.py"
@@ -229,7 +229,7 @@ def test_table_logic_counts_a_disagreement(tmp_path: Path, monkeypatch: pytest.M
 @pytest.mark.slow
 def test_smoke_asks_can_run_about_the_inputs_through_one_function(built: Path) -> None:
     from archwheel.facts.versions import ComputeCapability
-    from archwheel.orchestration.smoke_runner import can_run_for
+    from archwheel.smoke.runner import can_run_for
 
     sm80 = can_run_for([built / "sm80.fatbin"])(ComputeCapability(9, 0), None)
     sm90 = can_run_for([built / "sm90.fatbin"])(ComputeCapability(9, 0), None)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.orchestration.watchdog import (
+from archwheel.effects.watchdog import (
     OUTPUT_TAIL_BYTES,
     ChildCommand,
     ChildStatus,

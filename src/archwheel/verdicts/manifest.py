@@ -228,7 +228,7 @@ def verify_files(
 
 @dataclass(frozen=True)
 class InstalledEnvironment:
-    """What a caller probed of a Python environment (see orchestration.host)."""
+    """What a caller probed of a Python environment (see effects.host)."""
 
     python: str
     python_version: str | None

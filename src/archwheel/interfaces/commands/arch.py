@@ -20,8 +20,8 @@ from archwheel.errors import EXIT_OK, EXIT_USAGE, InputError, UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
-from archwheel.interfaces.render import FORMATS, console
-from archwheel.interfaces.verdict_render import (
+from archwheel.interfaces.render.common import FORMATS, console
+from archwheel.interfaces.render.verdicts import (
     ArchForms,
     arch_forms_markdown,
     arch_forms_table,

@@ -11,8 +11,8 @@ from archwheel.binary.model import InputInventory
 from archwheel.binary.scan import ProgressCallback, scan_installed, scan_path
 from archwheel.errors import UsageError
 from archwheel.facts.arch import ArchList
-from archwheel.interfaces.render import FORMATS, console, dump_json, err_console
-from archwheel.interfaces.render_audit import render_markdown, render_table, verdict_line
+from archwheel.interfaces.render.audit import render_markdown, render_table, verdict_line
+from archwheel.interfaces.render.common import FORMATS, console, dump_json, err_console
 from archwheel.verdicts.audit import AuditReport, audit, audit_document, overall_exit_code
 
 DESCRIPTION = """\

@@ -17,16 +17,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from archwheel.errors import ArchListError, ArchwheelError, UsageError
-from archwheel.facts.arch import ArchList
-from archwheel.facts.catalog import load_facts
-from archwheel.orchestration.baseimage import DEFAULT_MIRROR, DEFAULT_SUITE, ensure_base_image
-from archwheel.orchestration.build import BuildOutput, BuildResult, BuildRunner
-from archwheel.orchestration.engine import ENGINES, ContainerEngine, EngineSettings, sigterm_as_exit
-from archwheel.orchestration.jobs import choose_jobs, detect_host_resources
-from archwheel.orchestration.paths import cache_dir, docker_dir, recipe_dirs
-from archwheel.orchestration.pipconfig import PipSettings
-from archwheel.orchestration.plan import (
+from archwheel.build.baseimage import DEFAULT_MIRROR, DEFAULT_SUITE, ensure_base_image
+from archwheel.build.jobs import choose_jobs, detect_host_resources
+from archwheel.build.plan import (
     DEFAULT_CCACHE_SIZE,
     DEFAULT_CCACHE_VOLUME,
     BuildOptions,
@@ -34,8 +27,15 @@ from archwheel.orchestration.plan import (
     build_user,
     make_plan,
 )
-from archwheel.orchestration.recipe import Recipe, find_recipe, load_recipe, recipe_files
-from archwheel.orchestration.source import resolve_source
+from archwheel.build.recipe import Recipe, find_recipe, load_recipe, recipe_files
+from archwheel.build.runner import BuildOutput, BuildResult, BuildRunner
+from archwheel.build.source import resolve_source
+from archwheel.effects.engine import ENGINES, ContainerEngine, EngineSettings, sigterm_as_exit
+from archwheel.effects.paths import cache_dir, docker_dir, recipe_dirs
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.errors import ArchListError, ArchwheelError, UsageError
+from archwheel.facts.arch import ArchList
+from archwheel.facts.catalog import load_facts
 
 BUILD_SCHEMA_VERSION = 1
 

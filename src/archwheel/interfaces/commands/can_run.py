@@ -10,8 +10,8 @@ from archwheel.binary.wheelmeta import WheelMetadata, read_wheel_metadata
 from archwheel.errors import InputError
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion, DriverVersion
-from archwheel.interfaces.render import FORMATS
-from archwheel.interfaces.verdict_render import can_run_markdown, can_run_table, emit
+from archwheel.interfaces.render.common import FORMATS
+from archwheel.interfaces.render.verdicts import can_run_markdown, can_run_table, emit
 from archwheel.verdicts.compat import InputVerdicts, build_report, judge_input, resolve_gpus
 
 EXAMPLES = """\

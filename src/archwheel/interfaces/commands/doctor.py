@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from archwheel.interfaces.render import FORMATS
-from archwheel.interfaces.verdict_render import doctor_markdown, doctor_table, emit
-from archwheel.orchestration.doctor import run_doctor
+from archwheel.doctor.diagnose import run_doctor
+from archwheel.interfaces.render.common import FORMATS
+from archwheel.interfaces.render.verdicts import doctor_markdown, doctor_table, emit
 
 EXAMPLES = """\
 examples:

@@ -14,11 +14,11 @@ from rich.markup import escape
 
 from archwheel.binary.scan import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata, sha256_file
+from archwheel.effects.host import PythonProbe
 from archwheel.errors import InputError, UsageError
 from archwheel.facts.catalog import load_facts
-from archwheel.interfaces.render import FORMATS, dump_json
-from archwheel.interfaces.verdict_render import emit
-from archwheel.orchestration.host import PythonProbe
+from archwheel.interfaces.render.common import FORMATS, dump_json
+from archwheel.interfaces.render.verdicts import emit
 from archwheel.verdicts.manifest import (
     FileFacts,
     InstalledEnvironment,

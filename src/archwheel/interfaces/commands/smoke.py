@@ -17,10 +17,26 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from archwheel.effects.engine import ENGINES, ContainerEngine, EngineSettings
+from archwheel.effects.paths import cache_dir
+from archwheel.effects.process import Echo
+from archwheel.effects.watchdog import Watchdog
 from archwheel.errors import UsageError
-from archwheel.orchestration.engine import ENGINES, ContainerEngine, Echo, EngineSettings
-from archwheel.orchestration.paths import cache_dir
-from archwheel.orchestration.smoke import (
+from archwheel.smoke.environments import (
+    DEFAULT_INSTALL_TIMEOUT,
+    ContainerEnvironment,
+    ExistingEnvironment,
+    IndexOptions,
+    SmokeEnvironment,
+    VenvEnvironment,
+)
+from archwheel.smoke.runner import (
+    DEFAULT_STEP_TIMEOUT,
+    SmokeSettings,
+    can_run_for,
+    run_smoke,
+)
+from archwheel.verdicts.smoke import (
     EXIT_HANG_OR_CRASH,
     EXIT_JIT_ONLY,
     EXIT_NO_DEVICE,
@@ -30,21 +46,6 @@ from archwheel.orchestration.smoke import (
     SmokeVerdict,
     StepVerdict,
 )
-from archwheel.orchestration.smoke_env import (
-    DEFAULT_INSTALL_TIMEOUT,
-    ContainerEnvironment,
-    ExistingEnvironment,
-    IndexOptions,
-    SmokeEnvironment,
-    VenvEnvironment,
-)
-from archwheel.orchestration.smoke_runner import (
-    DEFAULT_STEP_TIMEOUT,
-    SmokeSettings,
-    can_run_for,
-    run_smoke,
-)
-from archwheel.orchestration.watchdog import Watchdog
 
 EPILOG = f"""\
 examples:

@@ -15,10 +15,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from archwheel import __version__
+from archwheel.doctor.diagnose import DoctorReport
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import CudaFacts, load_facts
-from archwheel.interfaces.render import console, dump_json
-from archwheel.orchestration.doctor import DoctorReport
+from archwheel.interfaces.render.common import console, dump_json
 from archwheel.verdicts.compat import CanRunReport, InputGpuVerdict, Verdict
 from archwheel.verdicts.recommend import Recommendation, arch_forms, natively_served
 

@@ -1,4 +1,4 @@
-"""The container engine (docker or podman) behind one small class, and the one subprocess wrapper.
+"""The container engine (docker or podman) behind one small class.
 
 ``EngineSettings`` is a frozen description of the engine: which program, which global flags and
 environment it needs. Docker and podman differ only in that object: podman on hosts that refuse
@@ -24,15 +24,23 @@ import secrets
 import shlex
 import shutil
 import signal
-import subprocess
-import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, MappingProxyType, TracebackType
 from typing import IO, Literal
 
+from archwheel.effects.process import (
+    CommandResult,
+    Echo,
+    LineSink,
+    echo_to_stderr,
+    find_program,
+    last_line,
+    run_program,
+    stream_lines,
+)
 from archwheel.errors import BuildError, ToolError, UsageError
 
 EngineName = Literal["docker", "podman"]
@@ -45,85 +53,6 @@ PODMAN_CONF_TEXT = "[containers]\ndefault_ulimits = []\n"
 MIN_VERSIONS: Mapping[str, tuple[int, ...]] = MappingProxyType(
     {"docker": (20, 10), "podman": (3, 0)}
 )
-
-Echo = Callable[[str], None]
-LineSink = Callable[[str], None]
-
-
-def echo_to_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-def quote_command(args: Sequence[str]) -> str:
-    """``+ docker run ...`` as a shell would need it typed."""
-    return "+ " + shlex.join(args)
-
-
-def find_program(name: str, hint: str = "") -> str:
-    """The full path of ``name`` on PATH, or a ToolError saying it is missing."""
-    found = shutil.which(name)
-    if not found:
-        raise ToolError(f"couldn't find {name} in PATH", hint=hint or f"install {name}")
-    return found
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    args: tuple[str, ...]
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def run_program(
-    args: Sequence[str],
-    *,
-    env: Mapping[str, str] | None = None,
-    echo: Echo | None = echo_to_stderr,
-    check: bool = True,
-    input_bytes: bytes | None = None,
-    stdin: IO[bytes] | None = None,
-    timeout: float | None = None,
-    what: str = "",
-) -> CommandResult:
-    """Run a program to completion, capturing its output; ToolError when it fails and ``check``."""
-    program = find_program(args[0]) if os.sep not in args[0] else args[0]
-    full = [program, *args[1:]]
-    if echo:
-        echo(quote_command([args[0], *args[1:]]))
-    merged = {**os.environ, **(env or {})}
-    try:
-        proc = subprocess.run(
-            full,
-            input=input_bytes,
-            stdin=stdin if input_bytes is None else None,
-            capture_output=True,
-            env=merged,
-            check=False,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise ToolError(f"{what or args[0]} did not finish within {timeout:.0f} s") from exc
-    except OSError as exc:
-        raise ToolError(f"could not run {args[0]}: {exc.strerror or exc}") from exc
-    result = CommandResult(
-        tuple(full),
-        proc.returncode,
-        proc.stdout.decode(errors="replace"),
-        proc.stderr.decode(errors="replace"),
-    )
-    if check and proc.returncode != 0:
-        raise ToolError(
-            f"{what or shlex.join(args[:3])} failed (exit {proc.returncode}): "
-            f"{last_line(result.stderr or result.stdout)}"
-        )
-    return result
-
-
-def last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:400] if lines else "no output"
-
 
 # -- settings -----------------------------------------------------------------------------------
 
@@ -515,31 +444,13 @@ class ContainerEngine:
         """Run an engine command, passing each output line to ``sink``; (exit code, last line)."""
         command = self.settings.command(*args)
         command[0] = self.program_path()
-        if self.echo and not quiet:
-            self.echo(quote_command([self.settings.program, *command[1:]]))
-        merged = {**os.environ, **self.settings.env, **(env or {})}
-        last = ""
-        with subprocess.Popen(
+        return stream_lines(
             command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=merged,
-            start_new_session=True,  # Ctrl-C reaches us, and we decide what to stop
-        ) as proc:
-            assert proc.stdout is not None
-            try:
-                for raw in proc.stdout:
-                    line = raw.decode(errors="replace").rstrip("\r\n")
-                    if line.strip():
-                        last = line.strip()
-                    if sink:
-                        sink(line)
-            except BaseException:
-                proc.kill()
-                raise
-            code = proc.wait()
-        return code, last[:400]
+            sink=sink,
+            env={**self.settings.env, **(env or {})},
+            echo=None if quiet else self.echo,
+            shown=[self.settings.program, *command[1:]],
+        )
 
 
 class Container:

@@ -15,11 +15,7 @@ from typing import Any
 from archwheel import __version__
 from archwheel.binary.model import InputInventory
 from archwheel.binary.scan import scan_installed
-from archwheel.errors import EXIT_INCOMPLETE, ArchwheelError
-from archwheel.facts.arch import ArchList, CodeKind, Target
-from archwheel.facts.catalog import load_facts
-from archwheel.facts.versions import ComputeCapability, CudaVersion
-from archwheel.orchestration.host import (
+from archwheel.effects.host import (
     GpuInfo,
     GpuProbeResult,
     NvidiaSmiProbe,
@@ -28,6 +24,10 @@ from archwheel.orchestration.host import (
     PythonProbe,
     probe_gpus,
 )
+from archwheel.errors import EXIT_INCOMPLETE, ArchwheelError
+from archwheel.facts.arch import ArchList, CodeKind, Target
+from archwheel.facts.catalog import load_facts
+from archwheel.facts.versions import ComputeCapability, CudaVersion
 from archwheel.verdicts.compat import (
     Gpu,
     LibraryVerdict,

@@ -28,11 +28,11 @@ from pathlib import Path
 from types import MappingProxyType
 
 from archwheel.facts.arch import ArchList
-from archwheel.orchestration.engine import EngineName, Mount
-from archwheel.orchestration.jobs import JobCount
-from archwheel.orchestration.pipconfig import PipSettings
-from archwheel.orchestration.recipe import Recipe
-from archwheel.orchestration.source import ResolvedSource
+from archwheel.effects.engine import EngineName, Mount
+from archwheel.build.jobs import JobCount
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.build.recipe import Recipe
+from archwheel.build.source import ResolvedSource
 
 SRC = "/src"
 BUILD = "/build"

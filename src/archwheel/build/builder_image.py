@@ -28,9 +28,10 @@ from pathlib import Path
 
 from archwheel.errors import RecipeError, ToolError
 from archwheel.facts.versions import CudaVersion
-from archwheel.orchestration.engine import ContainerEngine, ContainerSpec, LineSink
-from archwheel.orchestration.pipconfig import PipSettings
-from archwheel.orchestration.recipe import ToolchainSpec, pypi_toolchains
+from archwheel.effects.engine import ContainerEngine, ContainerSpec
+from archwheel.effects.process import LineSink
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.build.recipe import ToolchainSpec, pypi_toolchains
 
 BUILDER_REPOSITORY = "archwheel/builder"
 CONTEXT_FILES = ("Dockerfile", "provision.sh", "probe.sh", "find-cuda.sh")

@@ -33,8 +33,8 @@ from types import MappingProxyType
 from typing import TextIO
 
 from archwheel.errors import BuildError, ToolError
-from archwheel.orchestration.baseimage import ensure_base_image, is_local_base, suite_of
-from archwheel.orchestration.builder_image import (
+from archwheel.build.baseimage import ensure_base_image, is_local_base, suite_of
+from archwheel.build.builder_image import (
     BuilderImage,
     BuilderImageSpec,
     Toolchain,
@@ -45,16 +45,16 @@ from archwheel.orchestration.builder_image import (
     probe_base_toolkit,
     probe_toolchain,
 )
-from archwheel.orchestration.engine import Container, ContainerEngine, ContainerSpec, Mount
-from archwheel.orchestration.gate import AuditGate, GateVerdict, audit_gate
-from archwheel.orchestration.plan import BUILD, CCACHE, DIST, FILE_LIST, BuildPlan
-from archwheel.orchestration.provenance import (
+from archwheel.effects.engine import Container, ContainerEngine, ContainerSpec, Mount
+from archwheel.build.gate import AuditGate, GateVerdict, audit_gate
+from archwheel.build.plan import BUILD, CCACHE, DIST, FILE_LIST, BuildPlan
+from archwheel.build.provenance import (
     ImageRecord,
     provenance_document,
     provenance_path,
     write_json_atomic,
 )
-from archwheel.orchestration.reproducible import (
+from archwheel.build.reproducible import (
     WheelComparison,
     compare_wheels,
     repack_wheel,

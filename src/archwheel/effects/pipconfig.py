@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from archwheel.effects.engine import Mount
 from archwheel.errors import UsageError
-from archwheel.orchestration.engine import Mount
 
 CONTAINER_CA_PATH = "/etc/archwheel/ca-bundle.crt"
 CONTAINER_CONSTRAINTS_DIR = "/etc/archwheel/constraints"

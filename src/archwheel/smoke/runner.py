@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from archwheel.effects.watchdog import ChildOutcome, ChildStatus, Watchdog
 from archwheel.facts.versions import ComputeCapability, DriverVersion
-from archwheel.orchestration.smoke import (
+from archwheel.smoke.environments import SetupOutcome, SmokeEnvironment
+from archwheel.verdicts.smoke import (
     JIT_UNSET,
     KERNEL_STEPS,
     NATIVE_ENV,
@@ -36,8 +38,6 @@ from archwheel.orchestration.smoke import (
     overall_verdict,
     verdict_message,
 )
-from archwheel.orchestration.smoke_env import SetupOutcome, SmokeEnvironment
-from archwheel.orchestration.watchdog import ChildOutcome, ChildStatus, Watchdog
 
 DEFAULT_STEP_TIMEOUT = 300.0
 # The probe imports torch and initialises CUDA on every device: give it more room than a step.

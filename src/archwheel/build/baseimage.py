@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archwheel.errors import ToolError
-from archwheel.orchestration.engine import ContainerEngine, LineSink, find_program, quote_command
+from archwheel.effects.engine import ContainerEngine
+from archwheel.effects.process import LineSink, find_program, quote_command
 
 DEFAULT_SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from archwheel.effects.watchdog import ChildOutcome, ChildStatus
 from archwheel.errors import EXIT_OK, EXIT_TOOL, EXIT_VERDICT_FAILED
 from archwheel.facts.arch import CodeKind, Target
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.rules import image_serves, rule_for
 from archwheel.facts.versions import ComputeCapability
-from archwheel.orchestration.watchdog import ChildOutcome, ChildStatus
 
 SCHEMA_VERSION = 1
 

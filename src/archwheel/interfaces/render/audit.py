@@ -11,7 +11,7 @@ from rich.text import Text
 
 from archwheel.binary.model import LibraryInventory, Severity
 from archwheel.facts.arch import CodeKind
-from archwheel.interfaces.render import compact, human_bytes, markdown_table
+from archwheel.interfaces.render.common import compact, human_bytes, markdown_table
 from archwheel.verdicts.audit import AuditReport, LibraryVerdict, overall_exit_code
 
 

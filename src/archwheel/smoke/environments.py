@@ -27,10 +27,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
+from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.effects.process import quote_command
+from archwheel.effects.watchdog import ChildCommand, ChildOutcome, ChildStatus, Watchdog
 from archwheel.errors import ArchwheelError, UsageError
-from archwheel.orchestration.engine import ContainerEngine, ContainerSpec, Mount, quote_command
-from archwheel.orchestration.pipconfig import PipSettings
-from archwheel.orchestration.watchdog import ChildCommand, ChildOutcome, ChildStatus, Watchdog
 
 PAYLOAD_NAME = "smoke_payload.py"
 DEFAULT_INSTALL_TIMEOUT = 1800.0
@@ -39,8 +40,8 @@ SMOKE_LABEL = "org.archwheel.smoke"  # on every smoke container, with the run id
 
 
 def payload_source() -> bytes:
-    """The payload file shipped as package data (orchestration/data/smoke_payload.py)."""
-    data = resources.files("archwheel.orchestration") / "data" / PAYLOAD_NAME
+    """The payload file shipped as package data (smoke/data/smoke_payload.py)."""
+    data = resources.files("archwheel.smoke") / "data" / PAYLOAD_NAME
     return data.read_bytes()
 
 
@@ -304,7 +305,7 @@ class ContainerEnvironment:
     """A container per step from ``image`` with the GPUs attached; the venv lives in a bind mount.
 
     Everything engine-specific (the program and its global flags, the GPU request, removing a
-    container, the version check) goes through ``engine`` (``orchestration.engine``), so docker
+    container, the version check) goes through ``engine`` (``effects.engine``), so docker
     and podman behave alike. Each step is a fresh foreground ``run`` named
     ``archwheel-smoke-<id>-<step>`` under the watchdog: a hung step is ended by name with
     ``ContainerEngine.stop_container`` (killing the client does not stop a container), and

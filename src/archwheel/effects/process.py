@@ -1,0 +1,208 @@
+"""The one place that starts processes: every subprocess of archwheel goes through here.
+
+Three shapes cover every caller:
+
+- ``run_program``: run to completion and capture the output (pip, git, nvidia-smi, cuobjdump,
+  an interpreter probe). The program is resolved on PATH first ("couldn't find X in PATH"
+  instead of a traceback), echoed as ``+ cmd`` in shell quoting when asked, bounded by a
+  timeout, and a failure becomes a one-line ``ToolError`` naming the last line it printed.
+- ``stream_lines``: run to completion and hand each output line to a sink (container engine
+  steps, debootstrap), in its own session so that Ctrl-C reaches archwheel, which decides what
+  to stop.
+- ``spawn``: a ``Popen`` for callers that supervise the child themselves (the smoke watchdog,
+  the audit's scan workers).
+
+``tests/unit/test_layers.py`` checks that no other module imports ``subprocess``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from archwheel.errors import ToolError
+
+Echo = Callable[[str], None]
+LineSink = Callable[[str], None]
+
+# Re-exported for callers that wait on a spawned child with a deadline.
+TimeoutExpired = subprocess.TimeoutExpired
+Popen = subprocess.Popen
+DEVNULL = subprocess.DEVNULL
+PIPE = subprocess.PIPE
+STDOUT = subprocess.STDOUT
+
+LAST_LINE_CHARS = 400
+
+
+def echo_to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def quote_command(args: Sequence[str]) -> str:
+    """``+ docker run ...`` as a shell would need it typed."""
+    return "+ " + shlex.join(args)
+
+
+def find_program(name: str, hint: str = "") -> str:
+    """The full path of ``name`` on PATH, or a ToolError saying it is missing."""
+    found = shutil.which(name)
+    if not found:
+        raise ToolError(f"couldn't find {name} in PATH", hint=hint or f"install {name}")
+    return found
+
+
+def last_line(text: str) -> str:
+    """The last non-blank line of a program's output, bounded: what error messages quote."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:LAST_LINE_CHARS] if lines else "no output"
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def last_line(self) -> str:
+        return last_line(self.stderr or self.stdout)
+
+
+def _resolve(program: str) -> str:
+    return find_program(program) if os.sep not in program else program
+
+
+def _environment(env: Mapping[str, str] | None, replace_env: bool) -> dict[str, str]:
+    if replace_env:
+        return dict(env or {})
+    return {**os.environ, **(env or {})}
+
+
+def run_program(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    replace_env: bool = False,
+    echo: Echo | None = echo_to_stderr,
+    check: bool = True,
+    input_bytes: bytes | None = None,
+    stdin: IO[bytes] | None = None,
+    timeout: float | None = None,
+    cwd: Path | str | None = None,
+    what: str = "",
+) -> CommandResult:
+    """Run a program to completion, capturing its output.
+
+    ``env`` is added to this process's environment (or replaces it with ``replace_env``).
+    A program that cannot be started, or that outlives ``timeout``, is a ``ToolError``; so is a
+    non-zero exit when ``check``.
+    """
+    program = _resolve(args[0])
+    full = [program, *args[1:]]
+    if echo:
+        echo(quote_command(list(args)))
+    try:
+        proc = subprocess.run(
+            full,
+            input=input_bytes,
+            stdin=stdin if input_bytes is None else None,
+            capture_output=True,
+            env=_environment(env, replace_env),
+            cwd=cwd,
+            check=False,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ToolError(f"{what or args[0]} did not finish within {timeout:.0f} s") from exc
+    except OSError as exc:
+        raise ToolError(f"could not run {args[0]}: {exc.strerror or exc}") from exc
+    result = CommandResult(
+        tuple(full),
+        proc.returncode,
+        proc.stdout.decode(errors="replace"),
+        proc.stderr.decode(errors="replace"),
+    )
+    if check and proc.returncode != 0:
+        raise ToolError(
+            f"{what or shlex.join(args[:3])} failed (exit {proc.returncode}): {result.last_line()}"
+        )
+    return result
+
+
+def stream_lines(
+    args: Sequence[str],
+    *,
+    sink: LineSink | None = None,
+    env: Mapping[str, str] | None = None,
+    echo: Echo | None = echo_to_stderr,
+    shown: Sequence[str] | None = None,
+) -> tuple[int, str]:
+    """Run a program, passing each output line (stdout and stderr merged) to ``sink``.
+
+    Returns (exit code, last non-blank line). The child runs in its own session, so Ctrl-C
+    reaches only archwheel; any exception while reading kills the child before it propagates.
+    ``shown`` is what the echo prints instead of ``args`` (e.g. the program's short name).
+    """
+    command = [_resolve(args[0]), *args[1:]]
+    if echo:
+        echo(quote_command(list(shown if shown is not None else args)))
+    last = ""
+    try:
+        proc = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ToolError(f"could not run {args[0]}: {exc.strerror or exc}") from exc
+    with proc:
+        assert proc.stdout is not None
+        try:
+            for raw in proc.stdout:
+                line = raw.decode(errors="replace").rstrip("\r\n")
+                if line.strip():
+                    last = line.strip()
+                if sink:
+                    sink(line)
+        except BaseException:
+            proc.kill()
+            raise
+        code = proc.wait()
+    return code, last[:LAST_LINE_CHARS]
+
+
+def spawn(
+    args: Sequence[str],
+    *,
+    stdin: int | IO[bytes] | None = None,
+    stdout: int | IO[bytes] | None = None,
+    stderr: int | IO[bytes] | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | str | None = None,
+    new_session: bool = False,
+) -> subprocess.Popen[bytes]:
+    """Start a child that the caller supervises; ``OSError`` when it cannot start."""
+    return subprocess.Popen(
+        list(args),
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        env=dict(env) if env is not None else None,
+        cwd=cwd,
+        start_new_session=new_session,
+    )

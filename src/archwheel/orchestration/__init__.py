@@ -1,1 +1,0 @@
-"""Orchestration: recipes, container engines, builds, smoke tests and host probes."""
