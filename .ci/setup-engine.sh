@@ -14,7 +14,8 @@ log() { printf '[setup-engine] %s\n' "$*"; }
 
 CACHE="${ARCHWHEEL_CACHE:-$PWD/.cache}"
 SUITE="${ARCHWHEEL_BASE_SUITE:-bookworm}"
-MIRROR="${ARCHWHEEL_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+# Empty: debootstrap's own default mirror; a company mirror via ARCHWHEEL_DEBIAN_MIRROR.
+MIRROR="${ARCHWHEEL_DEBIAN_MIRROR:-}"
 TAG="archwheel/debian:$SUITE"
 mkdir -p "$CACHE"
 
@@ -50,7 +51,7 @@ else
   log "making $TAG with debootstrap (about a minute)"
   rootfs=$(mktemp -d "${TMPDIR:-/tmp}/archwheel-rootfs-XXXXXX")
   trap 'rm -rf "$rootfs"' EXIT
-  debootstrap --variant=minbase "$SUITE" "$rootfs/rootfs" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 \
+  debootstrap --variant=minbase "$SUITE" "$rootfs/rootfs" ${MIRROR:+"$MIRROR"} >"$CACHE/debootstrap.log" 2>&1 \
     || { tail -n 20 "$CACHE/debootstrap.log" >&2; exit 1; }
   rm -f "$rootfs"/rootfs/var/cache/apt/archives/*.deb "$rootfs"/rootfs/var/lib/apt/lists/* 2>/dev/null || true
   # The same image `archwheel base-image` makes (src/archwheel/build/baseimage.py).

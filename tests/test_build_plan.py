@@ -269,15 +269,15 @@ def test_local_folders_are_mounted_and_remote_urls_pass_through(tmp_path: Path) 
     ca = tmp_path / "ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\n")
     settings = PipSettings(
-        index_url="https://pypi.org/simple",
+        index_url="https://index.example/simple",
         extra_index_urls=(f"file://{tmp_path}/mirror/simple",),
         ca_bundle=ca,
     ).validated()
     targets = {m.target: m for m in settings.mounts()}
     assert set(targets) == {CONTAINER_CA_PATH, str(tmp_path / "mirror")}
     assert all(m.read_only for m in targets.values())
-    assert settings.container_env()["PIP_INDEX_URL"] == "https://pypi.org/simple"
-    assert local_folder("https://pypi.org/simple") is None
+    assert settings.container_env()["PIP_INDEX_URL"] == "https://index.example/simple"
+    assert local_folder("https://index.example/simple") is None
 
 
 def test_missing_pip_locations_fail_early(tmp_path: Path) -> None:

@@ -20,7 +20,9 @@ from archwheel.effects.engine import ContainerEngine
 from archwheel.effects.process import LineSink, find_program, quote_command
 
 DEFAULT_SUITE = "bookworm"
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# No mirror by default: debootstrap uses its own default. A company mirror comes from --mirror
+# or this variable (also read by .ci/setup-engine.sh).
+MIRROR_ENV = "ARCHWHEEL_DEBIAN_MIRROR"
 IMAGE_REPOSITORY = "archwheel/debian"
 LABEL_BASE = "org.archwheel.base"
 
@@ -49,7 +51,7 @@ def ensure_base_image(
     engine: ContainerEngine,
     *,
     suite: str = DEFAULT_SUITE,
-    mirror: str = DEFAULT_MIRROR,
+    mirror: str | None = None,
     tag: str | None = None,
     force: bool = False,
     work_dir: Path | None = None,
@@ -71,7 +73,10 @@ def ensure_base_image(
         )
     with tempfile.TemporaryDirectory(prefix="archwheel-rootfs-", dir=work_dir) as tmp:
         rootfs = Path(tmp) / "rootfs"
-        command = [debootstrap, "--variant=minbase", suite, str(rootfs), mirror]
+        mirror = mirror or os.environ.get(MIRROR_ENV) or None
+        command = [debootstrap, "--variant=minbase", suite, str(rootfs)]
+        if mirror:
+            command.append(mirror)
         if engine.echo:
             engine.echo(quote_command(["debootstrap", *command[1:]]))
         _stream(command, sink)
@@ -124,5 +129,5 @@ def _stream(command: list[str], sink: LineSink | None) -> None:
         last = next((t for t in reversed(tail) if t.strip()), "no output")
         raise ToolError(
             f"{Path(command[0]).name} failed (exit {code}): {last}",
-            hint="check network access to the Debian mirror (--mirror URL)",
+            hint=f"check network access to the Debian mirror (--mirror URL or ${MIRROR_ENV})",
         )

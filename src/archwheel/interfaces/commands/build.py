@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from archwheel.build.baseimage import DEFAULT_MIRROR, DEFAULT_SUITE, ensure_base_image
+from archwheel.build.baseimage import DEFAULT_SUITE, MIRROR_ENV, ensure_base_image
 from archwheel.build.jobs import choose_jobs, detect_host_resources
 from archwheel.build.plan import (
     DEFAULT_CCACHE_SIZE,
@@ -114,7 +114,11 @@ def register(subparsers: Any) -> None:
     )
     base.add_argument("--engine", choices=ENGINES, default="docker")
     base.add_argument("--suite", default=DEFAULT_SUITE, help=f"Debian suite ({DEFAULT_SUITE})")
-    base.add_argument("--mirror", default=DEFAULT_MIRROR, help="Debian mirror URL")
+    base.add_argument(
+        "--mirror",
+        default=None,
+        help=f"Debian mirror URL (default: ${MIRROR_ENV}, else debootstrap's own default)",
+    )
     base.add_argument("--force", action="store_true", help="rebuild even if it exists")
     base.add_argument("--format", choices=("text", "json"), default="text")
     base.set_defaults(func=run_base_image)
