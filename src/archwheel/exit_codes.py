@@ -1,0 +1,64 @@
+"""Every exit code of archwheel, in one table: the contract of ``docs/exit-codes.md``.
+
+A command returns a member of ``ExitCode``; nothing else in the package defines an exit number
+(``tests/unit/test_exit_codes.py`` checks the source and that this table and the document list
+the same codes with the same meaning). Generic codes (0-5, 130, 143) come from the exception
+classes of ``errors.py`` or from a verdict; the verdict commands add their own ranges, chosen
+not to collide: ``can-run`` / ``doctor`` 10-12, ``smoke`` 20-23.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    # generic (every command)
+    OK = 0
+    VERDICT_FAILED = 1
+    USAGE = 2
+    INCOMPLETE = 3
+    TOOL = 4
+    BUILD = 5
+    # can-run and doctor: the most severe verdict over every library and GPU
+    SOME_JIT = 10
+    NO_KERNEL_IMAGE = 11
+    DRIVER_TOO_OLD = 12
+    # smoke: what really happened on the GPU
+    SMOKE_NO_DEVICE = 20
+    SMOKE_JIT_ONLY = 21
+    SMOKE_NO_KERNEL_IMAGE = 22
+    SMOKE_HANG_OR_CRASH = 23
+    # signals, as a shell reports them (128 + signal number)
+    INTERRUPTED = 130
+    TERMINATED = 143
+
+
+# One line each, as docs/exit-codes.md explains them at length.
+MEANING: dict[ExitCode, str] = {
+    ExitCode.OK: "success",
+    ExitCode.VERDICT_FAILED: "a verdict failed (something requested is missing, a mismatch)",
+    ExitCode.USAGE: "usage error (arguments, arch list, recipe, version)",
+    ExitCode.INCOMPLETE: "an input could not be read completely",
+    ExitCode.TOOL: "an external tool or engine is missing or failed",
+    ExitCode.BUILD: "a build failed",
+    ExitCode.SOME_JIT: "some library runs only by JIT-compiling PTX",
+    ExitCode.NO_KERNEL_IMAGE: "some library has no kernel image for some GPU",
+    ExitCode.DRIVER_TOO_OLD: "the driver is too old",
+    ExitCode.SMOKE_NO_DEVICE: "no CUDA device",
+    ExitCode.SMOKE_JIT_ONLY: "some kernels ran only through the PTX JIT",
+    ExitCode.SMOKE_NO_KERNEL_IMAGE: "no kernel image for some device",
+    ExitCode.SMOKE_HANG_OR_CRASH: "a step hung or crashed",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
+    ExitCode.TERMINATED: "terminated (SIGTERM)",
+}
+
+# The names the modules use (one binding each, no second number anywhere).
+EXIT_OK = ExitCode.OK
+EXIT_VERDICT_FAILED = ExitCode.VERDICT_FAILED
+EXIT_USAGE = ExitCode.USAGE
+EXIT_INCOMPLETE = ExitCode.INCOMPLETE
+EXIT_TOOL = ExitCode.TOOL
+EXIT_BUILD = ExitCode.BUILD
+EXIT_INTERRUPTED = ExitCode.INTERRUPTED
+EXIT_TERMINATED = ExitCode.TERMINATED
