@@ -1,16 +1,45 @@
-"""Shared rendering helpers: consoles, byte sizes, compact arch lists, Markdown tables."""
+"""Shared rendering helpers: consoles, the output formats, JSON, Markdown tables, byte sizes,
+compact arch lists, rule citations and the verdict labels that several commands print.
+
+Each command's own text lives in its module beside this one (``render/<command>.py``).
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
-from typing import Any, TextIO
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TextIO
 
 from rich.console import Console
 
+from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.verdicts.compat import Verdict
+
 FORMATS = ("table", "json", "markdown")
+
+# How the compatibility verdicts look in a table (can-run and doctor).
+VERDICT_STYLE = {
+    Verdict.NATIVE: "green",
+    Verdict.JIT: "yellow",
+    Verdict.DRIVER_TOO_OLD: "red",
+    Verdict.NO_KERNEL_IMAGE: "bold red",
+    Verdict.LINK_ONLY: "dim",
+    Verdict.NO_DEVICE_CODE: "dim",
+}
+VERDICT_LABEL = {
+    Verdict.NATIVE: "native",
+    Verdict.JIT: "JIT",
+    Verdict.DRIVER_TOO_OLD: "DRIVER TOO OLD",
+    Verdict.NO_KERNEL_IMAGE: "NO KERNEL IMAGE",
+    Verdict.LINK_ONLY: "link-only",
+    Verdict.NO_DEVICE_CODE: "no device code",
+}
+
+
+class JsonResult(Protocol):
+    def to_json_dict(self) -> dict[str, Any]: ...
 
 
 def console(stream: TextIO | None = None) -> Console:
@@ -61,3 +90,27 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str
     ]
     lines.extend("| " + " | ".join(cell(c) for c in row) + " |" for row in rows)
     return "\n".join(lines)
+
+
+def print_json(result: JsonResult) -> None:
+    dump_json(result.to_json_dict())
+
+
+def emit(
+    fmt: str,
+    result: JsonResult,
+    table: Callable[[Console], None],
+    markdown: Callable[[], str],
+) -> None:
+    """Print ``result`` in the requested format."""
+    if fmt == "json":
+        print_json(result)
+    elif fmt == "markdown":
+        sys.stdout.write(markdown())
+    else:
+        table(console())
+
+
+def cite(rule_id: str, facts: CudaFacts | None = None) -> str:
+    """``rule sass-same-major: A cubin ...`` on one line."""
+    return f"rule {rule_id}: {(facts or load_facts()).rule(rule_id)}"
