@@ -162,17 +162,6 @@ class AuditRequest:
         return not self.quiet and self.format == "table" and sys.stderr.isatty()
 
 
-def run(args: argparse.Namespace) -> int:
-    request = AuditRequest.from_args(args)
-    reports = audit_inputs(request)
-    crosscheck = _cross_check(args, reports) if request.cross_check else None
-    code = overall_exit_code(reports)
-    if crosscheck is not None and crosscheck != 0 and code == 0:
-        code = crosscheck
-    _emit(request, reports)
-    return code
-
-
 def audit_inputs(request: AuditRequest) -> list[AuditReport]:
     """Scan every input (with a progress bar on a terminal) and audit it against --expect."""
     callback: ProgressCallback | None = None
@@ -201,6 +190,17 @@ def audit_inputs(request: AuditRequest) -> list[AuditReport]:
         if progress is not None:
             progress.stop()
     return [audit(inv, request.expect) for inv in inventories]
+
+
+def run(args: argparse.Namespace) -> int:
+    request = AuditRequest.from_args(args)
+    reports = audit_inputs(request)
+    crosscheck = _cross_check(args, reports) if args.cross_check else None
+    code = overall_exit_code(reports)
+    if crosscheck is not None and crosscheck != 0 and code == 0:
+        code = crosscheck
+    _emit(request, reports)
+    return code
 
 
 def _cross_check(args: argparse.Namespace, reports: list[AuditReport]) -> int:

@@ -219,7 +219,7 @@ class BaseImageRequest:
 
     engine: EngineName
     suite: str
-    mirror: str
+    mirror: str | None  # None: $MIRROR_ENV, else debootstrap's own default
     force: bool
     format: str
 

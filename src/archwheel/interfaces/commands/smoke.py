@@ -52,7 +52,7 @@ examples:
   archwheel smoke dist/*.whl --backend docker --image IMAGE --format json
   archwheel smoke dist/*.whl --backend docker --engine podman --image IMAGE
   archwheel smoke dist/*.whl --output smoke.json       (table on stdout, JSON in smoke.json)
-  archwheel smoke --backend existing --interpreter /opt/venv/bin/python   (the deployment)
+  archwheel smoke --backend existing --interpreter /opt/venv/bin/python  (the deployment as it is)
 
 each kernel runs first with CUDA_DISABLE_PTX_JIT=1 (native cubins only), then, if that fails,
 with the JIT allowed: each step reports native, jit-only or no-kernel-image.
