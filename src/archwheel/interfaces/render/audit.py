@@ -1,4 +1,5 @@
-"""Human renderings of audit reports: a rich table for terminals, Markdown for CI summaries."""
+"""The text of ``archwheel audit``: a rich table for terminals, Markdown for CI summaries, the
+--quiet lines and the scan progress bar (the JSON is ``verdicts.audit.audit_document``)."""
 
 from __future__ import annotations
 

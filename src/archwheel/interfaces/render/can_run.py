@@ -7,7 +7,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from archwheel.facts.catalog import load_facts
-from archwheel.interfaces.render.common import VERDICT_LABEL, VERDICT_STYLE, cite
+from archwheel.interfaces.render.common import cite
+from archwheel.interfaces.render.verdict_labels import VERDICT_LABEL, VERDICT_STYLE
 from archwheel.verdicts.compat import CanRunReport, InputGpuVerdict, Verdict
 
 

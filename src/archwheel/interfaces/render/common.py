@@ -1,5 +1,5 @@
 """Shared rendering helpers: consoles, the output formats, JSON, Markdown tables, byte sizes,
-compact arch lists, rule citations and the verdict labels that several commands print.
+compact arch lists and rule citations (``verdict_labels`` has the compatibility verdicts' labels).
 
 Each command's own text lives in its module beside this one (``render/<command>.py``).
 """
@@ -15,27 +15,8 @@ from typing import Any, Protocol, TextIO
 from rich.console import Console
 
 from archwheel.facts.catalog import CudaFacts, load_facts
-from archwheel.verdicts.compat import Verdict
 
 FORMATS = ("table", "json", "markdown")
-
-# How the compatibility verdicts look in a table (can-run and doctor).
-VERDICT_STYLE = {
-    Verdict.NATIVE: "green",
-    Verdict.JIT: "yellow",
-    Verdict.DRIVER_TOO_OLD: "red",
-    Verdict.NO_KERNEL_IMAGE: "bold red",
-    Verdict.LINK_ONLY: "dim",
-    Verdict.NO_DEVICE_CODE: "dim",
-}
-VERDICT_LABEL = {
-    Verdict.NATIVE: "native",
-    Verdict.JIT: "JIT",
-    Verdict.DRIVER_TOO_OLD: "DRIVER TOO OLD",
-    Verdict.NO_KERNEL_IMAGE: "NO KERNEL IMAGE",
-    Verdict.LINK_ONLY: "link-only",
-    Verdict.NO_DEVICE_CODE: "no device code",
-}
 
 
 class JsonResult(Protocol):
