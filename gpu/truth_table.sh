@@ -47,7 +47,7 @@ table_rc=${PIPESTATUS[0]}
 # several GB, over the 64 MiB a device call carries; docs/smoke.md.)
 if "$PY" -c "import torch" 2>/dev/null; then
     timeout -k 10 200 "$PY" -m archwheel.interfaces.cli smoke --backend existing \
-        --python "$(command -v "$PY")" --timeout 60 --output "$OUT/smoke_torch.json" \
+        --interpreter "$(command -v "$PY")" --timeout 60 --output "$OUT/smoke_torch.json" \
         >"$OUT/smoke_torch.txt" 2>"$OUT/smoke_torch.log"
     smoke_rc=$?
     cat "$OUT/smoke_torch.txt"

@@ -14,14 +14,14 @@ from archwheel.build.plan import (
     BuildOptions,
     BuildPlan,
     build_user,
+    check_arch_list,
     make_plan,
 )
 from archwheel.build.recipe import Recipe, load_recipe
 from archwheel.build.source import ResolvedSource
 from archwheel.effects.pipconfig import CONTAINER_CA_PATH, PipSettings, local_folder
 from archwheel.errors import ArchListError, UsageError
-from archwheel.facts.arch import ArchList
-from archwheel.interfaces.commands.build import checked_arch_list, plan_json
+from archwheel.interfaces.render.build import plan_json
 from tests.conftest import CliRun
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +60,7 @@ def plan_for(recipe: Recipe, arch: str = "8.0;9.0", **options: object) -> BuildP
     )
     return make_plan(
         recipe,
-        ArchList.parse(arch),
+        check_arch_list(recipe, arch),
         opts,
         fake_source(recipe),
         jobs=jobs,
@@ -161,7 +161,7 @@ def test_build_user_is_never_root() -> None:
 
 
 def test_arch_list_defaults_to_the_recipes(example: Recipe) -> None:
-    assert str(checked_arch_list(example, None)) == "8.0;9.0"
+    assert str(check_arch_list(example, None)) == "8.0;9.0"
 
 
 @pytest.mark.parametrize(
@@ -174,25 +174,27 @@ def test_arch_list_defaults_to_the_recipes(example: Recipe) -> None:
 )
 def test_bad_arch_for_the_example_toolkit(example: Recipe, arch: str, message: str) -> None:
     with pytest.raises(ArchListError) as info:
-        checked_arch_list(example, arch)
+        check_arch_list(example, arch)
     assert message in info.value.one_line()
 
 
 def test_arch_the_cu128_toolkit_cannot_target() -> None:
     recipe = load_recipe(ROOT / "recipes" / "pytorch-2.14.1-cu128.toml")
     with pytest.raises(ArchListError) as info:
-        checked_arch_list(recipe, "9.0;12.1")
+        check_arch_list(recipe, "9.0;12.1")
     assert "sm_121 needs CUDA >= 12.9" in info.value.one_line()
     assert "recipe pytorch-2.14.1-cu128 uses CUDA 12.8" in info.value.one_line()
 
 
 def test_family_targets_cannot_enter_torch_arch_list(pytorch: Recipe) -> None:
     with pytest.raises(ArchListError, match="passes the arch list as TORCH_CUDA_ARCH_LIST"):
-        checked_arch_list(pytorch, "10.0f")
+        check_arch_list(pytorch, "10.0f")
 
 
 def test_family_targets_can_enter_gencode_flags(example: Recipe) -> None:
-    arch = checked_arch_list(example, "10.0f;12.0+PTX")
+    checked = check_arch_list(example, "10.0f;12.0+PTX")
+    arch = checked.arch_list
+    assert checked.value == example.arch.render(arch)
     assert "-gencode=arch=compute_100f,code=sm_100f" in example.arch.render(arch)
 
 

@@ -62,7 +62,7 @@ def make_wheel(folder: Path, name: str, requires: tuple[str, ...] = ()) -> Path:
     [
         ((), "no wheels given"),
         (("missing.whl",), "wheel not found: missing.whl"),
-        (("--backend", "existing"), "--backend existing needs --python PATH"),
+        (("--backend", "existing"), "--backend existing needs --interpreter PATH"),
         (("--backend", "docker", "{wheel}"), "--backend docker needs --image IMAGE"),
         (("{wheel}", "--steps", "matmul_fp64"), "unknown smoke step matmul_fp64"),
         (("{wheel}", "--timeout", "0"), "--timeout must be a positive number"),

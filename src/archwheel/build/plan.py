@@ -27,12 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from archwheel.facts.arch import ArchList
-from archwheel.effects.engine import EngineName, Mount
 from archwheel.build.jobs import JobCount
-from archwheel.effects.pipconfig import PipSettings
 from archwheel.build.recipe import Recipe
 from archwheel.build.source import ResolvedSource
+from archwheel.effects.engine import EngineName, Mount
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.errors import ArchListError
+from archwheel.facts.arch import ArchList
+from archwheel.facts.catalog import CudaFacts, load_facts
 
 SRC = "/src"
 BUILD = "/build"
@@ -75,6 +77,45 @@ class Phase:
     network: str  # "host" or "none"
     steps: tuple[Step, ...]
     mounts: tuple[Mount, ...]
+
+
+@dataclass(frozen=True)
+class CheckedArchList:
+    """An arch list checked against a recipe's toolkit, with the value its arch variable gets.
+
+    Made by ``check_arch_list``: the one place the list is checked and rendered for the recipe.
+    """
+
+    arch_list: ArchList
+    value: str  # what the recipe's arch variable is set to
+
+    def __str__(self) -> str:
+        return str(self.arch_list)
+
+
+def check_arch_list(
+    recipe: Recipe, text: str | None, facts: CudaFacts | None = None
+) -> CheckedArchList:
+    """Parse the requested arch list (default: the recipe's) and check it against the recipe's
+    toolkit and the syntax of its arch variable."""
+    facts = facts or load_facts()
+    arch_list = ArchList.parse(text, facts) if text else recipe.arch.default
+    toolkit = facts.toolkit(recipe.toolchain.cuda)
+    problems = arch_list.problems_with(toolkit, facts)
+    if problems:
+        raise ArchListError(
+            "; ".join(problems) + f" (recipe {recipe.name} uses CUDA {recipe.toolchain.cuda})",
+            hint=f"pick archs CUDA {recipe.toolchain.cuda} can target, or a recipe of another "
+            "CUDA version; `archwheel arch LIST --cuda X.Y` checks a list",
+        )
+    try:
+        value = recipe.arch.render(arch_list)
+    except ArchListError as exc:
+        raise ArchListError(
+            f"recipe {recipe.name} passes the arch list as {recipe.arch.variable}: {exc.message}",
+            hint=exc.hint,
+        ) from None
+    return CheckedArchList(arch_list, value)
 
 
 @dataclass(frozen=True)
@@ -163,7 +204,7 @@ def build_user(uid: int | None = None, gid: int | None = None) -> tuple[int, int
 
 def make_plan(
     recipe: Recipe,
-    arch_list: ArchList,
+    arch: CheckedArchList,
     options: BuildOptions,
     source: ResolvedSource,
     *,
@@ -171,9 +212,10 @@ def make_plan(
     pip: PipSettings,
     user: tuple[int, int],
 ) -> BuildPlan:
-    """Decide everything; run nothing. ``arch_list`` is already checked against the toolkit."""
+    """Decide everything; run nothing. ``arch`` comes from ``check_arch_list``."""
     python = options.python or recipe.default_python
-    arch_value = recipe.arch.render(arch_list)
+    arch_list = arch.arch_list
+    arch_value = arch.value
     uid_gid = f"{user[0]}:{user[1]}"
     has_requirements = bool(recipe.build.requirements)
     python_bin = f"{VENV}/bin/python" if has_requirements else f"{IMAGE_VENV}/bin/python"

@@ -161,6 +161,90 @@ def natively_served(target: Target, facts: CudaFacts | None = None) -> list[Comp
     return [cc for cc in sorted(facts.capabilities) if sass_runs_on(target, cc)]
 
 
+@dataclass(frozen=True)
+class ArchForms:
+    """The normalized forms of one arch list, optionally checked against a toolkit."""
+
+    archs: ArchList
+    cuda: str | None  # the toolkit it was checked against
+    buildable: tuple[str, ...]  # the toolkits that can compile it
+
+    @classmethod
+    def of(
+        cls, archs: ArchList, cuda: CudaVersion | None, facts: CudaFacts | None = None
+    ) -> ArchForms:
+        """The forms of ``archs``, which the caller has checked against ``cuda`` if given."""
+        facts = facts or load_facts()
+        return cls(
+            archs, str(cuda) if cuda else None, tuple(str(v) for v in buildable_with(archs, facts))
+        )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        facts = load_facts()
+        targets = []
+        for spec in self.archs:
+            served = natively_served(spec.target, facts) if spec.sass else []
+            targets.append(
+                {
+                    "target": spec.target.dotted,
+                    "sass": spec.sass,
+                    "ptx": spec.ptx,
+                    "runs_natively_on": [str(cc) for cc in served],
+                }
+            )
+        return {
+            "schema_version": ARCH_SCHEMA_VERSION,
+            "kind": "arch-list",
+            "tool": {"name": "archwheel", "version": __version__},
+            **arch_forms(self.archs),
+            "cuda": self.cuda,
+            "buildable_with": list(self.buildable),
+            "targets": targets,
+        }
+
+
+@dataclass(frozen=True)
+class GpuCatalogEntry:
+    """The GPUs of one compute capability, in catalog order."""
+
+    cc: ComputeCapability
+    family: str
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GpuCatalog:
+    """The GPU names and compute capabilities the commands accept (``archwheel gpus``)."""
+
+    facts: CudaFacts
+
+    @classmethod
+    def load(cls) -> GpuCatalog:
+        return cls(load_facts())
+
+    def by_capability(self) -> tuple[GpuCatalogEntry, ...]:
+        """One entry per compute capability, in the order the catalog first names it."""
+        names: dict[ComputeCapability, list[str]] = {}
+        for g in self.facts.gpus:
+            names.setdefault(g.cc, []).append(g.name)
+        return tuple(
+            GpuCatalogEntry(cc, self.facts.family(cc), tuple(group)) for cc, group in names.items()
+        )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        facts = self.facts
+        return {
+            "schema_version": ARCH_SCHEMA_VERSION,
+            "kind": "gpu-catalog",
+            "tool": {"name": "archwheel", "version": __version__},
+            "facts_version": facts.facts_version,
+            "gpus": [
+                {"name": g.name, "compute_capability": str(g.cc), "family": facts.family(g.cc)}
+                for g in facts.gpus
+            ],
+        }
+
+
 # -- coverage of a given list -------------------------------------------------------------------
 
 

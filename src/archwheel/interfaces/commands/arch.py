@@ -8,30 +8,32 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
-from archwheel import __version__
 from archwheel.binary.scan import scan_path
 from archwheel.errors import EXIT_OK, EXIT_USAGE, InputError, UsageError
 from archwheel.facts.arch import ArchList
-from archwheel.facts.catalog import load_facts
+from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.versions import CudaVersion
-from archwheel.interfaces.render.common import FORMATS, console
-from archwheel.interfaces.render.verdicts import (
-    ArchForms,
+from archwheel.interfaces.render.arch import (
     arch_forms_markdown,
     arch_forms_table,
-    emit,
-    print_json,
+    gpu_catalog_markdown,
+    gpu_catalog_table,
     recommendation_markdown,
     recommendation_table,
 )
+from archwheel.interfaces.render.common import FORMATS, emit
 from archwheel.verdicts.compat import resolve_gpus
-from archwheel.verdicts.recommend import Recommendation, buildable_with, coverage_of, estimate_size
+from archwheel.verdicts.recommend import (
+    ArchForms,
+    GpuCatalog,
+    Recommendation,
+    buildable_with,
+    coverage_of,
+    estimate_size,
+)
 from archwheel.verdicts.recommend import recommend as recommend_for
 
 EXAMPLES = """\
@@ -93,29 +95,86 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     gpus.set_defaults(func=run_gpus)
 
 
-def run(args: argparse.Namespace) -> int:
-    facts = load_facts()
-    cuda = CudaVersion.parse(args.cuda) if args.cuda else None
-    has_gpus = bool(args.gpu or args.cc)
-    if args.archlist is None and not has_gpus:
-        raise UsageError("give an arch list or --gpu/--cc", hint='e.g. archwheel arch "8.0;9.0"')
+@dataclass(frozen=True)
+class ArchRequest:
+    """``archwheel arch``, parsed: an arch list to normalize, GPUs to serve, or both."""
 
-    if args.archlist is not None:
-        archs = ArchList.parse(args.archlist, facts)
+    archlist: str | None
+    cuda: CudaVersion | None
+    gpus: tuple[str, ...]
+    ccs: tuple[str, ...]
+    ptx: bool
+    variant: str
+    reference: Path | None
+    format: str
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ArchRequest:
+        request = cls(
+            archlist=args.archlist,
+            cuda=CudaVersion.parse(args.cuda) if args.cuda else None,
+            gpus=tuple(args.gpu),
+            ccs=tuple(args.cc),
+            ptx=args.ptx,
+            variant=args.variant,
+            reference=args.reference,
+            format=args.format,
+        )
+        if request.archlist is None and not request.has_gpus:
+            raise UsageError(
+                "give an arch list or --gpu/--cc", hint='e.g. archwheel arch "8.0;9.0"'
+            )
+        return request
+
+    @property
+    def has_gpus(self) -> bool:
+        return bool(self.gpus or self.ccs)
+
+
+@dataclass(frozen=True)
+class GpusRequest:
+    format: str
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> GpusRequest:
+        return cls(format=args.format)
+
+
+def run(args: argparse.Namespace) -> int:
+    request = ArchRequest.from_args(args)
+    result = arch(request)
+    if isinstance(result, ArchForms):
+        forms = result
+        emit(
+            request.format,
+            forms,
+            lambda out: arch_forms_table(forms, out),
+            lambda: arch_forms_markdown(forms),
+        )
+        return EXIT_OK
+    rec = result
+    emit(
+        request.format,
+        rec,
+        lambda out: recommendation_table(rec, out),
+        lambda: recommendation_markdown(rec),
+    )
+    if request.archlist is not None:
+        return EXIT_OK if all(c.mode != "none" for c in rec.coverage) else 1
+    return EXIT_OK if rec.ok else EXIT_USAGE
+
+
+def arch(request: ArchRequest, facts: CudaFacts | None = None) -> ArchForms | Recommendation:
+    """The forms of the given list; its coverage of the given GPUs; or a recommendation."""
+    facts = facts or load_facts()
+    cuda = request.cuda
+    if request.archlist is not None:
+        archs = ArchList.parse(request.archlist, facts)
         if cuda is not None:
             archs.check_toolkit(facts.toolkit(cuda), facts)
-        if not has_gpus:
-            forms = ArchForms(
-                archs, str(cuda) if cuda else None, [str(v) for v in buildable_with(archs, facts)]
-            )
-            emit(
-                args.format,
-                forms,
-                lambda out: arch_forms_table(forms, out),
-                lambda: arch_forms_markdown(forms),
-            )
-            return EXIT_OK
-        gpus = resolve_gpus(args.gpu, args.cc, facts)
+        if not request.has_gpus:
+            return ArchForms.of(archs, cuda, facts)
+        gpus = resolve_gpus(request.gpus, request.ccs, facts)
         rec = Recommendation(
             gpus=gpus,
             toolkit=cuda,
@@ -126,15 +185,10 @@ def run(args: argparse.Namespace) -> int:
             problems=(),
             buildable_with=buildable_with(archs, facts),
         )
-        rec = _with_size(rec, args.reference)
-        _emit_recommendation(args.format, rec)
-        return EXIT_OK if all(c.mode != "none" for c in rec.coverage) else 1
-
-    gpus = resolve_gpus(args.gpu, args.cc, facts)
-    rec = recommend_for(gpus, cuda=cuda, ptx=args.ptx, variant=args.variant, facts=facts)
-    rec = _with_size(rec, args.reference)
-    _emit_recommendation(args.format, rec)
-    return EXIT_OK if rec.ok else EXIT_USAGE
+        return _with_size(rec, request.reference)
+    gpus = resolve_gpus(request.gpus, request.ccs, facts)
+    rec = recommend_for(gpus, cuda=cuda, ptx=request.ptx, variant=request.variant, facts=facts)
+    return _with_size(rec, request.reference)
 
 
 def _with_size(rec: Recommendation, reference: Path | None) -> Recommendation:
@@ -147,52 +201,13 @@ def _with_size(rec: Recommendation, reference: Path | None) -> Recommendation:
     return dataclasses.replace(rec, size=size)
 
 
-def _emit_recommendation(fmt: str, rec: Recommendation) -> None:
-    emit(
-        fmt,
-        rec,
-        lambda out: recommendation_table(rec, out),
-        lambda: recommendation_markdown(rec),
-    )
-
-
-class _Catalog:
-    def to_json_dict(self) -> dict[str, object]:
-        facts = load_facts()
-        return {
-            "schema_version": 1,
-            "kind": "gpu-catalog",
-            "tool": {"name": "archwheel", "version": __version__},
-            "facts_version": facts.facts_version,
-            "gpus": [
-                {"name": g.name, "compute_capability": str(g.cc), "family": facts.family(g.cc)}
-                for g in facts.gpus
-            ],
-        }
-
-
 def run_gpus(args: argparse.Namespace) -> int:
-    catalog = _Catalog()
-    if args.format == "json":
-        print_json(catalog)
-        return EXIT_OK
-    facts = load_facts()
-    by_cc: dict[str, list[str]] = {}
-    for g in facts.gpus:
-        by_cc.setdefault(str(g.cc), []).append(g.name)
-    if args.format == "markdown":
-        lines = ["| compute capability | family | GPUs |", "|---|---|---|"]
-        for g in facts.gpus:
-            if by_cc.get(str(g.cc)) is not None:
-                names = by_cc.pop(str(g.cc))
-                lines.append(f"| {g.cc} | {facts.family(g.cc)} | {', '.join(names)} |")
-        print("\n".join(lines))
-        return EXIT_OK
-    out: Console = console()
-    table = Table("cc", "family", "GPUs")
-    for g in facts.gpus:
-        if by_cc.get(str(g.cc)) is not None:
-            names = by_cc.pop(str(g.cc))
-            table.add_row(str(g.cc), facts.family(g.cc), escape(", ".join(names)))
-    out.print(table)
+    request = GpusRequest.from_args(args)
+    catalog = GpuCatalog.load()
+    emit(
+        request.format,
+        catalog,
+        lambda out: gpu_catalog_table(catalog, out),
+        lambda: gpu_catalog_markdown(catalog),
+    )
     return EXIT_OK

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from archwheel.binary.model import InputInventory
 from archwheel.binary.scan import ProgressCallback, scan_installed, scan_path
 from archwheel.errors import UsageError
 from archwheel.facts.arch import ArchList
-from archwheel.interfaces.render.audit import render_markdown, render_table, verdict_line
-from archwheel.interfaces.render.common import FORMATS, console, dump_json, err_console
+from archwheel.interfaces.commands.options import add_interpreter_option
+from archwheel.interfaces.render.audit import (
+    render_markdown,
+    render_quiet,
+    render_table,
+    scan_progress,
+)
+from archwheel.interfaces.render.common import FORMATS, console, dump_json
 from archwheel.verdicts.audit import AuditReport, audit, audit_document, overall_exit_code
 
 DESCRIPTION = """\
@@ -31,6 +37,7 @@ examples:
   archwheel audit dist/*.whl --expect "8.0;9.0+PTX" --format markdown >> $GITHUB_STEP_SUMMARY
   archwheel audit build/lib/libmykernels.so --expect "sm_90a,sm_100f" --detail
   archwheel audit --installed torch --expect 12.0
+  archwheel audit --installed torch --interpreter /opt/venv/bin/python
 """
 
 
@@ -56,10 +63,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="DIST",
         help="audit an installed distribution (e.g. torch); repeatable",
     )
-    p.add_argument(
-        "--python",
-        metavar="PATH",
-        help="interpreter whose environment --installed looks in (default: this one)",
+    add_interpreter_option(
+        p, "interpreter whose environment --installed looks in (default: this one)"
     )
     p.add_argument(
         "--expect",
@@ -111,70 +116,90 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def _progress_for(args: argparse.Namespace) -> tuple[ProgressCallback | None, object]:
-    if args.quiet or args.format != "table" or not sys.stderr.isatty():
-        return None, None
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+@dataclass(frozen=True)
+class AuditRequest:
+    """``archwheel audit``, parsed and checked."""
 
-    progress = Progress(
-        TextColumn("[bold]scanning"),
-        BarColumn(),
-        DownloadColumn(binary_units=True),
-        TextColumn("{task.description}"),
-        console=err_console(),
-        transient=True,
-        # No refresh thread: the scanner forks workers only while this process has one thread.
-        auto_refresh=False,
-    )
-    task = progress.add_task("", total=None)
-    last = [0.0]
+    inputs: tuple[Path, ...]
+    installed: tuple[str, ...]
+    interpreter: str | None
+    expect: ArchList | None
+    format: str
+    output: Path | None
+    detail: bool
+    quiet: bool
+    workers: int | None
+    deep: bool
+    all_members: bool
+    cross_check: bool
 
-    def update(done: int, total: int, name: str) -> None:
-        progress.update(task, completed=done, total=total, description=name.rsplit("/", 1)[-1])
-        now = time.monotonic()
-        if now - last[0] >= 0.1:
-            last[0] = now
-            progress.refresh()
-
-    return update, progress
-
-
-def run(args: argparse.Namespace) -> int:
-    if not args.inputs and not args.installed:
-        raise UsageError(
-            "nothing to audit", hint="give a wheel, a library or a directory, or --installed NAME"
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> AuditRequest:
+        if not args.inputs and not args.installed:
+            raise UsageError(
+                "nothing to audit",
+                hint="give a wheel, a library or a directory, or --installed NAME",
+            )
+        if args.workers is not None and args.workers < 1:
+            raise UsageError("--workers must be at least 1")
+        return cls(
+            inputs=tuple(args.inputs),
+            installed=tuple(args.installed),
+            interpreter=args.interpreter,
+            expect=ArchList.parse(args.expect) if args.expect is not None else None,
+            format=args.format,
+            output=args.output,
+            detail=args.detail,
+            quiet=args.quiet,
+            workers=args.workers,
+            deep=args.deep,
+            all_members=args.all_members,
+            cross_check=args.cross_check,
         )
-    if args.workers is not None and args.workers < 1:
-        raise UsageError("--workers must be at least 1")
-    expect = ArchList.parse(args.expect) if args.expect is not None else None
-    callback, progress = _progress_for(args)
+
+    @property
+    def shows_progress(self) -> bool:
+        return not self.quiet and self.format == "table" and sys.stderr.isatty()
+
+
+def audit_inputs(request: AuditRequest) -> list[AuditReport]:
+    """Scan every input (with a progress bar on a terminal) and audit it against --expect."""
+    callback: ProgressCallback | None = None
+    progress = None
+    if request.shows_progress:
+        callback, progress = scan_progress()
     inventories: list[InputInventory] = []
     try:
         if progress is not None:
-            progress.start()  # type: ignore[attr-defined]
-        for path in args.inputs:
+            progress.start()
+        for path in request.inputs:
             inventories.append(
                 scan_path(
                     path,
                     on_progress=callback,
-                    workers=args.workers,
-                    all_members=args.all_members,
-                    deep=args.deep,
+                    workers=request.workers,
+                    all_members=request.all_members,
+                    deep=request.deep,
                 )
             )
-        for dist in args.installed:
+        for dist in request.installed:
             inventories.append(
-                scan_installed(dist, args.python, on_progress=callback, deep=args.deep)
+                scan_installed(dist, request.interpreter, on_progress=callback, deep=request.deep)
             )
     finally:
         if progress is not None:
-            progress.stop()  # type: ignore[attr-defined]
-    reports = [audit(inv, expect) for inv in inventories]
+            progress.stop()
+    return [audit(inv, request.expect) for inv in inventories]
+
+
+def run(args: argparse.Namespace) -> int:
+    request = AuditRequest.from_args(args)
+    reports = audit_inputs(request)
     crosscheck = _cross_check(args, reports) if args.cross_check else None
     code = overall_exit_code(reports)
     if crosscheck is not None and crosscheck != 0 and code == 0:
         code = crosscheck
-    _emit(args, reports)
+    _emit(request, reports)
     return code
 
 
@@ -185,21 +210,17 @@ def _cross_check(args: argparse.Namespace, reports: list[AuditReport]) -> int:
     return run_cli_cross_check(reports, args)
 
 
-def _emit(args: argparse.Namespace, reports: list[AuditReport]) -> None:
-    stream = args.output.open("w", encoding="utf-8") if args.output else None
+def _emit(request: AuditRequest, reports: list[AuditReport]) -> None:
+    stream = request.output.open("w", encoding="utf-8") if request.output else None
     try:
-        if args.format == "json":
+        if request.format == "json":
             dump_json(audit_document(reports), stream)
-        elif args.format == "markdown":
-            (stream or sys.stdout).write(render_markdown(reports, detail=args.detail))
-        elif args.quiet:
-            out = console(stream)
-            for r in reports:
-                for p in r.inventory.problems:
-                    out.print(f"{p.severity.value}: {p.one_line()}")
-            out.print(verdict_line(reports))
+        elif request.format == "markdown":
+            (stream or sys.stdout).write(render_markdown(reports, detail=request.detail))
+        elif request.quiet:
+            render_quiet(reports, console(stream))
         else:
-            render_table(reports, console(stream), detail=args.detail)
+            render_table(reports, console(stream), detail=request.detail)
     finally:
         if stream is not None:
             stream.close()

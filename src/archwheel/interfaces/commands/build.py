@@ -8,14 +8,12 @@ after the audit gate (docs/builds.md). ``base-image`` makes the Debian base imag
 from __future__ import annotations
 
 import argparse
-import json
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from archwheel.build.baseimage import DEFAULT_SUITE, MIRROR_ENV, ensure_base_image
 from archwheel.build.jobs import choose_jobs, detect_host_resources
@@ -23,21 +21,35 @@ from archwheel.build.plan import (
     DEFAULT_CCACHE_SIZE,
     DEFAULT_CCACHE_VOLUME,
     BuildOptions,
-    BuildPlan,
     build_user,
+    check_arch_list,
     make_plan,
 )
-from archwheel.build.recipe import Recipe, find_recipe, load_recipe, recipe_files
-from archwheel.build.runner import BuildOutput, BuildResult, BuildRunner
+from archwheel.build.recipe import find_recipe, load_recipe, recipe_files
+from archwheel.build.runner import BuildRunner
 from archwheel.build.source import resolve_source
-from archwheel.effects.engine import ENGINES, ContainerEngine, EngineSettings, sigterm_as_exit
+from archwheel.effects.engine import (
+    ENGINES,
+    ContainerEngine,
+    EngineName,
+    EngineSettings,
+    sigterm_as_exit,
+)
 from archwheel.effects.paths import cache_dir, docker_dir, recipe_dirs
 from archwheel.effects.pipconfig import PipSettings
-from archwheel.errors import ArchListError, ArchwheelError, UsageError
-from archwheel.facts.arch import ArchList
+from archwheel.errors import ArchwheelError, UsageError
 from archwheel.facts.catalog import load_facts
-
-BUILD_SCHEMA_VERSION = 1
+from archwheel.interfaces.render.build import (
+    build_output,
+    error_log_line,
+    plan_log_header,
+    print_base_image,
+    print_plan,
+    print_plan_json,
+    print_recipes,
+    print_result,
+    progress,
+)
 
 BUILD_EPILOG = """\
 examples:
@@ -70,7 +82,9 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--recipe", help="recipe name or .toml path (default: newest PyTorch)")
     parser.add_argument("--arch", help='arch list, e.g. "8.0;9.0+PTX" (default: the recipe\'s)')
-    parser.add_argument("--python", help="Python version X.Y (default: the recipe's first)")
+    parser.add_argument(
+        "--python", metavar="X.Y", help="Python version X.Y (default: the recipe's first)"
+    )
     parser.add_argument("--jobs", type=int, help="compile jobs (default: from cores and memory)")
     parser.add_argument("--out", type=Path, default=Path("dist"), help="output folder (dist/)")
     parser.add_argument("--engine", choices=ENGINES, default="docker")
@@ -91,7 +105,7 @@ def register(subparsers: Any) -> None:
         "pip inside the container (default: this host's pip configuration)"
     )
     pip.add_argument("--ca-bundle", help="CA bundle (PEM) for pip, or 'none'")
-    pip.add_argument("--index-url", help="replace the package index")
+    pip.add_argument("--index-url", metavar="URL", help="replace the package index")
     pip.add_argument("--extra-index-url", action="append", default=[], help="add an index")
     pip.add_argument("--find-links", action="append", default=[], help="add a wheel folder/URL")
     pip.add_argument(
@@ -124,54 +138,153 @@ def register(subparsers: Any) -> None:
     base.set_defaults(func=run_base_image)
 
 
+@dataclass(frozen=True)
+class PipRequest:
+    """The pip options of ``build``, as given."""
+
+    ca_bundle: str | None
+    index_url: str | None
+    extra_index_urls: tuple[str, ...]
+    find_links: tuple[str, ...]
+    host_config: bool
+
+    def settings(self) -> PipSettings:
+        base = PipSettings.from_host() if self.host_config else PipSettings()
+        no_ca = bool(self.ca_bundle) and str(self.ca_bundle).lower() == "none"
+        ca = Path(self.ca_bundle) if self.ca_bundle and not no_ca else None
+        settings = base.override(
+            index_url=self.index_url,
+            extra_index_urls=self.extra_index_urls,
+            find_links=self.find_links,
+            ca_bundle=ca,
+        )
+        if no_ca:
+            settings = PipSettings(
+                settings.index_url, settings.extra_index_urls, settings.find_links,
+                settings.trusted_hosts, None,
+            )  # fmt: skip
+        return settings.validated()
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """``archwheel build``, parsed."""
+
+    recipe: str | None
+    arch: str | None
+    python: str | None  # a version X.Y
+    jobs: int | None
+    out: Path
+    engine: EngineName
+    check_reproducible: bool
+    ccache_volume: str | None  # None: --no-cache
+    ccache_size: str
+    pip: PipRequest
+    plan_only: bool
+    list_recipes: bool
+    keep_work: bool
+    quiet: bool
+    format: str
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> BuildRequest:
+        return cls(
+            recipe=args.recipe,
+            arch=args.arch,
+            python=args.python,
+            jobs=args.jobs,
+            out=args.out,
+            engine=args.engine,
+            check_reproducible=args.check_reproducible,
+            ccache_volume=None if args.no_cache else args.ccache_volume,
+            ccache_size=args.ccache_size,
+            pip=PipRequest(
+                ca_bundle=args.ca_bundle,
+                index_url=args.index_url,
+                extra_index_urls=tuple(args.extra_index_url),
+                find_links=tuple(args.find_links),
+                host_config=not args.no_host_pip_config,
+            ),
+            plan_only=args.plan,
+            list_recipes=args.list_recipes,
+            keep_work=args.keep_work,
+            quiet=args.quiet,
+            format=args.format,
+        )
+
+
+@dataclass(frozen=True)
+class BaseImageRequest:
+    """``archwheel base-image``, parsed."""
+
+    engine: EngineName
+    suite: str
+    mirror: str | None  # None: $MIRROR_ENV, else debootstrap's own default
+    force: bool
+    format: str
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> BaseImageRequest:
+        return cls(
+            engine=args.engine,
+            suite=args.suite,
+            mirror=args.mirror,
+            force=args.force,
+            format=args.format,
+        )
+
+
 # -- archwheel build ----------------------------------------------------------------------------
 
 
 def run(args: argparse.Namespace) -> int:
+    return build(BuildRequest.from_args(args))
+
+
+def build(request: BuildRequest) -> int:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     out = Console(highlight=False, soft_wrap=True)
     facts = load_facts()
-    if args.list_recipes:
-        return _list_recipes(out, args.format)
+    if request.list_recipes:
+        return _list_recipes(out, request.format)
 
     # 1. Everything that can be wrong with the request fails here, before any container.
-    recipe = find_recipe(args.recipe, recipe_dirs(), facts)
-    python = args.python or recipe.default_python
+    recipe = find_recipe(request.recipe, recipe_dirs(), facts)
+    python = request.python or recipe.default_python
     if python not in recipe.python_versions:
         raise UsageError(
             f"recipe {recipe.name} does not support Python {python}",
             hint=f"supported: {', '.join(recipe.python_versions)}",
         )
-    arch_list = checked_arch_list(recipe, args.arch)
-    if args.jobs is not None and args.jobs < 1:
+    arch = check_arch_list(recipe, request.arch, facts)
+    if request.jobs is not None and request.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    settings = EngineSettings.create(args.engine, config_dir=cache_dir())
-    pip = _pip_settings(args)
-    jobs = choose_jobs(detect_host_resources(), recipe.build.memory_per_job_gib, args.jobs)
+    settings = EngineSettings.create(request.engine, config_dir=cache_dir())
+    pip = request.pip.settings()
+    jobs = choose_jobs(detect_host_resources(), recipe.build.memory_per_job_gib, request.jobs)
     options = BuildOptions(
-        arch=args.arch,
+        arch=request.arch,
         python=python,
-        jobs=args.jobs,
-        out=args.out.resolve(),
+        jobs=request.jobs,
+        out=request.out.resolve(),
         engine=settings.name,
-        check_reproducible=args.check_reproducible,
-        ccache_volume=None if args.no_cache else args.ccache_volume,
-        ccache_size=args.ccache_size,
+        check_reproducible=request.check_reproducible,
+        ccache_volume=request.ccache_volume,
+        ccache_size=request.ccache_size,
     )
 
     # 2. The source (host-side git or download; still no container), then the plan.
-    echo = err.print if not args.quiet else None
     source = resolve_source(
         recipe.source,
         cache_dir(),
         recipe_epoch=recipe.source_date_epoch,
-        echo=(lambda line: err.print(line, markup=False)) if echo else None,
+        echo=None if request.quiet else (lambda line: err.print(line, markup=False)),
     )
-    plan = make_plan(recipe, arch_list, options, source, jobs=jobs, pip=pip, user=build_user())
-    _print_plan(err, plan)
-    if args.plan:
-        if args.format == "json":
-            out.print_json(json.dumps(plan_json(plan)))
+    plan = make_plan(recipe, arch, options, source, jobs=jobs, pip=pip, user=build_user())
+    print_plan(err, plan)
+    if request.plan_only:
+        if request.format == "json":
+            print_plan_json(out, plan)
         return 0
 
     # 3. Build.
@@ -179,182 +292,21 @@ def run(args: argparse.Namespace) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     log_path = logs / f"{recipe.name}-{stamp}.log"
-    with log_path.open("w") as log, _progress(err, args.quiet) as progress:
-        for label, value in plan.summary_rows():
-            log.write(f"# {label}: {value}\n")
-        output = _output(log, err, progress, quiet=args.quiet)
+    with log_path.open("w") as log, progress(err, request.quiet) as live:
+        log.write(plan_log_header(plan))
+        output = build_output(log, err, live, quiet=request.quiet)
         engine = ContainerEngine(settings, echo=output.echo)
         runner = BuildRunner(
-            plan, engine, output, docker_dir=docker_dir(), keep_work=args.keep_work
+            plan, engine, output, docker_dir=docker_dir(), keep_work=request.keep_work
         )
         with sigterm_as_exit():
             try:
                 result = runner.run()
             except ArchwheelError as exc:
-                # The saved log ends with why the build stopped, as the terminal does.
-                log.write(f"archwheel: error: {exc.one_line()}\n")
+                log.write(error_log_line(exc.one_line()))
                 raise
-    _print_result(out=out, err=err, result=result, log_path=log_path, fmt=args.format, plan=plan)
+    print_result(out=out, result=result, log_path=log_path, fmt=request.format)
     return 0
-
-
-def checked_arch_list(recipe: Recipe, text: str | None) -> ArchList:
-    """Parse the requested arch list and check it against the recipe's toolkit and format."""
-    facts = load_facts()
-    arch_list = ArchList.parse(text, facts) if text else recipe.arch.default
-    toolkit = facts.toolkit(recipe.toolchain.cuda)
-    problems = arch_list.problems_with(toolkit, facts)
-    if problems:
-        raise ArchListError(
-            "; ".join(problems) + f" (recipe {recipe.name} uses CUDA {recipe.toolchain.cuda})",
-            hint=f"pick archs CUDA {recipe.toolchain.cuda} can target, or a recipe of another "
-            "CUDA version; `archwheel arch LIST --cuda X.Y` checks a list",
-        )
-    try:
-        recipe.arch.render(arch_list)
-    except ArchListError as exc:
-        raise ArchListError(
-            f"recipe {recipe.name} passes the arch list as {recipe.arch.variable}: {exc.message}",
-            hint=exc.hint,
-        ) from None
-    return arch_list
-
-
-def _pip_settings(args: argparse.Namespace) -> PipSettings:
-    base = PipSettings() if args.no_host_pip_config else PipSettings.from_host()
-    ca: Path | None = None
-    if args.ca_bundle and args.ca_bundle.lower() != "none":
-        ca = Path(args.ca_bundle)
-    settings = base.override(
-        index_url=args.index_url,
-        extra_index_urls=args.extra_index_url,
-        find_links=args.find_links,
-        ca_bundle=ca,
-    )
-    if args.ca_bundle and args.ca_bundle.lower() == "none":
-        settings = PipSettings(
-            settings.index_url, settings.extra_index_urls, settings.find_links,
-            settings.trusted_hosts, None,
-        )  # fmt: skip
-    return settings.validated()
-
-
-class _NoProgress:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def _progress(console: Console, quiet: bool) -> Any:
-    """One live line on a terminal: the current step, its [i/N] count and its elapsed time."""
-    if not console.is_terminal:
-        return _NoProgress()
-    return Progress(
-        SpinnerColumn(),
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[steps]}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
-
-
-def _output(log: Any, console: Console, progress: Progress | None, *, quiet: bool) -> BuildOutput:
-    task: list[Any] = []
-
-    def printer(text: str) -> None:
-        console.print(text, markup=False, highlight=False)
-
-    def on_stage(name: str, description: str) -> None:
-        if not quiet:
-            console.print(f"[bold cyan]==[/] [bold]{name}[/]: {description}", highlight=False)
-        if progress is None:
-            return
-        if task:
-            progress.reset(task[0], total=None, description=name, steps="")
-        else:
-            task.append(progress.add_task(name, total=None, steps=""))
-
-    def on_progress(stage: str, done: int, total: int) -> None:
-        if progress is not None and task:
-            progress.update(task[0], completed=done, total=total, steps=f"{done}/{total}")
-
-    return BuildOutput(
-        log,
-        printer=None if quiet else printer,
-        on_progress=on_progress,
-        on_stage=on_stage,
-    )
-
-
-def _print_plan(console: Console, plan: BuildPlan) -> None:
-    table = Table(title="archwheel build plan", show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column(overflow="fold")
-    for label, value in plan.summary_rows():
-        table.add_row(label, value)
-    console.print(table)
-
-
-def plan_json(plan: BuildPlan) -> dict[str, object]:
-    return {
-        "schema_version": BUILD_SCHEMA_VERSION,
-        "plan": dict(plan.summary_rows()),
-        "environment": dict(plan.build_env),
-        "phases": [
-            {
-                "name": phase.name,
-                "network": phase.network,
-                "steps": [
-                    {"name": s.name, "user": s.user, "command": s.shell()} for s in phase.steps
-                ],
-            }
-            for phase in plan.phases
-        ],
-    }
-
-
-def _print_result(
-    *,
-    out: Console,
-    err: Console,
-    result: BuildResult,
-    log_path: Path,
-    fmt: str,
-    plan: BuildPlan,
-) -> None:
-    if fmt == "json":
-        document = {
-            "schema_version": BUILD_SCHEMA_VERSION,
-            "wheel": str(result.wheel),
-            "sha256": result.sha256,
-            "provenance": str(result.provenance),
-            "log": str(log_path),
-            "audit": {"ok": result.verdict.ok, "summary": result.verdict.summary},
-            "timings_s": {k: round(v, 3) for k, v in result.timings.items()},
-            "compiler_cache": dict(result.cache_stats),
-            "reproducible": result.comparison.identical if result.comparison else None,
-        }
-        out.print_json(json.dumps(document))
-        return
-    out.print(f"[bold green]built[/] {result.wheel}", highlight=False)
-    out.print(f"  sha256      {result.sha256}", highlight=False)
-    out.print(f"  provenance  {result.provenance}", highlight=False)
-    out.print(f"  audit       {result.verdict.summary}", highlight=False)
-    if result.comparison is not None:
-        out.print(f"  reproducible {result.comparison.summary()}", highlight=False)
-    total = result.timings.get("total", 0.0)
-    compile_s = result.timings.get("compile", 0.0)
-    out.print(f"  time        {total:.1f} s (compile phase {compile_s:.1f} s)", highlight=False)
-    out.print(f"  log         {log_path}", highlight=False)
-    if result.smoke_snippet is not None:
-        out.print(
-            f"  smoke test  archwheel smoke {result.wheel} --snippet {result.smoke_snippet}",
-            highlight=False,
-        )
 
 
 def _list_recipes(out: Console, fmt: str) -> int:
@@ -373,20 +325,7 @@ def _list_recipes(out: Console, fmt: str) -> int:
                 "path": str(path),
             }
         )
-    if fmt == "json":
-        out.print_json(json.dumps({"schema_version": BUILD_SCHEMA_VERSION, "recipes": rows}))
-        return 0
-    table = Table(title="recipes")
-    for column in ("name", "kind", "version", "cuda", "base_image", "default_arch"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(
-            *(
-                str(row[c])
-                for c in ("name", "kind", "version", "cuda", "base_image", "default_arch")
-            )
-        )
-    out.print(table)
+    print_recipes(out, rows, fmt)
     return 0
 
 
@@ -394,29 +333,17 @@ def _list_recipes(out: Console, fmt: str) -> int:
 
 
 def run_base_image(args: argparse.Namespace) -> int:
+    request = BaseImageRequest.from_args(args)
     err = Console(stderr=True, highlight=False)
-    settings = EngineSettings.create(args.engine, config_dir=cache_dir())
+    settings = EngineSettings.create(request.engine, config_dir=cache_dir())
     engine = ContainerEngine(settings, echo=lambda line: err.print(line, markup=False))
     with sigterm_as_exit():
         image = ensure_base_image(
             engine,
-            suite=args.suite,
-            mirror=args.mirror,
-            force=args.force,
+            suite=request.suite,
+            mirror=request.mirror,
+            force=request.force,
             sink=lambda line: err.print(line, markup=False),
         )
-    if args.format == "json":
-        Console().print_json(
-            json.dumps(
-                {
-                    "schema_version": BUILD_SCHEMA_VERSION,
-                    "tag": image.tag,
-                    "image_id": image.image_id,
-                    "created": image.created,
-                }
-            )
-        )
-    else:
-        verb = "made" if image.created else "exists"
-        print(f"{image.tag} {verb}: {image.image_id}")
+    print_base_image(image, request.format)
     return 0

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
 from archwheel.binary.scan import scan_path
 from archwheel.binary.wheelmeta import WheelMetadata, read_wheel_metadata
 from archwheel.errors import InputError
-from archwheel.facts.catalog import load_facts
+from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.versions import CudaVersion, DriverVersion
-from archwheel.interfaces.render.common import FORMATS
-from archwheel.interfaces.render.verdicts import can_run_markdown, can_run_table, emit
-from archwheel.verdicts.compat import InputVerdicts, build_report, judge_input, resolve_gpus
+from archwheel.interfaces.render.can_run import can_run_markdown, can_run_table
+from archwheel.interfaces.render.common import FORMATS, emit
+from archwheel.verdicts.compat import (
+    CanRunReport,
+    Gpu,
+    InputVerdicts,
+    build_report,
+    judge_input,
+    resolve_gpus,
+)
 
 EXAMPLES = """\
 examples:
@@ -62,13 +70,47 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
+@dataclass(frozen=True)
+class CanRunRequest:
+    """``archwheel can-run``, parsed."""
+
+    inputs: tuple[Path, ...]
+    gpus: tuple[Gpu, ...]
+    driver: DriverVersion | None
+    cuda_runtime: CudaVersion | None
+    format: str
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CanRunRequest:
+        return cls(
+            inputs=tuple(args.inputs),
+            gpus=resolve_gpus(args.gpu, args.cc),
+            driver=DriverVersion.parse(args.driver) if args.driver else None,
+            cuda_runtime=CudaVersion.parse(args.cuda_runtime) if args.cuda_runtime else None,
+            format=args.format,
+        )
+
+
 def run(args: argparse.Namespace) -> int:
-    facts = load_facts()
-    gpus = resolve_gpus(args.gpu, args.cc, facts)
-    driver = DriverVersion.parse(args.driver) if args.driver else None
-    override = CudaVersion.parse(args.cuda_runtime) if args.cuda_runtime else None
+    request = CanRunRequest.from_args(args)
+    report = can_run(request)
+    emit(
+        request.format,
+        report,
+        lambda out: can_run_table(report, out),
+        lambda: can_run_markdown(report),
+    )
+    return report.exit_code
+
+
+def can_run(request: CanRunRequest, facts: CudaFacts | None = None) -> CanRunReport:
+    """Scan every input and judge it on every GPU (and the driver, when given)."""
+    facts = facts or load_facts()
+    gpus = request.gpus
+    driver = request.driver
+    override = request.cuda_runtime
     judged: list[InputVerdicts] = []
-    for path in args.inputs:
+    for path in request.inputs:
         if not path.exists():
             raise InputError(f"{path}: no such file or directory")
         metadata: WheelMetadata | None = None
@@ -93,11 +135,4 @@ def run(args: argparse.Namespace) -> int:
                 facts=facts,
             )
         )
-    report = build_report(judged, gpus, driver, facts)
-    emit(
-        args.format,
-        report,
-        lambda out: can_run_table(report, out),
-        lambda: can_run_markdown(report),
-    )
-    return report.exit_code
+    return build_report(judged, gpus, driver, facts)

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 from archwheel.doctor.diagnose import run_doctor
-from archwheel.interfaces.render.common import FORMATS
-from archwheel.interfaces.render.verdicts import doctor_markdown, doctor_table, emit
+from archwheel.interfaces.commands.options import add_interpreter_option
+from archwheel.interfaces.render.common import FORMATS, emit
+from archwheel.interfaces.render.doctor import doctor_markdown, doctor_table
 
 EXAMPLES = """\
 examples:
   archwheel doctor                              this interpreter's torch on this host's GPUs
-  archwheel doctor --python /opt/venv/bin/python
+  archwheel doctor --interpreter /opt/venv/bin/python
   archwheel doctor --format json
 
 It works without a GPU or driver (it says so and still reports torch), and without torch.
@@ -34,9 +36,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--python", metavar="PATH", help="the interpreter whose environment to inspect"
-    )
+    add_interpreter_option(parser, "the interpreter whose environment to inspect")
     parser.add_argument(
         "--gpu-probe",
         choices=("auto", "nvml", "nvidia-smi"),
@@ -55,15 +55,37 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
+@dataclass(frozen=True)
+class DoctorRequest:
+    """``archwheel doctor``, parsed."""
+
+    interpreter: str | None
+    gpu_probe: str
+    audit: bool
+    timeout: float
+    format: str
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> DoctorRequest:
+        return cls(
+            interpreter=args.interpreter,
+            gpu_probe=args.gpu_probe,
+            audit=not args.no_audit,
+            timeout=args.timeout,
+            format=args.format,
+        )
+
+
 def run(args: argparse.Namespace) -> int:
+    request = DoctorRequest.from_args(args)
     report = run_doctor(
-        args.python,
-        gpu_probe=args.gpu_probe,
-        audit=not args.no_audit,
-        python_timeout=args.timeout,
+        request.interpreter,
+        gpu_probe=request.gpu_probe,
+        audit=request.audit,
+        python_timeout=request.timeout,
     )
     emit(
-        args.format,
+        request.format,
         report,
         lambda out: doctor_table(report, out),
         lambda: doctor_markdown(report),

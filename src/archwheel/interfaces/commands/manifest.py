@@ -7,18 +7,18 @@ import base64
 import hashlib
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-
-from rich.console import Console
-from rich.markup import escape
+from typing import Any
 
 from archwheel.binary.scan import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata, sha256_file
 from archwheel.effects.host import PythonProbe
 from archwheel.errors import InputError, UsageError
 from archwheel.facts.catalog import load_facts
-from archwheel.interfaces.render.common import FORMATS, dump_json
-from archwheel.interfaces.render.verdicts import emit
+from archwheel.interfaces.commands.options import add_interpreter_option
+from archwheel.interfaces.render.common import FORMATS, dump_json, emit
+from archwheel.interfaces.render.manifest import verify_markdown, verify_table, wrote_manifest
 from archwheel.verdicts.manifest import (
     FileFacts,
     InstalledEnvironment,
@@ -41,7 +41,7 @@ examples:
   archwheel verify manifest.json                  the wheels next to the manifest
   archwheel verify manifest.json dist/*.whl       these files
   archwheel verify manifest.json --env            the running environment (no wheel files needed)
-  archwheel verify manifest.json --env --python /opt/venv/bin/python
+  archwheel verify manifest.json --env --interpreter /opt/venv/bin/python
 
 Files are checked when wheels or --dir are given, or when --env is not. --env compares the
 installed versions, torch.version.cuda, the nvidia-*/cuda-* pins and the bytes of every native
@@ -78,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     verify.add_argument("wheels", nargs="*", type=Path, metavar="WHEEL")
     verify.add_argument("--dir", type=Path, help="where the wheel files are")
     verify.add_argument("--env", action="store_true", help="check the installed environment")
-    verify.add_argument("--python", metavar="PATH", help="the environment's interpreter")
+    add_interpreter_option(verify, "the environment's interpreter")
     verify.add_argument(
         "--no-library-hashes",
         action="store_true",
@@ -88,9 +88,58 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     verify.set_defaults(func=run_verify)
 
 
+@dataclass(frozen=True)
+class ManifestRequest:
+    """``archwheel manifest``, parsed."""
+
+    wheels: tuple[Path, ...]
+    output: Path | None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ManifestRequest:
+        return cls(wheels=tuple(args.wheels), output=args.output)
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    """``archwheel verify``, parsed."""
+
+    manifest: Path
+    wheels: tuple[Path, ...]
+    dir: Path | None
+    env: bool
+    interpreter: str | None
+    library_hashes: bool
+    format: str
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> VerifyRequest:
+        return cls(
+            manifest=args.manifest,
+            wheels=tuple(args.wheels),
+            dir=args.dir,
+            env=args.env,
+            interpreter=args.interpreter,
+            library_hashes=not args.no_library_hashes,
+            format=args.format,
+        )
+
+
 def run_manifest(args: argparse.Namespace) -> int:
+    request = ManifestRequest.from_args(args)
+    document, count = manifest_document(request.wheels)
+    if request.output is None:
+        dump_json(document)
+        return 0
+    _write_atomically(request.output, document)
+    print(wrote_manifest(request.output, count))
+    return 0
+
+
+def manifest_document(wheels: tuple[Path, ...]) -> tuple[dict[str, Any], int]:
+    """The manifest of ``wheels`` and how many wheels it lists."""
     entries = []
-    for path in args.wheels:
+    for path in wheels:
         if not path.is_file():
             raise InputError(f"{path}: no such file", hint="manifest takes wheel files")
         metadata = read_wheel_metadata(path)
@@ -98,13 +147,7 @@ def run_manifest(args: argparse.Namespace) -> int:
         entries.append(
             wheel_entry(path.name, sha256_file(path), path.stat().st_size, metadata, inventory)
         )
-    document = build_manifest(entries, load_facts().facts_version)
-    if args.output is None:
-        dump_json(document)
-        return 0
-    _write_atomically(args.output, document)
-    print(f"wrote {args.output} ({len(entries)} wheel{'s' if len(entries) != 1 else ''})")
-    return 0
+    return build_manifest(entries, load_facts().facts_version), len(entries)
 
 
 def _write_atomically(path: Path, document: object) -> None:
@@ -134,20 +177,33 @@ def record_hash(path: str) -> str | None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    request = VerifyRequest.from_args(args)
+    report = verify(request)
+    emit(
+        request.format,
+        report,
+        lambda out: verify_table(report, out),
+        lambda: verify_markdown(report),
+    )
+    return report.exit_code
+
+
+def verify(request: VerifyRequest) -> VerifyReport:
+    """Every difference between the manifest and the files, the environment, or both."""
     try:
-        text = args.manifest.read_text(encoding="utf-8")
+        text = request.manifest.read_text(encoding="utf-8")
     except OSError as exc:
-        raise InputError(f"{args.manifest}: cannot read: {exc.strerror or exc}") from None
-    manifest = load_manifest(text, str(args.manifest))
-    check_files = bool(args.wheels) or args.dir is not None or not args.env
+        raise InputError(f"{request.manifest}: cannot read: {exc.strerror or exc}") from None
+    manifest = load_manifest(text, str(request.manifest))
+    check_files = bool(request.wheels) or request.dir is not None or not request.env
     mismatches = []
     files_checked: list[str] = []
     if check_files:
         by_name: dict[str, Path] = {}
-        if args.wheels:
-            by_name = {p.name: p for p in args.wheels}
+        if request.wheels:
+            by_name = {p.name: p for p in request.wheels}
         else:
-            folder = args.dir or args.manifest.parent
+            folder = request.dir or request.manifest.parent
             by_name = {w["file"]: folder / w["file"] for w in manifest["wheels"]}
         found: dict[str, FileFacts | None] = {}
         for wheel in manifest["wheels"]:
@@ -161,9 +217,9 @@ def run_verify(args: argparse.Namespace) -> int:
         extra = sorted(name for name in by_name if name not in listed)
         mismatches.extend(verify_files(manifest, found, extra))
     environment: str | None = None
-    if args.env:
+    if request.env:
         names = tuple(str(w["name"]) for w in manifest["wheels"])
-        probed = PythonProbe(args.python, also=names).probe()
+        probed = PythonProbe(request.interpreter, also=names).probe()
         if probed.errors:
             raise InputError(
                 "cannot inspect the environment: " + "; ".join(e.message for e in probed.errors)
@@ -177,40 +233,12 @@ def run_verify(args: argparse.Namespace) -> int:
             torch_cuda=probed.torch.cuda,
             torch_import_error=probed.torch.import_error,
         )
-        hasher = None if args.no_library_hashes else record_hash
+        hasher = record_hash if request.library_hashes else None
         mismatches.extend(verify_environment(manifest, installed, hasher))
-    report = VerifyReport(
-        manifest=str(args.manifest),
+    return VerifyReport(
+        manifest=str(request.manifest),
         files_checked=tuple(files_checked),
         environment=environment,
-        libraries_hashed=args.env and not args.no_library_hashes,
+        libraries_hashed=request.env and request.library_hashes,
         mismatches=tuple(mismatches),
     )
-    emit(args.format, report, lambda out: _table(report, out), lambda: _markdown(report))
-    return report.exit_code
-
-
-def _table(report: VerifyReport, out: Console) -> None:
-    what = []
-    if report.files_checked:
-        what.append(f"{len(report.files_checked)} file(s)")
-    if report.environment:
-        what.append(f"the environment of {report.environment}")
-    checked = " and ".join(what) or "nothing found to check"
-    if report.ok:
-        out.print(f"[green]OK[/green]: {escape(checked)} match {escape(report.manifest)}")
-        return
-    out.print(
-        f"[bold red]{len(report.mismatches)} mismatch(es)[/bold red] between "
-        f"{escape(checked)} and {escape(report.manifest)}:"
-    )
-    for m in report.mismatches:
-        out.print(f"  - [{m.what}] {escape(m.message)}".replace("[", r"\[", 1))
-
-
-def _markdown(report: VerifyReport) -> str:
-    if report.ok:
-        return f"**OK**: matches `{report.manifest}`\n"
-    lines = [f"**{len(report.mismatches)} mismatch(es)** with `{report.manifest}`:", ""]
-    lines.extend(f"- {m.what}: {m.message}" for m in report.mismatches)
-    return "\n".join(lines) + "\n"

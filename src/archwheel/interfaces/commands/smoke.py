@@ -10,18 +10,19 @@ import argparse
 import json
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from archwheel.effects.engine import ENGINES, ContainerEngine, EngineSettings
 from archwheel.effects.paths import cache_dir
 from archwheel.effects.process import Echo
 from archwheel.effects.watchdog import Watchdog
 from archwheel.errors import UsageError
+from archwheel.interfaces.commands.options import add_alias, add_interpreter_option
+from archwheel.interfaces.render.smoke import progress_line, render, unwritable_output
 from archwheel.smoke.environments import (
     DEFAULT_INSTALL_TIMEOUT,
     ContainerEnvironment,
@@ -42,9 +43,6 @@ from archwheel.verdicts.smoke import (
     EXIT_NO_DEVICE,
     EXIT_NO_KERNEL_IMAGE,
     KERNEL_STEPS,
-    SmokeReport,
-    SmokeVerdict,
-    StepVerdict,
 )
 
 EPILOG = f"""\
@@ -54,7 +52,7 @@ examples:
   archwheel smoke dist/*.whl --backend docker --image IMAGE --format json
   archwheel smoke dist/*.whl --backend docker --engine podman --image IMAGE
   archwheel smoke dist/*.whl --output smoke.json       (table on stdout, JSON in smoke.json)
-  archwheel smoke --backend existing --python /opt/venv/bin/python   (the deployment as it is)
+  archwheel smoke --backend existing --interpreter /opt/venv/bin/python  (the deployment as it is)
 
 each kernel runs first with CUDA_DISABLE_PTX_JIT=1 (native cubins only), then, if that fails,
 with the JIT allowed: each step reports native, jit-only or no-kernel-image.
@@ -64,17 +62,6 @@ exit codes: 0 all native and correct, 1 wrong results or errors (or torch does n
 {EXIT_JIT_ONLY} some kernels only through the PTX JIT, {EXIT_NO_KERNEL_IMAGE} no kernel image,
 {EXIT_HANG_OR_CRASH} a step hung or crashed (docs/smoke.md)
 """
-
-VERDICT_STYLES = {
-    StepVerdict.NATIVE: "green",
-    StepVerdict.JIT_ONLY: "yellow",
-    StepVerdict.SKIPPED: "dim",
-    StepVerdict.NO_KERNEL_IMAGE: "red",
-    StepVerdict.WRONG_RESULT: "bold red",
-    StepVerdict.ERROR: "red",
-    StepVerdict.HANG: "bold red",
-    StepVerdict.CRASH: "bold red",
-}
 
 
 def register(subparsers: Any) -> None:
@@ -95,7 +82,8 @@ def register(subparsers: Any) -> None:
         "--backend",
         choices=("venv", "docker", "existing"),
         default="venv",
-        help="where to run: a fresh venv (default), containers (--engine), or an existing --python",
+        help="where to run: a fresh venv (default), containers (--engine), "
+        "or an existing --interpreter",
     )
     parser.add_argument(
         "--timeout",
@@ -112,7 +100,10 @@ def register(subparsers: Any) -> None:
         help=f"time limit of the install (default {DEFAULT_INSTALL_TIMEOUT:g})",
     )
     index = parser.add_mutually_exclusive_group()
-    index.add_argument("--index", metavar="URL", help="package index for the requirements")
+    index.add_argument(
+        "--index-url", metavar="URL", help="package index for the wheels' requirements"
+    )
+    add_alias(index, "--index", dest="index_url", replacement="--index-url URL", metavar="URL")
     index.add_argument("--find-links", type=Path, metavar="DIR", help="a folder of wheels")
     parser.add_argument(
         "--snippet", type=Path, metavar="FILE", help="the recipe's smoke snippet (Python)"
@@ -125,10 +116,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--device", type=int, action="append", metavar="N", help="only this device (repeatable)"
     )
-    parser.add_argument(
-        "--python",
-        metavar="PATH",
-        help="venv: the interpreter to create it from; existing: the interpreter to test",
+    add_interpreter_option(
+        parser, "venv: the interpreter to create it from; existing: the interpreter to test"
     )
     parser.add_argument(
         "--image", metavar="IMAGE", help="--backend docker: the image (python3 with venv)"
@@ -153,23 +142,67 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+@dataclass(frozen=True)
+class SmokeRequest:
+    """``archwheel smoke``, parsed (the environment is made and checked from it)."""
+
+    wheels: tuple[Path, ...]
+    backend: str
+    timeout: float
+    install_timeout: float
+    index_url: str | None
+    find_links: Path | None
+    snippet: Path | None
+    steps: str | None  # the comma list as given; checked after the environment
+    devices: tuple[int, ...] | None
+    interpreter: str | None
+    image: str | None
+    engine: str
+    keep: bool
+    format: str
+    output: Path | None
+    quiet: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> SmokeRequest:
+        if args.output is not None and not args.output.resolve().parent.is_dir():
+            raise UsageError(f"--output: folder {args.output.parent} does not exist")
+        return cls(
+            wheels=tuple(args.wheels),
+            backend=args.backend,
+            timeout=args.timeout,
+            install_timeout=args.install_timeout,
+            index_url=args.index_url,
+            find_links=args.find_links,
+            snippet=args.snippet,
+            steps=args.steps,
+            devices=tuple(args.device) if args.device else None,
+            interpreter=args.interpreter,
+            image=args.image,
+            engine=args.engine,
+            keep=args.keep,
+            format=args.format,
+            output=args.output,
+            quiet=args.quiet or args.format == "json",
+        )
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.output is not None and not args.output.resolve().parent.is_dir():
-        raise UsageError(f"--output: folder {args.output.parent} does not exist")
+    request = SmokeRequest.from_args(args)
     err = Console(stderr=True, highlight=False)
-    quiet = args.quiet or args.format == "json"
-    progress = None if quiet else (lambda msg: err.print(f"[dim]smoke: {msg}[/dim]"))
+    quiet = request.quiet
+    progress = None if quiet else (lambda msg: err.print(progress_line(msg)))
     echo = (
         None if quiet else (lambda line: err.print(line, markup=False, style="dim", soft_wrap=True))
     )
-    environment = _environment(args, echo)
+    environment = _environment(request, echo)
     settings = SmokeSettings(
-        step_timeout=_positive(args.timeout, "--timeout"),
-        steps=_steps(args.steps),
-        devices=tuple(args.device) if args.device else None,
+        step_timeout=_positive(request.timeout, "--timeout"),
+        steps=_steps(request.steps),
+        devices=request.devices,
     )
-    inputs = [str(w) for w in args.wheels] or [environment.description]
-    wheels = [Path(w) for w in args.wheels]
+    inputs = [str(w) for w in request.wheels] or [environment.description]
+    wheels = list(request.wheels)
     # SIGTERM (a CI job's timeout, `timeout`) interrupts like Ctrl-C: the running step is
     # killed and the report of what ran so far still comes out.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -180,25 +213,25 @@ def run(args: argparse.Namespace) -> int:
             settings,
             watchdog=Watchdog(),
             progress=progress,
-            can_run=can_run_for(wheels, installed_python=_installed_python(args)),
+            can_run=can_run_for(wheels, installed_python=_installed_python(request)),
         )
     finally:
         signal.signal(signal.SIGTERM, previous)
     document = json.dumps(report.to_json_dict(), indent=2, allow_nan=False) + "\n"
-    if args.output is not None:
+    if request.output is not None:
         try:
-            args.output.write_text(document, encoding="utf-8")
+            request.output.write_text(document, encoding="utf-8")
         except OSError as exc:
-            err.print(f"archwheel: warning: could not write {args.output}: {exc.strerror}")
-    if args.format == "json":
+            err.print(unwritable_output(request.output, exc.strerror))
+    if request.format == "json":
         sys.stdout.write(document)
     else:
         render(report, Console(highlight=False))
     return report.exit_code
 
 
-def _installed_python(args: argparse.Namespace) -> str | None:
-    return str(args.python) if args.backend == "existing" else None
+def _installed_python(request: SmokeRequest) -> str | None:
+    return str(request.interpreter) if request.backend == "existing" else None
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -224,107 +257,51 @@ def _steps(text: str | None) -> tuple[str, ...]:
     return steps
 
 
-def _environment(args: argparse.Namespace, echo: Echo | None) -> SmokeEnvironment:
-    if args.snippet is not None and not args.snippet.is_file():
-        raise UsageError(f"smoke snippet not found: {args.snippet}")
-    if args.find_links is not None and not args.find_links.is_dir():
-        raise UsageError(f"--find-links folder not found: {args.find_links}")
-    index = IndexOptions(index_url=args.index, find_links=args.find_links)
-    install_timeout = _positive(args.install_timeout, "--install-timeout")
-    if args.backend == "existing":
-        if args.wheels:
+def _environment(request: SmokeRequest, echo: Echo | None) -> SmokeEnvironment:
+    if request.snippet is not None and not request.snippet.is_file():
+        raise UsageError(f"smoke snippet not found: {request.snippet}")
+    if request.find_links is not None and not request.find_links.is_dir():
+        raise UsageError(f"--find-links folder not found: {request.find_links}")
+    index = IndexOptions(index_url=request.index_url, find_links=request.find_links)
+    install_timeout = _positive(request.install_timeout, "--install-timeout")
+    if request.backend == "existing":
+        if request.wheels:
             raise UsageError(
-                "--backend existing installs nothing; it tests the interpreter given by --python",
+                "--backend existing installs nothing; "
+                "it tests the interpreter given by --interpreter",
                 hint="drop the wheels, or use --backend venv",
             )
-        if not args.python:
-            raise UsageError("--backend existing needs --python PATH (an interpreter with torch)")
-        return ExistingEnvironment(python=args.python, snippet=args.snippet)
-    if not args.wheels:
+        if not request.interpreter:
+            raise UsageError(
+                "--backend existing needs --interpreter PATH (an interpreter with torch)"
+            )
+        return ExistingEnvironment(python=request.interpreter, snippet=request.snippet)
+    if not request.wheels:
         raise UsageError(
-            "no wheels given", hint="archwheel smoke WHEEL... (or --backend existing --python PY)"
+            "no wheels given",
+            hint="archwheel smoke WHEEL... (or --backend existing --interpreter PY)",
         )
-    if args.backend == "docker":
-        if not args.image:
+    if request.backend == "docker":
+        if not request.image:
             raise UsageError(
                 "--backend docker needs --image IMAGE (an image with python3 and venv)",
                 hint="the builder image has them (`archwheel build` makes it)",
             )
-        settings = EngineSettings.create(args.engine, config_dir=cache_dir())
+        settings = EngineSettings.create(request.engine, config_dir=cache_dir())
         return ContainerEnvironment(
-            wheels=tuple(args.wheels),
-            image=args.image,
+            wheels=tuple(request.wheels),
+            image=request.image,
             engine=ContainerEngine(settings, echo=echo),
             index=index,
-            snippet=args.snippet,
+            snippet=request.snippet,
             install_timeout=install_timeout,
-            keep=args.keep,
+            keep=request.keep,
         )
     return VenvEnvironment(
-        wheels=tuple(args.wheels),
+        wheels=tuple(request.wheels),
         index=index,
-        snippet=args.snippet,
-        python=args.python or sys.executable,
+        snippet=request.snippet,
+        python=request.interpreter or sys.executable,
         install_timeout=install_timeout,
-        keep=args.keep,
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# the human rendering
-
-
-def render(report: SmokeReport, console: Console) -> None:
-    data = report.to_json_dict()
-    software = data["software"]
-    console.print(f"[bold]archwheel smoke[/bold]  {', '.join(report.inputs)}")
-    console.print(f"environment: {report.environment}")
-    facts = [
-        ("torch", software["torch"]),
-        ("CUDA", software["torch_cuda"]),
-        ("cuDNN", software["cudnn"]),
-        ("NCCL", software["nccl"]),
-        ("driver", software["driver"]),
-        ("python", software["python"]),
-    ]
-    shown = "  ".join(f"{k} {v}" for k, v in facts if v)
-    if shown:
-        console.print(shown)
-    if software["arch_list"]:
-        console.print(f"compiled arch list: {' '.join(software['arch_list'])}")
-    for stage in report.stages:
-        if not stage.ok:
-            console.print(f"[red]{stage.name} failed[/red]: {stage.detail}")
-            for line in stage.log_tail[-6:]:
-                console.print(Text(f"    {line}", style="dim"))
-    if report.devices:
-        table = Table(title="devices", title_justify="left")
-        for col in ("#", "name", "cc", "memory", "compiled arch list vs device"):
-            table.add_column(col)
-        for d in report.devices:
-            memory = f"{d.total_memory / 2**30:.0f} GiB" if d.total_memory else "?"
-            check = d.arch_check.one_line() if d.arch_check else "?"
-            table.add_row(str(d.index), d.name, d.cc, memory, check)
-        console.print(table)
-    if report.steps:
-        table = Table(title="kernels", title_justify="left")
-        for col in ("dev", "step", "verdict", "evidence"):
-            table.add_column(col)
-        for s in report.steps:
-            evidence = s.detail
-            if s.explanation:
-                evidence = f"{evidence}\n{s.explanation}" if evidence else s.explanation
-            table.add_row(
-                str(s.device),
-                s.step,
-                Text(s.verdict.value, style=VERDICT_STYLES.get(s.verdict, "")),
-                evidence,
-            )
-        console.print(table)
-    style = "green" if report.verdict is SmokeVerdict.PASSED else "bold red"
-    if report.verdict is SmokeVerdict.JIT_ONLY:
-        style = "yellow"
-    console.print(
-        Text(f"verdict: {report.verdict.value}: {report.message}", style=style),
-        Text(f"(exit {report.exit_code})", style="dim"),
+        keep=request.keep,
     )

@@ -1,9 +1,12 @@
-"""Human renderings of audit reports: a rich table for terminals, Markdown for CI summaries."""
+"""The text of ``archwheel audit``: a rich table for terminals, Markdown for CI summaries, the
+--quiet lines and the scan progress bar (the JSON is ``verdicts.audit.audit_document``)."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -11,8 +14,11 @@ from rich.text import Text
 
 from archwheel.binary.model import LibraryInventory, Severity
 from archwheel.facts.arch import CodeKind
-from archwheel.interfaces.render.common import compact, human_bytes, markdown_table
+from archwheel.interfaces.render.common import compact, err_console, human_bytes, markdown_table
 from archwheel.verdicts.audit import AuditReport, LibraryVerdict, overall_exit_code
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 
 def _arch_cells(lib: LibraryInventory, kind: CodeKind) -> list[str]:
@@ -236,3 +242,38 @@ def render_markdown(reports: Sequence[AuditReport], *, detail: bool) -> str:
             out.append("")
     out.append(f"**{verdict_line(reports)}**")
     return "\n".join(out) + "\n"
+
+
+def render_quiet(reports: Sequence[AuditReport], console: Console) -> None:
+    """``--quiet``: the problems, one line each, then the verdict line."""
+    for r in reports:
+        for p in r.inventory.problems:
+            console.print(f"{p.severity.value}: {p.one_line()}")
+    console.print(verdict_line(reports))
+
+
+def scan_progress() -> tuple[Callable[[int, int, str], None], Progress]:
+    """A transient progress bar on standard error and the scanner's callback that drives it."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+    progress = Progress(
+        TextColumn("[bold]scanning"),
+        BarColumn(),
+        DownloadColumn(binary_units=True),
+        TextColumn("{task.description}"),
+        console=err_console(),
+        transient=True,
+        # No refresh thread: the scanner forks workers only while this process has one thread.
+        auto_refresh=False,
+    )
+    task = progress.add_task("", total=None)
+    last = [0.0]
+
+    def update(done: int, total: int, name: str) -> None:
+        progress.update(task, completed=done, total=total, description=name.rsplit("/", 1)[-1])
+        now = time.monotonic()
+        if now - last[0] >= 0.1:
+            last[0] = now
+            progress.refresh()
+
+    return update, progress

@@ -1,16 +1,26 @@
-"""Shared rendering helpers: consoles, byte sizes, compact arch lists, Markdown tables."""
+"""Shared rendering helpers: consoles, the output formats, JSON, Markdown tables, byte sizes,
+compact arch lists and rule citations (``verdict_labels`` has the compatibility verdicts' labels).
+
+Each command's own text lives in its module beside this one (``render/<command>.py``).
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
-from typing import Any, TextIO
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TextIO
 
 from rich.console import Console
 
+from archwheel.facts.catalog import CudaFacts, load_facts
+
 FORMATS = ("table", "json", "markdown")
+
+
+class JsonResult(Protocol):
+    def to_json_dict(self) -> dict[str, Any]: ...
 
 
 def console(stream: TextIO | None = None) -> Console:
@@ -61,3 +71,27 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str
     ]
     lines.extend("| " + " | ".join(cell(c) for c in row) + " |" for row in rows)
     return "\n".join(lines)
+
+
+def print_json(result: JsonResult) -> None:
+    dump_json(result.to_json_dict())
+
+
+def emit(
+    fmt: str,
+    result: JsonResult,
+    table: Callable[[Console], None],
+    markdown: Callable[[], str],
+) -> None:
+    """Print ``result`` in the requested format."""
+    if fmt == "json":
+        print_json(result)
+    elif fmt == "markdown":
+        sys.stdout.write(markdown())
+    else:
+        table(console())
+
+
+def cite(rule_id: str, facts: CudaFacts | None = None) -> str:
+    """``rule sass-same-major: A cubin ...`` on one line."""
+    return f"rule {rule_id}: {(facts or load_facts()).rule(rule_id)}"

@@ -1,0 +1,186 @@
+"""The text of ``archwheel build`` and ``archwheel base-image``: the plan, the live progress line,
+the stage headers, the result, the recipe list, and their JSON documents."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from archwheel.build.baseimage import BaseImage
+from archwheel.build.plan import BuildPlan
+from archwheel.build.runner import BuildOutput, BuildResult
+
+BUILD_SCHEMA_VERSION = 1
+
+RECIPE_COLUMNS = ("name", "kind", "version", "cuda", "base_image", "default_arch")
+
+
+class _NoProgress:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def progress(console: Console, quiet: bool) -> Any:
+    """One live line on a terminal: the current step, its [i/N] count and its elapsed time."""
+    if not console.is_terminal:
+        return _NoProgress()
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[steps]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+def build_output(
+    log: TextIO, console: Console, progress: Progress | None, *, quiet: bool
+) -> BuildOutput:
+    """The build's output: the log always; the stage headers and commands unless quiet."""
+    task: list[Any] = []
+
+    def printer(text: str) -> None:
+        console.print(text, markup=False, highlight=False)
+
+    def on_stage(name: str, description: str) -> None:
+        if not quiet:
+            console.print(f"[bold cyan]==[/] [bold]{name}[/]: {description}", highlight=False)
+        if progress is None:
+            return
+        if task:
+            progress.reset(task[0], total=None, description=name, steps="")
+        else:
+            task.append(progress.add_task(name, total=None, steps=""))
+
+    def on_progress(stage: str, done: int, total: int) -> None:
+        if progress is not None and task:
+            progress.update(task[0], completed=done, total=total, steps=f"{done}/{total}")
+
+    return BuildOutput(
+        log,
+        printer=None if quiet else printer,
+        on_progress=on_progress,
+        on_stage=on_stage,
+    )
+
+
+def plan_log_header(plan: BuildPlan) -> str:
+    """The plan as ``# label: value`` lines at the top of the saved log."""
+    return "".join(f"# {label}: {value}\n" for label, value in plan.summary_rows())
+
+
+def error_log_line(message: str) -> str:
+    """The saved log ends with why the build stopped, as the terminal does."""
+    return f"archwheel: error: {message}\n"
+
+
+def print_plan(console: Console, plan: BuildPlan) -> None:
+    table = Table(title="archwheel build plan", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for label, value in plan.summary_rows():
+        table.add_row(label, value)
+    console.print(table)
+
+
+def plan_json(plan: BuildPlan) -> dict[str, object]:
+    return {
+        "schema_version": BUILD_SCHEMA_VERSION,
+        "plan": dict(plan.summary_rows()),
+        "environment": dict(plan.build_env),
+        "phases": [
+            {
+                "name": phase.name,
+                "network": phase.network,
+                "steps": [
+                    {"name": s.name, "user": s.user, "command": s.shell()} for s in phase.steps
+                ],
+            }
+            for phase in plan.phases
+        ],
+    }
+
+
+def print_plan_json(out: Console, plan: BuildPlan) -> None:
+    out.print_json(json.dumps(plan_json(plan)))
+
+
+def print_result(
+    *,
+    out: Console,
+    result: BuildResult,
+    log_path: Path,
+    fmt: str,
+) -> None:
+    if fmt == "json":
+        document = {
+            "schema_version": BUILD_SCHEMA_VERSION,
+            "wheel": str(result.wheel),
+            "sha256": result.sha256,
+            "provenance": str(result.provenance),
+            "log": str(log_path),
+            "audit": {"ok": result.verdict.ok, "summary": result.verdict.summary},
+            "timings_s": {k: round(v, 3) for k, v in result.timings.items()},
+            "compiler_cache": dict(result.cache_stats),
+            "reproducible": result.comparison.identical if result.comparison else None,
+        }
+        out.print_json(json.dumps(document))
+        return
+    out.print(f"[bold green]built[/] {result.wheel}", highlight=False)
+    out.print(f"  sha256      {result.sha256}", highlight=False)
+    out.print(f"  provenance  {result.provenance}", highlight=False)
+    out.print(f"  audit       {result.verdict.summary}", highlight=False)
+    if result.comparison is not None:
+        out.print(f"  reproducible {result.comparison.summary()}", highlight=False)
+    total = result.timings.get("total", 0.0)
+    compile_s = result.timings.get("compile", 0.0)
+    out.print(f"  time        {total:.1f} s (compile phase {compile_s:.1f} s)", highlight=False)
+    out.print(f"  log         {log_path}", highlight=False)
+    if result.smoke_snippet is not None:
+        out.print(
+            f"  smoke test  archwheel smoke {result.wheel} --snippet {result.smoke_snippet}",
+            highlight=False,
+        )
+
+
+def print_recipes(out: Console, rows: Sequence[Mapping[str, str]], fmt: str) -> None:
+    """``build --list-recipes``: one row per recipe (the keys of RECIPE_COLUMNS, and path)."""
+    if fmt == "json":
+        out.print_json(
+            json.dumps({"schema_version": BUILD_SCHEMA_VERSION, "recipes": [dict(r) for r in rows]})
+        )
+        return
+    table = Table(title="recipes")
+    for column in RECIPE_COLUMNS:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(str(row[c]) for c in RECIPE_COLUMNS))
+    out.print(table)
+
+
+def print_base_image(image: BaseImage, fmt: str) -> None:
+    if fmt == "json":
+        Console().print_json(
+            json.dumps(
+                {
+                    "schema_version": BUILD_SCHEMA_VERSION,
+                    "tag": image.tag,
+                    "image_id": image.image_id,
+                    "created": image.created,
+                }
+            )
+        )
+    else:
+        verb = "made" if image.created else "exists"
+        print(f"{image.tag} {verb}: {image.image_id}")

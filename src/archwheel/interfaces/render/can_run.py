@@ -1,0 +1,100 @@
+"""The text of ``archwheel can-run``: a table per input (library x GPU) and its Markdown."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from archwheel.facts.catalog import load_facts
+from archwheel.interfaces.render.common import cite
+from archwheel.interfaces.render.verdict_labels import VERDICT_LABEL, VERDICT_STYLE
+from archwheel.verdicts.compat import CanRunReport, InputGpuVerdict, Verdict
+
+
+def _cell(v: InputGpuVerdict, library: str) -> str:
+    for lib in v.libraries:
+        if lib.library == library:
+            style = VERDICT_STYLE[lib.verdict]
+            images = [a for a, _ in lib.native] or [a for a, _ in lib.jit]
+            detail = (
+                f" {', '.join(images)}"
+                if images and lib.verdict is not Verdict.NO_KERNEL_IMAGE
+                else ""
+            )
+            return f"[{style}]{VERDICT_LABEL[lib.verdict]}[/{style}]{escape(detail)}"
+    return "-"
+
+
+def can_run_table(report: CanRunReport, out: Console) -> None:
+    facts = load_facts()
+    for item in report.inputs:
+        title = item.source if not item.name else f"{item.name} {item.version} ({item.source})"
+        table = Table(title=escape(title), title_justify="left")
+        table.add_column("library")
+        for gpu in report.gpus:
+            table.add_column(escape(gpu.label))
+        libraries = [lib.library for lib in item.per_gpu[0].libraries] if item.per_gpu else []
+        for library in libraries:
+            table.add_row(escape(library), *(_cell(v, library) for v in item.per_gpu))
+        verdict_row = []
+        for v in item.per_gpu:
+            style = VERDICT_STYLE[v.verdict]
+            verdict_row.append(f"[{style}]{VERDICT_LABEL[v.verdict]}[/{style}]")
+        table.add_row("[bold]wheel verdict[/bold]", *verdict_row)
+        out.print(table)
+        for problem in item.problems:
+            out.print(f"[red]incomplete:[/red] {escape(problem)}")
+        if item.per_gpu:
+            runtime = item.per_gpu[0].runtime
+            out.print(escape(f"runtime: {runtime.reason.text} [{runtime.reason.rule_id}]"))
+        for v in item.per_gpu:
+            out.print(f"[bold]{escape(v.gpu.label)}[/bold]: {escape(v.headline())}")
+            for lib in v.libraries:
+                if lib.verdict in (Verdict.NATIVE, Verdict.LINK_ONLY):
+                    continue
+                out.print(f"  {escape(lib.library)}: {escape(lib.summary())}")
+                for reason in lib.reasons:
+                    out.print(escape(f"    - {reason.text} [{reason.rule_id}]"))
+                for fix in lib.fixes:
+                    out.print(f"    fix: {escape(fix)}")
+                if not lib.exact_modules:
+                    out.print("    (module boundaries unclear: judged per section)")
+        out.print()
+    if report.rules:
+        out.print("[bold]Rules cited[/bold]")
+        for rule_id in report.rules:
+            out.print(f"  {escape(cite(rule_id, facts))}")
+    out.print(f"verdict: {VERDICT_LABEL[report.verdict]} (exit {report.exit_code})")
+
+
+def can_run_markdown(report: CanRunReport) -> str:
+    lines: list[str] = []
+    for item in report.inputs:
+        lines.append(f"### {item.name or item.source} {item.version or ''}".rstrip())
+        lines.append("")
+        lines.append("| library | " + " | ".join(g.label for g in report.gpus) + " |")
+        lines.append("|---|" + "---|" * len(report.gpus))
+        libraries = [lib.library for lib in item.per_gpu[0].libraries] if item.per_gpu else []
+        for library in libraries:
+            cells = []
+            for v in item.per_gpu:
+                lib = next(x for x in v.libraries if x.library == library)
+                cells.append(lib.summary())
+            lines.append(f"| `{library}` | " + " | ".join(cells) + " |")
+        lines.append(
+            "| **wheel** | "
+            + " | ".join(f"**{VERDICT_LABEL[v.verdict]}**" for v in item.per_gpu)
+            + " |"
+        )
+        lines.append("")
+        for v in item.per_gpu:
+            lines.append(f"- **{v.gpu.label}**: {v.headline()}")
+            for lib in v.libraries:
+                lines.extend(f"  - fix ({lib.library}): {fix}" for fix in lib.fixes)
+        if item.per_gpu:
+            lines.append(f"- runtime: {item.per_gpu[0].runtime.reason.text}")
+        lines.append("")
+    lines.append(f"Verdict: **{VERDICT_LABEL[report.verdict]}** (exit {report.exit_code})")
+    lines.extend(f"- rule `{rid}`: {text}" for rid, text in report.rules.items())
+    return "\n".join(lines) + "\n"

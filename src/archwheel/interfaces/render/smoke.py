@@ -1,0 +1,88 @@
+"""The text of ``archwheel smoke``: progress lines, the report table and the verdict line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from archwheel.verdicts.smoke import SmokeReport, SmokeVerdict, StepVerdict
+
+VERDICT_STYLES = {
+    StepVerdict.NATIVE: "green",
+    StepVerdict.JIT_ONLY: "yellow",
+    StepVerdict.SKIPPED: "dim",
+    StepVerdict.NO_KERNEL_IMAGE: "red",
+    StepVerdict.WRONG_RESULT: "bold red",
+    StepVerdict.ERROR: "red",
+    StepVerdict.HANG: "bold red",
+    StepVerdict.CRASH: "bold red",
+}
+
+
+def progress_line(message: str) -> str:
+    """A progress message on standard error (rich markup)."""
+    return f"[dim]smoke: {message}[/dim]"
+
+
+def unwritable_output(path: Path, reason: str | None) -> str:
+    """The warning when ``--output FILE`` cannot be written (the report still comes out)."""
+    return f"archwheel: warning: could not write {path}: {reason}"
+
+
+def render(report: SmokeReport, console: Console) -> None:
+    data = report.to_json_dict()
+    software = data["software"]
+    console.print(f"[bold]archwheel smoke[/bold]  {', '.join(report.inputs)}")
+    console.print(f"environment: {report.environment}")
+    facts = [
+        ("torch", software["torch"]),
+        ("CUDA", software["torch_cuda"]),
+        ("cuDNN", software["cudnn"]),
+        ("NCCL", software["nccl"]),
+        ("driver", software["driver"]),
+        ("python", software["python"]),
+    ]
+    shown = "  ".join(f"{k} {v}" for k, v in facts if v)
+    if shown:
+        console.print(shown)
+    if software["arch_list"]:
+        console.print(f"compiled arch list: {' '.join(software['arch_list'])}")
+    for stage in report.stages:
+        if not stage.ok:
+            console.print(f"[red]{stage.name} failed[/red]: {stage.detail}")
+            for line in stage.log_tail[-6:]:
+                console.print(Text(f"    {line}", style="dim"))
+    if report.devices:
+        table = Table(title="devices", title_justify="left")
+        for col in ("#", "name", "cc", "memory", "compiled arch list vs device"):
+            table.add_column(col)
+        for d in report.devices:
+            memory = f"{d.total_memory / 2**30:.0f} GiB" if d.total_memory else "?"
+            check = d.arch_check.one_line() if d.arch_check else "?"
+            table.add_row(str(d.index), d.name, d.cc, memory, check)
+        console.print(table)
+    if report.steps:
+        table = Table(title="kernels", title_justify="left")
+        for col in ("dev", "step", "verdict", "evidence"):
+            table.add_column(col)
+        for s in report.steps:
+            evidence = s.detail
+            if s.explanation:
+                evidence = f"{evidence}\n{s.explanation}" if evidence else s.explanation
+            table.add_row(
+                str(s.device),
+                s.step,
+                Text(s.verdict.value, style=VERDICT_STYLES.get(s.verdict, "")),
+                evidence,
+            )
+        console.print(table)
+    style = "green" if report.verdict is SmokeVerdict.PASSED else "bold red"
+    if report.verdict is SmokeVerdict.JIT_ONLY:
+        style = "yellow"
+    console.print(
+        Text(f"verdict: {report.verdict.value}: {report.message}", style=style),
+        Text(f"(exit {report.exit_code})", style="dim"),
+    )
