@@ -26,12 +26,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from archwheel.build.recipe import ToolchainSpec, pypi_toolchains
+from archwheel.effects.engine import ContainerEngine, ContainerSpec
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.effects.process import LineSink
 from archwheel.errors import RecipeError, ToolError
 from archwheel.facts.versions import CudaVersion
-from archwheel.effects.engine import ContainerEngine, ContainerSpec
-from archwheel.effects.process import LineSink
-from archwheel.effects.pipconfig import PipSettings
-from archwheel.build.recipe import ToolchainSpec, pypi_toolchains
 
 BUILDER_REPOSITORY = "archwheel/builder"
 CONTEXT_FILES = ("Dockerfile", "provision.sh", "probe.sh", "find-cuda.sh")

@@ -434,9 +434,7 @@ def _parse_source(table: _Table, origin: Path) -> SourceSpec:
 @cache
 def pypi_toolchains() -> Mapping[int, Mapping[str, Any]]:
     """The PyPI toolchain data (``build/data/pypi_toolchains.toml``) by CUDA major."""
-    text = (
-        resources.files("archwheel.build").joinpath("data/pypi_toolchains.toml").read_text()
-    )
+    text = resources.files("archwheel.build").joinpath("data/pypi_toolchains.toml").read_text()
     data = tomllib.loads(text)
     return MappingProxyType({int(k): v for k, v in data["toolchain"].items()})
 

@@ -32,7 +32,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TextIO
 
-from archwheel.errors import BuildError, ToolError
 from archwheel.build.baseimage import ensure_base_image, is_local_base, suite_of
 from archwheel.build.builder_image import (
     BuilderImage,
@@ -45,7 +44,6 @@ from archwheel.build.builder_image import (
     probe_base_toolkit,
     probe_toolchain,
 )
-from archwheel.effects.engine import Container, ContainerEngine, ContainerSpec, Mount
 from archwheel.build.gate import AuditGate, GateVerdict, audit_gate
 from archwheel.build.plan import BUILD, CCACHE, DIST, FILE_LIST, BuildPlan
 from archwheel.build.provenance import (
@@ -60,6 +58,8 @@ from archwheel.build.reproducible import (
     repack_wheel,
     sha256_file,
 )
+from archwheel.effects.engine import Container, ContainerEngine, ContainerSpec, Mount
+from archwheel.errors import BuildError, ToolError
 
 _PROGRESS = re.compile(r"^\s*\[(\d+)/(\d+)\]")
 _CCACHE_STAT = re.compile(r"^(\w+)\s+(\d+)$")
