@@ -17,12 +17,13 @@ import shutil
 import subprocess
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from archwheel.facts import arch_grammars as ag
-from tests.conftest import fetch_wheel, require
-from tests.venvs import CACHE, installed_version, make_venv, pip_install, venv_python
+from tests.conftest import CACHE, fetch_wheel, require
+from tests.venvs import installed_version, make_venv, pip_install, venv_python
 
 pytestmark = [pytest.mark.slow, pytest.mark.realwheel]
 
@@ -181,7 +182,9 @@ def cpu_torch() -> Path:
     return python
 
 
-def run_cpp_extension(python: Path, source: str, cases: list[tuple[str | None, list[str]]]) -> list:
+def run_cpp_extension(
+    python: Path, source: str, cases: list[tuple[str | None, list[str]]]
+) -> list[dict[str, Any]]:
     proc = subprocess.run(
         [str(python), "-c", RUNNER, source, json.dumps(cases)],
         capture_output=True,
@@ -209,7 +212,7 @@ def test_cpp_extension_model_equals_the_real_function(
     cases = cpp_cases()
     real = run_cpp_extension(cpu_torch, source, cases)
     accepted = 0
-    for (value, cflags), got in zip(cases, real):
+    for (value, cflags), got in zip(cases, real, strict=True):
         model = ag.read(ag.CPP_EXTENSION, value, torch=version, cflags=cflags)
         where = f"torch {version}, TORCH_CUDA_ARCH_LIST={value!r}, cflags={cflags}"
         if "error" in got:
@@ -234,7 +237,9 @@ message(STATUS "ARCHWHEEL-FLAGS=${NVCC_FLAGS_EXTRA}")
 """
 
 
-def run_torch_cmake(root: Path, driver: Path, value: str, cuda: str = "13.0") -> tuple[int, list]:
+def run_torch_cmake(
+    root: Path, driver: Path, value: str, cuda: str = "13.0"
+) -> tuple[int, list[str]]:
     proc = subprocess.run(
         ["cmake", f"-DCUDA_VERSION={cuda}", f"-DTORCH_CMAKE={root / CMAKE_DIR}", "-P", str(driver)],
         capture_output=True,

@@ -100,7 +100,9 @@ class TorchGrammar:
     @property
     def cpp_extension_valid(self) -> tuple[str, ...]:
         """``valid_arch_strings``: the supported list, and each with ``+PTX``."""
-        return self.cpp_extension_supported + tuple(s + "+PTX" for s in self.cpp_extension_supported)
+        return self.cpp_extension_supported + tuple(
+            s + "+PTX" for s in self.cpp_extension_supported
+        )
 
 
 @dataclass(frozen=True)
@@ -474,8 +476,7 @@ def read_torch_cmake(value: str | None, g: TorchGrammar, variable: str) -> Readi
         else:
             findings.append(Finding("reject", item, _cmake_unknown_rule(arch_name, names)))
             error = error or (
-                "Found Unknown CUDA Architecture Name in CUDA_SELECT_NVCC_ARCH_FLAGS: "
-                f"{arch_name}"
+                f"Found Unknown CUDA Architecture Name in CUDA_SELECT_NVCC_ARCH_FLAGS: {arch_name}"
             )
             continue
         bins.extend(arch_bin)
@@ -607,24 +608,22 @@ def read_cpp_extension(
 
 
 def _cpp_extension_rule(arch: str, value: str, g: TorchGrammar) -> str:
-    listed = "; every entry must be one of " + " ".join(g.cpp_extension_supported) + " (+PTX)"
+    listed = "every entry must be one of " + " ".join(g.cpp_extension_supported) + " (+PTX)"
     if arch == "":
-        why = "an empty entry (a doubled or trailing ';')"
-    elif "," in arch:
-        why = "',' is not a separator (only ';' and ' ')"
-    elif "+PTX+PTX" in arch:
-        names = [n for n, _ in g.cpp_extension_names if n + "+PTX" in value]
-        named = f" ({names[0]} already ends in +PTX or is replaced as a substring)" if names else ""
-        why = "names are replaced as substrings, so NAME+PTX becomes X.Y+PTX+PTX" + named
-    elif re.fullmatch(r"[0-9]+\.[0-9]+f(\+PTX)?", arch):
-        why = "family-specific 'f' targets are not accepted"
-    elif arch.lower().endswith("+ptx") and not arch.endswith("+PTX"):
-        why = "the suffix is '+PTX', in capitals"
-    elif any(arch.lower() == n.lower() for n, _ in g.cpp_extension_names):
-        why = "names are case-sensitive"
-    else:
-        why = f"{arch!r} is not in torch {g.torch}'s supported list"
-    return why + listed
+        return "an empty entry (a doubled or trailing ';')"
+    if "," in arch:
+        return "',' is not a separator (only ';' and ' ')"
+    if "+PTX+PTX" in arch:
+        named = [(n, e) for n, e in g.cpp_extension_names if n + "+PTX" in value]
+        how = f" ({named[0][0]} becomes {named[0][1]})" if named else ""
+        return "names are replaced as substrings, so NAME+PTX becomes X.Y+PTX+PTX" + how
+    if re.fullmatch(r"[0-9]+\.[0-9]+f(\+PTX)?", arch):
+        return "family-specific 'f' targets are not accepted"
+    if arch.lower().endswith("+ptx") and not arch.endswith("+PTX"):
+        return "the suffix is '+PTX', in capitals"
+    if any(arch.lower() == n.lower() for n, _ in g.cpp_extension_names):
+        return "names are case-sensitive"
+    return f"not in torch {g.torch}'s supported list; {listed}"
 
 
 # CMake CUDA_ARCHITECTURES ------------------------------------------------------------------------
@@ -719,7 +718,9 @@ def read_nvcc(value: str | None, variable: str) -> Reading:
                 arg = tokens[i]
         if arg is None:
             findings.append(
-                Finding("reject", token, "only -gencode and -arch flags belong in the arch variable")
+                Finding(
+                    "reject", token, "only -gencode and -arch flags belong in the arch variable"
+                )
             )
             i += 1
             continue
@@ -791,13 +792,11 @@ def read_project(
                 Finding("drop", item, f"{p.name} adds {entry.target.sm} only with CUDA >= "
                         f"{entry.min_cuda}")
             )  # fmt: skip
-    chosen = [
-        e
-        for e in p.entries
-        if e.entry in items and (cuda is None or cuda >= e.min_cuda)
-    ]
+    chosen = [e for e in p.entries if e.entry in items and (cuda is None or cuda >= e.min_cuda)]
     flags = tuple(
-        f for e in chosen for f in ("-gencode", f"arch=compute_{e.target.number},code={e.target.sm}")
+        f
+        for e in chosen
+        for f in ("-gencode", f"arch=compute_{e.target.number},code={e.target.sm}")
     )
     if not chosen:
         findings.append(
@@ -839,9 +838,7 @@ def nearest(
         return archs
     if consumer in g.projects:
         p = g.projects[consumer]
-        allowed = {
-            e.target for e in p.entries if cuda is None or cuda >= e.min_cuda
-        }
+        allowed = {e.target for e in p.entries if cuda is None or cuda >= e.min_cuda}
         for s in archs:
             plain = Target(s.target.cc)
             if plain in allowed:
@@ -966,3 +963,110 @@ def _render_problem(
                 return f"{s.target.dotted} is not in torch {tg.torch}'s supported list", ""
         parts.append(s.render())
     return None, ";".join(parts)
+
+
+# -- one list, every consumer ---------------------------------------------------------------------
+
+
+def parse_arch_list(
+    text: str, *, torch: str | None = None, facts: CudaFacts | None = None
+) -> ArchList:
+    """``ArchList.parse``, and where it refuses, what PyTorch's CMake accepts (``Ampere+PTX``)."""
+    try:
+        return ArchList.parse(text, facts)
+    except ArchListError as exc:
+        reading = read(TORCH_CMAKE, text, torch=torch, facts=facts)
+        targets = reading.targets() if reading.ok else None
+        if targets is None:
+            raise exc from None
+        return targets
+
+
+@dataclass(frozen=True)
+class ConsumerView:
+    """What to set for one consumer, and what it makes of the list as the user wrote it."""
+
+    consumer: str
+    variable: str
+    source: str
+    value: str | None  # the canonical list rendered for this consumer
+    refusal: str | None  # why it cannot take the list, with the nearest list it takes
+    as_written: Reading | None  # TORCH_CUDA_ARCH_LIST readers: the text itself
+    as_written_matches: bool | None  # the text gives exactly the canonical images
+
+    def to_json_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "consumer": self.consumer,
+            "variable": self.variable,
+            "source": self.source,
+            "value": self.value,
+            "refusal": self.refusal,
+        }
+        if self.as_written is not None:
+            doc["as_written"] = {
+                "value": self.as_written.value,
+                "ok": self.as_written.ok,
+                "images": list(self.as_written.images),
+                "findings": [
+                    {"kind": f.kind, "entry": f.entry, "rule": f.rule}
+                    for f in self.as_written.findings
+                ],
+                "error": self.as_written.error,
+                "matches_canonical": self.as_written_matches,
+            }
+        return doc
+
+
+def consumer_views(
+    text: str | None,
+    archs: ArchList,
+    *,
+    torch: str | None = None,
+    cuda: CudaVersion | None = None,
+    facts: CudaFacts | None = None,
+) -> tuple[ConsumerView, ...]:
+    g = load_grammars()
+    views: list[ConsumerView] = []
+    wanted = _image_names(archs)
+    for consumer in g.consumers:
+        variable = g.variable(consumer)
+        try:
+            value: str | None = render(consumer, archs, torch=torch, cuda=cuda, facts=facts)
+            refusal = None
+        except ArchListError as exc:
+            value, refusal = None, exc.one_line()
+        as_written: Reading | None = None
+        matches: bool | None = None
+        if text is not None and consumer in (TORCH_CMAKE, CPP_EXTENSION):
+            as_written = read(consumer, text, torch=torch, cuda=cuda, facts=facts)
+            matches = as_written.ok and tuple(sorted(as_written.images)) == wanted
+            if as_written.ok and not matches:
+                got = " ".join(as_written.images)
+                as_written = Reading(
+                    as_written.consumer,
+                    as_written.variable,
+                    as_written.value,
+                    as_written.source,
+                    as_written.images,
+                    as_written.flags,
+                    (
+                        Finding(
+                            "reinterpret",
+                            text,
+                            f"it builds {got}, not {' '.join(wanted)}",
+                        ),
+                    ),
+                    None,
+                )
+        views.append(
+            ConsumerView(
+                consumer,
+                variable,
+                _source_of(consumer, g, torch),
+                value,
+                refusal,
+                as_written,
+                matches,
+            )
+        )
+    return tuple(views)

@@ -17,9 +17,15 @@ from rich.table import Table
 from archwheel import __version__
 from archwheel.binary.scan import scan_path
 from archwheel.errors import EXIT_OK, EXIT_USAGE, InputError, UsageError
-from archwheel.facts.arch import ArchList
+from archwheel.facts.arch_grammars import (
+    ConsumerView,
+    consumer_views,
+    load_grammars,
+    parse_arch_list,
+)
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
+from archwheel.interfaces.render.arch_consumers import consumers_markdown, consumers_table
 from archwheel.interfaces.render.common import FORMATS, console
 from archwheel.interfaces.render.verdicts import (
     ArchForms,
@@ -38,6 +44,7 @@ EXAMPLES = """\
 examples:
   archwheel arch "8.0;9.0+PTX" --cuda 12.8        normalized forms, checked against CUDA 12.8
   archwheel arch "Ampere;Hopper" --format json    names expand as PyTorch expands them
+  archwheel arch "Ampere+PTX" --torch 2.14.1      what torch's CMake, cpp_extension, ... make of it
   archwheel arch --gpu "A100,H100,L4,RTX 5090" --cuda 12.8 --ptx
   archwheel arch --gpu H100,B200 --variant a      arch-specific cubins (sm_90a, sm_100a)
   archwheel arch --gpu "A100,L4" --reference torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl
@@ -62,6 +69,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("archlist", nargs="?", help='e.g. "8.0;9.0+PTX", "sm_90a", "Hopper"')
     parser.add_argument("--cuda", help="the CUDA toolkit to check against, e.g. 12.8")
+    parser.add_argument(
+        "--torch", help="read the list with this torch's parsers (default: the newest known)"
+    )
     parser.add_argument(
         "--gpu", action="append", default=[], help='GPU names, comma-separated: "A100,RTX 5090"'
     )
@@ -101,18 +111,26 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give an arch list or --gpu/--cc", hint='e.g. archwheel arch "8.0;9.0"')
 
     if args.archlist is not None:
-        archs = ArchList.parse(args.archlist, facts)
+        archs = parse_arch_list(args.archlist, torch=args.torch, facts=facts)
         if cuda is not None:
             archs.check_toolkit(facts.toolkit(cuda), facts)
         if not has_gpus:
             forms = ArchForms(
                 archs, str(cuda) if cuda else None, [str(v) for v in buildable_with(archs, facts)]
             )
+            torch = load_grammars().for_torch(args.torch).torch
+            views = consumer_views(args.archlist, archs, torch=torch, cuda=cuda, facts=facts)
+            result = _WithConsumers(forms, views, torch)
+
+            def table(out: Console) -> None:
+                arch_forms_table(forms, out)
+                consumers_table(views, torch, out)
+
             emit(
                 args.format,
-                forms,
-                lambda out: arch_forms_table(forms, out),
-                lambda: arch_forms_markdown(forms),
+                result,
+                table,
+                lambda: arch_forms_markdown(forms) + consumers_markdown(views, torch),
             )
             return EXIT_OK
         gpus = resolve_gpus(args.gpu, args.cc, facts)
@@ -135,6 +153,19 @@ def run(args: argparse.Namespace) -> int:
     rec = _with_size(rec, args.reference)
     _emit_recommendation(args.format, rec)
     return EXIT_OK if rec.ok else EXIT_USAGE
+
+
+class _WithConsumers:
+    """The normalized forms plus, per consumer, what to set and what it makes of the text."""
+
+    def __init__(self, forms: ArchForms, views: tuple[ConsumerView, ...], torch: str) -> None:
+        self.forms, self.views, self.torch = forms, views, torch
+
+    def to_json_dict(self) -> dict[str, object]:
+        doc = self.forms.to_json_dict()
+        doc["torch"] = self.torch
+        doc["consumers"] = [v.to_json_dict() for v in self.views]
+        return doc
 
 
 def _with_size(rec: Recommendation, reference: Path | None) -> Recommendation:

@@ -35,6 +35,7 @@ from archwheel.effects.paths import cache_dir, docker_dir, recipe_dirs
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ArchListError, ArchwheelError, UsageError
 from archwheel.facts.arch import ArchList
+from archwheel.facts.arch_grammars import parse_arch_list
 from archwheel.facts.catalog import load_facts
 
 BUILD_SCHEMA_VERSION = 1
@@ -197,7 +198,9 @@ def run(args: argparse.Namespace) -> int:
 def checked_arch_list(recipe: Recipe, text: str | None) -> ArchList:
     """Parse the requested arch list and check it against the recipe's toolkit and format."""
     facts = load_facts()
-    arch_list = ArchList.parse(text, facts) if text else recipe.arch.default
+    arch_list = (
+        parse_arch_list(text, torch=recipe.arch.torch, facts=facts) if text else recipe.arch.default
+    )
     toolkit = facts.toolkit(recipe.toolchain.cuda)
     problems = arch_list.problems_with(toolkit, facts)
     if problems:
