@@ -11,6 +11,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from archwheel.build.recipe import load_recipe, pinned_torch
 from archwheel.errors import ArchListError, RecipeError
@@ -19,6 +21,8 @@ from archwheel.facts.arch import ArchList
 from archwheel.facts.versions import CudaVersion
 from archwheel.interfaces.commands.build import checked_arch_list
 from tests.conftest import CliRun
+
+CONSUMERS = ag.load_grammars().consumers
 
 
 def images(consumer: str, value: str | None, **kw: object) -> tuple[str, ...]:
@@ -357,3 +361,41 @@ def test_cli_arch_table_names_what_hopper_means_to_cmake(cli_run: CliRun) -> Non
     text = " ".join(out.split())
     assert "Who reads it (grammars of torch 2.13.0)" in text
     assert "reinterprets 'Hopper': it builds sm_90, not compute_90 sm_90" in text
+
+
+# -- no input crashes a model --------------------------------------------------------------------
+
+ARCH_ALPHABET = st.sampled_from(
+    ["8.0", "9.0", "9.0a", "10.0f", "12.0", "Ampere", "Hopper", "Blackwell", "+PTX", "+ptx", ";",
+     " ", ",", "(", ")", "8.6(8.0)", "sm_90", "90", "-real", "-virtual", "-gencode", "arch=",
+     "compute_90", ",code=", "sm_", "0", "f", "a", "\t", "native", "All", "'", '"', "[", "]"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ARCH_ALPHABET, max_size=8).map("".join), st.sampled_from(CONSUMERS))
+def test_read_never_crashes(text: str, consumer: str) -> None:
+    reading = ag.read(consumer, text)
+    if reading.ok and reading.images:
+        assert reading.targets() is not None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["7.5", "8.0", "8.6", "8.9", "9.0", "9.0a", "10.0", "10.0f", "12.0",
+                         "12.0f", "12.1a", "compute_90", "8.0+PTX", "12.0+PTX"]),
+        min_size=1, max_size=5,
+    ),
+    st.sampled_from(CONSUMERS),
+)  # fmt: skip
+def test_render_round_trips_or_refuses(parts: list[str], consumer: str) -> None:
+    archs = ArchList.parse(";".join(parts))
+    try:
+        value = ag.render(consumer, archs)
+    except ArchListError as exc:
+        message = exc.one_line()
+    else:
+        assert ag.read(consumer, value).targets() == archs
+        return
+    assert "nearest list it accepts" in message or "accepts none" in message

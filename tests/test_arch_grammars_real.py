@@ -21,7 +21,9 @@ from typing import Any
 
 import pytest
 
+from archwheel.errors import ArchListError
 from archwheel.facts import arch_grammars as ag
+from archwheel.facts.arch import ArchList, Variant
 from tests.conftest import CACHE, fetch_wheel, require
 from tests.venvs import installed_version, make_venv, pip_install, venv_python
 
@@ -292,3 +294,49 @@ def test_all_and_common_depend_on_the_cuda_version(
     assert rc_old == 0 and flags_old != flags
     model = ag.read(ag.TORCH_CMAKE, value, torch="2.14.1")
     assert [f.kind for f in model.findings] == ["reinterpret"]
+
+
+# -- what archwheel renders, run through the real readers ---------------------------------------
+
+RENDERED = [
+    "7.5;8.0;8.6;9.0;10.0;12.0+PTX",  # the official cu130 list
+    "8.0;9.0a;12.0+PTX",
+    "8.0+PTX;8.6+PTX",  # Ampere+PTX as PyTorch's CMake means it
+    "10.0f;12.0f+PTX",
+    "9.0a;10.0a;10.3a;12.0a;12.1a+PTX",
+    "11.0;12.1",
+]
+
+
+@pytest.mark.parametrize("version", ["2.13.0", "2.14.1"])
+def test_rendered_values_are_accepted_by_the_real_readers(
+    cpu_torch: Path, cmake_driver: Path, shipped: dict[str, Path], version: str
+) -> None:
+    checked = 0
+    cases: list[tuple[str | None, list[str]]] = []
+    wanted: list[ArchList] = []
+    for text in RENDERED:
+        archs = ArchList.parse(text)
+        rendered = ag.render(ag.TORCH_CMAKE, archs, torch=version)
+        rc, flags = run_torch_cmake(shipped[version], cmake_driver, rendered)
+        assert rc == 0, rendered
+        images = {f.rsplit("code=", 1)[1] for f in flags if f.startswith("arch=")}
+        assert images == {s.target.sm for s in archs if s.sass} | {
+            s.target.compute for s in archs if s.ptx
+        }, rendered
+        checked += 1
+        try:
+            value = ag.render(ag.CPP_EXTENSION, archs, torch=version)
+        except ArchListError:
+            assert any(s.target.variant is Variant.FAMILY_SPECIFIC for s in archs)
+            continue
+        cases.append((value, []))
+        wanted.append(archs)
+    source = "-" if version == "2.13.0" else str(shipped[version] / CPP_EXTENSION)
+    for (given, _), archs, got in zip(
+        cases, wanted, run_cpp_extension(cpu_torch, source, cases), strict=True
+    ):
+        assert "flags" in got, (given, got)
+        assert {f.rsplit("code=", 1)[1] for f in got["flags"]} == set(ag.image_names(archs))
+        checked += 1
+    assert checked >= 10

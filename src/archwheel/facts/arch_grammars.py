@@ -329,7 +329,7 @@ def images_to_archs(images: Iterable[str]) -> ArchList:
     return ArchList.of(specs)
 
 
-def _image_names(archs: ArchList) -> tuple[str, ...]:
+def image_names(archs: ArchList) -> tuple[str, ...]:
     out: list[str] = []
     for s in archs:
         if s.sass:
@@ -879,7 +879,7 @@ def render(
         reading = read(
             consumer, value, torch=torch, cuda=cuda, variable=var, grammars=g, facts=facts
         )
-        if reading.ok and tuple(sorted(reading.images)) == _image_names(archs):
+        if reading.ok and tuple(sorted(reading.images)) == image_names(archs):
             return value
         why = reading.describe() if not reading.ok else f"it would build {reading.describe()}"
         problem = (f"{value!r}: {why}", "")
@@ -1027,7 +1027,7 @@ def consumer_views(
 ) -> tuple[ConsumerView, ...]:
     g = load_grammars()
     views: list[ConsumerView] = []
-    wanted = _image_names(archs)
+    wanted = image_names(archs)
     for consumer in g.consumers:
         variable = g.variable(consumer)
         try:
