@@ -224,7 +224,8 @@ def test_torch_format_refuses_family_specific_targets(tmp_path: Path) -> None:
     path = broken(tmp_path, 'format = "gencode"', 'format = "torch"')
     path.write_text(path.read_text().replace('default = "8.0;9.0"', 'default = "10.0f"'))
     with pytest.raises(
-        RecipeError, match=r"\[arch\] default: TORCH_CUDA_ARCH_LIST does not accept"
+        RecipeError,
+        match=r"\[arch\] default: cpp-extension \(.*\) cannot take 10.0f: family-specific",
     ):
         load_recipe(path)
 

@@ -34,6 +34,7 @@ from archwheel.effects.engine import EngineName, Mount
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ArchListError
 from archwheel.facts.arch import ArchList
+from archwheel.facts.arch_grammars import parse_arch_list
 from archwheel.facts.catalog import CudaFacts, load_facts
 
 SRC = "/src"
@@ -99,7 +100,9 @@ def check_arch_list(
     """Parse the requested arch list (default: the recipe's) and check it against the recipe's
     toolkit and the syntax of its arch variable."""
     facts = facts or load_facts()
-    arch_list = ArchList.parse(text, facts) if text else recipe.arch.default
+    arch_list = (
+        parse_arch_list(text, torch=recipe.arch.torch, facts=facts) if text else recipe.arch.default
+    )
     toolkit = facts.toolkit(recipe.toolchain.cuda)
     problems = arch_list.problems_with(toolkit, facts)
     if problems:

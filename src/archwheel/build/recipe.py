@@ -22,9 +22,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, cast
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from archwheel.errors import ArchListError, RecipeError, UsageError
+from archwheel.facts import arch_grammars
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.versions import CudaVersion
@@ -40,13 +43,26 @@ MAX_RECIPE_BYTES = 1 << 20
 RecipeKind = Literal["pytorch", "extension"]
 SourceKind = Literal["path", "git", "sdist"]
 ToolchainSource = Literal["image", "pypi"]
-ArchFormat = Literal["torch", "cmake", "gencode"]
+ArchFormat = Literal["torch", "cmake", "gencode", "project"]
 
 ARCH_FORMATS: Mapping[str, str] = MappingProxyType(
     {
         "torch": "TORCH_CUDA_ARCH_LIST syntax: 8.0;9.0+PTX",
         "cmake": "CMAKE_CUDA_ARCHITECTURES syntax: 80-real;90",
         "gencode": "nvcc flags: -gencode=arch=compute_80,code=sm_80 ...",
+    }
+)
+# The consumer a format implies when [arch] consumer is not given (torch: by recipe kind), and
+# the format each consumer implies (docs/building-extensions.md, "Who reads the arch list").
+DEFAULT_CONSUMER: Mapping[str, str] = MappingProxyType(
+    {"cmake": arch_grammars.CMAKE, "gencode": arch_grammars.NVCC}
+)
+CONSUMER_FORMAT: Mapping[str, ArchFormat] = MappingProxyType(
+    {
+        arch_grammars.TORCH_CMAKE: "torch",
+        arch_grammars.CPP_EXTENSION: "torch",
+        arch_grammars.CMAKE: "cmake",
+        arch_grammars.NVCC: "gencode",
     }
 )
 DEFAULT_ARCH_VARIABLE: Mapping[str, str] = MappingProxyType(
@@ -94,7 +110,7 @@ SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
             {"cuda", "base_image", "source", "pypi_packages", "system_packages"}
         ),
         "python": frozenset({"versions"}),
-        "arch": frozenset({"variable", "format", "default"}),
+        "arch": frozenset({"variable", "format", "consumer", "default"}),
         "build": frozenset(
             {
                 "command",
@@ -149,18 +165,24 @@ class ToolchainSpec:
 
 @dataclass(frozen=True)
 class ArchInput:
-    """How the arch list enters the build: which variable, in which syntax."""
+    """How the arch list enters the build: which variable, read by which code (``consumer``).
+
+    ``torch`` is the torch release whose parsers apply (the pinned build requirement, or the
+    version a PyTorch recipe builds); ``cuda`` the toolkit (project grammars depend on it).
+    """
 
     variable: str
     format: ArchFormat
     default: ArchList
+    consumer: str = arch_grammars.NVCC
+    torch: str | None = None
+    cuda: CudaVersion | None = None
 
     def render(self, arch_list: ArchList) -> str:
-        if self.format == "torch":
-            return arch_list.to_torch()
-        if self.format == "cmake":
-            return arch_list.to_cmake()
-        return " ".join(arch_list.to_gencode())
+        """Exactly what the consumer accepts; ``ArchListError`` (its rule, the nearest list)."""
+        return arch_grammars.render(
+            self.consumer, arch_list, torch=self.torch, cuda=self.cuda, variable=self.variable
+        )
 
 
 @dataclass(frozen=True)
@@ -355,7 +377,10 @@ def parse_recipe(
     for v in versions:
         if not _PYTHON_VERSION.match(v):
             raise python.error("versions", f"{v!r} is not a Python version such as 3.11")
-    arch = _parse_arch(top.table("arch"), toolchain, facts)
+    torch = (
+        version if kind == "pytorch" else pinned_torch(top.table("build").str_list("requirements"))
+    )
+    arch = _parse_arch(top.table("arch"), toolchain, kind, torch, facts)
     build = _parse_build(top.table("build"), arch)
     smoke = top.table("smoke")
     snippet = smoke.opt_str("snippet")
@@ -484,15 +509,58 @@ def _parse_toolchain(table: _Table, facts: CudaFacts) -> ToolchainSpec:
     )
 
 
-def _parse_arch(table: _Table, toolchain: ToolchainSpec, facts: CudaFacts) -> ArchInput:
-    fmt = table.text("format", "torch")
-    if fmt not in ARCH_FORMATS:
+def pinned_torch(requirements: Iterable[str]) -> str | None:
+    """The torch version a build requirement pins (``torch==2.14.1+cu130``), or None."""
+    for text in requirements:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) != "torch":
+            continue
+        pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
+        if len(pins) == 1 and "*" not in pins[0]:
+            return pins[0]
+    return None
+
+
+def _parse_arch(
+    table: _Table, toolchain: ToolchainSpec, kind: RecipeKind, torch: str | None, facts: CudaFacts
+) -> ArchInput:
+    grammars = arch_grammars.load_grammars()
+    consumer = table.opt_str("consumer")
+    if consumer is not None and consumer not in grammars.consumers:
+        close = difflib.get_close_matches(consumer, grammars.consumers, n=1, cutoff=0.5)
+        raise table.error(
+            "consumer",
+            f"{consumer!r} is not an arch consumer",
+            hint=f"did you mean {close[0]!r}?"
+            if close
+            else f"known: {', '.join(grammars.consumers)}",
+        )
+    implied = CONSUMER_FORMAT.get(consumer, "project") if consumer else None
+    fmt = table.text("format", implied or "torch")
+    if fmt not in ARCH_FORMATS and not (fmt == "project" and implied == "project"):
         raise table.error(
             "format",
             f"{fmt!r} is not an arch list format",
             hint="; ".join(f"{k}: {v}" for k, v in ARCH_FORMATS.items()),
         )
-    variable = table.text("variable", DEFAULT_ARCH_VARIABLE[fmt])
+    if implied is not None and fmt != implied:
+        raise table.error(
+            "format",
+            f"{fmt!r} contradicts consumer {consumer!r}, which reads the {implied} format",
+            hint="drop format: the consumer implies it",
+        )
+    if consumer is None:
+        torch_reader = (
+            arch_grammars.TORCH_CMAKE if kind == "pytorch" else arch_grammars.CPP_EXTENSION
+        )
+        consumer = DEFAULT_CONSUMER.get(fmt, torch_reader)
+    default_variable = (
+        grammars.variable(consumer) if table.has("consumer") else DEFAULT_ARCH_VARIABLE[fmt]
+    )
+    variable = table.text("variable", default_variable)
     if not _ENV_NAME.match(variable) or variable in RESERVED_ENV:
         raise table.error("variable", f"{variable!r} cannot be used as the arch variable")
     default_text = table.text("default", required=True)
@@ -501,7 +569,9 @@ def _parse_arch(table: _Table, toolchain: ToolchainSpec, facts: CudaFacts) -> Ar
         default.check_toolkit(facts.toolkit(toolchain.cuda), facts)
     except ArchListError as exc:
         raise table.error("default", exc.one_line()) from None
-    arch = ArchInput(variable, cast(ArchFormat, fmt), default)
+    arch = ArchInput(
+        variable, cast(ArchFormat, fmt), default, consumer, torch=torch, cuda=toolchain.cuda
+    )
     try:
         arch.render(default)
     except ArchListError as exc:

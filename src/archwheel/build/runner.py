@@ -247,6 +247,8 @@ class BuildRunner:
                     "requested": str(plan.arch_list),
                     "variable": plan.recipe.arch.variable,
                     "format": plan.recipe.arch.format,
+                    "consumer": plan.recipe.arch.consumer,
+                    "torch_grammar": plan.recipe.arch.torch,
                     "value": plan.arch_value,
                 },
                 python=plan.python,

@@ -11,9 +11,16 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.console import Console
+
 from archwheel.binary.scan import scan_path
 from archwheel.errors import EXIT_OK, EXIT_USAGE, InputError, UsageError
-from archwheel.facts.arch import ArchList
+from archwheel.facts.arch_grammars import (
+    ConsumerView,
+    consumer_views,
+    load_grammars,
+    parse_arch_list,
+)
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.versions import CudaVersion
 from archwheel.interfaces.render.arch import (
@@ -24,6 +31,7 @@ from archwheel.interfaces.render.arch import (
     recommendation_markdown,
     recommendation_table,
 )
+from archwheel.interfaces.render.arch_consumers import consumers_markdown, consumers_table
 from archwheel.interfaces.render.common import FORMATS, emit
 from archwheel.verdicts.compat import resolve_gpus
 from archwheel.verdicts.recommend import (
@@ -40,6 +48,7 @@ EXAMPLES = """\
 examples:
   archwheel arch "8.0;9.0+PTX" --cuda 12.8        normalized forms, checked against CUDA 12.8
   archwheel arch "Ampere;Hopper" --format json    names expand as PyTorch expands them
+  archwheel arch "Ampere+PTX" --torch 2.14.1      what torch's CMake, cpp_extension, ... make of it
   archwheel arch --gpu "A100,H100,L4,RTX 5090" --cuda 12.8 --ptx
   archwheel arch --gpu H100,B200 --variant a      arch-specific cubins (sm_90a, sm_100a)
   archwheel arch --gpu "A100,L4" --reference torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl
@@ -64,6 +73,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("archlist", nargs="?", help='e.g. "8.0;9.0+PTX", "sm_90a", "Hopper"')
     parser.add_argument("--cuda", help="the CUDA toolkit to check against, e.g. 12.8")
+    parser.add_argument(
+        "--torch", help="read the list with this torch's parsers (default: the newest known)"
+    )
     parser.add_argument(
         "--gpu", action="append", default=[], help='GPU names, comma-separated: "A100,RTX 5090"'
     )
@@ -101,6 +113,7 @@ class ArchRequest:
 
     archlist: str | None
     cuda: CudaVersion | None
+    torch: str | None
     gpus: tuple[str, ...]
     ccs: tuple[str, ...]
     ptx: bool
@@ -113,6 +126,7 @@ class ArchRequest:
         request = cls(
             archlist=args.archlist,
             cuda=CudaVersion.parse(args.cuda) if args.cuda else None,
+            torch=args.torch,
             gpus=tuple(args.gpu),
             ccs=tuple(args.cc),
             ptx=args.ptx,
@@ -143,13 +157,18 @@ class GpusRequest:
 def run(args: argparse.Namespace) -> int:
     request = ArchRequest.from_args(args)
     result = arch(request)
-    if isinstance(result, ArchForms):
-        forms = result
+    if isinstance(result, ArchFormsWithConsumers):
+        forms, views, torch = result.forms, result.views, result.torch
+
+        def table(out: Console) -> None:
+            arch_forms_table(forms, out)
+            consumers_table(views, torch, out)
+
         emit(
             request.format,
-            forms,
-            lambda out: arch_forms_table(forms, out),
-            lambda: arch_forms_markdown(forms),
+            result,
+            table,
+            lambda: arch_forms_markdown(forms) + consumers_markdown(views, torch),
         )
         return EXIT_OK
     rec = result
@@ -164,16 +183,36 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if rec.ok else EXIT_USAGE
 
 
-def arch(request: ArchRequest, facts: CudaFacts | None = None) -> ArchForms | Recommendation:
-    """The forms of the given list; its coverage of the given GPUs; or a recommendation."""
+@dataclass(frozen=True)
+class ArchFormsWithConsumers:
+    """The normalized forms plus, per consumer, what to set and what it makes of the text."""
+
+    forms: ArchForms
+    views: tuple[ConsumerView, ...]
+    torch: str
+
+    def to_json_dict(self) -> dict[str, object]:
+        doc = self.forms.to_json_dict()
+        doc["torch"] = self.torch
+        doc["consumers"] = [v.to_json_dict() for v in self.views]
+        return doc
+
+
+def arch(
+    request: ArchRequest, facts: CudaFacts | None = None
+) -> ArchFormsWithConsumers | Recommendation:
+    """The forms of the given list and what each consumer makes of it; its coverage of the
+    given GPUs; or a recommendation."""
     facts = facts or load_facts()
     cuda = request.cuda
     if request.archlist is not None:
-        archs = ArchList.parse(request.archlist, facts)
+        archs = parse_arch_list(request.archlist, torch=request.torch, facts=facts)
         if cuda is not None:
             archs.check_toolkit(facts.toolkit(cuda), facts)
         if not request.has_gpus:
-            return ArchForms.of(archs, cuda, facts)
+            torch = load_grammars().for_torch(request.torch).torch
+            views = consumer_views(request.archlist, archs, torch=torch, cuda=cuda, facts=facts)
+            return ArchFormsWithConsumers(ArchForms.of(archs, cuda, facts), views, torch)
         gpus = resolve_gpus(request.gpus, request.ccs, facts)
         rec = Recommendation(
             gpus=gpus,
