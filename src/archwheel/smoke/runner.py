@@ -324,8 +324,8 @@ def can_run_for(wheels: Sequence[Path] = (), installed_python: str | None = None
     def verdict(cc: ComputeCapability, driver: DriverVersion | None) -> str | None:
         nonlocal scanned
         try:
-            compat = importlib.import_module("archwheel.verdicts.compat")
-            scan = importlib.import_module("archwheel.binary.scan")
+            compat = importlib.import_module("archwheel.verdicts.compat.judge")
+            scan = importlib.import_module("archwheel.binary.scan.inputs")
         except ImportError:
             return None
         if scanned is None:

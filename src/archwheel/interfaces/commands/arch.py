@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from archwheel import __version__
-from archwheel.binary.scan import scan_path
+from archwheel.binary.scan.inputs import scan_path
 from archwheel.errors import EXIT_OK, EXIT_USAGE, InputError, UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import load_facts
@@ -30,7 +30,7 @@ from archwheel.interfaces.render.verdicts import (
     recommendation_markdown,
     recommendation_table,
 )
-from archwheel.verdicts.compat import resolve_gpus
+from archwheel.verdicts.compat.gpus import resolve_gpus
 from archwheel.verdicts.recommend import Recommendation, buildable_with, coverage_of, estimate_size
 from archwheel.verdicts.recommend import recommend as recommend_for
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from archwheel.binary.model import InputInventory
-from archwheel.binary.scan import ProgressCallback, scan_installed, scan_path
+from archwheel.binary.scan.inputs import ProgressCallback, scan_installed, scan_path
 from archwheel.errors import UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.interfaces.render.audit import render_markdown, render_table, verdict_line

@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from archwheel.binary.scan import scan_path
+from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import WheelMetadata, read_wheel_metadata
 from archwheel.errors import InputError
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion, DriverVersion
 from archwheel.interfaces.render.common import FORMATS
 from archwheel.interfaces.render.verdicts import can_run_markdown, can_run_table, emit
-from archwheel.verdicts.compat import InputVerdicts, build_report, judge_input, resolve_gpus
+from archwheel.verdicts.compat.gpus import resolve_gpus
+from archwheel.verdicts.compat.judge import judge_input
+from archwheel.verdicts.compat.report import InputVerdicts, build_report
 
 EXAMPLES = """\
 examples:

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from archwheel.binary.scan import scan_path
+from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata, sha256_file
 from archwheel.effects.host import PythonProbe
 from archwheel.errors import InputError, UsageError

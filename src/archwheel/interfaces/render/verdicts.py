@@ -19,7 +19,7 @@ from archwheel.doctor.diagnose import DoctorReport
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.interfaces.render.common import console, dump_json
-from archwheel.verdicts.compat import CanRunReport, InputGpuVerdict, Verdict
+from archwheel.verdicts.compat.report import CanRunReport, InputGpuVerdict, Verdict
 from archwheel.verdicts.recommend import Recommendation, arch_forms, natively_served
 
 _STYLE = {
@@ -248,7 +248,7 @@ def _cell(v: InputGpuVerdict, library: str) -> str:
     for lib in v.libraries:
         if lib.library == library:
             style = _STYLE[lib.verdict]
-            images = [a for a, _ in lib.native] or [a for a, _ in lib.jit]
+            images = [a for a, _ in lib.native_archs()] or [a for a, _ in lib.jit_archs()]
             detail = (
                 f" {', '.join(images)}"
                 if images and lib.verdict is not Verdict.NO_KERNEL_IMAGE
