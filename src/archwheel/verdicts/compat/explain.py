@@ -13,11 +13,80 @@ from archwheel.binary.model import FatbinEntry
 from archwheel.errors import UsageError
 from archwheel.facts.arch import ArchList, CodeKind, Target, Variant, toolkit_problem
 from archwheel.facts.catalog import CudaFacts, Toolkit, load_facts
-from archwheel.facts.rules import driver_can_jit, sass_runs_on
+from archwheel.facts.rules import driver_can_jit, rule_for, sass_runs_on
 from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersion, PtxIsaVersion
 from archwheel.verdicts.compat.report import Reason
 
 # -- reasons ------------------------------------------------------------------------------------
+
+
+def link_only_reason(link_only: Sequence[str]) -> Reason:
+    """Why a library with only relocatable device code has nothing to load."""
+    return Reason(
+        "only relocatable device code (" + ", ".join(link_only) + "): device-link "
+        "input, not loaded at run time",
+        "relocatable-link-only",
+    )
+
+
+def library_reasons(
+    gpu: ComputeCapability,
+    *,
+    native: Sequence[Target],
+    jit: Sequence[Target],
+    isas: Sequence[PtxIsaVersion],
+    failing: Sequence[FatbinEntry],
+    missing: int,
+    modules: int,
+    relocatable: Sequence[str],
+    link_only: Sequence[str],
+    driver: DriverVersion | None,
+    facts: CudaFacts,
+) -> list[Reason]:
+    """Why a library's modules run (or do not) on ``gpu``, in the order the verdict reads them.
+
+    ``native``/``jit``: the cubins and PTX chosen; ``isas``: the PTX ISA versions to JIT;
+    ``failing``: the entries of the ``missing`` modules (of ``modules``) with no image;
+    ``relocatable``: relocatable images that would serve ``gpu`` where nothing loadable serves
+    it natively; ``link_only``: archs present only in relocatable code.
+    """
+    reasons = [Reason(f"{t.sm} runs natively on {gpu}", rule_for(CodeKind.SASS, t)) for t in native]
+    if jit:
+        reasons.extend(
+            Reason(f"{t.compute} is JIT-compiled for {gpu} by the driver", "ptx-jit") for t in jit
+        )
+        reasons.append(
+            Reason(
+                "the first launch compiles the PTX (seconds to minutes); later runs use the "
+                "driver's JIT cache",
+                "ptx-jit-cost",
+            )
+        )
+        reasons.append(isa_reason(isas, driver, facts))
+    if missing:
+        reasons.extend(why_not(failing, gpu))
+        reasons.append(
+            Reason(
+                f"{missing} of {modules} modules have no kernel image for {gpu}", "no-kernel-image"
+            )
+        )
+    if relocatable:
+        reasons.append(
+            Reason(
+                "relocatable " + ", ".join(relocatable) + f" (__nv_relfatbin) would serve "
+                f"{gpu} only if the runtime JIT-links relocatable code (unverified; not "
+                "counted)",
+                "relocatable-link-only",
+            )
+        )
+    elif link_only:
+        reasons.append(
+            Reason(
+                "ignored relocatable images " + ", ".join(link_only) + " (__nv_relfatbin)",
+                "relocatable-link-only",
+            )
+        )
+    return reasons
 
 
 def isa_reason(
@@ -48,6 +117,36 @@ def isa_reason(
     return Reason(
         f"PTX ISA {newest} needs {need}; driver {driver} ({have_text}) {state}", "ptx-isa-driver"
     )
+
+
+def runtime_reason(
+    status: str, runtime: CudaVersion | None, driver: DriverVersion | None, facts: CudaFacts
+) -> Reason:
+    """The driver check of the CUDA runtime an input targets, in words (``RuntimeCheck.status``:
+    full, minor-compat, unsupported, unknown-runtime, no-driver)."""
+    if runtime is None:
+        return Reason(
+            "the CUDA runtime it targets is unknown (no +cuXYZ, pin or libcudart)",
+            "runtime-driver",
+        )
+    minimum = minimum_driver_for(runtime, facts)
+    need = (
+        f"CUDA {runtime} runtime needs a driver >= {minimum}"
+        if minimum
+        else (f"CUDA {runtime} runtime needs a driver for CUDA >= {runtime}")
+    )
+    if driver is None:
+        return Reason(f"{need}; no --driver given, not checked", "runtime-driver")
+    have = facts.driver_cuda_version(driver)
+    have_text = f"CUDA {have}" if have else "CUDA version unknown"
+    text = {
+        "full": f"{need}; driver {driver} ({have_text}) supports it fully",
+        "minor-compat": f"{need}; driver {driver} ({have_text}) runs it through minor-version "
+        "compatibility only (limited features, no PTX newer than the driver)",
+        "unsupported": f"{need}; driver {driver} ({have_text}) is too old: the CUDA runtime "
+        "fails to initialise",
+    }[status]
+    return Reason(text, "runtime-driver")
 
 
 def minimum_driver_for(cuda: CudaVersion, facts: CudaFacts) -> DriverVersion | None:
@@ -175,6 +274,26 @@ def pytorch_install_advice(
     if covering == every[every.index(first) :]:
         return f"a {first}-or-later build of torch" + (f" >= {since}" if since else "")
     return "an official torch build for " + ", ".join(covering)
+
+
+def library_fixes(
+    gpu: ComputeCapability,
+    *,
+    missing: bool,
+    blocked: bool,
+    toolkit_version: CudaVersion | None,
+    pytorch: bool,
+    facts: CudaFacts,
+) -> list[str]:
+    """What would make a library run on ``gpu``: for modules without an image (``missing``),
+    and for PTX the driver is too old to JIT (``blocked``)."""
+    fixes = fixes_for(gpu, toolkit_version, facts, pytorch=pytorch) if missing else []
+    if blocked:
+        fixes.append(
+            "upgrade the driver to one that knows the PTX ISA (see the reason above), or add "
+            f"SASS for {gpu} so no JIT is needed"
+        )
+    return fixes
 
 
 def fixes_for(

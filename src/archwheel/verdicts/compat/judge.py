@@ -20,23 +20,21 @@ from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.rules import (
     driver_can_jit,
     ptx_jits_on,
-    rule_for,
     runtime_supported,
     sass_runs_on,
 )
 from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersion, PtxIsaVersion
 from archwheel.verdicts.compat.explain import (
-    fixes_for,
-    isa_reason,
-    minimum_driver_for,
-    why_not,
+    library_fixes,
+    library_reasons,
+    link_only_reason,
+    runtime_reason,
 )
 from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.compat.report import (
     InputGpuVerdict,
     InputVerdicts,
     LibraryVerdict,
-    Reason,
     RuntimeCheck,
     Verdict,
     worst,
@@ -112,13 +110,7 @@ def judge_library(
             gpu=gpu,
             verdict=Verdict.LINK_ONLY,
             modules=0,
-            reasons=(
-                Reason(
-                    "only relocatable device code (" + ", ".join(link_only) + "): device-link "
-                    "input, not loaded at run time",
-                    "relocatable-link-only",
-                ),
-            ),
+            reasons=(link_only_reason(link_only),),
             link_only=tuple(link_only),
             exact_modules=exact,
         )
@@ -134,74 +126,43 @@ def judge_library(
     blocked = sum(1 for o in outcomes if o.verdict is Verdict.DRIVER_TOO_OLD)
     verdict = worst(o.verdict for o in outcomes)
 
-    reasons: list[Reason] = []
-    fixes: list[str] = []
-    if native:
-        for target in sorted(native):
-            reasons.append(
-                Reason(
-                    f"{target.sm} runs natively on {gpu.cc}",
-                    rule_for(CodeKind.SASS, target),
-                )
-            )
-    if jit:
-        isas = sorted({o.isa for o in outcomes if o.isa is not None})
-        for target in sorted(jit, key=lambda t: t.compute):
-            reasons.append(
-                Reason(f"{target.compute} is JIT-compiled for {gpu.cc} by the driver", "ptx-jit")
-            )
-        reasons.append(
-            Reason(
-                "the first launch compiles the PTX (seconds to minutes); later runs use the "
-                "driver's JIT cache",
-                "ptx-jit-cost",
-            )
-        )
-        reasons.append(isa_reason(isas, driver, facts))
-    if missing:
-        failing = [
-            m
-            for m, o in zip(loadable, outcomes, strict=True)
-            if o.verdict is Verdict.NO_KERNEL_IMAGE
-        ]
-        reasons.extend(why_not([e for m in failing for e in m.entries], gpu.cc))
-        reasons.append(
-            Reason(
-                f"{missing} of {len(loadable)} modules have no kernel image for {gpu.cc}",
-                "no-kernel-image",
-            )
-        )
-        fixes.extend(fixes_for(gpu.cc, toolkit_version, facts, pytorch=pytorch))
-    if blocked:
-        fixes.append(
-            "upgrade the driver to one that knows the PTX ISA (see the reason above), or add "
-            f"SASS for {gpu.cc} so no JIT is needed"
-        )
-    relocatable = [e for m in modules if not m.loadable for e in m.entries]
+    failing = [
+        e
+        for m, o in zip(loadable, outcomes, strict=True)
+        if o.verdict is Verdict.NO_KERNEL_IMAGE
+        for e in m.entries
+    ]
     could_serve = sorted(
         {
             e.arch
-            for e in relocatable
+            for m in modules
+            if not m.loadable
+            for e in m.entries
             if (e.kind is CodeKind.SASS and sass_runs_on(e.target, gpu.cc))
             or (e.kind is CodeKind.PTX and ptx_jits_on(e.target, gpu.cc))
         }
     )
-    if could_serve and verdict is not Verdict.NATIVE:
-        reasons.append(
-            Reason(
-                "relocatable " + ", ".join(could_serve) + f" (__nv_relfatbin) would serve "
-                f"{gpu.cc} only if the runtime JIT-links relocatable code (unverified; not "
-                "counted)",
-                "relocatable-link-only",
-            )
-        )
-    elif link_only:
-        reasons.append(
-            Reason(
-                "ignored relocatable images " + ", ".join(link_only) + " (__nv_relfatbin)",
-                "relocatable-link-only",
-            )
-        )
+    reasons = library_reasons(
+        gpu.cc,
+        native=sorted(native),
+        jit=sorted(jit, key=lambda t: t.compute),
+        isas=sorted({o.isa for o in outcomes if o.isa is not None}),
+        failing=failing,
+        missing=missing,
+        modules=len(loadable),
+        relocatable=could_serve if verdict is not Verdict.NATIVE else [],
+        link_only=link_only,
+        driver=driver,
+        facts=facts,
+    )
+    fixes = library_fixes(
+        gpu.cc,
+        missing=missing > 0,
+        blocked=blocked > 0,
+        toolkit_version=toolkit_version,
+        pytorch=pytorch,
+        facts=facts,
+    )
     return LibraryVerdict(
         library=library.path,
         gpu=gpu,
@@ -256,41 +217,13 @@ def check_runtime(
     """The driver against the CUDA runtime an input targets (rule runtime-driver)."""
     facts = facts or load_facts()
     if runtime is None:
-        return RuntimeCheck(
-            None,
-            None,
-            driver,
-            "unknown-runtime",
-            Reason(
-                "the CUDA runtime it targets is unknown (no +cuXYZ, pin or libcudart)",
-                "runtime-driver",
-            ),
-        )
-    minimum = minimum_driver_for(runtime, facts)
-    need = (
-        f"CUDA {runtime} runtime needs a driver >= {minimum}"
-        if minimum
-        else (f"CUDA {runtime} runtime needs a driver for CUDA >= {runtime}")
-    )
-    if driver is None:
-        return RuntimeCheck(
-            runtime,
-            runtime_source,
-            None,
-            "no-driver",
-            Reason(f"{need}; no --driver given, not checked", "runtime-driver"),
-        )
-    status = runtime_supported(runtime, driver, facts)
-    have = facts.driver_cuda_version(driver)
-    have_text = f"CUDA {have}" if have else "CUDA version unknown"
-    text = {
-        "full": f"{need}; driver {driver} ({have_text}) supports it fully",
-        "minor-compat": f"{need}; driver {driver} ({have_text}) runs it through minor-version "
-        "compatibility only (limited features, no PTX newer than the driver)",
-        "unsupported": f"{need}; driver {driver} ({have_text}) is too old: the CUDA runtime "
-        "fails to initialise",
-    }[status]
-    return RuntimeCheck(runtime, runtime_source, driver, status, Reason(text, "runtime-driver"))
+        status, runtime_source = "unknown-runtime", None
+    elif driver is None:
+        status = "no-driver"
+    else:
+        status = runtime_supported(runtime, driver, facts)
+    reason = runtime_reason(status, runtime, driver, facts)
+    return RuntimeCheck(runtime, runtime_source, driver, status, reason)
 
 
 def judge_input(
