@@ -11,7 +11,6 @@ import functools
 import json
 import os
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -39,7 +38,8 @@ TEXT_SUFFIXES = frozenset(
 DIST_INFO_FILES = frozenset({"METADATA", "RECORD", "WHEEL", "LICENSE", "top_level.txt"})
 
 ProgressCallback = Callable[[int, int, str], None]
-"""Called as ``on_progress(done_bytes, total_bytes, current_name)``, from any thread."""
+"""Called as ``on_progress(done_bytes, total_bytes, current_name)`` by the scanning thread;
+worker processes' progress is added in before it is reported."""
 
 LIST_TIMEOUT = 120  # seconds an interpreter gets to list a distribution's files
 
@@ -54,13 +54,12 @@ def _is_text_member(name: str) -> bool:
 
 
 class _Progress:
-    """Thread-safe byte counter that reports to a callback."""
+    """Byte counter that reports to a callback."""
 
     def __init__(self, total: int, callback: ProgressCallback | None) -> None:
         self.total = total
         self.done = 0
         self.callback = callback
-        self._lock = threading.Lock()
 
     def set(self, done: int, name: str) -> None:
         if self.callback is not None:
@@ -69,10 +68,8 @@ class _Progress:
     def add(self, amount: int, name: str) -> None:
         if self.callback is None:
             return
-        with self._lock:
-            self.done += amount
-            done = self.done
-        self.callback(done, self.total, name)
+        self.done += amount
+        self.callback(self.done, self.total, name)
 
 
 def _add_named(progress: _Progress, name: str, amount: int) -> None:
