@@ -1,8 +1,8 @@
 """Hand-built inventories for testing verdict logic without the scanner.
 
 A library is described as its modules (fatbin containers), each a list of image names
-(``sm_90a``, ``compute_120``); entries get consecutive offsets inside a module and a 16-byte gap
-(the container header) between modules, as the scanner reports them.
+(``sm_90a``, ``compute_120``); each module becomes a ``FatbinContainer`` whose entries get
+consecutive offsets after its 16-byte header, as the scanner reports them.
 
 ``TORCH_2_14_1_CU130`` transcribes what the real torch 2.14.1+cu130 wheel contains per module
 (measured on the wheel and consistent with cuda-facts.md section 6): the real-wheel tests check
@@ -17,7 +17,13 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from archwheel.binary.model import Compression, FatbinEntry, InputInventory, LibraryInventory
+from archwheel.binary.model import (
+    Compression,
+    FatbinContainer,
+    FatbinEntry,
+    InputInventory,
+    LibraryInventory,
+)
 from archwheel.facts.arch import CodeKind, Target
 from archwheel.facts.versions import PtxIsaVersion
 
@@ -51,22 +57,25 @@ def library(
     sizes: dict[str, int] | None = None,
 ) -> LibraryInventory:
     """A library whose modules hold the named images (one section, or one per module)."""
-    entries: list[FatbinEntry] = []
+    containers: list[FatbinContainer] = []
     offset = 4096
     for index, names in enumerate(modules):
         module_section = sections[index] if sections else section
+        start = offset
         offset += CONTAINER_HEADER
+        entries: list[FatbinEntry] = []
         for name in names:
             size = (sizes or {}).get(name, ENTRY_BYTES)
             entries.append(entry(name, offset, module_section, isa, size))
             offset += size
+        containers.append(FatbinContainer(module_section, start, offset - start, tuple(entries)))
         offset += 8  # alignment padding between containers
     return LibraryInventory(
         path=path,
         file_kind="shared-object",
         size=offset + 4096,
-        entries=tuple(entries),
-        containers=len(modules),
+        entries=tuple(e for c in containers for e in c.entries),
+        containers=tuple(containers),
     )
 
 

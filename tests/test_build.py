@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.binary.scan import scan_path
+from archwheel.binary.scan.inputs import scan_path
 from archwheel.facts.arch import CodeKind
 from tests.containers_support import containers_created, containers_with_label
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.binary.scan import scan_path
+from archwheel.binary.scan.inputs import scan_path
 from archwheel.build.builder_image import (
     BuilderImageSpec,
     context_hash,

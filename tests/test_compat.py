@@ -20,25 +20,16 @@ import jsonschema
 import pytest
 
 from archwheel.binary.model import InputInventory, LibraryInventory, Problem
-from archwheel.binary.scan import scan_path
+from archwheel.binary.scan.inputs import scan_path
 from archwheel.errors import UsageError
 from archwheel.facts.arch import Target
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.rules import ptx_jits_on, sass_runs_on
 from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersion
-from archwheel.verdicts.compat import (
-    Gpu,
-    Verdict,
-    best_sass_target,
-    build_report,
-    check_runtime,
-    fixes_for,
-    judge_input,
-    judge_library,
-    pytorch_install_advice,
-    resolve_gpus,
-    split_modules,
-)
+from archwheel.verdicts.compat.explain import best_sass_target, fixes_for, pytorch_install_advice
+from archwheel.verdicts.compat.gpus import Gpu, resolve_gpus
+from archwheel.verdicts.compat.judge import check_runtime, judge_input, judge_library, split_modules
+from archwheel.verdicts.compat.report import Verdict, build_report
 from tests.builders import Entry, container, elf64
 from tests.conftest import CliRun
 from tests.inventory_builders import build_wheel, inventory, library, torch_2_14_1_cu130
@@ -198,7 +189,7 @@ def test_one_module_without_an_image_fails_the_library() -> None:
     v = judge_library(lib, Gpu(ComputeCapability(8, 6)))
     assert v.verdict is Verdict.NO_KERNEL_IMAGE
     assert v.missing_modules == 1
-    assert v.native == (("sm_80", 1),)
+    assert v.native_archs() == (("sm_80", 1),)
     assert "1 of 2 modules" in v.summary()
 
 
@@ -206,14 +197,14 @@ def test_mixed_native_and_jit_modules_give_jit() -> None:
     lib = library("libk.so", [["sm_80"], ["compute_80"]])
     v = judge_library(lib, Gpu(ComputeCapability(8, 9)))
     assert v.verdict is Verdict.JIT
-    assert v.native == (("sm_80", 1),)
-    assert v.jit == (("compute_80", 1),)
+    assert v.native_archs() == (("sm_80", 1),)
+    assert v.jit_archs() == (("compute_80", 1),)
     assert any(r.rule_id == "ptx-jit-cost" for r in v.reasons)
 
 
 def test_inconsistent_container_count_falls_back_to_sections() -> None:
     lib = library("libk.so", [["sm_80"], ["sm_90"]])
-    lying = LibraryInventory(lib.path, lib.file_kind, lib.size, lib.entries, containers=7)
+    lying = LibraryInventory(lib.path, lib.file_kind, lib.size, lib.entries, lib.containers[:1])
     v = judge_library(lying, Gpu(ComputeCapability(9, 0)))
     assert not v.exact_modules
     assert v.verdict is Verdict.NATIVE  # one module per section: sm_90 serves it
@@ -239,7 +230,7 @@ def test_relocatable_images_serve_nothing() -> None:
 def test_most_specific_cubin_is_named_first_and_rule_cited() -> None:
     lib = library("libk.so", [["sm_90", "sm_90a"]])
     v = judge_library(lib, Gpu(ComputeCapability(9, 0)))
-    assert v.native == (("sm_90a", 1),)
+    assert v.native_archs() == (("sm_90a", 1),)
     assert [r.rule_id for r in v.reasons] == ["sass-arch-specific"]
 
 
@@ -427,7 +418,8 @@ def _check_torch_verdicts(inv: InputInventory) -> None:
     for per_gpu in judged.per_gpu:
         cc = str(per_gpu.gpu.cc)
         got = {
-            lib.library.rsplit("/", 1)[-1]: (lib.verdict, lib.native) for lib in per_gpu.libraries
+            lib.library.rsplit("/", 1)[-1]: (lib.verdict, lib.native_archs())
+            for lib in per_gpu.libraries
         }
         assert got == TORCH_EXPECTED[cc], cc
         assert per_gpu.verdict is TORCH_WHEEL_VERDICT[cc], cc

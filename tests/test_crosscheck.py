@@ -407,7 +407,7 @@ def test_crosscheck_sees_every_device_library_of_torchvision_even_if_the_scanner
 @pytest.fixture(scope="module")
 def scan() -> ModuleType:
     """archwheel's scanner; these tests fail (not skip) until it exists."""
-    return importlib.import_module("archwheel.binary.scan")
+    return importlib.import_module("archwheel.binary.scan.inputs")
 
 
 @pytest.mark.nvcc

@@ -34,7 +34,7 @@ from archwheel.effects.host import (
 )
 from archwheel.errors import ToolError
 from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersion
-from archwheel.verdicts.compat import Verdict
+from archwheel.verdicts.compat.report import Verdict
 from tests.conftest import CliRun
 from tests.inventory_builders import torch_2_14_1_cu130
 from tests.venvs import make_venv

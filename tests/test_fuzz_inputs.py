@@ -30,7 +30,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType, ModuleType
+from types import FrameType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -194,7 +194,7 @@ def run_bounded(action: Callable[[], Any], size: int) -> Any:
     return result
 
 
-def check_scan_bytes(scan: ModuleType, name: str, data: bytes) -> None:
+def check_scan_bytes(scan: SimpleNamespace, name: str, data: bytes) -> None:
     with sealed_environment():
         result = run_bounded(lambda: scan.scan_bytes(name, data), len(data))
     if isinstance(result, ArchwheelError):
@@ -206,7 +206,7 @@ def check_scan_bytes(scan: ModuleType, name: str, data: bytes) -> None:
         check_library(result, len(data))
 
 
-def check_scan_path(scan: ModuleType, name: str, data: bytes) -> None:
+def check_scan_path(scan: SimpleNamespace, name: str, data: bytes) -> None:
     with sealed_environment() as (inputs, _):
         path = inputs / name
         path.write_bytes(data)
@@ -228,8 +228,10 @@ def check_scan_path(scan: ModuleType, name: str, data: bytes) -> None:
 
 
 @pytest.fixture(scope="module")
-def scan() -> ModuleType:
-    return importlib.import_module("archwheel.binary.scan")
+def scan() -> SimpleNamespace:
+    binary = importlib.import_module("archwheel.binary.scan.binary")
+    inputs = importlib.import_module("archwheel.binary.scan.inputs")
+    return SimpleNamespace(scan_bytes=binary.scan_bytes, scan_path=inputs.scan_path)
 
 
 @pytest.fixture(scope="module")
@@ -259,7 +261,7 @@ def test_the_seeds_hold_what_the_mutations_aim_at(corpus_seeds: list[Seed]) -> N
 @FUZZ_SETTINGS
 @given(data=st.data())
 def test_scan_bytes_keeps_its_promises_on_mutated_fixtures(
-    scan: ModuleType, corpus_seeds: list[Seed], data: st.DataObject
+    scan: SimpleNamespace, corpus_seeds: list[Seed], data: st.DataObject
 ) -> None:
     seeds = [s for s in corpus_seeds if not s.name.endswith(".a")]
     mutant = data.draw(mutated(seeds))
@@ -270,7 +272,7 @@ def test_scan_bytes_keeps_its_promises_on_mutated_fixtures(
 @FUZZ_SETTINGS
 @given(data=st.data())
 def test_scan_path_keeps_its_promises_on_mutated_fixtures(
-    scan: ModuleType, corpus_seeds: list[Seed], data: st.DataObject
+    scan: SimpleNamespace, corpus_seeds: list[Seed], data: st.DataObject
 ) -> None:
     mutant = data.draw(mutated(corpus_seeds))
     check_scan_path(scan, mutant.name, mutant.data)
@@ -281,7 +283,7 @@ def test_scan_path_keeps_its_promises_on_mutated_fixtures(
 @settings(FUZZ_SETTINGS, max_examples=max(EXAMPLES // 4, 10))
 @given(data=st.data())
 def test_scan_bytes_keeps_its_promises_on_a_mutated_torch_library(
-    scan: ModuleType, nvshmem_seed: list[Seed], data: st.DataObject
+    scan: SimpleNamespace, nvshmem_seed: list[Seed], data: st.DataObject
 ) -> None:
     mutant = data.draw(mutated(nvshmem_seed))
     check_scan_bytes(scan, mutant.name, mutant.data)
@@ -290,7 +292,7 @@ def test_scan_bytes_keeps_its_promises_on_a_mutated_torch_library(
 @FUZZ_SETTINGS
 @given(seed_value=st.integers(0, 2**32 - 1), size=st.integers(16, 4096), at=st.integers(0, 4096))
 def test_random_bytes_behind_a_container_magic_never_make_an_entry(
-    scan: ModuleType, seed_value: int, size: int, at: int
+    scan: SimpleNamespace, seed_value: int, size: int, at: int
 ) -> None:
     noise = bytearray(random.Random(seed_value).randbytes(size))
     at = min(at, size - 4) & ~7

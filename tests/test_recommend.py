@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from archwheel.binary.model import InputInventory
-from archwheel.binary.scan import scan_path
+from archwheel.binary.scan.inputs import scan_path
 from archwheel.facts.arch import ArchList, CodeKind, Target, Variant
 from archwheel.facts.versions import CudaVersion
-from archwheel.verdicts.compat import resolve_gpus
+from archwheel.verdicts.compat.gpus import resolve_gpus
 from archwheel.verdicts.recommend import coverage_of, estimate_size, recommend
 from tests.inventory_builders import inventory, library
 

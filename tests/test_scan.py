@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from archwheel.binary.model import Compression, Severity
-from archwheel.binary.scan import scan_bytes, scan_bytes_full, scan_path
+from archwheel.binary.scan.binary import scan_bytes, scan_bytes_full
+from archwheel.binary.scan.inputs import scan_path
 from archwheel.facts.arch import CodeKind, Target, Variant
 from archwheel.facts.versions import ComputeCapability, PtxIsaVersion
 
@@ -38,7 +39,7 @@ def three_entries() -> bytes:
 def test_entries_decoded_from_headers() -> None:
     lib = scan_bytes("lib.so", elf64([(".text", b"\x90" * 100), (".nv_fatbin", three_entries())]))
     assert lib.file_kind == "shared-object"
-    assert lib.containers == 1
+    assert len(lib.containers) == 1
     got = [(e.section, e.kind, e.target, e.compression, e.ptx_isa) for e in lib.entries]
     assert got == [
         (".nv_fatbin", CodeKind.SASS, t(8, 0), Compression.ZSTD, None),
@@ -72,7 +73,21 @@ def test_back_to_back_containers_and_embedded_ones() -> None:
         (".nv_fatbin", "sm_86"),
         (".cask_resource", "sm_120"),
     ]
-    assert lib.containers == 3
+    assert len(lib.containers) == 3
+
+
+def test_each_container_holds_its_own_entries() -> None:
+    first, second = container(Entry(sm=75)), container(Entry(sm=86), Entry(kind=1, sm=86))
+    lib = scan_bytes("lib.so", elf64([(".nv_fatbin", first + b"\0" * 8 + second)]))
+    assert [[e.arch for e in c.entries] for c in lib.containers] == [
+        ["sm_75"],
+        ["sm_86", "compute_86"],
+    ]
+    assert [c.size for c in lib.containers] == [len(first), len(second)]
+    assert lib.containers[1].offset - lib.containers[0].offset == len(first) + 8
+    assert {c.section for c in lib.containers} == {".nv_fatbin"}
+    assert all(c.entries[0].offset == c.offset + 16 for c in lib.containers)
+    assert lib.entries == tuple(e for c in lib.containers for e in c.entries)
 
 
 def test_random_magic_is_not_an_entry() -> None:

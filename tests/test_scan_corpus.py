@@ -28,7 +28,7 @@ ImageKey = tuple[str | None, str, CodeKind, str]
 
 @pytest.fixture(scope="module")
 def scan() -> ModuleType:
-    return importlib.import_module("archwheel.binary.scan")
+    return importlib.import_module("archwheel.binary.scan.inputs")
 
 
 def scanned_images(

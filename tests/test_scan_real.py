@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from archwheel.binary.scan import scan_path
+from archwheel.binary.scan.inputs import scan_path
 from archwheel.facts.arch import CodeKind
 from archwheel.verdicts.audit import audit, audit_document
 

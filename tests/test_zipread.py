@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from archwheel.binary import scan as scan_module
 from archwheel.binary.model import Severity
-from archwheel.binary.scan import scan_path
+from archwheel.binary.scan import pool as scan_module
+from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.zipread import MemberError, WheelReader, unsafe_name_reason
 from archwheel.errors import InputError
 

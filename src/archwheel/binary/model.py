@@ -64,6 +64,17 @@ class FatbinEntry:
 
 
 @dataclass(frozen=True)
+class FatbinContainer:
+    """One fatbin container: the unit the CUDA runtime picks an image for (one per translation
+    unit), with the entries read from it in file order."""
+
+    section: str  # ELF section holding it, as in ``FatbinEntry.section``
+    offset: int  # offset of the container header within the library file
+    size: int  # bytes its header declares: the 16-byte header and its entries
+    entries: tuple[FatbinEntry, ...] = ()
+
+
+@dataclass(frozen=True)
 class ImageRow:
     """Entries aggregated per (section, kind, arch): the audit's unit of report."""
 
@@ -87,13 +98,17 @@ class LibraryInventory:
 
     ``path`` is the member path inside a wheel, the path relative to an audited directory, or
     the file path; an object inside a static library is ``libfoo.a(bar.o)``.
+
+    ``entries`` holds every image, sorted by offset; ``containers`` the fatbin containers they
+    were read from, in file order. Every entry sits in one container except a standalone
+    cubin's, which is no fatbin at all.
     """
 
     path: str
     file_kind: str  # "shared-object", "executable", "relocatable", "cubin", "fatbin", "unknown-elf"
     size: int
     entries: tuple[FatbinEntry, ...] = ()
-    containers: int = 0
+    containers: tuple[FatbinContainer, ...] = ()
 
     @property
     def has_device_code(self) -> bool:

@@ -1,6 +1,6 @@
 """The audit gate at the end of every build: does the wheel hold what was asked for?
 
-It calls the audit engine (``archwheel.binary.scan.scan_path`` and
+It calls the audit engine (``archwheel.binary.scan.inputs.scan_path`` and
 ``archwheel.verdicts.audit.audit``) on the finished wheel with the requested arch list. A wheel
 in which any library with device code lacks a requested SASS arch or requested PTX fails the
 gate; the build then moves it to ``rejected/`` with the JSON audit report instead of handing it
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from archwheel.binary.scan import scan_path
+from archwheel.binary.scan.inputs import scan_path
 from archwheel.facts.arch import ArchList
 from archwheel.verdicts.audit import audit, audit_document
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from archwheel import __version__
 from archwheel.binary.model import InputInventory
-from archwheel.binary.scan import scan_installed
+from archwheel.binary.scan.inputs import scan_installed
 from archwheel.effects.host import (
     GpuInfo,
     GpuProbeResult,
@@ -28,19 +28,14 @@ from archwheel.errors import EXIT_INCOMPLETE, ArchwheelError
 from archwheel.facts.arch import ArchList, CodeKind, Target
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import ComputeCapability, CudaVersion
-from archwheel.verdicts.compat import (
-    Gpu,
-    LibraryVerdict,
-    Reason,
-    RuntimeCheck,
-    Verdict,
-    check_runtime,
-    judge_input,
+from archwheel.verdicts.compat.explain import (
     minimum_driver_for,
     official_builds_covering,
     pytorch_install_advice,
-    worst,
 )
+from archwheel.verdicts.compat.gpus import Gpu
+from archwheel.verdicts.compat.judge import check_runtime, judge_input
+from archwheel.verdicts.compat.report import LibraryVerdict, Reason, RuntimeCheck, Verdict, worst
 from archwheel.verdicts.recommend import coverage_of
 
 DOCTOR_SCHEMA_VERSION = 1

@@ -8,15 +8,19 @@ before anything runs.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from archwheel.binary.model import InputInventory
+from archwheel.binary.scan.inputs import scan_installed, scan_path
+from archwheel.binary.wheelmeta import WheelMetadata, read_wheel_metadata
 from archwheel.effects.watchdog import ChildOutcome, ChildStatus, Watchdog
 from archwheel.facts.versions import ComputeCapability, DriverVersion
 from archwheel.smoke.environments import SetupOutcome, SmokeEnvironment
+from archwheel.verdicts.compat.gpus import Gpu
+from archwheel.verdicts.compat.judge import judge_input
 from archwheel.verdicts.smoke import (
     JIT_UNSET,
     KERNEL_STEPS,
@@ -314,33 +318,25 @@ def _stages(setup: SetupOutcome) -> tuple[StageReport, ...]:
 def can_run_for(wheels: Sequence[Path] = (), installed_python: str | None = None) -> CanRun:
     """``archwheel can-run``'s verdict for the inputs under test, as a ``CanRun`` function.
 
-    The only place smoke calls the compatibility verdicts (``archwheel.verdicts.compat``,
-    another component). The inputs are scanned once, on first use, and judged per device.
-    Where that module or the scanner is not installed yet, the function returns None and smoke
-    explains a missing kernel image from torch's compiled arch list instead.
+    The only place smoke calls the compatibility verdicts (``archwheel.verdicts.compat``). The
+    inputs are scanned once, on first use, and judged per device.
     """
-    scanned: list[tuple[str, Any, Any]] | None = None  # (label, inventory, wheel metadata)
+    scanned: list[tuple[str, InputInventory, WheelMetadata | None]] | None = None
 
     def verdict(cc: ComputeCapability, driver: DriverVersion | None) -> str | None:
         nonlocal scanned
-        try:
-            compat = importlib.import_module("archwheel.verdicts.compat")
-            scan = importlib.import_module("archwheel.binary.scan")
-        except ImportError:
-            return None
         if scanned is None:
-            scanned = _scan_inputs(scan, wheels, installed_python)
-        gpu = compat.Gpu(cc)
+            scanned = _scan_inputs(wheels, installed_python)
         parts: list[str] = []
         for label, inventory, meta in scanned:
-            judged = compat.judge_input(
+            judged = judge_input(
                 inventory,
-                [gpu],
+                [Gpu(cc)],
                 driver=driver,
-                runtime=getattr(meta, "cuda_runtime", None),
-                runtime_source=getattr(meta, "cuda_source", None),
-                name=getattr(meta, "name", None),
-                version=getattr(meta, "version", None),
+                runtime=meta.cuda_runtime if meta else None,
+                runtime_source=meta.cuda_source if meta else None,
+                name=meta.name if meta else None,
+                version=meta.version if meta else None,
             )
             on_gpu = judged.per_gpu[0]
             parts.append(f"{label}: {on_gpu.verdict.value} ({on_gpu.headline()})")
@@ -350,18 +346,12 @@ def can_run_for(wheels: Sequence[Path] = (), installed_python: str | None = None
 
 
 def _scan_inputs(
-    scan: Any, wheels: Sequence[Path], installed_python: str | None
-) -> list[tuple[str, Any, Any]]:
-    try:
-        wheelmeta: Any = importlib.import_module("archwheel.binary.wheelmeta")
-    except ImportError:
-        wheelmeta = None
-    found: list[tuple[str, Any, Any]] = []
+    wheels: Sequence[Path], installed_python: str | None
+) -> list[tuple[str, InputInventory, WheelMetadata | None]]:
+    found: list[tuple[str, InputInventory, WheelMetadata | None]] = []
     for wheel in wheels:
-        meta = None
-        if wheelmeta is not None and wheel.suffix == ".whl":
-            meta = wheelmeta.read_wheel_metadata(wheel)
-        found.append((wheel.name, scan.scan_path(wheel), meta))
+        meta = read_wheel_metadata(wheel) if wheel.suffix == ".whl" else None
+        found.append((wheel.name, scan_path(wheel), meta))
     if installed_python is not None and not wheels:
-        found.append(("installed torch", scan.scan_installed("torch", installed_python), None))
+        found.append(("installed torch", scan_installed("torch", installed_python), None))
     return found

@@ -118,7 +118,7 @@ class AuditReport:
                 "path": lib.path,
                 "file_kind": lib.file_kind,
                 "size": lib.size,
-                "containers": lib.containers,
+                "containers": len(lib.containers),
                 "images": [
                     {
                         "section": r.section,

@@ -24,7 +24,10 @@ from archwheel.facts.arch import ArchList, ArchSpec, CodeKind, Target, Variant, 
 from archwheel.facts.catalog import CudaFacts, Toolkit, load_facts
 from archwheel.facts.rules import ptx_jits_on, rule_for, sass_runs_on
 from archwheel.facts.versions import ComputeCapability, CudaVersion
-from archwheel.verdicts.compat import RELOCATABLE_SECTIONS, Gpu, Reason, renamed_capabilities
+from archwheel.verdicts.compat.explain import renamed_capabilities
+from archwheel.verdicts.compat.gpus import Gpu
+from archwheel.verdicts.compat.judge import RELOCATABLE_SECTIONS
+from archwheel.verdicts.compat.report import Reason
 
 ARCH_SCHEMA_VERSION = 1
 

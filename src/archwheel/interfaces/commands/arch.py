@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from archwheel.binary.scan import scan_path
+from archwheel.binary.scan.inputs import scan_path
 from archwheel.errors import EXIT_OK, EXIT_USAGE, InputError, UsageError
 from archwheel.facts.arch_grammars import (
     ConsumerView,
@@ -33,7 +33,7 @@ from archwheel.interfaces.render.arch import (
 )
 from archwheel.interfaces.render.arch_consumers import consumers_markdown, consumers_table
 from archwheel.interfaces.render.common import FORMATS, emit
-from archwheel.verdicts.compat import resolve_gpus
+from archwheel.verdicts.compat.gpus import resolve_gpus
 from archwheel.verdicts.recommend import (
     ArchForms,
     GpuCatalog,

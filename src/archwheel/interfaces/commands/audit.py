@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archwheel.binary.model import InputInventory
-from archwheel.binary.scan import ProgressCallback, scan_installed, scan_path
+from archwheel.binary.scan.inputs import ProgressCallback, scan_installed, scan_path
 from archwheel.errors import UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.interfaces.commands.options import add_interpreter_option

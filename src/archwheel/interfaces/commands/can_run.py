@@ -6,21 +6,16 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from archwheel.binary.scan import scan_path
+from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import WheelMetadata, read_wheel_metadata
 from archwheel.errors import InputError
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.versions import CudaVersion, DriverVersion
 from archwheel.interfaces.render.can_run import can_run_markdown, can_run_table
 from archwheel.interfaces.render.common import FORMATS, emit
-from archwheel.verdicts.compat import (
-    CanRunReport,
-    Gpu,
-    InputVerdicts,
-    build_report,
-    judge_input,
-    resolve_gpus,
-)
+from archwheel.verdicts.compat.gpus import Gpu, resolve_gpus
+from archwheel.verdicts.compat.judge import judge_input
+from archwheel.verdicts.compat.report import CanRunReport, InputVerdicts, build_report
 
 EXAMPLES = """\
 examples:

@@ -9,14 +9,14 @@ from rich.table import Table
 from archwheel.facts.catalog import load_facts
 from archwheel.interfaces.render.common import cite
 from archwheel.interfaces.render.verdict_labels import VERDICT_LABEL, VERDICT_STYLE
-from archwheel.verdicts.compat import CanRunReport, InputGpuVerdict, Verdict
+from archwheel.verdicts.compat.report import CanRunReport, InputGpuVerdict, Verdict
 
 
 def _cell(v: InputGpuVerdict, library: str) -> str:
     for lib in v.libraries:
         if lib.library == library:
             style = VERDICT_STYLE[lib.verdict]
-            images = [a for a, _ in lib.native] or [a for a, _ in lib.jit]
+            images = [a for a, _ in lib.native_archs()] or [a for a, _ in lib.jit_archs()]
             detail = (
                 f" {', '.join(images)}"
                 if images and lib.verdict is not Verdict.NO_KERNEL_IMAGE

@@ -1,7 +1,8 @@
-"""Worker process for parallel wheel scans: ``python -m archwheel.binary.scan_worker``.
+"""Worker process for parallel wheel scans: ``python -m archwheel.binary.scan.worker``.
 
-Reads a pickled ``(wheel path, archive size, Member, deep)`` on stdin, scans that member, writes the
-pickled result on stdout and its progress (bytes inflated so far) as lines on stderr.
+Reads a pickled ``(wheel path, archive size, Member, deep)`` on stdin, scans that member, writes
+the pickled result on stdout and its progress (bytes inflated so far) as lines on stderr. Started
+by ``archwheel.binary.scan.pool`` where forking is not safe.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import pickle
 import sys
 from pathlib import Path
 
-from archwheel.binary.scan import scan_member
+from archwheel.binary.scan.binary import scan_member
 
 PROGRESS_STEP = 16 << 20
 

@@ -1,0 +1,469 @@
+"""Scan one binary: an ELF file, an ar archive, a cubin, a raw fatbin, or one wheel member.
+
+One pass over the binary's bytes does all the work: the bytes are searched for the container
+magic, each candidate is parsed by a small parser that asks only for the headers it needs, and
+the ELF (or ar) layout is parsed alongside to say which section each container sits in. Device
+code outside ``.nv_fatbin`` (cuBLASLt's ``.cask_resource``, cuFFT's ``.ldata`` ...) is found the
+same way. Payloads are never decompressed: the entry headers say everything the audit reports.
+Each container found becomes a ``FatbinContainer`` of the library, holding its entries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from archwheel.binary.elf import FormatError
+from archwheel.binary.fatbin import (
+    CONTAINER_MAGIC_BYTES,
+    KNOWN_FLAGS,
+    EntryHeader,
+    entry_model,
+    parse_container_header,
+    parse_entry_header,
+)
+from archwheel.binary.layout import (
+    FATBIN_SECTIONS,
+    NO_SECTION,
+    RAW_FATBIN_SECTION,
+    FileLayout,
+    Note,
+    Unit,
+    layout_parser,
+    sniff,
+)
+from archwheel.binary.model import (
+    Compression,
+    FatbinContainer,
+    FatbinEntry,
+    LibraryInventory,
+    Problem,
+    Severity,
+)
+from archwheel.binary.payload import MAX_DEEP_PAYLOAD, check_payload
+from archwheel.binary.stream import Need, Parser, ParserOutcome, StreamMux
+from archwheel.binary.zipread import Member, MemberError, member_chunks
+from archwheel.facts.arch import CodeKind, Target, Variant
+from archwheel.facts.versions import ComputeCapability
+
+FILE_CHUNK = 4 << 20
+# re's literal search is about twice as fast as bytes.find on binary code.
+_MAGIC_RE = re.compile(re.escape(CONTAINER_MAGIC_BYTES))
+MAX_REPLAYS = 2
+MAX_PROBLEMS_PER_LIBRARY = 20
+# Gaps inside a fatbin section larger than this are bytes no valid container explains.
+ALIGNMENT_SLACK = 16
+
+
+@dataclass
+class _ContainerScan:
+    offset: int
+    end: int
+    headers: list[EntryHeader]
+    error: str | None
+    error_at: int = 0  # where the error was met
+    payload_errors: tuple[str, ...] = ()  # --deep: payloads that disagree with their headers
+
+
+def _container_parser(offset: int, deep: bool = False) -> Parser:
+    raw = yield Need(offset, 16)
+    header = parse_container_header(raw, offset)  # FormatError: not a container
+    headers: list[EntryHeader] = []
+    payload_errors: list[str] = []
+    position = header.entries_start
+    while position < header.end:
+        raw = yield Need(position, 64)
+        if len(raw) < 64:
+            return _ContainerScan(
+                offset,
+                header.end,
+                headers,
+                f"container at {offset:#x} declares {header.entries_size} bytes but the file "
+                f"ends inside it (entry at {position:#x})",
+                position,
+                tuple(payload_errors),
+            )
+        try:
+            entry = parse_entry_header(raw, position, header.end)
+        except FormatError as exc:
+            return _ContainerScan(
+                offset, header.end, headers, str(exc), position, tuple(payload_errors)
+            )
+        headers.append(entry)
+        if deep:
+            if entry.padded_size > MAX_DEEP_PAYLOAD:
+                payload_errors.append(f"entry at {position:#x}: payload too large to check")
+            else:
+                payload = yield Need(entry.payload_start, entry.padded_size)
+                problem = check_payload(entry, payload)
+                if problem:
+                    payload_errors.append(problem)
+        position = entry.end
+    return _ContainerScan(offset, header.end, headers, None, 0, tuple(payload_errors))
+
+
+@dataclass
+class BinaryScan:
+    """The result of scanning one binary: its libraries and the problems met."""
+
+    libraries: list[LibraryInventory] = field(default_factory=list)
+    notes: list[tuple[str | None, Note]] = field(default_factory=list)  # (unit name, note)
+    bytes_read: int = 0
+
+
+def scan_stream(
+    label: str,
+    size: int,
+    open_chunks: Callable[[], Iterator[bytes]],
+    on_bytes: Callable[[int], None] | None = None,
+    *,
+    deep: bool = False,
+) -> BinaryScan | None:
+    """Scan one binary delivered as chunks; None when it is not a binary at all.
+
+    ``open_chunks`` must return a fresh iterator each call: a replay pass re-reads the input
+    when a parser asks for bytes the first pass has already dropped. ``MemberError`` raised by
+    the iterator is reported as a problem, and whatever was read before it is still reported.
+    """
+    chunks = open_chunks()
+    result = BinaryScan()
+    try:
+        first = next(chunks, b"")
+    except MemberError as exc:
+        result.notes.append((None, Note(Severity.ERROR, str(exc))))
+        return result
+    kind = sniff(first)
+    if kind is None:
+        return None
+    outcomes: dict[object, ParserOutcome] = {}
+
+    def done(outcome: ParserOutcome) -> None:
+        outcomes[outcome.token] = outcome
+
+    mux = StreamMux(done)
+    mux.add(layout_parser(kind, size), "layout")
+    read_error: str | None = None
+    tail = b""
+    chunk = first
+    try:
+        while chunk:
+            base = mux.position
+            if tail:
+                joined = tail + chunk[:3]
+                hit = joined.find(CONTAINER_MAGIC_BYTES)
+                if 0 <= hit < len(tail):
+                    start = base - len(tail) + hit
+                    mux.add(_container_parser(start, deep), start)
+            for match in _MAGIC_RE.finditer(chunk):
+                hit = match.start()
+                mux.add(_container_parser(base + hit, deep), base + hit)
+            mux.feed(chunk)
+            result.bytes_read += len(chunk)
+            if on_bytes:
+                on_bytes(len(chunk))
+            tail = chunk[-3:]
+            chunk = next(chunks, b"")
+    except MemberError as exc:
+        read_error = str(exc)
+    finally:
+        _close(chunks)
+    mux.finish()
+    replays = 0
+    while mux.missed and read_error is None and replays < MAX_REPLAYS:
+        replays += 1
+        pending = mux.missed
+        mux = StreamMux(done)
+        for request in pending:
+            mux.resume(request)
+        replay = open_chunks()
+        try:
+            for piece in replay:
+                mux.feed(piece)
+                if not mux.wants_more():
+                    break
+        except MemberError as exc:
+            read_error = str(exc)
+        finally:
+            _close(replay)
+        mux.finish()
+    if read_error:
+        result.notes.append((None, Note(Severity.ERROR, read_error)))
+    _assemble(label, kind, size, outcomes, result)
+    return result
+
+
+def _close(chunks: Iterator[bytes]) -> None:
+    """Close a chunk generator early (its file handle), whatever kind of iterator it is."""
+    close = getattr(chunks, "close", None)
+    if close:
+        close()
+
+
+def _assemble(
+    label: str,
+    kind: str,
+    size: int,
+    outcomes: dict[object, ParserOutcome],
+    result: BinaryScan,
+) -> None:
+    layout_outcome = outcomes.pop("layout", None)
+    layout: FileLayout
+    if layout_outcome is None or layout_outcome.error is not None or layout_outcome.value is None:
+        why = layout_outcome.error if layout_outcome else "its structure could not be read"
+        result.notes.append((None, Note(Severity.ERROR, f"layout unreadable: {why}")))
+        layout = FileLayout(kind, (Unit("", 0, size, "unknown"),))
+    else:
+        layout = layout_outcome.value
+    result.notes.extend((None, n) for n in layout.problems)
+
+    scans: list[_ContainerScan] = []
+    header_errors: list[tuple[int, str]] = []
+    for token, outcome in outcomes.items():
+        if not isinstance(token, int):
+            continue
+        if isinstance(outcome.value, _ContainerScan):
+            scans.append(outcome.value)
+        elif isinstance(outcome.error, FormatError):
+            header_errors.append((token, str(outcome.error)))
+        elif outcome.error is not None:
+            message = f"internal error reading the container at {token:#x}: {outcome.error!r}"
+            result.notes.append((None, Note(Severity.ERROR, message)))
+    scans.sort(key=lambda s: s.offset)
+
+    per_unit: dict[str, list[FatbinEntry]] = {u.name: [] for u in layout.units}
+    per_unit_containers: dict[str, list[FatbinContainer]] = {u.name: [] for u in layout.units}
+    covered: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    unit_notes: dict[str, list[Note]] = {u.name: list(u.problems) for u in layout.units}
+    accepted_end = -1
+    for scan in scans:
+        if scan.offset < accepted_end:
+            continue  # inside an accepted container's payload: data, not a container
+        unit = layout.unit_at(scan.offset)
+        if unit is None:
+            continue
+        section = unit.section_at(scan.offset)
+        name = section.name if section else NO_SECTION
+        meant = name in FATBIN_SECTIONS or name == RAW_FATBIN_SECTION
+        if scan.error and not scan.headers and not meant:
+            continue  # random bytes that happened to hold the magic
+        notes = unit_notes[unit.name]
+        limit = section.end if section else unit.end
+        if scan.end > limit:
+            notes.append(
+                Note(
+                    Severity.ERROR,
+                    f"container at {scan.offset - unit.start:#x} in {name} declares "
+                    f"{scan.end - scan.offset - 16} bytes of entries but only "
+                    f"{max(0, limit - scan.offset - 16)} remain in the section",
+                )
+            )
+        if scan.error and scan.error_at < limit:
+            notes.append(Note(Severity.ERROR, f"in {name}: {_relative(scan.error, unit)}"))
+        notes.extend(
+            Note(Severity.ERROR, f"in {name}: {_relative(e, unit)}") for e in scan.payload_errors
+        )
+        kept = tuple(_entry(h, name, unit) for h in scan.headers if h.end <= limit)
+        per_unit[unit.name].extend(kept)
+        per_unit_containers[unit.name].append(
+            FatbinContainer(name, scan.offset - unit.start, scan.end - scan.offset, kept)
+        )
+        accepted_end = min(scan.end, limit)
+        if section is not None:
+            covered.setdefault((unit.name, section.offset), []).append((scan.offset, accepted_end))
+
+    for offset, message in header_errors:
+        if offset < accepted_end and any(s.offset <= offset < s.end for s in scans):
+            continue
+        unit = layout.unit_at(offset)
+        section = unit.section_at(offset) if unit else None
+        if unit is not None and section is not None and section.name in FATBIN_SECTIONS:
+            notes = unit_notes[unit.name]
+            notes.append(Note(Severity.ERROR, f"in {section.name}: {_relative(message, unit)}"))
+
+    for unit in layout.units:
+        notes = unit_notes[unit.name]
+        for section in unit.sections:
+            if section.name not in FATBIN_SECTIONS and section.name != RAW_FATBIN_SECTION:
+                continue
+            gap = _uncovered(section.offset, section.end, covered.get((unit.name, section.offset)))
+            if gap > ALIGNMENT_SLACK:
+                notes.append(
+                    Note(
+                        Severity.ERROR,
+                        f"{gap} bytes of {section.name} are not inside any valid fatbin "
+                        "container (damaged container header?)",
+                    )
+                )
+        entries = per_unit[unit.name]
+        if unit.file_kind == "cubin" and unit.cubin_sm:
+            entries.append(_cubin_entry(unit))
+            notes.append(
+                Note(
+                    Severity.WARNING,
+                    "standalone cubin: its ELF header does not record an 'a'/'f' suffix, "
+                    f"reported as sm_{unit.cubin_sm}",
+                )
+            )
+        unknown = Counter(e.flags & ~KNOWN_FLAGS for e in entries if e.flags & ~KNOWN_FLAGS)
+        for bits, count in sorted(unknown.items()):
+            notes.append(
+                Note(
+                    Severity.ERROR,
+                    f"unknown fatbin flag bits {bits:#x} on {count} entries: reported as read, "
+                    "but their meaning is unknown to this archwheel version",
+                )
+            )
+        path = label if not unit.name else f"{label}({unit.name})"
+        result.libraries.append(
+            LibraryInventory(
+                path=path,
+                file_kind=unit.file_kind,
+                size=unit.end - unit.start,
+                entries=tuple(sorted(entries, key=lambda e: e.offset)),
+                containers=tuple(per_unit_containers[unit.name]),
+            )
+        )
+        result.notes.extend((unit.name or None, n) for n in _limit(notes))
+
+
+def _relative(message: str, unit: Unit) -> str:
+    return message if not unit.start else f"{message} (offsets in the archive)"
+
+
+def _entry(header: EntryHeader, section: str, unit: Unit) -> FatbinEntry:
+    entry = entry_model(header, section)
+    # Offsets inside an archive member are reported relative to the member.
+    return dataclasses.replace(entry, offset=entry.offset - unit.start) if unit.start else entry
+
+
+def _cubin_entry(unit: Unit) -> FatbinEntry:
+    assert unit.cubin_sm is not None
+    size = unit.end - unit.start
+    return FatbinEntry(
+        section="(cubin)",
+        offset=0,
+        kind=CodeKind.SASS,
+        target=Target(ComputeCapability.from_number(unit.cubin_sm), Variant.PLAIN),
+        compression=Compression.NONE,
+        stored_bytes=size,
+        uncompressed_bytes=size,
+    )
+
+
+def _uncovered(start: int, end: int, spans: list[tuple[int, int]] | None) -> int:
+    covered = 0
+    cursor = start
+    for span_start, span_end in sorted(spans or []):
+        lo, hi = max(span_start, cursor), min(span_end, end)
+        if hi > lo:
+            covered += hi - lo
+            cursor = hi
+    return (end - start) - covered
+
+
+def _limit(notes: list[Note]) -> list[Note]:
+    unique = list(dict.fromkeys(notes))
+    if len(unique) <= MAX_PROBLEMS_PER_LIBRARY:
+        return unique
+    rest = len(unique) - MAX_PROBLEMS_PER_LIBRARY
+    severity = (
+        Severity.ERROR if any(n.severity is Severity.ERROR for n in unique) else (Severity.WARNING)
+    )
+    return [*unique[:MAX_PROBLEMS_PER_LIBRARY], Note(severity, f"... and {rest} more problems")]
+
+
+def problems_of(source: str, member: str | None, scan: BinaryScan) -> list[Problem]:
+    """The scan's notes as problems of ``source``, placed at ``member`` (and its unit)."""
+    out = []
+    for unit, note in scan.notes:
+        where = member
+        if unit:
+            where = f"{member}({unit})" if member else unit
+        out.append(Problem(source, note.message, member=where, severity=note.severity))
+    return out
+
+
+def file_chunks(path: Path) -> Callable[[], Iterator[bytes]]:
+    """A file's bytes as ``scan_stream`` wants them: a fresh chunk iterator per call."""
+
+    def open_chunks() -> Iterator[bytes]:
+        with path.open("rb") as fh:
+            first = fh.read(64 << 10)
+            if not first:
+                return
+            yield first
+            while True:
+                block = fh.read(FILE_CHUNK)
+                if not block:
+                    return
+                yield block
+
+    return open_chunks
+
+
+def scan_bytes(name: str, data: bytes, *, deep: bool = False) -> LibraryInventory:
+    """Scan an in-memory binary (tests, fuzzing). Problems are dropped; see ``scan_bytes_full``."""
+    libraries, _ = scan_bytes_full(name, data, deep=deep)
+    if not libraries:
+        return LibraryInventory(path=name, file_kind="not-a-binary", size=len(data))
+    return libraries[0]
+
+
+def scan_bytes_full(
+    name: str, data: bytes, *, deep: bool = False
+) -> tuple[list[LibraryInventory], list[Problem]]:
+    """Scan an in-memory binary; every library (one per archive member) and every problem."""
+
+    def open_chunks() -> Iterator[bytes]:
+        view = memoryview(data)
+        for i in range(0, len(data), FILE_CHUNK):
+            yield bytes(view[i : i + FILE_CHUNK])
+
+    scan = scan_stream(name, len(data), open_chunks, deep=deep)
+    if scan is None:
+        return [], []
+    return scan.libraries, problems_of(name, None, scan)
+
+
+def scan_file(
+    path: Path, label: str | None = None, *, deep: bool = False
+) -> tuple[list[LibraryInventory], list[Problem]]:
+    """Scan one file on disk. Not a binary: no libraries and no problem."""
+    shown = label or str(path)
+    try:
+        size = path.stat().st_size
+        scan = scan_stream(shown, size, file_chunks(path), deep=deep)
+    except OSError as exc:
+        return [], [Problem(shown, f"cannot read: {exc.strerror or exc}")]
+    if scan is None:
+        return [], []
+    return scan.libraries, problems_of(shown, None, scan)
+
+
+MemberResult = tuple[BinaryScan | None, str | None]
+"""A wheel member's scan, or the message that replaces it when the scanner failed."""
+
+
+def scan_member(
+    path: Path,
+    archive_size: int,
+    member: Member,
+    on_bytes: Callable[[int], None] | None,
+    deep: bool = False,
+) -> MemberResult:
+    """Scan one wheel member; a crash in the scanner becomes a message, never an exception."""
+    try:
+        scan = scan_stream(
+            member.name,
+            member.size,
+            lambda: member_chunks(path, archive_size, member),
+            on_bytes,
+            deep=deep,
+        )
+    except Exception as exc:  # a bug must not lose the rest of the wheel
+        return None, f"internal error: {type(exc).__name__}: {exc}"
+    return scan, None

@@ -1,0 +1,331 @@
+"""What to scan for each kind of input: a path, a wheel, a directory, an installed distribution.
+
+Wheels are streamed member by member (never extracted), text members skipped, big members handed
+to the worker pool (``pool``). An installed distribution's files come from its ``RECORD``, listed
+by the environment's own interpreter (run through ``archwheel.effects.process``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from archwheel.binary.model import InputInventory, LibraryInventory, Problem, Severity
+from archwheel.binary.scan.binary import (
+    BinaryScan,
+    file_chunks,
+    problems_of,
+    scan_file,
+    scan_stream,
+)
+from archwheel.binary.scan.pool import scan_members
+from archwheel.binary.zipread import WheelReader
+from archwheel.effects.process import TimeoutExpired, run_program
+from archwheel.errors import InputError, ToolError
+
+# Wheel members with these suffixes are text or Python, never binaries: not even peeked at.
+# (`--all-members` peeks at everything.)
+TEXT_SUFFIXES = frozenset(
+    (
+        ".py .pyi .pyc .pyx .pxd .h .hpp .hxx .cuh .inl .c .cc .cpp .cxx .cu .txt .md .rst "
+        ".json .yaml .yml .toml .cfg .ini .html .css .js .csv .typed .cmake .in .pem"
+    ).split()
+)
+DIST_INFO_FILES = frozenset({"METADATA", "RECORD", "WHEEL", "LICENSE", "top_level.txt"})
+
+ProgressCallback = Callable[[int, int, str], None]
+"""Called as ``on_progress(done_bytes, total_bytes, current_name)`` by the scanning thread;
+worker processes' progress is added in before it is reported."""
+
+LIST_TIMEOUT = 120  # seconds an interpreter gets to list a distribution's files
+
+
+def _is_text_member(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    dot = base.rfind(".")
+    if dot > 0 and base[dot:].lower() in TEXT_SUFFIXES:
+        return True
+    parent = name[: len(name) - len(base) - 1].rsplit("/", 1)[-1]
+    return parent.endswith(".dist-info") and base in DIST_INFO_FILES
+
+
+class _Progress:
+    """Byte counter that reports to a callback."""
+
+    def __init__(self, total: int, callback: ProgressCallback | None) -> None:
+        self.total = total
+        self.done = 0
+        self.callback = callback
+
+    def set(self, done: int, name: str) -> None:
+        if self.callback is not None:
+            self.callback(done, self.total, name)
+
+    def add(self, amount: int, name: str) -> None:
+        if self.callback is None:
+            return
+        self.done += amount
+        self.callback(self.done, self.total, name)
+
+
+def _add_named(progress: _Progress, name: str, amount: int) -> None:
+    progress.add(amount, name)
+
+
+class _Found:
+    """What the scans of one input's members add up to, in the order they were made."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.libraries: list[LibraryInventory] = []
+        self.problems: list[Problem] = []
+        self.scanned = 0
+        self.bytes_read = 0
+
+    def problem(self, message: str, member: str) -> None:
+        self.problems.append(Problem(self.source, message, member=member))
+
+    def add(self, member: str, scan: BinaryScan | None) -> None:
+        """One member's scan; None: not a binary, nothing to count."""
+        if scan is None:
+            return
+        self.scanned += 1
+        self.bytes_read += scan.bytes_read
+        self.libraries.extend(scan.libraries)
+        self.problems.extend(problems_of(self.source, member, scan))
+
+    def inventory(self, kind: str, metadata: dict[str, str] | None = None) -> InputInventory:
+        return InputInventory(
+            source=self.source,
+            input_kind=kind,
+            libraries=tuple(self.libraries),
+            problems=tuple(self.problems),
+            members_scanned=self.scanned,
+            bytes_scanned=self.bytes_read,
+            metadata=dict(metadata or {}),
+        )
+
+
+def scan_wheel(
+    path: Path,
+    *,
+    on_progress: ProgressCallback | None = None,
+    workers: int | None = None,
+    all_members: bool = False,
+    deep: bool = False,
+) -> InputInventory:
+    """Scan every binary member of a wheel (any zip), streamed, in parallel."""
+    found = _Found(str(path))
+    reader = WheelReader(path)
+    for name, why in reader.name_problems:
+        found.problem(why, name)
+    members = [m for m in reader.members if all_members or not _is_text_member(m.name)]
+    members = [m for m in members if m.size >= 4]
+    progress = _Progress(sum(m.size for m in members), on_progress)
+    results = scan_members(path, reader.archive_size, members, progress.set, workers, deep=deep)
+
+    for index, member in enumerate(members):
+        scan, error = results[index]
+        if error:
+            found.problem(error, member.name)
+        else:
+            found.add(member.name, scan)
+    return found.inventory("wheel", {"file": path.name})
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    """Regular files under ``root``, sorted, without following directory links."""
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames.sort()
+        for name in sorted(filenames):
+            candidate = Path(dirpath) / name
+            if candidate.is_file():
+                yield candidate
+
+
+def scan_directory(
+    root: Path,
+    *,
+    on_progress: ProgressCallback | None = None,
+    kind: str = "directory",
+    deep: bool = False,
+) -> InputInventory:
+    """Scan every binary file under a directory tree."""
+    return scan_files(root, list(_walk(root)), on_progress=on_progress, kind=kind, deep=deep)
+
+
+def scan_files(
+    root: Path,
+    files: list[Path],
+    *,
+    on_progress: ProgressCallback | None = None,
+    kind: str = "directory",
+    label: str | None = None,
+    deep: bool = False,
+) -> InputInventory:
+    found = _Found(label or str(root))
+    sizes = {}
+    for f in files:
+        try:
+            sizes[f] = f.stat().st_size
+        except OSError as exc:
+            found.problem(f"cannot read: {exc.strerror}", str(f))
+    progress = _Progress(sum(sizes.values()), on_progress)
+    for f, size in sizes.items():
+        try:
+            relative = f.relative_to(root).as_posix()
+        except ValueError:
+            relative = str(f)
+        try:
+            scan = scan_stream(
+                relative,
+                size,
+                file_chunks(f),
+                functools.partial(_add_named, progress, relative),
+                deep=deep,
+            )
+        except OSError as exc:
+            found.problem(f"cannot read: {exc.strerror or exc}", relative)
+            continue
+        found.add(relative, scan)
+    return found.inventory(kind)
+
+
+def scan_path(
+    path: Path | str,
+    *,
+    on_progress: ProgressCallback | None = None,
+    workers: int | None = None,
+    all_members: bool = False,
+    deep: bool = False,
+) -> InputInventory:
+    """Scan a wheel (or any zip), a directory, or a single file, detected from the path.
+
+    ``deep`` also decompresses every payload and checks it against its header (slow).
+    """
+    p = Path(path)
+    if p.is_dir():
+        return scan_directory(p, on_progress=on_progress, deep=deep)
+    if not p.exists():
+        raise InputError(f"{p}: no such file or directory")
+    if not p.is_file():
+        raise InputError(f"{p}: not a regular file")
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(8)
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read ({exc.strerror})") from None
+    if head.startswith(b"PK") or p.suffix == ".whl":
+        return scan_wheel(
+            p, on_progress=on_progress, workers=workers, all_members=all_members, deep=deep
+        )
+    libraries, problems = scan_file(p, deep=deep)
+    if not libraries and not problems:
+        problems = [
+            Problem(
+                str(p),
+                "not a wheel, ELF file, ar archive or fatbin: nothing to audit",
+                severity=Severity.ERROR,
+            )
+        ]
+    return InputInventory(
+        source=str(p),
+        input_kind="file",
+        libraries=tuple(libraries),
+        problems=tuple(problems),
+        members_scanned=1 if libraries else 0,
+        bytes_scanned=p.stat().st_size,
+    )
+
+
+_FILES_OF_DISTRIBUTION = """
+import json, sys
+from importlib import metadata
+try:
+    dist = metadata.distribution(sys.argv[1])
+except metadata.PackageNotFoundError:
+    print(json.dumps({"error": "not-found"}))
+    raise SystemExit(0)
+files = [str(dist.locate_file(f)) for f in (dist.files or [])]
+print(json.dumps({"name": dist.metadata["Name"], "version": dist.version, "files": files}))
+"""
+
+
+def scan_installed(
+    distribution: str,
+    python: str | None = None,
+    *,
+    on_progress: ProgressCallback | None = None,
+    deep: bool = False,
+) -> InputInventory:
+    """Scan the files an installed distribution recorded (RECORD) in a Python environment."""
+    interpreter = python or sys.executable
+    try:
+        proc = run_program(
+            [interpreter, "-c", _FILES_OF_DISTRIBUTION, distribution],
+            echo=None,
+            check=False,
+            timeout=LIST_TIMEOUT,
+        )
+    except ToolError as exc:
+        if isinstance(exc.__cause__, TimeoutExpired):
+            raise ToolError(
+                f"{interpreter} took over {LIST_TIMEOUT} s to list {distribution}'s files"
+            ) from None
+        if exc.__cause__ is None or isinstance(exc.__cause__, FileNotFoundError):
+            raise ToolError(f"python interpreter {interpreter!r} not found") from None
+        raise
+    if proc.returncode != 0:
+        raise ToolError(
+            f"{interpreter} could not list the files of {distribution}: "
+            f"{proc.stderr.strip().splitlines()[-1:] or proc.returncode}"
+        )
+    try:
+        info = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise ToolError(f"unexpected output from {interpreter} listing {distribution}") from None
+    if info.get("error") == "not-found":
+        raise InputError(
+            f"{distribution} is not installed in {interpreter}",
+            hint="install it, or point --python at the environment that has it",
+        )
+    files = [Path(f) for f in info["files"]]
+    existing = [f for f in files if f.is_file()]
+    roots = [f.parent for f in existing]
+    root = Path(os.path.commonpath([str(r) for r in roots])) if roots else Path()
+    inventory = scan_files(
+        root,
+        existing,
+        on_progress=on_progress,
+        kind="installed",
+        label=f"{info['name']}=={info['version']} ({interpreter})",
+        deep=deep,
+    )
+    missing = [f for f in files if not f.exists()]
+    problems = list(inventory.problems)
+    if missing:
+        problems.append(
+            Problem(
+                inventory.source,
+                f"{len(missing)} recorded files are missing (first: {missing[0]}): "
+                "a damaged installation",
+            )
+        )
+    return InputInventory(
+        source=inventory.source,
+        input_kind="installed",
+        libraries=inventory.libraries,
+        problems=tuple(problems),
+        members_scanned=inventory.members_scanned,
+        bytes_scanned=inventory.bytes_scanned,
+        metadata={
+            "name": str(info["name"]),
+            "version": str(info["version"]),
+            "root": str(root),
+            "python": interpreter,
+        },
+    )

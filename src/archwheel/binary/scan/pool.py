@@ -1,0 +1,282 @@
+"""Scan a wheel's big members in parallel, in worker processes.
+
+The inflater holds the GIL, so threads would not help: big members are scanned by worker
+processes, a fork of this process where that is safe (single-threaded POSIX), else a fresh
+``python -m archwheel.binary.scan.worker`` started through ``archwheel.effects.process`` (never
+multiprocessing, whose spawn re-imports the caller's main module). The main process scans the
+small members and takes big ones too whenever every worker is busy, longest first. A worker that
+fails is rescanned here, so a whole wheel costs about one inflate of its binaries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import pickle
+import signal
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from archwheel.binary.scan.binary import MemberResult, scan_member
+from archwheel.binary.zipread import Member
+from archwheel.effects import process
+
+PARALLEL_MIN_COMPRESSED = 8 << 20
+FORK_WORKERS = True  # tests turn it off to exercise the spawned workers
+WORKER_MODULE = "archwheel.binary.scan.worker"
+
+ProgressSink = Callable[[int, str], None]
+"""Called as ``sink(done_bytes, current_member)`` while members are scanned."""
+
+
+def default_workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+class _Worker:
+    """One member scanned in a child process (the base: a fresh interpreter, result on stdout)."""
+
+    index: int
+    member: Member
+
+    @property
+    def done_bytes(self) -> int:
+        raise NotImplementedError
+
+    def finished(self) -> bool:
+        raise NotImplementedError
+
+    def result(self) -> MemberResult | None:
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+
+class _ForkedWorker(_Worker):
+    """A forked copy of this process scans the member: no interpreter start, no imports.
+
+    Only used while this process runs a single thread (forking a threaded process can copy
+    locks held by other threads). Progress is a counter in shared memory; the pickled result
+    comes back through a pipe drained without blocking.
+    """
+
+    def __init__(
+        self, path: Path, archive_size: int, index: int, member: Member, deep: bool
+    ) -> None:
+        self.index = index
+        self.member = member
+        self._counter = mmap.mmap(-1, 8)
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - runs in the child, which never returns
+            code = 1
+            try:
+                os.close(read_fd)
+                done = 0
+
+                def on_bytes(amount: int) -> None:
+                    nonlocal done
+                    done += amount
+                    struct.pack_into("<Q", self._counter, 0, done)
+
+                payload = pickle.dumps(scan_member(path, archive_size, member, on_bytes, deep))
+                view = memoryview(payload)
+                while view:
+                    view = view[os.write(write_fd, view) :]
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        os.set_blocking(read_fd, False)
+        self._pid = pid
+        self._fd: int | None = read_fd
+        self._buffer = bytearray()
+        self._status: int | None = None
+
+    @property
+    def done_bytes(self) -> int:
+        return int(struct.unpack_from("<Q", self._counter, 0)[0])
+
+    def _drain(self, block: bool = False) -> None:
+        if self._fd is None:
+            return
+        os.set_blocking(self._fd, block)
+        while True:
+            try:
+                data = os.read(self._fd, 1 << 20)
+            except BlockingIOError:
+                return
+            if not data:
+                os.close(self._fd)
+                self._fd = None
+                return
+            self._buffer += data
+
+    def finished(self) -> bool:
+        self._drain()
+        if self._status is None:
+            pid, status = os.waitpid(self._pid, os.WNOHANG)
+            if pid:
+                self._status = status
+        return self._status is not None
+
+    def result(self) -> MemberResult | None:
+        self._drain(block=True)
+        if self._status is None:
+            _, self._status = os.waitpid(self._pid, 0)
+        self._counter.close()
+        if os.waitstatus_to_exitcode(self._status) != 0:
+            return None
+        return _unpickle_result(bytes(self._buffer))
+
+    def kill(self) -> None:
+        if self._status is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._pid, signal.SIGKILL)
+            _, self._status = os.waitpid(self._pid, 0)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _unpickle_result(data: bytes) -> MemberResult | None:
+    try:
+        value = pickle.loads(data)  # noqa: S301 - from our own child process
+    except Exception:
+        return None
+    return value if isinstance(value, tuple) else None
+
+
+class _SpawnedWorker(_Worker):
+    """A fresh ``python -m archwheel.binary.scan.worker``; progress arrives as stderr lines."""
+
+    def __init__(
+        self, path: Path, archive_size: int, index: int, member: Member, deep: bool
+    ) -> None:
+        self.index = index
+        self.member = member
+        self._done = 0
+        self._stdout = b""
+        self.proc = process.spawn(
+            [sys.executable, "-m", WORKER_MODULE],
+            stdin=process.PIPE,
+            stdout=process.PIPE,
+            stderr=process.PIPE,
+        )
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(pickle.dumps((str(path), archive_size, member, deep)))
+        self.proc.stdin.close()
+        self._threads = [
+            threading.Thread(target=self._read_result, daemon=True),
+            threading.Thread(target=self._read_progress, daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    @property
+    def done_bytes(self) -> int:
+        return self._done
+
+    def _read_result(self) -> None:
+        assert self.proc.stdout is not None
+        self._stdout = self.proc.stdout.read()
+
+    def _read_progress(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            if line.strip().isdigit():
+                self._done = int(line)
+
+    def finished(self) -> bool:
+        return self.proc.poll() is not None
+
+    def result(self) -> MemberResult | None:
+        self.proc.wait()
+        for t in self._threads:
+            t.join()
+        if self.proc.returncode != 0:
+            return None
+        return _unpickle_result(self._stdout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def _start_worker(path: Path, archive_size: int, index: int, member: Member, deep: bool) -> _Worker:
+    if hasattr(os, "fork") and threading.active_count() == 1 and FORK_WORKERS:
+        return _ForkedWorker(path, archive_size, index, member, deep)
+    return _SpawnedWorker(path, archive_size, index, member, deep)
+
+
+def scan_members(
+    path: Path,
+    archive_size: int,
+    members: list[Member],
+    progress: ProgressSink,
+    workers: int | None,
+    *,
+    deep: bool = False,
+) -> dict[int, MemberResult]:
+    """Every member's result by its index in ``members``, big ones scanned in worker processes;
+    ``progress`` hears the bytes scanned so far, all workers together."""
+    results: dict[int, MemberResult] = {}
+    slots = (workers or default_workers()) - 1
+    by_size = sorted(range(len(members)), key=lambda i: -members[i].compressed_size)
+    big = [i for i in by_size if members[i].compressed_size >= PARALLEL_MIN_COMPRESSED]
+    if slots < 1 or len(big) < 2:
+        big = []
+    small = [i for i in by_size if i not in set(big)]
+    local_done = 0
+    running: list[_Worker] = []
+
+    def report(name: str) -> None:
+        progress(local_done + sum(w.done_bytes for w in running), name)
+
+    def scan_here(index: int) -> None:
+        nonlocal local_done
+        member = members[index]
+
+        def on_bytes(amount: int) -> None:
+            nonlocal local_done
+            local_done += amount
+            report(member.name)
+
+        results[index] = scan_member(path, archive_size, member, on_bytes, deep)
+
+    try:
+        while big or small or running:
+            while big and len(running) < slots:
+                index = big.pop(0)
+                try:
+                    running.append(_start_worker(path, archive_size, index, members[index], deep))
+                except OSError:
+                    slots = 0  # cannot start processes here: scan everything in this one
+                    scan_here(index)
+            for worker in [w for w in running if w.finished()]:
+                running.remove(worker)
+                outcome = worker.result()
+                local_done += worker.member.size
+                if outcome is None:
+                    local_done -= worker.member.size
+                    scan_here(worker.index)
+                else:
+                    results[worker.index] = outcome
+            if big:
+                scan_here(big.pop(0))
+            elif small:
+                scan_here(small.pop(0))
+            elif running:
+                time.sleep(0.02)
+                report(running[0].member.name)
+    finally:
+        for worker in running:
+            worker.kill()
+    return results
