@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,6 +24,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
+
+from archwheel.effects.process import DEVNULL, Popen, TimeoutExpired, last_line, spawn
 
 # How much of a step's stderr and stdout is kept, and the largest result file read back.
 OUTPUT_TAIL_BYTES = 8192
@@ -115,14 +116,14 @@ class Watchdog:
             started = time.monotonic()
             with out_path.open("wb") as out, err_path.open("wb") as err:
                 try:
-                    proc = subprocess.Popen(
+                    proc = spawn(
                         argv,
-                        stdin=subprocess.DEVNULL,
+                        stdin=DEVNULL,
                         stdout=out,
                         stderr=err,
                         env=env,
                         cwd=command.cwd,
-                        start_new_session=True,  # its own process group, killed as one
+                        new_session=True,  # its own process group, killed as one
                     )
                 except OSError as exc:
                     return ChildOutcome(
@@ -134,7 +135,7 @@ class Watchdog:
                 hung = False
                 try:
                     proc.wait(timeout=command.timeout)
-                except subprocess.TimeoutExpired:
+                except TimeoutExpired:
                     hung = True
                     self._kill_group(proc)
                     if command.on_hang is not None:
@@ -206,11 +207,11 @@ class Watchdog:
             problem=None if returncode == 0 else f"exited with code {returncode}",
         )
 
-    def _kill_group(self, proc: subprocess.Popen[bytes]) -> None:
+    def _kill_group(self, proc: Popen[bytes]) -> None:
         _signal_group(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=self.grace_seconds)
-        except subprocess.TimeoutExpired:
+        except TimeoutExpired:
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
 
@@ -248,7 +249,8 @@ def _tail_lines(path: Path, lines: int = STDERR_TAIL_LINES) -> tuple[str, ...]:
 
 
 def _last_line(stderr_tail: Sequence[str]) -> str:
-    return f": {stderr_tail[-1].strip()}" if stderr_tail else ""
+    """``": <last line of stderr>"`` for a problem text, or nothing when it printed nothing."""
+    return f": {last_line(chr(10).join(stderr_tail))}" if stderr_tail else ""
 
 
 def _read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
