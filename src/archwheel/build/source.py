@@ -20,7 +20,6 @@ import re
 import shutil
 import ssl
 import stat
-import subprocess
 import tarfile
 import urllib.request
 import zipfile
@@ -29,7 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from archwheel.build.recipe import SourceSpec
-from archwheel.effects.process import Echo, echo_to_stderr, quote_command
+from archwheel.effects.files import (
+    OversizedMember,
+    atomic_writer,
+    copy_file_atomic,
+    extract_member,
+    sha256_file,
+)
+from archwheel.effects.process import Echo, echo_to_stderr, last_line, run_program
 from archwheel.errors import BuildError, InputError, ToolError, UsageError
 
 ZIP_EPOCH_MIN = 315532800  # 1980-01-01: the earliest timestamp a zip entry can carry
@@ -74,23 +80,17 @@ class Git:
         self.echo = echo
 
     def run(self, args: Sequence[str], cwd: Path | None = None, *, quiet: bool = False) -> str:
-        program = shutil.which("git")
-        if program is None:
-            raise ToolError("couldn't find git in PATH", hint="install git")
-        if self.echo and not quiet:
-            self.echo(quote_command(["git", *args]))
-        proc = subprocess.run(
-            [program, *args],
+        proc = run_program(
+            ["git", *args],
             cwd=cwd,
-            capture_output=True,
-            text=True,
             check=False,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+            env={"GIT_TERMINAL_PROMPT": "0"},
+            echo=None if quiet else self.echo,
         )
         if proc.returncode != 0:
-            lines = (proc.stderr or proc.stdout).strip().splitlines() or ["no output"]
             raise ToolError(
-                f"git {args[0]} failed (exit {proc.returncode}): {lines[-1][:300]}",
+                f"git {args[0]} failed (exit {proc.returncode}): "
+                f"{last_line(proc.stderr or proc.stdout, limit=300)}",
                 hint="the source repository must be reachable from this host; a mirror URL "
                 "in the recipe's [source] git works too",
             )
@@ -191,12 +191,8 @@ def content_hash(folder: Path, files: Sequence[str]) -> str:
             # never what it points at, which may lie outside the source.
             outer.update(f"{rel}\0l\0{path.readlink()}\n".encode())
             continue
-        inner = hashlib.sha256()
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                inner.update(block)
         executable = "x" if path.stat().st_mode & stat.S_IXUSR else "-"
-        outer.update(f"{rel}\0{executable}\0{inner.hexdigest()}\n".encode())
+        outer.update(f"{rel}\0{executable}\0{sha256_file(path)}\n".encode())
     return outer.hexdigest()
 
 
@@ -275,7 +271,7 @@ def _resolve_sdist(
     archive = cache / f"{spec.sha256}-{name}"
     if not archive.is_file():
         _fetch(spec.sdist, archive, echo)
-    digest = _sha256_file(archive)
+    digest = sha256_file(archive)
     if digest != spec.sha256:
         archive.unlink()
         raise InputError(
@@ -314,35 +310,25 @@ def _resolve_sdist(
 
 
 def _fetch(location: str, target: Path, echo: Echo | None) -> None:
-    tmp = target.with_name(target.name + ".part")
     if "://" not in location or location.startswith("file://"):
-        source = Path(location.removeprefix("file://"))
-        shutil.copyfile(source, tmp)
-    else:
-        if echo:
-            echo(f"+ download {location}")
-        context = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)
-        try:
-            with urllib.request.urlopen(location, timeout=120, context=context) as response:  # noqa: S310
-                total = 0
-                with tmp.open("wb") as out:
-                    for block in iter(lambda: response.read(1 << 20), b""):
-                        total += len(block)
-                        if total > MAX_SDIST_BYTES:
-                            raise InputError(f"{location} is larger than {MAX_SDIST_BYTES} bytes")
-                        out.write(block)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise ToolError(f"could not download {location}: {exc}") from None
-    tmp.replace(target)
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        copy_file_atomic(Path(location.removeprefix("file://")), target)
+        return
+    if echo:
+        echo(f"+ download {location}")
+    context = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)
+    try:
+        with (
+            urllib.request.urlopen(location, timeout=120, context=context) as response,  # noqa: S310
+            atomic_writer(target) as out,
+        ):
+            total = 0
+            for block in iter(lambda: response.read(1 << 20), b""):
+                total += len(block)
+                if total > MAX_SDIST_BYTES:
+                    raise InputError(f"{location} is larger than {MAX_SDIST_BYTES} bytes")
+                out.write(block)
+    except OSError as exc:
+        raise ToolError(f"could not download {location}: {exc}") from None
 
 
 def _safe_member(name: str, archive: Path) -> PurePosixPath:
@@ -372,8 +358,10 @@ def safe_unpack(archive: Path, target: Path) -> int:
                     dest.mkdir(parents=True, exist_ok=True)
                     continue
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(info) as src, dest.open("wb") as out:
-                    shutil.copyfileobj(src, out)
+                try:
+                    extract_member(zf, info, dest)
+                except OversizedMember as exc:
+                    raise InputError(f"{archive}: {exc}; refusing to unpack") from None
                 import calendar
 
                 newest = max(newest, calendar.timegm((*info.date_time, 0, 0, -1)))
