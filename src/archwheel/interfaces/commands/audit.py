@@ -204,10 +204,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _cross_check(args: argparse.Namespace, reports: list[AuditReport]) -> int:
-    """Run cuobjdump over the same inputs; print disagreements. Returns 0 or 1."""
-    from archwheel.verdicts.crosscheck import run_cli_cross_check
+    """Run cuobjdump over the same inputs; print its findings. Returns 0, 1 or 4."""
+    from archwheel.crosscheck.run import CrossCheckRequest, run_cross_check
+    from archwheel.interfaces.render.crosscheck import print_cross_check, progress_line
 
-    return run_cli_cross_check(reports, args)
+    quiet = bool(args.quiet)
+    progress = progress_line(quiet=quiet)
+    request = CrossCheckRequest(tuple(r.inventory for r in reports))
+    try:
+        result = run_cross_check(request, on_progress=progress)
+    finally:
+        if progress is not None:
+            progress.clear()
+    print_cross_check(result, quiet=quiet)
+    return result.exit_code
 
 
 def _emit(request: AuditRequest, reports: list[AuditReport]) -> None:
