@@ -48,13 +48,13 @@ from archwheel.build.gate import AuditGate, GateVerdict, audit_gate
 from archwheel.build.plan import BUILD, CCACHE, DIST, FILE_LIST, BuildPlan
 from archwheel.build.provenance import ImageRecord, provenance_document, provenance_path
 from archwheel.build.reproducible import WheelComparison, compare_wheels, repack_wheel
+from archwheel.effects.engine import Container, ContainerEngine, ContainerSpec, Mount
 from archwheel.effects.files import (
     copy_file_atomic,
     sha256_file,
     write_json_atomic,
     write_text_atomic,
 )
-from archwheel.effects.engine import Container, ContainerEngine, ContainerSpec, Mount
 from archwheel.errors import BuildError, ToolError
 
 _PROGRESS = re.compile(r"^\s*\[(\d+)/(\d+)\]")

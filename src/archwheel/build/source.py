@@ -119,6 +119,30 @@ def resolve_source(
     return _resolve_sdist(spec, cache / "sources" / "sdist", recipe_epoch, echo)
 
 
+def _resolved(
+    spec: SourceSpec,
+    root: Path,
+    files: Sequence[str],
+    epoch: tuple[int, str],
+    *,
+    commit: str | None = None,
+    dirty: bool = False,
+    sdist_sha256: str | None = None,
+) -> ResolvedSource:
+    """The resolved source over ``files`` of ``root``, hashed; ``epoch``: (value, origin)."""
+    return ResolvedSource(
+        spec=spec,
+        root=root,
+        commit=commit,
+        dirty=dirty,
+        content_sha256=content_hash(root, files),
+        files=tuple(files),
+        source_date_epoch=epoch[0],
+        epoch_origin=epoch[1],
+        sdist_sha256=sdist_sha256,
+    )
+
+
 def _epoch(recipe_epoch: int | None, found: int | None, origin: str) -> tuple[int, str]:
     if recipe_epoch is not None:
         return recipe_epoch, "recipe"
@@ -154,16 +178,7 @@ def _resolve_path(
     epoch, origin = _epoch(recipe_epoch, found_epoch, "last git commit touching the source")
     if dirty and recipe_epoch is None:
         origin += " (the tree has uncommitted changes)"
-    return ResolvedSource(
-        spec=spec,
-        root=folder,
-        commit=commit,
-        dirty=dirty,
-        content_sha256=content_hash(folder, files),
-        files=tuple(files),
-        source_date_epoch=epoch,
-        epoch_origin=origin,
-    )
+    return _resolved(spec, folder, files, (epoch, origin), commit=commit, dirty=dirty)
 
 
 def _walk(folder: Path) -> list[str]:
@@ -234,16 +249,7 @@ def _resolve_git(
     stamp = git.run(["-C", str(checkout), "log", "-1", "--format=%ct"], quiet=True).strip()
     files = [f for f in _walk(checkout) if f != ".archwheel-complete"]
     epoch, origin = _epoch(recipe_epoch, int(stamp) if stamp.isdigit() else None, "commit time")
-    return ResolvedSource(
-        spec=spec,
-        root=checkout,
-        commit=commit,
-        dirty=False,
-        content_sha256=content_hash(checkout, files),
-        files=tuple(files),
-        source_date_epoch=epoch,
-        epoch_origin=origin,
-    )
+    return _resolved(spec, checkout, files, (epoch, origin), commit=commit)
 
 
 def _pick_commit(listing: str, ref: str) -> str | None:
@@ -296,17 +302,7 @@ def _resolve_sdist(
     files = [f for f in _walk(root) if f != ".archwheel-complete"]
     found = int(newest_text) if newest_text.isdigit() else None
     epoch, origin = _epoch(recipe_epoch, found, "newest member of the sdist")
-    return ResolvedSource(
-        spec=spec,
-        root=root,
-        commit=None,
-        dirty=False,
-        content_sha256=content_hash(root, files),
-        files=tuple(files),
-        source_date_epoch=epoch,
-        epoch_origin=origin,
-        sdist_sha256=digest,
-    )
+    return _resolved(spec, root, files, (epoch, origin), sdist_sha256=digest)
 
 
 def _fetch(location: str, target: Path, echo: Echo | None) -> None:
