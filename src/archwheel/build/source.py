@@ -23,7 +23,7 @@ import stat
 import tarfile
 import urllib.request
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -42,6 +42,7 @@ ZIP_EPOCH_MIN = 315532800  # 1980-01-01: the earliest timestamp a zip entry can 
 MAX_SDIST_BYTES = 4 << 30
 MAX_SDIST_MEMBERS = 500_000
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_COMPLETE = ".archwheel-complete"  # the marker of a finished cache folder
 _SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".nox", ".venv", ".mypy_cache"})
 
 
@@ -143,6 +144,26 @@ def _resolved(
     )
 
 
+def _fill_once(folder: Path, fill: Callable[[], str]) -> str:
+    """A cache folder that ``fill`` makes once; returns what ``fill`` returned then.
+
+    The folder counts as made only when its marker is written, after ``fill`` succeeded: a
+    folder without one (an interrupted run) is removed and made again.
+    """
+    marker = folder / _COMPLETE
+    if not marker.is_file():
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        try:
+            text = fill()
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        marker.write_text(text + "\n")
+    return marker.read_text().strip()
+
+
 def _epoch(recipe_epoch: int | None, found: int | None, origin: str) -> tuple[int, str]:
     if recipe_epoch is not None:
         return recipe_epoch, "recipe"
@@ -225,29 +246,25 @@ def _resolve_git(
         raise UsageError(f"git ref {ref!r} not found in {url}", hint="check the tag or branch")
     key = hashlib.sha256(url.encode()).hexdigest()[:16]
     checkout = cache / f"{key}-{commit[:12]}{'-sub' if spec.submodules else ''}"
-    marker = checkout / ".archwheel-complete"
-    if not marker.is_file():
-        if checkout.exists():
-            shutil.rmtree(checkout)
-        checkout.mkdir(parents=True)
-        try:
-            git.run(["init", "--quiet", str(checkout)])
-            git.run(["-C", str(checkout), "fetch", "--quiet", "--depth", "1", url, commit])
-            git.run(["-C", str(checkout), "checkout", "--quiet", "--detach", "FETCH_HEAD"])
-            if spec.submodules:
-                git.run(
-                    ["-C", str(checkout), "submodule", "update", "--init", "--recursive",
-                     "--depth", "1", "--jobs", "4"]
-                )  # fmt: skip
-        except BaseException:
-            shutil.rmtree(checkout, ignore_errors=True)
-            raise
-        marker.write_text(commit + "\n")
+    wanted = commit
+
+    def fetch() -> str:
+        git.run(["init", "--quiet", str(checkout)])
+        git.run(["-C", str(checkout), "fetch", "--quiet", "--depth", "1", url, wanted])
+        git.run(["-C", str(checkout), "checkout", "--quiet", "--detach", "FETCH_HEAD"])
+        if spec.submodules:
+            git.run(
+                ["-C", str(checkout), "submodule", "update", "--init", "--recursive",
+                 "--depth", "1", "--jobs", "4"]
+            )  # fmt: skip
+        return wanted
+
+    _fill_once(checkout, fetch)
     head = git.run(["-C", str(checkout), "rev-parse", "HEAD"], quiet=True).strip()
     if head != commit:
         raise BuildError(f"checkout {checkout} is at {head}, expected {commit}; delete it")
     stamp = git.run(["-C", str(checkout), "log", "-1", "--format=%ct"], quiet=True).strip()
-    files = [f for f in _walk(checkout) if f != ".archwheel-complete"]
+    files = [f for f in _walk(checkout) if f != _COMPLETE]
     epoch, origin = _epoch(recipe_epoch, int(stamp) if stamp.isdigit() else None, "commit time")
     return _resolved(spec, checkout, files, (epoch, origin), commit=commit)
 
@@ -285,21 +302,10 @@ def _resolve_sdist(
             hint="the file changed or the recipe is wrong; never build an unverified source",
         )
     tree = cache / spec.sha256
-    marker = tree / ".archwheel-complete"
-    if not marker.is_file():
-        if tree.exists():
-            shutil.rmtree(tree)
-        tree.mkdir(parents=True)
-        try:
-            newest = safe_unpack(archive, tree)
-        except BaseException:
-            shutil.rmtree(tree, ignore_errors=True)
-            raise
-        marker.write_text(f"{newest}\n")
-    newest_text = marker.read_text().strip()
-    entries = [p for p in tree.iterdir() if p.name != ".archwheel-complete"]
+    newest_text = _fill_once(tree, lambda: str(safe_unpack(archive, tree)))
+    entries = [p for p in tree.iterdir() if p.name != _COMPLETE]
     root = entries[0] if len(entries) == 1 and entries[0].is_dir() else tree
-    files = [f for f in _walk(root) if f != ".archwheel-complete"]
+    files = [f for f in _walk(root) if f != _COMPLETE]
     found = int(newest_text) if newest_text.isdigit() else None
     epoch, origin = _epoch(recipe_epoch, found, "newest member of the sdist")
     return _resolved(spec, root, files, (epoch, origin), sdist_sha256=digest)
