@@ -20,7 +20,8 @@ from typing import ClassVar
 
 import pytest
 
-from archwheel.binary.cuobjdump import Cuobjdump, CuobjdumpInventory, find_cuobjdump
+from archwheel.binary.cuobjdump import CuobjdumpInventory
+from archwheel.crosscheck.cuobjdump import Cuobjdump, find_cuobjdump
 from tests.nvcc_fixtures import NvccCorpus, build_corpus
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.build.reproducible import compare_wheels, repack_wheel, sha256_file
+from archwheel.build.reproducible import compare_wheels, repack_wheel
+from archwheel.effects.files import sha256_file
 from archwheel.errors import BuildError, InputError
 
 MEMBERS = {

@@ -13,6 +13,7 @@ Three layers of tests:
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import struct
 import tempfile
@@ -24,24 +25,27 @@ from typing import Any
 
 import pytest
 
-from archwheel.binary.cuobjdump import Cuobjdump
 from archwheel.binary.model import (
     Compression,
     FatbinEntry,
     InputInventory,
     LibraryInventory,
 )
+from archwheel.crosscheck.cuobjdump import Cuobjdump
+from archwheel.crosscheck.inputs import crosscheck_input
+from archwheel.crosscheck.run import CrossCheckRequest, run_cross_check
 from archwheel.facts.arch import CodeKind, Target
+from archwheel.interfaces.render.crosscheck import print_cross_check
 from archwheel.verdicts.crosscheck import (
     CountRow,
     CrossCheckReport,
     InvisibleRow,
     LibraryFailure,
     compare_library,
-    crosscheck_input,
     invisible_reason,
     split_library_path,
     visible_arch,
+    worst_exit_code,
 )
 from tests.nvcc_fixtures import SPECS, BuiltFixture, NvccCorpus, Product
 
@@ -485,9 +489,41 @@ def test_report_lines_say_agreement_in_one_line_and_list_each_finding() -> None:
     assert failed.exit_code == 4
 
 
+@pytest.mark.nvcc
+def test_run_cross_check_gives_one_report_per_input_and_the_worst_exit_code(
+    nvcc_corpus: NvccCorpus, cuobjdump: Cuobjdump
+) -> None:
+    fixture = nvcc_corpus["multi_arch.so"]
+    honest = flags_inventory([fixture])
+    lying = InputInventory(
+        honest.source,
+        "file",
+        tuple(
+            LibraryInventory(lib.path, lib.file_kind, lib.size, lib.entries[1:])
+            for lib in honest.libraries
+        ),
+    )
+    seen: list[tuple[str, str]] = []
+    request = CrossCheckRequest((honest, lying))
+    result = run_cross_check(request, tool=cuobjdump, on_progress=lambda *a: seen.append(a))
+    assert [r.ok for r in result.reports] == [True, False]
+    assert result.exit_code == 1
+    assert seen == [(str(fixture.path), str(fixture.path))] * 2
+    assert run_cross_check(CrossCheckRequest((honest,)), tool=cuobjdump).exit_code == 0
+    out = io.StringIO()
+    print_cross_check(result, quiet=True, stream=out)
+    assert out.getvalue().splitlines() == result.reports[1].lines(quiet=True)
+
+
+def test_the_worst_exit_code_of_several_cross_checks() -> None:
+    assert worst_exit_code([]) == 0
+    assert worst_exit_code([0, 4, 0]) == 4
+    assert worst_exit_code([4, 1, 0]) == 1
+
+
 def test_an_installed_inventory_without_its_root_cannot_be_cross_checked() -> None:
+    from archwheel.crosscheck.inputs import source_of
     from archwheel.errors import ToolError
-    from archwheel.verdicts.crosscheck import source_of
 
     with pytest.raises(ToolError, match="did not record where its files are"):
         source_of(InputInventory("torch==2.14.1 (python)", "installed", ()))

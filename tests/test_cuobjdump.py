@@ -19,16 +19,20 @@ from pathlib import Path
 import pytest
 
 from archwheel.binary.cuobjdump import (
-    Cuobjdump,
-    CuobjdumpInstaller,
     ListedImage,
-    cache_dir,
-    ensure_cuobjdump,
-    find_cuobjdump,
     parse_listing,
     read_layout,
     split_by_section,
 )
+from archwheel.crosscheck.cuobjdump import (
+    Cuobjdump,
+    CuobjdumpInstaller,
+    ensure_cuobjdump,
+    find_cuobjdump,
+    install_root,
+)
+from archwheel.effects.engine import EngineSettings
+from archwheel.effects.paths import cache_dir
 from archwheel.errors import ToolError
 from archwheel.facts.arch import CodeKind, Target, Variant
 from tests.nvcc_fixtures import SPECS, NvccCorpus, Product
@@ -398,8 +402,36 @@ def test_without_any_cuobjdump_and_no_install_the_error_says_how_to_get_one(
 
 
 def test_cache_dir_follows_archwheel_cache_then_xdg(tmp_path: Path) -> None:
-    assert cache_dir({"ARCHWHEEL_CACHE": str(tmp_path)}) == tmp_path
+    # $ARCHWHEEL_CACHE/archwheel, as every other cache of archwheel (issue 8: it was
+    # $ARCHWHEEL_CACHE itself here, a second cache folder beside effects.paths.cache_dir).
+    assert cache_dir({"ARCHWHEEL_CACHE": str(tmp_path)}) == tmp_path / "archwheel"
     assert cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "archwheel"
+    assert install_root({"ARCHWHEEL_CACHE": str(tmp_path)}) == tmp_path / "archwheel" / "cuobjdump"
+
+
+def test_every_cache_folder_of_archwheel_is_the_one_cache_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cuobjdump's venv, the podman configuration and the build caches share one folder."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    environments: list[dict[str, str]] = [
+        {"ARCHWHEEL_CACHE": str(tmp_path / "a")},
+        {"XDG_CACHE_HOME": str(tmp_path / "x")},
+        {"ARCHWHEEL_CACHE": str(tmp_path / "a"), "XDG_CACHE_HOME": str(tmp_path / "x")},
+        {},
+    ]
+    folders = set()
+    for env in environments:
+        podman = EngineSettings.create("podman", environ={**env, "ARCHWHEEL_PODMAN_RUNTIME": ""})
+        conf = Path(podman.env["CONTAINERS_CONF"])
+        assert conf.parent == cache_dir(env)
+        assert install_root(env).parent == cache_dir(env)
+        folders.add(cache_dir(env))
+    assert folders == {
+        tmp_path / "a" / "archwheel",
+        tmp_path / "x" / "archwheel",
+        tmp_path / "home" / ".cache" / "archwheel",
+    }
 
 
 def test_a_failed_install_is_a_tool_error_with_pips_last_line(tmp_path: Path) -> None:
@@ -425,7 +457,7 @@ def test_install_on_demand_puts_a_working_cuobjdump_in_the_cache_once(
         again = ensure_cuobjdump(install=True, environ=env)
     finally:
         sys.path[:] = original
-    assert tool.executable.is_relative_to(tmp_path / "cache" / "cuobjdump" / "venv")
+    assert tool.executable.is_relative_to(tmp_path / "cache" / "archwheel" / "cuobjdump" / "venv")
     assert again.executable == tool.executable
     assert tool.version().startswith("13.")
     seen = tool.inventory(nvcc_corpus["multi_arch.so"].path)

@@ -96,3 +96,42 @@ def test_checker_sees_a_sibling_use_case(tmp_path: Path) -> None:
         assert violations_of("interfaces", probe) == []
     finally:
         PACKAGE = saved
+
+
+# The one process runner: every subprocess of archwheel starts in effects/process.py.
+PROCESS_RUNNER = "effects/process.py"
+SUBPROCESS_EXEMPT = {
+    # a standalone stdlib script run by another interpreter, in the environment under test
+    "smoke/data/smoke_payload.py",
+}
+
+
+def imports_subprocess(path: Path) -> bool:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(
+            a.name.split(".")[0] == "subprocess" for a in node.names
+        ):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "subprocess":
+            return True
+    return False
+
+
+def test_only_the_process_runner_imports_subprocess() -> None:
+    found = {
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if imports_subprocess(path)
+    }
+    assert PROCESS_RUNNER in found  # the check sees an import where there is one
+    assert found - SUBPROCESS_EXEMPT == {PROCESS_RUNNER}
+
+
+def test_subprocess_checker_sees_both_import_forms(tmp_path: Path) -> None:
+    plain, star, clean = tmp_path / "a.py", tmp_path / "b.py", tmp_path / "c.py"
+    plain.write_text("def f():\n    import subprocess\n")
+    star.write_text("from subprocess import run\n")
+    clean.write_text("from archwheel.effects.process import run_program\n")
+    assert imports_subprocess(plain) and imports_subprocess(star)
+    assert not imports_subprocess(clean)

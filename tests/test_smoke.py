@@ -6,6 +6,7 @@ error strings, not computed by the code under test.
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Mapping
 from importlib import resources
@@ -16,11 +17,14 @@ import pytest
 
 from archwheel.effects.watchdog import ChildOutcome, ChildStatus
 from archwheel.facts.versions import ComputeCapability
+from archwheel.smoke.environments import payload_source
 from archwheel.verdicts.smoke import (
     EXIT_HANG_OR_CRASH,
     EXIT_JIT_ONLY,
     EXIT_NO_DEVICE,
     EXIT_NO_KERNEL_IMAGE,
+    KERNEL_STEPS,
+    SNIPPET_STEP,
     Attempt,
     AttemptMode,
     CudaFailure,
@@ -332,3 +336,28 @@ def test_schema_rejects_a_report_without_a_verdict() -> None:
     del document["verdict"]
     with pytest.raises(jsonschema.ValidationError):
         validate(document)
+
+
+# -- the payload's own copy of the step list -----------------------------------------------------
+
+
+def payload_constants() -> dict[str, Any]:
+    """The payload's top-level literal constants, read from its source (it is never imported:
+    it runs only inside the environment under test)."""
+    found: dict[str, Any] = {}
+    for node in ast.parse(payload_source()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name):
+                try:
+                    found[target.id] = ast.literal_eval(node.value)
+                except ValueError:
+                    continue
+    return found
+
+
+def test_the_payload_runs_exactly_the_steps_the_verdicts_know() -> None:
+    payload = payload_constants()
+    assert payload["STEPS"] == (*KERNEL_STEPS, SNIPPET_STEP)
+    assert set(payload["TOLERANCES"]) == set(KERNEL_STEPS)
+    assert set(payload["STEP_DTYPES"]) <= set(KERNEL_STEPS)

@@ -1,14 +1,10 @@
-"""NVIDIA's cuobjdump as an independent oracle: find it, run it, parse what it lists.
+"""What NVIDIA's cuobjdump lists, read without running it: its listing, and the file's layout.
 
-archwheel reads fatbins itself; this module exists so that its answers can be checked against
-NVIDIA's own reader (``--cross-check``). It shares no parsing code with the scanner on purpose:
-it reads ELF section names and ``ar`` member tables with its own small readers, and takes every
-image from cuobjdump's listing.
-
-cuobjdump is looked up on ``ARCHWHEEL_CUOBJDUMP``, ``PATH``, ``CUDA_HOME``/``CUDA_PATH``, the
-``nvidia-cuda-cuobjdump`` wheel in this interpreter's ``site-packages`` (``nvidia/cu13/bin``),
-``/usr/local/cuda/bin``, and a cache venv (``$ARCHWHEEL_CACHE`` or ``~/.cache/archwheel``) where it
-is installed on demand from PyPI.
+archwheel reads fatbins itself; cuobjdump is the independent oracle its answers are checked
+against (``--cross-check``). This module is the pure half of that oracle: the parser of
+cuobjdump's listing, the attribution of listed images to sections, and the small readers of ELF
+section names and ``ar`` member tables it needs. It shares no parsing code with the scanner on
+purpose. Finding, installing and running cuobjdump is ``archwheel.crosscheck.cuobjdump``.
 
 Each file is listed twice: ``cuobjdump -all -lelf -lptx`` (every fatbin) and ``cuobjdump -lelf
 -lptx`` (only ``.nv_fatbin`` when the file has one). The difference is the ``__nv_relfatbin``
@@ -19,13 +15,8 @@ spots, see ``docs/crosscheck.md``): the ``f`` of family-specific cubins (``sm_10
 
 from __future__ import annotations
 
-import fcntl
-import os
 import re
-import shutil
 import struct
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,12 +25,6 @@ from typing import BinaryIO
 
 from archwheel.errors import ToolError
 from archwheel.facts.arch import CodeKind
-
-CUOBJDUMP_REQUIREMENT = "nvidia-cuda-cuobjdump>=13,<14"
-"""The PyPI wheel installed on demand (13.x reads every target CUDA 13 compiles)."""
-
-DEFAULT_TIMEOUT_S = 900.0
-"""Per cuobjdump run. libtorch_cuda.so (500 MB) takes about 17 s on 2 cores; leave room."""
 
 EXECUTABLE_FATBIN = ".nv_fatbin"
 RELOCATABLE_FATBIN = "__nv_relfatbin"
@@ -54,12 +39,12 @@ EM_CUDA = 190
 _FATBIN_MAGIC = 0xBA55ED50
 _AR_MAGIC = b"!<arch>\n"
 _MAX_SECTIONS = 65_535
-_MAX_OUTPUT_LINE = 4096
 
 _ENTRY_LINE = re.compile(r"^(ELF|PTX) file\s+(\d+:\s+)?(?P<name>.+)$")
 _ENTRY_ARCH = re.compile(r"\.sm_(?P<number>\d{2,3})(?P<variant>[af]?)\.(?:cubin|ptx)$")
 _MEMBER_LINE = re.compile(r"^member (?P<archive>.*):(?P<member>[^:]+):$")
-_NO_DEVICE_CODE = "does not contain device code"
+NO_DEVICE_CODE = "does not contain device code"
+"""What cuobjdump says (exit 255) about a file without device code: an empty listing."""
 
 
 # -- what cuobjdump lists -------------------------------------------------------------------------
@@ -291,7 +276,7 @@ def _archive_members(f: BinaryIO, size: int) -> Iterator[tuple[str, int, int]]:
         offset = data + length + (length & 1)
 
 
-# -- running it -----------------------------------------------------------------------------------
+# -- the inventory of one file ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -310,233 +295,36 @@ class CuobjdumpInventory:
         return sum(sum(c.values()) for c in self.counts.values())
 
 
-class Cuobjdump:
-    """One cuobjdump executable. Every run is bounded in time; failures raise ``ToolError``."""
+def needs_default_listing(layout: FileLayout) -> bool:
+    """Whether the plain listing (without ``-all``) is needed to attribute images to sections.
 
-    def __init__(self, executable: Path, *, timeout_s: float | None = None) -> None:
-        self.executable = executable
-        self.timeout_s = timeout_s if timeout_s is not None else _timeout_from_env()
-        self._version: str | None = None
+    Only a file (or archive member) with both fatbin sections needs it: it is the only way to
+    tell their images apart.
+    """
+    both = frozenset((EXECUTABLE_FATBIN, RELOCATABLE_FATBIN))
+    member_sections = (layout.members or {}).values()
+    return both <= layout.sections or any(both <= s for s in member_sections)
 
-    def __repr__(self) -> str:
-        return f"Cuobjdump({str(self.executable)!r})"
 
-    def version(self) -> str:
-        """``13.5.37``: the release line of ``cuobjdump --version``."""
-        if self._version is None:
-            proc = self._run(["--version"], what="--version")
-            match = re.search(r"release [\d.]+, V([\d.]+)", proc.stdout)
-            self._version = match.group(1) if match else proc.stdout.strip()[-40:]
-        return self._version
-
-    def list_images(self, path: Path, *, all_fatbins: bool) -> tuple[ListedImage, ...]:
-        """``cuobjdump [-all] -lelf -lptx PATH``; a file without device code gives ``()``."""
-        target = path.resolve()  # absolute: a file named "-x" must not read as an option
-        args = [*(["-all"] if all_fatbins else []), "-lelf", "-lptx", str(target)]
-        proc = self._run(args, what=str(path))
-        if proc.returncode == 255 and _NO_DEVICE_CODE in proc.stderr:
-            return ()
-        if proc.returncode != 0:
-            raise ToolError(
-                f"cuobjdump failed on {path} (exit {proc.returncode}): {_last_line(proc)}",
-                hint=f"run `{self.executable} -all -lelf -lptx {path}` to see its full output",
+def attribute_images(
+    path: Path,
+    layout: FileLayout,
+    every_fatbin: Sequence[ListedImage],
+    default_listing: Sequence[ListedImage] = (),
+) -> CuobjdumpInventory:
+    """Both listings of ``path``, attributed to sections (and to members of an archive)."""
+    counts: dict[str | None, Counter[ImageKey]] = {}
+    if layout.kind == "archive":
+        assert layout.members is not None
+        for member in sorted({i.member or "" for i in every_fatbin}):
+            sections = layout.members.get(member, frozenset())
+            counts[member] = split_by_section(
+                [i for i in every_fatbin if (i.member or "") == member],
+                [i for i in default_listing if (i.member or "") == member],
+                sections,
             )
-        return parse_listing(proc.stdout)
-
-    def inventory(self, path: Path) -> CuobjdumpInventory:
-        """Both listings of ``path``, attributed to sections (and to members of an archive)."""
-        layout = read_layout(path)
-        every = self.list_images(path, all_fatbins=True)
-        default: tuple[ListedImage, ...] = ()
-        both = frozenset((EXECUTABLE_FATBIN, RELOCATABLE_FATBIN))
-        member_sections = (layout.members or {}).values()
-        if both <= layout.sections or any(both <= s for s in member_sections):
-            default = self.list_images(path, all_fatbins=False)  # the only way to split them
-        counts: dict[str | None, Counter[ImageKey]] = {}
-        if layout.kind == "archive":
-            assert layout.members is not None
-            for member in sorted({i.member or "" for i in every}):
-                sections = layout.members.get(member, frozenset())
-                counts[member] = split_by_section(
-                    [i for i in every if (i.member or "") == member],
-                    [i for i in default if (i.member or "") == member],
-                    sections,
-                )
-        else:
-            counts[None] = split_by_section(
-                every, default, layout.sections, raw_section=layout.raw_section
-            )
-        return CuobjdumpInventory(path=path, layout=layout, counts=counts)
-
-    def _run(self, args: list[str], *, what: str) -> subprocess.CompletedProcess[str]:
-        command = [str(self.executable), *args]
-        try:
-            proc = subprocess.run(
-                command,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=self.timeout_s,
-                check=False,
-                env={**os.environ, "LC_ALL": "C"},
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise ToolError(
-                f"cuobjdump did not finish on {what} within {self.timeout_s:g} s",
-                hint="raise the limit with ARCHWHEEL_CUOBJDUMP_TIMEOUT (seconds)",
-            ) from exc
-        except OSError as exc:
-            raise ToolError(
-                f"cannot run cuobjdump at {self.executable}: {exc.strerror or exc}",
-                hint="set ARCHWHEEL_CUOBJDUMP to a working cuobjdump, or remove the broken one",
-            ) from exc
-        if proc.returncode < 0:
-            raise ToolError(
-                f"cuobjdump was killed by signal {-proc.returncode} on {what}",
-                hint="it decompresses every image in memory: large libraries need several GB",
-            )
-        return proc
-
-
-def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
-    lines = [ln.strip() for ln in (proc.stderr + "\n" + proc.stdout).splitlines() if ln.strip()]
-    return lines[-1][:_MAX_OUTPUT_LINE] if lines else "no output"
-
-
-def _timeout_from_env() -> float:
-    text = os.environ.get("ARCHWHEEL_CUOBJDUMP_TIMEOUT", "")
-    try:
-        value = float(text)
-    except ValueError:
-        return DEFAULT_TIMEOUT_S
-    return value if value > 0 else DEFAULT_TIMEOUT_S
-
-
-# -- finding and installing it --------------------------------------------------------------------
-
-
-def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """archwheel's cache: ``$ARCHWHEEL_CACHE`` or ``~/.cache/archwheel``."""
-    env = os.environ if environ is None else environ
-    if env.get("ARCHWHEEL_CACHE"):
-        return Path(env["ARCHWHEEL_CACHE"])
-    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return base / "archwheel"
-
-
-def _wheel_binary(site_packages: Path) -> Path:
-    return site_packages / "nvidia" / "cu13" / "bin" / "cuobjdump"
-
-
-def find_cuobjdump(
-    environ: Mapping[str, str] | None = None,
-    search_path: Sequence[str] | None = None,
-) -> Path | None:
-    """The first usable cuobjdump, or None. The cache venv is searched last."""
-    env = os.environ if environ is None else environ
-    candidates: list[Path] = []
-    if env.get("ARCHWHEEL_CUOBJDUMP"):
-        candidates.append(Path(env["ARCHWHEEL_CUOBJDUMP"]))
-    on_path = shutil.which("cuobjdump", path=env.get("PATH", os.defpath))
-    if on_path:
-        candidates.append(Path(on_path))
-    for variable in ("CUDA_HOME", "CUDA_PATH"):
-        if env.get(variable):
-            candidates.append(Path(env[variable]) / "bin" / "cuobjdump")
-    for entry in sys.path if search_path is None else search_path:
-        if entry:
-            candidates.append(_wheel_binary(Path(entry)))
-    candidates.append(Path("/usr/local/cuda/bin/cuobjdump"))
-    candidates.extend(CuobjdumpInstaller(cache_dir(env) / "cuobjdump").installed_binaries())
-    for candidate in candidates:
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-class CuobjdumpInstaller:
-    """Installs the ``nvidia-cuda-cuobjdump`` wheel into a venv of its own, once."""
-
-    def __init__(
-        self,
-        root: Path,
-        *,
-        python: str = sys.executable,
-        requirement: str = CUOBJDUMP_REQUIREMENT,
-        timeout_s: float = 600.0,
-    ) -> None:
-        self.root = root
-        self.venv = root / "venv"
-        self.python = python
-        self.requirement = requirement
-        self.timeout_s = timeout_s
-
-    @property
-    def _marker(self) -> Path:
-        return self.root / "installed.txt"
-
-    def installed_binaries(self) -> list[Path]:
-        if not self._marker.is_file():
-            return []
-        return sorted(_wheel_binary(p) for p in self.venv.glob("lib*/python*/site-packages"))
-
-    def install(self) -> Path:
-        """Install (under a lock, so parallel runs share one venv) and return the binary."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        with (self.root / "lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            found = [p for p in self.installed_binaries() if p.is_file()]
-            if found:
-                return found[0]
-            if self.venv.exists():
-                shutil.rmtree(self.venv)  # a half-made venv from an interrupted install
-            self._step([self.python, "-m", "venv", str(self.venv)], "create a venv")
-            self._step(
-                [str(self.venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                 "--disable-pip-version-check", "--no-input", self.requirement],
-                f"pip install {self.requirement}",
-            )  # fmt: skip
-            self._marker.write_text(self.requirement + "\n")
-            found = [p for p in self.installed_binaries() if p.is_file()]
-            if not found:
-                raise ToolError(
-                    f"{self.requirement} installed into {self.venv} but no cuobjdump in it",
-                    hint="the wheel's layout changed; install CUDA's cuobjdump on PATH instead",
-                )
-            return found[0]
-
-    def _step(self, command: list[str], what: str) -> None:
-        try:
-            proc = subprocess.run(
-                command, capture_output=True, text=True, timeout=self.timeout_s, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ToolError(
-                f"could not {what} for cuobjdump in {self.root}: {exc}",
-                hint="install nvidia-cuda-cuobjdump yourself or put CUDA's bin on PATH",
-            ) from exc
-        if proc.returncode != 0:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()
-            raise ToolError(
-                f"could not {what} for cuobjdump (exit {proc.returncode}): "
-                f"{tail[-1] if tail else 'no output'}",
-                hint="check the package index (pip config), or put CUDA's cuobjdump on PATH",
-            )
-
-
-def ensure_cuobjdump(
-    *,
-    install: bool = True,
-    environ: Mapping[str, str] | None = None,
-    timeout_s: float | None = None,
-) -> Cuobjdump:
-    """Find cuobjdump, installing the PyPI wheel into the cache when allowed and missing."""
-    found = find_cuobjdump(environ)
-    if found is None:
-        if not install:
-            raise ToolError(
-                "cuobjdump not found (PATH, CUDA_HOME, site-packages, the archwheel cache)",
-                hint=f"pip install '{CUOBJDUMP_REQUIREMENT}', or set ARCHWHEEL_CUOBJDUMP",
-            )
-        found = CuobjdumpInstaller(cache_dir(environ) / "cuobjdump").install()
-    return Cuobjdump(found, timeout_s=timeout_s)
+    else:
+        counts[None] = split_by_section(
+            every_fatbin, default_listing, layout.sections, raw_section=layout.raw_section
+        )
+    return CuobjdumpInventory(path=path, layout=layout, counts=counts)

@@ -18,7 +18,6 @@ The most precise evidence wins, in that order; disagreements are kept as warning
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import re
 import zipfile
@@ -30,6 +29,7 @@ from types import MappingProxyType
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from archwheel.effects import files
 from archwheel.errors import InputError
 from archwheel.facts.versions import CudaVersion
 
@@ -179,16 +179,12 @@ def read_wheel_metadata(path: Path) -> WheelMetadata:
         raise InputError(f"{path}: cannot read the wheel: {exc}") from None
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    """The hex sha256 of a file, streamed (no whole-file read)."""
-    digest = hashlib.sha256()
+def sha256_file(path: Path) -> str:
+    """The hex sha256 of a wheel's bytes, streamed; ``InputError`` when it cannot be read."""
     try:
-        with path.open("rb") as handle:
-            while block := handle.read(chunk):
-                digest.update(block)
+        return files.sha256_file(path)
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return digest.hexdigest()
 
 
 # -- internals ----------------------------------------------------------------------------------

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from archwheel.effects.engine import ContainerEngine
-from archwheel.effects.process import LineSink, find_program, quote_command
+from archwheel.effects.process import Echo, LineSink, find_program, stream_lines
 from archwheel.errors import ToolError
 
 DEFAULT_SUITE = "bookworm"
@@ -77,9 +76,7 @@ def ensure_base_image(
         command = [debootstrap, "--variant=minbase", suite, str(rootfs)]
         if mirror:
             command.append(mirror)
-        if engine.echo:
-            engine.echo(quote_command(["debootstrap", *command[1:]]))
-        _stream(command, sink)
+        _stream(command, sink, engine.echo, "debootstrap")
         # Package caches are dead weight in the image.
         for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
             for entry in (rootfs / leftover).glob("*"):
@@ -97,9 +94,7 @@ def ensure_base_image(
             str(tarball),
             ".",
         ]
-        if engine.echo:
-            engine.echo(quote_command(["tar", *tar_cmd[1:]]))
-        _stream(tar_cmd, sink)
+        _stream(tar_cmd, sink, engine.echo, "tar")
         shutil.rmtree(rootfs, ignore_errors=True)
         image_id = engine.import_rootfs(
             tarball,
@@ -113,21 +108,11 @@ def ensure_base_image(
     return BaseImage(tag, image_id, created=True)
 
 
-def _stream(command: list[str], sink: LineSink | None) -> None:
-    tail: list[str] = []
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-    ) as proc:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            line = raw.decode(errors="replace").rstrip()
-            tail = [*tail[-4:], line]
-            if sink:
-                sink(line)
-        code = proc.wait()
+def _stream(command: list[str], sink: LineSink | None, echo: Echo | None, name: str) -> None:
+    """Run a step of the image making, its output to ``sink``; echoed as ``name ...``."""
+    code, last = stream_lines(command, sink=sink, echo=echo, shown=[name, *command[1:]])
     if code != 0:
-        last = next((t for t in reversed(tail) if t.strip()), "no output")
         raise ToolError(
-            f"{Path(command[0]).name} failed (exit {code}): {last}",
+            f"{Path(command[0]).name} failed (exit {code}): {last or 'no output'}",
             hint=f"check network access to the Debian mirror (--mirror URL or ${MIRROR_ENV})",
         )

@@ -19,7 +19,6 @@ import hashlib
 import json
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -29,7 +28,7 @@ from pathlib import Path
 from archwheel.build.recipe import ToolchainSpec, pypi_toolchains
 from archwheel.effects.engine import ContainerEngine, ContainerSpec
 from archwheel.effects.pipconfig import PipSettings
-from archwheel.effects.process import LineSink
+from archwheel.effects.process import LineSink, last_line, run_program
 from archwheel.errors import RecipeError, ToolError
 from archwheel.facts.versions import CudaVersion
 
@@ -146,14 +145,14 @@ def download_toolchain(
     ]  # fmt: skip
     if sink:
         sink("+ " + " ".join(command[2:]))
-    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    proc = run_program(command, echo=None, check=False)
     if sink:
         for line in (proc.stdout + proc.stderr).splitlines():
             sink(line)
     if proc.returncode != 0:
-        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()] or ["no output"]
         raise ToolError(
-            f"pip could not download the CUDA {toolchain.cuda} toolchain wheels: {lines[-1]}",
+            "pip could not download the CUDA "
+            f"{toolchain.cuda} toolchain wheels: {last_line(proc.stderr)}",
             hint="check --index-url/--extra-index-url/--ca-bundle, or the recipe's pypi_packages",
         )
     if not any(dest.glob("*.whl")):

@@ -10,8 +10,6 @@ verdict. ``schema_version`` changes when a field changes meaning.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,16 +31,6 @@ class ImageRecord:
 
 def provenance_path(wheel: Path) -> Path:
     return wheel.with_name(wheel.name + PROVENANCE_SUFFIX)
-
-
-def write_json_atomic(path: Path, document: Mapping[str, object]) -> None:
-    """Write JSON to ``path`` through a temporary file in the same folder and a rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def provenance_document(

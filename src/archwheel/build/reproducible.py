@@ -20,6 +20,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from archwheel.effects.files import sha256_file, sha256_stream
 from archwheel.errors import BuildError, InputError
 
 ZIP_EPOCH_MIN = 315532800
@@ -131,14 +132,6 @@ class WheelComparison:
         }
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def compare_wheels(first: Path, second: Path) -> WheelComparison:
     a_sha, b_sha = sha256_file(first), sha256_file(second)
     if a_sha == b_sha:
@@ -160,11 +153,8 @@ def compare_wheels(first: Path, second: Path) -> WheelComparison:
 
 
 def _member_digest(archive: zipfile.ZipFile, name: str) -> str:
-    digest = hashlib.sha256()
     with archive.open(name) as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return sha256_stream(handle)
 
 
 def _meta(info: zipfile.ZipInfo) -> tuple[object, ...]:

@@ -46,19 +46,15 @@ from archwheel.build.builder_image import (
 )
 from archwheel.build.gate import AuditGate, GateVerdict, audit_gate
 from archwheel.build.plan import BUILD, CCACHE, DIST, FILE_LIST, BuildPlan
-from archwheel.build.provenance import (
-    ImageRecord,
-    provenance_document,
-    provenance_path,
-    write_json_atomic,
-)
-from archwheel.build.reproducible import (
-    WheelComparison,
-    compare_wheels,
-    repack_wheel,
-    sha256_file,
-)
+from archwheel.build.provenance import ImageRecord, provenance_document, provenance_path
+from archwheel.build.reproducible import WheelComparison, compare_wheels, repack_wheel
 from archwheel.effects.engine import Container, ContainerEngine, ContainerSpec, Mount
+from archwheel.effects.files import (
+    copy_file_atomic,
+    sha256_file,
+    write_json_atomic,
+    write_text_atomic,
+)
 from archwheel.errors import BuildError, ToolError
 
 _PROGRESS = re.compile(r"^\s*\[(\d+)/(\d+)\]")
@@ -409,16 +405,9 @@ class BuildRunner:
         final = folder / staged.name
         write_json_atomic(provenance_path(final), document)
         if self.plan.recipe.smoke_snippet is not None:
-            snippet = smoke_snippet_path(final)
-            tmp = snippet.with_name(f".{snippet.name}.{os.getpid()}.tmp")
-            tmp.write_text(self.plan.recipe.smoke_snippet.strip() + "\n")
-            tmp.replace(snippet)
-        partial = folder / f".{staged.name}.{os.getpid()}.part"
-        try:
-            shutil.copyfile(staged, partial)
-            partial.replace(final)
-        finally:
-            partial.unlink(missing_ok=True)
+            snippet = self.plan.recipe.smoke_snippet.strip() + "\n"
+            write_text_atomic(smoke_snippet_path(final), snippet)
+        copy_file_atomic(staged, final)
         return final
 
     def _reject(

@@ -20,22 +20,29 @@ import re
 import shutil
 import ssl
 import stat
-import subprocess
 import tarfile
 import urllib.request
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from archwheel.build.recipe import SourceSpec
-from archwheel.effects.process import Echo, echo_to_stderr, quote_command
+from archwheel.effects.files import (
+    OversizedMember,
+    atomic_writer,
+    copy_file_atomic,
+    extract_member,
+    sha256_file,
+)
+from archwheel.effects.process import Echo, echo_to_stderr, last_line, run_program
 from archwheel.errors import BuildError, InputError, ToolError, UsageError
 
 ZIP_EPOCH_MIN = 315532800  # 1980-01-01: the earliest timestamp a zip entry can carry
 MAX_SDIST_BYTES = 4 << 30
 MAX_SDIST_MEMBERS = 500_000
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_COMPLETE = ".archwheel-complete"  # the marker of a finished cache folder
 _SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".nox", ".venv", ".mypy_cache"})
 
 
@@ -74,23 +81,17 @@ class Git:
         self.echo = echo
 
     def run(self, args: Sequence[str], cwd: Path | None = None, *, quiet: bool = False) -> str:
-        program = shutil.which("git")
-        if program is None:
-            raise ToolError("couldn't find git in PATH", hint="install git")
-        if self.echo and not quiet:
-            self.echo(quote_command(["git", *args]))
-        proc = subprocess.run(
-            [program, *args],
+        proc = run_program(
+            ["git", *args],
             cwd=cwd,
-            capture_output=True,
-            text=True,
             check=False,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+            env={"GIT_TERMINAL_PROMPT": "0"},
+            echo=None if quiet else self.echo,
         )
         if proc.returncode != 0:
-            lines = (proc.stderr or proc.stdout).strip().splitlines() or ["no output"]
             raise ToolError(
-                f"git {args[0]} failed (exit {proc.returncode}): {lines[-1][:300]}",
+                f"git {args[0]} failed (exit {proc.returncode}): "
+                f"{last_line(proc.stderr or proc.stdout, limit=300)}",
                 hint="the source repository must be reachable from this host; a mirror URL "
                 "in the recipe's [source] git works too",
             )
@@ -117,6 +118,50 @@ def resolve_source(
     if spec.kind == "git":
         return _resolve_git(spec, cache / "sources" / "git", git, recipe_epoch)
     return _resolve_sdist(spec, cache / "sources" / "sdist", recipe_epoch, echo)
+
+
+def _resolved(
+    spec: SourceSpec,
+    root: Path,
+    files: Sequence[str],
+    epoch: tuple[int, str],
+    *,
+    commit: str | None = None,
+    dirty: bool = False,
+    sdist_sha256: str | None = None,
+) -> ResolvedSource:
+    """The resolved source over ``files`` of ``root``, hashed; ``epoch``: (value, origin)."""
+    return ResolvedSource(
+        spec=spec,
+        root=root,
+        commit=commit,
+        dirty=dirty,
+        content_sha256=content_hash(root, files),
+        files=tuple(files),
+        source_date_epoch=epoch[0],
+        epoch_origin=epoch[1],
+        sdist_sha256=sdist_sha256,
+    )
+
+
+def _fill_once(folder: Path, fill: Callable[[], str]) -> str:
+    """A cache folder that ``fill`` makes once; returns what ``fill`` returned then.
+
+    The folder counts as made only when its marker is written, after ``fill`` succeeded: a
+    folder without one (an interrupted run) is removed and made again.
+    """
+    marker = folder / _COMPLETE
+    if not marker.is_file():
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        try:
+            text = fill()
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        marker.write_text(text + "\n")
+    return marker.read_text().strip()
 
 
 def _epoch(recipe_epoch: int | None, found: int | None, origin: str) -> tuple[int, str]:
@@ -154,16 +199,7 @@ def _resolve_path(
     epoch, origin = _epoch(recipe_epoch, found_epoch, "last git commit touching the source")
     if dirty and recipe_epoch is None:
         origin += " (the tree has uncommitted changes)"
-    return ResolvedSource(
-        spec=spec,
-        root=folder,
-        commit=commit,
-        dirty=dirty,
-        content_sha256=content_hash(folder, files),
-        files=tuple(files),
-        source_date_epoch=epoch,
-        epoch_origin=origin,
-    )
+    return _resolved(spec, folder, files, (epoch, origin), commit=commit, dirty=dirty)
 
 
 def _walk(folder: Path) -> list[str]:
@@ -191,12 +227,8 @@ def content_hash(folder: Path, files: Sequence[str]) -> str:
             # never what it points at, which may lie outside the source.
             outer.update(f"{rel}\0l\0{path.readlink()}\n".encode())
             continue
-        inner = hashlib.sha256()
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                inner.update(block)
         executable = "x" if path.stat().st_mode & stat.S_IXUSR else "-"
-        outer.update(f"{rel}\0{executable}\0{inner.hexdigest()}\n".encode())
+        outer.update(f"{rel}\0{executable}\0{sha256_file(path)}\n".encode())
     return outer.hexdigest()
 
 
@@ -214,40 +246,27 @@ def _resolve_git(
         raise UsageError(f"git ref {ref!r} not found in {url}", hint="check the tag or branch")
     key = hashlib.sha256(url.encode()).hexdigest()[:16]
     checkout = cache / f"{key}-{commit[:12]}{'-sub' if spec.submodules else ''}"
-    marker = checkout / ".archwheel-complete"
-    if not marker.is_file():
-        if checkout.exists():
-            shutil.rmtree(checkout)
-        checkout.mkdir(parents=True)
-        try:
-            git.run(["init", "--quiet", str(checkout)])
-            git.run(["-C", str(checkout), "fetch", "--quiet", "--depth", "1", url, commit])
-            git.run(["-C", str(checkout), "checkout", "--quiet", "--detach", "FETCH_HEAD"])
-            if spec.submodules:
-                git.run(
-                    ["-C", str(checkout), "submodule", "update", "--init", "--recursive",
-                     "--depth", "1", "--jobs", "4"]
-                )  # fmt: skip
-        except BaseException:
-            shutil.rmtree(checkout, ignore_errors=True)
-            raise
-        marker.write_text(commit + "\n")
+    wanted = commit
+
+    def fetch() -> str:
+        git.run(["init", "--quiet", str(checkout)])
+        git.run(["-C", str(checkout), "fetch", "--quiet", "--depth", "1", url, wanted])
+        git.run(["-C", str(checkout), "checkout", "--quiet", "--detach", "FETCH_HEAD"])
+        if spec.submodules:
+            git.run(
+                ["-C", str(checkout), "submodule", "update", "--init", "--recursive",
+                 "--depth", "1", "--jobs", "4"]
+            )  # fmt: skip
+        return wanted
+
+    _fill_once(checkout, fetch)
     head = git.run(["-C", str(checkout), "rev-parse", "HEAD"], quiet=True).strip()
     if head != commit:
         raise BuildError(f"checkout {checkout} is at {head}, expected {commit}; delete it")
     stamp = git.run(["-C", str(checkout), "log", "-1", "--format=%ct"], quiet=True).strip()
-    files = [f for f in _walk(checkout) if f != ".archwheel-complete"]
+    files = [f for f in _walk(checkout) if f != _COMPLETE]
     epoch, origin = _epoch(recipe_epoch, int(stamp) if stamp.isdigit() else None, "commit time")
-    return ResolvedSource(
-        spec=spec,
-        root=checkout,
-        commit=commit,
-        dirty=False,
-        content_sha256=content_hash(checkout, files),
-        files=tuple(files),
-        source_date_epoch=epoch,
-        epoch_origin=origin,
-    )
+    return _resolved(spec, checkout, files, (epoch, origin), commit=commit)
 
 
 def _pick_commit(listing: str, ref: str) -> str | None:
@@ -275,7 +294,7 @@ def _resolve_sdist(
     archive = cache / f"{spec.sha256}-{name}"
     if not archive.is_file():
         _fetch(spec.sdist, archive, echo)
-    digest = _sha256_file(archive)
+    digest = sha256_file(archive)
     if digest != spec.sha256:
         archive.unlink()
         raise InputError(
@@ -283,66 +302,35 @@ def _resolve_sdist(
             hint="the file changed or the recipe is wrong; never build an unverified source",
         )
     tree = cache / spec.sha256
-    marker = tree / ".archwheel-complete"
-    if not marker.is_file():
-        if tree.exists():
-            shutil.rmtree(tree)
-        tree.mkdir(parents=True)
-        try:
-            newest = safe_unpack(archive, tree)
-        except BaseException:
-            shutil.rmtree(tree, ignore_errors=True)
-            raise
-        marker.write_text(f"{newest}\n")
-    newest_text = marker.read_text().strip()
-    entries = [p for p in tree.iterdir() if p.name != ".archwheel-complete"]
+    newest_text = _fill_once(tree, lambda: str(safe_unpack(archive, tree)))
+    entries = [p for p in tree.iterdir() if p.name != _COMPLETE]
     root = entries[0] if len(entries) == 1 and entries[0].is_dir() else tree
-    files = [f for f in _walk(root) if f != ".archwheel-complete"]
+    files = [f for f in _walk(root) if f != _COMPLETE]
     found = int(newest_text) if newest_text.isdigit() else None
     epoch, origin = _epoch(recipe_epoch, found, "newest member of the sdist")
-    return ResolvedSource(
-        spec=spec,
-        root=root,
-        commit=None,
-        dirty=False,
-        content_sha256=content_hash(root, files),
-        files=tuple(files),
-        source_date_epoch=epoch,
-        epoch_origin=origin,
-        sdist_sha256=digest,
-    )
+    return _resolved(spec, root, files, (epoch, origin), sdist_sha256=digest)
 
 
 def _fetch(location: str, target: Path, echo: Echo | None) -> None:
-    tmp = target.with_name(target.name + ".part")
     if "://" not in location or location.startswith("file://"):
-        source = Path(location.removeprefix("file://"))
-        shutil.copyfile(source, tmp)
-    else:
-        if echo:
-            echo(f"+ download {location}")
-        context = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)
-        try:
-            with urllib.request.urlopen(location, timeout=120, context=context) as response:  # noqa: S310
-                total = 0
-                with tmp.open("wb") as out:
-                    for block in iter(lambda: response.read(1 << 20), b""):
-                        total += len(block)
-                        if total > MAX_SDIST_BYTES:
-                            raise InputError(f"{location} is larger than {MAX_SDIST_BYTES} bytes")
-                        out.write(block)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise ToolError(f"could not download {location}: {exc}") from None
-    tmp.replace(target)
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        copy_file_atomic(Path(location.removeprefix("file://")), target)
+        return
+    if echo:
+        echo(f"+ download {location}")
+    context = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)
+    try:
+        with (
+            urllib.request.urlopen(location, timeout=120, context=context) as response,  # noqa: S310
+            atomic_writer(target) as out,
+        ):
+            total = 0
+            for block in iter(lambda: response.read(1 << 20), b""):
+                total += len(block)
+                if total > MAX_SDIST_BYTES:
+                    raise InputError(f"{location} is larger than {MAX_SDIST_BYTES} bytes")
+                out.write(block)
+    except OSError as exc:
+        raise ToolError(f"could not download {location}: {exc}") from None
 
 
 def _safe_member(name: str, archive: Path) -> PurePosixPath:
@@ -372,8 +360,10 @@ def safe_unpack(archive: Path, target: Path) -> int:
                     dest.mkdir(parents=True, exist_ok=True)
                     continue
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(info) as src, dest.open("wb") as out:
-                    shutil.copyfileobj(src, out)
+                try:
+                    extract_member(zf, info, dest)
+                except OversizedMember as exc:
+                    raise InputError(f"{archive}: {exc}; refusing to unpack") from None
                 import calendar
 
                 newest = max(newest, calendar.timegm((*info.date_time, 0, 0, -1)))

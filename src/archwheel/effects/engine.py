@@ -31,6 +31,8 @@ from pathlib import Path
 from types import FrameType, MappingProxyType, TracebackType
 from typing import IO, Literal
 
+from archwheel.effects.files import write_text_atomic
+from archwheel.effects.paths import cache_dir
 from archwheel.effects.process import (
     CommandResult,
     Echo,
@@ -95,7 +97,7 @@ class EngineSettings:
             )
         env: dict[str, str] = {}
         if not environ.get("CONTAINERS_CONF"):
-            conf_dir = config_dir or default_config_dir(environ)
+            conf_dir = config_dir or cache_dir(environ)
             env["CONTAINERS_CONF"] = str(write_podman_conf(conf_dir))
         runtime = environ.get("ARCHWHEEL_PODMAN_RUNTIME")
         if runtime is None:
@@ -125,20 +127,12 @@ class EngineSettings:
         return ["--gpus", request]
 
 
-def default_config_dir(environ: Mapping[str, str]) -> Path:
-    base = environ.get("ARCHWHEEL_CACHE") or environ.get("XDG_CACHE_HOME")
-    root = Path(base) if base else Path.home() / ".cache"
-    return root / "archwheel"
-
-
 def write_podman_conf(directory: Path) -> Path:
     """A containers.conf that lets podman start containers where rlimits cannot be raised."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "podman-containers.conf"
     if not path.is_file() or path.read_text() != PODMAN_CONF_TEXT:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(PODMAN_CONF_TEXT)
-        tmp.replace(path)
+        write_text_atomic(path, PODMAN_CONF_TEXT)
     return path
 
 

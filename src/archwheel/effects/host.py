@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -30,6 +29,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from archwheel.effects.process import (
+    ProgramNotStarted,
+    ProgramTimedOut,
+    last_line,
+    run_program,
+)
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersion
 
@@ -183,17 +188,11 @@ class NvidiaSmiProbe:
         if path is None:
             raise ProbeFailed(f"{self.executable} not found on PATH (no NVIDIA driver installed?)")
         try:
-            proc = subprocess.run(
-                [path, *self.QUERY],
-                capture_output=True,
-                text=True,
-                timeout=self.timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
+            proc = run_program([path, *self.QUERY], echo=None, check=False, timeout=self.timeout)
+        except ProgramTimedOut:
             raise ProbeFailed(f"{path} did not answer within {self.timeout:.0f} s") from None
-        except OSError as exc:
-            raise ProbeFailed(f"cannot run {path}: {exc.strerror or exc}") from None
+        except ProgramNotStarted as exc:
+            raise ProbeFailed(f"cannot run {path}: {exc.reason}") from None
         if proc.returncode != 0:
             detail = (proc.stdout + proc.stderr).strip().splitlines()
             raise ProbeFailed(
@@ -398,20 +397,19 @@ class PythonProbe:
         # An empty working directory: a ./torch folder must not shadow the installed one.
         with tempfile.TemporaryDirectory(prefix="archwheel-probe-") as cwd:
             try:
-                proc = subprocess.run(
+                proc = run_program(
                     [executable, "-c", script.replace("MARKER", repr(_MARKER)), *argv],
-                    capture_output=True,
-                    text=True,
+                    echo=None,
+                    check=False,
                     timeout=self.timeout,
                     cwd=cwd,
-                    check=False,
                 )
-            except subprocess.TimeoutExpired:
+            except ProgramTimedOut:
                 raise ProbeFailed(
                     f"{probe} probe did not finish within {self.timeout:.0f} s"
                 ) from None
-            except OSError as exc:
-                raise ProbeFailed(f"cannot run {executable}: {exc.strerror or exc}") from None
+            except ProgramNotStarted as exc:
+                raise ProbeFailed(f"cannot run {executable}: {exc.reason}") from None
         for line in proc.stdout.splitlines():
             if line.startswith(_MARKER):
                 try:
@@ -419,7 +417,7 @@ class PythonProbe:
                 except json.JSONDecodeError:
                     break
                 return data
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        tail = last_line(proc.stderr, limit=300)
         how = (
             f"was killed by signal {-proc.returncode}"
             if proc.returncode < 0

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -26,7 +25,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from archwheel.effects.engine import Mount
-from archwheel.errors import UsageError
+from archwheel.effects.process import run_program
+from archwheel.errors import ToolError, UsageError
 
 CONTAINER_CA_PATH = "/etc/archwheel/ca-bundle.crt"
 CONTAINER_CONSTRAINTS_DIR = "/etc/archwheel/constraints"
@@ -76,14 +76,13 @@ class PipSettings:
     def from_host(cls, python: str | None = None) -> PipSettings:
         """The invoking environment's pip configuration (empty if pip cannot tell)."""
         try:
-            proc = subprocess.run(
+            proc = run_program(
                 [python or sys.executable, "-m", "pip", "config", "list"],
-                capture_output=True,
-                text=True,
+                echo=None,
                 check=False,
                 timeout=60,
             )
-        except (OSError, subprocess.TimeoutExpired):
+        except ToolError:  # not found, not startable, or no answer in time
             return cls()
         settings = cls.from_config_lines(proc.stdout.splitlines())
         if settings.ca_bundle is None:

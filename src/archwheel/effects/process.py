@@ -6,13 +6,17 @@ Three shapes cover every caller:
   an interpreter probe). The program is resolved on PATH first ("couldn't find X in PATH"
   instead of a traceback), echoed as ``+ cmd`` in shell quoting when asked, bounded by a
   timeout, and a failure becomes a one-line ``ToolError`` naming the last line it printed.
+  A program that cannot start is a ``ProgramNotStarted``, one that outlives its timeout a
+  ``ProgramTimedOut`` (both ``ToolError``s), so that a caller can say it in its own words.
 - ``stream_lines``: run to completion and hand each output line to a sink (container engine
   steps, debootstrap), in its own session so that Ctrl-C reaches archwheel, which decides what
   to stop.
 - ``spawn``: a ``Popen`` for callers that supervise the child themselves (the smoke watchdog,
   the audit's scan workers).
 
-``tests/unit/test_layers.py`` checks that no other module imports ``subprocess``.
+The layer test (``test_layers.py``) checks that no other module imports ``subprocess``; the only
+exception is ``smoke/data/smoke_payload.py``, a standalone script that runs inside the
+environment under test and never imports archwheel.
 """
 
 from __future__ import annotations
@@ -59,10 +63,27 @@ def find_program(name: str, hint: str = "") -> str:
     return found
 
 
-def last_line(text: str) -> str:
+def last_line(text: str, limit: int = LAST_LINE_CHARS) -> str:
     """The last non-blank line of a program's output, bounded: what error messages quote."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:LAST_LINE_CHARS] if lines else "no output"
+    return lines[-1][:limit] if lines else "no output"
+
+
+class ProgramNotStarted(ToolError):
+    """The program could not be started (``reason``: the operating system's words)."""
+
+    def __init__(self, program: str, reason: str) -> None:
+        super().__init__(f"could not run {program}: {reason}")
+        self.program = program
+        self.reason = reason
+
+
+class ProgramTimedOut(ToolError):
+    """The program outlived its timeout and was killed."""
+
+    def __init__(self, what: str, timeout: float) -> None:
+        super().__init__(f"{what} did not finish within {timeout:.0f} s")
+        self.timeout = timeout
 
 
 @dataclass(frozen=True)
@@ -125,9 +146,9 @@ def run_program(
             timeout=timeout,
         )
     except subprocess.TimeoutExpired as exc:
-        raise ToolError(f"{what or args[0]} did not finish within {timeout:.0f} s") from exc
+        raise ProgramTimedOut(what or args[0], timeout or 0.0) from exc
     except OSError as exc:
-        raise ToolError(f"could not run {args[0]}: {exc.strerror or exc}") from exc
+        raise ProgramNotStarted(args[0], str(exc.strerror or exc)) from exc
     result = CommandResult(
         tuple(full),
         proc.returncode,
@@ -169,7 +190,7 @@ def stream_lines(
             start_new_session=True,
         )
     except OSError as exc:
-        raise ToolError(f"could not run {args[0]}: {exc.strerror or exc}") from exc
+        raise ProgramNotStarted(args[0], str(exc.strerror or exc)) from exc
     with proc:
         assert proc.stdout is not None
         try:

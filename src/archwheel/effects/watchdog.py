@@ -17,14 +17,15 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
+
+from archwheel.effects.process import DEVNULL, Popen, TimeoutExpired, last_line, spawn
 
 # How much of a step's stderr and stdout is kept, and the largest result file read back.
 OUTPUT_TAIL_BYTES = 8192
@@ -115,14 +116,14 @@ class Watchdog:
             started = time.monotonic()
             with out_path.open("wb") as out, err_path.open("wb") as err:
                 try:
-                    proc = subprocess.Popen(
+                    proc = spawn(
                         argv,
-                        stdin=subprocess.DEVNULL,
+                        stdin=DEVNULL,
                         stdout=out,
                         stderr=err,
                         env=env,
                         cwd=command.cwd,
-                        start_new_session=True,  # its own process group, killed as one
+                        new_session=True,  # its own process group, killed as one
                     )
                 except OSError as exc:
                     return ChildOutcome(
@@ -134,7 +135,7 @@ class Watchdog:
                 hung = False
                 try:
                     proc.wait(timeout=command.timeout)
-                except subprocess.TimeoutExpired:
+                except TimeoutExpired:
                     hung = True
                     self._kill_group(proc)
                     if command.on_hang is not None:
@@ -153,66 +154,55 @@ class Watchdog:
             stdout_tail = _tail_text(out_path)
             result, result_problem = _read_result(result_path)
 
-        returncode = proc.returncode
-        if hung:
-            return ChildOutcome(
-                name=command.name,
-                status=ChildStatus.HANG,
-                seconds=seconds,
-                returncode=returncode,
-                stderr_tail=stderr_tail,
-                stdout_tail=stdout_tail,
-                result=result,
-                problem=(
-                    f"step {command.name!r} did not finish within {command.timeout:g} s; "
-                    "its process group was killed"
-                ),
-            )
-        if returncode is not None and returncode < 0:
-            name = _signal_name(-returncode)
-            return ChildOutcome(
-                name=command.name,
-                status=ChildStatus.CRASH,
-                seconds=seconds,
-                returncode=returncode,
-                signal_name=name,
-                stderr_tail=stderr_tail,
-                stdout_tail=stdout_tail,
-                result=result,
-                problem=f"step {command.name!r} was killed by {name}" + _last_line(stderr_tail),
-            )
-        if command.expects_result and result is None:
-            why = result_problem or "it wrote no result"
-            return ChildOutcome(
-                name=command.name,
-                status=ChildStatus.CRASH,
-                seconds=seconds,
-                returncode=returncode,
-                stderr_tail=stderr_tail,
-                stdout_tail=stdout_tail,
-                problem=(
-                    f"step {command.name!r} exited with code {returncode} and {why}"
-                    + _last_line(stderr_tail)
-                ),
-            )
-        return ChildOutcome(
+        ended = ChildOutcome(
             name=command.name,
             status=ChildStatus.EXITED,
             seconds=seconds,
-            returncode=returncode,
+            returncode=proc.returncode,
             stderr_tail=stderr_tail,
             stdout_tail=stdout_tail,
             result=result,
-            problem=None if returncode == 0 else f"exited with code {returncode}",
         )
+        return _judge(command, ended, hung=hung, result_problem=result_problem)
 
-    def _kill_group(self, proc: subprocess.Popen[bytes]) -> None:
+    def _kill_group(self, proc: Popen[bytes]) -> None:
         _signal_group(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=self.grace_seconds)
-        except subprocess.TimeoutExpired:
+        except TimeoutExpired:
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def _judge(
+    command: ChildCommand, ended: ChildOutcome, *, hung: bool, result_problem: str | None
+) -> ChildOutcome:
+    """How the child ended (``ended`` says only what was observed): hang, crash or exit."""
+    step, code, tail = f"step {command.name!r}", ended.returncode, ended.stderr_tail
+    if hung:
+        return replace(
+            ended,
+            status=ChildStatus.HANG,
+            problem=(
+                f"{step} did not finish within {command.timeout:g} s; its process group was killed"
+            ),
+        )
+    if code is not None and code < 0:
+        name = _signal_name(-code)
+        return replace(
+            ended,
+            status=ChildStatus.CRASH,
+            signal_name=name,
+            problem=f"{step} was killed by {name}" + _last_line(tail),
+        )
+    if command.expects_result and ended.result is None:
+        why = result_problem or "it wrote no result"
+        return replace(
+            ended,
+            status=ChildStatus.CRASH,
+            problem=f"{step} exited with code {code} and {why}" + _last_line(tail),
+        )
+    return replace(ended, problem=None if code == 0 else f"exited with code {code}")
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -248,7 +238,8 @@ def _tail_lines(path: Path, lines: int = STDERR_TAIL_LINES) -> tuple[str, ...]:
 
 
 def _last_line(stderr_tail: Sequence[str]) -> str:
-    return f": {stderr_tail[-1].strip()}" if stderr_tail else ""
+    """``": <last line of stderr>"`` for a problem text, or nothing when it printed nothing."""
+    return f": {last_line(chr(10).join(stderr_tail))}" if stderr_tail else ""
 
 
 def _read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:

@@ -195,7 +195,7 @@ def audit_inputs(request: AuditRequest) -> list[AuditReport]:
 def run(args: argparse.Namespace) -> int:
     request = AuditRequest.from_args(args)
     reports = audit_inputs(request)
-    crosscheck = _cross_check(args, reports) if args.cross_check else None
+    crosscheck = _cross_check(request, reports) if request.cross_check else None
     code = overall_exit_code(reports)
     if crosscheck is not None and crosscheck != 0 and code == 0:
         code = crosscheck
@@ -203,11 +203,21 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def _cross_check(args: argparse.Namespace, reports: list[AuditReport]) -> int:
-    """Run cuobjdump over the same inputs; print disagreements. Returns 0 or 1."""
-    from archwheel.verdicts.crosscheck import run_cli_cross_check
+def _cross_check(request: AuditRequest, reports: list[AuditReport]) -> int:
+    """Run cuobjdump over the same inputs; print its findings. Returns 0, 1 or 4."""
+    from archwheel.crosscheck.run import CrossCheckRequest, run_cross_check
+    from archwheel.interfaces.render.crosscheck import print_cross_check, progress_line
 
-    return run_cli_cross_check(reports, args)
+    progress = progress_line(quiet=request.quiet)
+    try:
+        result = run_cross_check(
+            CrossCheckRequest(tuple(r.inventory for r in reports)), on_progress=progress
+        )
+    finally:
+        if progress is not None:
+            progress.clear()
+    print_cross_check(result, quiet=request.quiet)
+    return result.exit_code
 
 
 def _emit(request: AuditRequest, reports: list[AuditReport]) -> None:

@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata, sha256_file
+from archwheel.effects.files import write_json_atomic
 from archwheel.effects.host import PythonProbe
 from archwheel.errors import InputError, UsageError
 from archwheel.facts.catalog import load_facts
@@ -154,14 +153,7 @@ def _write_atomically(path: Path, document: object) -> None:
     folder = path.parent if str(path.parent) else Path()
     if not folder.is_dir():
         raise UsageError(f"{path}: the folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=".manifest-", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            dump_json(document, handle)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json_atomic(path, document)
 
 
 def record_hash(path: str) -> str | None:

@@ -1,7 +1,10 @@
 """archwheel smoke payload: runs INSIDE the environment under test (stdlib + torch only).
 
 This file never imports archwheel: it is copied into a fresh virtual environment or container
-that holds only the wheels under test. archwheel runs it once per step, each time in a new
+that holds only the wheels under test. It is therefore the one module of the package that starts
+a process (nvidia-smi) with ``subprocess`` itself, not through ``archwheel.effects.process``, and
+it spells the step list out again: ``STEPS`` must stay ``verdicts.smoke.KERNEL_STEPS`` plus
+``SNIPPET_STEP`` (a unit test compares them). archwheel runs it once per step, each time in a new
 process, because CUDA reads ``CUDA_DISABLE_PTX_JIT`` only when it initialises.
 
     python smoke_payload.py probe --result OUT.json

@@ -1,0 +1,250 @@
+"""NVIDIA's cuobjdump as an independent oracle: find it, install it on demand, run it.
+
+What its listing means, and how its images are attributed to sections, is the pure
+``archwheel.binary.cuobjdump``; this module holds the side effects around it.
+
+cuobjdump is looked up on ``ARCHWHEEL_CUOBJDUMP``, ``PATH``, ``CUDA_HOME``/``CUDA_PATH``, the
+``nvidia-cuda-cuobjdump`` wheel in this interpreter's ``site-packages`` (``nvidia/cu13/bin``),
+``/usr/local/cuda/bin``, and a venv in archwheel's cache folder (``effects.paths.cache_dir``,
+``$ARCHWHEEL_CACHE/archwheel/cuobjdump``) where it is installed on demand from PyPI.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from archwheel.binary.cuobjdump import (
+    NO_DEVICE_CODE,
+    CuobjdumpInventory,
+    ListedImage,
+    attribute_images,
+    needs_default_listing,
+    parse_listing,
+    read_layout,
+)
+from archwheel.effects.paths import cache_dir
+from archwheel.effects.process import (
+    CommandResult,
+    ProgramNotStarted,
+    ProgramTimedOut,
+    last_line,
+    run_program,
+)
+from archwheel.errors import ToolError
+
+CUOBJDUMP_REQUIREMENT = "nvidia-cuda-cuobjdump>=13,<14"
+"""The PyPI wheel installed on demand (13.x reads every target CUDA 13 compiles)."""
+
+DEFAULT_TIMEOUT_S = 900.0
+"""Per cuobjdump run. libtorch_cuda.so (500 MB) takes about 17 s on 2 cores; leave room."""
+
+_MAX_OUTPUT_LINE = 4096
+
+
+class Cuobjdump:
+    """One cuobjdump executable. Every run is bounded in time; failures raise ``ToolError``."""
+
+    def __init__(self, executable: Path, *, timeout_s: float | None = None) -> None:
+        self.executable = executable
+        self.timeout_s = timeout_s if timeout_s is not None else _timeout_from_env()
+        self._version: str | None = None
+
+    def __repr__(self) -> str:
+        return f"Cuobjdump({str(self.executable)!r})"
+
+    def version(self) -> str:
+        """``13.5.37``: the release line of ``cuobjdump --version``."""
+        if self._version is None:
+            proc = self._run(["--version"], what="--version")
+            match = re.search(r"release [\d.]+, V([\d.]+)", proc.stdout)
+            self._version = match.group(1) if match else proc.stdout.strip()[-40:]
+        return self._version
+
+    def list_images(self, path: Path, *, all_fatbins: bool) -> tuple[ListedImage, ...]:
+        """``cuobjdump [-all] -lelf -lptx PATH``; a file without device code gives ``()``."""
+        target = path.resolve()  # absolute: a file named "-x" must not read as an option
+        args = [*(["-all"] if all_fatbins else []), "-lelf", "-lptx", str(target)]
+        proc = self._run(args, what=str(path))
+        if proc.returncode == 255 and NO_DEVICE_CODE in proc.stderr:
+            return ()
+        if proc.returncode != 0:
+            output = proc.stderr + "\n" + proc.stdout
+            raise ToolError(
+                f"cuobjdump failed on {path} (exit {proc.returncode}): "
+                f"{last_line(output, limit=_MAX_OUTPUT_LINE)}",
+                hint=f"run `{self.executable} -all -lelf -lptx {path}` to see its full output",
+            )
+        return parse_listing(proc.stdout)
+
+    def inventory(self, path: Path) -> CuobjdumpInventory:
+        """Both listings of ``path``, attributed to sections (and to members of an archive)."""
+        layout = read_layout(path)
+        every = self.list_images(path, all_fatbins=True)
+        default: tuple[ListedImage, ...] = ()
+        if needs_default_listing(layout):
+            default = self.list_images(path, all_fatbins=False)  # the only way to split them
+        return attribute_images(path, layout, every, default)
+
+    def _run(self, args: list[str], *, what: str) -> CommandResult:
+        try:
+            proc = run_program(
+                [str(self.executable), *args],
+                env={"LC_ALL": "C"},
+                echo=None,
+                check=False,
+                timeout=self.timeout_s,
+            )
+        except ProgramTimedOut as exc:
+            raise ToolError(
+                f"cuobjdump did not finish on {what} within {self.timeout_s:g} s",
+                hint="raise the limit with ARCHWHEEL_CUOBJDUMP_TIMEOUT (seconds)",
+            ) from exc
+        except ProgramNotStarted as exc:
+            raise ToolError(
+                f"cannot run cuobjdump at {self.executable}: {exc.reason}",
+                hint="set ARCHWHEEL_CUOBJDUMP to a working cuobjdump, or remove the broken one",
+            ) from exc
+        if proc.returncode < 0:
+            raise ToolError(
+                f"cuobjdump was killed by signal {-proc.returncode} on {what}",
+                hint="it decompresses every image in memory: large libraries need several GB",
+            )
+        return proc
+
+
+def _timeout_from_env() -> float:
+    text = os.environ.get("ARCHWHEEL_CUOBJDUMP_TIMEOUT", "")
+    try:
+        value = float(text)
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+    return value if value > 0 else DEFAULT_TIMEOUT_S
+
+
+# -- finding and installing it --------------------------------------------------------------------
+
+
+def install_root(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the on-demand cuobjdump lives: ``cuobjdump/`` in archwheel's cache folder."""
+    return cache_dir(environ) / "cuobjdump"
+
+
+def _wheel_binary(site_packages: Path) -> Path:
+    return site_packages / "nvidia" / "cu13" / "bin" / "cuobjdump"
+
+
+def find_cuobjdump(
+    environ: Mapping[str, str] | None = None,
+    search_path: Sequence[str] | None = None,
+) -> Path | None:
+    """The first usable cuobjdump, or None. The cache venv is searched last."""
+    env = os.environ if environ is None else environ
+    candidates: list[Path] = []
+    if env.get("ARCHWHEEL_CUOBJDUMP"):
+        candidates.append(Path(env["ARCHWHEEL_CUOBJDUMP"]))
+    on_path = shutil.which("cuobjdump", path=env.get("PATH", os.defpath))
+    if on_path:
+        candidates.append(Path(on_path))
+    for variable in ("CUDA_HOME", "CUDA_PATH"):
+        if env.get(variable):
+            candidates.append(Path(env[variable]) / "bin" / "cuobjdump")
+    for entry in sys.path if search_path is None else search_path:
+        if entry:
+            candidates.append(_wheel_binary(Path(entry)))
+    candidates.append(Path("/usr/local/cuda/bin/cuobjdump"))
+    candidates.extend(CuobjdumpInstaller(install_root(env)).installed_binaries())
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+class CuobjdumpInstaller:
+    """Installs the ``nvidia-cuda-cuobjdump`` wheel into a venv of its own, once."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        python: str = sys.executable,
+        requirement: str = CUOBJDUMP_REQUIREMENT,
+        timeout_s: float = 600.0,
+    ) -> None:
+        self.root = root
+        self.venv = root / "venv"
+        self.python = python
+        self.requirement = requirement
+        self.timeout_s = timeout_s
+
+    @property
+    def _marker(self) -> Path:
+        return self.root / "installed.txt"
+
+    def installed_binaries(self) -> list[Path]:
+        if not self._marker.is_file():
+            return []
+        return sorted(_wheel_binary(p) for p in self.venv.glob("lib*/python*/site-packages"))
+
+    def install(self) -> Path:
+        """Install (under a lock, so parallel runs share one venv) and return the binary."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with (self.root / "lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            found = [p for p in self.installed_binaries() if p.is_file()]
+            if found:
+                return found[0]
+            if self.venv.exists():
+                shutil.rmtree(self.venv)  # a half-made venv from an interrupted install
+            self._step([self.python, "-m", "venv", str(self.venv)], "create a venv")
+            self._step(
+                [str(self.venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                 "--disable-pip-version-check", "--no-input", self.requirement],
+                f"pip install {self.requirement}",
+            )  # fmt: skip
+            self._marker.write_text(self.requirement + "\n")
+            found = [p for p in self.installed_binaries() if p.is_file()]
+            if not found:
+                raise ToolError(
+                    f"{self.requirement} installed into {self.venv} but no cuobjdump in it",
+                    hint="the wheel's layout changed; install CUDA's cuobjdump on PATH instead",
+                )
+            return found[0]
+
+    def _step(self, command: list[str], what: str) -> None:
+        try:
+            proc = run_program(command, echo=None, check=False, timeout=self.timeout_s)
+        except ToolError as exc:  # not found, not startable, or no answer in time
+            raise ToolError(
+                f"could not {what} for cuobjdump in {self.root}: {exc.message}",
+                hint="install nvidia-cuda-cuobjdump yourself or put CUDA's bin on PATH",
+            ) from exc
+        if proc.returncode != 0:
+            raise ToolError(
+                f"could not {what} for cuobjdump (exit {proc.returncode}): "
+                f"{last_line(proc.stderr or proc.stdout, limit=_MAX_OUTPUT_LINE)}",
+                hint="check the package index (pip config), or put CUDA's cuobjdump on PATH",
+            )
+
+
+def ensure_cuobjdump(
+    *,
+    install: bool = True,
+    environ: Mapping[str, str] | None = None,
+    timeout_s: float | None = None,
+) -> Cuobjdump:
+    """Find cuobjdump, installing the PyPI wheel into the cache when allowed and missing."""
+    found = find_cuobjdump(environ)
+    if found is None:
+        if not install:
+            raise ToolError(
+                "cuobjdump not found (PATH, CUDA_HOME, site-packages, the archwheel cache)",
+                hint=f"pip install '{CUOBJDUMP_REQUIREMENT}', or set ARCHWHEEL_CUOBJDUMP",
+            )
+        found = CuobjdumpInstaller(install_root(environ)).install()
+    return Cuobjdump(found, timeout_s=timeout_s)
