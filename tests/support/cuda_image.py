@@ -2,10 +2,11 @@
 
 No registry is reachable on the CI machines, so NVIDIA's and PyTorch's images cannot be pulled.
 ``build_cuda_in_image`` makes ``archwheel-test/cuda-in-image:<random>`` from archwheel's own
-Debian base (``tests/data/cuda-in-image/Dockerfile``): the pinned CUDA 13.0 wheels that archwheel's
-PyPI toolchain uses (downloaded once into the cache with the host's pip settings) are unpacked on
-the host into ``/usr/local/cuda-13.0`` with the ``CUDA_HOME`` fixes, ``/usr/local/cuda`` points
-at it, and ``CUDA_VERSION`` is set in the environment, as in NVIDIA's images.
+Debian base (``tests/support/data/cuda-in-image/Dockerfile``): the pinned CUDA 13.0 wheels that
+archwheel's PyPI toolchain uses (downloaded once into the cache with the host's pip settings) are
+unpacked on the host into ``/usr/local/cuda-13.0`` with the ``CUDA_HOME`` fixes,
+``/usr/local/cuda`` points at it, and ``CUDA_VERSION`` is set in the environment, as in
+NVIDIA's images.
 
 The engine's layer cache makes a rebuild from the same wheels and base nearly free, so a test
 session pays for the image once per machine.

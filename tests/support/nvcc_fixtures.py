@@ -7,7 +7,7 @@ independent of both readers under test (archwheel's scanner and cuobjdump); the 
 encode were established with the commands recorded in ``docs/fixtures.md``.
 
 The corpus is built into ``<cache>/nvcc-fixtures/<key>`` where the key hashes the sources in
-``tests/fixtures/nvcc``, this file and the toolchain versions, so it is compiled once and reused
+``tests/support/fixtures/nvcc``, this file and the toolchain versions, so it is compiled once and reused
 until one of them changes. Builds happen in a temporary folder renamed into place, under a lock.
 """
 

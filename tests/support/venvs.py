@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CACHE, require
+from tests.support.components import require
+from tests.support.paths import CACHE
 
 TORCH_VENV = CACHE / "venvs" / "torch-2.14.1"
 BARE_VENV = CACHE / "venvs" / "bare"

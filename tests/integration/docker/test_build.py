@@ -25,9 +25,9 @@ import pytest
 
 from archwheel.binary.scan import scan_path
 from archwheel.facts.arch import CodeKind
-from tests.containers_support import containers_created, containers_with_label
+from tests.support.containers_support import containers_created, containers_with_label
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "recipes" / "example.toml"
 CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
 

@@ -1,7 +1,7 @@
 """The "toolkit already in the base image" build path (``source = "image"``) on a real engine.
 
 NVIDIA's ``nvidia/cuda:*-devel`` and PyTorch's builder images cannot be pulled here (no
-registry), so a local stand-in with CUDA 13.0 where those images keep it (tests/cuda_image.py)
+registry), so a local stand-in with CUDA 13.0 where those images keep it (tests/support/cuda_image.py)
 plays their part: a copy of the example recipe declaring CUDA 12.8 on it is refused after the
 probe, the same recipe declaring CUDA 13.0 builds with the image's own toolkit and passes the
 audit gate, and an image holding two toolkits gets the one the recipe asks for.
@@ -34,11 +34,10 @@ from archwheel.effects.engine import ContainerEngine, EngineSettings
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.facts.arch import CodeKind
 from archwheel.facts.versions import CudaVersion
-from tests.conftest import CACHE
-from tests.containers_support import containers_created, containers_with_label
-from tests.cuda_image import REPOSITORY, build_cuda_in_image
+from tests.support.containers_support import containers_created, containers_with_label
+from tests.support.cuda_image import REPOSITORY, build_cuda_in_image
+from tests.support.paths import CACHE, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "recipes" / "example.toml"
 CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
 BASE = "archwheel/debian:bookworm"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CliRun
+from tests.support.cli import CliRun
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.gpu
 
 

@@ -1,23 +1,21 @@
-"""The cross-check: archwheel's entries against cuobjdump's listing, blind spots accounted for.
+"""The cross-check with real cuobjdump on the nvcc fixture corpus, blind spots accounted for.
 
-Three layers of tests:
-- the comparator on entries written out here (pure, no tools);
-- ``crosscheck_input`` with real cuobjdump on the nvcc corpus, wheels and directories made from
-  it, where archwheel's side is the inventory the nvcc flags imply (tests/nvcc_fixtures.py):
-  this runs without archwheel's scanner;
+- ``crosscheck_input`` on the corpus, wheels and directories made from it, where archwheel's
+  side is the inventory the nvcc flags imply (tests/support/nvcc_fixtures.py): this runs without
+  archwheel's scanner;
 - the acceptance tests of issue 2 item 5, which cross-check the scanner's own inventory of the
-  corpus and of the real torch 2.14.1 / torchvision 0.29.1 wheels (they need
-  ``archwheel.binary.scan``).
+  corpus (the real torch 2.14.1 / torchvision 0.29.1 wheels:
+  tests/integration/realwheel/test_crosscheck.py);
+- ``archwheel audit --cross-check``.
+
+The comparator on written-out entries is in tests/unit/verdicts/test_crosscheck.py.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import struct
-import tempfile
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -26,135 +24,19 @@ import pytest
 
 from archwheel.binary.cuobjdump import Cuobjdump
 from archwheel.binary.model import (
-    Compression,
     FatbinEntry,
     InputInventory,
     LibraryInventory,
 )
-from archwheel.facts.arch import CodeKind, Target
+from archwheel.facts.arch import CodeKind
 from archwheel.verdicts.crosscheck import (
-    CountRow,
-    CrossCheckReport,
-    InvisibleRow,
-    LibraryFailure,
-    compare_library,
     crosscheck_input,
-    invisible_reason,
     split_library_path,
-    visible_arch,
 )
-from tests.nvcc_fixtures import SPECS, BuiltFixture, NvccCorpus, Product
+from tests.support.cuobjdump_support import REL, entry
+from tests.support.nvcc_fixtures import SPECS, BuiltFixture, NvccCorpus, Product
 
 SASS, PTX, LTO = CodeKind.SASS, CodeKind.PTX, CodeKind.LTOIR
-NV, REL = ".nv_fatbin", "__nv_relfatbin"
-
-
-def entry(arch: str, section: str = NV, compression: Compression = Compression.NONE) -> FatbinEntry:
-    kind, target = Target.from_name(arch)
-    return FatbinEntry(section, 0, kind, target, compression, 0, 0)
-
-
-# -- the comparator -------------------------------------------------------------------------------
-
-
-def test_visible_arch_strips_f_from_cubins_only() -> None:
-    assert visible_arch(*Target.from_name("sm_103f")) == "sm_103"
-    assert visible_arch(*Target.from_name("sm_90a")) == "sm_90a"
-    assert visible_arch(*Target.from_name("compute_120f")) == "compute_120f"
-    assert visible_arch(*Target.from_name("compute_120")) == "compute_120"
-
-
-def test_family_cubins_agree_with_cuobjdumps_plain_name_and_keep_their_f() -> None:
-    rows, invisible = compare_library(
-        "libx.so",
-        [entry("sm_103f"), entry("sm_103f"), entry("sm_100")],
-        {(NV, SASS, "sm_103"): 2, (NV, SASS, "sm_100"): 1},
-    )
-    assert invisible == []
-    assert rows == [
-        CountRow("libx.so", NV, SASS, "sm_100", 1, 1, ("sm_100",)),
-        CountRow("libx.so", NV, SASS, "sm_103", 2, 2, ("sm_103f",)),
-    ]
-    assert "(archwheel: sm_103f)" in rows[1].one_line()
-
-
-def test_plain_and_family_cubins_of_one_arch_are_counted_together() -> None:
-    rows, _ = compare_library(
-        "libx.so", [entry("sm_100"), entry("sm_100f")], {(NV, SASS, "sm_100"): 2}
-    )
-    assert rows == [CountRow("libx.so", NV, SASS, "sm_100", 2, 2, ("sm_100", "sm_100f"))]
-
-
-def test_family_ptx_must_match_exactly() -> None:
-    rows, _ = compare_library("libx.so", [entry("compute_120f")], {(NV, PTX, "compute_120"): 1})
-    assert sorted((r.arch, r.archwheel, r.cuobjdump) for r in rows) == [
-        ("compute_120", 0, 1),
-        ("compute_120f", 1, 0),
-    ]
-
-
-def test_a_count_mismatch_is_a_disagreement_with_both_numbers() -> None:
-    rows, _ = compare_library("libx.so", [entry("sm_80")] * 3, {(NV, SASS, "sm_80"): 4})
-    (row,) = rows
-    assert not row.agrees
-    assert row.one_line() == "libx.so [.nv_fatbin] sm_80: archwheel 3, cuobjdump 4"
-
-
-def test_the_same_images_in_the_wrong_section_disagree() -> None:
-    rows, _ = compare_library("libx.so", [entry("sm_80", REL)], {(NV, SASS, "sm_80"): 1})
-    assert {(r.section, r.archwheel, r.cuobjdump) for r in rows} == {(REL, 1, 0), (NV, 0, 1)}
-
-
-def test_images_only_cuobjdump_sees_are_disagreements() -> None:
-    rows, _ = compare_library("libx.so", [], {(REL, PTX, "compute_120"): 2, (NV, SASS, "x"): 0})
-    assert rows == [CountRow("libx.so", REL, PTX, "compute_120", 0, 2, ())]
-
-
-def test_lto_ir_and_other_sections_are_invisible_not_disagreements() -> None:
-    entries = [entry("lto_90", REL), entry("sm_80", ".cask_resource"), entry("sm_80", ".mydata")]
-    rows, invisible = compare_library("libx.so", entries, {})
-    assert rows == []
-    assert sorted((r.section, r.arch, r.count) for r in invisible) == [
-        (".cask_resource", "sm_80", 1),
-        (".mydata", "sm_80", 1),
-        (REL, "lto_90", 1),
-    ]
-    assert all(r.reason.startswith("invisible to cuobjdump") for r in invisible)
-    assert invisible_reason(entry("sm_80", "(fatbin)")) is None  # a raw .fatbin: visible
-    assert invisible_reason(entry("sm_90", "(cubin)")) is None
-    assert invisible_reason(entry("sm_90", "(no section)")) is not None
-
-
-def test_split_library_path_recognizes_archive_members() -> None:
-    assert split_library_path("torch/lib/libx.a(k.o)") == ("torch/lib/libx.a", "k.o")
-    assert split_library_path("torch/lib/libx.so") == ("torch/lib/libx.so", None)
-    assert split_library_path("a(b)/c.so") == ("a(b)/c.so", None)
-
-
-def test_report_is_ok_only_without_disagreements_and_failures() -> None:
-    agree = CountRow("l", NV, SASS, "sm_80", 1, 1)
-    differ = CountRow("l", NV, SASS, "sm_90", 1, 0)
-    assert CrossCheckReport("s", "t", 1, (agree,)).ok
-    assert not CrossCheckReport("s", "t", 1, (agree, differ)).ok
-    assert CrossCheckReport("s", "t", 1, (agree, differ)).disagreements == (differ,)
-    assert not CrossCheckReport("s", "t", 1, (agree,), failures=(LibraryFailure("l", "x"),)).ok
-    hidden = InvisibleRow("l", ".mydata", SASS, "sm_80", 1, "invisible")
-    assert CrossCheckReport("s", "t", 1, (agree,), invisible=(hidden,)).ok
-
-
-def test_report_json_is_serializable_and_lists_disagreements() -> None:
-    report = CrossCheckReport(
-        "w.whl", "cuobjdump 13.5.37", 2,
-        (CountRow("l", NV, SASS, "sm_103", 2, 1, ("sm_103f",)),),
-        (InvisibleRow("l", ".mydata", SASS, "sm_80", 1, "invisible to cuobjdump"),),
-        (LibraryFailure("m", "cuobjdump failed"),),
-    )  # fmt: skip
-    document = json.loads(json.dumps(report.to_json_dict()))
-    assert document["ok"] is False
-    assert document["schema_version"] == 1
-    assert document["disagreements"][0]["archwheel_archs"] == ["sm_103f"]
-    assert document["invisible"][0]["section"] == ".mydata"
-    assert document["failures"] == [{"library": "m", "message": "cuobjdump failed"}]
 
 
 # -- crosscheck_input with the inventory the nvcc flags imply (no scanner needed) -----------------
@@ -260,19 +142,6 @@ def wheel_inventory(wheel: Path, fixtures: dict[str, BuiltFixture]) -> InputInve
                 )
             )
     return InputInventory(str(wheel), "wheel", tuple(libraries))
-
-
-@pytest.fixture
-def private_tmpdir(tmp_path: Path) -> Iterator[Path]:
-    """Point tempfile at an empty folder, to prove the cross-check leaves nothing behind."""
-    folder = tmp_path / "tmpdir"
-    folder.mkdir()
-    old = tempfile.tempdir
-    tempfile.tempdir = str(folder)
-    try:
-        yield folder
-    finally:
-        tempfile.tempdir = old
 
 
 @pytest.mark.nvcc
@@ -388,26 +257,7 @@ def test_duplicate_member_names_are_refused(
     assert "appears 2 times" in report.failures[0].message
 
 
-@pytest.mark.realwheel
-def test_crosscheck_sees_every_device_library_of_torchvision_even_if_the_scanner_sees_none(
-    torchvision_wheel: Path, cuobjdump: Cuobjdump, private_tmpdir: Path
-) -> None:
-    empty = InputInventory(str(torchvision_wheel), "wheel", ())
-    report = crosscheck_input(empty, torchvision_wheel, tool=cuobjdump)
-    assert report.failures == ()
-    assert report.files_checked >= 9  # every ELF member: torchvision/*.so, torchvision.libs/*
-    assert "torchvision/_C_stable.so" in {r.library for r in report.disagreements}
-    assert all(r.archwheel == 0 and r.cuobjdump > 0 for r in report.rows)
-    assert list(private_tmpdir.iterdir()) == []
-
-
 # -- acceptance: archwheel's scanner against cuobjdump (issue 2, item 5) --------------------------
-
-
-@pytest.fixture(scope="module")
-def scan() -> ModuleType:
-    """archwheel's scanner; these tests fail (not skip) until it exists."""
-    return importlib.import_module("archwheel.binary.scan")
 
 
 @pytest.mark.nvcc
@@ -434,65 +284,6 @@ def test_scanner_and_cuobjdump_agree_on_a_wheel_of_fixtures(
     problems = [r.one_line() for r in report.disagreements]
     assert report.ok, problems + [f.one_line() for f in report.failures]
     assert report.files_checked == len(nvcc_corpus.fixtures)
-
-
-@pytest.mark.realwheel
-@pytest.mark.slow
-def test_scanner_and_cuobjdump_agree_on_the_torch_wheel(
-    scan: ModuleType, torch_wheel: Path, cuobjdump: Cuobjdump
-) -> None:
-    report = crosscheck_input(scan.scan_path(torch_wheel), torch_wheel, tool=cuobjdump)
-    assert report.failures == ()
-    assert report.disagreements == (), [r.one_line() for r in report.disagreements]
-    cuda = {r.arch: r for r in report.rows if r.library == "torch/lib/libtorch_cuda.so"}
-    assert cuda["sm_103"].archwheel_archs == ("sm_103f",)  # the f restored
-    ptx = {(r.library, r.section, r.arch) for r in report.rows if r.kind is PTX}
-    assert ptx == {("torch/lib/libtorch_nvshmem.so", REL, "compute_120")}
-
-
-@pytest.mark.realwheel
-@pytest.mark.slow
-def test_scanner_and_cuobjdump_agree_on_the_torchvision_wheel(
-    scan: ModuleType, torchvision_wheel: Path, cuobjdump: Cuobjdump
-) -> None:
-    report = crosscheck_input(scan.scan_path(torchvision_wheel), torchvision_wheel, tool=cuobjdump)
-    assert report.ok, [r.one_line() for r in report.disagreements]
-    assert report.rows
-
-
-# -- the report's lines and exit codes, and archwheel audit --cross-check -------------------------
-
-
-def test_report_lines_say_agreement_in_one_line_and_list_each_finding() -> None:
-    hidden = InvisibleRow("l", ".mydata", SASS, "sm_80", 2, "invisible to cuobjdump: x")
-    agree = CrossCheckReport("w.whl", "cuobjdump 13.5", 1, (CountRow("l", NV, SASS, "sm_80", 3, 3),),
-                             (hidden,))  # fmt: skip
-    assert agree.lines() == [
-        "cross-check of w.whl: cuobjdump 13.5 agrees on 3 images in 1 files; "
-        "2 images are invisible to it",
-        "  l [.mydata] sm_80 x2: invisible to cuobjdump: x",
-    ]
-    assert agree.lines(quiet=True) == []
-    assert agree.exit_code == 0
-    differ = CrossCheckReport("w.whl", "c", 1, (CountRow("l", NV, SASS, "sm_80", 3, 4),))
-    assert differ.lines(quiet=True) == [
-        "cross-check of w.whl: 1 disagreements with c",
-        "  disagrees: l [.nv_fatbin] sm_80: archwheel 3, cuobjdump 4",
-    ]
-    assert differ.exit_code == 1
-    failed = CrossCheckReport("w.whl", "c", 0, (), failures=(LibraryFailure("m", "broken"),))
-    assert failed.lines(quiet=True) == ["  not checked: m: broken"]
-    assert failed.exit_code == 4
-
-
-def test_an_installed_inventory_without_its_root_cannot_be_cross_checked() -> None:
-    from archwheel.errors import ToolError
-    from archwheel.verdicts.crosscheck import source_of
-
-    with pytest.raises(ToolError, match="did not record where its files are"):
-        source_of(InputInventory("torch==2.14.1 (python)", "installed", ()))
-    rooted = InputInventory("torch", "installed", (), metadata={"root": "/site"})
-    assert source_of(rooted) == Path("/site")
 
 
 @pytest.mark.nvcc

@@ -1,7 +1,7 @@
 """Acceptance tests for archwheel's scanner on the nvcc fixture corpus (issue 2, items 3 and 5a).
 
 What each fixture must contain is derived from the nvcc flags it was built with
-(``tests/nvcc_fixtures.py``), not from either reader. These tests fail (not skip) until
+(``tests/support/nvcc_fixtures.py``), not from either reader. These tests fail (not skip) until
 ``archwheel.binary.scan`` exists.
 """
 
@@ -19,7 +19,7 @@ from archwheel.binary.model import Compression, FatbinEntry, InputInventory
 from archwheel.facts.arch import CodeKind
 from archwheel.facts.catalog import load_facts
 from archwheel.verdicts.crosscheck import split_library_path
-from tests.nvcc_fixtures import SPECS, NvccCorpus, Product
+from tests.support.nvcc_fixtures import SPECS, NvccCorpus, Product
 
 pytestmark = pytest.mark.nvcc
 

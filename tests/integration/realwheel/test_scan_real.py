@@ -2,7 +2,7 @@
 
 Expected contents come from cuda-facts.md section 6 (established with NVIDIA's cuobjdump,
 independently of this code); the entry-by-entry agreement with cuobjdump is in
-test_crosscheck.py.
+tests/integration/realwheel/test_crosscheck.py.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ import pytest
 from archwheel.binary.scan import scan_path
 from archwheel.facts.arch import CodeKind
 from archwheel.verdicts.audit import audit, audit_document
-
-from .conftest import CliRun
-from .test_cli_audit import schema
+from tests.support.cli import CliRun
+from tests.support.schemas import audit_schema
 
 pytestmark = pytest.mark.realwheel
 
@@ -57,7 +56,7 @@ def test_audit_json_of_real_wheel(torch_inventory, torch_wheel: Path) -> None:  
 
     report = audit(torch_inventory, ArchList.parse("7.5;8.0;8.6;9.0;10.0;12.0+PTX"))
     doc = audit_document([report])
-    jsonschema.validate(doc, schema())
+    jsonschema.validate(doc, audit_schema())
     failing = {v.library.path: v.missing for v in report.failing}
     assert failing["torch/lib/libtorch_cuda_linalg.so"] == ("sm_75", "compute_120")
     assert failing["torch/lib/libtorch_cuda.so"] == ("compute_120",)
@@ -67,7 +66,7 @@ def test_audit_json_of_real_wheel(torch_inventory, torch_wheel: Path) -> None:  
 def test_torchvision(torchvision_wheel: Path, cli_run: CliRun) -> None:
     code, out, _ = cli_run("audit", str(torchvision_wheel), "--format", "json")
     doc = json.loads(out)
-    jsonschema.validate(doc, schema())
+    jsonschema.validate(doc, audit_schema())
     assert code == 0
     paths = [lib["path"] for lib in doc["inputs"][0]["libraries"]]
     assert "torchvision/_C_stable.so" in paths or any(p.startswith("torchvision/_C") for p in paths)

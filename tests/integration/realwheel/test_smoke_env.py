@@ -18,8 +18,10 @@ import pytest
 from archwheel.effects.watchdog import ChildOutcome, Watchdog
 from archwheel.smoke.environments import VenvEnvironment
 from archwheel.verdicts.smoke import KERNEL_STEPS, CudaFailure, classify_cuda_error
-from tests.conftest import CliRun, gpu_present
-from tests.test_smoke import TORCH_2141_CU130, validate
+from tests.support.cli import CliRun
+from tests.support.components import gpu_present
+from tests.support.real_torch import TORCH_2141_CU130
+from tests.support.schemas import validate_smoke
 
 pytestmark = [pytest.mark.realwheel, pytest.mark.slow]
 
@@ -133,7 +135,7 @@ def test_cli_smoke_of_the_installed_torch_says_no_cuda_device(
     )
     assert code == 20, err
     document = json.loads(out)
-    validate(document)
+    validate_smoke(document)
     assert document["verdict"] == "no-device"
     assert document["message"].startswith("no CUDA device: RuntimeError: Found no NVIDIA driver")
     assert document["software"]["torch"] == "2.14.1+cu130"

@@ -1,8 +1,10 @@
-"""cuobjdump as an oracle: its listing parser, section attribution, layout reader and runner.
+"""cuobjdump as an oracle: its listing parser, section attribution, the layout reader on hostile
+input, finding and running the tool.
 
 The listing samples below are cuobjdump 13.5's real output (see docs/fixtures.md for the
-commands). The runner is checked against the nvcc fixture corpus, whose contents are derived
-from the nvcc flags, and against facts about the torch 2.14.1 wheel (cuda-facts.md section 6).
+commands). The runner on the nvcc fixture corpus, whose contents are derived from the nvcc flags,
+and the layout reader are checked in tests/integration/nvcc/test_cuobjdump.py; facts about the
+torch 2.14.1 wheel (cuda-facts.md section 6) in tests/integration/realwheel/test_cuobjdump.py.
 """
 
 from __future__ import annotations
@@ -10,9 +12,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-import subprocess
 import sys
-import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -30,11 +30,10 @@ from archwheel.binary.cuobjdump import (
     split_by_section,
 )
 from archwheel.errors import ToolError
-from archwheel.facts.arch import CodeKind, Target, Variant
-from tests.nvcc_fixtures import SPECS, NvccCorpus, Product
+from archwheel.facts.arch import CodeKind
+from tests.support.cuobjdump_support import NV, REL, listed
 
 SASS, PTX = CodeKind.SASS, CodeKind.PTX
-NV, REL = ".nv_fatbin", "__nv_relfatbin"
 
 # -- parse_listing --------------------------------------------------------------------------------
 
@@ -118,10 +117,6 @@ def test_parse_listing_refuses_lines_it_does_not_understand(line: str) -> None:
 # -- split_by_section -----------------------------------------------------------------------------
 
 
-def listed(*pairs: tuple[CodeKind, str]) -> list[ListedImage]:
-    return [ListedImage(kind, arch, f"x.{n}.{arch}") for n, (kind, arch) in enumerate(pairs)]
-
-
 def test_split_attributes_the_difference_between_the_two_runs_to_relfatbin() -> None:
     every = listed((SASS, "sm_75"), (SASS, "sm_80"), (SASS, "sm_75"), (PTX, "compute_120"))
     default = listed((SASS, "sm_75"), (SASS, "sm_80"))
@@ -155,53 +150,6 @@ def test_split_refuses_a_default_listing_larger_than_the_full_one() -> None:
                          frozenset({NV, REL}))  # fmt: skip
 
 
-# -- read_layout (its own ELF and ar readers, checked against binutils) ---------------------------
-
-
-def readelf_sections(path: Path) -> set[str]:
-    command = ["readelf", "-SW", str(path)]
-    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    return set(re.findall(r"^\s*\[\s*\d+\]\s+(\S+)", out, re.MULTILINE)) - {"NULL"}
-
-
-@pytest.mark.nvcc
-@pytest.mark.parametrize("name", [s.name for s in SPECS if s.product is not Product.STATIC])
-def test_read_layout_finds_the_same_section_names_as_readelf(
-    nvcc_corpus: NvccCorpus, name: str
-) -> None:
-    fixture = nvcc_corpus[name]
-    layout = read_layout(fixture.path)
-    if fixture.spec.product is Product.CUBIN:
-        assert layout.kind == "cubin"
-    elif fixture.spec.product is Product.FATBIN:
-        assert layout.kind == "fatbin"
-    else:
-        assert layout.kind == "host-elf"
-        assert layout.sections == readelf_sections(fixture.path)
-
-
-@pytest.mark.nvcc
-def test_read_layout_lists_archive_members_like_ar(nvcc_corpus: NvccCorpus) -> None:
-    archive = nvcc_corpus["libkernels.a"].path
-    layout = read_layout(archive)
-    command = ["ar", "t", str(archive)]
-    members = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    assert layout.kind == "archive"
-    assert layout.members is not None
-    assert set(layout.members) == set(members.split())
-    assert REL in layout.members["reduce.o"]
-    assert NV in layout.members["scale.o"]
-
-
-@pytest.mark.nvcc
-def test_read_layout_reads_gnu_long_member_names(tmp_path: Path, nvcc_corpus: NvccCorpus) -> None:
-    long_name = "a_member_with_a_name_longer_than_sixteen.o"
-    (tmp_path / long_name).write_bytes(nvcc_corpus["relocatable.o"].path.read_bytes())
-    subprocess.run(["ar", "rcs", "liblong.a", long_name], cwd=tmp_path, check=True)
-    layout = read_layout(tmp_path / "liblong.a")
-    assert layout.members == {long_name: frozenset(readelf_sections(tmp_path / long_name))}
-
-
 @pytest.mark.parametrize(
     "data",
     [
@@ -226,66 +174,6 @@ def test_read_layout_of_a_missing_file_is_a_tool_error(tmp_path: Path) -> None:
         read_layout(tmp_path / "missing.so")
 
 
-# -- running cuobjdump on the nvcc corpus ---------------------------------------------------------
-
-
-def cuobjdump_view_of_flags(name: str) -> dict[str | None, Counter[tuple[str, CodeKind, str]]]:
-    """What cuobjdump must list, per member, from the flags and its documented blind spots."""
-    spec = next(s for s in SPECS if s.name == name)
-    from tests.nvcc_fixtures import expected_images
-
-    view: dict[str | None, Counter[tuple[str, CodeKind, str]]] = {}
-    for image in expected_images(spec):
-        if image.kind is CodeKind.LTOIR or image.section not in ("(fatbin)", "(cubin)", NV, REL):
-            continue  # not listed by cuobjdump
-        kind, target = Target.from_name(image.arch)
-        if kind is SASS and target.variant is Variant.FAMILY_SPECIFIC:
-            target = Target(target.cc)  # cuobjdump prints sm_103f as sm_103
-        key = (image.section, kind, target.name(kind))
-        view.setdefault(image.member, Counter())[key] += image.count
-    return view
-
-
-@pytest.mark.nvcc
-@pytest.mark.parametrize("name", [s.name for s in SPECS])
-def test_cuobjdump_lists_what_the_nvcc_flags_put_in_each_fixture(
-    nvcc_corpus: NvccCorpus, cuobjdump: Cuobjdump, name: str
-) -> None:
-    seen = cuobjdump.inventory(nvcc_corpus[name].path)
-    got = {member: counts for member, counts in seen.counts.items() if counts}
-    assert got == cuobjdump_view_of_flags(name)
-
-
-@pytest.mark.nvcc
-def test_cuobjdump_drops_the_f_of_family_cubins_but_not_of_family_ptx(
-    nvcc_corpus: NvccCorpus, cuobjdump: Cuobjdump
-) -> None:
-    listed_archs = {
-        i.arch for i in cuobjdump.list_images(nvcc_corpus["variants.so"].path, all_fatbins=True)
-    }
-    assert {"sm_100", "sm_103", "sm_120", "compute_120f", "sm_90a", "compute_90a"} <= listed_archs
-    assert not {"sm_100f", "sm_103f", "sm_120f"} & listed_archs
-
-
-@pytest.mark.nvcc
-def test_cuobjdump_without_all_skips_the_relocatable_fatbin(
-    nvcc_corpus: NvccCorpus, cuobjdump: Cuobjdump
-) -> None:
-    path = nvcc_corpus["device_linked.so"].path
-    every = cuobjdump.list_images(path, all_fatbins=True)
-    default = cuobjdump.list_images(path, all_fatbins=False)
-    assert len(default) == 2  # the device-link cubins, sm_80 and sm_90
-    assert len(every) == 6  # plus two translation units x two archs in __nv_relfatbin
-
-
-@pytest.mark.nvcc
-@pytest.mark.parametrize("name", ["embedded_incbin.so", "embedded_objcopy.so"])
-def test_cuobjdump_cannot_see_a_fatbin_outside_its_two_sections(
-    nvcc_corpus: NvccCorpus, cuobjdump: Cuobjdump, name: str
-) -> None:
-    assert cuobjdump.list_images(nvcc_corpus[name].path, all_fatbins=True) == ()
-
-
 def test_a_file_without_device_code_lists_nothing(cuobjdump: Cuobjdump) -> None:
     # The Python interpreter is an ELF without fatbins: cuobjdump exits 255, "no device code".
     assert cuobjdump.list_images(Path(sys.executable).resolve(), all_fatbins=True) == ()
@@ -295,20 +183,6 @@ def test_a_file_without_device_code_lists_nothing(cuobjdump: Cuobjdump) -> None:
 def test_a_missing_file_is_a_tool_error_naming_it(cuobjdump: Cuobjdump, tmp_path: Path) -> None:
     with pytest.raises(ToolError, match=r"cuobjdump failed on .*missing\.so \(exit 1\)"):
         cuobjdump.list_images(tmp_path / "missing.so", all_fatbins=True)
-
-
-@pytest.mark.nvcc
-def test_a_fatbin_whose_size_points_past_its_section_is_a_tool_error(
-    nvcc_corpus: NvccCorpus, cuobjdump: Cuobjdump, tmp_path: Path
-) -> None:
-    data = bytearray(nvcc_corpus["multi_arch.so"].path.read_bytes())
-    container = data.find(bytes.fromhex("50ed55ba"))
-    data[container + 8 : container + 16] = (1 << 40).to_bytes(8, "little")
-    broken = tmp_path / "broken.so"
-    broken.write_bytes(bytes(data))
-    with pytest.raises(ToolError, match="Invalid fatbin header") as info:
-        cuobjdump.inventory(broken)
-    assert "\n" not in info.value.one_line()
 
 
 def fake_tool(tmp_path: Path, name: str, script: str) -> Path:
@@ -410,86 +284,3 @@ def test_a_failed_install_is_a_tool_error_with_pips_last_line(tmp_path: Path) ->
         installer.install()
     assert "\n" not in info.value.one_line()
     assert installer.installed_binaries() == []
-
-
-@pytest.mark.slow
-@pytest.mark.nvcc
-def test_install_on_demand_puts_a_working_cuobjdump_in_the_cache_once(
-    tmp_path: Path, nvcc_corpus: NvccCorpus
-) -> None:
-    env = {"PATH": "", "ARCHWHEEL_CACHE": str(tmp_path / "cache")}
-    original = sys.path[:]
-    try:
-        sys.path[:] = []  # hide the cuobjdump of this environment
-        tool = ensure_cuobjdump(install=True, environ=env)
-        again = ensure_cuobjdump(install=True, environ=env)
-    finally:
-        sys.path[:] = original
-    assert tool.executable.is_relative_to(tmp_path / "cache" / "cuobjdump" / "venv")
-    assert again.executable == tool.executable
-    assert tool.version().startswith("13.")
-    seen = tool.inventory(nvcc_corpus["multi_arch.so"].path)
-    assert seen.total == sum(cuobjdump_view_of_flags("multi_arch.so")[None].values())
-
-
-# -- the real torch 2.14.1 wheel (cuda-facts.md section 6) ----------------------------------------
-
-
-def extract_member(wheel: Path, member: str, dest: Path) -> Path:
-    with zipfile.ZipFile(wheel) as zf:
-        target = dest / Path(member).name
-        with zf.open(member) as src, target.open("wb") as dst:
-            while block := src.read(1 << 20):
-                dst.write(block)
-    return target
-
-
-def arch_counts(
-    counts: Counter[tuple[str, CodeKind, str]], section: str, kind: CodeKind
-) -> dict[str, int]:
-    return {arch: n for (s, k, arch), n in counts.items() if s == section and k is kind}
-
-
-@pytest.mark.realwheel
-def test_torch_nvshmem_keeps_the_wheels_only_ptx_in_its_relocatable_fatbin(
-    torch_wheel: Path, cuobjdump: Cuobjdump, tmp_path: Path
-) -> None:
-    lib = extract_member(torch_wheel, "torch/lib/libtorch_nvshmem.so", tmp_path)
-    seen = cuobjdump.inventory(lib)
-    counts = seen.counts[None]
-    assert {s for s, _, _ in counts} == {NV, REL}
-    assert arch_counts(counts, NV, PTX) == {}
-    assert set(arch_counts(counts, REL, PTX)) == {"compute_120"}
-    every = cuobjdump.list_images(lib, all_fatbins=True)
-    assert seen.total == len(every)  # the two sections partition the -all listing
-
-
-@pytest.mark.realwheel
-def test_torch_cuda_linalg_has_no_sm_75_and_the_same_kernels_for_every_arch(
-    torch_wheel: Path, cuobjdump: Cuobjdump, tmp_path: Path
-) -> None:
-    lib = extract_member(torch_wheel, "torch/lib/libtorch_cuda_linalg.so", tmp_path)
-    counts = cuobjdump.inventory(lib).counts[None]
-    sass = arch_counts(counts, NV, SASS)
-    # cu130 wheels are built for 7.5;8.0;8.6;9.0;10.0;12.0+PTX, yet this library lacks sm_75.
-    assert set(sass) == {"sm_80", "sm_86", "sm_90", "sm_100", "sm_120"}
-    assert len(set(sass.values())) == 1
-    assert arch_counts(counts, NV, PTX) == {}
-    assert arch_counts(counts, REL, SASS) == {}
-
-
-@pytest.mark.realwheel
-@pytest.mark.slow
-def test_torch_cuda_carries_kernels_beyond_its_arch_list(
-    torch_wheel: Path, cuobjdump: Cuobjdump, tmp_path: Path
-) -> None:
-    # About 17 s and 5.5 GB of RAM; memoized by the session's cuobjdump fixture.
-    lib = extract_member(torch_wheel, "torch/lib/libtorch_cuda.so", tmp_path)
-    counts = cuobjdump.inventory(lib).counts[None]
-    sass = arch_counts(counts, NV, SASS)
-    listed = {"sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"}
-    # sm_103f is printed sm_103 by cuobjdump: the f is lost here, restored by archwheel.
-    extras = {"sm_89", "sm_90a", "sm_100a", "sm_103", "sm_120a", "sm_121a"}
-    assert listed | extras <= set(sass)
-    assert all(sass[a] > sass[b] for a in listed for b in extras)
-    assert arch_counts(counts, NV, PTX) == {}

@@ -1,7 +1,8 @@
 """The scanner on constructed binaries: every entry field, every section, every defect.
 
-Inputs are built byte by byte from the published layouts (tests/builders.py). Real nvcc
-output and real wheels are covered by test_scan_real.py and the cuobjdump cross-checks.
+Inputs are built byte by byte from the published layouts (tests/support/builders.py). Real nvcc
+output and real wheels are covered by tests/integration/nvcc/test_scan_corpus.py,
+tests/integration/realwheel/test_scan_real.py and the cuobjdump cross-checks.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from archwheel.binary.model import Compression, Severity
 from archwheel.binary.scan import scan_bytes, scan_bytes_full, scan_path
 from archwheel.facts.arch import CodeKind, Target, Variant
 from archwheel.facts.versions import ComputeCapability, PtxIsaVersion
-
-from .builders import Entry, ar_archive, container, elf64
+from tests.support.builders import Entry, ar_archive, container, elf64
 
 CC = ComputeCapability
 ZSTD, LZ4 = 0x8000, 0x2000

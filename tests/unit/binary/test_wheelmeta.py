@@ -14,8 +14,8 @@ from archwheel.binary.wheelmeta import (
 )
 from archwheel.errors import InputError
 from archwheel.facts.versions import CudaVersion
-from tests.builders import write_zip
-from tests.inventory_builders import build_wheel, record_hash
+from tests.support.builders import write_zip
+from tests.support.inventory_builders import build_wheel, record_hash
 
 
 def test_local_version_pins_and_hashes(tmp_path: Path) -> None:

@@ -15,8 +15,7 @@ from archwheel.binary.model import Severity
 from archwheel.binary.scan import scan_path
 from archwheel.binary.zipread import MemberError, WheelReader, unsafe_name_reason
 from archwheel.errors import InputError
-
-from .builders import Entry, container, elf64, write_zip
+from tests.support.builders import Entry, container, elf64, write_zip
 
 LIB = elf64([(".nv_fatbin", container(Entry(sm=90)))])
 

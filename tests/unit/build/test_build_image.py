@@ -19,8 +19,7 @@ from archwheel.build.builder_image import (
 from archwheel.build.recipe import load_recipe
 from archwheel.errors import RecipeError, ToolError
 from archwheel.facts.versions import CudaVersion
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
 
 DEBIAN_PYPI_PROBE = """\
 nvcc=Cuda compilation tools, release 13.0, V13.0.88

@@ -22,9 +22,8 @@ from archwheel.effects.pipconfig import CONTAINER_CA_PATH, PipSettings, local_fo
 from archwheel.errors import ArchListError, UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.interfaces.commands.build import checked_arch_list, plan_json
-from tests.conftest import CliRun
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.cli import CliRun
+from tests.support.paths import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ from archwheel.errors import RecipeError, UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 RECIPES = ROOT / "recipes"
 
 VALID = """\

@@ -1,16 +1,14 @@
 """archwheel doctor: host probes, the torch probe, per-GPU verdicts and the command.
 
 No GPU exists here, so the GPU side uses a fake NVML module (``FakeNvml``) and fake nvidia-smi
-scripts (``fake_nvidia_smi``); everything else is real: a virtual environment with the real
-torch 2.14.1+cu130 wheel and its nvidia-* dependencies installed by pip, real subprocess probes,
-a half-installed fake torch that fails to import, and one that crashes the interpreter.
+scripts (``fake_nvidia_smi``, tests/support/doctor_fakes.py); everything else is real: real
+subprocess probes, a half-installed fake torch that fails to import, and one that crashes the
+interpreter. The command on a virtual environment with the real torch 2.14.1+cu130 wheel is in
+tests/integration/realwheel/test_doctor.py.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,9 +33,10 @@ from archwheel.effects.host import (
 from archwheel.errors import ToolError
 from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersion
 from archwheel.verdicts.compat import Verdict
-from tests.conftest import CliRun
-from tests.inventory_builders import torch_2_14_1_cu130
-from tests.venvs import make_venv
+from tests.support.cli import CliRun
+from tests.support.doctor_fakes import no_gpu_path
+from tests.support.inventory_builders import torch_2_14_1_cu130
+from tests.support.venvs import make_venv
 
 
 def _write_fake_torch(site: Path, body: str) -> None:
@@ -55,21 +54,6 @@ def _fake_torch_venv(tmp_path: Path, body: str) -> Path:
     site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
     _write_fake_torch(site, body)
     return python
-
-
-@pytest.fixture
-def fake_nvidia_smi(tmp_path: Path) -> Callable[[str], Path]:
-    """Write a fake nvidia-smi (a shell script) and return the directory holding it."""
-
-    def make(script: str) -> Path:
-        folder = tmp_path / "fake-bin"
-        folder.mkdir(exist_ok=True)
-        path = folder / "nvidia-smi"
-        path.write_text("#!/bin/sh\n" + textwrap.dedent(script))
-        path.chmod(0o755)
-        return folder
-
-    return make
 
 
 class FakeNvmlError(Exception):
@@ -359,88 +343,14 @@ def test_diagnosis_without_gpu_and_without_torch() -> None:
     assert report.exit_code == 0
 
 
-# -- the command, on the real torch wheel installed by pip --------------------------------------
-
-
-def _no_gpu_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A PATH without nvidia-smi, so `--gpu-probe nvidia-smi` sees no driver on any machine."""
-    empty = tmp_path / "empty-bin"
-    empty.mkdir()
-    monkeypatch.setenv("PATH", f"{empty}:/usr/bin:/bin")
-
-
-@pytest.mark.realwheel
-@pytest.mark.slow
-def test_doctor_reports_real_torch_without_gpu(
-    torch_venv: Path, cli_run: CliRun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    _no_gpu_path(monkeypatch, tmp_path)
-    code, out, _ = cli_run(
-        "doctor", "--python", str(torch_venv), "--gpu-probe", "nvidia-smi", "--no-audit",
-        "--format", "json",
-    )  # fmt: skip
-    assert code == 0
-    doc = json.loads(out)
-    assert doc["schema_version"] == 1
-    assert doc["host"]["gpus"] == []
-    assert doc["findings"][0].startswith("no NVIDIA GPU or driver found (nvidia-smi: nvidia-smi")
-    torch = doc["environment"]["torch"]
-    assert torch["version"] == "2.14.1+cu130"
-    assert torch["cuda"] == "13.0"
-    assert torch["cudnn"] == "9.24.0"
-    assert torch["nccl"] == "2.30.7"
-    assert torch["arch_flags"] == ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
-    assert torch["cuda_available"] is False
-    dists = doc["environment"]["distributions"]
-    assert dists["nvidia-cudnn-cu13"] == "9.24.0.43"
-    assert dists["nvidia-nccl-cu13"] == "2.30.7"
-
-
-@pytest.mark.realwheel
-@pytest.mark.slow
-def test_doctor_table_without_gpu_says_so_plainly(
-    torch_venv: Path, cli_run: CliRun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    _no_gpu_path(monkeypatch, tmp_path)
-    code, out, _ = cli_run(
-        "doctor", "--python", str(torch_venv), "--gpu-probe", "nvidia-smi", "--no-audit"
-    )
-    assert code == 0
-    assert "no NVIDIA GPU or driver found on this machine" in out
-    assert "torch 2.14.1+cu130, CUDA 13.0, cuDNN 9.24.0, NCCL 2.30.7" in out
-
-
-@pytest.mark.realwheel
-@pytest.mark.slow
-def test_doctor_audits_installed_torch_on_fake_gpus(
-    torch_venv: Path,
-    cli_run: CliRun,
-    monkeypatch: pytest.MonkeyPatch,
-    fake_nvidia_smi: Callable[[str], Path],
-) -> None:
-    folder = fake_nvidia_smi(
-        'echo "Tesla T4, 7.5, 580.65.06"\necho "NVIDIA GeForce RTX 5090, 12.0, 580.65.06"\n'
-    )
-    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
-    code, out, _ = cli_run(
-        "doctor", "--python", str(torch_venv), "--gpu-probe", "nvidia-smi", "--format", "json"
-    )
-    doc = json.loads(out)
-    assert code == 11
-    t4, rtx = doc["gpus"]
-    assert t4["verdict"] == "no-kernel-image"
-    assert t4["basis"] == "audit of the installed torch libraries"
-    failing = [lib["library"] for lib in t4["libraries"] if lib["verdict"] == "no-kernel-image"]
-    assert [Path(p).name for p in failing] == ["libtorch_cuda_linalg.so"]
-    assert rtx["verdict"] == "native"
-    assert doc["runtime"]["status"] == "full"
+# -- the command, without torch --------------------------------------------------------------------
 
 
 @pytest.mark.slow
 def test_doctor_without_torch(
     bare_venv: Path, cli_run: CliRun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    _no_gpu_path(monkeypatch, tmp_path)
+    no_gpu_path(monkeypatch, tmp_path)
     code, out, _ = cli_run("doctor", "--python", str(bare_venv), "--gpu-probe", "nvidia-smi")
     assert code == 0
     assert "torch: not installed" in out

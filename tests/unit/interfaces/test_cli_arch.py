@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import CliRun
+from tests.support.cli import CliRun
 
 
 def test_normalized_forms(cli_run: CliRun) -> None:
@@ -133,20 +132,3 @@ def test_gpu_catalog(cli_run: CliRun) -> None:
     code, out, _ = cli_run("gpus")
     assert code == 0
     assert "RTX 5090" in out
-
-
-@pytest.mark.realwheel
-@pytest.mark.slow
-def test_size_estimate_from_the_real_wheel(cli_run: CliRun, torch_wheel: Path) -> None:
-    code, out, _ = cli_run(
-        "arch", "--gpu", "A100,H100", "--reference", str(torch_wheel), "--format", "json"
-    )
-    assert code == 0
-    size = json.loads(out)["size_estimate"]
-    reference = torch_wheel.stat().st_size
-    assert size["reference_bytes"] == reference
-    assert 0 < size["estimated_bytes"] < reference
-    assert size["estimated_bytes"] == reference - size["removed_bytes"] + size["added_bytes"]
-    assert size["method"].startswith("reference wheel size - stored bytes")
-    code, out, _ = cli_run("arch", "--gpu", "A100,H100", "--reference", str(torch_wheel))
-    assert "this is an estimate" in out

@@ -6,20 +6,14 @@ import json
 import os
 import subprocess
 import sys
-from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 import pytest
 
-from .builders import Entry, container, elf64, write_zip
-from .conftest import CliRun
-
-
-def schema() -> dict[str, Any]:
-    text = resources.files("archwheel.interfaces").joinpath("schema/audit.schema.json").read_text()
-    return json.loads(text)  # type: ignore[no-any-return]
+from tests.support.builders import Entry, container, elf64, write_zip
+from tests.support.cli import CliRun
+from tests.support.schemas import audit_schema
 
 
 @pytest.fixture
@@ -38,7 +32,7 @@ def test_json_validates_and_reports_missing(cli_run: CliRun, small_wheel: Path) 
         "audit", str(small_wheel), "--expect", "8.0;9.0+PTX", "--format", "json"
     )
     doc = json.loads(out)
-    jsonschema.validate(doc, schema())
+    jsonschema.validate(doc, audit_schema())
     assert code == 1 and doc["exit_code"] == 1 and doc["ok"] is False
     libs = {lib["path"]: lib for lib in doc["inputs"][0]["libraries"]}
     assert libs["demo/libcuda_part.so"]["missing"] == []
@@ -112,7 +106,7 @@ def test_incomplete_input_still_reports_the_rest(cli_run: CliRun, tmp_path: Path
     wheel = write_zip(tmp_path / "x.whl", [("a/good.so", good), ("../escape.so", good)])
     code, out, _ = cli_run("audit", str(wheel), "--format", "json")
     doc = json.loads(out)
-    jsonschema.validate(doc, schema())
+    jsonschema.validate(doc, audit_schema())
     assert code == 3 and doc["complete"] is False
     assert [lib["path"] for lib in doc["inputs"][0]["libraries"]] == ["a/good.so"]
     assert doc["inputs"][0]["problems"][0]["member"] == "../escape.so"
@@ -134,4 +128,4 @@ def test_output_file(cli_run: CliRun, small_wheel: Path, tmp_path: Path) -> None
     report = tmp_path / "report.json"
     code, out, _ = cli_run("audit", str(small_wheel), "--format", "json", "-o", str(report))
     assert code == 0 and out == ""
-    jsonschema.validate(json.loads(report.read_text()), schema())
+    jsonschema.validate(json.loads(report.read_text()), audit_schema())

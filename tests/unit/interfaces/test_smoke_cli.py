@@ -1,57 +1,23 @@
-"""``archwheel smoke`` on the command line: usage errors, real venv installs of small real wheels,
-and the docker backend against a real engine without a GPU runtime."""
+"""``archwheel smoke`` on the command line: usage errors and real venv installs of small real wheels
+(the docker backend against a real engine: tests/integration/docker/test_smoke_cli.py).
+"""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
-import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
-import uuid
-import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from archwheel.effects.engine import EngineSettings
-from tests.conftest import CliRun, require
-from tests.containers_support import containers_created, containers_with_label
-from tests.test_smoke import validate
-
-
-def make_wheel(folder: Path, name: str, requires: tuple[str, ...] = ()) -> Path:
-    """A minimal, valid, pure-Python wheel (one module), written with zipfile."""
-    version = "1.0"
-    dist_info = f"{name}-{version}.dist-info"
-    files = {
-        f"{name}/__init__.py": b"VALUE = 1\n",
-        f"{dist_info}/METADATA": (
-            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-            + "".join(f"Requires-Dist: {r}\n" for r in requires)
-        ).encode(),
-        f"{dist_info}/WHEEL": (
-            b"Wheel-Version: 1.0\nGenerator: archwheel-tests\nRoot-Is-Purelib: true\n"
-            b"Tag: py3-none-any\n"
-        ),
-    }
-    record_lines = []
-    for path, data in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record_lines.append(f"{path},sha256={digest},{len(data)}")
-    record_lines.append(f"{dist_info}/RECORD,,")
-    files[f"{dist_info}/RECORD"] = ("\n".join(record_lines) + "\n").encode()
-    wheel = folder / f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        for path, data in files.items():
-            zf.writestr(path, data)
-    return wheel
-
+from tests.support.cli import CliRun
+from tests.support.components import require
+from tests.support.schemas import validate_smoke
+from tests.support.wheels import make_wheel
 
 # --------------------------------------------------------------------------------------------
 # usage errors: one line, exit 2, nothing run
@@ -100,7 +66,7 @@ def test_a_wheel_without_torch_installs_and_is_reported_as_torch_broken(
     code, out, err = cli_run("smoke", str(wheel), "--format", "json")
     assert code == 1, err
     document = json.loads(out)
-    validate(document)
+    validate_smoke(document)
     assert document["verdict"] == "torch-broken"
     assert document["message"].startswith("torch does not import: ModuleNotFoundError")
     assert [s["name"] for s in document["stages"]] == ["create-venv", "install", "probe"]
@@ -119,91 +85,13 @@ def test_an_unresolvable_requirement_is_an_environment_failure_with_pip_s_words(
     )
     assert code == 4, err
     document = json.loads(out)
-    validate(document)
+    validate_smoke(document)
     assert document["verdict"] == "environment-failed"
     assert document["message"].startswith("installing the wheels failed (install) exited with code")
     assert "archwheel-test-absent-dist" in document["message"]
     install = document["stages"][-1]
     assert install["name"] == "install"
     assert install["ok"] is False
-
-
-# --------------------------------------------------------------------------------------------
-# the docker backend (docker or podman) on an engine without a GPU runtime: the real path
-
-
-def _engine_cli(name: str, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
-    """The engine's command line and environment, as archwheel runs it (engine.py)."""
-    settings = EngineSettings.create(name, config_dir=tmp_path / "engine-conf")
-    return settings.command(), {**os.environ, **settings.env}
-
-
-@pytest.fixture(params=["docker", "podman"])
-def engine_and_empty_image(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[tuple[str, str]]:
-    """An engine and an image with no files at all, made locally with `import` (no registry)."""
-    if request.param == "docker":
-        request.getfixturevalue("docker_engine")
-    else:
-        require(shutil.which("podman") is not None, "podman is not installed")
-    cli, env = _engine_cli(request.param, tmp_path)
-    tag = f"archwheel-test/empty:{uuid.uuid4().hex[:8]}"
-    rootfs = tmp_path / "rootfs"
-    rootfs.mkdir()
-    tar = subprocess.run(["tar", "-C", str(rootfs), "-c", "."], capture_output=True, check=True)
-    subprocess.run([*cli, "import", "-", tag], input=tar.stdout, env=env, check=True,
-                   capture_output=True)  # fmt: skip
-    try:
-        yield request.param, tag
-    finally:
-        subprocess.run([*cli, "image", "rm", "--force", tag], env=env, capture_output=True,
-                       check=False)  # fmt: skip
-
-
-def _has_gpu_runtime(engine: str, tmp_path: Path) -> bool:
-    cli, env = _engine_cli(engine, tmp_path)
-    info = subprocess.run([*cli, "info"], env=env, capture_output=True, text=True, check=False)
-    return "nvidia" in info.stdout.lower()
-
-
-@pytest.mark.docker
-def test_the_engine_without_gpu_runtime_says_no_cuda_device(
-    cli_run: CliRun,
-    tmp_path: Path,
-    engine_and_empty_image: tuple[str, str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    engine, image = engine_and_empty_image
-    if _has_gpu_runtime(engine, tmp_path):
-        pytest.skip(f"this {engine} has the NVIDIA runtime: the no-GPU answer cannot be checked")
-    label = f"archwheel.test={uuid.uuid4().hex[:12]}"
-    monkeypatch.setenv("ARCHWHEEL_RUN_LABEL", label)
-    wheel = make_wheel(tmp_path, "tiny")
-    since = time.time()
-    code, out, err = cli_run(
-        "smoke", str(wheel), "--backend", "docker", "--engine", engine, "--image", image,
-        "--format", "json",
-    )  # fmt: skip
-    assert code == 20, err
-    document = json.loads(out)
-    validate(document)
-    assert document["verdict"] == "no-device"
-    assert document["environment"] == f"{engine} image {image} (GPUs: all)"
-    assert document["message"].startswith("no CUDA device: the container engine could not run")
-    refusal = {
-        # docker without the NVIDIA Container Toolkit; podman without a CDI specification
-        "docker": 'could not select device driver "" with capabilities: [[gpu]]',
-        "podman": "unresolvable CDI devices nvidia.com/gpu=all",
-    }
-    assert refusal[engine] in document["message"]
-    assert [s["name"] for s in document["stages"]] == ["engine", "gpu-attach"]
-    cli, _ = _engine_cli(engine, tmp_path)
-    if engine == "docker":
-        # The GPU request was a real container (its creation is in the engine's event log)...
-        assert len(containers_created(cli, label, since)) == 1
-    # ... and none is left.
-    assert containers_with_label(cli, label) == []
 
 
 def test_an_engine_that_does_not_answer_is_an_environment_failure(
@@ -218,7 +106,7 @@ def test_an_engine_that_does_not_answer_is_an_environment_failure(
     )
     assert code == 4, err
     document = json.loads(out)
-    validate(document)
+    validate_smoke(document)
     assert document["verdict"] == "environment-failed"
     assert document["message"].startswith(
         "the container engine docker cannot be used (engine) docker is installed but does not "
@@ -246,7 +134,7 @@ def test_sigterm_still_prints_the_report(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     document = json.loads(out)
-    validate(document)
+    validate_smoke(document)
     assert document["verdict"] == "interrupted"
     assert document["message"] == "interrupted after 0 steps"
     assert "Traceback" not in err

@@ -1,6 +1,6 @@
 """The smoke runner end to end with real child processes and a FAKE GPU payload.
 
-No GPU exists on CI, so ``FakeGpuEnvironment`` runs tests/data/fake_gpu_payload.py, which acts
+No GPU exists on CI, so ``FakeGpuEnvironment`` runs tests/support/data/fake_gpu_payload.py, which acts
 out a device and per-step outcomes (including a real hang and a real SIGSEGV). Everything else
 is the real code: the watchdog, the native-then-JIT protocol, the verdicts and the report.
 """
@@ -23,9 +23,11 @@ from archwheel.facts.versions import ComputeCapability, DriverVersion
 from archwheel.smoke.environments import SetupOutcome
 from archwheel.smoke.runner import SmokeSettings, run_smoke
 from archwheel.verdicts.smoke import SmokeVerdict, StepVerdict
-from tests.test_smoke import TORCH_2141_CU130, validate
+from tests.support.paths import DATA
+from tests.support.real_torch import TORCH_2141_CU130
+from tests.support.schemas import validate_smoke
 
-FAKE_PAYLOAD = Path(__file__).parent / "data" / "fake_gpu_payload.py"
+FAKE_PAYLOAD = DATA / "fake_gpu_payload.py"
 H200 = {"index": 0, "name": "NVIDIA H200 (fake)", "cc": "9.0", "total_memory": 150 << 30}
 NO_IMAGE = "RuntimeError: CUDA error: no kernel image is available for execution on the device"
 
@@ -154,7 +156,7 @@ def test_every_outcome_in_one_run(tmp_path: Path, monkeypatch: Any) -> None:
         assert attempt["CUDA_FORCE_PTX_JIT"] is None
         expected = "1" if attempt["mode"] == "native" else None
         assert attempt["CUDA_DISABLE_PTX_JIT"] == expected
-    validate(report.to_json_dict())
+    validate_smoke(report.to_json_dict())
 
 
 def test_all_native_on_two_devices_passes_and_runs_the_snippet(tmp_path: Path) -> None:
@@ -171,7 +173,7 @@ def test_all_native_on_two_devices_passes_and_runs_the_snippet(tmp_path: Path) -
     snippet_runs = [a for a in attempts_logged(log) if a["step"] == "snippet"]
     assert [a["snippet"] for a in snippet_runs] == ["/x/snippet.py", "/x/snippet.py"]
     assert report.message.startswith("every kernel ran natively")
-    validate(report.to_json_dict())
+    validate_smoke(report.to_json_dict())
 
 
 def test_jit_only_everywhere_is_its_own_exit_code(tmp_path: Path) -> None:
@@ -208,7 +210,7 @@ def test_no_device_says_so_plainly(tmp_path: Path) -> None:
     )
     assert report.steps == ()
     assert attempts_logged(log) == []  # no kernel was attempted
-    validate(report.to_json_dict())
+    validate_smoke(report.to_json_dict())
 
 
 def test_a_device_filter_that_matches_nothing_is_no_device(tmp_path: Path) -> None:
@@ -229,7 +231,7 @@ def test_a_hanging_probe_still_gives_a_report(tmp_path: Path) -> None:
     assert report.verdict is SmokeVerdict.HANG_OR_CRASH
     assert "the probe failed" in report.message
     assert env.closed
-    validate(report.to_json_dict())
+    validate_smoke(report.to_json_dict())
 
 
 def test_torch_that_does_not_import_is_a_failed_verdict(tmp_path: Path) -> None:
@@ -305,4 +307,4 @@ def test_an_interrupt_still_gives_the_report_and_kills_the_running_step(tmp_path
         not Path(f"/proc/{hung_pid}").exists()
         or "Z" in Path(f"/proc/{hung_pid}/stat").read_text().split(")")[-1].split()[:1]
     )
-    validate(report.to_json_dict())
+    validate_smoke(report.to_json_dict())

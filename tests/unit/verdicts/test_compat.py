@@ -1,4 +1,5 @@
-"""Compatibility verdicts: the rules exhaustively, modules, drivers, wheels, and the real wheel.
+"""Compatibility verdicts: the rules exhaustively, modules, drivers, wheels, and torch's wheel by
+hand-built inventory (the real wheel: tests/integration/realwheel/test_compat.py).
 
 The expected verdicts below are written out by hand from cuda-facts.md section 2, not computed
 by the code under test:
@@ -20,7 +21,6 @@ import jsonschema
 import pytest
 
 from archwheel.binary.model import InputInventory, LibraryInventory, Problem
-from archwheel.binary.scan import scan_path
 from archwheel.errors import UsageError
 from archwheel.facts.arch import Target
 from archwheel.facts.catalog import load_facts
@@ -39,9 +39,10 @@ from archwheel.verdicts.compat import (
     resolve_gpus,
     split_modules,
 )
-from tests.builders import Entry, container, elf64
-from tests.conftest import CliRun
-from tests.inventory_builders import build_wheel, inventory, library, torch_2_14_1_cu130
+from tests.support.builders import Entry, container, elf64
+from tests.support.cli import CliRun
+from tests.support.inventory_builders import build_wheel, inventory, library, torch_2_14_1_cu130
+from tests.support.real_torch import check_torch_verdicts
 
 CATALOG = [
     "3.5", "3.7", "5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6",
@@ -361,82 +362,9 @@ def test_resolve_gpus_rejects_nonsense(names: list[str], ccs: list[str]) -> None
 
 # -- wheels -------------------------------------------------------------------------------------
 
-# What the torch 2.14.1+cu130 wheel gets per GPU, worked out by hand from its inventory
-# (tests/inventory_builders.py) and the rules: library -> verdict and best cubins per module.
-_NATIVE = Verdict.NATIVE
-_MISSING = Verdict.NO_KERNEL_IMAGE
-TORCH_EXPECTED: dict[str, dict[str, tuple[Verdict, tuple[tuple[str, int], ...]]]] = {
-    "7.0": {
-        "libtorch_cuda.so": (_MISSING, ()),
-        "libtorch_cuda_linalg.so": (_MISSING, ()),
-        "libtorch_nvshmem.so": (_MISSING, ()),
-    },
-    "7.5": {
-        "libtorch_cuda.so": (_NATIVE, (("sm_75", 475),)),
-        # sm_80 is its lowest cubin: no 7.x cubin, no PTX, so nothing runs on a T4.
-        "libtorch_cuda_linalg.so": (_MISSING, ()),
-        "libtorch_nvshmem.so": (_NATIVE, (("sm_75", 1),)),
-    },
-    "8.0": {
-        "libtorch_cuda.so": (_NATIVE, (("sm_80", 475),)),
-        "libtorch_cuda_linalg.so": (_NATIVE, (("sm_80", 65),)),
-        "libtorch_nvshmem.so": (_NATIVE, (("sm_80", 1),)),
-    },
-    "8.6": {
-        "libtorch_cuda.so": (_NATIVE, (("sm_86", 475),)),
-        "libtorch_cuda_linalg.so": (_NATIVE, (("sm_86", 65),)),
-        "libtorch_nvshmem.so": (_NATIVE, (("sm_86", 1),)),
-    },
-    "8.9": {
-        "libtorch_cuda.so": (_NATIVE, (("sm_86", 474), ("sm_89", 1))),
-        "libtorch_cuda_linalg.so": (_NATIVE, (("sm_86", 65),)),
-        "libtorch_nvshmem.so": (_NATIVE, (("sm_86", 1),)),
-    },
-    "9.0": {
-        "libtorch_cuda.so": (_NATIVE, (("sm_90", 471), ("sm_90a", 4))),
-        "libtorch_cuda_linalg.so": (_NATIVE, (("sm_90", 65),)),
-        "libtorch_nvshmem.so": (_NATIVE, (("sm_90", 1),)),
-    },
-    "10.0": {
-        "libtorch_cuda.so": (_NATIVE, (("sm_100", 416), ("sm_100a", 59))),
-        "libtorch_cuda_linalg.so": (_NATIVE, (("sm_100", 65),)),
-        "libtorch_nvshmem.so": (_NATIVE, (("sm_100", 1),)),
-    },
-    "10.3": {
-        "libtorch_cuda.so": (_NATIVE, (("sm_100", 416), ("sm_103f", 59))),
-        "libtorch_cuda_linalg.so": (_NATIVE, (("sm_100", 65),)),
-        "libtorch_nvshmem.so": (_NATIVE, (("sm_100", 1),)),
-    },
-    "12.0": {
-        "libtorch_cuda.so": (_NATIVE, (("sm_120", 474), ("sm_120a", 1))),
-        "libtorch_cuda_linalg.so": (_NATIVE, (("sm_120", 65),)),
-        "libtorch_nvshmem.so": (_NATIVE, (("sm_120", 1),)),
-    },
-    "12.1": {
-        "libtorch_cuda.so": (_NATIVE, (("sm_120", 474), ("sm_121a", 1))),
-        "libtorch_cuda_linalg.so": (_NATIVE, (("sm_120", 65),)),
-        "libtorch_nvshmem.so": (_NATIVE, (("sm_120", 1),)),
-    },
-}
-TORCH_WHEEL_VERDICT = {cc: (_MISSING if cc in ("7.0", "7.5") else _NATIVE) for cc in TORCH_EXPECTED}
-
-
-def _check_torch_verdicts(inv: InputInventory) -> None:
-    gpus = [Gpu(ComputeCapability.parse(cc)) for cc in TORCH_EXPECTED]
-    judged = judge_input(inv, gpus, runtime=CudaVersion(13, 0), name="torch")
-    for per_gpu in judged.per_gpu:
-        cc = str(per_gpu.gpu.cc)
-        got = {
-            lib.library.rsplit("/", 1)[-1]: (lib.verdict, lib.native) for lib in per_gpu.libraries
-        }
-        assert got == TORCH_EXPECTED[cc], cc
-        assert per_gpu.verdict is TORCH_WHEEL_VERDICT[cc], cc
-    report = build_report([judged], gpus, None)
-    assert report.exit_code == 11
-
 
 def test_torch_inventory_verdicts_by_hand_built_inventory() -> None:
-    _check_torch_verdicts(torch_2_14_1_cu130())
+    check_torch_verdicts(torch_2_14_1_cu130())
 
 
 def test_torch_on_t4_names_the_broken_library() -> None:
@@ -516,36 +444,6 @@ def test_report_json_names_rules_it_cites() -> None:
     }
     assert cited <= set(doc["rules"])
     assert doc["rules"]["no-kernel-image"].startswith("Without a compatible cubin")
-
-
-# -- the real wheel -----------------------------------------------------------------------------
-
-
-@pytest.mark.realwheel
-@pytest.mark.slow
-def test_real_torch_wheel_verdicts(torch_wheel: Path) -> None:
-    _check_torch_verdicts(scan_path(torch_wheel))
-
-
-@pytest.mark.realwheel
-@pytest.mark.slow
-def test_can_run_cli_on_real_wheel(torch_wheel: Path, cli_run: CliRun) -> None:
-    code, out, _ = cli_run(
-        "can-run", str(torch_wheel), "--gpu", "T4,RTX 5090", "--driver", "580.65.06",
-        "--format", "json",
-    )  # fmt: skip
-    assert code == 11
-    doc = json.loads(out)
-    item = doc["inputs"][0]
-    assert item["name"] == "torch"
-    t4, rtx = item["gpus"]
-    assert t4["verdict"] == "no-kernel-image"
-    assert [lib["library"] for lib in t4["libraries"] if lib["verdict"] == "no-kernel-image"] == [
-        "torch/lib/libtorch_cuda_linalg.so"
-    ]
-    assert rtx["verdict"] == "native"
-    assert t4["runtime"]["status"] == "full"
-    assert t4["runtime"]["cuda_runtime"] == "13.0"
 
 
 # -- the command on a toy wheel -----------------------------------------------------------------

@@ -9,7 +9,6 @@ replaced on disk.
 from __future__ import annotations
 
 import json
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +21,11 @@ from archwheel.verdicts.manifest import (
     load_manifest,
     verify_environment,
 )
-from tests.builders import Entry, container, elf64
-from tests.conftest import CliRun
-from tests.inventory_builders import build_wheel, record_hash
-from tests.venvs import installed_version, make_venv, pip_install
+from tests.support.builders import Entry, container, elf64
+from tests.support.cli import CliRun
+from tests.support.inventory_builders import build_wheel, record_hash
+from tests.support.schemas import manifest_schema
+from tests.support.venvs import installed_version, make_venv, pip_install
 
 LIBTOY = elf64(
     [
@@ -33,14 +33,6 @@ LIBTOY = elf64(
         (".nv_fatbin", container(Entry(sm=80), Entry(kind=1, sm=90, version=(9, 0)))),
     ]
 )
-
-
-def schema() -> dict[str, Any]:
-    text = (
-        resources.files("archwheel.interfaces").joinpath("schema/manifest.schema.json").read_text()
-    )
-    doc: dict[str, Any] = json.loads(text)
-    return doc
 
 
 @pytest.fixture
@@ -78,7 +70,7 @@ def test_manifest_records_what_the_wheel_is(wheels: Path, cli_run: CliRun, tmp_p
     assert code == 0
     assert stdout.startswith(f"wrote {out}")
     doc = json.loads(out.read_text())
-    jsonschema.validate(doc, schema())
+    jsonschema.validate(doc, manifest_schema())
     (wheel,) = doc["wheels"]
     assert wheel["file"] == "toyext-1.0+cu128-py3-none-any.whl"
     assert wheel["name"] == "toyext"
@@ -201,30 +193,6 @@ def test_environment_checks_torch_cuda() -> None:
         ("version", "2.7.0+cu128", "2.7.0+cu126"),
         ("cuda", "12.8", "12.6"),
     ]
-
-
-@pytest.mark.realwheel
-@pytest.mark.slow
-def test_real_torch_manifest_matches_its_installed_environment(
-    torch_wheel: Path, torch_venv: Path, cli_run: CliRun, tmp_path: Path
-) -> None:
-    manifest = tmp_path / "manifest.json"
-    assert cli_run("manifest", str(torch_wheel), "-o", str(manifest))[0] == 0
-    doc = json.loads(manifest.read_text())
-    jsonschema.validate(doc, schema())
-    torch = doc["wheels"][0]
-    assert torch["cuda"]["version"] == "13.0"
-    assert torch["cudnn"] == "9.24.0.43"
-    assert torch["nccl"] == "2.30.7"
-    assert "sm_121a" in torch["archs"]["sass"]
-    code, out, _ = cli_run(
-        "verify", str(manifest), str(torch_wheel), "--env", "--python", str(torch_venv),
-        "--format", "json",
-    )  # fmt: skip
-    report = json.loads(out)
-    assert report["mismatches"] == []
-    assert code == 0
-    assert report["libraries_hashed"] is True
 
 
 # -- bad manifests ------------------------------------------------------------------------------

@@ -6,9 +6,6 @@ error strings, not computed by the code under test.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-from importlib import resources
 from typing import Any
 
 import jsonschema
@@ -35,21 +32,8 @@ from archwheel.verdicts.smoke import (
     needs_jit_attempt,
     overall_verdict,
 )
-
-TORCH_2141_CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
-
-
-def smoke_schema() -> dict[str, Any]:
-    text = (resources.files("archwheel.interfaces") / "schema" / "smoke.schema.json").read_text()
-    schema: dict[str, Any] = json.loads(text)
-    return schema
-
-
-def validate(document: Mapping[str, Any]) -> None:
-    # Round-trip through strict JSON first: NaN or Infinity would not survive it.
-    strict = json.loads(json.dumps(document, allow_nan=False))
-    jsonschema.validate(strict, smoke_schema())
-
+from tests.support.real_torch import TORCH_2141_CU130
+from tests.support.schemas import validate_smoke
 
 # --------------------------------------------------------------------------------------------
 # error texts
@@ -321,14 +305,14 @@ def test_report_json_validates_against_the_checked_in_schema() -> None:
         steps=tuple(steps),
     )
     document = report.to_json_dict()
-    validate(document)
+    validate_smoke(document)
     assert document["exit_code"] == 23
     assert document["steps"][3]["attempts"][0]["max_rel_error"] is None
 
 
 def test_schema_rejects_a_report_without_a_verdict() -> None:
     document = SmokeReport((), "venv", "e", SmokeVerdict.NO_DEVICE, "no CUDA device").to_json_dict()
-    validate(document)
+    validate_smoke(document)
     del document["verdict"]
     with pytest.raises(jsonschema.ValidationError):
-        validate(document)
+        validate_smoke(document)
