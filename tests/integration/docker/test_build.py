@@ -1,0 +1,355 @@
+"""``archwheel build`` end to end against a real Docker engine, on the example recipe.
+
+The builds share one builder image and one compiler-cache volume made for this test session
+(removed at the end), so the first build is cold and later ones reuse what they can. Every
+container archwheel starts here carries a label unique to the test, so the tests can prove that
+none was left behind, or that none was created at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from archwheel.binary.scan.inputs import scan_path
+from archwheel.facts.arch import CodeKind
+from tests.support.containers_support import containers_created, containers_with_label
+from tests.support.paths import ROOT
+
+EXAMPLE = ROOT / "recipes" / "example.toml"
+CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
+
+pytestmark = [pytest.mark.docker, pytest.mark.nvcc, pytest.mark.slow]
+
+
+@dataclass(frozen=True)
+class Session:
+    ccache_volume: str
+    env: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def session(docker_engine: str) -> Iterator[Session]:
+    volume = f"archwheel-test-ccache-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+    made = subprocess.run(
+        [*CLI, "base-image"], env=env, capture_output=True, text=True, check=False
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
+    yield Session(volume, env)
+    subprocess.run(["docker", "volume", "rm", "--force", volume], capture_output=True, check=False)
+
+
+def build_cmd(session: Session, out: Path, *args: str) -> list[str]:
+    return [*CLI, "build", "--out", str(out), "--ccache-volume", session.ccache_volume, *args]
+
+
+def run_build(
+    session: Session, out: Path, *args: str, label: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = dict(session.env)
+    if label:
+        env["ARCHWHEEL_RUN_LABEL"] = label
+    return subprocess.run(
+        build_cmd(session, out, *args),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+
+
+def images_in(wheel: Path) -> set[str]:
+    inventory = scan_path(wheel)
+    assert inventory.complete, [p.one_line() for p in inventory.problems]
+    return {
+        entry.target.name(entry.kind)
+        for library in inventory.libraries
+        for entry in library.entries
+        if entry.kind in (CodeKind.SASS, CodeKind.PTX)
+    }
+
+
+def wheels_under(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.suffix == ".whl" or p.name.endswith(".part"))
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def image_id(reference: str) -> str:
+    return subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{.Id}}", reference],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+
+
+# -- the example for two arch lists --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("arch", "expected"),
+    [("8.0;9.0", {"sm_80", "sm_90"}), ("7.5;8.6+PTX", {"sm_75", "sm_86", "compute_86"})],
+)
+def test_example_builds_exactly_the_requested_archs(
+    session: Session, tmp_path: Path, arch: str, expected: set[str]
+) -> None:
+    label = f"archwheel.test={uuid.uuid4().hex}"
+    out = tmp_path / "dist"
+    proc = run_build(
+        session, out, "--recipe", "example", "--arch", arch, "--format", "json", label=label
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    wheel = Path(result["wheel"])
+    assert wheel.parent == out
+    assert wheel.name == "archwheel_example-0.1.0-py3-none-linux_x86_64.whl"
+    assert wheels_under(out) == [wheel]  # nothing partial, nothing rejected
+
+    # The audit, run again here independently of the build's gate: exactly what was asked.
+    assert images_in(wheel) == expected
+    assert result["audit"]["ok"] is True
+
+    provenance = json.loads(Path(result["provenance"]).read_text())
+    assert provenance["wheel"] == {
+        "file": wheel.name,
+        "sha256": sha256(wheel),
+        "size": wheel.stat().st_size,
+    }
+    assert result["sha256"] == sha256(wheel)
+    assert provenance["recipe"]["sha256"] == sha256(EXAMPLE)
+    assert provenance["recipe"]["name"] == "example"
+    assert provenance["arch"]["requested"] == arch
+    assert provenance["arch"]["variable"] == "CUDA_GENCODE_FLAGS"
+    assert provenance["environment"]["CUDA_GENCODE_FLAGS"] == provenance["arch"]["value"]
+    assert provenance["images"]["base"] == "archwheel/debian:bookworm"
+    assert provenance["images"]["base_id"] == image_id("archwheel/debian:bookworm")
+    assert provenance["images"]["builder_id"] == image_id(provenance["images"]["builder"])
+    assert provenance["toolchain"]["nvcc"].startswith("13.0.")
+    assert provenance["toolchain"]["source"] == "pypi"
+    assert provenance["source"]["kind"] == "path"
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert provenance["source"]["commit"] == head.stdout.strip()
+    assert provenance["source_date_epoch"] == int(provenance["environment"]["SOURCE_DATE_EPOCH"])
+    assert provenance["network_during_compile"] is False
+    assert provenance["compiler_cache"]["volume"] == session.ccache_volume
+    assert set(provenance["timings_s"]) >= {"compile", "package", "audit", "total"}
+    assert provenance["smoke"]["snippet"].startswith("import")
+    assert (out / f"{wheel.name}.smoke.py").read_text().startswith("import")
+
+    # Every zip entry carries SOURCE_DATE_EPOCH; the log was saved.
+    stamp = time.gmtime(provenance["source_date_epoch"])[:6]
+    with zipfile.ZipFile(wheel) as archive:
+        assert {i.date_time for i in archive.infolist()} == {stamp}
+    assert list((out / "logs").glob("example-*.log"))
+    assert containers_with_label(["docker"], label) == []
+
+
+def test_built_wheel_installs_and_reports_no_device_here(session: Session, tmp_path: Path) -> None:
+    """On a machine without a GPU the kernels cannot run, but the library loads and says why."""
+    out = tmp_path / "dist"
+    proc = run_build(session, out, "--recipe", "example", "--arch", "8.0;9.0", "--format", "json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    wheel = Path(json.loads(proc.stdout)["wheel"])
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target),
+         str(wheel)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    probe = (
+        "import archwheel_example as ax\n"
+        "try:\n    print('devices', ax.device_count())\n"
+        "except ax.CudaError as exc:\n    print('cuda-error', exc.status, exc)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "PYTHONPATH": str(target)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith(("devices", "cuda-error"))
+
+
+# -- failures before any container -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--arch", "7.0;8.0"], "7.0 (Volta) was removed in CUDA 13.0"),
+        (["--arch", "12.0;13.5"], "invalid arch '13.5'"),
+        (["--python", "3.9"], "does not support Python 3.9"),
+    ],
+)
+def test_bad_requests_fail_before_any_container(
+    session: Session, tmp_path: Path, args: list[str], message: str
+) -> None:
+    label = f"archwheel.test={uuid.uuid4().hex}"
+    since = time.time()
+    proc = run_build(session, tmp_path / "dist", "--recipe", "example", *args, label=label)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert containers_created(["docker"], label, since) == []
+    assert not (tmp_path / "dist").exists()
+
+
+def test_broken_recipe_fails_before_any_container(session: Session, tmp_path: Path) -> None:
+    recipe = tmp_path / "broken.toml"
+    text = EXAMPLE.read_text().replace(
+        "../examples/cuda-kernels", str(ROOT / "examples" / "cuda-kernels")
+    )
+    recipe.write_text(text.replace("memory_per_job_gib", "memory_per_jb_gib"))
+    label = f"archwheel.test={uuid.uuid4().hex}"
+    since = time.time()
+    proc = run_build(session, tmp_path / "dist", "--recipe", str(recipe), label=label)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{recipe}: [build] memory_per_jb_gib: unknown key" in proc.stderr
+    assert "did you mean 'memory_per_job_gib'" in proc.stderr
+    assert containers_created(["docker"], label, since) == []
+
+
+# -- the audit gate ----------------------------------------------------------------------------
+
+
+def test_wheel_missing_a_requested_arch_is_rejected_not_delivered(
+    session: Session, tmp_path: Path
+) -> None:
+    # A recipe that ignores the requested list and always compiles 8.0;9.0 (cache hits from
+    # the first test); asking for 12.0 too must fail the gate.
+    recipe = tmp_path / "stubborn.toml"
+    text = EXAMPLE.read_text().replace(
+        "../examples/cuda-kernels", str(ROOT / "examples" / "cuda-kernels")
+    )
+    text = text.replace(
+        "python -m pip wheel",
+        'CUDA_GENCODE_FLAGS="-gencode=arch=compute_80,code=sm_80 '
+        '-gencode=arch=compute_90,code=sm_90" python -m pip wheel',
+    )
+    recipe.write_text(text.replace('name = "example"', 'name = "stubborn"'))
+    out = tmp_path / "dist"
+    proc = run_build(session, out, "--recipe", str(recipe), "--arch", "8.0;9.0;12.0")
+    assert proc.returncode == 5, proc.stderr[-3000:]
+    assert "failed the audit gate" in proc.stderr
+    assert "lacks sm_120" in proc.stderr
+    rejected = out / "rejected" / "archwheel_example-0.1.0-py3-none-linux_x86_64.whl"
+    assert wheels_under(out) == [rejected]
+    report = json.loads(rejected.with_name(rejected.name + ".audit.json").read_text())
+    assert report["ok"] is False
+    assert report["inputs"][0]["libraries"][0]["missing"] == ["sm_120"]
+    assert (
+        json.loads(rejected.with_name(rejected.name + ".provenance.json").read_text())["audit"][
+            "ok"
+        ]
+        is False
+    )
+
+
+# -- interruptions ------------------------------------------------------------------------------
+
+
+def start_build(session: Session, out: Path, label: str) -> subprocess.Popen[str]:
+    # 8.6 alone is compiled by no other test: the compile is cold and lasts long enough.
+    return subprocess.Popen(
+        build_cmd(session, out, "--recipe", "example", "--arch", "8.6"),
+        env={**session.env, "ARCHWHEEL_RUN_LABEL": label},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_for_compile(proc: subprocess.Popen[str]) -> list[str]:
+    """Read output until the compile step is under way (nvcc running)."""
+    seen: list[str] = []
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 600
+    for line in proc.stdout:
+        seen.append(line)
+        if "archwheel-example: 7 sources" in line:
+            time.sleep(3)  # nvcc processes are running now
+            return seen
+        assert time.monotonic() < deadline, "".join(seen[-20:])
+    raise AssertionError("build ended before compiling: " + "".join(seen[-30:]))
+
+
+@pytest.mark.parametrize(
+    ("how", "code"), [("kill-container", 5), ("sigint", 130), ("sigterm", 143)]
+)
+def test_interrupted_build_leaves_no_container_and_no_wheel(
+    session: Session, tmp_path: Path, how: str, code: int
+) -> None:
+    label = f"archwheel.test={uuid.uuid4().hex}"
+    out = tmp_path / "dist"
+    proc = start_build(session, out, label)
+    try:
+        wait_for_compile(proc)
+        running = containers_with_label(["docker"], label)
+        assert len(running) == 1
+        if how == "kill-container":
+            subprocess.run(["docker", "kill", running[0]], check=True, capture_output=True)
+        else:
+            proc.send_signal(signal.SIGINT if how == "sigint" else signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, rest[-3000:]
+    if how == "kill-container":
+        assert "the container or the process was killed, or ran out of memory" in rest
+    assert "Traceback" not in rest
+    assert containers_with_label(["docker"], label) == []
+    assert wheels_under(out) == []
+
+
+# -- reproducibility ----------------------------------------------------------------------------
+
+
+def test_check_reproducible_builds_twice_and_compares(session: Session, tmp_path: Path) -> None:
+    out = tmp_path / "dist"
+    proc = run_build(
+        session, out, "--recipe", "example", "--arch", "9.0", "--check-reproducible",
+        "--format", "json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["reproducible"] is True
+    provenance = json.loads(Path(result["provenance"]).read_text())
+    check = provenance["reproducibility"]
+    assert check["identical"] is True
+    assert check["first_sha256"] == check["second_sha256"] == sha256(Path(result["wheel"]))
+    assert provenance["environment"]["CCACHE_DISABLE"] == "1"  # both builds compiled everything
+    assert images_in(Path(result["wheel"])) == {"sm_90"}
+
+
+def test_base_image_is_made_once(session: Session) -> None:
+    proc = subprocess.run(
+        [*CLI, "base-image", "--format", "json"],
+        env=session.env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(proc.stdout)
+    assert document["created"] is False
+    assert document["image_id"] == image_id("archwheel/debian:bookworm")

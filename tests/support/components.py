@@ -1,0 +1,109 @@
+"""The external components tests need (nvcc, docker, cuobjdump, a GPU, the real torch wheels)
+and what a missing one does.
+
+Where a component is missing, ``require`` skips the test with the reason; with
+``ARCHWHEEL_STRICT=1`` (set by ``.ci/run``) it fails the test instead, because in CI every
+non-GPU test must run. GPU tests are always skipped without a GPU (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from archwheel.binary.cuobjdump import CuobjdumpInventory
+from archwheel.crosscheck.cuobjdump import Cuobjdump
+from tests.support.paths import CACHE
+
+STRICT = os.environ.get("ARCHWHEEL_STRICT") == "1"
+
+TORCH_SPEC = "torch==2.14.1"
+TORCHVISION_SPEC = "torchvision==0.29.1"
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip (or, in strict mode, fail) when an external component is missing."""
+    if condition:
+        return
+    if STRICT:
+        pytest.fail(f"required component missing in strict mode: {reason}")
+    pytest.skip(reason)
+
+
+def fetch_wheel(spec: str) -> Path:
+    """`pip download --no-deps` a real wheel once into the cache and return its path."""
+    dest = CACHE / "wheels"
+    dest.mkdir(parents=True, exist_ok=True)
+    name, _, version = spec.partition("==")
+    pattern = f"{name.replace('-', '_')}-{version}*.whl"
+    found = sorted(dest.glob(pattern))
+    if not found:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+             "-d", str(dest), spec],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        found = sorted(dest.glob(pattern))
+        require(bool(found), f"could not pip download {spec}: {proc.stderr.strip()[-300:]}")
+    return found[-1]
+
+
+def find_nvcc() -> Path | None:
+    """nvcc 13 from PATH, CUDA_HOME, /usr/local/cuda, or the PyPI toolchain in this venv."""
+    candidates: list[Path] = []
+    if os.environ.get("CUDA_HOME"):
+        candidates.append(Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc")
+    on_path = shutil.which("nvcc")
+    if on_path:
+        candidates.append(Path(on_path))
+    candidates.append(Path("/usr/local/cuda/bin/nvcc"))
+    for site in map(Path, sys.path):
+        candidates.append(site / "nvidia" / "cu13" / "bin" / "nvcc")
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def docker_available() -> bool:
+    engine = shutil.which("docker")
+    if not engine:
+        return False
+    proc = subprocess.run([engine, "info"], capture_output=True, check=False, timeout=60)
+    return proc.returncode == 0
+
+
+def gpu_present() -> bool:
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    proc = subprocess.run([smi, "-L"], capture_output=True, check=False, timeout=60)
+    return proc.returncode == 0 and b"GPU" in proc.stdout
+
+
+class SessionCuobjdump(Cuobjdump):
+    """The real cuobjdump, with ``inventory`` memoized by file content for the session.
+
+    cuobjdump needs about 17 s and 5.5 GB of RAM on torch's libtorch_cuda.so: several tests
+    look at that library, and this runs it once.
+    """
+
+    _seen: ClassVar[dict[str, CuobjdumpInventory]] = {}
+
+    def inventory(self, path: Path) -> CuobjdumpInventory:
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            while block := f.read(1 << 22):
+                digest.update(block)
+        key = digest.hexdigest()
+        if key not in self._seen:
+            self._seen[key] = super().inventory(path)
+        return dataclasses.replace(self._seen[key], path=path)

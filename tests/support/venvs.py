@@ -1,0 +1,83 @@
+"""Virtual environments for tests that inspect installed packages (doctor, verify --env).
+
+``torch_venv`` holds the real torch 2.14.1 CUDA wheel with its nvidia-* dependencies, installed
+by pip from the configured index (about a minute once; cached under ``.cache/venvs``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.components import require
+from tests.support.paths import CACHE
+
+TORCH_VENV = CACHE / "venvs" / "torch-2.14.1"
+BARE_VENV = CACHE / "venvs" / "bare"
+
+
+def venv_python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def installed_version(python: Path, distribution: str) -> str | None:
+    if not python.exists():
+        return None
+    proc = subprocess.run(
+        [str(python), "-c", f"import importlib.metadata as m; print(m.version({distribution!r}))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def make_venv(path: Path) -> Path:
+    """A venv without pip (fast); install into it with `pip_install`."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    return venv_python(path)
+
+
+def pip_install(python: Path, *args: str, offline: bool = False) -> None:
+    """Install into another environment with this interpreter's pip (`pip --python`)."""
+    env = dict(os.environ)
+    if offline:
+        env["PIP_CONFIG_FILE"] = os.devnull
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1800,
+        env=env,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"pip install {' '.join(args)} failed: {proc.stderr.strip()[-500:]}")
+
+
+@pytest.fixture(scope="session")
+def torch_venv() -> Path:
+    """A venv with the real torch 2.14.1 CUDA wheel and its nvidia-* deps (pip, about 1 min)."""
+    python = venv_python(TORCH_VENV)
+    if installed_version(python, "torch") != "2.14.1":
+        TORCH_VENV.parent.mkdir(parents=True, exist_ok=True)
+        make_venv(TORCH_VENV)
+        try:
+            pip_install(python, "torch==2.14.1")
+        except RuntimeError as exc:
+            require(False, str(exc))
+    return python
+
+
+@pytest.fixture(scope="session")
+def bare_venv() -> Path:
+    """A venv without torch."""
+    python = venv_python(BARE_VENV)
+    if not python.exists():
+        BARE_VENV.parent.mkdir(parents=True, exist_ok=True)
+        make_venv(BARE_VENV)
+    return python

@@ -1,0 +1,172 @@
+"""Hostile and damaged zips: every defect is one message; the rest of the wheel is reported."""
+
+from __future__ import annotations
+
+import os
+import struct
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from archwheel.binary.model import Severity
+from archwheel.binary.scan import pool as scan_module
+from archwheel.binary.scan.inputs import scan_path
+from archwheel.binary.zipread import MemberError, WheelReader, unsafe_name_reason
+from archwheel.errors import InputError
+from tests.support.builders import Entry, container, elf64, write_zip
+
+LIB = elf64([(".nv_fatbin", container(Entry(sm=90)))])
+
+
+@pytest.mark.parametrize(
+    ("name", "unsafe"),
+    [
+        ("torch/lib/libx.so", False),
+        ("../evil.so", True),
+        ("a/../../evil.so", True),
+        ("/etc/evil.so", True),
+        ("C:evil.so", True),
+        ("\\evil.so", True),
+        ("a/b..c.so", False),
+    ],
+)
+def test_unsafe_names(name: str, unsafe: bool) -> None:
+    assert (unsafe_name_reason(name) is not None) is unsafe
+
+
+def test_hostile_member_names_are_reported_not_read(tmp_path: Path) -> None:
+    wheel = write_zip(
+        tmp_path / "x-1.0-py3-none-any.whl",
+        [("pkg/libgood.so", LIB), ("../evil.so", LIB), ("/abs/evil.so", LIB)],
+    )
+    inv = scan_path(wheel)
+    assert [lib.path for lib in inv.device_libraries] == ["pkg/libgood.so"]
+    assert sorted(p.member or "" for p in inv.problems) == ["../evil.so", "/abs/evil.so"]
+    assert not inv.complete
+    assert list(tmp_path.iterdir()) == [wheel]  # nothing written anywhere
+
+
+def test_crc_mismatch(tmp_path: Path) -> None:
+    wheel = write_zip(tmp_path / "x.whl", [("pkg/liba.so", LIB), ("pkg/libb.so", LIB)], stored=True)
+    data = bytearray(wheel.read_bytes())
+    first = data.find(b"\x7fELF")
+    data[first + 200] ^= 0xFF  # inside liba.so's bytes, stored uncompressed
+    wheel.write_bytes(bytes(data))
+    inv = scan_path(wheel)
+    crc = [p for p in inv.problems if "CRC mismatch" in p.message]
+    assert [p.member for p in crc] == ["pkg/liba.so"]
+    assert "pkg/libb.so" in [lib.path for lib in inv.device_libraries]
+
+
+def _patch_sizes(path: Path, member: str, new_size: int) -> None:
+    """Make the directory and local header lie about a member's uncompressed size."""
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(member)
+    struct.pack_into("<I", data, info.header_offset + 22, new_size)
+    cd = data.find(b"PK\x01\x02")
+    while cd >= 0:
+        name_len = struct.unpack_from("<H", data, cd + 28)[0]
+        if data[cd + 46 : cd + 46 + name_len].decode() == member:
+            struct.pack_into("<I", data, cd + 24, new_size)
+        cd = data.find(b"PK\x01\x02", cd + 4)
+    path.write_bytes(bytes(data))
+
+
+def test_zip_bomb_declared_size_lies(tmp_path: Path) -> None:
+    big = LIB + b"\0" * (8 << 20)
+    wheel = write_zip(tmp_path / "x.whl", [("pkg/bomb.so", big), ("pkg/ok.so", LIB)])
+    _patch_sizes(wheel, "pkg/bomb.so", 5000)
+    inv = scan_path(wheel)
+    bomb = [p for p in inv.problems if p.member == "pkg/bomb.so"]
+    assert len(bomb) == 1 and "inflates past its declared size of 5000 bytes" in bomb[0].message
+    assert any(lib.path == "pkg/ok.so" for lib in inv.device_libraries)
+
+
+def test_absurd_declared_size_is_refused(tmp_path: Path) -> None:
+    wheel = write_zip(tmp_path / "x.whl", [("pkg/a.so", LIB)])
+    reader = WheelReader(wheel, max_member_bytes=100)
+    with pytest.raises(MemberError, match="above the limit of 100"):
+        list(reader.chunks(reader.members[0]))
+
+
+def test_truncated_wheel_is_one_clear_error(tmp_path: Path) -> None:
+    wheel = write_zip(tmp_path / "x.whl", [("pkg/a.so", LIB + os.urandom(100_000))])
+    wheel.write_bytes(wheel.read_bytes()[:50_000])
+    with pytest.raises(InputError) as info:
+        scan_path(wheel)
+    assert "not a readable zip archive" in info.value.one_line()
+
+
+def test_member_data_past_end_of_archive(tmp_path: Path) -> None:
+    wheel = write_zip(tmp_path / "x.whl", [("pkg/a.so", LIB), ("pkg/b.so", LIB)], stored=True)
+    with zipfile.ZipFile(wheel) as zf:
+        info = zf.getinfo("pkg/b.so")
+    data = bytearray(wheel.read_bytes())
+    cd = data.rfind(b"PK\x01\x02")  # the last directory entry is pkg/b.so
+    struct.pack_into("<I", data, cd + 20, 10_000_000)  # compressed size
+    struct.pack_into("<I", data, info.header_offset + 18, 10_000_000)
+    wheel.write_bytes(bytes(data))
+    inv = scan_path(wheel)
+    assert any(p.member == "pkg/b.so" and "truncated" in p.message for p in inv.problems)
+    assert [lib.path for lib in inv.device_libraries] == ["pkg/a.so"]
+
+
+def test_unsupported_method(tmp_path: Path) -> None:
+    wheel = tmp_path / "x.whl"
+    with zipfile.ZipFile(wheel, "w", compression=zipfile.ZIP_BZIP2) as zf:
+        zf.writestr("pkg/a.so", LIB)
+    inv = scan_path(wheel)
+    assert [p.message for p in inv.problems] == ["unsupported compression method 12"]
+    assert inv.problems[0].severity is Severity.ERROR
+
+
+def test_duplicate_members(tmp_path: Path) -> None:
+    wheel = tmp_path / "x.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("pkg/a.so", LIB)
+        with pytest.warns(UserWarning, match="Duplicate name"):
+            zf.writestr("pkg/a.so", LIB)
+    inv = scan_path(wheel)
+    assert any("duplicate member name" in p.message for p in inv.problems)
+    assert len(inv.device_libraries) == 1
+
+
+def test_text_members_are_skipped_unless_asked(tmp_path: Path) -> None:
+    wheel = write_zip(tmp_path / "x.whl", [("pkg/disguised.py", LIB), ("pkg/lib.so", LIB)])
+    assert [lib.path for lib in scan_path(wheel).device_libraries] == ["pkg/lib.so"]
+    everything = scan_path(wheel, all_members=True)
+    assert sorted(lib.path for lib in everything.device_libraries) == [
+        "pkg/disguised.py",
+        "pkg/lib.so",
+    ]
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "spawned"])
+def test_worker_processes_and_serial_scan_agree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fork: bool
+) -> None:
+    members = [(f"pkg/lib{i}.so", elf64([(".nv_fatbin", container(Entry(sm=80 + i)))]))
+               for i in range(6)]  # fmt: skip
+    members.append(("pkg/broken.so", LIB[:300]))
+    wheel = write_zip(tmp_path / "x.whl", members)
+    one = scan_path(wheel, workers=1)
+    monkeypatch.setattr(scan_module, "PARALLEL_MIN_COMPRESSED", 0)  # every member to a worker
+    monkeypatch.setattr(scan_module, "FORK_WORKERS", fork)
+    started: list[str] = []
+    real_start = scan_module._start_worker
+
+    def counting_start(*args: Any) -> Any:
+        worker = real_start(*args)
+        started.append(type(worker).__name__)
+        return worker
+
+    monkeypatch.setattr(scan_module, "_start_worker", counting_start)
+    three = scan_path(wheel, workers=3)
+    assert started  # worker processes really ran
+    assert set(started) == {"_ForkedWorker" if fork else "_SpawnedWorker"}
+    assert one.libraries == three.libraries
+    assert one.problems == three.problems
+    assert one.problems  # the truncated member is reported either way

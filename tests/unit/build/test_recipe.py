@@ -1,0 +1,269 @@
+"""Recipes: the shipped ones load and mirror the facts; broken ones fail naming file and key."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from archwheel.build.recipe import find_recipe, load_recipe, recipe_files
+from archwheel.errors import RecipeError, UsageError
+from archwheel.facts.arch import ArchList
+from archwheel.facts.catalog import load_facts
+from archwheel.facts.versions import CudaVersion
+from tests.support.paths import ROOT
+
+RECIPES = ROOT / "recipes"
+
+VALID = """\
+schema_version = 1
+
+[recipe]
+name = "demo"
+kind = "extension"
+version = "1.0"
+
+[source]
+path = "src"
+
+[toolchain]
+cuda = "13.0"
+base_image = "archwheel/debian:bookworm"
+source = "pypi"
+
+[python]
+versions = ["3.11"]
+
+[arch]
+variable = "CUDA_GENCODE_FLAGS"
+format = "gencode"
+default = "8.0;9.0"
+
+[build]
+command = "make wheel"
+
+[build.env]
+NVCC_LAUNCHER = "ccache"
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "demo.toml") -> Path:
+    (tmp_path / "src").mkdir(exist_ok=True)
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def broken(tmp_path: Path, old: str, new: str) -> Path:
+    assert old in VALID, old
+    return write(tmp_path, VALID.replace(old, new))
+
+
+# -- the shipped recipes ----------------------------------------------------------------------
+
+
+def test_every_shipped_recipe_loads() -> None:
+    files = recipe_files([RECIPES])
+    assert {f.stem for f in files} >= {"example", "pytorch-2.14.1-cu130", "pytorch-2.14.1-cu128"}
+    for path in files:
+        recipe = load_recipe(path)
+        assert recipe.name == path.stem
+        assert len(recipe.sha256) == 64
+
+
+def test_example_recipe_builds_a_local_extension_without_network() -> None:
+    recipe = load_recipe(RECIPES / "example.toml")
+    assert recipe.kind == "extension"
+    assert recipe.source.kind == "path"
+    assert recipe.source.path == ROOT / "examples" / "cuda-kernels"
+    assert recipe.toolchain.source == "pypi"
+    assert recipe.toolchain.cuda == CudaVersion(13, 0)
+    assert all(p.endswith("==13.0.*") for p in recipe.toolchain.pypi_packages)
+    assert recipe.build.network is False
+    assert recipe.build.requirements == ()
+    assert str(recipe.arch.default) == "8.0;9.0"
+    assert recipe.smoke_snippet is not None
+    assert "import archwheel_example" in recipe.smoke_snippet
+
+
+@pytest.mark.parametrize(
+    ("name", "tag"), [("pytorch-2.14.1-cu130", "cu130"), ("pytorch-2.14.1-cu128", "cu128")]
+)
+def test_pytorch_recipes_mirror_the_official_build(name: str, tag: str) -> None:
+    facts = load_facts()
+    recipe = load_recipe(RECIPES / f"{name}.toml")
+    assert recipe.kind == "pytorch"
+    assert recipe.toolchain.cuda.tag == tag
+    assert recipe.toolchain.source == "image"  # the official builder image holds the toolkit
+    assert (
+        recipe.toolchain.base_image == f"pytorch/manylinux2_28-builder:cuda{recipe.toolchain.cuda}"
+    )
+    assert recipe.arch.default == ArchList.parse(facts.official_arch_lists[tag])
+    assert recipe.arch.variable == "TORCH_CUDA_ARCH_LIST"
+    env = recipe.build.env
+    assert env["USE_CUDA"] == "1"
+    assert env["BUILD_TEST"] == "0"
+    assert env["TORCH_NVCC_FLAGS"].startswith("-Xfatbin -compress-all")
+    assert "-compress-mode=size" in env["TORCH_NVCC_FLAGS"]
+    assert env["PYTORCH_BUILD_VERSION"] == f"{recipe.version}+{tag}"
+    assert recipe.build.jobs_variable == "MAX_JOBS"
+    assert recipe.build.memory_per_job_gib >= 4
+
+
+def test_default_recipe_is_the_newest_pytorch() -> None:
+    recipe = find_recipe(None, [RECIPES])
+    assert recipe.kind == "pytorch"
+    newest = max(
+        (load_recipe(f) for f in recipe_files([RECIPES])),
+        key=lambda r: (r.kind == "pytorch", r.sort_key()),
+    )
+    assert recipe.name == newest.name == "pytorch-2.14.1-cu130"
+
+
+def test_default_recipe_prefers_the_higher_version_then_cuda(tmp_path: Path) -> None:
+    def pytorch(name: str, version: str, cuda: str) -> None:
+        text = VALID.replace('kind = "extension"', 'kind = "pytorch"')
+        text = text.replace('version = "1.0"', f'version = "{version}"')
+        text = text.replace('name = "demo"', f'name = "{name}"')
+        if cuda != "13.0":
+            text = text.replace('cuda = "13.0"', f'cuda = "{cuda}"').replace(
+                'source = "pypi"', 'source = "image"'
+            )
+        write(tmp_path, text, f"{name}.toml")
+
+    pytorch("old", "2.9.1", "13.0")
+    pytorch("new-128", "2.10.0", "12.8")
+    pytorch("new-130", "2.10.0", "13.0")
+    write(tmp_path, VALID.replace('version = "1.0"', 'version = "99"'), "ext.toml")
+    assert find_recipe(None, [tmp_path]).name == "new-130"
+
+
+def test_recipe_by_name_or_path() -> None:
+    assert find_recipe("example", [RECIPES]).name == "example"
+    assert find_recipe(str(RECIPES / "example.toml"), []).name == "example"
+
+
+def test_unknown_recipe_name_suggests_the_closest() -> None:
+    with pytest.raises(UsageError, match="unknown recipe 'exampel'") as info:
+        find_recipe("exampel", [RECIPES])
+    assert "did you mean 'example'" in info.value.one_line()
+
+
+# -- validation --------------------------------------------------------------------------------
+
+
+def test_valid_recipe(tmp_path: Path) -> None:
+    recipe = load_recipe(write(tmp_path, VALID))
+    assert recipe.arch.render(recipe.arch.default) == (
+        "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90"
+    )
+    assert recipe.build.env == {"NVCC_LAUNCHER": "ccache"}
+    assert recipe.source.path == tmp_path / "src"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key", "message"),
+    [
+        ('command = "make wheel"', 'comand = "make wheel"', "[build] comand",
+         "did you mean 'command'"),
+        ("[build]\n", "[biuld]\n", "biuld", "did you mean 'build'"),
+        ('cuda = "13.0"', "cuda = 13", "[toolchain] cuda", "must be a string"),
+        ('cuda = "13.0"', 'cuda = "11.2"', "[toolchain] cuda", "no facts recorded for CUDA 11.2"),
+        ('cuda = "13.0"', 'cuda = "12.8"', "[toolchain] source",
+         "PyPI has no complete nvcc for CUDA 12.8"),
+        ('source = "pypi"', 'source = "conda"', "[toolchain] source", "not a toolchain source"),
+        ('default = "8.0;9.0"', 'default = "7.0;8.0"', "[arch] default",
+         "Volta) was removed in CUDA 13.0"),
+        ('default = "8.0;9.0"', 'default = "8.0;9.9"', "[arch] default", "invalid arch '9.9'"),
+        ('format = "gencode"', 'format = "bazel"', "[arch] format", "not an arch list format"),
+        ('variable = "CUDA_GENCODE_FLAGS"', 'variable = "PATH"', "[arch] variable",
+         "cannot be used"),
+        ('NVCC_LAUNCHER = "ccache"', 'PATH = "/bin"', "[build] env.PATH", "set by archwheel"),
+        ('NVCC_LAUNCHER = "ccache"', 'CUDA_GENCODE_FLAGS = "x"', "[build] env.CUDA_GENCODE_FLAGS",
+         "set by archwheel"),
+        ('NVCC_LAUNCHER = "ccache"', "NVCC_LAUNCHER = 1", "[build] env.NVCC_LAUNCHER",
+         "must be a string"),
+        ('versions = ["3.11"]', 'versions = ["three"]', "[python] versions",
+         "not a Python version"),
+        ('versions = ["3.11"]', "versions = []", "[python] versions", "at least one"),
+        ('kind = "extension"', 'kind = "conda"', "[recipe] kind", "not a recipe kind"),
+        ('path = "src"', 'path = "missing"', "[source] path", "is not a folder"),
+        ('path = "src"', 'git = "https://example.org/x.git"', "[source] ref", "missing"),
+        ('path = "src"', 'sdist = "https://example.org/x.tar.gz"', "[source] sha256", "missing"),
+        ('path = "src"', 'sdist = "https://example.org/x.tar.gz"\nsha256 = "abc"',
+         "[source] sha256", "64 hexadecimal"),
+        ('path = "src"', 'path = "src"\ngit = "https://x/y.git"', "[source] git",
+         "exactly one of path, git or sdist"),
+        ("schema_version = 1", "schema_version = 9", "schema_version", "not supported"),
+        ('command = "make wheel"', 'command = "make wheel"\nnetwork = "yes"', "[build] network",
+         "true or false"),
+        ('command = "make wheel"', 'command = "make"\nrequirements = ["--index-url=x"]',
+         "[build] requirements", "pip options"),
+    ],
+)  # fmt: skip
+def test_broken_recipe_names_file_and_key(
+    tmp_path: Path, old: str, new: str, key: str, message: str
+) -> None:
+    path = broken(tmp_path, old, new)
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    text = info.value.one_line()
+    assert str(path) in text
+    assert key in text
+    assert message in text
+
+
+def test_missing_table(tmp_path: Path) -> None:
+    path = write(tmp_path, VALID[: VALID.index("[build]")])
+    with pytest.raises(RecipeError, match=r"demo.toml: build: missing table"):
+        load_recipe(path)
+
+
+def test_torch_format_refuses_family_specific_targets(tmp_path: Path) -> None:
+    path = broken(tmp_path, 'format = "gencode"', 'format = "torch"')
+    path.write_text(path.read_text().replace('default = "8.0;9.0"', 'default = "10.0f"'))
+    with pytest.raises(
+        RecipeError,
+        match=r"\[arch\] default: cpp-extension \(.*\) cannot take 10.0f: family-specific",
+    ):
+        load_recipe(path)
+
+
+def test_smoke_snippet_must_be_python(tmp_path: Path) -> None:
+    path = write(tmp_path, VALID + '\n[smoke]\nsnippet = "import ("\n')
+    with pytest.raises(RecipeError, match=r"\[smoke\] snippet: not valid Python"):
+        load_recipe(path)
+
+
+def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "[recipe\nname=")
+    with pytest.raises(RecipeError, match=r"demo.toml: invalid TOML"):
+        load_recipe(path)
+
+
+def test_missing_and_huge_files(tmp_path: Path) -> None:
+    with pytest.raises(RecipeError, match="does not exist"):
+        load_recipe(tmp_path / "nope.toml")
+    huge = tmp_path / "huge.toml"
+    huge.write_bytes(b"#" * (2 << 20))
+    with pytest.raises(RecipeError, match="not a recipe"):
+        load_recipe(huge)
+
+
+def test_git_and_sdist_sources(tmp_path: Path) -> None:
+    git = load_recipe(broken(tmp_path, 'path = "src"', 'git = "https://x.org/p.git"\nref = "v1"'))
+    assert (git.source.kind, git.source.git_url, git.source.ref) == (
+        "git",
+        "https://x.org/p.git",
+        "v1",
+    )
+    sdist_file = tmp_path / "p-1.0.tar.gz"
+    sdist_file.write_bytes(b"not really")
+    digest = "ab" * 32
+    sdist = load_recipe(
+        broken(tmp_path, 'path = "src"', f'sdist = "p-1.0.tar.gz"\nsha256 = "{digest}"')
+    )
+    assert sdist.source.kind == "sdist"
+    assert sdist.source.sdist == str(sdist_file)
+    assert sdist.source.sha256 == digest

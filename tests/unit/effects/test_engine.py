@@ -1,0 +1,160 @@
+"""The container engine wrapper without an engine: settings, command lines, command echo, signals
+(real containers, docker and podman: tests/integration/docker/test_engine.py).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from archwheel.effects.engine import (
+    PODMAN_CONF_TEXT,
+    ContainerEngine,
+    ContainerSpec,
+    EngineSettings,
+    Mount,
+    parse_version,
+    sigterm_as_exit,
+)
+from archwheel.effects.process import find_program, quote_command, run_program
+from archwheel.errors import ToolError, UsageError
+
+# -- settings and helpers (no engine needed) -----------------------------------------------------
+
+
+def test_quote_command_is_shell_quoting() -> None:
+    assert quote_command(["docker", "run", "--env", "A=b c", "x;y"]) == (
+        "+ docker run --env 'A=b c' 'x;y'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("20.10.24+dfsg1", (20, 10, 24)), ("4.3.1", (4, 3, 1)), ("28.2.2", (28, 2, 2)), ("x", ())],
+)
+def test_parse_version(text: str, expected: tuple[int, ...]) -> None:
+    assert parse_version(text) == expected
+
+
+def test_missing_program_is_a_tool_error_naming_it() -> None:
+    with pytest.raises(ToolError, match="couldn't find no-such-engine-xyz in PATH"):
+        find_program("no-such-engine-xyz")
+
+
+def test_run_program_failure_says_what_failed(tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match=r"exit 3.*boom"):
+        run_program(["sh", "-c", "echo boom >&2; exit 3"], echo=None)
+
+
+def test_docker_settings_force_the_legacy_builder() -> None:
+    settings = EngineSettings.create("docker", environ={})
+    assert settings.command("ps") == ["docker", "ps"]
+    assert settings.env["DOCKER_BUILDKIT"] == "0"
+    assert not settings.keep_containers
+
+
+def test_podman_settings_write_a_containers_conf(tmp_path: Path) -> None:
+    settings = EngineSettings.create(
+        "podman", config_dir=tmp_path, environ={"ARCHWHEEL_PODMAN_RUNTIME": "runc"}
+    )
+    conf = Path(settings.env["CONTAINERS_CONF"])
+    assert conf.read_text() == PODMAN_CONF_TEXT
+    assert "default_ulimits = []" in conf.read_text()
+    assert settings.command("ps") == ["podman", "--runtime", "runc", "ps"]
+
+
+def test_podman_settings_respect_a_users_containers_conf(tmp_path: Path) -> None:
+    settings = EngineSettings.create(
+        "podman",
+        config_dir=tmp_path,
+        environ={"CONTAINERS_CONF": "/etc/mine.conf", "ARCHWHEEL_PODMAN_RUNTIME": ""},
+    )
+    assert "CONTAINERS_CONF" not in settings.env
+    assert settings.global_args == ()
+    assert not (tmp_path / "podman-containers.conf").exists()
+
+
+def test_keep_containers_comes_from_the_environment() -> None:
+    assert EngineSettings.create(
+        "docker", environ={"ARCHWHEEL_KEEP_CONTAINERS": "1"}
+    ).keep_containers
+    assert not EngineSettings.create(
+        "docker", environ={"ARCHWHEEL_KEEP_CONTAINERS": "0"}
+    ).keep_containers
+
+
+def test_unknown_engine_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="unknown container engine 'dockr'"):
+        EngineSettings.create("dockr", environ={})
+
+
+def test_engine_that_is_not_installed_says_so() -> None:
+    settings = EngineSettings("docker", "no-such-docker-binary")
+    with pytest.raises(ToolError, match="couldn't find no-such-docker-binary in PATH"):
+        ContainerEngine(settings, echo=None).version()
+
+
+def test_mount_flags() -> None:
+    assert Mount("/a b", "/src", read_only=True).flag() == [
+        "--mount",
+        "type=bind,source=/a b,target=/src,readonly",
+    ]
+    assert Mount("archwheel-ccache", "/ccache", volume=True).flag()[1].startswith("type=volume")
+    with pytest.raises(UsageError, match="paths with ','"):
+        Mount("/x,y", "/src").flag()
+
+
+def test_gpu_request_is_engine_specific() -> None:
+    assert EngineSettings.create("docker", environ={}).gpu_args("all") == ["--gpus", "all"]
+    podman = EngineSettings("podman", "podman", global_args=("--runtime", "runc"))
+    # podman 4 has no --gpus: it asks for the CDI device NVIDIA's toolkit describes.
+    assert podman.gpu_args("all") == ["--device", "nvidia.com/gpu=all"]
+
+
+def test_run_command_is_a_foreground_run_with_the_specs_flags(tmp_path: Path) -> None:
+    settings = EngineSettings("podman", "/bin/true", global_args=("--runtime", "runc"))
+    engine = ContainerEngine(settings, echo=None)
+    spec = ContainerSpec(
+        image="img:1",
+        network="none",
+        user="1000:1000",
+        workdir="/w",
+        mounts=(Mount(str(tmp_path), "/w"),),
+        env={"B": "2", "A": "1"},
+        labels={"org.example": "x"},
+        gpus="all",
+    )
+    argv = engine.run_command(spec, ["python3", "-c", "pass"], name="archwheel-t")
+    assert argv == [
+        "/bin/true", "--runtime", "runc", "run", "--rm", "--name", "archwheel-t",
+        "--label", "archwheel", "--label", "org.example=x", "--network", "none",
+        "--user", "1000:1000", "--workdir", "/w",
+        "--mount", f"type=bind,source={tmp_path},target=/w", "--env", "A=1", "--env", "B=2",
+        "--device", "nvidia.com/gpu=all", "img:1", "python3", "-c", "pass",
+    ]  # fmt: skip
+
+
+def test_run_command_keeps_the_container_when_asked() -> None:
+    settings = EngineSettings.create(
+        "docker", program="/bin/true", environ={"ARCHWHEEL_KEEP_CONTAINERS": "1"}
+    )
+    argv = ContainerEngine(settings, echo=None).run_command(
+        ContainerSpec(image="img:1"), ["true"], name="archwheel-t"
+    )
+    assert "--rm" not in argv
+    assert "--gpus" not in argv  # no GPU unless the spec asks
+
+
+def _terminate_self() -> None:
+    with sigterm_as_exit():
+        os.kill(os.getpid(), 15)
+        time.sleep(5)  # the handler raises before this ends
+
+
+def test_sigterm_becomes_system_exit() -> None:
+    with pytest.raises(SystemExit) as info:
+        _terminate_self()
+    assert info.value.code == 143

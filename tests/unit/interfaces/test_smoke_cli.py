@@ -1,0 +1,140 @@
+"""``archwheel smoke`` on the command line: usage errors and real venv installs of small real wheels
+(the docker backend against a real engine: tests/integration/docker/test_smoke_cli.py).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import CliRun
+from tests.support.components import require
+from tests.support.schemas import validate_smoke
+from tests.support.wheels import make_wheel
+
+# --------------------------------------------------------------------------------------------
+# usage errors: one line, exit 2, nothing run
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ((), "no wheels given"),
+        (("missing.whl",), "wheel not found: missing.whl"),
+        (("--backend", "existing"), "--backend existing needs --interpreter PATH"),
+        (("--backend", "docker", "{wheel}"), "--backend docker needs --image IMAGE"),
+        (("{wheel}", "--steps", "matmul_fp64"), "unknown smoke step matmul_fp64"),
+        (("{wheel}", "--timeout", "0"), "--timeout must be a positive number"),
+        (("{wheel}", "--snippet", "nope.py"), "smoke snippet not found: nope.py"),
+        (("{wheel}", "--find-links", "no-such-dir"), "--find-links folder not found"),
+    ],
+)
+def test_usage_errors(cli_run: CliRun, tmp_path: Path, argv: tuple[str, ...], message: str) -> None:
+    wheel = make_wheel(tmp_path, "tiny")
+    args = [a.replace("{wheel}", str(wheel)) for a in argv]
+    code, _, err = cli_run("smoke", *args)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_file_that_is_not_a_wheel_is_refused(cli_run: CliRun, tmp_path: Path) -> None:
+    not_wheel = tmp_path / "torch.tar.gz"
+    not_wheel.write_bytes(b"x")
+    code, _, err = cli_run("smoke", str(not_wheel))
+    assert code == 2
+    assert "not a wheel" in err
+
+
+# --------------------------------------------------------------------------------------------
+# real venvs, real pip, small real wheels
+
+
+@pytest.mark.slow
+def test_a_wheel_without_torch_installs_and_is_reported_as_torch_broken(
+    cli_run: CliRun, tmp_path: Path
+) -> None:
+    wheel = make_wheel(tmp_path, "tiny_ext")
+    code, out, err = cli_run("smoke", str(wheel), "--format", "json")
+    assert code == 1, err
+    document = json.loads(out)
+    validate_smoke(document)
+    assert document["verdict"] == "torch-broken"
+    assert document["message"].startswith("torch does not import: ModuleNotFoundError")
+    assert [s["name"] for s in document["stages"]] == ["create-venv", "install", "probe"]
+    assert all(s["ok"] for s in document["stages"])
+
+
+@pytest.mark.slow
+def test_an_unresolvable_requirement_is_an_environment_failure_with_pip_s_words(
+    cli_run: CliRun, tmp_path: Path
+) -> None:
+    empty_index = tmp_path / "empty-index"
+    empty_index.mkdir()
+    wheel = make_wheel(tmp_path, "needs_missing", requires=("archwheel-test-absent-dist==9.9",))
+    code, out, err = cli_run(
+        "smoke", str(wheel), "--index", empty_index.as_uri(), "--format", "json"
+    )
+    assert code == 4, err
+    document = json.loads(out)
+    validate_smoke(document)
+    assert document["verdict"] == "environment-failed"
+    assert document["message"].startswith("installing the wheels failed (install) exited with code")
+    assert "archwheel-test-absent-dist" in document["message"]
+    install = document["stages"][-1]
+    assert install["name"] == "install"
+    assert install["ok"] is False
+
+
+def test_an_engine_that_does_not_answer_is_an_environment_failure(
+    cli_run: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A docker whose daemon is gone: the engine check says so before any container.
+    require(shutil.which("docker") is not None, "the docker CLI is not installed")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
+    wheel = make_wheel(tmp_path, "tiny")
+    code, out, err = cli_run(
+        "smoke", str(wheel), "--backend", "docker", "--image", "any:1", "--format", "json"
+    )
+    assert code == 4, err
+    document = json.loads(out)
+    validate_smoke(document)
+    assert document["verdict"] == "environment-failed"
+    assert document["message"].startswith(
+        "the container engine docker cannot be used (engine) docker is installed but does not "
+        "answer"
+    )
+    assert [s["name"] for s in document["stages"]] == ["engine"]
+
+
+@pytest.mark.slow
+def test_sigterm_still_prints_the_report(tmp_path: Path) -> None:
+    # An "interpreter" that hangs: the CLI is stuck in the environment check when a CI job's
+    # timeout sends SIGTERM. The report must still come out, with its own exit code.
+    hanging_python = tmp_path / "python"
+    hanging_python.write_text("#!/bin/sh\nexec sleep 600\n")
+    hanging_python.chmod(0o755)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "archwheel.interfaces.cli", "smoke", "--backend", "existing",
+         "--python", str(hanging_python), "--format", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    time.sleep(3)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    document = json.loads(out)
+    validate_smoke(document)
+    assert document["verdict"] == "interrupted"
+    assert document["message"] == "interrupted after 0 steps"
+    assert "Traceback" not in err

@@ -1,0 +1,244 @@
+"""archwheel manifest / verify: the round trip catches tampered files and mismatched environments.
+
+Toy wheels (a CUDA extension with a real ELF + fatbin library, and the nvidia-* runtime package
+it pins) are built here, installed by pip into a real virtual environment, then changed the way
+deployments drift: a byte flipped in a wheel, another runtime version installed, a library
+replaced on disk.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from archwheel.errors import InputError
+from archwheel.verdicts.manifest import (
+    InstalledEnvironment,
+    load_manifest,
+    verify_environment,
+)
+from tests.support.builders import Entry, container, elf64
+from tests.support.cli import CliRun
+from tests.support.inventory_builders import build_wheel, record_hash
+from tests.support.schemas import manifest_schema
+from tests.support.venvs import installed_version, make_venv, pip_install
+
+LIBTOY = elf64(
+    [
+        (".text", b"\x90" * 64),
+        (".nv_fatbin", container(Entry(sm=80), Entry(kind=1, sm=90, version=(9, 0)))),
+    ]
+)
+
+
+@pytest.fixture
+def wheels(tmp_path: Path) -> Path:
+    """toyext 1.0+cu128 (pins nvidia-toyrt-cu12==1.2.3) and two versions of that runtime."""
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    build_wheel(
+        folder,
+        "toyext",
+        "1.0+cu128",
+        {"toyext/__init__.py": b"", "toyext/libtoy.so": LIBTOY},
+        requires=[
+            "nvidia-toyrt-cu12==1.2.3",
+            'nvidia-onlywin-cu12==1.0; platform_system == "Windows"',
+        ],
+    )
+    for version in ("1.2.3", "1.2.4"):
+        build_wheel(
+            folder,
+            "nvidia-toyrt-cu12",
+            version,
+            {"nvidia/toyrt/lib/libtoyrt.so.12": f"runtime {version}".encode()},
+        )
+    return folder
+
+
+def _toyext(folder: Path) -> Path:
+    return next(folder.glob("toyext-*.whl"))
+
+
+def test_manifest_records_what_the_wheel_is(wheels: Path, cli_run: CliRun, tmp_path: Path) -> None:
+    out = tmp_path / "manifest.json"
+    code, stdout, _ = cli_run("manifest", str(_toyext(wheels)), "-o", str(out))
+    assert code == 0
+    assert stdout.startswith(f"wrote {out}")
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, manifest_schema())
+    (wheel,) = doc["wheels"]
+    assert wheel["file"] == "toyext-1.0+cu128-py3-none-any.whl"
+    assert wheel["name"] == "toyext"
+    assert wheel["version"] == "1.0+cu128"
+    assert wheel["cuda"]["version"] == "12.8"
+    assert wheel["requires_cuda"]["nvidia-toyrt-cu12"] == {"specifier": "==1.2.3", "marker": None}
+    assert wheel["native_libraries"] == {"toyext/libtoy.so": record_hash(LIBTOY)}
+    assert wheel["archs"]["sass"] == ["sm_80"]
+    assert wheel["archs"]["ptx"] == ["compute_90"]
+    assert wheel["archs"]["libraries"] == [
+        {"path": "toyext/libtoy.so", "sass": ["sm_80"], "ptx": ["compute_90"]}
+    ]
+    assert wheel["size"] == _toyext(wheels).stat().st_size
+
+
+def test_round_trip_detects_a_tampered_file(wheels: Path, cli_run: CliRun) -> None:
+    manifest = wheels / "manifest.json"
+    assert cli_run("manifest", str(_toyext(wheels)), "-o", str(manifest))[0] == 0
+    code, out, _ = cli_run("verify", str(manifest))
+    assert code == 0
+    assert out.startswith("OK: 1 file(s) match")
+
+    wheel = _toyext(wheels)
+    data = bytearray(wheel.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, different bytes
+    wheel.write_bytes(bytes(data))
+    code, out, _ = cli_run("verify", str(manifest), "--format", "json")
+    assert code == 1
+    doc = json.loads(out)
+    assert [m["what"] for m in doc["mismatches"]] == ["sha256"]
+    assert "the file was changed or replaced" in doc["mismatches"][0]["message"]
+
+    wheel.write_bytes(bytes(data[:-10]))
+    code, out, _ = cli_run("verify", str(manifest), "--format", "json")
+    assert code == 1
+    assert [m["what"] for m in json.loads(out)["mismatches"]] == ["size", "sha256"]
+
+    wheel.unlink()
+    code, out, _ = cli_run("verify", str(manifest))
+    assert code == 1
+    assert "toyext-1.0+cu128-py3-none-any.whl: not found" in out
+
+
+def test_verify_lists_files_not_in_the_manifest(wheels: Path, cli_run: CliRun) -> None:
+    manifest = wheels / "manifest.json"
+    cli_run("manifest", str(_toyext(wheels)), "-o", str(manifest))
+    other = next(wheels.glob("nvidia_toyrt_cu12-1.2.3-*.whl"))
+    code, out, _ = cli_run("verify", str(manifest), str(_toyext(wheels)), str(other))
+    assert code == 1
+    assert f"{other.name}: given but not in the manifest" in out
+
+
+@pytest.mark.slow
+def test_environment_matches_then_each_drift_is_listed(
+    wheels: Path, cli_run: CliRun, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "manifest.json"
+    cli_run("manifest", str(_toyext(wheels)), "-o", str(manifest))
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, "--no-index", "--find-links", str(wheels), "toyext", offline=True)
+    assert installed_version(python, "nvidia-toyrt-cu12") == "1.2.3"
+
+    code, out, _ = cli_run("verify", str(manifest), "--env", "--python", str(python))
+    assert code == 0, out
+    assert "match" in out
+
+    # Drift 1: another runtime version. Drift 2: a library replaced on disk.
+    pip_install(
+        python, "--no-index", "--find-links", str(wheels), "nvidia-toyrt-cu12==1.2.4", offline=True
+    )
+    site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
+    (site / "toyext" / "libtoy.so").write_bytes(LIBTOY + b"patched")
+    code, out, _ = cli_run(
+        "verify", str(manifest), "--env", "--python", str(python), "--format", "json"
+    )
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["environment"] == str(python)
+    assert [(m["what"], m["expected"], m["found"]) for m in doc["mismatches"]] == [
+        ("requirement", "nvidia-toyrt-cu12==1.2.3", "1.2.4"),
+        ("library", record_hash(LIBTOY), record_hash(LIBTOY + b"patched")),
+    ]
+    # The Windows-only pin does not apply on Linux and is not reported.
+    assert all("onlywin" not in m["message"] for m in doc["mismatches"])
+
+
+@pytest.mark.slow
+def test_environment_without_the_package(
+    wheels: Path, cli_run: CliRun, tmp_path: Path, bare_venv: Path
+) -> None:
+    manifest = tmp_path / "manifest.json"
+    cli_run("manifest", str(_toyext(wheels)), "-o", str(manifest))
+    code, out, _ = cli_run("verify", str(manifest), "--env", "--python", str(bare_venv))
+    assert code == 1
+    assert f"toyext 1.0+cu128 is not installed in {bare_venv}" in " ".join(out.split())
+
+
+def test_environment_checks_torch_cuda() -> None:
+    manifest = {
+        "wheels": [
+            {
+                "name": "torch",
+                "version": "2.7.0+cu128",
+                "cuda": {"version": "12.8"},
+                "requires_cuda": {},
+                "native_libraries": {},
+            }
+        ]
+    }
+    env = InstalledEnvironment(
+        python="/venv/bin/python",
+        python_version="3.11.7",
+        distributions={"torch": "2.7.0+cu126"},
+        native_files={},
+        torch_cuda="12.6",
+        torch_import_error=None,
+    )
+    found = verify_environment(manifest, env)
+    assert [(m.what, m.expected, m.found) for m in found] == [
+        ("version", "2.7.0+cu128", "2.7.0+cu126"),
+        ("cuda", "12.8", "12.6"),
+    ]
+
+
+# -- bad manifests ------------------------------------------------------------------------------
+
+_GOOD: dict[str, Any] = {
+    "schema_version": 1,
+    "kind": "archwheel-manifest",
+    "wheels": [
+        {
+            "file": "a-1-py3-none-any.whl",
+            "sha256": "0" * 64,
+            "size": 1,
+            "name": "a",
+            "version": "1",
+            "cuda": {},
+            "requires_cuda": {},
+            "native_libraries": {},
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.update(kind="other"), "not an archwheel manifest"),
+        (lambda d: d.update(schema_version=2), "schema_version 2 is not 1"),
+        (lambda d: d.update(wheels=[]), "'wheels' must be a non-empty list"),
+        (lambda d: d["wheels"][0].update(file="../../etc/passwd"), "must be a bare file name"),
+        (lambda d: d["wheels"][0].update(sha256="xyz"), "not a hex sha256"),
+        (lambda d: d["wheels"][0].update(size="1"), "size: missing or not a int"),
+        (lambda d: d["wheels"][0].update(native_libraries={"x.so": "md5=1"}), "not a sha256= hash"),
+    ],
+)
+def test_bad_manifests_are_refused(mutate: Any, message: str) -> None:
+    doc = json.loads(json.dumps(_GOOD))
+    load_manifest(json.dumps(doc), "m.json")  # the good one loads
+    mutate(doc)
+    with pytest.raises(InputError, match=r"^m\.json") as info:
+        load_manifest(json.dumps(doc), "m.json")
+    assert message in info.value.one_line()
+
+
+def test_unreadable_manifest_exits_3(tmp_path: Path, cli_run: CliRun) -> None:
+    path = tmp_path / "m.json"
+    path.write_text("{not json")
+    code, _, err = cli_run("verify", str(path))
+    assert code == 3
+    assert err.startswith(f"archwheel: error: {path}: not JSON")
