@@ -4,29 +4,13 @@ Errors are raised anywhere and caught only in the command-line entry point, whic
 message on one line (no traceback unless ``ARCHWHEEL_DEBUG=1``) and exits with ``exit_code``.
 Messages say what failed, why, and what to do next.
 
-Exit codes (documented in docs/exit-codes.md):
-
-====  ===========================================================================
-0     success
-1     a verdict failed: something requested is missing (audit), or a check failed
-2     usage error: bad arguments, bad arch list, bad recipe
-3     the input could not be read completely (corrupt, truncated, unsafe)
-4     an external tool or engine is missing or failed (docker, cuobjdump, pip)
-5     a build failed (the build command, the container, the audit gate)
-====  ===========================================================================
-
-Verdict commands (``can-run``, ``smoke``) define additional codes of their own, documented
-with the command.
+Each class carries its exit code from the one table, ``exit_codes.py`` (the contract of
+docs/exit-codes.md).
 """
 
 from __future__ import annotations
 
-EXIT_OK = 0
-EXIT_VERDICT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INCOMPLETE = 3
-EXIT_TOOL = 4
-EXIT_BUILD = 5
+from archwheel.exit_codes import EXIT_BUILD, EXIT_INCOMPLETE, EXIT_TOOL, EXIT_USAGE
 
 
 class ArchwheelError(Exception):

@@ -24,7 +24,8 @@ from archwheel.effects.host import (
     PythonProbe,
     probe_gpus,
 )
-from archwheel.errors import EXIT_INCOMPLETE, ArchwheelError
+from archwheel.errors import ArchwheelError
+from archwheel.exit_codes import EXIT_INCOMPLETE
 from archwheel.facts.arch import ArchList, CodeKind, Target
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import ComputeCapability, CudaVersion

@@ -44,6 +44,7 @@ from archwheel.effects.process import (
     stream_lines,
 )
 from archwheel.errors import BuildError, ToolError, UsageError
+from archwheel.exit_codes import EXIT_TERMINATED
 
 EngineName = Literal["docker", "podman"]
 ENGINES: tuple[EngineName, ...] = ("docker", "podman")
@@ -556,7 +557,7 @@ def sigterm_as_exit() -> Iterator[None]:
         return
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        raise SystemExit(128 + signum)
+        raise SystemExit(EXIT_TERMINATED)
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:

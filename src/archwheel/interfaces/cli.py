@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from archwheel import __version__
-from archwheel.errors import EXIT_TOOL, ArchwheelError
+from archwheel.errors import ArchwheelError
+from archwheel.exit_codes import EXIT_INTERRUPTED, EXIT_TOOL, EXIT_USAGE
 
 # Sub-command modules, in the order `archwheel --help` lists them. Each defines
 # `register(subparsers) -> None`, which adds a parser whose default `func(args) -> int` runs it.
@@ -98,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(arguments)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     try:
         code: int = args.func(args)
     except ArchwheelError as exc:
@@ -108,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("archwheel: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # Output piped into `head`: not an error worth a message.
         with contextlib.suppress(OSError):

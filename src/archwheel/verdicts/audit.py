@@ -18,7 +18,7 @@ from typing import Any
 
 from archwheel import __version__
 from archwheel.binary.model import InputInventory, LibraryInventory, Severity
-from archwheel.errors import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
+from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.facts.arch import ArchList, CodeKind, Target
 from archwheel.facts.catalog import load_facts
 

@@ -33,7 +33,7 @@ from archwheel.binary.cuobjdump import (
     ImageKey,
 )
 from archwheel.binary.model import FatbinEntry
-from archwheel.errors import EXIT_OK, EXIT_TOOL, EXIT_VERDICT_FAILED
+from archwheel.exit_codes import EXIT_OK, EXIT_TOOL, EXIT_VERDICT_FAILED
 from archwheel.facts.arch import CodeKind, Target, Variant
 
 CROSSCHECK_SCHEMA_VERSION = 1

@@ -20,7 +20,7 @@ from enum import Enum
 from typing import Any
 
 from archwheel.effects.watchdog import ChildOutcome, ChildStatus
-from archwheel.errors import EXIT_OK, EXIT_TOOL, EXIT_VERDICT_FAILED
+from archwheel.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_TOOL, EXIT_VERDICT_FAILED, ExitCode
 from archwheel.facts.arch import CodeKind, Target
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.rules import image_serves, rule_for
@@ -28,12 +28,12 @@ from archwheel.facts.versions import ComputeCapability
 
 SCHEMA_VERSION = 1
 
-# smoke's own exit codes (docs/smoke.md). 0, 1, 2 and 4 keep their project-wide meaning.
-EXIT_NO_DEVICE = 20
-EXIT_JIT_ONLY = 21
-EXIT_NO_KERNEL_IMAGE = 22
-EXIT_HANG_OR_CRASH = 23
-EXIT_INTERRUPTED = 130  # as the CLI's Ctrl-C
+# smoke's own exit codes (exit_codes.py, docs/smoke.md). 0, 1, 2 and 4 keep their project-wide
+# meaning; an interrupted smoke test exits as the CLI's Ctrl-C.
+EXIT_NO_DEVICE = ExitCode.SMOKE_NO_DEVICE
+EXIT_JIT_ONLY = ExitCode.SMOKE_JIT_ONLY
+EXIT_NO_KERNEL_IMAGE = ExitCode.SMOKE_NO_KERNEL_IMAGE
+EXIT_HANG_OR_CRASH = ExitCode.SMOKE_HANG_OR_CRASH
 
 KERNEL_STEPS: tuple[str, ...] = (
     "matmul_fp32",

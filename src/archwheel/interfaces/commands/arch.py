@@ -14,7 +14,8 @@ from pathlib import Path
 from rich.console import Console
 
 from archwheel.binary.scan.inputs import scan_path
-from archwheel.errors import EXIT_OK, EXIT_USAGE, InputError, UsageError
+from archwheel.errors import InputError, UsageError
+from archwheel.exit_codes import EXIT_OK, EXIT_USAGE
 from archwheel.facts.arch_grammars import (
     ConsumerView,
     consumer_views,

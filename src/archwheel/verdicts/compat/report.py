@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any
 
 from archwheel import __version__
+from archwheel.exit_codes import ExitCode
 from archwheel.facts.arch import Target
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.versions import CudaVersion, DriverVersion
@@ -21,11 +22,11 @@ from archwheel.verdicts.compat.gpus import Gpu
 
 CAN_RUN_SCHEMA_VERSION = 1
 
-# Exit codes of `archwheel can-run` (docs/exit-codes.md); the generic ones stay in errors.py.
-EXIT_ALL_NATIVE = 0
-EXIT_SOME_JIT = 10
-EXIT_NO_KERNEL_IMAGE = 11
-EXIT_DRIVER_TOO_OLD = 12
+# Exit codes of `archwheel can-run` (exit_codes.py, docs/exit-codes.md).
+EXIT_ALL_NATIVE = ExitCode.OK
+EXIT_SOME_JIT = ExitCode.SOME_JIT
+EXIT_NO_KERNEL_IMAGE = ExitCode.NO_KERNEL_IMAGE
+EXIT_DRIVER_TOO_OLD = ExitCode.DRIVER_TOO_OLD
 
 
 class Verdict(str, Enum):
