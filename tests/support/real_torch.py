@@ -8,7 +8,8 @@ from archwheel.binary.model import InputInventory
 from archwheel.facts.versions import ComputeCapability, CudaVersion
 from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.compat.judge import judge_input
-from archwheel.verdicts.compat.report import Verdict, build_report
+from archwheel.verdicts.compat.report import build_report
+from archwheel.verdicts.vocabulary import Verdict
 
 # The wheel's TORCH_CUDA_ARCH_LIST as cubin names.
 TORCH_2141_CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]

@@ -36,8 +36,9 @@ from archwheel.verdicts.compat.explain import (
 )
 from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.compat.judge import check_runtime, judge_input
-from archwheel.verdicts.compat.report import LibraryVerdict, Reason, RuntimeCheck, Verdict, worst
+from archwheel.verdicts.compat.report import LibraryVerdict, Reason, RuntimeCheck, worst
 from archwheel.verdicts.recommend import coverage_of
+from archwheel.verdicts.vocabulary import Verdict
 
 DOCTOR_SCHEMA_VERSION = 1
 

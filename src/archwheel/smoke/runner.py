@@ -30,10 +30,8 @@ from archwheel.verdicts.smoke import (
     AttemptMode,
     DeviceReport,
     SmokeReport,
-    SmokeVerdict,
     StageReport,
     StepReport,
-    StepVerdict,
     check_arch_list,
     classify_cuda_error,
     decide_step,
@@ -42,6 +40,7 @@ from archwheel.verdicts.smoke import (
     overall_verdict,
     verdict_message,
 )
+from archwheel.verdicts.vocabulary import SmokeVerdict, StepVerdict
 
 DEFAULT_STEP_TIMEOUT = 300.0
 # The probe imports torch and initialises CUDA on every device: give it more room than a step.

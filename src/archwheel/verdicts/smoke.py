@@ -25,6 +25,7 @@ from archwheel.facts.arch import CodeKind, Target
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.rules import image_serves, rule_for
 from archwheel.facts.versions import ComputeCapability
+from archwheel.verdicts.vocabulary import SmokeVerdict, StepVerdict
 
 SCHEMA_VERSION = 1
 
@@ -191,17 +192,6 @@ def failure_meaning(failure: CudaFailure) -> str:
 class AttemptMode(str, Enum):
     NATIVE = "native"  # CUDA_DISABLE_PTX_JIT=1
     JIT = "jit"  # the JIT allowed
-
-
-class StepVerdict(str, Enum):
-    NATIVE = "native"
-    JIT_ONLY = "jit-only"
-    NO_KERNEL_IMAGE = "no-kernel-image"
-    WRONG_RESULT = "wrong-result"
-    HANG = "hang"
-    CRASH = "crash"
-    ERROR = "error"
-    SKIPPED = "skipped"
 
 
 @dataclass(frozen=True)
@@ -432,18 +422,6 @@ def check_arch_list(arch_list: Iterable[str], cc: ComputeCapability) -> ArchList
 
 # --------------------------------------------------------------------------------------------
 # the report
-
-
-class SmokeVerdict(str, Enum):
-    PASSED = "passed"  # every step ran natively and matched the reference
-    JIT_ONLY = "jit-only"
-    NO_KERNEL_IMAGE = "no-kernel-image"
-    FAILED = "failed"  # wrong results or errors
-    HANG_OR_CRASH = "hang-or-crash"
-    NO_DEVICE = "no-device"
-    ENVIRONMENT_FAILED = "environment-failed"  # the venv/container or the install failed
-    TORCH_BROKEN = "torch-broken"  # the installed torch does not import
-    INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM: the report holds what ran before
 
 
 VERDICT_EXIT_CODES: Mapping[SmokeVerdict, int] = {

@@ -32,7 +32,7 @@ from archwheel.effects.host import (
 )
 from archwheel.errors import ToolError
 from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersion
-from archwheel.verdicts.compat.report import Verdict
+from archwheel.verdicts.vocabulary import Verdict
 from tests.support.cli import CliRun
 from tests.support.doctor_fakes import no_gpu_path
 from tests.support.inventory_builders import torch_2_14_1_cu130

@@ -22,7 +22,7 @@ from archwheel.effects.watchdog import ChildCommand, Watchdog
 from archwheel.facts.versions import ComputeCapability, DriverVersion
 from archwheel.smoke.environments import SetupOutcome
 from archwheel.smoke.runner import SmokeSettings, run_smoke
-from archwheel.verdicts.smoke import SmokeVerdict, StepVerdict
+from archwheel.verdicts.vocabulary import SmokeVerdict, StepVerdict
 from tests.support.paths import DATA
 from tests.support.real_torch import TORCH_2141_CU130
 from tests.support.schemas import validate_smoke

@@ -29,7 +29,8 @@ from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersi
 from archwheel.verdicts.compat.explain import best_sass_target, fixes_for, pytorch_install_advice
 from archwheel.verdicts.compat.gpus import Gpu, resolve_gpus
 from archwheel.verdicts.compat.judge import check_runtime, judge_input, judge_library, split_modules
-from archwheel.verdicts.compat.report import Verdict, build_report
+from archwheel.verdicts.compat.report import build_report
+from archwheel.verdicts.vocabulary import Verdict
 from tests.support.builders import Entry, container, elf64
 from tests.support.cli import CliRun
 from tests.support.inventory_builders import build_wheel, inventory, library, torch_2_14_1_cu130

@@ -27,15 +27,14 @@ from archwheel.verdicts.smoke import (
     CudaFailure,
     DeviceReport,
     SmokeReport,
-    SmokeVerdict,
     StepReport,
-    StepVerdict,
     check_arch_list,
     classify_cuda_error,
     decide_step,
     needs_jit_attempt,
     overall_verdict,
 )
+from archwheel.verdicts.vocabulary import SmokeVerdict, StepVerdict
 from tests.support.real_torch import TORCH_2141_CU130
 from tests.support.schemas import validate_smoke
 

@@ -9,7 +9,8 @@ from rich.table import Table
 from archwheel.facts.catalog import load_facts
 from archwheel.interfaces.render.common import cite
 from archwheel.interfaces.render.verdict_labels import VERDICT_LABEL, VERDICT_STYLE
-from archwheel.verdicts.compat.report import CanRunReport, InputGpuVerdict, Verdict
+from archwheel.verdicts.compat.report import CanRunReport, InputGpuVerdict
+from archwheel.verdicts.vocabulary import Verdict
 
 
 def _cell(v: InputGpuVerdict, library: str) -> str:

@@ -9,7 +9,7 @@ from archwheel.doctor.diagnose import DoctorReport
 from archwheel.facts.catalog import load_facts
 from archwheel.interfaces.render.common import cite
 from archwheel.interfaces.render.verdict_labels import VERDICT_LABEL, VERDICT_STYLE
-from archwheel.verdicts.compat.report import Verdict
+from archwheel.verdicts.vocabulary import Verdict
 
 
 def doctor_table(report: DoctorReport, out: Console) -> None:

@@ -8,7 +8,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from archwheel.verdicts.smoke import SmokeReport, SmokeVerdict, StepVerdict
+from archwheel.verdicts.smoke import SmokeReport
+from archwheel.verdicts.vocabulary import SmokeVerdict, StepVerdict
 
 VERDICT_STYLES = {
     StepVerdict.NATIVE: "green",

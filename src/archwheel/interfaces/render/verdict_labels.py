@@ -6,7 +6,7 @@ the compatibility verdicts at startup.
 
 from __future__ import annotations
 
-from archwheel.verdicts.compat.report import Verdict
+from archwheel.verdicts.vocabulary import Verdict
 
 VERDICT_STYLE = {
     Verdict.NATIVE: "green",

@@ -36,9 +36,9 @@ from archwheel.verdicts.compat.report import (
     InputVerdicts,
     LibraryVerdict,
     RuntimeCheck,
-    Verdict,
     worst,
 )
+from archwheel.verdicts.vocabulary import Verdict
 
 # Sections whose images are device-link input, not loaded by the CUDA runtime.
 RELOCATABLE_SECTIONS = frozenset({"__nv_relfatbin"})

@@ -10,60 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from archwheel import __version__
-from archwheel.exit_codes import ExitCode
 from archwheel.facts.arch import Target
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.versions import CudaVersion, DriverVersion
 from archwheel.verdicts.compat.gpus import Gpu
+from archwheel.verdicts.vocabulary import Verdict
 
 CAN_RUN_SCHEMA_VERSION = 1
-
-# Exit codes of `archwheel can-run` (exit_codes.py, docs/exit-codes.md).
-EXIT_ALL_NATIVE = ExitCode.OK
-EXIT_SOME_JIT = ExitCode.SOME_JIT
-EXIT_NO_KERNEL_IMAGE = ExitCode.NO_KERNEL_IMAGE
-EXIT_DRIVER_TOO_OLD = ExitCode.DRIVER_TOO_OLD
-
-
-class Verdict(str, Enum):
-    """What happens when a GPU loads the code."""
-
-    NO_DEVICE_CODE = "no-device-code"  # nothing to load: CPU only
-    LINK_ONLY = "link-only"  # only relocatable device code: not loaded at run time
-    NATIVE = "native"  # a cubin runs as is
-    JIT = "jit"  # the driver compiles PTX at first load
-    DRIVER_TOO_OLD = "driver-too-old"  # code exists but this driver cannot use it
-    NO_KERNEL_IMAGE = "no-kernel-image"  # cudaErrorNoKernelImageAvailable
-
-    @property
-    def severity(self) -> int:
-        return _SEVERITY[self]
-
-    @property
-    def exit_code(self) -> int:
-        return _EXIT_CODES[self]
-
-
-_SEVERITY = {
-    Verdict.NO_DEVICE_CODE: 0,
-    Verdict.LINK_ONLY: 0,
-    Verdict.NATIVE: 0,
-    Verdict.JIT: 1,
-    Verdict.DRIVER_TOO_OLD: 2,
-    Verdict.NO_KERNEL_IMAGE: 3,
-}
-_EXIT_CODES = {
-    Verdict.NO_DEVICE_CODE: EXIT_ALL_NATIVE,
-    Verdict.LINK_ONLY: EXIT_ALL_NATIVE,
-    Verdict.NATIVE: EXIT_ALL_NATIVE,
-    Verdict.JIT: EXIT_SOME_JIT,
-    Verdict.DRIVER_TOO_OLD: EXIT_DRIVER_TOO_OLD,
-    Verdict.NO_KERNEL_IMAGE: EXIT_NO_KERNEL_IMAGE,
-}
 
 
 def worst(verdicts: Iterable[Verdict]) -> Verdict:
