@@ -30,7 +30,8 @@ from archwheel.binary.dynamic import (
 from archwheel.binary.zipread import WheelReader
 from archwheel.verdicts.load import policy_for, version_allowed
 from tests.builders import write_zip
-from tests.conftest import CliRun, fetch_wheel, require
+from tests.conftest import CACHE, CliRun, fetch_wheel, require
+from tests.venvs import installed_version, make_venv, pip_install, venv_python
 
 EXT = "cpython-311-x86_64-linux-gnu.so"
 TAG = "cp311-cp311-manylinux_2_28_x86_64"
@@ -399,3 +400,90 @@ def test_torchvision_against_cpu_torch_2_13_0(torchvision_wheel: Path, cli_run: 
     # the stable C ABI symbols torch 2.13.0's CPU libraries hold do resolve
     assert stable["missing_symbols"] == []
     assert doc["metadata_conflicts"] and "torch>=2.14.0" in doc["metadata_conflicts"][0]
+
+
+# -- the verdict against the real import, in real environments (slow) --------------------------
+
+TORCH_CPU_VENV = CACHE / "venvs" / "torch-2.13.0-cpu"
+
+
+@pytest.fixture(scope="session")
+def torch_cpu_venv() -> Path:
+    """A venv with the real torch 2.13.0+cpu wheel (the only 2.13.0 the local index has)."""
+    python = venv_python(TORCH_CPU_VENV)
+    if installed_version(python, "torch") != "2.13.0+cpu":
+        TORCH_CPU_VENV.parent.mkdir(parents=True, exist_ok=True)
+        make_venv(TORCH_CPU_VENV)
+        try:
+            pip_install(python, str(fetch_wheel("torch==2.13.0")))
+        except RuntimeError as exc:
+            require(False, str(exc))
+    return python
+
+
+def really_loads(python: Path, wheel: Path, tmp: Path) -> dict[str, tuple[bool, str]]:
+    """`import torch` in a real environment, then open each of the wheel's extension modules
+    with RTLD_NOW from an unpacked copy (as Python's import does): member -> (loads, message)."""
+    site = tmp / wheel.stem
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(site)
+        modules = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".so")]
+    code = (
+        "import ctypes, json, os, sys\nimport torch\nout = {}\n"
+        f"for m in {modules!r}:\n"
+        f"    try:\n        ctypes.CDLL(os.path.join({str(site)!r}, m), mode=os.RTLD_NOW)\n"
+        "        out[m] = [True, '']\n"
+        "    except OSError as e:\n        out[m] = [False, str(e)]\n"
+        "print(json.dumps(out))\n"
+    )
+    proc = subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, check=True, timeout=600
+    )
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {m: (bool(ok), str(msg)) for m, (ok, msg) in result.items()}
+
+
+def _check_against_import(
+    cli_run: CliRun, python: Path, wheel: Path, torch: Path, tmp: Path
+) -> dict[str, object]:
+    code, out, err = cli_run("can-load", str(wheel), "--with", str(torch), "--format", "json")
+    assert code in (0, 1), out + err
+    doc = json.loads(out)
+    verdicts = {lib["path"]: lib for lib in doc["libraries"]}
+    real = really_loads(python, wheel, tmp)
+    assert real
+    for module, (ok, message) in real.items():
+        lib = verdicts[module]
+        assert (lib["verdict"] == "loads") == ok, (module, lib, message)
+        if not ok:  # the loader's first complaint is among the verdict's findings
+            named = [*lib["missing_libraries"], *(s["name"] for s in lib["missing_symbols"])]
+            assert any(n in message for n in named), (message, named)
+    return dict(doc)
+
+
+@pytest.mark.realwheel
+@pytest.mark.slow
+@pytest.mark.parametrize("vision", ["0.29.1", "0.28.0"])
+def test_torchvision_verdict_is_what_import_does_with_2_14_1(
+    vision: str, torch_venv: Path, torch_wheel: Path, cli_run: CliRun, tmp_path: Path
+) -> None:
+    wheel = fetch_wheel(f"torchvision=={vision}")
+    doc = _check_against_import(cli_run, torch_venv, wheel, torch_wheel, tmp_path)
+    if vision == "0.28.0":  # built against torch 2.13.0 with the ordinary C++ API
+        assert doc["verdict"] == "does-not-load"
+        assert any("torch==2.13.0" in c for c in doc["metadata_conflicts"])  # type: ignore[attr-defined]
+    else:  # the stable C ABI
+        assert doc["verdict"] == "loads"
+
+
+@pytest.mark.realwheel
+@pytest.mark.slow
+@pytest.mark.parametrize("vision", ["0.29.1", "0.28.0"])
+def test_torchvision_verdict_is_what_import_does_with_2_13_0_cpu(
+    vision: str, torch_cpu_venv: Path, cli_run: CliRun, tmp_path: Path
+) -> None:
+    wheel = fetch_wheel(f"torchvision=={vision}")
+    doc = _check_against_import(
+        cli_run, torch_cpu_venv, wheel, fetch_wheel("torch==2.13.0"), tmp_path
+    )
+    assert doc["verdict"] == "does-not-load"

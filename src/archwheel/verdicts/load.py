@@ -322,6 +322,11 @@ _STD_NAME = re.compile(
 )
 
 
+# c10::, at::, torch::, caffe2:: names: only torch's own libraries define them, never a CUDA
+# library or a system one.
+_TORCH_NAME = re.compile(r"^_Z(?:T[VTIS])?N?[KVr]*(?:3c10|2at|5torch|6caffe2)")
+
+
 def _could_be_system(name: str) -> bool:
     """A symbol a system library (libc, libstdc++, libgcc_s, libm) could define: C names and
     the C++ standard library's (``std::``, ``__gnu_cxx::``, ``__cxxabiv1::``, ``operator new``)."""
@@ -450,7 +455,11 @@ def _judge_library(
                 sym.version_file is None and unchecked_system_names
             ):
                 continue  # a system library this host lacks: assumed (versions checked above)
-        if (assumed_names or missing_libs) and sym.version is None:
+        if (
+            (assumed_names or missing_libs)
+            and sym.version is None
+            and not _TORCH_NAME.match(sym.name)
+        ):
             unverified += 1
             continue
         missing.append(MissingSymbol(sym.name, sym.version, sym.version_file, "undefined"))
@@ -539,7 +548,7 @@ def _causes(
     if missing_libs and not causes:
         causes.append(f"needed libraries found nowhere: {', '.join(missing_libs)}")
         fixes.append("give the wheels that provide them with --with, or bundle them")
-    torchy = [s for s in missing if re.match(r"_ZN?K?(3c10|2at|5torch|5caffe2)", s.name)]
+    torchy = [s for s in missing if _TORCH_NAME.match(s.name)]
     abi = [s for s in missing if "cxx11" in s.name and _abi_twin(s.name, torch_exports)]
     if abi:
         causes.append("C++ ABI mismatch (_GLIBCXX_USE_CXX11_ABI differs from torch's)")
