@@ -487,3 +487,24 @@ def test_torchvision_verdict_is_what_import_does_with_2_13_0_cpu(
         cli_run, torch_cpu_venv, wheel, fetch_wheel("torch==2.13.0"), tmp_path
     )
     assert doc["verdict"] == "does-not-load"
+
+
+def test_corrupted_libraries_never_raise(fakes: Fakes) -> None:
+    """Every single-field corruption of the header, program headers and dynamic section, and
+    random byte damage anywhere: a result (with problems where the damage matters), never an
+    exception."""
+    import random
+
+    data = fakes.ext_so.read_bytes()
+    _is64, _loads, dyn = program_headers(lambda o, n: data[o : o + n], len(data))
+    assert dyn is not None
+    rng = random.Random(11)
+    targets = list(range(0, 64 + 56 * 12, 4)) + list(range(dyn.offset, dyn.offset + dyn.filesz, 4))
+    cases = [(pos, value) for pos in targets for value in (0, 0xFFFFFFFF, 0x7FFFFFF0)]
+    cases += [(rng.randrange(len(data) - 4), rng.getrandbits(32)) for _ in range(300)]
+    for pos, value in cases:
+        damaged = bytearray(data)
+        struct.pack_into("<I", damaged, pos, value)
+        blob = bytes(damaged)
+        info = parse_dynamic(lambda o, n, b=blob: b[o : o + n], len(blob), "x.so")  # type: ignore[misc]
+        assert isinstance(info.problems, tuple)
