@@ -508,3 +508,23 @@ def test_corrupted_libraries_never_raise(fakes: Fakes) -> None:
         blob = bytes(damaged)
         info = parse_dynamic(lambda o, n, b=blob: b[o : o + n], len(blob), "x.so")  # type: ignore[misc]
         assert isinstance(info.problems, tuple)
+
+
+@pytest.mark.realwheel
+@pytest.mark.slow
+def test_installed_environment(torch_venv: Path, cli_run: CliRun) -> None:
+    """--installed reads torch and its nvidia-* packages from the environment: nothing is
+    assumed, and the verdicts are those the import gives (test above)."""
+    code, out, err = cli_run(
+        "can-load", str(fetch_wheel("torchvision==0.29.1")), "--installed",
+        "--python", str(torch_venv), "--format", "json",
+    )  # fmt: skip
+    assert code == 0, out + err
+    doc = json.loads(out)
+    assert doc["assumed_loaded_by_torch"] == []
+    code, out, err = cli_run(
+        "can-load", str(fetch_wheel("torchvision==0.28.0")), "--installed",
+        "--python", str(torch_venv),
+    )  # fmt: skip
+    assert code == 1, out + err
+    assert "c10_cuda_check_implementation" in out

@@ -619,3 +619,62 @@ def read_wheel_dynamic(path: Path, workers: int | None = None) -> tuple[DynamicI
         for m in members:
             results[m.name] = read_member_dynamic(path, reader.archive_size, m)
     return tuple(results[m.name] for m in members)
+
+
+# -- an installed environment ------------------------------------------------------------------
+
+_INSTALLED_PROBE = """
+import json, sys
+from importlib import metadata
+out = []
+for dist in metadata.distributions():
+    name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+    if name != "torch" and not name.startswith(("nvidia-", "cuda-")):
+        continue
+    files = [str(f) for f in (dist.files or []) if ".so" in str(f) and not str(f).startswith("..")]
+    out.append({"name": name, "version": dist.version, "requires": dist.requires or [],
+                "root": str(dist.locate_file("")), "files": files})
+print(json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class InstalledDistribution:
+    """torch or an nvidia-*/cuda-* distribution of a Python environment, with its libraries
+    (``path`` relative to site-packages, as in a wheel)."""
+
+    name: str
+    version: str
+    requires: tuple[str, ...]
+    libraries: tuple[DynamicInfo, ...]
+
+
+def read_installed_dynamic(python: str | None = None) -> tuple[InstalledDistribution, ...]:
+    """torch and the nvidia-*/cuda-* distributions installed for ``python`` (default: this
+    interpreter), their shared libraries read from disk."""
+    import json
+    import sys
+
+    from archwheel.effects.process import run_program
+    from archwheel.errors import ToolError
+
+    interpreter = python or sys.executable
+    result = run_program(
+        [interpreter, "-c", _INSTALLED_PROBE], echo=None, timeout=120, what=f"{interpreter} probe"
+    )
+    try:
+        entries = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        raise ToolError(f"unexpected output from {interpreter} listing its packages") from None
+    found: list[InstalledDistribution] = []
+    for entry in entries:
+        root = Path(entry["root"])
+        libraries = tuple(
+            read_file_dynamic(root / f, f) for f in entry["files"] if is_library_member(f)
+        )
+        found.append(
+            InstalledDistribution(
+                str(entry["name"]), str(entry["version"]), tuple(entry["requires"]), libraries
+            )
+        )
+    return tuple(found)

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
-from archwheel.binary.dynamic import DynamicInfo, read_file_dynamic, read_wheel_dynamic
+from archwheel.binary.dynamic import (
+    DynamicInfo,
+    read_file_dynamic,
+    read_installed_dynamic,
+    read_wheel_dynamic,
+)
 from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.effects.process import run_program
 from archwheel.errors import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED, ToolError, UsageError
@@ -65,6 +71,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="a wheel installed next to it: exactly one torch, and any others (nvidia-*); "
         "repeatable",
     )
+    p.add_argument(
+        "--installed",
+        action="store_true",
+        help="judge against the torch (and nvidia-* packages) installed in this environment "
+        "(or --python's) instead of --with wheels",
+    )
+    p.add_argument(
+        "--python", metavar="PATH", help="the interpreter whose environment --installed reads"
+    )
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
     p.add_argument(
         "--no-host-libraries",
@@ -86,6 +101,34 @@ def load_wheel(path: Path) -> WheelFiles:
         requires=tuple((p.name, p.specifier, p.marker) for p in meta.requires),
         cuda_major=meta.cuda_major,
     )
+
+
+def installed_wheels(python: str | None) -> list[WheelFiles]:
+    """torch and the nvidia-*/cuda-* packages of an environment, as the model's wheels."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    out: list[WheelFiles] = []
+    for dist in read_installed_dynamic(python):
+        requires: list[tuple[str, str, str]] = []
+        for line in dist.requires:
+            try:
+                req = Requirement(line)
+            except InvalidRequirement:
+                continue
+            requires.append((req.name.lower(), str(req.specifier), str(req.marker or "")))
+        local = re.search(r"\+cu(\d{2,3})", dist.version)
+        out.append(
+            WheelFiles(
+                filename=f"{dist.name} {dist.version} (installed)",
+                name=dist.name,
+                version=dist.version,
+                tags=(),
+                libraries=dist.libraries,
+                requires=tuple(requires),
+                cuda_major=int(local.group(1)[:-1]) if local else None,
+            )
+        )
+    return out
 
 
 def host_libraries(names: frozenset[str]) -> dict[str, DynamicInfo]:
@@ -126,13 +169,25 @@ def exit_code(report: LoadReport) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.with_wheels:
-        raise UsageError("can-load needs the torch to load against", hint="give --with TORCH.whl")
+    if not args.with_wheels and not args.installed:
+        raise UsageError(
+            "can-load needs the torch to load against", hint="give --with TORCH.whl or --installed"
+        )
+    if args.with_wheels and args.installed:
+        raise UsageError("give --with wheels or --installed, not both")
     for path in [args.wheel, *args.with_wheels]:
         if path.suffix != ".whl":
             raise UsageError(f"{path}: not a wheel (.whl)")
     wheel = load_wheel(args.wheel)
-    others = [load_wheel(p) for p in args.with_wheels]
+    if args.installed:
+        others = installed_wheels(args.python)
+        if not any(is_torch(w) for w in others):
+            raise UsageError(
+                f"no torch installed for {args.python or sys.executable}",
+                hint="install torch there, or give --with TORCH.whl",
+            )
+    else:
+        others = [load_wheel(p) for p in args.with_wheels]
     torches = [w for w in others if is_torch(w)]
     if not torches:
         raise UsageError(

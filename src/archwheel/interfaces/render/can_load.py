@@ -54,6 +54,12 @@ def _library_lines(lib: LibraryLoad, demangled: Mapping[str, str]) -> list[str]:
 
 def render_table(report: LoadReport, out: Console, demangled: Mapping[str, str]) -> None:
     others = "".join(f" + {w.filename}" for w in report.others)
+    if len(report.others) > 3:
+        others = (
+            f" + {len(report.others)} other packages ("
+            + ", ".join(w.name for w in report.others)
+            + ")"
+        )
     out.print(f"[bold]{escape(report.wheel.filename)}[/] after import torch from "
               f"{escape(report.torch.filename)}{escape(others)}")  # fmt: skip
     for fact in report.facts:
