@@ -66,7 +66,12 @@ def compile_so(
 
 
 def make_wheel(
-    folder: Path, name: str, version: str, files: dict[str, Path], requires: tuple[str, ...] = ()
+    folder: Path,
+    name: str,
+    version: str,
+    files: dict[str, Path],
+    requires: tuple[str, ...] = (),
+    tag: str = TAG,
 ) -> Path:
     dist = f"{name}-{version}.dist-info"
     meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
@@ -74,10 +79,10 @@ def make_wheel(
     members = [(member, path.read_bytes()) for member, path in files.items()]
     members += [
         (f"{dist}/METADATA", meta.encode()),
-        (f"{dist}/WHEEL", f"Wheel-Version: 1.0\nTag: {TAG}\n".encode()),
+        (f"{dist}/WHEEL", f"Wheel-Version: 1.0\nTag: {tag}\n".encode()),
         (f"{dist}/RECORD", b""),
     ]
-    return write_zip(folder / f"{name}-{version}-{TAG}.whl", members)
+    return write_zip(folder / f"{name}-{version}-{tag}.whl", members)
 
 
 @dataclass(frozen=True)
@@ -528,3 +533,66 @@ def test_installed_environment(torch_venv: Path, cli_run: CliRun) -> None:
     )  # fmt: skip
     assert code == 1, out + err
     assert "c10_cuda_check_implementation" in out
+
+
+TWICE = """\
+#include <torch/torch.h>
+
+struct Twice : public torch::autograd::Function<Twice> {
+  static torch::Tensor forward(torch::autograd::AutogradContext*, torch::Tensor x) {
+    return x * 2;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
+                                                 torch::autograd::variable_list grad) {
+    return {grad[0] * 2};
+  }
+};
+
+extern "C" double twice_sum(int n) {
+  auto x = torch::ones({n}, torch::requires_grad());
+  return Twice::apply(x).sum().item<double>();
+}
+"""
+
+
+@pytest.mark.realwheel
+@pytest.mark.slow
+def test_cpp_api_extension_built_against_2_14_1(
+    torch_venv: Path, torch_cpu_venv: Path, torch_wheel: Path, cli_run: CliRun, tmp_path: Path
+) -> None:
+    """An extension on torch's ordinary C++ API (a custom autograd Function), compiled with g++
+    against torch 2.14.1's own headers and libraries: loads with 2.14.1, not with 2.13.0, and
+    the verdict names the two torch::autograd functions 2.13.0 lacks."""
+    site = next((torch_venv.parent.parent / "lib").glob("python3*/site-packages"))
+    source = tmp_path / "twice.cc"
+    source.write_text(TWICE)
+    library = tmp_path / "libtwice.so"
+    subprocess.run(
+        [_gxx(), "-shared", "-fPIC", "-O0", "-std=c++20", f"-I{site}/torch/include",
+         f"-I{site}/torch/include/torch/csrc/api/include", str(source), "-o", str(library),
+         f"-L{site}/torch/lib", "-Wl,--no-as-needed", "-lc10", "-ltorch_cpu", "-ltorch"],
+        check=True, capture_output=True, timeout=900,
+    )  # fmt: skip
+    (tmp_path / "w").mkdir()
+    # built with this host's g++ (newer libstdc++ than manylinux_2_28 allows): a plain linux tag
+    wheel = make_wheel(
+        tmp_path / "w", "twice", "1.0", {"twice/libtwice.so": library},
+        tag="cp311-cp311-linux_x86_64",
+    )  # fmt: skip
+    loads = _check_against_import(cli_run, torch_venv, wheel, torch_wheel, tmp_path / "a")
+    assert loads["verdict"] == "loads"
+    old = _check_against_import(
+        cli_run, torch_cpu_venv, wheel, fetch_wheel("torch==2.13.0"), tmp_path / "b"
+    )
+    assert old["verdict"] == "does-not-load"
+    code, out, _err = cli_run(
+        "can-load", str(wheel), "--with", str(fetch_wheel("torch==2.13.0")), "--format", "json"
+    )
+    (lib,) = json.loads(out)["libraries"]
+    names = sorted(s.get("demangled", s["name"]).split("(")[0] for s in lib["missing_symbols"])
+    if shutil.which("c++filt"):
+        assert names == [
+            "torch::autograd::_wrap_outputs",
+            "torch::autograd::fire_node_creation_hooks",
+        ]
+    assert any("another torch version" in c for c in lib["causes"])
