@@ -387,6 +387,16 @@ def test_torchvision_against_torch_2_14_1(
     assert stable["symbols_checked"] > 100
     assert any("torch>=2.14.0" in f and "satisfied" in f for f in doc["facts"])
     assert "libcudart.so.13" in doc["assumed_loaded_by_torch"]
+    assert "libnccl.so.2" in doc["assumed_loaded_by_torch"]
+    # an nvidia-* wheel given with --with is laid out under site-packages/nvidia/, where torch's
+    # RPATH ($ORIGIN/../../nvidia/nccl/lib) finds it: its library is no longer assumed
+    nccl = fetch_wheel("nvidia-nccl-cu13==2.30.7")
+    code, out, err = cli_run(
+        "can-load", str(torchvision_wheel), "--with", str(torch_wheel), "--with", str(nccl),
+        "--format", "json",
+    )  # fmt: skip
+    assert code == 0, out + err
+    assert "libnccl.so.2" not in json.loads(out)["assumed_loaded_by_torch"]
 
 
 @pytest.mark.realwheel
