@@ -188,6 +188,15 @@ def real_loader_opens(
     return proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def validate_schema(document: object, name: str) -> None:
+    from importlib import resources
+
+    import jsonschema
+
+    text = resources.files("archwheel.interfaces").joinpath(f"schema/{name}.schema.json")
+    jsonschema.validate(document, json.loads(text.read_text()))
+
+
 # -- the reader --------------------------------------------------------------------------------
 
 
@@ -279,6 +288,7 @@ def test_extension_fails_with_older_torch(fakes: Fakes, cli_run: CliRun, tmp_pat
     )
     assert code == 1, out + err
     doc = json.loads(out)
+    validate_schema(doc, "can-load")
     (lib,) = doc["libraries"]
     assert lib["verdict"] == "does-not-load"
     assert [s["name"] for s in lib["missing_symbols"]] == ["_ZN3c103fooEi"]
@@ -381,6 +391,7 @@ def test_torchvision_against_torch_2_14_1(
     )
     assert code == 0, out + err
     doc = json.loads(out)
+    validate_schema(doc, "can-load")
     libs = {lib["path"]: lib for lib in doc["libraries"]}
     stable = libs["torchvision/_C_stable.so"]
     assert stable["verdict"] == "loads"

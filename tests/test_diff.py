@@ -11,6 +11,7 @@ import pytest
 from archwheel.verdicts.diff import diff, library_key, side_from_audit
 from tests.builders import write_zip
 from tests.conftest import CliRun, fetch_wheel
+from tests.test_can_load import validate_schema
 
 TAG = "cp311-cp311-manylinux_2_28_x86_64"
 
@@ -72,6 +73,7 @@ def test_cli_documents_and_bad_input(cli_run: CliRun, tmp_path: Path) -> None:
     assert code == 0 and "sm_90" in out and "| library |" in out
     code, out, _err = cli_run("diff", str(new), str(old), "--format", "json")
     assert code == 1 and json.loads(out)["archs_gone"] == ["sm_90"]
+    validate_schema(json.loads(out), "diff")
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     code, _out, err = cli_run("diff", str(broken), str(new))
@@ -135,6 +137,7 @@ def test_real_torch_wheels(torch_wheel: Path, cli_run: CliRun) -> None:
     code, out, err = cli_run("diff", str(torch_wheel), str(cpu), "--format", "json")
     assert code == 1, err
     doc = json.loads(out)
+    validate_schema(doc, "diff")
     assert "sm_90" in doc["archs_gone"] and "compute_120" in doc["archs_gone"]
     cuda = next(c for c in doc["libraries"] if c["path"] == "torch/lib/libtorch_cuda.so")
     assert cuda["status"] == "removed" and "sm_120" in cuda["dropped"]
