@@ -617,3 +617,12 @@ def test_cpp_api_extension_built_against_2_14_1(
             "torch::autograd::fire_node_creation_hooks",
         ]
     assert any("another torch version" in c for c in lib["causes"])
+
+
+def test_demangling_falls_back_to_mangled_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    from archwheel.interfaces.commands.can_load import demangle
+
+    if shutil.which("c++filt"):
+        assert demangle(["_ZN3c103fooEi"]) == {"_ZN3c103fooEi": "c10::foo(int)"}
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert demangle(["_ZN3c103fooEi"]) == {}
