@@ -25,6 +25,8 @@ COMMAND_MODULES = (
     "audit",
     "arch",
     "can_run",
+    "can_load",
+    "diff",
     "doctor",
     "manifest",
     "build",
@@ -37,9 +39,11 @@ examples:
   archwheel arch "8.0;9.0+PTX" --cuda 12.8
   archwheel can-run dist/*.whl --gpu "RTX 5090" --driver 570.86.10
   archwheel doctor
+  archwheel can-load dist/myext-*.whl --with torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl
+  archwheel diff old/myext-*.whl dist/myext-*.whl --format markdown >> $GITHUB_STEP_SUMMARY
 
 exit codes: 0 ok, 1 verdict failed, 2 usage, 3 incomplete input, 4 tool missing, 5 build failed
-(docs/exit-codes.md has the full table, including can-run's and smoke's own codes)
+(docs/exit-codes.md has the full table, including can-run's, can-load's, diff's and smoke's)
 """
 
 
@@ -50,6 +54,8 @@ COMMAND_OWNERS = {
     "arch": "arch",
     "gpus": "arch",
     "can-run": "can_run",
+    "can-load": "can_load",
+    "diff": "diff",
     "doctor": "doctor",
     "manifest": "manifest",
     "verify": "manifest",

@@ -1,0 +1,680 @@
+"""What the dynamic loader reads from an ELF file: its dynamic section and dynamic symbols.
+
+``parse_dynamic`` follows the loader's own path, not the section table: the program headers give
+``PT_DYNAMIC``; its entries give ``DT_NEEDED``, ``DT_SONAME``, ``DT_RPATH``/``DT_RUNPATH`` and the
+addresses of ``.dynstr``, ``.dynsym``, the hash table (which gives the symbol count),
+``.gnu.version``, ``.gnu.version_r`` and ``.gnu.version_d``; addresses become file offsets through
+the ``PT_LOAD`` segments. Every offset and size is checked against the file size first: a table
+that points past the file is a one-line problem, never a traceback, and no read is larger than
+``MAX_TABLE``.
+
+Reading is random access through a ``read(offset, length)`` callable. Files are read with
+``pread``. A wheel member is a deflate stream, so ``read_member_dynamic`` streams it once and keeps
+only the ranges the parser needs (``.dynsym`` sits at the start of a library, ``.dynamic`` after
+the code, and patchelf moves ``.dynstr`` to the end, as in torch's own libraries): memory stays
+bounded by the tables' sizes (at most ``MAX_TABLE`` each, plus a ``PREFIX_LIMIT`` prefix), and a
+range the first pass could not know in time is fetched by a second pass that stops at its end.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from archwheel.binary.elf import ELF_MAGIC, FormatError, parse_elf_header
+from archwheel.binary.zipread import Member, MemberError, member_chunks
+
+PT_LOAD = 1
+PT_DYNAMIC = 2
+DT_NULL, DT_NEEDED, DT_HASH, DT_STRTAB, DT_SYMTAB = 0, 1, 4, 5, 6
+DT_STRSZ, DT_SYMENT, DT_SONAME, DT_RPATH = 10, 11, 14, 15
+DT_FLAGS, DT_RUNPATH = 30, 29
+DT_GNU_HASH = 0x6FFFFEF5
+DT_VERSYM, DT_VERDEF, DT_VERDEFNUM = 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFD
+DT_VERNEED, DT_VERNEEDNUM, DT_FLAGS_1 = 0x6FFFFFFE, 0x6FFFFFFF, 0x6FFFFFFB
+DF_BIND_NOW = 0x8
+DF_1_NOW = 0x1
+STB_WEAK = 2
+STT_NAMES = {0: "notype", 1: "object", 2: "func", 3: "section", 4: "file", 5: "common", 6: "tls"}
+
+# Bounds against lying headers: far above real libraries (libtorch_cpu.so: 75 000 dynamic
+# symbols, a 5 MiB .dynstr), low enough that a broken file cannot exhaust memory.
+MAX_TABLE = 256 << 20  # one table (string table, symbol table ...)
+MAX_SYMBOLS = 4_000_000
+MAX_DYNAMIC_ENTRIES = 65536
+MAX_VERSION_ENTRIES = 65536
+WHOLE_LIMIT = 32 << 20  # a member up to this size is inflated into memory in one piece
+PREFIX_LIMIT = 16 << 20  # of a larger member, its first 16 MiB are kept (.dynsym sits there)
+MAX_PASSES = 6
+
+
+class Missing(Exception):
+    """A read the captured ranges cannot answer (internal: triggers another pass)."""
+
+    def __init__(self, offset: int, length: int) -> None:
+        super().__init__(f"bytes {offset}..{offset + length} not captured")
+        self.offset = offset
+        self.length = length
+
+
+Read = Callable[[int, int], bytes]
+
+
+@dataclass(frozen=True)
+class UndefinedSymbol:
+    name: str
+    version: str | None  # e.g. "GLIBCXX_3.4.30"; None when unversioned
+    version_file: str | None  # the file the version is required from (.gnu.version_r)
+    weak: bool
+    kind: str  # "func", "object", "tls", "notype" ...
+
+
+@dataclass(frozen=True)
+class DynamicInfo:
+    """The loader's view of one ELF file. ``problems`` non-empty means it may be incomplete."""
+
+    path: str
+    size: int
+    file_kind: str  # "shared-object", "executable", "relocatable", "cubin", "not-elf" ...
+    is_dynamic: bool = False  # has a PT_DYNAMIC segment
+    machine: int = 0
+    soname: str | None = None
+    needed: tuple[str, ...] = ()
+    rpath: tuple[str, ...] = ()
+    runpath: tuple[str, ...] = ()
+    bind_now: bool = False
+    undefined: tuple[UndefinedSymbol, ...] = ()
+    # name -> versions it is defined with; None: unversioned (or the base version)
+    exports: dict[str, tuple[str | None, ...]] = field(default_factory=dict)
+    version_definitions: tuple[str, ...] = ()  # .gnu.version_d names, without the base
+    version_needs: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (file, versions) pairs
+    problems: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return not self.problems
+
+
+# -- the parser ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Segment:
+    vaddr: int
+    offset: int
+    filesz: int
+
+
+def _c_string(table: bytes, offset: int) -> str:
+    if offset >= len(table):
+        raise FormatError(f"string offset {offset} outside the string table ({len(table)} bytes)")
+    end = table.find(b"\0", offset)
+    return table[offset : end if end >= 0 else len(table)].decode("utf-8", "replace")
+
+
+def _checked(read: Read, offset: int, length: int, size: int, what: str) -> bytes:
+    if offset < 0 or length < 0 or offset + length > size:
+        raise FormatError(
+            f"{what} claims bytes {offset}..{offset + length} past the end of the file "
+            f"({size} bytes): truncated or corrupt"
+        )
+    if length > MAX_TABLE:
+        raise FormatError(f"{what} claims {length} bytes, above the limit of {MAX_TABLE}")
+    data = read(offset, length)
+    if len(data) < length:
+        raise FormatError(f"{what} at {offset} is cut short ({len(data)} of {length} bytes)")
+    return data
+
+
+def _to_offset(segments: list[_Segment], vaddr: int, what: str) -> int:
+    for s in segments:
+        if s.vaddr <= vaddr < s.vaddr + s.filesz:
+            return vaddr - s.vaddr + s.offset
+    raise FormatError(f"{what} address {vaddr:#x} lies in no loadable segment of the file")
+
+
+def _segment_end(segments: list[_Segment], offset: int) -> int:
+    for s in segments:
+        if s.offset <= offset < s.offset + s.filesz:
+            return s.offset + s.filesz
+    return offset
+
+
+def program_headers(read: Read, size: int) -> tuple[bool, list[_Segment], _Segment | None]:
+    """``(is64, PT_LOAD segments, PT_DYNAMIC)``; raises ``FormatError``."""
+    header = parse_elf_header(read(0, 64))
+    if header.phnum == 0:
+        return header.is64, [], None
+    if header.phnum > 4096 or header.phentsize < (56 if header.is64 else 32):
+        raise FormatError(f"implausible program header table ({header.phnum} entries)")
+    table = _checked(
+        read, header.phoff, header.phnum * header.phentsize, size, "program header table"
+    )
+    loads: list[_Segment] = []
+    dynamic = None
+    for i in range(header.phnum):
+        base = i * header.phentsize
+        if header.is64:
+            p_type, _flags, p_offset, p_vaddr, _pa, p_filesz = struct.unpack_from(
+                "<IIQQQQ", table, base
+            )
+        else:
+            p_type, p_offset, p_vaddr, _pa, p_filesz = struct.unpack_from("<IIIII", table, base)
+        if p_type == PT_LOAD:
+            loads.append(_Segment(p_vaddr, p_offset, p_filesz))
+        elif p_type == PT_DYNAMIC:
+            dynamic = _Segment(p_vaddr, p_offset, p_filesz)
+    return header.is64, loads, dynamic
+
+
+def _dynamic_entries(read: Read, size: int, is64: bool, dyn: _Segment) -> list[tuple[int, int]]:
+    entsize = 16 if is64 else 8
+    count = min(dyn.filesz // entsize, MAX_DYNAMIC_ENTRIES)
+    data = _checked(read, dyn.offset, count * entsize, size, "dynamic section")
+    fmt = "<qQ" if is64 else "<iI"
+    entries: list[tuple[int, int]] = []
+    for tag, value in struct.iter_unpack(fmt, data):
+        if tag == DT_NULL:
+            break
+        entries.append((tag & 0xFFFFFFFF if tag < 0 else tag, value))
+    return entries
+
+
+def _symbol_count(
+    read: Read, size: int, is64: bool, segments: list[_Segment], tags: dict[int, int]
+) -> int:
+    if DT_HASH in tags:
+        off = _to_offset(segments, tags[DT_HASH], "DT_HASH")
+        _nbucket, nchain = struct.unpack("<II", _checked(read, off, 8, size, "hash table"))
+        return int(nchain)
+    if DT_GNU_HASH not in tags:
+        raise FormatError("no hash table (DT_HASH or DT_GNU_HASH): symbol count unknown")
+    off = _to_offset(segments, tags[DT_GNU_HASH], "DT_GNU_HASH")
+    nbuckets, symoffset, bloom_size, _shift = struct.unpack(
+        "<IIII", _checked(read, off, 16, size, "GNU hash table")
+    )
+    if nbuckets > MAX_SYMBOLS or bloom_size > MAX_SYMBOLS:
+        raise FormatError(f"implausible GNU hash table ({nbuckets} buckets)")
+    buckets_at = off + 16 + bloom_size * (8 if is64 else 4)
+    buckets = struct.unpack(
+        f"<{nbuckets}I", _checked(read, buckets_at, nbuckets * 4, size, "GNU hash buckets")
+    )
+    last = max(buckets, default=0)
+    if last < symoffset:
+        return int(symoffset)
+    chain_at = buckets_at + nbuckets * 4
+    index = last
+    while index - symoffset < MAX_SYMBOLS:
+        pos = chain_at + (index - symoffset) * 4
+        block = min(4096, max(4, size - pos)) // 4 * 4
+        words = struct.unpack(
+            f"<{block // 4}I", _checked(read, pos, block, size, "GNU hash chains")
+        )
+        for word in words:
+            if word & 1:
+                return index + 1
+            index += 1
+    raise FormatError("GNU hash chain does not end")
+
+
+def _versions_needed(
+    read: Read, size: int, off: int, count: int, strtab: bytes
+) -> tuple[dict[int, tuple[str, str]], list[tuple[str, tuple[str, ...]]]]:
+    by_index: dict[int, tuple[str, str]] = {}
+    needs: list[tuple[str, tuple[str, ...]]] = []
+    pos = off
+    for _ in range(min(count, MAX_VERSION_ENTRIES)):
+        _v, cnt, vn_file, vn_aux, vn_next = struct.unpack(
+            "<HHIII", _checked(read, pos, 16, size, "version needs (.gnu.version_r)")
+        )
+        file = _c_string(strtab, vn_file)
+        names: list[str] = []
+        aux = pos + vn_aux
+        for _ in range(min(cnt, MAX_VERSION_ENTRIES)):
+            _hash, _flags, other, vna_name, vna_next = struct.unpack(
+                "<IHHII", _checked(read, aux, 16, size, "version needs (.gnu.version_r)")
+            )
+            name = _c_string(strtab, vna_name)
+            names.append(name)
+            by_index[other & 0x7FFF] = (file, name)
+            if not vna_next:
+                break
+            aux += vna_next
+        needs.append((file, tuple(names)))
+        if not vn_next:
+            break
+        pos += vn_next
+    return by_index, needs
+
+
+def _versions_defined(
+    read: Read, size: int, off: int, count: int, strtab: bytes
+) -> tuple[dict[int, str], list[str]]:
+    by_index: dict[int, str] = {}
+    names: list[str] = []
+    pos = off
+    for _ in range(min(count, MAX_VERSION_ENTRIES)):
+        _v, flags, ndx, cnt, _hash, vd_aux, vd_next = struct.unpack(
+            "<HHHHIII", _checked(read, pos, 20, size, "version definitions (.gnu.version_d)")
+        )
+        if cnt:
+            (vda_name, _next) = struct.unpack(
+                "<II", _checked(read, pos + vd_aux, 8, size, "version definitions")
+            )
+            name = _c_string(strtab, vda_name)
+            if not flags & 1:  # VER_FLG_BASE: the file's own name, not a version
+                by_index[ndx & 0x7FFF] = name
+                names.append(name)
+        if not vd_next:
+            break
+        pos += vd_next
+    return by_index, names
+
+
+def parse_dynamic(read: Read, size: int, path: str) -> DynamicInfo:
+    """The loader's view of the ELF file behind ``read``; problems become ``problems``.
+
+    Raises ``Missing`` only when ``read`` itself does (a capture that lacks a range).
+    """
+    try:
+        head = read(0, min(64, size))
+        if not head.startswith(ELF_MAGIC):
+            return DynamicInfo(path, size, "not-elf", problems=("not an ELF file",))
+        header = parse_elf_header(head)
+        kind = header.file_kind
+        is64, segments, dyn = program_headers(read, size)
+    except FormatError as exc:
+        return DynamicInfo(path, size, "unknown-elf", problems=(str(exc),))
+    if dyn is None or header.e_type not in (2, 3):
+        return DynamicInfo(path, size, kind, machine=header.e_machine)
+    try:
+        return _parse_dynamic_segment(
+            read, size, path, kind=kind, machine=header.e_machine, is64=is64,
+            segments=segments, dyn=dyn,
+        )  # fmt: skip
+    except FormatError as exc:
+        return DynamicInfo(path, size, kind, True, header.e_machine, problems=(str(exc),))
+    except struct.error as exc:
+        return DynamicInfo(
+            path, size, kind, True, header.e_machine, problems=(f"malformed table: {exc}",)
+        )
+
+
+def _parse_dynamic_segment(
+    read: Read,
+    size: int,
+    path: str,
+    *,
+    kind: str,
+    machine: int,
+    is64: bool,
+    segments: list[_Segment],
+    dyn: _Segment,
+) -> DynamicInfo:
+    entries = _dynamic_entries(read, size, is64, dyn)
+    tags: dict[int, int] = {}
+    for tag, value in entries:
+        tags.setdefault(tag, value)
+    if DT_STRTAB not in tags or DT_STRSZ not in tags:
+        raise FormatError("dynamic section has no string table (DT_STRTAB/DT_STRSZ)")
+    str_off = _to_offset(segments, tags[DT_STRTAB], "DT_STRTAB")
+    strtab = _checked(read, str_off, tags[DT_STRSZ], size, "dynamic string table (.dynstr)")
+    needed = tuple(_c_string(strtab, v) for t, v in entries if t == DT_NEEDED)
+    soname = _c_string(strtab, tags[DT_SONAME]) if DT_SONAME in tags else None
+
+    def paths(tag: int) -> tuple[str, ...]:
+        return tuple(
+            p for t, v in entries if t == tag for p in _c_string(strtab, v).split(":") if p
+        )
+
+    bind_now = bool(tags.get(DT_FLAGS, 0) & DF_BIND_NOW or tags.get(DT_FLAGS_1, 0) & DF_1_NOW)
+    need_index: dict[int, tuple[str, str]] = {}
+    needs: list[tuple[str, tuple[str, ...]]] = []
+    if DT_VERNEED in tags:
+        off = _to_offset(segments, tags[DT_VERNEED], "DT_VERNEED")
+        need_index, needs = _versions_needed(read, size, off, tags.get(DT_VERNEEDNUM, 1), strtab)
+    def_index: dict[int, str] = {}
+    definitions: list[str] = []
+    if DT_VERDEF in tags:
+        off = _to_offset(segments, tags[DT_VERDEF], "DT_VERDEF")
+        def_index, definitions = _versions_defined(
+            read, size, off, tags.get(DT_VERDEFNUM, 1), strtab
+        )
+    undefined: list[UndefinedSymbol] = []
+    exports: dict[str, tuple[str | None, ...]] = {}
+    if DT_SYMTAB in tags:
+        count = _symbol_count(read, size, is64, segments, tags)
+        if count > MAX_SYMBOLS:
+            raise FormatError(f"absurd dynamic symbol count {count}")
+        entsize = tags.get(DT_SYMENT, 24 if is64 else 16)
+        if entsize != (24 if is64 else 16):
+            raise FormatError(f"dynamic symbol entry size {entsize}, expected {24 if is64 else 16}")
+        sym_off = _to_offset(segments, tags[DT_SYMTAB], "DT_SYMTAB")
+        table = _checked(read, sym_off, count * entsize, size, "dynamic symbol table (.dynsym)")
+        versym: tuple[int, ...] = ()
+        if DT_VERSYM in tags:
+            v_off = _to_offset(segments, tags[DT_VERSYM], "DT_VERSYM")
+            raw = _checked(read, v_off, count * 2, size, "symbol versions (.gnu.version)")
+            versym = struct.unpack(f"<{count}H", raw)
+        fmt = "<IBBHQQ" if is64 else "<IIIBBH"
+        for i, fields in enumerate(struct.iter_unpack(fmt, table)):
+            if i == 0:
+                continue
+            if is64:
+                st_name, info, _other, shndx = fields[0], fields[1], fields[2], fields[3]
+            else:
+                st_name, info, _other, shndx = fields[0], fields[3], fields[4], fields[5]
+            bind = info >> 4
+            if bind == 0:  # local
+                continue
+            name = _c_string(strtab, st_name)
+            index = versym[i] & 0x7FFF if versym else 1
+            if shndx == 0:
+                file, version = need_index.get(index, (None, None))
+                undefined.append(
+                    UndefinedSymbol(
+                        name, version, file, bind == STB_WEAK, STT_NAMES.get(info & 0xF, "other")
+                    )
+                )
+            else:
+                version = def_index.get(index) if index >= 2 else None
+                exports[name] = (*exports.get(name, ()), version)
+    return DynamicInfo(
+        path=path,
+        size=size,
+        file_kind=kind,
+        is_dynamic=True,
+        machine=machine,
+        soname=soname,
+        needed=needed,
+        rpath=paths(DT_RPATH),
+        runpath=paths(DT_RUNPATH),
+        bind_now=bind_now,
+        undefined=tuple(undefined),
+        exports=exports,
+        version_definitions=tuple(definitions),
+        version_needs=tuple(needs),
+    )
+
+
+# -- sources -----------------------------------------------------------------------------------
+
+
+def read_file_dynamic(path: Path, label: str | None = None) -> DynamicInfo:
+    """The loader's view of a file on disk (random access, nothing read beyond the tables)."""
+    name = label or str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        return DynamicInfo(name, 0, "unreadable", problems=(f"cannot open: {exc.strerror}",))
+    try:
+        size = os.fstat(fd).st_size
+
+        def read(offset: int, length: int) -> bytes:
+            return os.pread(fd, length, offset)
+
+        return parse_dynamic(read, size, name)
+    finally:
+        os.close(fd)
+
+
+class _Capture:
+    """Byte ranges kept from a stream; ``read`` answers from them or raises ``Missing``."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.pieces: list[bytes] = []
+
+    def add(self, start: int, data: bytes) -> None:
+        i = bisect.bisect_left(self.starts, start)
+        self.starts.insert(i, start)
+        self.pieces.insert(i, data)
+
+    def read(self, offset: int, length: int) -> bytes:
+        i = bisect.bisect_right(self.starts, offset) - 1
+        # several pieces may start before offset: the latest that covers the range wins
+        while i >= 0:
+            start, piece = self.starts[i], self.pieces[i]
+            if offset + length <= start + len(piece):
+                return piece[offset - start : offset - start + length]
+            i -= 1
+        raise Missing(offset, length)
+
+
+def _stream_ranges(
+    chunks: Iterator[bytes],
+    ranges: list[tuple[int, int]],
+    capture: _Capture,
+    on_chunk: Callable[[int], list[tuple[int, int]]] | None = None,
+    more: Callable[[], bool] = lambda: False,
+) -> None:
+    """Stream once; keep every byte of ``ranges``, which ``on_chunk(position)`` may extend
+    with ranges still ahead; stop when nothing is pending and ``more()`` says none will come."""
+    pending: list[tuple[int, int, list[bytes]]] = [(lo, hi, []) for lo, hi in ranges if hi > lo]
+    pos = 0
+    for chunk in chunks:
+        end = pos + len(chunk)
+        still: list[tuple[int, int, list[bytes]]] = []
+        for lo, hi, parts in pending:
+            if lo < end and hi > pos:
+                parts.append(chunk[max(lo, pos) - pos : min(hi, end) - pos])
+            if hi <= end:
+                capture.add(lo, b"".join(parts))
+            else:
+                still.append((lo, hi, parts))
+        pending = still
+        pos = end
+        if on_chunk is not None:
+            pending.extend((lo, hi, []) for lo, hi in on_chunk(end) if hi > lo >= end)
+        if not pending and not more():
+            return
+    for lo, _hi, parts in pending:  # end of stream: keep what exists
+        capture.add(lo, b"".join(parts))
+
+
+def read_member_dynamic(path: Path, archive_size: int, member: Member) -> DynamicInfo:
+    """The loader's view of one wheel member, streamed; bounded memory (see the module doc)."""
+    size = member.size
+
+    def chunks() -> Iterator[bytes]:
+        return member_chunks(path, archive_size, member)
+
+    try:
+        if size <= WHOLE_LIMIT:
+            data = b"".join(chunks())
+            return parse_dynamic(lambda o, n: data[o : o + n], size, member.name)
+        capture = _Capture()
+        head = min(size, 64 << 10)
+        state: dict[str, object] = {}
+
+        def on_chunk(end: int) -> list[tuple[int, int]]:
+            if "dyn" not in state:
+                if end < head:
+                    return []
+                # The program headers say where PT_DYNAMIC is: keep it when the stream passes.
+                state["dyn"] = None
+                try:
+                    _is64, loads, dyn = program_headers(capture.read, size)
+                except (FormatError, Missing, struct.error):
+                    state["tables"] = True
+                    return []
+                state["loads"] = loads
+                state["dyn"] = dyn
+                if dyn is None:
+                    state["tables"] = True
+                    return []
+                return [(dyn.offset, dyn.offset + min(dyn.filesz, 16 * MAX_DYNAMIC_ENTRIES))]
+            seen = state["dyn"]
+            if "tables" in state or not isinstance(seen, _Segment):
+                return []
+            if end < seen.offset + seen.filesz:
+                return []
+            state["tables"] = True
+            return _ahead_ranges(capture, size, seen, state.get("loads"))
+
+        _stream_ranges(
+            chunks(),
+            [(0, head), (0, min(size, PREFIX_LIMIT))],
+            capture,
+            on_chunk,
+            lambda: "tables" not in state,
+        )
+        for _ in range(MAX_PASSES):
+            try:
+                return parse_dynamic(capture.read, size, member.name)
+            except Missing as miss:
+                lo = miss.offset
+                hi = min(size, max(miss.offset + miss.length, miss.offset + (1 << 20)))
+                _stream_ranges(chunks(), [(lo, hi)], capture)
+        return DynamicInfo(
+            member.name, size, "shared-object", True, problems=("tables scattered too widely",)
+        )
+    except MemberError as exc:
+        return DynamicInfo(member.name, size, "unreadable", problems=(str(exc),))
+
+
+def _ahead_ranges(
+    capture: _Capture, size: int, dyn: _Segment, loads: object
+) -> list[tuple[int, int]]:
+    """Once PT_DYNAMIC is read: the tables it names that still lie ahead (patchelf layouts)."""
+    if not isinstance(loads, list):
+        return []
+    try:
+        head = parse_elf_header(capture.read(0, 64))
+        entries = _dynamic_entries(capture.read, size, head.is64, dyn)
+    except (FormatError, Missing, struct.error):
+        return []
+    tags: dict[int, int] = {}
+    for tag, value in entries:
+        tags.setdefault(tag, value)
+    out: list[tuple[int, int]] = []
+    for tag in (DT_STRTAB, DT_GNU_HASH, DT_HASH, DT_SYMTAB, DT_VERSYM, DT_VERNEED, DT_VERDEF):
+        if tag not in tags:
+            continue
+        try:
+            off = _to_offset(loads, tags[tag], "table")
+        except FormatError:
+            continue
+        if tag == DT_STRTAB and DT_STRSZ in tags:
+            end = off + min(tags[DT_STRSZ], MAX_TABLE)
+        else:
+            end = min(_segment_end(loads, off), off + MAX_TABLE)
+        out.append((off, min(end, size)))
+    return out
+
+
+# -- whole wheels ------------------------------------------------------------------------------
+
+PARALLEL_MIN_BYTES = 16 << 20  # members inflating to more than this go to worker processes
+
+
+def is_library_member(name: str) -> bool:
+    """A member the loader could open: ``*.so`` or ``*.so.N...`` (extension modules included)."""
+    base = name.rsplit("/", 1)[-1]
+    if base.endswith(".so"):
+        return True
+    head, sep, tail = base.partition(".so.")
+    return bool(sep and head and all(p.isdigit() for p in tail.split(".") if p) and tail)
+
+
+def _member_job(args: tuple[Path, int, Member]) -> DynamicInfo:
+    return read_member_dynamic(*args)
+
+
+def read_wheel_dynamic(path: Path, workers: int | None = None) -> tuple[DynamicInfo, ...]:
+    """Every shared library of a wheel (member order), read as ``read_member_dynamic`` does.
+
+    Large members are read by forked worker processes (the inflater holds the GIL) where fork
+    is safe (POSIX, this process single-threaded); elsewhere one after the other.
+    """
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    from archwheel.binary.zipread import WheelReader
+
+    reader = WheelReader(path)
+    members = [m for m in reader.members if is_library_member(m.name)]
+    big = [m for m in members if m.size > PARALLEL_MIN_BYTES]
+    results: dict[str, DynamicInfo] = {}
+    count = workers if workers is not None else min(4, os.cpu_count() or 1)
+    if big and count > 1 and hasattr(os, "fork") and threading.active_count() == 1:
+        import multiprocessing
+
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=min(count, len(big)), mp_context=context) as pool:
+            jobs = sorted(big, key=lambda m: -m.size)
+            futures = {
+                m.name: pool.submit(_member_job, (path, reader.archive_size, m)) for m in jobs
+            }
+            for m in members:
+                if m.name not in futures:
+                    results[m.name] = read_member_dynamic(path, reader.archive_size, m)
+            for name, future in futures.items():
+                results[name] = future.result()
+    else:
+        for m in members:
+            results[m.name] = read_member_dynamic(path, reader.archive_size, m)
+    return tuple(results[m.name] for m in members)
+
+
+# -- an installed environment ------------------------------------------------------------------
+
+_INSTALLED_PROBE = """
+import json, sys
+from importlib import metadata
+out = []
+for dist in metadata.distributions():
+    name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+    if name != "torch" and not name.startswith(("nvidia-", "cuda-")):
+        continue
+    files = [str(f) for f in (dist.files or []) if ".so" in str(f) and not str(f).startswith("..")]
+    out.append({"name": name, "version": dist.version, "requires": dist.requires or [],
+                "root": str(dist.locate_file("")), "files": files})
+print(json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class InstalledDistribution:
+    """torch or an nvidia-*/cuda-* distribution of a Python environment, with its libraries
+    (``path`` relative to site-packages, as in a wheel)."""
+
+    name: str
+    version: str
+    requires: tuple[str, ...]
+    libraries: tuple[DynamicInfo, ...]
+
+
+def read_installed_dynamic(python: str | None = None) -> tuple[InstalledDistribution, ...]:
+    """torch and the nvidia-*/cuda-* distributions installed for ``python`` (default: this
+    interpreter), their shared libraries read from disk."""
+    import json
+    import sys
+
+    from archwheel.effects.process import run_program
+    from archwheel.errors import ToolError
+
+    interpreter = python or sys.executable
+    result = run_program(
+        [interpreter, "-c", _INSTALLED_PROBE], echo=None, timeout=120, what=f"{interpreter} probe"
+    )
+    try:
+        entries = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        raise ToolError(f"unexpected output from {interpreter} listing its packages") from None
+    found: list[InstalledDistribution] = []
+    for entry in entries:
+        root = Path(entry["root"])
+        libraries = tuple(
+            read_file_dynamic(root / f, f) for f in entry["files"] if is_library_member(f)
+        )
+        found.append(
+            InstalledDistribution(
+                str(entry["name"]), str(entry["version"]), tuple(entry["requires"]), libraries
+            )
+        )
+    return tuple(found)

@@ -1,0 +1,99 @@
+"""Human renderings of ``archwheel can-load``: a plain table and Markdown for CI summaries."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rich.console import Console
+from rich.markup import escape
+
+from archwheel.interfaces.render.common import markdown_table
+from archwheel.verdicts.load import LibraryLoad, LoadReport, LoadVerdict, MissingSymbol
+
+_LABEL = {
+    LoadVerdict.LOADS: "loads",
+    LoadVerdict.FAILS: "DOES NOT LOAD",
+    LoadVerdict.UNKNOWN: "unknown (incomplete)",
+}
+_STYLE = {LoadVerdict.LOADS: "green", LoadVerdict.FAILS: "bold red", LoadVerdict.UNKNOWN: "yellow"}
+
+
+def symbol_text(symbol: MissingSymbol, demangled: Mapping[str, str]) -> str:
+    name = demangled.get(symbol.name, symbol.name)
+    return f"{name}@{symbol.version}" if symbol.version else name
+
+
+def _library_lines(lib: LibraryLoad, demangled: Mapping[str, str]) -> list[str]:
+    lines: list[str] = []
+    if lib.symbols_checked:
+        text = f"symbols: {lib.symbols_resolved} of {lib.symbols_checked} resolve"
+        if lib.unverified:
+            text += f", {lib.unverified} unverified"
+            if lib.missing_libraries:
+                text += " (they belong to the missing libraries)"
+        lines.append(text)
+    if lib.missing_libraries:
+        lines.append("missing libraries: " + ", ".join(lib.missing_libraries))
+    for file, version in lib.missing_versions:
+        lines.append(f"version `{version}' not found in {file}")
+    for version, policy in lib.too_new:
+        lines.append(f"needs {version}: newer than {policy} allows")
+    if lib.missing_symbols:
+        more = lib.missing_symbol_count - len(lib.missing_symbols)
+        lines.append(
+            f"undefined symbols ({lib.missing_symbol_count}"
+            + (f", first {len(lib.missing_symbols)} shown" if more > 0 else "")
+            + "):"
+        )
+        lines.extend("  " + symbol_text(s, demangled) for s in lib.missing_symbols)
+    lines.extend(f"cause: {c}" for c in lib.causes)
+    lines.extend(f"fix: {f}" for f in lib.fixes)
+    lines.extend(f"note: {p}" for p in lib.problems)
+    return lines
+
+
+def render_table(report: LoadReport, out: Console, demangled: Mapping[str, str]) -> None:
+    others = "".join(f" + {w.filename}" for w in report.others)
+    if len(report.others) > 3:
+        others = (
+            f" + {len(report.others)} other packages ("
+            + ", ".join(w.name for w in report.others)
+            + ")"
+        )
+    out.print(f"[bold]{escape(report.wheel.filename)}[/] after import torch from "
+              f"{escape(report.torch.filename)}{escape(others)}")  # fmt: skip
+    for fact in report.facts:
+        out.print(f"  metadata: {escape(fact)}")
+    if report.assumed:
+        out.print(
+            "  assumed loaded by torch (from wheels not given): "
+            + escape(", ".join(report.assumed))
+        )
+    for lib in report.libraries:
+        style = _STYLE[lib.verdict]
+        out.print(f"  {escape(lib.path)}: [{style}]{_LABEL[lib.verdict]}[/]")
+        for line in _library_lines(lib, demangled):
+            out.print(f"      {escape(line)}")
+    for problem in report.problems:
+        out.print(f"  problem: {escape(problem)}")
+    out.print(f"verdict: [{_STYLE[report.verdict]}]{_LABEL[report.verdict]}[/]")
+
+
+def render_markdown(report: LoadReport, demangled: Mapping[str, str]) -> str:
+    parts = [
+        f"### can-load: `{report.wheel.filename}` with `{report.torch.filename}`",
+        "",
+        f"**Verdict: {_LABEL[report.verdict]}**",
+        "",
+    ]
+    parts.extend(f"- metadata: {fact}" for fact in report.facts)
+    if report.assumed:
+        parts.append("- assumed loaded by torch: " + ", ".join(f"`{a}`" for a in report.assumed))
+    parts.append("")
+    rows = [
+        (f"`{lib.path}`", _LABEL[lib.verdict], "<br>".join(_library_lines(lib, demangled)) or "-")
+        for lib in report.libraries
+    ]
+    parts.append(markdown_table(("library", "verdict", "details"), rows))
+    parts.extend(f"\n- problem: {p}" for p in report.problems)
+    return "\n".join(parts) + "\n"

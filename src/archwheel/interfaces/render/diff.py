@@ -1,0 +1,93 @@
+"""Human renderings of ``archwheel diff``: a plain report and Markdown for CI job summaries."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+from archwheel.interfaces.render.common import compact, human_bytes, markdown_table
+from archwheel.verdicts.diff import DiffReport, LibraryChange
+
+
+def _text(value: str | None) -> str:
+    return "-" if value is None else value
+
+
+def _size(n: int | None) -> str:
+    return "-" if n is None else human_bytes(n)
+
+
+def _size_line(change: LibraryChange) -> str:
+    return ", ".join(
+        f"{arch} {_size(before)} -> {_size(after)}"
+        for arch, before, after in change.sizes
+        if before != after
+    )
+
+
+def verdict_line(report: DiffReport) -> str:
+    if report.regression:
+        gone = (
+            f" ({compact(report.archs_gone)} gone from the whole build)"
+            if report.archs_gone
+            else ""
+        )
+        return f"REGRESSION: archs OLD had are missing in NEW{gone}"
+    if not (report.old.complete and report.new.complete):
+        return "incomplete: an input could not be read completely"
+    return "no arch lost"
+
+
+def render_table(report: DiffReport, out: Console) -> None:
+    out.print(f"[bold]{escape(report.old.label)}[/] -> [bold]{escape(report.new.label)}[/]")
+    for key, before, after in report.version_changes:
+        out.print(f"  {escape(key)}: {escape(_text(before))} -> {escape(_text(after))}")
+    for name, before, after in report.pin_changes:
+        out.print(f"  pin {escape(name)}: {escape(_text(before))} -> {escape(_text(after))}")
+    for change in report.libraries:
+        if change.status == "same":
+            continue
+        out.print(f"  {escape(change.path)}: {change.status}")
+        if change.added:
+            out.print(f"      added:   {compact(change.added)}")
+        if change.dropped:
+            out.print(f"      [red]dropped: {compact(change.dropped)}[/]")
+        sizes = _size_line(change)
+        if sizes:
+            out.print(f"      sizes:   {escape(sizes)}")
+    same = sum(1 for c in report.libraries if c.status == "same")
+    if same:
+        out.print(f"  {same} libraries unchanged")
+    style = "bold red" if report.regression else "green"
+    out.print(f"verdict: [{style}]{escape(verdict_line(report))}[/]")
+
+
+def render_markdown(report: DiffReport) -> str:
+    parts = [f"### archwheel diff: `{report.old.label}` -> `{report.new.label}`", ""]
+    parts.append(f"**{verdict_line(report)}**")
+    parts.append("")
+    changes = [*report.version_changes, *(("pin " + n, b, a) for n, b, a in report.pin_changes)]
+    if changes:
+        parts.append(
+            markdown_table(
+                ("what", "before", "after"), [(k, _text(b), _text(a)) for k, b, a in changes]
+            )
+        )
+        parts.append("")
+    rows = [
+        (
+            f"`{c.path}`",
+            c.status,
+            compact(c.added),
+            compact(c.dropped),
+            _size_line(c) or "-",
+        )
+        for c in report.libraries
+        if c.status != "same"
+    ]
+    if rows:
+        parts.append(markdown_table(("library", "change", "added", "dropped", "sizes"), rows))
+    same = sum(1 for c in report.libraries if c.status == "same")
+    if same:
+        parts.append(f"\n{same} libraries unchanged.")
+    return "\n".join(parts) + "\n"

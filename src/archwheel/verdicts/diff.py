@@ -1,0 +1,192 @@
+"""What changed between two builds: device code per library, versions and CUDA pins.
+
+Both sides are audit documents' inputs (``AuditReport.to_json_dict()``, or one input of a saved
+``archwheel audit --format json``), plus what the wheel's metadata says where a wheel was given.
+Libraries are matched by path, with auditwheel's 8-hex-digit hash removed from file names
+(``libcudart.faf08d9a.so.13`` is ``libcudart.so.13`` on both sides).
+
+The regression rule (exit 1): a library present on both sides lost an arch (SASS or PTX) it had,
+or an arch present anywhere in OLD is absent from all of NEW (a library with device code that
+disappeared takes its archs with it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from archwheel.errors import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
+
+_HASHED = re.compile(r"\.[0-9a-f]{8}(?=\.so)")
+
+
+def library_key(path: str) -> str:
+    return _HASHED.sub("", path)
+
+
+@dataclass(frozen=True)
+class ArchSize:
+    kind: str  # "sass", "ptx", "lto"
+    stored_bytes: int
+    uncompressed_bytes: int
+
+
+@dataclass(frozen=True)
+class Side:
+    """One build: its libraries' device code and what its metadata says."""
+
+    label: str
+    libraries: Mapping[str, Mapping[str, ArchSize]]  # library key -> arch -> size
+    complete: bool = True
+    versions: Mapping[str, str] = field(default_factory=dict)  # "version", "cuda", "torch"...
+    pins: Mapping[str, str] = field(default_factory=dict)  # nvidia-* name -> specifier
+    has_metadata: bool = False
+    binaries: frozenset[str] = frozenset()  # every library key, device code or not (wheels)
+
+    @property
+    def archs(self) -> set[str]:
+        return {a for lib in self.libraries.values() for a in lib}
+
+
+def side_from_audit(
+    label: str,
+    document_input: Mapping[str, Any],
+    versions: Mapping[str, str] | None = None,
+    pins: Mapping[str, str] | None = None,
+    binaries: frozenset[str] = frozenset(),
+) -> Side:
+    libraries: dict[str, dict[str, ArchSize]] = {}
+    for lib in document_input.get("libraries", []):
+        archs: dict[str, ArchSize] = {}
+        for image in lib.get("images", []):
+            arch = str(image["arch"])
+            old = archs.get(arch)
+            stored = int(image.get("stored_bytes", 0)) + (old.stored_bytes if old else 0)
+            unpacked = int(image.get("uncompressed_bytes", 0)) + (
+                old.uncompressed_bytes if old else 0
+            )
+            archs[arch] = ArchSize(str(image.get("kind", "")), stored, unpacked)
+        if archs:
+            libraries[library_key(str(lib["path"]))] = archs
+    return Side(
+        label,
+        libraries,
+        bool(document_input.get("complete", True)),
+        dict(versions or {}),
+        dict(pins or {}),
+        versions is not None,
+        frozenset(library_key(b) for b in binaries),
+    )
+
+
+@dataclass(frozen=True)
+class LibraryChange:
+    path: str
+    status: str  # "changed", "same", "gained device code", "lost device code" ...
+    added: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+    sizes: tuple[tuple[str, int | None, int | None], ...] = ()  # arch, before, after (stored)
+
+
+@dataclass(frozen=True)
+class DiffReport:
+    old: Side
+    new: Side
+    libraries: tuple[LibraryChange, ...]
+    version_changes: tuple[tuple[str, str | None, str | None], ...]  # key, before, after
+    pin_changes: tuple[tuple[str, str | None, str | None], ...]
+    archs_gone: tuple[str, ...]  # in OLD, nowhere in NEW
+
+    @property
+    def regression(self) -> bool:
+        return bool(self.archs_gone) or any(
+            c.dropped for c in self.libraries if c.status != "removed"
+        )
+
+    @property
+    def exit_code(self) -> int:
+        if self.regression:
+            return EXIT_VERDICT_FAILED
+        if not (self.old.complete and self.new.complete):
+            return EXIT_INCOMPLETE
+        return EXIT_OK
+
+    def to_json(self) -> dict[str, Any]:
+        from archwheel import __version__
+
+        return {
+            "schema_version": 1,
+            "tool": {"name": "archwheel", "version": __version__},
+            "old": self.old.label,
+            "new": self.new.label,
+            "regression": self.regression,
+            "exit_code": self.exit_code,
+            "complete": self.old.complete and self.new.complete,
+            "archs_gone": list(self.archs_gone),
+            "libraries": [
+                {
+                    "path": c.path,
+                    "status": c.status,
+                    "added": list(c.added),
+                    "dropped": list(c.dropped),
+                    "sizes": [{"arch": a, "before": b, "after": n} for a, b, n in c.sizes],
+                }
+                for c in self.libraries
+            ],
+            "versions": [{"key": k, "before": b, "after": a} for k, b, a in self.version_changes],
+            "pins": [{"name": k, "before": b, "after": a} for k, b, a in self.pin_changes],
+        }
+
+
+def _arch_order(arch: str) -> tuple[int, int, str]:
+    m = re.search(r"(\d+)", arch)
+    kind = 0 if arch.startswith("sm_") else 1 if arch.startswith("compute_") else 2
+    return (kind, int(m.group(1)) if m else 0, arch)
+
+
+def diff(old: Side, new: Side) -> DiffReport:
+    changes: list[LibraryChange] = []
+    for path in sorted(set(old.libraries) | set(new.libraries)):
+        before = old.libraries.get(path, {})
+        after = new.libraries.get(path, {})
+        added = tuple(sorted(set(after) - set(before), key=_arch_order))
+        dropped = tuple(sorted(set(before) - set(after), key=_arch_order))
+        sizes = tuple(
+            (
+                a,
+                before[a].stored_bytes if a in before else None,
+                after[a].stored_bytes if a in after else None,
+            )
+            for a in sorted(set(before) | set(after), key=_arch_order)
+        )
+        if not before:
+            status = "gained device code" if path in _all_paths(old) else "added"
+        elif not after:
+            status = "lost device code" if path in _all_paths(new) else "removed"
+        elif added or dropped:
+            status = "changed"
+        elif any(b != n for _a, b, n in sizes):
+            status = "resized"
+        else:
+            status = "same"
+        changes.append(LibraryChange(path, status, added, dropped, sizes))
+    keys = sorted(set(old.versions) | set(new.versions))
+    version_changes = tuple(
+        (k, old.versions.get(k), new.versions.get(k))
+        for k in keys
+        if old.versions.get(k) != new.versions.get(k)
+    )
+    names = sorted(set(old.pins) | set(new.pins))
+    pin_changes = tuple(
+        (k, old.pins.get(k), new.pins.get(k)) for k in names if old.pins.get(k) != new.pins.get(k)
+    )
+    gone = tuple(sorted(old.archs - new.archs, key=_arch_order))
+    return DiffReport(old, new, tuple(changes), version_changes, pin_changes, gone)
+
+
+def _all_paths(side: Side) -> set[str]:
+    """Library keys present on a side, device code or not (an audit document lists only those
+    with device code, so there 'lost device code' reads 'removed')."""
+    return set(side.libraries) | set(side.binaries)
