@@ -35,6 +35,7 @@ pytest_plugins = [
     "tests.support.scanner",
     "tests.support.cuobjdump_support",
     "tests.support.doctor_fakes",
+    "tests.support.can_load_fakes",
 ]
 
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from archwheel.errors import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
+from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
 
 _HASHED = re.compile(r"\.[0-9a-f]{8}(?=\.so)")
 

@@ -15,7 +15,9 @@ from archwheel.binary.dynamic import (
 )
 from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.effects.process import run_program
-from archwheel.errors import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED, ToolError, UsageError
+from archwheel.errors import ToolError, UsageError
+from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
+from archwheel.interfaces.commands.options import add_interpreter_option
 from archwheel.interfaces.render.can_load import render_markdown, render_table
 from archwheel.interfaces.render.common import FORMATS, console, dump_json
 from archwheel.verdicts.load import (
@@ -75,11 +77,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--installed",
         action="store_true",
         help="judge against the torch (and nvidia-* packages) installed in this environment "
-        "(or --python's) instead of --with wheels",
+        "(or --interpreter's) instead of --with wheels",
     )
-    p.add_argument(
-        "--python", metavar="PATH", help="the interpreter whose environment --installed reads"
-    )
+    add_interpreter_option(p, "the interpreter whose environment --installed reads")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
     p.add_argument(
         "--no-host-libraries",
@@ -180,10 +180,10 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{path}: not a wheel (.whl)")
     wheel = load_wheel(args.wheel)
     if args.installed:
-        others = installed_wheels(args.python)
+        others = installed_wheels(args.interpreter)
         if not any(is_torch(w) for w in others):
             raise UsageError(
-                f"no torch installed for {args.python or sys.executable}",
+                f"no torch installed for {args.interpreter or sys.executable}",
                 hint="install torch there, or give --with TORCH.whl",
             )
     else:

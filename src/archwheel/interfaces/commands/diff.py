@@ -10,7 +10,7 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from archwheel.binary.scan import scan_path
+from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.errors import InputError, UsageError
 from archwheel.interfaces.render.common import FORMATS, console, dump_json
