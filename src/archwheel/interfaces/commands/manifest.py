@@ -16,7 +16,7 @@ from archwheel.effects.host import PythonProbe
 from archwheel.errors import InputError, UsageError
 from archwheel.facts.catalog import load_facts
 from archwheel.interfaces.commands.options import add_interpreter_option
-from archwheel.interfaces.render.common import FORMATS, dump_json, emit
+from archwheel.interfaces.render.common import FORMATS, dump_json, emit_result
 from archwheel.interfaces.render.manifest import verify_markdown, verify_table, wrote_manifest
 from archwheel.verdicts.manifest import (
     FileFacts,
@@ -171,12 +171,7 @@ def record_hash(path: str) -> str | None:
 def run_verify(args: argparse.Namespace) -> int:
     request = VerifyRequest.from_args(args)
     report = verify(request)
-    emit(
-        request.format,
-        report,
-        lambda out: verify_table(report, out),
-        lambda: verify_markdown(report),
-    )
+    emit_result(request.format, report, verify_table, verify_markdown)
     return report.exit_code
 
 
