@@ -13,14 +13,13 @@ metadata), which is what ``--check-reproducible`` reports.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from archwheel.effects.files import sha256_file, sha256_stream
+from archwheel.effects.files import record_form, sha256_file, sha256_stream
 from archwheel.errors import BuildError, InputError
 
 ZIP_EPOCH_MIN = 315532800
@@ -30,7 +29,7 @@ MAX_MEMBERS = 200_000
 
 
 def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return record_form(hashlib.sha256(data).hexdigest())
 
 
 def _safe_name(name: str, wheel: Path) -> str:

@@ -28,7 +28,7 @@ from archwheel.errors import ArchwheelError
 from archwheel.exit_codes import EXIT_INCOMPLETE
 from archwheel.facts.arch import ArchList, CodeKind, Target
 from archwheel.facts.catalog import load_facts
-from archwheel.facts.versions import ComputeCapability, CudaVersion
+from archwheel.facts.versions import ComputeCapability, CudaVersion, parse_or_none
 from archwheel.verdicts.compat.explain import (
     minimum_driver_for,
     official_builds_covering,
@@ -189,7 +189,7 @@ def diagnose(
             findings.append(f"the audit of the installed torch failed: {audit_error}")
 
     runtime: RuntimeCheck | None = None
-    runtime_version = _cuda(torch.cuda)
+    runtime_version = parse_or_none(CudaVersion.parse, torch.cuda)
     if torch.installed and torch.version and torch.cuda is None and not torch.import_error:
         findings.append(f"torch {torch.version} is a CPU-only build (torch.version.cuda is None)")
     if runtime_version is not None and host.driver is not None:
@@ -221,15 +221,6 @@ def diagnose(
         diagnoses=diagnoses,
         findings=tuple(findings),
     )
-
-
-def _cuda(text: str | None) -> CudaVersion | None:
-    if not text:
-        return None
-    try:
-        return CudaVersion.parse(text)
-    except ArchwheelError:
-        return None
 
 
 def _flags_versus_audit(flags: tuple[str, ...], inventory: InputInventory | None) -> list[str]:

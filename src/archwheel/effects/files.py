@@ -11,6 +11,7 @@ umask), not the 0600 that ``tempfile`` would leave.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
@@ -37,6 +38,11 @@ def sha256_file(path: Path) -> str:
     """The hex sha256 of a file's bytes, read in blocks (``OSError`` when unreadable)."""
     with path.open("rb") as f:
         return sha256_stream(f)
+
+
+def record_form(sha256_hex: str) -> str:
+    """A sha256 as a wheel's RECORD writes it: ``sha256=`` + urlsafe base64, without padding."""
+    return "sha256=" + base64.urlsafe_b64encode(bytes.fromhex(sha256_hex)).rstrip(b"=").decode()
 
 
 def _umask() -> int:

@@ -36,7 +36,7 @@ from archwheel.effects.process import (
     run_program,
 )
 from archwheel.facts.catalog import load_facts
-from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersion
+from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersion, parse_or_none
 
 _MARKER = "@@archwheel-probe@@"
 
@@ -106,15 +106,6 @@ class GpuProbeResult:
         }
 
 
-def _driver(text: str | None) -> DriverVersion | None:
-    if not text:
-        return None
-    try:
-        return DriverVersion.parse(text)
-    except Exception:
-        return None
-
-
 def _cuda_from_driver(driver: DriverVersion | None) -> CudaVersion | None:
     return load_facts().driver_cuda_version(driver) if driver else None
 
@@ -151,7 +142,10 @@ class NvmlProbe:
                 raw = int(nvml.nvmlSystemGetCudaDriverVersion_v2())
                 cuda, source = CudaVersion(raw // 1000, (raw % 1000) // 10), "nvml"
             except Exception:
-                cuda, source = _cuda_from_driver(_driver(driver_text)), "facts"
+                cuda, source = (
+                    _cuda_from_driver(parse_or_none(DriverVersion.parse, driver_text)),
+                    "facts",
+                )
             gpus: list[GpuInfo] = []
             for index in range(int(nvml.nvmlDeviceGetCount())):
                 handle = nvml.nvmlDeviceGetHandleByIndex(index)
@@ -169,7 +163,7 @@ class NvmlProbe:
         finally:
             with contextlib.suppress(Exception):
                 nvml.nvmlShutdown()
-        driver = _driver(driver_text)
+        driver = parse_or_none(DriverVersion.parse, driver_text)
         return GpuProbeResult("nvml", tuple(gpus), driver, cuda, source if cuda else None)
 
 
@@ -200,7 +194,7 @@ class NvidiaSmiProbe:
             )
         gpus = parse_nvidia_smi_csv(proc.stdout)
         driver_text = next((g.driver for g in gpus if g.driver), None)
-        driver = _driver(driver_text)
+        driver = parse_or_none(DriverVersion.parse, driver_text)
         cuda = _cuda_from_driver(driver)
         return GpuProbeResult("nvidia-smi", gpus, driver, cuda, "facts" if cuda else None)
 
@@ -213,10 +207,7 @@ def parse_nvidia_smi_csv(text: str) -> tuple[GpuInfo, ...]:
         if len(parts) < 3 or not parts[0]:
             continue
         name, cc_text, driver_text = parts[0], parts[1], parts[2]
-        try:
-            cc: ComputeCapability | None = ComputeCapability.parse(cc_text)
-        except Exception:
-            cc = None  # "[N/A]" on old drivers
+        cc = parse_or_none(ComputeCapability.parse, cc_text)  # "[N/A]" on old drivers: None
         gpus.append(GpuInfo(len(gpus), name, cc, driver_text or None))
     return tuple(gpus)
 

@@ -34,7 +34,7 @@ import re
 import shlex
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from types import MappingProxyType
@@ -321,6 +321,31 @@ class Reading:
         return "; ".join(f.sentence() for f in self.findings)
 
 
+def _reading(
+    consumer: str,
+    variable: str,
+    value: str | None,
+    source: str,
+    findings: Iterable[Finding],
+    *,
+    images: Iterable[str] = (),
+    flags: Iterable[str] = (),
+    error: str | None = None,
+) -> Reading:
+    """What ``consumer`` makes of ``value``: the images only when nothing was found wrong."""
+    found = tuple(findings)
+    return Reading(
+        consumer,
+        variable,
+        value,
+        source,
+        () if found else tuple(images),
+        tuple(flags),
+        found,
+        error,
+    )
+
+
 def images_to_archs(images: Iterable[str]) -> ArchList:
     specs = []
     for name in images:
@@ -358,9 +383,7 @@ def read(
     facts: CudaFacts | None = None,
 ) -> Reading:
     """What ``consumer`` makes of ``value`` as written (None: the variable is unset)."""
-    g = grammars or load_grammars()
-    g.check_consumer(consumer)
-    var = variable or g.variable(consumer)
+    g, var = _grammar_of(consumer, grammars, variable)
     if consumer == TORCH_CMAKE:
         reading = read_torch_cmake(value, g.for_torch(torch), var)
     elif consumer == CPP_EXTENSION:
@@ -372,6 +395,15 @@ def read(
     else:
         reading = read_project(value, g.projects[consumer], cuda, var)
     return _check_real(reading, facts or load_facts())
+
+
+def _grammar_of(
+    consumer: str, grammars: Grammars | None, variable: str | None
+) -> tuple[Grammars, str]:
+    """The grammars (loaded unless given), checked to know ``consumer``, and its variable."""
+    g = grammars or load_grammars()
+    g.check_consumer(consumer)
+    return g, variable or g.variable(consumer)
 
 
 def _check_real(reading: Reading, facts: CudaFacts) -> Reading:
@@ -391,16 +423,7 @@ def _check_real(reading: Reading, facts: CudaFacts) -> Reading:
             )
     if not extra:
         return reading
-    return Reading(
-        reading.consumer,
-        reading.variable,
-        reading.value,
-        reading.source,
-        (),
-        reading.flags,
-        reading.findings + tuple(extra),
-        reading.error,
-    )
+    return replace(reading, images=(), findings=reading.findings + tuple(extra))
 
 
 # PyTorch's CMake ------------------------------------------------------------------------------
@@ -420,40 +443,16 @@ def read_torch_cmake(value: str | None, g: TorchGrammar, variable: str) -> Readi
     # set(TORCH_CUDA_ARCH_LIST $ENV{...}); cuda_select_nvcc_arch_flags(v ${TORCH_CUDA_ARCH_LIST}):
     # the unquoted expansion splits on ';' and drops empty elements.
     argn = ";".join(p for p in (value or "").split(";") if p)
-    if argn in ("", "Auto"):
-        return Reading(
-            TORCH_CMAKE,
-            variable,
-            value,
-            src,
-            (),
-            (),
-            (
-                Finding(
-                    "reinterpret",
-                    argn or "(empty)",
-                    "empty means Auto: the build machine's GPUs, and with none visible (a build "
-                    "container) the 'Common' list, which depends on the CUDA version",
-                ),
-            ),
+    if argn in ("", "Auto", "All", "Common"):
+        rule = (
+            "empty means Auto: the build machine's GPUs, and with none visible (a build "
+            "container) the 'Common' list, which depends on the CUDA version"
+            if argn in ("", "Auto")
+            else f"'{argn}' is a list of its own that depends on the CUDA version "
+            "(select_compute_arch.cmake); name the targets instead"
         )
-    if argn in ("All", "Common"):
-        return Reading(
-            TORCH_CMAKE,
-            variable,
-            value,
-            src,
-            (),
-            (),
-            (
-                Finding(
-                    "reinterpret",
-                    argn,
-                    f"'{argn}' is a list of its own that depends on the CUDA version "
-                    "(select_compute_arch.cmake); name the targets instead",
-                ),
-            ),
-        )
+        finding = Finding("reinterpret", argn or "(empty)", rule)
+        return _reading(TORCH_CMAKE, variable, value, src, [finding])
     items = _dedupe(p for p in re.sub(r"[ \t]+", ";", argn).split(";") if p)
     number = re.compile(g.cmake_number_regex)
     names = {n.name: n for n in g.cmake_names}
@@ -501,15 +500,8 @@ def read_torch_cmake(value: str | None, g: TorchGrammar, variable: str) -> Readi
     bad_images = [i for i in images if not re.fullmatch(r"(sm|compute)_[0-9]+[af]?", i)]
     for image in bad_images:
         findings.append(Finding("reject", image, "the CMake code writes an nvcc flag nvcc refuses"))
-    return Reading(
-        TORCH_CMAKE,
-        variable,
-        value,
-        src,
-        () if findings else tuple(images),
-        tuple(flags),
-        tuple(findings),
-        error,
+    return _reading(
+        TORCH_CMAKE, variable, value, src, findings, images=images, flags=flags, error=error
     )
 
 
@@ -540,40 +532,28 @@ def read_cpp_extension(
         if "TORCH_EXTENSION_NAME" in flag:
             continue
         if "arch" in flag:
-            return Reading(
-                CPP_EXTENSION,
-                variable,
-                value,
-                src,
-                (),
-                (),
-                (
-                    Finding(
-                        "ignore",
-                        value or "(unset)",
-                        f"the extension's own nvcc flag {flag!r} contains 'arch', so "
-                        "_get_cuda_arch_flags returns no flags and TORCH_CUDA_ARCH_LIST is "
-                        "ignored entirely",
-                    ),
-                ),
+            finding = Finding(
+                "ignore",
+                value or "(unset)",
+                f"the extension's own nvcc flag {flag!r} contains 'arch', so "
+                "_get_cuda_arch_flags returns no flags and TORCH_CUDA_ARCH_LIST is "
+                "ignored entirely",
             )
+            return _reading(CPP_EXTENSION, variable, value, src, [finding])
     if not value or value == "native":
-        return Reading(
+        finding = Finding(
+            "reject",
+            value or "(unset)",
+            "unset, empty or 'native' means the visible GPUs; with none visible (a build "
+            "container) _get_cuda_arch_flags fails",
+        )
+        return _reading(
             CPP_EXTENSION,
             variable,
             value,
             src,
-            (),
-            (),
-            (
-                Finding(
-                    "reject",
-                    value or "(unset)",
-                    "unset, empty or 'native' means the visible GPUs; with none visible (a build "
-                    "container) _get_cuda_arch_flags fails",
-                ),
-            ),
-            "IndexError: list index out of range",
+            [finding],
+            error="IndexError: list index out of range",
         )
     text = value.replace(" ", ";")
     for name, expansion in g.cpp_extension_names:
@@ -595,15 +575,9 @@ def read_cpp_extension(
             flags.append(f"-gencode=arch=compute_{num},code=compute_{num}")
     flags = sorted(set(flags))
     images = sorted({f.rsplit("code=", 1)[1] for f in flags})
-    return Reading(
-        CPP_EXTENSION,
-        variable,
-        value,
-        src,
-        () if findings else tuple(images),
-        () if findings else tuple(flags),
-        tuple(findings),
-        error,
+    kept_flags = () if findings else flags
+    return _reading(
+        CPP_EXTENSION, variable, value, src, findings, images=images, flags=kept_flags, error=error
     )
 
 
@@ -639,7 +613,7 @@ def read_cmake(value: str | None, variable: str) -> Reading:
             "(empty)",
             "CUDA_ARCHITECTURES must be non-empty on targets that compile CUDA (policy CMP0104)",
         )
-        return Reading(CMAKE, variable, value, CMAKE_DOC, (), (), (finding,), "CMP0104")
+        return _reading(CMAKE, variable, value, CMAKE_DOC, [finding], error="CMP0104")
     if len(items) == 1 and items[0] in ("all", "all-major", "native"):
         finding = Finding(
             "reinterpret",
@@ -647,14 +621,14 @@ def read_cmake(value: str | None, variable: str) -> Reading:
             f"'{items[0]}' depends on the CMake and CUDA versions or on the build machine's GPUs; "
             "name the targets instead",
         )
-        return Reading(CMAKE, variable, value, CMAKE_DOC, (), (), (finding,))
+        return _reading(CMAKE, variable, value, CMAKE_DOC, [finding])
     if len(items) == 1 and _cmake_false(items[0]):
         finding = Finding(
             "ignore",
             items[0],
             "a false value disables CMake's arch flags: nvcc then builds its own default target",
         )
-        return Reading(CMAKE, variable, value, CMAKE_DOC, (), (), (finding,))
+        return _reading(CMAKE, variable, value, CMAKE_DOC, [finding])
     images: list[str] = []
     flags: list[str] = []
     findings: list[Finding] = []
@@ -679,15 +653,15 @@ def read_cmake(value: str | None, variable: str) -> Reading:
         images.extend(codes)
         flags.append(f"--generate-code=arch=compute_{arch},code=[{','.join(codes)}]")
     error = f"CUDA_ARCHITECTURES contains {findings[0].entry!r}" if findings else None
-    return Reading(
+    return _reading(
         CMAKE,
         variable,
         value,
         CMAKE_DOC,
-        () if findings else tuple(sorted(set(images))),
-        tuple(flags),
-        tuple(findings),
-        error,
+        findings,
+        images=sorted(set(images)),
+        flags=flags,
+        error=error,
     )
 
 
@@ -702,7 +676,7 @@ def read_nvcc(value: str | None, variable: str) -> Reading:
         tokens = shlex.split(value or "")
     except ValueError as exc:
         finding = Finding("reject", value or "", f"not a shell word list ({exc})")
-        return Reading(NVCC, variable, value, NVCC_DOC, (), (), (finding,), str(exc))
+        return _reading(NVCC, variable, value, NVCC_DOC, [finding], error=str(exc))
     images: list[str] = []
     findings: list[Finding] = []
     i = 0
@@ -753,15 +727,8 @@ def read_nvcc(value: str | None, variable: str) -> Reading:
         findings.append(
             Finding("ignore", "(empty)", "no flags: nvcc builds its own default target")
         )
-    return Reading(
-        NVCC,
-        variable,
-        value,
-        NVCC_DOC,
-        () if findings else tuple(sorted(set(images))),
-        tuple(tokens),
-        tuple(findings),
-        None,
+    return _reading(
+        NVCC, variable, value, NVCC_DOC, findings, images=sorted(set(images)), flags=tokens
     )
 
 
@@ -807,16 +774,8 @@ def read_project(
                 "falls back to TORCH_CUDA_ARCH_LIST",
             )
         )
-    return Reading(
-        p.name,
-        variable,
-        value,
-        p.source,
-        () if findings else tuple(sorted(e.target.sm for e in chosen)),
-        flags,
-        tuple(findings),
-        None,
-    )
+    images = sorted(e.target.sm for e in chosen)
+    return _reading(p.name, variable, value, p.source, findings, images=images, flags=flags)
 
 
 # -- rendering -----------------------------------------------------------------------------------
@@ -870,9 +829,7 @@ def render(
     facts: CudaFacts | None = None,
 ) -> str:
     """``archs`` written for ``consumer``; raises ``ArchListError`` with the nearest it accepts."""
-    g = grammars or load_grammars()
-    g.check_consumer(consumer)
-    var = variable or g.variable(consumer)
+    g, var = _grammar_of(consumer, grammars, variable)
     problem = _render_problem(consumer, archs, g, torch, cuda)
     value = problem[1] if problem[0] is None else ""
     if problem[0] is None:
@@ -1042,22 +999,8 @@ def consumer_views(
             matches = as_written.ok and tuple(sorted(as_written.images)) == wanted
             if as_written.ok and not matches:
                 got = " ".join(as_written.images)
-                as_written = Reading(
-                    as_written.consumer,
-                    as_written.variable,
-                    as_written.value,
-                    as_written.source,
-                    as_written.images,
-                    as_written.flags,
-                    (
-                        Finding(
-                            "reinterpret",
-                            text,
-                            f"it builds {got}, not {' '.join(wanted)}",
-                        ),
-                    ),
-                    None,
-                )
+                finding = Finding("reinterpret", text, f"it builds {got}, not {' '.join(wanted)}")
+                as_written = replace(as_written, findings=(finding,), error=None)
         views.append(
             ConsumerView(
                 consumer,

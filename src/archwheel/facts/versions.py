@@ -7,21 +7,53 @@ and order correctly, so that "needs >= 12.8" is a comparison, not a string match
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from archwheel.errors import UsageError
+
+V = TypeVar("V")
 
 _CUDA_RE = re.compile(r"^(?:cuda[-_ ]?)?(\d{1,2})\.(\d{1,2})(?:\.\d+)*$", re.IGNORECASE)
 _CU_TAG_RE = re.compile(r"^cu(\d{2,3})$", re.IGNORECASE)
 _DRIVER_RE = re.compile(r"^(\d{2,4})(?:\.(\d{1,3}))?(?:\.(\d{1,3}))?$")
 
 
+def parse_or_none(parse: Callable[[str], V], text: object) -> V | None:
+    """``parse(text)``, or None where ``text`` is missing, not a string, or not a valid spelling
+    (what a probe reports is read this way: "[N/A]" or nothing is no version)."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return parse(text)
+    except UsageError:
+        return None
+
+
+def _major_minor(pattern: str, text: str, error: str, hint: str) -> tuple[int, int]:
+    """The two numbers of ``text`` that ``pattern`` (with two groups) matches in full."""
+    m = re.match(pattern, text.strip())
+    if not m:
+        raise UsageError(error, hint=hint)
+    return int(m.group(1)), int(m.group(2))
+
+
 @dataclass(frozen=True, order=True)
-class CudaVersion:
-    """A CUDA release (toolkit, runtime, or what a driver supports), major.minor."""
+class _MajorMinor:
+    """Two numbers written ``MAJOR.MINOR`` and ordered as numbers (each subclass is its own
+    kind: a CUDA version never equals or compares with a compute capability)."""
 
     major: int
     minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+@dataclass(frozen=True, order=True)
+class CudaVersion(_MajorMinor):
+    """A CUDA release (toolkit, runtime, or what a driver supports), major.minor."""
 
     @classmethod
     def parse(cls, text: str) -> CudaVersion:
@@ -43,9 +75,6 @@ class CudaVersion:
     def tag(self) -> str:
         """The PyTorch wheel tag, ``cu128``."""
         return f"cu{self.major}{self.minor}"
-
-    def __str__(self) -> str:
-        return f"{self.major}.{self.minor}"
 
 
 @dataclass(frozen=True, order=True)
@@ -75,39 +104,36 @@ class DriverVersion:
 
 
 @dataclass(frozen=True, order=True)
-class PtxIsaVersion:
+class PtxIsaVersion(_MajorMinor):
     """A PTX ISA version (``.version 9.0`` in PTX text; major/minor in the fatbin entry)."""
-
-    major: int
-    minor: int
 
     @classmethod
     def parse(cls, text: str) -> PtxIsaVersion:
-        m = re.match(r"^(\d{1,2})\.(\d{1,2})$", text.strip())
-        if not m:
-            raise UsageError(f"invalid PTX ISA version {text!r}", hint="expected e.g. 8.7")
-        return cls(int(m.group(1)), int(m.group(2)))
-
-    def __str__(self) -> str:
-        return f"{self.major}.{self.minor}"
+        return cls(
+            *_major_minor(
+                r"^(\d{1,2})\.(\d{1,2})$",
+                text,
+                f"invalid PTX ISA version {text!r}",
+                "expected e.g. 8.7",
+            )
+        )
 
 
 @dataclass(frozen=True, order=True)
-class ComputeCapability:
+class ComputeCapability(_MajorMinor):
     """A GPU's compute capability, major.minor (9.0, 12.0)."""
-
-    major: int
-    minor: int
 
     @classmethod
     def parse(cls, text: str) -> ComputeCapability:
         """Parse ``9.0`` or ``12.1``; raise ``UsageError`` otherwise (no catalog check)."""
-        m = re.match(r"^(\d{1,2})\.(\d)$", text.strip())
-        if not m:
-            raise UsageError(
-                f"invalid compute capability {text!r}", hint="write it as MAJOR.MINOR, e.g. 8.6"
+        return cls(
+            *_major_minor(
+                r"^(\d{1,2})\.(\d)$",
+                text,
+                f"invalid compute capability {text!r}",
+                "write it as MAJOR.MINOR, e.g. 8.6",
             )
-        return cls(int(m.group(1)), int(m.group(2)))
+        )
 
     @classmethod
     def from_number(cls, number: int) -> ComputeCapability:
@@ -118,6 +144,3 @@ class ComputeCapability:
     def number(self) -> int:
         """The SM number: 9.0 -> 90, 12.1 -> 121."""
         return self.major * 10 + self.minor
-
-    def __str__(self) -> str:
-        return f"{self.major}.{self.minor}"

@@ -137,6 +137,35 @@ def _failed(stages: list[tuple[str, ChildOutcome]], what: str) -> SetupOutcome:
     return SetupOutcome(tuple(stages), problem=f"{what} ({name}) {why}{tail}")
 
 
+def _new_workdir(snippet: Path | None) -> Path:
+    """A new temporary folder holding the payload, and the snippet as ``snippet.py`` if given."""
+    root = Path(tempfile.mkdtemp(prefix="archwheel-smoke-"))
+    (root / PAYLOAD_NAME).write_bytes(payload_source())
+    if snippet is not None:
+        shutil.copyfile(snippet, root / "snippet.py")
+    return root
+
+
+def _host_snippet_path(root: Path | None, snippet: Path | None) -> str | None:
+    """Where the payload finds the snippet when it runs on this host."""
+    if snippet is None or root is None:
+        return None
+    return str(root / "snippet.py")
+
+
+def _remove_workdir(root: Path | None, *, keep: bool = False) -> None:
+    if root is not None and not keep:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _run_stage(
+    watchdog: Watchdog, stages: list[tuple[str, ChildOutcome]], command: ChildCommand
+) -> bool:
+    """Run one setup stage under ``watchdog``, record it, and say whether it exited with 0."""
+    stages.append((command.name, watchdog.run(command)))
+    return _exited_ok(stages[-1][1])
+
+
 # --------------------------------------------------------------------------------------------
 # a fresh virtual environment
 
@@ -167,10 +196,7 @@ class VenvEnvironment:
         return self.root / "venv" / "bin" / "python"
 
     def prepare(self, watchdog: Watchdog) -> SetupOutcome:
-        self.root = Path(tempfile.mkdtemp(prefix="archwheel-smoke-"))
-        (self.root / PAYLOAD_NAME).write_bytes(payload_source())
-        if self.snippet is not None:
-            shutil.copyfile(self.snippet, self.root / "snippet.py")
+        self.root = _new_workdir(self.snippet)
         stages: list[tuple[str, ChildOutcome]] = []
         create = ChildCommand(
             "create-venv",
@@ -178,8 +204,7 @@ class VenvEnvironment:
             timeout=300,
             expects_result=False,
         )
-        stages.append(("create-venv", watchdog.run(create)))
-        if not _exited_ok(stages[-1][1]):
+        if not _run_stage(watchdog, stages, create):
             return _failed(stages, "creating the virtual environment failed")
         install = ChildCommand(
             "install",
@@ -197,8 +222,7 @@ class VenvEnvironment:
             unset_env=("PYTHONPATH", "PYTHONHOME", "PIP_REQUIRE_VIRTUALENV"),
             expects_result=False,
         )
-        stages.append(("install", watchdog.run(install)))
-        if not _exited_ok(stages[-1][1]):
+        if not _run_stage(watchdog, stages, install):
             return _failed(stages, "installing the wheels failed")
         return SetupOutcome(tuple(stages))
 
@@ -224,13 +248,10 @@ class VenvEnvironment:
         )
 
     def snippet_path(self) -> str | None:
-        if self.snippet is None or self.root is None:
-            return None
-        return str(self.root / "snippet.py")
+        return _host_snippet_path(self.root, self.snippet)
 
     def close(self) -> None:
-        if self.root is not None and not self.keep:
-            shutil.rmtree(self.root, ignore_errors=True)
+        _remove_workdir(self.root, keep=self.keep)
 
 
 def _exited_ok(outcome: ChildOutcome) -> bool:
@@ -255,15 +276,12 @@ class ExistingEnvironment:
         return f"existing interpreter {self.python}"
 
     def prepare(self, watchdog: Watchdog) -> SetupOutcome:
-        self.root = Path(tempfile.mkdtemp(prefix="archwheel-smoke-"))
-        (self.root / PAYLOAD_NAME).write_bytes(payload_source())
-        if self.snippet is not None:
-            shutil.copyfile(self.snippet, self.root / "snippet.py")
+        self.root = _new_workdir(self.snippet)
         check = ChildCommand(
             "check-python", (self.python, "-c", "import sys"), timeout=120, expects_result=False
         )
-        stages = [("check-python", watchdog.run(check))]
-        if not _exited_ok(stages[-1][1]):
+        stages: list[tuple[str, ChildOutcome]] = []
+        if not _run_stage(watchdog, stages, check):
             return _failed(stages, f"the interpreter {self.python} cannot run")
         return SetupOutcome(tuple(stages))
 
@@ -283,13 +301,10 @@ class ExistingEnvironment:
         )
 
     def snippet_path(self) -> str | None:
-        if self.snippet is None or self.root is None:
-            return None
-        return str(self.root / "snippet.py")
+        return _host_snippet_path(self.root, self.snippet)
 
     def close(self) -> None:
-        if self.root is not None:
-            shutil.rmtree(self.root, ignore_errors=True)
+        _remove_workdir(self.root)
 
 
 # --------------------------------------------------------------------------------------------
@@ -408,11 +423,8 @@ class ContainerEnvironment:
 
     # -- prepare --------------------------------------------------------------------------------
     def prepare(self, watchdog: Watchdog) -> SetupOutcome:
-        self.root = Path(tempfile.mkdtemp(prefix="archwheel-smoke-"))
+        self.root = _new_workdir(self.snippet)
         self.root.chmod(0o755)
-        (self.root / PAYLOAD_NAME).write_bytes(payload_source())
-        if self.snippet is not None:
-            shutil.copyfile(self.snippet, self.root / "snippet.py")
         stages: list[tuple[str, ChildOutcome]] = []
         problem = self._check_engine(stages)
         if problem is None and not self.no_gpu_request_for_tests:
@@ -450,10 +462,9 @@ class ContainerEnvironment:
         argv = self._run_argv(
             "gpu-attach", ("python3", "-c", "pass"), gpu=True, network="none", env={}
         )
-        stages.append(("gpu-attach", watchdog.run(self._child("gpu-attach", argv, timeout=300))))
-        outcome = stages[-1][1]
-        if _exited_ok(outcome):
+        if _run_stage(watchdog, stages, self._child("gpu-attach", argv, timeout=300)):
             return None
+        outcome = stages[-1][1]
         if outcome.status is ChildStatus.EXITED and outcome.returncode == 127:
             # 127: the container was set up (GPU included) but python3 is not in the image:
             # the image is wrong, not the GPU. (126 is no such proof: podman reports an
@@ -490,10 +501,8 @@ class ContainerEnvironment:
             env=env,
             extra_mounts=mounts,
         )
-        stages.append(
-            ("install", watchdog.run(self._child("install", argv, timeout=self.install_timeout)))
-        )
-        if not _exited_ok(stages[-1][1]):
+        install = self._child("install", argv, timeout=self.install_timeout)
+        if not _run_stage(watchdog, stages, install):
             return _failed(stages, "installing the wheels in the container failed")
         return SetupOutcome(tuple(stages))
 
@@ -528,5 +537,4 @@ class ContainerEnvironment:
         return f"{CONTAINER_WORKDIR}/snippet.py" if self.snippet is not None else None
 
     def close(self) -> None:
-        if self.root is not None and not self.keep:
-            shutil.rmtree(self.root, ignore_errors=True)
+        _remove_workdir(self.root, keep=self.keep)

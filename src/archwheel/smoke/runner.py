@@ -17,7 +17,7 @@ from archwheel.binary.model import InputInventory
 from archwheel.binary.scan.inputs import scan_installed, scan_path
 from archwheel.binary.wheelmeta import WheelMetadata, read_wheel_metadata
 from archwheel.effects.watchdog import ChildOutcome, ChildStatus, Watchdog
-from archwheel.facts.versions import ComputeCapability, DriverVersion
+from archwheel.facts.versions import ComputeCapability, DriverVersion, parse_or_none
 from archwheel.smoke.environments import SetupOutcome, SmokeEnvironment
 from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.compat.judge import judge_input
@@ -161,7 +161,7 @@ def _run(
     if not device_rows:
         return state.report(SmokeVerdict.NO_DEVICE, _no_device_message(probe, settings.devices))
 
-    driver = _driver(probe.get("driver_version"))
+    driver = parse_or_none(DriverVersion.parse, probe.get("driver_version"))
     state.devices = tuple(_device_report(row, probe, driver, can_run) for row in device_rows)
     snippet = environment.snippet_path()
     step_names = (*settings.steps, *((SNIPPET_STEP,) if snippet else ()))
@@ -254,10 +254,7 @@ def _device_report(
     can_run: CanRun | None,
 ) -> DeviceReport:
     cc_text = str(row.get("cc", ""))
-    try:
-        cc: ComputeCapability | None = ComputeCapability.parse(cc_text)
-    except Exception:
-        cc = None
+    cc = parse_or_none(ComputeCapability.parse, cc_text)
     arch_check = check_arch_list(probe.get("arch_list") or [], cc) if cc else None
     verdict = problem = None
     if cc is not None and can_run is not None:
@@ -275,15 +272,6 @@ def _device_report(
         can_run=verdict,
         can_run_problem=problem,
     )
-
-
-def _driver(text: object) -> DriverVersion | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return DriverVersion.parse(text)
-    except Exception:
-        return None
 
 
 def _no_device_message(probe: Mapping[str, Any], wanted: tuple[int, ...] | None) -> str:

@@ -156,16 +156,12 @@ class CrossCheckReport:
     def to_json_dict(self) -> dict[str, Any]:
         def row(r: CountRow) -> dict[str, Any]:
             return {
-                "library": r.library, "section": r.section, "kind": r.kind.value,
-                "arch": r.arch, "archwheel": r.archwheel, "cuobjdump": r.cuobjdump,
+                **_place(r), "archwheel": r.archwheel, "cuobjdump": r.cuobjdump,
                 "archwheel_archs": list(r.archwheel_archs),
             }  # fmt: skip
 
         def invisible(r: InvisibleRow) -> dict[str, Any]:
-            return {
-                "library": r.library, "section": r.section, "kind": r.kind.value,
-                "arch": r.arch, "count": r.count, "reason": r.reason,
-            }  # fmt: skip
+            return {**_place(r), "count": r.count, "reason": r.reason}
 
         return {
             "schema_version": CROSSCHECK_SCHEMA_VERSION,
@@ -178,6 +174,16 @@ class CrossCheckReport:
             "failures": [{"library": f.library, "message": f.message} for f in self.failures],
             "rows": [row(r) for r in self.rows],
         }
+
+
+def _place(r: CountRow | InvisibleRow) -> dict[str, Any]:
+    """Where a row's images are: library, section, kind and arch."""
+    return {"library": r.library, "section": r.section, "kind": r.kind.value, "arch": r.arch}
+
+
+def _place_order(r: CountRow | InvisibleRow) -> tuple[str, str, int, tuple[int, str]]:
+    """Rows by library, section, kind (SASS, PTX, LTO-IR), then arch number."""
+    return (r.library, r.section, _KIND_ORDER[r.kind], _arch_order(r.arch))
 
 
 # -- the comparison (pure) ------------------------------------------------------------------------
@@ -235,8 +241,8 @@ def compare_library(
         InvisibleRow(library, section, kind, arch, count, reason)
         for (section, kind, arch, reason), count in hidden.items()
     ]
-    rows.sort(key=lambda r: (r.library, r.section, _KIND_ORDER[r.kind], _arch_order(r.arch)))
-    invisible.sort(key=lambda r: (r.library, r.section, _KIND_ORDER[r.kind], _arch_order(r.arch)))
+    rows.sort(key=_place_order)
+    invisible.sort(key=_place_order)
     return rows, invisible
 
 

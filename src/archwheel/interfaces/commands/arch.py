@@ -33,7 +33,7 @@ from archwheel.interfaces.render.arch import (
     recommendation_table,
 )
 from archwheel.interfaces.render.arch_consumers import consumers_markdown, consumers_table
-from archwheel.interfaces.render.common import FORMATS, emit
+from archwheel.interfaces.render.common import FORMATS, emit, emit_result
 from archwheel.verdicts.compat.gpus import resolve_gpus
 from archwheel.verdicts.recommend import (
     ArchForms,
@@ -173,12 +173,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     rec = result
-    emit(
-        request.format,
-        rec,
-        lambda out: recommendation_table(rec, out),
-        lambda: recommendation_markdown(rec),
-    )
+    emit_result(request.format, rec, recommendation_table, recommendation_markdown)
     if request.archlist is not None:
         return EXIT_OK if all(c.mode != "none" for c in rec.coverage) else 1
     return EXIT_OK if rec.ok else EXIT_USAGE
@@ -244,10 +239,5 @@ def _with_size(rec: Recommendation, reference: Path | None) -> Recommendation:
 def run_gpus(args: argparse.Namespace) -> int:
     request = GpusRequest.from_args(args)
     catalog = GpuCatalog.load()
-    emit(
-        request.format,
-        catalog,
-        lambda out: gpu_catalog_table(catalog, out),
-        lambda: gpu_catalog_markdown(catalog),
-    )
+    emit_result(request.format, catalog, gpu_catalog_table, gpu_catalog_markdown)
     return EXIT_OK

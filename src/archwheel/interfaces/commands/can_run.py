@@ -12,7 +12,7 @@ from archwheel.errors import InputError
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.versions import CudaVersion, DriverVersion
 from archwheel.interfaces.render.can_run import can_run_markdown, can_run_table
-from archwheel.interfaces.render.common import FORMATS, emit
+from archwheel.interfaces.render.common import FORMATS, emit_result
 from archwheel.verdicts.compat.gpus import Gpu, resolve_gpus
 from archwheel.verdicts.compat.judge import judge_input
 from archwheel.verdicts.compat.report import CanRunReport, InputVerdicts, build_report
@@ -89,12 +89,7 @@ class CanRunRequest:
 def run(args: argparse.Namespace) -> int:
     request = CanRunRequest.from_args(args)
     report = can_run(request)
-    emit(
-        request.format,
-        report,
-        lambda out: can_run_table(report, out),
-        lambda: can_run_markdown(report),
-    )
+    emit_result(request.format, report, can_run_table, can_run_markdown)
     return report.exit_code
 
 

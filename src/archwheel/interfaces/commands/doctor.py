@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from archwheel.doctor.diagnose import run_doctor
 from archwheel.interfaces.commands.options import add_interpreter_option
-from archwheel.interfaces.render.common import FORMATS, emit
+from archwheel.interfaces.render.common import FORMATS, emit_result
 from archwheel.interfaces.render.doctor import doctor_markdown, doctor_table
 
 EXAMPLES = """\
@@ -84,10 +84,5 @@ def run(args: argparse.Namespace) -> int:
         audit=request.audit,
         python_timeout=request.timeout,
     )
-    emit(
-        request.format,
-        report,
-        lambda out: doctor_table(report, out),
-        lambda: doctor_markdown(report),
-    )
+    emit_result(request.format, report, doctor_table, doctor_markdown)
     return report.exit_code

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import base64
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata, sha256_file
-from archwheel.effects.files import write_json_atomic
+from archwheel.effects import files
+from archwheel.effects.files import record_form, write_json_atomic
 from archwheel.effects.host import PythonProbe
 from archwheel.errors import InputError, UsageError
 from archwheel.facts.catalog import load_facts
 from archwheel.interfaces.commands.options import add_interpreter_option
-from archwheel.interfaces.render.common import FORMATS, dump_json, emit
+from archwheel.interfaces.render.common import FORMATS, dump_json, emit_result
 from archwheel.interfaces.render.manifest import verify_markdown, verify_table, wrote_manifest
 from archwheel.verdicts.manifest import (
     FileFacts,
@@ -158,25 +157,16 @@ def _write_atomically(path: Path, document: object) -> None:
 
 def record_hash(path: str) -> str | None:
     """RECORD's hash form of a file: ``sha256=`` + urlsafe base64 without padding."""
-    digest = hashlib.sha256()
     try:
-        with Path(path).open("rb") as handle:
-            while block := handle.read(1 << 20):
-                digest.update(block)
+        return record_form(files.sha256_file(Path(path)))
     except OSError:
         return None
-    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
 
 
 def run_verify(args: argparse.Namespace) -> int:
     request = VerifyRequest.from_args(args)
     report = verify(request)
-    emit(
-        request.format,
-        report,
-        lambda out: verify_table(report, out),
-        lambda: verify_markdown(report),
-    )
+    emit_result(request.format, report, verify_table, verify_markdown)
     return report.exit_code
 
 

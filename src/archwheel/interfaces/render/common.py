@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol, TextIO, TypeVar
 
 from rich.console import Console
 
@@ -21,6 +21,9 @@ FORMATS = ("table", "json", "markdown")
 
 class JsonResult(Protocol):
     def to_json_dict(self) -> dict[str, Any]: ...
+
+
+R = TypeVar("R", bound=JsonResult)
 
 
 def console(stream: TextIO | None = None) -> Console:
@@ -90,6 +93,16 @@ def emit(
         sys.stdout.write(markdown())
     else:
         table(console())
+
+
+def emit_result(
+    fmt: str,
+    result: R,
+    table: Callable[[R, Console], None],
+    markdown: Callable[[R], str],
+) -> None:
+    """Print ``result`` in the requested format with its command's table and Markdown renderers."""
+    emit(fmt, result, lambda out: table(result, out), lambda: markdown(result))
 
 
 def cite(rule_id: str, facts: CudaFacts | None = None) -> str:
