@@ -106,16 +106,18 @@ SUBPROCESS_EXEMPT = {
 }
 
 
-def imports_subprocess(path: Path) -> bool:
+def imports_module(path: Path, module: str) -> bool:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import) and any(
-            a.name.split(".")[0] == "subprocess" for a in node.names
-        ):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == module for a in node.names):
             return True
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "subprocess":
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == module:
             return True
     return False
+
+
+def imports_subprocess(path: Path) -> bool:
+    return imports_module(path, "subprocess")
 
 
 def test_only_the_process_runner_imports_subprocess() -> None:
@@ -135,3 +137,13 @@ def test_subprocess_checker_sees_both_import_forms(tmp_path: Path) -> None:
     clean.write_text("from archwheel.effects.process import run_program\n")
     assert imports_subprocess(plain) and imports_subprocess(star)
     assert not imports_subprocess(clean)
+
+
+def test_no_argparse_below_the_interfaces() -> None:
+    """Commands turn argv into typed requests; nothing below interfaces/ sees argparse."""
+    found = {
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if imports_module(path, "argparse") and path.relative_to(PACKAGE).parts[0] != "interfaces"
+    }
+    assert found == SUBPROCESS_EXEMPT  # the payload script parses its own argv
