@@ -10,6 +10,7 @@ from here.
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,14 @@ def docker_engine() -> str:
     path = shutil.which("docker")
     assert path is not None
     return path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A shell without job control starts background jobs with SIGINT ignored, and Python then
+    # installs no KeyboardInterrupt handler (nor do the archwheel processes the tests start).
+    # The tests of Ctrl-C need it delivered as a terminal delivers it, wherever pytest runs.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

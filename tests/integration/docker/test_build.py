@@ -267,10 +267,11 @@ def test_wheel_missing_a_requested_arch_is_rejected_not_delivered(
 # -- interruptions ------------------------------------------------------------------------------
 
 
-def start_build(session: Session, out: Path, label: str) -> subprocess.Popen[str]:
-    # 8.6 alone is compiled by no other test: the compile is cold and lasts long enough.
+def start_build(session: Session, out: Path, label: str, arch: str) -> subprocess.Popen[str]:
+    # Each interrupted build compiles an arch no other test compiles: its compile is cold (a
+    # warm ccache would end it before the interrupt) and lasts long enough.
     return subprocess.Popen(
-        build_cmd(session, out, "--recipe", "example", "--arch", "8.6"),
+        build_cmd(session, out, "--recipe", "example", "--arch", arch),
         env={**session.env, "ARCHWHEEL_RUN_LABEL": label},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -293,14 +294,15 @@ def wait_for_compile(proc: subprocess.Popen[str]) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("how", "code"), [("kill-container", 5), ("sigint", 130), ("sigterm", 143)]
+    ("how", "code", "arch"),
+    [("kill-container", 5, "8.6"), ("sigint", 130, "8.9"), ("sigterm", 143, "10.3")],
 )
 def test_interrupted_build_leaves_no_container_and_no_wheel(
-    session: Session, tmp_path: Path, how: str, code: int
+    session: Session, tmp_path: Path, how: str, code: int, arch: str
 ) -> None:
     label = f"archwheel.test={uuid.uuid4().hex}"
     out = tmp_path / "dist"
-    proc = start_build(session, out, label)
+    proc = start_build(session, out, label, arch)
     try:
         wait_for_compile(proc)
         running = containers_with_label(["docker"], label)
