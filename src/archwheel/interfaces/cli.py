@@ -18,6 +18,7 @@ from pathlib import Path
 from archwheel import __version__
 from archwheel.errors import ArchwheelError
 from archwheel.exit_codes import EXIT_INTERRUPTED, EXIT_TOOL, EXIT_USAGE
+from archwheel.interfaces.render.common import literal
 
 # Sub-command modules, in the order `archwheel --help` lists them. Each defines
 # `register(subparsers) -> None`, which adds a parser whose default `func(args) -> int` runs it.
@@ -105,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ArchwheelError as exc:
         if os.environ.get("ARCHWHEEL_DEBUG"):
             raise
-        print(f"archwheel: error: {exc.one_line()}", file=sys.stderr)
+        print(f"archwheel: error: {literal(exc.one_line())}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("archwheel: interrupted", file=sys.stderr)
@@ -119,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("ARCHWHEEL_DEBUG"):
             raise
         print(
-            f"archwheel: internal error: {type(exc).__name__}: {exc} "
+            f"archwheel: internal error: {type(exc).__name__}: {literal(exc)} "
             "(this is a bug; rerun with ARCHWHEEL_DEBUG=1 for the traceback)",
             file=sys.stderr,
         )
