@@ -49,6 +49,7 @@ from archwheel.binary.model import (
 from archwheel.binary.payload import MAX_DEEP_PAYLOAD, check_payload
 from archwheel.binary.stream import Need, Parser, ParserOutcome, StreamMux
 from archwheel.binary.zipread import Member, MemberError, member_chunks
+from archwheel.effects.files import check_regular, open_regular
 from archwheel.facts.arch import CodeKind, Target, Variant
 from archwheel.facts.versions import ComputeCapability
 
@@ -476,19 +477,26 @@ def problems_of(source: str, member: str | None, scan: BinaryScan) -> list[Probl
     return out
 
 
-def file_chunks(path: Path) -> Callable[[], Iterator[bytes]]:
-    """A file's bytes as ``scan_stream`` wants them: a fresh chunk iterator per call."""
+def file_chunks(path: Path, size: int | None = None) -> Callable[[], Iterator[bytes]]:
+    """A file's bytes as ``scan_stream`` wants them: a fresh chunk iterator per call.
+
+    Only regular files are opened (``NotRegularFile`` for FIFOs, devices, /proc); at most
+    ``size`` bytes are read (the size the scan was told), so a file that grows is not followed.
+    """
 
     def open_chunks() -> Iterator[bytes]:
-        with path.open("rb") as fh:
-            first = fh.read(64 << 10)
+        left = size if size is not None else -1
+        with open_regular(path) as fh:
+            first = fh.read(64 << 10 if left < 0 else min(left, 64 << 10))
             if not first:
                 return
+            left -= len(first)
             yield first
-            while True:
-                block = fh.read(FILE_CHUNK)
+            while left:
+                block = fh.read(FILE_CHUNK if left < 0 else min(left, FILE_CHUNK))
                 if not block:
                     return
+                left -= len(block)
                 yield block
 
     return open_chunks
@@ -524,8 +532,9 @@ def scan_file(
     """Scan one file on disk. Not a binary: no libraries and no problem."""
     shown = label or str(path)
     try:
-        size = path.stat().st_size
-        scan = scan_stream(shown, size, file_chunks(path), deep=deep)
+        status = path.stat()
+        check_regular(path, status)
+        scan = scan_stream(shown, status.st_size, file_chunks(path, status.st_size), deep=deep)
     except OSError as exc:
         return [], [Problem(shown, f"cannot read: {exc.strerror or exc}")]
     if scan is None:
