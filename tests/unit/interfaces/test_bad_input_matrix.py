@@ -265,3 +265,34 @@ def test_zip_with_struct_noise_never_crashes(tmp_path: Path) -> None:
         zf.writestr("pkg/libn.so", noise)
     with watchdog(60):
         assert _main(["audit", str(wheel)]) == ExitCode.INCOMPLETE
+
+
+def test_an_installed_distribution_is_read_only_inside_its_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from archwheel.binary.scan.inputs import scan_installed
+
+    site = tmp_path / "site"
+    package = site / "demo"
+    package.mkdir(parents=True)
+    (package / "libreal.so").write_bytes(elf64([(".nv_fatbin", container(Entry(sm=80)))]))
+    outside = tmp_path / "elsewhere.so"
+    outside.write_bytes(elf64([(".nv_fatbin", container(Entry(sm=90)))]))
+    (package / "liblink.so").symlink_to(outside)
+    dist_info = site / "demo-1.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n")
+    record = [
+        "demo/libreal.so,,",
+        "demo/liblink.so,,",
+        "../elsewhere.so,,",
+        "../../../../../../../../proc/self/status,,",
+    ]
+    (dist_info / "RECORD").write_text("\n".join(record) + "\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    with watchdog(60):
+        inventory = scan_installed("demo", sys.executable)
+    assert [lib.path for lib in inventory.libraries] == ["libreal.so"]
+    assert any("outside the environment" in p.message for p in inventory.problems)
