@@ -34,7 +34,12 @@ the fatbin headers themselves (no CUDA toolkit needed, wheels are never extracte
 
 exit codes: 0 ok (or inventory only), 1 something requested is missing,
 3 the input could not be read completely (the report still shows what was read),
-2 usage error."""
+2 usage error.
+
+Only regular files are read (FIFOs, devices, /proc refused); links out of a directory input
+are not followed. Limits per binary: 65536 containers, 262144 fatbin entries (16384 per
+container); 20 problems per library and 200 per input are shown (docs/design.md, "Bad
+input"); reaching one is a problem naming the input and the limit (exit 3)."""
 
 EXAMPLES = """\
 examples:

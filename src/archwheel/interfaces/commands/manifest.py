@@ -60,6 +60,7 @@ installed versions, torch.version.cuda, the nvidia-*/cuda-* pins and the bytes o
 library with the tested wheels' RECORD hashes (--no-library-hashes skips the last).
 
 exit codes: 0 everything matches; 1 mismatches (all listed); 3 unreadable manifest or wheel
+(a manifest is a regular file of at most 16 MiB, nested at most 32 deep)
 """
 
 
