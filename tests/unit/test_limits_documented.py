@@ -60,6 +60,7 @@ def _module(short: str) -> str:
         "wheelmeta": "archwheel.binary.wheelmeta",
         "scan.binary": "archwheel.binary.scan.binary",
         "scan.inputs": "archwheel.binary.scan.inputs",
+        "scan.pool": "archwheel.binary.scan.pool",
         "verdicts.manifest": "archwheel.verdicts.manifest",
         "build.recipe": "archwheel.build.recipe",
         "build.source": "archwheel.build.source",

@@ -131,3 +131,19 @@ def test_overlapping_sections_answer_with_the_widest_at_the_lowest_offset() -> N
     struct.pack_into("<Q", data, shoff + 1 * 64 + 24, fatbin_offset)  # .data moved onto it
     libraries, _ = _scan(bytes(data))
     assert [e.section for e in libraries[0].entries] == [".nv_fatbin"]
+
+
+def test_entries_per_input_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each member stays under the per-binary bound; together they would not (a small wheel of
+    # many such members). The members left when the input's bound is reached are not scanned.
+    from archwheel.binary.scan import pool
+
+    monkeypatch.setattr(pool, "MAX_ENTRIES_PER_INPUT", 50)
+    lib = elf64([(".nv_fatbin", container(*[Entry(sm=80, payload=b"")] * 20))])
+    wheel = write_zip(
+        tmp_path / "w-1-py3-none-any.whl", [(f"pkg/lib{i}.so", lib) for i in range(10)]
+    )
+    inventory: InputInventory = run_bounded(lambda: scan_path(wheel, workers=1), 1 << 20)
+    assert len(inventory.libraries) == 3  # 20 + 20 + 20 > 50: the third is the last one kept
+    [limit] = [p for p in inventory.problems if "(limit" in p.message]
+    assert "more than 50 fatbin entries in this input: 7 members not scanned" in limit.message

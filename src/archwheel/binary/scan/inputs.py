@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from archwheel.binary.model import InputInventory, LibraryInventory, Problem, Severity
+from archwheel.binary.scan import pool
 from archwheel.binary.scan.binary import (
     BinaryScan,
     file_chunks,
@@ -151,12 +152,21 @@ def scan_wheel(
     progress = _Progress(sum(m.size for m in members), on_progress)
     results = scan_members(path, reader.archive_size, members, progress.set, workers, deep=deep)
 
+    unscanned = [m.name for i, m in enumerate(members) if i not in results]
     for index, member in enumerate(members):
+        if index not in results:
+            continue
         scan, error = results[index]
         if error:
             found.problem(error, member.name)
         else:
             found.add(member.name, scan)
+    if unscanned:
+        found.problem(
+            f"more than {pool.MAX_ENTRIES_PER_INPUT} fatbin entries in this input: "
+            f"{len(unscanned)} members not scanned (limit; first: {unscanned[0]})",
+            unscanned[0],
+        )
     return found.inventory("wheel", {"file": path.name})
 
 
