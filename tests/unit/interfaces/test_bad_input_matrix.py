@@ -296,3 +296,17 @@ def test_an_installed_distribution_is_read_only_inside_its_environment(
         inventory = scan_installed("demo", sys.executable)
     assert [lib.path for lib in inventory.libraries] == ["libreal.so"]
     assert any("outside the environment" in p.message for p in inventory.problems)
+
+
+def test_a_very_deep_directory_input_is_walked(tmp_path: Path) -> None:
+    from archwheel.binary.scan.inputs import scan_directory
+
+    folder = tmp_path
+    for _ in range(1500):  # deeper than Python's recursion limit
+        folder = folder / "d"
+        folder.mkdir()
+    (folder / "libdeep.so").write_bytes(elf64([(".nv_fatbin", container(Entry(sm=80)))]))
+    with watchdog(60):
+        inventory = scan_directory(tmp_path)
+    [lib] = inventory.libraries
+    assert lib.path.endswith("d/libdeep.so") and [e.arch for e in lib.entries] == ["sm_80"]

@@ -170,6 +170,32 @@ def scan_wheel(
     return found.inventory("wheel", {"file": path.name})
 
 
+def _folders(root: Path) -> Iterator[tuple[str, list[str]]]:
+    """``os.walk`` top-down (sorted, links to folders not followed), without recursion: a tree
+    thousands of folders deep is walked like any other. Unreadable folders are skipped."""
+    pending = [str(root)]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as entries:
+                listed = list(entries)
+        except OSError:
+            continue
+        subfolders: list[tuple[str, str]] = []
+        files: list[str] = []
+        for entry in listed:
+            try:
+                is_folder = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_folder:
+                subfolders.append((entry.name, entry.path))
+            else:
+                files.append(entry.name)
+        yield folder, sorted(files)
+        pending.extend(path for _, path in sorted(subfolders, reverse=True))
+
+
 def _walk(root: Path, found: _Found) -> Iterator[Path]:
     """Regular files under ``root``, sorted, without following directory links.
 
@@ -177,9 +203,8 @@ def _walk(root: Path, found: _Found) -> Iterator[Path]:
     never makes archwheel read outside it. FIFOs, devices and sockets are not inputs.
     """
     inside = root.resolve()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames.sort()
-        for name in sorted(filenames):
+    for dirpath, filenames in _folders(root):
+        for name in filenames:
             candidate = Path(dirpath) / name
             try:
                 status = candidate.lstat()
