@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from archwheel.binary.elf import (
     ELF_MAGIC,
+    MAX_NAME,
     MAX_SHSTRTAB,
     FormatError,
     Section,
@@ -246,8 +247,9 @@ def ar_layout(size: int) -> LayoutParser:
             member_size -= name_len
         elif raw_name.startswith("/") and raw_name[1:].isdigit():
             index = int(raw_name[1:])
-            end = long_names.find(b"/\n", index)
-            name = long_names[index : end if end >= 0 else None].decode("utf-8", "replace")
+            stop = min(len(long_names), index + MAX_NAME)
+            end = long_names.find(b"/\n", index, stop)
+            name = long_names[index : end if end >= 0 else stop].decode("utf-8", "replace")
             name = printable(name, 200)
         else:
             name = printable(raw_name.rstrip("/"), 200)

@@ -247,7 +247,8 @@ def scan_members(
     big = [i for i in by_size if members[i].compressed_size >= PARALLEL_MIN_COMPRESSED]
     if slots < 1 or len(big) < 2:
         big = []
-    small = [i for i in by_size if i not in set(big)]
+    chosen = set(big)
+    small = [i for i in by_size if i not in chosen]
     local_done = 0
     running: list[_Worker] = []
 
