@@ -76,6 +76,7 @@ COMMANDS: dict[str, Callable[[str], list[str]]] = {
     "verify": lambda x: ["verify", x],
     "build-recipe": lambda x: ["build", "--recipe", x, "--plan"],
     "arch": lambda x: ["arch", x],
+    "doctor-interpreter": lambda x: ["doctor", "--interpreter", x, "--timeout", "20"],
 }
 DOCUMENTED = {ExitCode.OK, ExitCode.VERDICT_FAILED, ExitCode.USAGE, ExitCode.INCOMPLETE}
 
