@@ -2,8 +2,8 @@
 
 Errors are caught here and only here: an ``ArchwheelError`` prints one line and exits with its
 class's code; an ``OSError`` that reaches here (a path the system refuses: too long, a loop of
-links, no permission, a full disk) prints one line and exits 3; any other exception is a bug and prints a one-line report (the traceback only with
-``ARCHWHEEL_DEBUG=1``). Ctrl-C exits 130.
+links, no permission, a full disk) prints one line and exits 3; any other exception is a bug
+and prints a one-line report (the traceback only with ``ARCHWHEEL_DEBUG=1``). Ctrl-C exits 130.
 """
 
 from __future__ import annotations

@@ -302,12 +302,20 @@ def test_an_installed_distribution_is_read_only_inside_its_environment(
 def test_a_very_deep_directory_input_is_walked(tmp_path: Path) -> None:
     from archwheel.binary.scan.inputs import scan_directory
 
-    folder = tmp_path
+    folders = [tmp_path / "d"]
     for _ in range(1500):  # deeper than Python's recursion limit
-        folder = folder / "d"
-        folder.mkdir()
-    (folder / "libdeep.so").write_bytes(elf64([(".nv_fatbin", container(Entry(sm=80)))]))
-    with watchdog(60):
-        inventory = scan_directory(tmp_path)
+        folders.append(folders[-1] / "d")
+    try:
+        for folder in folders:
+            folder.mkdir()
+        deep = folders[-1] / "libdeep.so"
+        deep.write_bytes(elf64([(".nv_fatbin", container(Entry(sm=80)))]))
+        with watchdog(60):
+            inventory = scan_directory(tmp_path)
+    finally:  # removed here: a recursive rmtree (pytest's clean-up) cannot go this deep
+        (folders[-1] / "libdeep.so").unlink(missing_ok=True)
+        for folder in reversed(folders):
+            if folder.exists():
+                folder.rmdir()
     [lib] = inventory.libraries
     assert lib.path.endswith("d/libdeep.so") and [e.arch for e in lib.entries] == ["sm_80"]
