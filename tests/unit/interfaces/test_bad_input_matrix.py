@@ -319,3 +319,27 @@ def test_a_very_deep_directory_input_is_walked(tmp_path: Path) -> None:
                 folder.rmdir()
     [lib] = inventory.libraries
     assert lib.path.endswith("d/libdeep.so") and [e.arch for e in lib.entries] == ["sm_80"]
+
+
+def test_output_into_a_fifo_or_through_a_link_is_written_not_replaced(tmp_path: Path) -> None:
+    import stat
+    import threading
+
+    wheel = _small_wheel(tmp_path)
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    with watchdog(60):
+        assert _main(["audit", str(wheel), "--format", "json", "-o", str(fifo)]) == 0
+        reader.join()
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)  # still a FIFO: written into, not replaced
+    assert json.loads(received[0])["inputs"][0]["libraries"][0]["path"] == "demo/libx.so"
+
+    target = tmp_path / "real-report.txt"
+    target.write_text("old")
+    link = tmp_path / "report-link.txt"
+    link.symlink_to(target)
+    assert _main(["audit", str(wheel), "-o", str(link)]) == 0
+    assert link.is_symlink() and "demo/libx.so" in target.read_text()

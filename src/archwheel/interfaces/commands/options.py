@@ -8,6 +8,7 @@ stays as a hidden alias that warns. ``--index-url URL`` replaces the package ind
 from __future__ import annotations
 
 import argparse
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -75,10 +76,20 @@ def check_output(path: Path) -> None:
 
 
 def write_output(path: Path, text: str) -> None:
-    """Write an ``-o FILE`` atomically: a reader sees the old file or the whole new one."""
+    """Write an ``-o FILE``: a regular file (or none yet) atomically, so that a reader sees the
+    old file or the whole new one; through a link, the file it points at. Anything else the
+    user named (``/dev/stdout``, a FIFO, a device) is written into, never replaced."""
     check_output(path)
     try:
-        write_text_atomic(path, text)
+        try:
+            status = path.stat()
+        except FileNotFoundError:
+            status = None
+        if status is not None and not stat.S_ISREG(status.st_mode):
+            with path.open("w", encoding="utf-8") as out:
+                out.write(text)
+        else:
+            write_text_atomic(path.resolve() if path.is_symlink() else path, text)
     except OSError as exc:
         raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
