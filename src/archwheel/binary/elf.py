@@ -20,6 +20,7 @@ ET_NAMES = {1: "relocatable", 2: "executable", 3: "shared-object", 4: "core"}
 # (libtorch_cuda.so has 34 sections), low enough that a lying header cannot exhaust memory.
 MAX_SECTIONS = 65536
 MAX_SHSTRTAB = 16 << 20
+MAX_NAME = 1024  # bytes of one section or member name looked at (names are shown cut to 64-200)
 
 
 class FormatError(ValueError):
@@ -150,8 +151,15 @@ def section_count(header: ElfHeader, first: RawSection | None) -> tuple[int, int
 
 def printable(name: str, limit: int = 64) -> str:
     """A section name safe for a one-line message: control characters escaped, length capped."""
-    text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in name)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    head = name[:limit]  # only what can be shown is looked at (a name may be 16 MiB long)
+    text = (
+        head
+        if head.isprintable()
+        else "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in head)
+    )
+    if len(name) > limit or len(text) > limit:
+        return text[: limit - 3] + "..."
+    return text
 
 
 def name_sections(
@@ -165,9 +173,12 @@ def name_sections(
     sections: list[Section] = []
     for i, r in enumerate(raw):
         if r.name_offset < len(names):
-            end = names.find(b"\0", r.name_offset)
+            # Look for the end of the name within MAX_NAME bytes: a 16 MiB table without a NUL,
+            # searched from 65536 offsets, would be quadratic.
+            stop = min(len(names), r.name_offset + MAX_NAME)
+            end = names.find(b"\0", r.name_offset, stop)
             label = printable(
-                names[r.name_offset : end if end >= 0 else len(names)].decode("utf-8", "replace")
+                names[r.name_offset : end if end >= 0 else stop].decode("utf-8", "replace")
             )
         else:
             label = f"<section {i}>" if i else ""

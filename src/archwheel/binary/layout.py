@@ -7,12 +7,15 @@ member object file, an ELF file or a raw fatbin a single unit.
 
 from __future__ import annotations
 
+import bisect
+import functools
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from archwheel.binary.elf import (
     ELF_MAGIC,
+    MAX_NAME,
     MAX_SHSTRTAB,
     FormatError,
     Section,
@@ -31,6 +34,8 @@ from archwheel.binary.stream import Need
 AR_MAGIC = b"!<arch>\n"
 AR_THIN_MAGIC = b"!<thin>\n"
 AR_HEADER_SIZE = 60
+# The most members of one ar archive read as libraries: far above any real static library.
+MAX_AR_MEMBERS = 65536
 FATBIN_SECTIONS = frozenset({".nv_fatbin", "__nv_relfatbin"})
 RAW_FATBIN_SECTION = "(fatbin)"
 NO_SECTION = "(no section)"
@@ -71,10 +76,25 @@ class Unit:
     problems: tuple[Note, ...] = ()
 
     def section_at(self, offset: int) -> Section | None:
-        for s in self.sections:
-            if s.has_file_data and s.offset <= offset < s.end:
-                return s
+        """The section holding ``offset``: a binary search (a library may have 65536 sections).
+
+        Sections overlapping an earlier one (malformed files only) are not answered.
+        """
+        starts, kept = self._section_index
+        i = bisect.bisect_right(starts, offset) - 1
+        if i >= 0 and offset < kept[i].end:
+            return kept[i]
         return None
+
+    @functools.cached_property
+    def _section_index(self) -> tuple[list[int], list[Section]]:
+        kept: list[Section] = []
+        for s in sorted(
+            (s for s in self.sections if s.has_file_data), key=lambda s: (s.offset, -s.size)
+        ):
+            if not kept or s.offset >= kept[-1].end:
+                kept.append(s)
+        return [s.offset for s in kept], kept
 
 
 @dataclass(frozen=True)
@@ -84,10 +104,17 @@ class FileLayout:
     problems: tuple[Note, ...] = ()
 
     def unit_at(self, offset: int) -> Unit | None:
-        for u in self.units:
-            if u.start <= offset < u.end:
-                return u
+        """The unit holding ``offset`` (units never overlap: an archive's members follow on)."""
+        starts, ordered = self._unit_index
+        i = bisect.bisect_right(starts, offset) - 1
+        if i >= 0 and offset < ordered[i].end:
+            return ordered[i]
         return None
+
+    @functools.cached_property
+    def _unit_index(self) -> tuple[list[int], list[Unit]]:
+        ordered = sorted(self.units, key=lambda u: u.start)
+        return [u.start for u in ordered], ordered
 
 
 LayoutParser = Generator[Need, bytes, FileLayout]
@@ -187,10 +214,18 @@ def ar_layout(size: int) -> LayoutParser:
             problems.append(Note(Severity.ERROR, f"damaged archive member header at {pos}"))
             break
         raw_name = header[:16].decode("ascii", "replace").rstrip()
-        try:
-            member_size = int(header[48:58].decode("ascii").strip() or "0")
-        except ValueError:
+        member_size = _decimal(header[48:58])
+        if member_size is None:
+            # Only plain decimal digits: "-60" would walk backwards and never end.
             problems.append(Note(Severity.ERROR, f"archive member at {pos}: invalid size"))
+            break
+        if len(units) >= MAX_AR_MEMBERS:
+            problems.append(
+                Note(
+                    Severity.ERROR,
+                    f"more than {MAX_AR_MEMBERS} archive members: the rest are not read (limit)",
+                )
+            )
             break
         data = pos + AR_HEADER_SIZE
         if data + member_size > size:
@@ -205,18 +240,16 @@ def ar_layout(size: int) -> LayoutParser:
             long_names = yield Need(data, min(member_size, MAX_SHSTRTAB))
             name = ""
         elif raw_name.startswith("#1/"):  # BSD: the name follows the header
-            try:
-                name_len = int(raw_name[3:])
-            except ValueError:
-                name_len = 0
+            name_len = min(_decimal(raw_name[3:].encode()) or 0, member_size)
             name_bytes = yield Need(data, min(name_len, 4096))
             name = printable(name_bytes.rstrip(b"\0").decode("utf-8", "replace"), 200)
             data += name_len
             member_size -= name_len
         elif raw_name.startswith("/") and raw_name[1:].isdigit():
             index = int(raw_name[1:])
-            end = long_names.find(b"/\n", index)
-            name = long_names[index : end if end >= 0 else None].decode("utf-8", "replace")
+            stop = min(len(long_names), index + MAX_NAME)
+            end = long_names.find(b"/\n", index, stop)
+            name = long_names[index : end if end >= 0 else stop].decode("utf-8", "replace")
             name = printable(name, 200)
         else:
             name = printable(raw_name.rstrip("/"), 200)
@@ -228,5 +261,16 @@ def ar_layout(size: int) -> LayoutParser:
             elif head.startswith(CONTAINER_MAGIC_BYTES):
                 section = Section(RAW_FATBIN_SECTION, 1, data, member_size)
                 units.append(Unit(name, data, data + member_size, "fatbin", (section,)))
-        pos = data + member_size + (member_size & 1)
+        # Always forward: the next header starts after this one and its (non-negative) data.
+        pos = max(data + member_size + (member_size & 1), pos + AR_HEADER_SIZE)
     return FileLayout("ar", tuple(units), tuple(problems))
+
+
+def _decimal(field: bytes) -> int | None:
+    """An ar header's decimal number field: ASCII digits, space-padded; None when it is not."""
+    text = field.strip(b" ")
+    if not text:
+        return 0
+    if not text.isdigit():  # bytes.isdigit: ASCII digits only, no sign, no underscores
+        return None
+    return int(text)

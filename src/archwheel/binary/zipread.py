@@ -135,7 +135,11 @@ def member_chunks(
             f"declares {member.size} bytes uncompressed, above the limit of "
             f"{max_member_bytes} (zip bomb?)"
         )
-    with path.open("rb") as fh:
+    try:
+        handle = path.open("rb")
+    except OSError as exc:  # deleted or replaced while the wheel is scanned
+        raise MemberError(f"cannot read the archive: {exc.strerror or exc}") from None
+    with handle as fh:
         fh.seek(member.header_offset)
         header = fh.read(LOCAL_HEADER.size)
         if len(header) < LOCAL_HEADER.size or header[:4] != LOCAL_SIGNATURE:

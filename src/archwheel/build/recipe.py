@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
+import stat
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,13 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from archwheel.effects.files import (
+    FileTooLarge,
+    check_regular,
+    is_pseudo,
+    nesting_depth,
+    read_regular,
+)
 from archwheel.errors import ArchListError, RecipeError, UsageError
 from archwheel.facts import arch_grammars
 from archwheel.facts.arch import ArchList
@@ -39,6 +47,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 RECIPE_SCHEMA_VERSION = 1
 MAX_RECIPE_BYTES = 1 << 20
+MAX_RECIPE_NESTING = 16  # tables and arrays inside each other (a real recipe nests 3 deep)
 
 RecipeKind = Literal["pytorch", "extension"]
 SourceKind = Literal["path", "git", "sdist"]
@@ -319,11 +328,11 @@ def load_recipe(path: Path, facts: CudaFacts | None = None) -> Recipe:
     facts = facts or load_facts()
     path = path.resolve()
     try:
-        if path.stat().st_size > MAX_RECIPE_BYTES:
-            raise RecipeError(f"{path}: larger than {MAX_RECIPE_BYTES} bytes; not a recipe")
-        raw = path.read_bytes()
+        raw = read_regular(path, MAX_RECIPE_BYTES)  # FIFOs, devices, /proc refused by type
     except FileNotFoundError:
         raise RecipeError(f"recipe file {path} does not exist") from None
+    except FileTooLarge:
+        raise RecipeError(f"{path}: larger than {MAX_RECIPE_BYTES} bytes; not a recipe") from None
     except OSError as exc:
         raise RecipeError(f"cannot read recipe {path}: {exc.strerror or exc}") from None
     try:
@@ -332,6 +341,12 @@ def load_recipe(path: Path, facts: CudaFacts | None = None) -> Recipe:
         raise RecipeError(f"{path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise RecipeError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise RecipeError(f"{path}: nested deeper than the limit of {MAX_RECIPE_NESTING}") from None
+    except ValueError as exc:  # an integer of thousands of digits
+        raise RecipeError(f"{path}: invalid TOML: {exc}") from None
+    if nesting_depth(data, MAX_RECIPE_NESTING) > MAX_RECIPE_NESTING:
+        raise RecipeError(f"{path}: nested deeper than the limit of {MAX_RECIPE_NESTING}")
     return parse_recipe(data, origin=path, raw=raw, facts=facts)
 
 
@@ -423,8 +438,14 @@ def _parse_source(table: _Table, origin: Path) -> SourceSpec:
             if table.has(key):
                 raise table.error(key, "only valid with git (ref) or sdist (sha256)")
         folder = (origin.parent / table.text("path", required=True)).resolve()
-        if not folder.is_dir():
+        try:
+            status = folder.stat()
+        except OSError:
+            raise table.error("path", f"{folder} is not a folder") from None
+        if not stat.S_ISDIR(status.st_mode):
             raise table.error("path", f"{folder} is not a folder")
+        if folder == Path(folder.anchor) or is_pseudo(status):
+            raise table.error("path", f"{folder} cannot be a source folder (a filesystem root)")
         return SourceSpec("path", path=folder, submodules=submodules)
     if given[0] == "git":
         url = table.text("git", required=True)
@@ -446,11 +467,19 @@ def _parse_source(table: _Table, origin: Path) -> SourceSpec:
     if table.has("ref"):
         raise table.error("ref", "only valid with git")
     local: Path | None = None
-    if "://" not in sdist:
-        local = (origin.parent / sdist).resolve()
-        if not local.is_file():
-            raise table.error("sdist", f"{local} is not a file (or give an https:// URL)")
-        sdist = str(local)
+    if "://" not in sdist or sdist.startswith("file://"):
+        given_file = (origin.parent / sdist.removeprefix("file://")).resolve()
+        try:
+            check_regular(given_file, given_file.stat())
+        except FileNotFoundError:
+            raise table.error("sdist", f"{given_file} does not exist") from None
+        except OSError as exc:
+            raise table.error(
+                "sdist", f"{given_file}: {exc.strerror or exc} (or give an https:// URL)"
+            ) from None
+        if "://" not in sdist:
+            local = given_file
+            sdist = str(local)
     elif not sdist.startswith(("https://", "http://", "file://")):
         raise table.error("sdist", "must be an https://, http:// or file:// URL, or a local path")
     return SourceSpec("sdist", path=local, sdist=sdist, sha256=digest, submodules=submodules)

@@ -31,8 +31,8 @@ from archwheel.build.recipe import SourceSpec
 from archwheel.effects.files import (
     OversizedMember,
     atomic_writer,
-    copy_file_atomic,
     extract_member,
+    open_regular,
     sha256_file,
 )
 from archwheel.effects.process import Echo, echo_to_stderr, last_line, run_program
@@ -41,6 +41,7 @@ from archwheel.errors import BuildError, InputError, ToolError, UsageError
 ZIP_EPOCH_MIN = 315532800  # 1980-01-01: the earliest timestamp a zip entry can carry
 MAX_SDIST_BYTES = 4 << 30
 MAX_SDIST_MEMBERS = 500_000
+MAX_UNPACKED_BYTES = 8 << 30  # the members' sizes added up: a sparse 10 GB member is refused
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _COMPLETE = ".archwheel-complete"  # the marker of a finished cache folder
 _SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".nox", ".venv", ".mypy_cache"})
@@ -313,7 +314,7 @@ def _resolve_sdist(
 
 def _fetch(location: str, target: Path, echo: Echo | None) -> None:
     if "://" not in location or location.startswith("file://"):
-        copy_file_atomic(Path(location.removeprefix("file://")), target)
+        _copy_local(Path(location.removeprefix("file://")), target)
         return
     if echo:
         echo(f"+ download {location}")
@@ -333,6 +334,20 @@ def _fetch(location: str, target: Path, echo: Echo | None) -> None:
         raise ToolError(f"could not download {location}: {exc}") from None
 
 
+def _copy_local(source: Path, target: Path) -> None:
+    """Copy a local sdist into the cache: a regular file of at most ``MAX_SDIST_BYTES``."""
+    try:
+        with open_regular(source) as src, atomic_writer(target) as dst:
+            copied = 0
+            while block := src.read(1 << 20):
+                copied += len(block)
+                if copied > MAX_SDIST_BYTES:
+                    raise InputError(f"{source} is larger than {MAX_SDIST_BYTES} bytes")
+                dst.write(block)
+    except OSError as exc:
+        raise InputError(f"sdist {source}: cannot read: {exc.strerror or exc}") from None
+
+
 def _safe_member(name: str, archive: Path) -> PurePosixPath:
     path = PurePosixPath(name)
     if path.is_absolute() or ".." in path.parts or name.startswith(("/", "\\")) or "\\" in name:
@@ -343,9 +358,22 @@ def _safe_member(name: str, archive: Path) -> PurePosixPath:
 def safe_unpack(archive: Path, target: Path) -> int:
     """Unpack a .tar.gz/.tar.bz2/.tar.xz/.zip sdist into ``target``; return the newest mtime.
 
-    Only regular files and folders are written; links, devices and names that would leave
-    ``target`` raise ``InputError``.
+    Only regular files and folders are written; links, devices, names that would leave
+    ``target``, members that cannot be written (a file where a folder is), and more than
+    ``MAX_SDIST_MEMBERS`` members or ``MAX_UNPACKED_BYTES`` bytes raise ``InputError``.
     """
+    try:
+        return _unpack(archive, target)
+    except OSError as exc:
+        raise InputError(
+            f"{archive}: cannot unpack ({exc.strerror or exc}); refusing to build it"
+        ) from None
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
+        raise InputError(f"{archive}: damaged archive ({exc}); refusing to build it") from None
+
+
+def _unpack(archive: Path, target: Path) -> int:
+    unpacked = 0
     newest = 0
     count = 0
     if zipfile.is_zipfile(archive):
@@ -356,6 +384,9 @@ def safe_unpack(archive: Path, target: Path) -> int:
                     raise InputError(f"{archive}: more than {MAX_SDIST_MEMBERS} members")
                 rel = _safe_member(info.filename, archive)
                 dest = target.joinpath(*rel.parts)
+                unpacked += info.file_size
+                if unpacked > MAX_UNPACKED_BYTES:
+                    raise InputError(f"{archive}: unpacks to more than {MAX_UNPACKED_BYTES} bytes")
                 if info.is_dir():
                     dest.mkdir(parents=True, exist_ok=True)
                     continue
@@ -381,6 +412,9 @@ def safe_unpack(archive: Path, target: Path) -> int:
             if not rel.parts:
                 continue
             dest = target.joinpath(*rel.parts)
+            unpacked += max(0, member.size)
+            if unpacked > MAX_UNPACKED_BYTES:
+                raise InputError(f"{archive}: unpacks to more than {MAX_UNPACKED_BYTES} bytes")
             if member.isdir():
                 dest.mkdir(parents=True, exist_ok=True)
                 continue

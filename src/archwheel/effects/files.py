@@ -13,17 +13,131 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
+import functools
 import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO
 
 HASH_BLOCK = 1 << 20
+# Filesystems whose files report a size they do not have, block, or never end.
+PSEUDO_FILESYSTEMS = ("/proc", "/sys")
+
+
+class NotRegularFile(OSError):
+    """An input that is not a regular file: a FIFO, a device, a socket, a directory, or a
+    pseudo-file of /proc or /sys (refused by type, never by its size)."""
+
+    def __init__(self, path: Path | str, what: str) -> None:
+        super().__init__(errno.EINVAL, f"not a regular file ({what}): only regular files are read")
+        self.filename = str(path)
+
+
+class FileTooLarge(OSError):
+    """A file above the size a caller accepts for it."""
+
+    def __init__(self, path: Path | str, limit: int) -> None:
+        super().__init__(errno.EFBIG, f"larger than the limit of {limit} bytes")
+        self.filename = str(path)
+
+
+def kind_of(mode: int) -> str:
+    """What ``st_mode`` describes, in words."""
+    for test, word in (
+        (stat.S_ISREG, "regular file"),
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISLNK, "symbolic link"),
+    ):
+        if test(mode):
+            return word
+    return "special file"
+
+
+@functools.cache
+def _pseudo_devices() -> frozenset[int]:
+    """The devices of /proc and /sys where they are mounted (not merely folders of /)."""
+    devices = set()
+    with contextlib.suppress(OSError):
+        plain = Path("/").stat().st_dev
+        for root in PSEUDO_FILESYSTEMS:
+            with contextlib.suppress(OSError):
+                device = Path(root).stat().st_dev
+                if device != plain:
+                    devices.add(device)
+    return frozenset(devices)
+
+
+def is_pseudo(status: os.stat_result) -> bool:
+    """Whether ``status`` is of a file or folder of /proc or /sys."""
+    return status.st_dev in _pseudo_devices()
+
+
+def check_regular(path: Path | str, status: os.stat_result) -> None:
+    """Raise ``NotRegularFile`` unless ``status`` (of ``path``) is a real regular file."""
+    if not stat.S_ISREG(status.st_mode):
+        raise NotRegularFile(path, kind_of(status.st_mode))
+    if is_pseudo(status):
+        raise NotRegularFile(path, "a pseudo-file of " + " or ".join(PSEUDO_FILESYSTEMS))
+
+
+@contextlib.contextmanager
+def open_regular(path: Path | str) -> Iterator[BinaryIO]:
+    """Open a regular file for reading, refusing special files by type (``NotRegularFile``).
+
+    The open itself never blocks (``O_NONBLOCK``: a FIFO put in the file's place between a
+    check and the open cannot stall), and the type is checked on the open descriptor.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        check_regular(path, os.fstat(fd))
+        os.set_blocking(fd, True)
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
+        yield handle
+
+
+def nesting_depth(document: object, stop: int) -> int:
+    """How deeply lists and dicts nest in a parsed JSON or TOML ``document`` (iteratively, so a
+    hostile document cannot exhaust the stack); counting stops past ``stop``."""
+    deepest = 0
+    pending: list[tuple[object, int]] = [(document, 0)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, dict):
+            children: Iterator[object] = iter(value.values())
+        elif isinstance(value, list):
+            children = iter(value)
+        else:
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        if deepest > stop:
+            return deepest
+        pending.extend((child, depth) for child in children)
+    return deepest
+
+
+def read_regular(path: Path | str, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (``FileTooLarge`` above it)."""
+    with open_regular(path) as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise FileTooLarge(path, limit)
+    return data
 
 
 def sha256_stream(stream: IO[bytes]) -> str:

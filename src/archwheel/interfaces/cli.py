@@ -1,8 +1,9 @@
 """The ``archwheel`` command line: one sub-command per module in ``interfaces.commands``.
 
 Errors are caught here and only here: an ``ArchwheelError`` prints one line and exits with its
-class's code; any other exception is a bug and prints a one-line report (the traceback only with
-``ARCHWHEEL_DEBUG=1``). Ctrl-C exits 130.
+class's code; an ``OSError`` that reaches here (a path the system refuses: too long, a loop of
+links, no permission, a full disk) prints one line and exits 3; any other exception is a bug
+and prints a one-line report (the traceback only with ``ARCHWHEEL_DEBUG=1``). Ctrl-C exits 130.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 
 from archwheel import __version__
 from archwheel.errors import ArchwheelError
-from archwheel.exit_codes import EXIT_INTERRUPTED, EXIT_TOOL, EXIT_USAGE
+from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_TOOL, EXIT_USAGE
+from archwheel.interfaces.render.common import literal
 
 # Sub-command modules, in the order `archwheel --help` lists them. Each defines
 # `register(subparsers) -> None`, which adds a parser whose default `func(args) -> int` runs it.
@@ -111,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ArchwheelError as exc:
         if os.environ.get("ARCHWHEEL_DEBUG"):
             raise
-        print(f"archwheel: error: {exc.one_line()}", file=sys.stderr)
+        print(f"archwheel: error: {literal(exc.one_line())}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("archwheel: interrupted", file=sys.stderr)
@@ -121,11 +123,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             sys.stdout = Path(os.devnull).open("w")  # noqa: SIM115
         return 0
+    except OSError as exc:
+        # The system refused a path the user gave (too long a name, a loop of links, a full
+        # disk, no permission): the input or the machine, not a bug of archwheel.
+        if os.environ.get("ARCHWHEEL_DEBUG"):
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        reason = exc.strerror or str(exc)
+        print(f"archwheel: error: {literal(where + reason)}", file=sys.stderr)
+        return EXIT_INCOMPLETE
     except Exception as exc:
         if os.environ.get("ARCHWHEEL_DEBUG"):
             raise
         print(
-            f"archwheel: internal error: {type(exc).__name__}: {exc} "
+            f"archwheel: internal error: {type(exc).__name__}: {literal(exc)} "
             "(this is a bug; rerun with ARCHWHEEL_DEBUG=1 for the traceback)",
             file=sys.stderr,
         )

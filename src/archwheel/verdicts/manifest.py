@@ -25,12 +25,17 @@ from packaging.version import InvalidVersion, Version
 from archwheel import __version__
 from archwheel.binary.model import InputInventory
 from archwheel.binary.wheelmeta import WheelMetadata
+from archwheel.effects.files import nesting_depth
 from archwheel.errors import InputError
 from archwheel.facts.arch import CodeKind, Target
 
 MANIFEST_SCHEMA_VERSION = 1
 MANIFEST_KIND = "archwheel-manifest"
 VERIFY_SCHEMA_VERSION = 1
+# Bounds on a manifest read from a file (docs/design.md, "Bad input").
+MAX_MANIFEST_BYTES = 16 << 20
+MAX_NESTING = 32  # lists and objects inside each other (a real manifest nests 4 deep)
+MAX_FILE_NAME = 255
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _RECORD_HASH = re.compile(r"^sha256=[A-Za-z0-9_-]{43}$")
@@ -116,6 +121,14 @@ def load_manifest(text: str, origin: str) -> dict[str, Any]:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{origin}: not JSON: {exc}") from None
+    except RecursionError:
+        raise InputError(
+            f"{origin}: nested deeper than any manifest (limit {MAX_NESTING})"
+        ) from None
+    except ValueError as exc:  # an integer of thousands of digits
+        raise InputError(f"{origin}: not a manifest: {exc}") from None
+    if nesting_depth(doc, MAX_NESTING) > MAX_NESTING:
+        raise InputError(f"{origin}: nested deeper than the limit of {MAX_NESTING}")
     if not isinstance(doc, dict) or doc.get("kind") != MANIFEST_KIND:
         raise InputError(f"{origin}: not an archwheel manifest (kind != {MANIFEST_KIND!r})")
     if doc.get("schema_version") != MANIFEST_SCHEMA_VERSION:
@@ -143,8 +156,14 @@ def load_manifest(text: str, origin: str) -> dict[str, Any]:
         ):
             if not isinstance(wheel.get(key), kind) or isinstance(wheel.get(key), bool):
                 raise InputError(f"{where}.{key}: missing or not a {kind.__name__}")
-        if "/" in wheel["file"] or "\\" in wheel["file"] or wheel["file"] in ("", ".", ".."):
-            raise InputError(f"{where}.file: must be a bare file name, not {wheel['file']!r}")
+        if (
+            any(c in wheel["file"] for c in "/\\\0")
+            or wheel["file"] in ("", ".", "..")
+            or len(wheel["file"]) > MAX_FILE_NAME
+        ):
+            raise InputError(
+                f"{where}.file: must be a bare file name, not {wheel['file'][:MAX_FILE_NAME]!r}"
+            )
         if not _SHA256.match(wheel["sha256"]):
             raise InputError(f"{where}.sha256: not a hex sha256")
         for member, digest in wheel["native_libraries"].items():

@@ -10,7 +10,9 @@ Each container found becomes a ``FatbinContainer`` of the library, holding its e
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import itertools
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -47,6 +49,7 @@ from archwheel.binary.model import (
 from archwheel.binary.payload import MAX_DEEP_PAYLOAD, check_payload
 from archwheel.binary.stream import Need, Parser, ParserOutcome, StreamMux
 from archwheel.binary.zipread import Member, MemberError, member_chunks
+from archwheel.effects.files import check_regular, open_regular
 from archwheel.facts.arch import CodeKind, Target, Variant
 from archwheel.facts.versions import ComputeCapability
 
@@ -57,6 +60,26 @@ MAX_REPLAYS = 2
 MAX_PROBLEMS_PER_LIBRARY = 20
 # Gaps inside a fatbin section larger than this are bytes no valid container explains.
 ALIGNMENT_SLACK = 16
+# Bounds on what one binary's bytes can make the scanner hold (docs/design.md, "Bad input").
+# Real libraries are far below them: torch 2.14.1's biggest library has 475 containers of a
+# handful of entries each.
+MAX_CONTAINERS = 1 << 16  # container candidates (magic hits) examined per binary
+MAX_ENTRIES_PER_CONTAINER = 1 << 14
+MAX_ENTRIES = 1 << 18  # entries per binary, all containers together
+MAX_LIVE_PARSERS = 4096  # container parsers waiting for bytes at once
+
+
+class _Budget:
+    """What one binary's scan has spent of its bounds, and the limits it has hit (one note each)."""
+
+    def __init__(self) -> None:
+        self.candidates = 0
+        self.entries = 0
+        self.live = 0
+        self.hit: dict[str, str] = {}
+
+    def limit(self, key: str, message: str) -> None:
+        self.hit.setdefault(key, message)
 
 
 @dataclass
@@ -69,8 +92,20 @@ class _ContainerScan:
     payload_errors: tuple[str, ...] = ()  # --deep: payloads that disagree with their headers
 
 
-def _container_parser(offset: int, deep: bool = False) -> Parser:
-    raw = yield Need(offset, 16)
+def _container_parser(
+    offset: int, deep: bool = False, budget: _Budget | None = None, head: bytes = b""
+) -> Parser:
+    """Parse the container at ``offset``; ``head``: its 16 header bytes when already at hand."""
+    budget = budget or _Budget()
+    budget.live += 1
+    try:
+        return (yield from _container_entries(offset, deep, budget, head))
+    finally:
+        budget.live -= 1
+
+
+def _container_entries(offset: int, deep: bool, budget: _Budget, head: bytes) -> Parser:
+    raw = head if len(head) == 16 else (yield Need(offset, 16))
     header = parse_container_header(raw, offset)  # FormatError: not a container
     headers: list[EntryHeader] = []
     payload_errors: list[str] = []
@@ -93,7 +128,22 @@ def _container_parser(offset: int, deep: bool = False) -> Parser:
             return _ContainerScan(
                 offset, header.end, headers, str(exc), position, tuple(payload_errors)
             )
+        if len(headers) >= MAX_ENTRIES_PER_CONTAINER or budget.entries >= MAX_ENTRIES:
+            limit = (
+                f"more than {MAX_ENTRIES_PER_CONTAINER} entries in one container"
+                if len(headers) >= MAX_ENTRIES_PER_CONTAINER
+                else f"more than {MAX_ENTRIES} fatbin entries in one binary"
+            )
+            return _ContainerScan(
+                offset,
+                header.end,
+                headers,
+                f"container at {offset:#x}: {limit}; the rest are not read (limit)",
+                position,
+                tuple(payload_errors),
+            )
         headers.append(entry)
+        budget.entries += 1
         if deep:
             if entry.padded_size > MAX_DEEP_PAYLOAD:
                 payload_errors.append(f"entry at {position:#x}: payload too large to check")
@@ -146,6 +196,36 @@ def scan_stream(
 
     mux = StreamMux(done)
     mux.add(layout_parser(kind, size), "layout")
+    budget = _Budget()
+    header_errors: list[tuple[int, str]] = []
+
+    def candidate(start: int, chunk: bytes, at: int) -> None:
+        """A container magic at absolute ``start`` (``at`` in ``chunk``, -1 when split)."""
+        if budget.candidates >= MAX_CONTAINERS:
+            budget.limit(
+                "containers",
+                f"more than {MAX_CONTAINERS} fatbin container candidates: "
+                "the rest are not read (limit)",
+            )
+            return
+        budget.candidates += 1
+        head = b""
+        if at >= 0 and at + 16 <= len(chunk):
+            head = chunk[at : at + 16]
+            try:  # most magics in code are not containers: no parser for them
+                parse_container_header(head, start)
+            except FormatError as exc:
+                header_errors.append((start, str(exc)))
+                return
+        if budget.live >= MAX_LIVE_PARSERS:
+            budget.limit(
+                "live",
+                f"more than {MAX_LIVE_PARSERS} fatbin containers nested in each other: "
+                "the rest are not read (limit)",
+            )
+            return
+        mux.add(_container_parser(start, deep, budget, head), start)
+
     read_error: str | None = None
     tail = b""
     chunk = first
@@ -156,12 +236,16 @@ def scan_stream(
                 joined = tail + chunk[:3]
                 hit = joined.find(CONTAINER_MAGIC_BYTES)
                 if 0 <= hit < len(tail):
-                    start = base - len(tail) + hit
-                    mux.add(_container_parser(start, deep), start)
+                    candidate(base - len(tail) + hit, chunk, -1)
+            fed = 0
             for match in _MAGIC_RE.finditer(chunk):
                 hit = match.start()
-                mux.add(_container_parser(base + hit, deep), base + hit)
-            mux.feed(chunk)
+                if budget.live >= MAX_LIVE_PARSERS and hit > fed:
+                    # Let the parsers waiting so far read up to here: most of them finish.
+                    mux.feed(chunk[fed:hit])
+                    fed = hit
+                candidate(base + hit, chunk, hit)
+            mux.feed(chunk[fed:] if fed else chunk)
             result.bytes_read += len(chunk)
             if on_bytes:
                 on_bytes(len(chunk))
@@ -192,7 +276,8 @@ def scan_stream(
         mux.finish()
     if read_error:
         result.notes.append((None, Note(Severity.ERROR, read_error)))
-    _assemble(label, kind, size, outcomes, result)
+    result.notes.extend((None, Note(Severity.ERROR, m)) for m in budget.hit.values())
+    _assemble(label, kind, size, outcomes, result, header_errors=header_errors)
     return result
 
 
@@ -209,6 +294,8 @@ def _assemble(
     size: int,
     outcomes: dict[object, ParserOutcome],
     result: BinaryScan,
+    *,
+    header_errors: list[tuple[int, str]],
 ) -> None:
     layout_outcome = outcomes.pop("layout", None)
     layout: FileLayout
@@ -221,7 +308,6 @@ def _assemble(
     result.notes.extend((None, n) for n in layout.problems)
 
     scans: list[_ContainerScan] = []
-    header_errors: list[tuple[int, str]] = []
     for token, outcome in outcomes.items():
         if not isinstance(token, int):
             continue
@@ -275,8 +361,12 @@ def _assemble(
         if section is not None:
             covered.setdefault((unit.name, section.offset), []).append((scan.offset, accepted_end))
 
-    for offset, message in header_errors:
-        if offset < accepted_end and any(s.offset <= offset < s.end for s in scans):
+    # Whether an offset lies inside some container: the furthest end of those starting before.
+    scan_starts = [s.offset for s in scans]
+    furthest = list(itertools.accumulate((s.end for s in scans), max))
+    for offset, message in sorted(header_errors):
+        i = bisect.bisect_right(scan_starts, offset) - 1
+        if offset < accepted_end and i >= 0 and offset < furthest[i]:
             continue
         unit = layout.unit_at(offset)
         section = unit.section_at(offset) if unit else None
@@ -387,19 +477,26 @@ def problems_of(source: str, member: str | None, scan: BinaryScan) -> list[Probl
     return out
 
 
-def file_chunks(path: Path) -> Callable[[], Iterator[bytes]]:
-    """A file's bytes as ``scan_stream`` wants them: a fresh chunk iterator per call."""
+def file_chunks(path: Path, size: int | None = None) -> Callable[[], Iterator[bytes]]:
+    """A file's bytes as ``scan_stream`` wants them: a fresh chunk iterator per call.
+
+    Only regular files are opened (``NotRegularFile`` for FIFOs, devices, /proc); at most
+    ``size`` bytes are read (the size the scan was told), so a file that grows is not followed.
+    """
 
     def open_chunks() -> Iterator[bytes]:
-        with path.open("rb") as fh:
-            first = fh.read(64 << 10)
+        left = size if size is not None else -1
+        with open_regular(path) as fh:
+            first = fh.read(64 << 10 if left < 0 else min(left, 64 << 10))
             if not first:
                 return
+            left -= len(first)
             yield first
-            while True:
-                block = fh.read(FILE_CHUNK)
+            while left:
+                block = fh.read(FILE_CHUNK if left < 0 else min(left, FILE_CHUNK))
                 if not block:
                     return
+                left -= len(block)
                 yield block
 
     return open_chunks
@@ -435,8 +532,9 @@ def scan_file(
     """Scan one file on disk. Not a binary: no libraries and no problem."""
     shown = label or str(path)
     try:
-        size = path.stat().st_size
-        scan = scan_stream(shown, size, file_chunks(path), deep=deep)
+        status = path.stat()
+        check_regular(path, status)
+        scan = scan_stream(shown, status.st_size, file_chunks(path, status.st_size), deep=deep)
     except OSError as exc:
         return [], [Problem(shown, f"cannot read: {exc.strerror or exc}")]
     if scan is None:

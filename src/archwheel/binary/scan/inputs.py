@@ -7,14 +7,17 @@ by the environment's own interpreter (run through ``archwheel.effects.process``)
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from archwheel.binary.model import InputInventory, LibraryInventory, Problem, Severity
+from archwheel.binary.scan import pool
 from archwheel.binary.scan.binary import (
     BinaryScan,
     file_chunks,
@@ -24,6 +27,7 @@ from archwheel.binary.scan.binary import (
 )
 from archwheel.binary.scan.pool import scan_members
 from archwheel.binary.zipread import WheelReader
+from archwheel.effects.files import NotRegularFile, check_regular, open_regular
 from archwheel.effects.process import TimeoutExpired, run_program
 from archwheel.errors import InputError, ToolError
 
@@ -42,6 +46,26 @@ ProgressCallback = Callable[[int, int, str], None]
 worker processes' progress is added in before it is reported."""
 
 LIST_TIMEOUT = 120  # seconds an interpreter gets to list a distribution's files
+# The most problem lines one input reports (then "... and N more problems").
+MAX_PROBLEMS_PER_INPUT = 200
+
+
+def _bounded(problems: list[Problem], source: str) -> tuple[Problem, ...]:
+    """At most ``MAX_PROBLEMS_PER_INPUT`` problems, duplicates dropped, and a count of the rest."""
+    unique = list(dict.fromkeys(problems))
+    if len(unique) <= MAX_PROBLEMS_PER_INPUT:
+        return tuple(unique)
+    kept = unique[:MAX_PROBLEMS_PER_INPUT]
+    rest = unique[MAX_PROBLEMS_PER_INPUT:]
+    severity = (
+        Severity.ERROR if any(p.severity is Severity.ERROR for p in rest) else (Severity.WARNING)
+    )
+    more = Problem(
+        source,
+        f"... and {len(rest)} more problems (limit of {MAX_PROBLEMS_PER_INPUT} per input)",
+        severity=severity,
+    )
+    return (*kept, more)
 
 
 def _is_text_member(name: str) -> bool:
@@ -103,7 +127,7 @@ class _Found:
             source=self.source,
             input_kind=kind,
             libraries=tuple(self.libraries),
-            problems=tuple(self.problems),
+            problems=_bounded(self.problems, self.source),
             members_scanned=self.scanned,
             bytes_scanned=self.bytes_read,
             metadata=dict(metadata or {}),
@@ -128,22 +152,78 @@ def scan_wheel(
     progress = _Progress(sum(m.size for m in members), on_progress)
     results = scan_members(path, reader.archive_size, members, progress.set, workers, deep=deep)
 
+    unscanned = [m.name for i, m in enumerate(members) if i not in results]
     for index, member in enumerate(members):
+        if index not in results:
+            continue
         scan, error = results[index]
         if error:
             found.problem(error, member.name)
         else:
             found.add(member.name, scan)
+    if unscanned:
+        found.problem(
+            f"more than {pool.MAX_ENTRIES_PER_INPUT} fatbin entries in this input: "
+            f"{len(unscanned)} members not scanned (limit; first: {unscanned[0]})",
+            unscanned[0],
+        )
     return found.inventory("wheel", {"file": path.name})
 
 
-def _walk(root: Path) -> Iterator[Path]:
-    """Regular files under ``root``, sorted, without following directory links."""
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames.sort()
-        for name in sorted(filenames):
+def _folders(root: Path) -> Iterator[tuple[str, list[str]]]:
+    """``os.walk`` top-down (sorted, links to folders not followed), without recursion: a tree
+    thousands of folders deep is walked like any other. Unreadable folders are skipped."""
+    pending = [str(root)]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as entries:
+                listed = list(entries)
+        except OSError:
+            continue
+        subfolders: list[tuple[str, str]] = []
+        files: list[str] = []
+        for entry in listed:
+            try:
+                is_folder = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_folder:
+                subfolders.append((entry.name, entry.path))
+            else:
+                files.append(entry.name)
+        yield folder, sorted(files)
+        pending.extend(path for _, path in sorted(subfolders, reverse=True))
+
+
+def _walk(root: Path, found: _Found) -> Iterator[Path]:
+    """Regular files under ``root``, sorted, without following directory links.
+
+    A link to a file is followed only when its target lies inside ``root``: a directory input
+    never makes archwheel read outside it. FIFOs, devices and sockets are not inputs.
+    """
+    inside = root.resolve()
+    for dirpath, filenames in _folders(root):
+        for name in filenames:
             candidate = Path(dirpath) / name
-            if candidate.is_file():
+            try:
+                status = candidate.lstat()
+                if stat.S_ISLNK(status.st_mode):
+                    target = candidate.resolve(strict=True)
+                    if not target.is_relative_to(inside):
+                        found.problems.append(
+                            Problem(
+                                found.source,
+                                "symbolic link to a file outside the input: not followed",
+                                member=candidate.relative_to(root).as_posix(),
+                                severity=Severity.WARNING,
+                            )
+                        )
+                        continue
+                    status = target.stat()
+            except (OSError, RuntimeError):
+                continue  # a dangling or looping link: nothing to read
+            if stat.S_ISREG(status.st_mode):
                 yield candidate
 
 
@@ -155,7 +235,14 @@ def scan_directory(
     deep: bool = False,
 ) -> InputInventory:
     """Scan every binary file under a directory tree."""
-    return scan_files(root, list(_walk(root)), on_progress=on_progress, kind=kind, deep=deep)
+    outside = _Found(str(root))
+    files = list(_walk(root, outside))
+    inventory = scan_files(root, files, on_progress=on_progress, kind=kind, deep=deep)
+    if not outside.problems:
+        return inventory
+    return dataclasses.replace(
+        inventory, problems=_bounded([*outside.problems, *inventory.problems], inventory.source)
+    )
 
 
 def scan_files(
@@ -171,9 +258,11 @@ def scan_files(
     sizes = {}
     for f in files:
         try:
-            sizes[f] = f.stat().st_size
+            status = f.stat()
+            check_regular(f, status)
+            sizes[f] = status.st_size
         except OSError as exc:
-            found.problem(f"cannot read: {exc.strerror}", str(f))
+            found.problem(f"cannot read: {exc.strerror or exc}", str(f))
     progress = _Progress(sum(sizes.values()), on_progress)
     for f, size in sizes.items():
         try:
@@ -184,7 +273,7 @@ def scan_files(
             scan = scan_stream(
                 relative,
                 size,
-                file_chunks(f),
+                file_chunks(f, size),
                 functools.partial(_add_named, progress, relative),
                 deep=deep,
             )
@@ -208,17 +297,19 @@ def scan_path(
     ``deep`` also decompresses every payload and checks it against its header (slow).
     """
     p = Path(path)
-    if p.is_dir():
-        return scan_directory(p, on_progress=on_progress, deep=deep)
-    if not p.exists():
-        raise InputError(f"{p}: no such file or directory")
-    if not p.is_file():
-        raise InputError(f"{p}: not a regular file")
     try:
-        with p.open("rb") as fh:
+        status = p.stat()
+        if stat.S_ISDIR(status.st_mode):
+            return scan_directory(p, on_progress=on_progress, deep=deep)
+        check_regular(p, status)
+        with open_regular(p) as fh:
             head = fh.read(8)
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file or directory") from None
+    except NotRegularFile as exc:
+        raise InputError(f"{p}: {exc.strerror}") from None
     except OSError as exc:
-        raise InputError(f"{p}: cannot read ({exc.strerror})") from None
+        raise InputError(f"{p}: cannot read ({exc.strerror or exc})") from None
     if head.startswith(b"PK") or p.suffix == ".whl":
         return scan_wheel(
             p, on_progress=on_progress, workers=workers, all_members=all_members, deep=deep
@@ -236,9 +327,9 @@ def scan_path(
         source=str(p),
         input_kind="file",
         libraries=tuple(libraries),
-        problems=tuple(problems),
+        problems=_bounded(problems, str(p)),
         members_scanned=1 if libraries else 0,
-        bytes_scanned=p.stat().st_size,
+        bytes_scanned=status.st_size,
     )
 
 
@@ -251,7 +342,8 @@ except metadata.PackageNotFoundError:
     print(json.dumps({"error": "not-found"}))
     raise SystemExit(0)
 files = [str(dist.locate_file(f)) for f in (dist.files or [])]
-print(json.dumps({"name": dist.metadata["Name"], "version": dist.version, "files": files}))
+print(json.dumps({"name": dist.metadata["Name"], "version": dist.version, "files": files,
+                  "roots": [str(dist.locate_file("")), sys.prefix]}))
 """
 
 
@@ -294,6 +386,9 @@ def scan_installed(
             hint="install it, or point --python at the environment that has it",
         )
     files = [Path(f) for f in info["files"]]
+    roots = [Path(r).resolve() for r in info.get("roots", [])]
+    outside = [f for f in files if not _inside(f, roots)]
+    files = [f for f in files if f not in set(outside)]
     existing = [f for f in files if f.is_file()]
     roots = [f.parent for f in existing]
     root = Path(os.path.commonpath([str(r) for r in roots])) if roots else Path()
@@ -307,6 +402,14 @@ def scan_installed(
     )
     missing = [f for f in files if not f.exists()]
     problems = list(inventory.problems)
+    if outside:
+        problems.append(
+            Problem(
+                inventory.source,
+                f"{len(outside)} recorded files lie outside the environment (first: "
+                f"{outside[0]}): not read",
+            )
+        )
     if missing:
         problems.append(
             Problem(
@@ -319,7 +422,7 @@ def scan_installed(
         source=inventory.source,
         input_kind="installed",
         libraries=inventory.libraries,
-        problems=tuple(problems),
+        problems=_bounded(problems, inventory.source),
         members_scanned=inventory.members_scanned,
         bytes_scanned=inventory.bytes_scanned,
         metadata={
@@ -329,3 +432,14 @@ def scan_installed(
             "python": interpreter,
         },
     )
+
+
+def _inside(path: Path, roots: list[Path]) -> bool:
+    """Whether ``path`` (links resolved) lies under one of ``roots``; no roots: anywhere."""
+    if not roots:
+        return True
+    try:
+        target = path.resolve()
+    except (OSError, RuntimeError):
+        return False
+    return any(target.is_relative_to(root) for root in roots)

@@ -27,6 +27,9 @@ from archwheel.binary.zipread import Member
 from archwheel.effects import process
 
 PARALLEL_MIN_COMPRESSED = 8 << 20
+# The most fatbin entries one input (a wheel) keeps, all members together: members not yet
+# scanned when it is reached are left unscanned (memory stays bounded; docs/design.md).
+MAX_ENTRIES_PER_INPUT = 1 << 20
 FORK_WORKERS = True  # tests turn it off to exercise the spawned workers
 WORKER_MODULE = "archwheel.binary.scan.worker"
 
@@ -228,12 +231,24 @@ def scan_members(
     """Every member's result by its index in ``members``, big ones scanned in worker processes;
     ``progress`` hears the bytes scanned so far, all workers together."""
     results: dict[int, MemberResult] = {}
+    kept_entries = 0
+
+    def keep(index: int, result: MemberResult) -> None:
+        nonlocal kept_entries
+        results[index] = result
+        scan = result[0]
+        kept_entries += sum(len(lib.entries) for lib in scan.libraries) if scan else 0
+        if kept_entries > MAX_ENTRIES_PER_INPUT:
+            big.clear()  # the rest stays unscanned: the caller reports the limit
+            small.clear()
+
     slots = (workers or default_workers()) - 1
     by_size = sorted(range(len(members)), key=lambda i: -members[i].compressed_size)
     big = [i for i in by_size if members[i].compressed_size >= PARALLEL_MIN_COMPRESSED]
     if slots < 1 or len(big) < 2:
         big = []
-    small = [i for i in by_size if i not in set(big)]
+    chosen = set(big)
+    small = [i for i in by_size if i not in chosen]
     local_done = 0
     running: list[_Worker] = []
 
@@ -249,7 +264,7 @@ def scan_members(
             local_done += amount
             report(member.name)
 
-        results[index] = scan_member(path, archive_size, member, on_bytes, deep)
+        keep(index, scan_member(path, archive_size, member, on_bytes, deep))
 
     try:
         while big or small or running:
@@ -268,7 +283,7 @@ def scan_members(
                     local_done -= worker.member.size
                     scan_here(worker.index)
                 else:
-                    results[worker.index] = outcome
+                    keep(worker.index, outcome)
             if big:
                 scan_here(big.pop(0))
             elif small:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +12,11 @@ from archwheel.binary.model import InputInventory
 from archwheel.binary.scan.inputs import ProgressCallback, scan_installed, scan_path
 from archwheel.errors import UsageError
 from archwheel.facts.arch import ArchList
-from archwheel.interfaces.commands.options import add_interpreter_option
+from archwheel.interfaces.commands.options import (
+    add_interpreter_option,
+    check_output,
+    write_output,
+)
 from archwheel.interfaces.render.audit import (
     render_markdown,
     render_quiet,
@@ -29,7 +34,12 @@ the fatbin headers themselves (no CUDA toolkit needed, wheels are never extracte
 
 exit codes: 0 ok (or inventory only), 1 something requested is missing,
 3 the input could not be read completely (the report still shows what was read),
-2 usage error."""
+2 usage error.
+
+Only regular files are read (FIFOs, devices, /proc refused); links out of a directory input
+are not followed. Limits per binary: 65536 containers, 262144 fatbin entries (16384 per
+container); 20 problems per library and 200 per input are shown (docs/design.md, "Bad
+input"); reaching one is a problem naming the input and the limit (exit 3)."""
 
 EXAMPLES = """\
 examples:
@@ -194,6 +204,8 @@ def audit_inputs(request: AuditRequest) -> list[AuditReport]:
 
 def run(args: argparse.Namespace) -> int:
     request = AuditRequest.from_args(args)
+    if request.output is not None:
+        check_output(request.output)  # before a scan that may take minutes
     reports = audit_inputs(request)
     crosscheck = _cross_check(request, reports) if request.cross_check else None
     code = overall_exit_code(reports)
@@ -221,16 +233,15 @@ def _cross_check(request: AuditRequest, reports: list[AuditReport]) -> int:
 
 
 def _emit(request: AuditRequest, reports: list[AuditReport]) -> None:
-    stream = request.output.open("w", encoding="utf-8") if request.output else None
-    try:
-        if request.format == "json":
-            dump_json(audit_document(reports), stream)
-        elif request.format == "markdown":
-            (stream or sys.stdout).write(render_markdown(reports, detail=request.detail))
-        elif request.quiet:
-            render_quiet(reports, console(stream))
-        else:
-            render_table(reports, console(stream), detail=request.detail)
-    finally:
-        if stream is not None:
-            stream.close()
+    """The report on standard output, or written atomically to ``--output``."""
+    stream = io.StringIO() if request.output else None
+    if request.format == "json":
+        dump_json(audit_document(reports), stream)
+    elif request.format == "markdown":
+        (stream or sys.stdout).write(render_markdown(reports, detail=request.detail))
+    elif request.quiet:
+        render_quiet(reports, console(stream))
+    else:
+        render_table(reports, console(stream), detail=request.detail)
+    if request.output is not None and stream is not None:
+        write_output(request.output, stream.getvalue())

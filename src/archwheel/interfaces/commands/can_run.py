@@ -8,7 +8,6 @@ from pathlib import Path
 
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import WheelMetadata, read_wheel_metadata
-from archwheel.errors import InputError
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.versions import CudaVersion, DriverVersion
 from archwheel.interfaces.render.can_run import can_run_markdown, can_run_table
@@ -101,12 +100,10 @@ def can_run(request: CanRunRequest, facts: CudaFacts | None = None) -> CanRunRep
     override = request.cuda_runtime
     judged: list[InputVerdicts] = []
     for path in request.inputs:
-        if not path.exists():
-            raise InputError(f"{path}: no such file or directory")
+        inventory = scan_path(path)  # InputError: missing, unreadable, not a regular file
         metadata: WheelMetadata | None = None
-        if path.is_file() and path.suffix == ".whl":
+        if inventory.input_kind == "wheel" and path.suffix == ".whl":
             metadata = read_wheel_metadata(path)
-        inventory = scan_path(path)
         runtime = override or (metadata.cuda_runtime if metadata else None)
         source = (
             f"--cuda-runtime {override}"

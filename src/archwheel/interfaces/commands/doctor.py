@@ -6,7 +6,7 @@ import argparse
 from dataclasses import dataclass
 
 from archwheel.doctor.diagnose import run_doctor
-from archwheel.interfaces.commands.options import add_interpreter_option
+from archwheel.interfaces.commands.options import add_interpreter_option, positive_number
 from archwheel.interfaces.render.common import FORMATS, emit_result
 from archwheel.interfaces.render.doctor import doctor_markdown, doctor_table
 
@@ -49,7 +49,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="judge from torch's build flags instead of auditing its libraries",
     )
     parser.add_argument(
-        "--timeout", type=float, default=180.0, help="seconds allowed for `import torch`"
+        "--timeout",
+        type=positive_number,
+        default=180.0,
+        help="seconds allowed for `import torch` (above 0)",
     )
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.set_defaults(func=run)

@@ -3,21 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata, sha256_file
-from archwheel.effects import files
-from archwheel.effects.files import record_form, write_json_atomic
+from archwheel.effects.files import (
+    FileTooLarge,
+    check_regular,
+    open_regular,
+    read_regular,
+    record_form,
+    sha256_stream,
+)
 from archwheel.effects.host import PythonProbe
-from archwheel.errors import InputError, UsageError
+from archwheel.errors import InputError
 from archwheel.facts.catalog import load_facts
-from archwheel.interfaces.commands.options import add_interpreter_option
+from archwheel.interfaces.commands.options import (
+    add_interpreter_option,
+    check_output,
+    write_output,
+)
 from archwheel.interfaces.render.common import FORMATS, dump_json, emit_result
 from archwheel.interfaces.render.manifest import verify_markdown, verify_table, wrote_manifest
 from archwheel.verdicts.manifest import (
+    MAX_MANIFEST_BYTES,
     FileFacts,
     InstalledEnvironment,
     VerifyReport,
@@ -46,6 +59,7 @@ installed versions, torch.version.cuda, the nvidia-*/cuda-* pins and the bytes o
 library with the tested wheels' RECORD hashes (--no-library-hashes skips the last).
 
 exit codes: 0 everything matches; 1 mismatches (all listed); 3 unreadable manifest or wheel
+(a manifest is a regular file of at most 16 MiB, nested at most 32 deep)
 """
 
 
@@ -125,6 +139,8 @@ class VerifyRequest:
 
 def run_manifest(args: argparse.Namespace) -> int:
     request = ManifestRequest.from_args(args)
+    if request.output is not None:
+        check_output(request.output)  # before hashing and scanning every wheel
     document, count = manifest_document(request.wheels)
     if request.output is None:
         dump_json(document)
@@ -138,8 +154,12 @@ def manifest_document(wheels: tuple[Path, ...]) -> tuple[dict[str, Any], int]:
     """The manifest of ``wheels`` and how many wheels it lists."""
     entries = []
     for path in wheels:
-        if not path.is_file():
-            raise InputError(f"{path}: no such file", hint="manifest takes wheel files")
+        try:
+            check_regular(path, path.stat())
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such file", hint="manifest takes wheel files") from None
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
         metadata = read_wheel_metadata(path)
         inventory = scan_path(path)
         entries.append(
@@ -149,16 +169,24 @@ def manifest_document(wheels: tuple[Path, ...]) -> tuple[dict[str, Any], int]:
 
 
 def _write_atomically(path: Path, document: object) -> None:
-    folder = path.parent if str(path.parent) else Path()
-    if not folder.is_dir():
-        raise UsageError(f"{path}: the folder {folder} does not exist")
-    write_json_atomic(path, document)
+    write_output(path, json.dumps(document, indent=2) + "\n")
+
+
+def _file_facts(path: Path) -> FileFacts | None:
+    """Size and sha256 of a regular file; None when it is missing or not a regular file."""
+    try:
+        with open_regular(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            return FileFacts(str(path), size, sha256_stream(handle))
+    except OSError:
+        return None
 
 
 def record_hash(path: str) -> str | None:
     """RECORD's hash form of a file: ``sha256=`` + urlsafe base64 without padding."""
     try:
-        return record_form(files.sha256_file(Path(path)))
+        with open_regular(path) as handle:
+            return record_form(sha256_stream(handle))
     except OSError:
         return None
 
@@ -173,9 +201,15 @@ def run_verify(args: argparse.Namespace) -> int:
 def verify(request: VerifyRequest) -> VerifyReport:
     """Every difference between the manifest and the files, the environment, or both."""
     try:
-        text = request.manifest.read_text(encoding="utf-8")
+        text = read_regular(request.manifest, MAX_MANIFEST_BYTES).decode("utf-8")
+    except FileTooLarge:
+        raise InputError(
+            f"{request.manifest}: larger than {MAX_MANIFEST_BYTES} bytes: not a manifest"
+        ) from None
     except OSError as exc:
         raise InputError(f"{request.manifest}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{request.manifest}: not UTF-8 text: not a manifest") from None
     manifest = load_manifest(text, str(request.manifest))
     check_files = bool(request.wheels) or request.dir is not None or not request.env
     mismatches = []
@@ -190,10 +224,10 @@ def verify(request: VerifyRequest) -> VerifyReport:
         found: dict[str, FileFacts | None] = {}
         for wheel in manifest["wheels"]:
             path = by_name.get(wheel["file"])
-            if path is None or not path.is_file():
-                found[wheel["file"]] = None
+            facts = _file_facts(path) if path is not None else None
+            found[wheel["file"]] = facts
+            if facts is None:
                 continue
-            found[wheel["file"]] = FileFacts(str(path), path.stat().st_size, sha256_file(path))
             files_checked.append(str(path))
         listed = {w["file"] for w in manifest["wheels"]}
         extra = sorted(name for name in by_name if name not in listed)

@@ -8,9 +8,14 @@ stays as a hidden alias that warns. ``--index-url URL`` replaces the package ind
 from __future__ import annotations
 
 import argparse
+import stat
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+
+from archwheel.effects.files import write_text_atomic
+from archwheel.errors import UsageError
 
 
 class DeprecatedAlias(argparse.Action):
@@ -59,3 +64,53 @@ def add_interpreter_option(parser: argparse.ArgumentParser, help_text: str) -> N
     add_alias(
         parser, "--python", dest="interpreter", replacement="--interpreter PATH", metavar="PATH"
     )
+
+
+def check_output(path: Path) -> None:
+    """``-o FILE`` must name a file in an existing folder (``UsageError`` before any work)."""
+    if path.is_dir():
+        raise UsageError(f"{path}: is a folder; give a file name for the output")
+    folder = path.parent if str(path.parent) else Path()
+    if not folder.is_dir():
+        raise UsageError(f"{path}: the folder {folder} does not exist")
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write an ``-o FILE``: a regular file (or none yet) atomically, so that a reader sees the
+    old file or the whole new one; through a link, the file it points at. Anything else the
+    user named (``/dev/stdout``, a FIFO, a device) is written into, never replaced."""
+    check_output(path)
+    try:
+        try:
+            status = path.stat()
+        except FileNotFoundError:
+            status = None
+        if status is not None and not stat.S_ISREG(status.st_mode):
+            with path.open("w", encoding="utf-8") as out:
+                out.write(text)
+        else:
+            write_text_atomic(path.resolve() if path.is_symlink() else path, text)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def positive_number(text: str) -> float:
+    """An argparse type: a number above zero (a timeout, a duration)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: must be a number above 0")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: a whole number, 0 or more (a device index, a count)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: must be 0 or more")
+    return value

@@ -21,7 +21,11 @@ from archwheel.effects.paths import cache_dir
 from archwheel.effects.process import Echo
 from archwheel.effects.watchdog import Watchdog
 from archwheel.errors import UsageError
-from archwheel.interfaces.commands.options import add_alias, add_interpreter_option
+from archwheel.interfaces.commands.options import (
+    add_alias,
+    add_interpreter_option,
+    non_negative_int,
+)
 from archwheel.interfaces.render.smoke import progress_line, render, unwritable_output
 from archwheel.smoke.environments import (
     DEFAULT_INSTALL_TIMEOUT,
@@ -114,7 +118,11 @@ def register(subparsers: Any) -> None:
         help=f"comma list of kernel steps (default: {','.join(KERNEL_STEPS)})",
     )
     parser.add_argument(
-        "--device", type=int, action="append", metavar="N", help="only this device (repeatable)"
+        "--device",
+        type=non_negative_int,
+        action="append",
+        metavar="N",
+        help="only this device, 0 or more (repeatable)",
     )
     add_interpreter_option(
         parser, "venv: the interpreter to create it from; existing: the interpreter to test"

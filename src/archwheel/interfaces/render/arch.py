@@ -7,11 +7,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from archwheel.facts.catalog import CudaFacts, load_facts
-from archwheel.interfaces.render.common import cite
+from archwheel.interfaces.render.common import cite, safe
 from archwheel.verdicts.recommend import (
     ArchForms,
     GpuCatalog,
@@ -35,11 +34,11 @@ def arch_forms_table(result: ArchForms, out: Console) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("canonical", escape(doc["canonical"]))
+    table.add_row("canonical", safe(doc["canonical"]))
     torch = doc["torch_cuda_arch_list"] or f"(not expressible: {doc['torch_cuda_arch_list_error']})"
-    table.add_row("TORCH_CUDA_ARCH_LIST", escape(torch))
-    table.add_row("CMAKE_CUDA_ARCHITECTURES", escape(doc["cmake_cuda_architectures"]))
-    table.add_row("nvcc flags", escape(" ".join(doc["gencode"])))
+    table.add_row("TORCH_CUDA_ARCH_LIST", safe(torch))
+    table.add_row("CMAKE_CUDA_ARCHITECTURES", safe(doc["cmake_cuda_architectures"]))
+    table.add_row("nvcc flags", safe(" ".join(doc["gencode"])))
     if result.cuda:
         table.add_row(f"CUDA {result.cuda}", "every target can be compiled")
     table.add_row(
@@ -84,14 +83,14 @@ def recommendation_table(rec: Recommendation, out: Console) -> None:
     facts = load_facts()
     if rec.arch_list is not None:
         forms = arch_forms(rec.arch_list)
-        out.print(f"[bold]Recommended arch list:[/bold] {escape(forms['canonical'])}")
+        out.print(f"[bold]Recommended arch list:[/bold] {safe(forms['canonical'])}")
         torch = (
             forms["torch_cuda_arch_list"]
             or f"(not expressible: {forms['torch_cuda_arch_list_error']})"
         )
-        out.print(f"  TORCH_CUDA_ARCH_LIST={escape(torch)}")
-        out.print(f"  CMAKE_CUDA_ARCHITECTURES={escape(forms['cmake_cuda_architectures'])}")
-        out.print(f"  nvcc: {escape(' '.join(forms['gencode']))}")
+        out.print(f"  TORCH_CUDA_ARCH_LIST={safe(torch)}")
+        out.print(f"  CMAKE_CUDA_ARCHITECTURES={safe(forms['cmake_cuda_architectures'])}")
+        out.print(f"  nvcc: {safe(' '.join(forms['gencode']))}")
         where = (
             f"CUDA {rec.toolkit}"
             if rec.toolkit
@@ -109,10 +108,10 @@ def recommendation_table(rec: Recommendation, out: Console) -> None:
     for c in rec.coverage:
         style = {"native": "green", "jit": "yellow"}.get(c.mode, "bold red")
         table.add_row(
-            escape(c.gpu.label),
+            safe(c.gpu.label),
             f"[{style}]{c.mode}[/{style}]",
             c.image or "-",
-            escape(f"{c.reason.text} [{c.reason.rule_id}]"),
+            safe(f"{c.reason.text} [{c.reason.rule_id}]"),
         )
     out.print(table)
     if rec.ptx and rec.arch_list is not None:
@@ -124,19 +123,19 @@ def recommendation_table(rec: Recommendation, out: Console) -> None:
         )
     for problem in rec.problems:
         out.print(
-            f"[bold red]problem:[/bold red] {escape(problem)} ({cite('toolkit-targets', facts)})"
+            f"[bold red]problem:[/bold red] {safe(problem)} ({cite('toolkit-targets', facts)})"
         )
     if rec.size is not None:
         size = rec.size
         bound = " (lower bound)" if size.lower_bound else ""
         out.print(
             f"[bold]Estimated wheel size:[/bold] {_mb(size.estimated_bytes)}{bound}, "
-            f"reference {_mb(size.reference_bytes)} ({escape(size.reference)}); "
+            f"reference {_mb(size.reference_bytes)} ({safe(size.reference)}); "
             f"removes {_mb(size.removed_bytes)} of device code, adds {_mb(size.added_bytes)}"
         )
-        out.print(f"  this is an estimate: {escape(size.method)}")
+        out.print(f"  this is an estimate: {safe(size.method)}")
         for caveat in size.caveats:
-            out.print(f"  - {escape(caveat)}")
+            out.print(f"  - {safe(caveat)}")
 
 
 def recommendation_markdown(rec: Recommendation) -> str:
@@ -168,7 +167,7 @@ def _mb(n: int) -> str:
 def gpu_catalog_table(catalog: GpuCatalog, out: Console) -> None:
     table = Table("cc", "family", "GPUs")
     for entry in catalog.by_capability():
-        table.add_row(str(entry.cc), entry.family, escape(", ".join(entry.names)))
+        table.add_row(str(entry.cc), entry.family, safe(", ".join(entry.names)))
     out.print(table)
 
 

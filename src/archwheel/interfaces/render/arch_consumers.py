@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from archwheel.facts.arch_grammars import ConsumerView
+from archwheel.interfaces.render.common import safe
 
 
 def _setting(view: ConsumerView) -> str:
@@ -29,13 +29,13 @@ def _as_written(view: ConsumerView) -> str:
 
 def consumers_table(views: Sequence[ConsumerView], torch: str, out: Console) -> None:
     out.print()
-    out.print(f"[bold]Who reads it[/bold] (grammars of torch {escape(torch)}):")
+    out.print(f"[bold]Who reads it[/bold] (grammars of torch {safe(torch)}):")
     table = Table("consumer", "set", show_header=False, box=None, pad_edge=False)
     for view in views:
-        table.add_row(escape(view.consumer), escape(_setting(view)))
+        table.add_row(safe(view.consumer), safe(_setting(view)))
         written = _as_written(view)
         if written:
-            table.add_row("", escape(written))
+            table.add_row("", safe(written))
     out.print(table)
 
 

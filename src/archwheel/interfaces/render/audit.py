@@ -14,7 +14,17 @@ from rich.text import Text
 
 from archwheel.binary.model import LibraryInventory, Severity
 from archwheel.facts.arch import CodeKind
-from archwheel.interfaces.render.common import compact, err_console, human_bytes, markdown_table
+from archwheel.interfaces.render.common import (
+    compact,
+    err_console,
+    human_bytes,
+    literal,
+    markdown_table,
+    md_code,
+    md_text,
+    plain,
+    safe,
+)
 from archwheel.verdicts.audit import AuditReport, LibraryVerdict, overall_exit_code
 
 if TYPE_CHECKING:
@@ -73,14 +83,14 @@ def render_table(reports: Sequence[AuditReport], console: Console, *, detail: bo
         inv = report.inventory
         console.print(
             Text.assemble(
-                (inv.source, "bold"),
+                (literal(inv.source), "bold"),
                 f"  ({inv.input_kind}, {inv.members_scanned} binaries scanned, "
                 f"{len(inv.device_libraries)} with device code, "
                 f"{human_bytes(inv.bytes_scanned)} read)",
             )
         )
         if report.expect is not None:
-            console.print(f"expected: {report.expect}")
+            console.print(plain(f"expected: {report.expect}"))
         if inv.device_libraries:
             console.print(_library_table(report))
             if detail:
@@ -92,7 +102,7 @@ def render_table(reports: Sequence[AuditReport], console: Console, *, detail: bo
         console.print()
     code = overall_exit_code(reports)
     style = "green" if code == 0 else ("yellow" if code == 3 else "red")
-    console.print(Text(verdict_line(reports), style=f"bold {style}"))
+    console.print(plain(verdict_line(reports), style=f"bold {style}"))
 
 
 def _library_table(report: AuditReport) -> Table:
@@ -108,7 +118,7 @@ def _library_table(report: AuditReport) -> Table:
     verdicts = {v.library.path: v for v in report.libraries}
     for lib in report.inventory.device_libraries:
         row = [
-            lib.path,
+            safe(lib.path),
             compact(_arch_cells(lib, CodeKind.SASS)),
             compact(_arch_cells(lib, CodeKind.PTX) + _arch_cells(lib, CodeKind.LTOIR)),
         ]
@@ -129,8 +139,8 @@ def _detail_table(report: AuditReport) -> Table:
     for lib in report.inventory.device_libraries:
         for r in lib.images():
             table.add_row(
-                _short(lib.path),
-                r.section,
+                safe(_short(lib.path)),
+                safe(r.section),
                 r.kind.value,
                 r.arch + (f" (PTX {','.join(map(str, r.ptx_isa))})" if r.ptx_isa else ""),
                 str(r.count),
@@ -162,19 +172,19 @@ def _cost_table(report: AuditReport) -> Table:
 def _problems(report: AuditReport, console: Console) -> None:
     for p in report.inventory.problems:
         style = "red" if p.severity is Severity.ERROR else "yellow"
-        console.print(Text(f"{p.severity.value}: {p.one_line()}", style=style))
+        console.print(plain(f"{p.severity.value}: {p.one_line()}", style=style))
 
 
 def render_markdown(reports: Sequence[AuditReport], *, detail: bool) -> str:
     out: list[str] = ["## archwheel audit", ""]
     for report in reports:
         inv = report.inventory
-        out.append(f"### `{inv.source}`")
+        out.append(f"### {md_code(inv.source)}")
         out.append("")
         out.append(
             f"{inv.input_kind}, {inv.members_scanned} binaries scanned, "
             f"{len(inv.device_libraries)} with device code"
-            + (f"; expected `{report.expect}`" if report.expect is not None else "")
+            + (f"; expected {md_code(report.expect)}" if report.expect is not None else "")
         )
         out.append("")
         verdicts = {v.library.path: v for v in report.libraries}
@@ -185,7 +195,7 @@ def render_markdown(reports: Sequence[AuditReport], *, detail: bool) -> str:
         rows = []
         for lib in inv.device_libraries:
             row = [
-                f"`{lib.path}`",
+                md_code(lib.path),
                 compact(_arch_cells(lib, CodeKind.SASS)),
                 compact(_arch_cells(lib, CodeKind.PTX) + _arch_cells(lib, CodeKind.LTOIR)),
             ]
@@ -200,8 +210,8 @@ def render_markdown(reports: Sequence[AuditReport], *, detail: bool) -> str:
         if detail:
             detail_rows = [
                 [
-                    _short(lib.path),
-                    r.section,
+                    md_code(_short(lib.path)),
+                    md_text(r.section),
                     r.kind.value,
                     r.arch,
                     str(r.count),
@@ -237,10 +247,10 @@ def render_markdown(reports: Sequence[AuditReport], *, detail: bool) -> str:
             )
             out.append("")
         for p in inv.problems:
-            out.append(f"- **{p.severity.value}**: {p.one_line()}")
+            out.append(f"- **{p.severity.value}**: {md_text(p.one_line())}")
         if inv.problems:
             out.append("")
-    out.append(f"**{verdict_line(reports)}**")
+    out.append(f"**{md_text(verdict_line(reports))}**")
     return "\n".join(out) + "\n"
 
 
@@ -248,8 +258,8 @@ def render_quiet(reports: Sequence[AuditReport], console: Console) -> None:
     """``--quiet``: the problems, one line each, then the verdict line."""
     for r in reports:
         for p in r.inventory.problems:
-            console.print(f"{p.severity.value}: {p.one_line()}")
-    console.print(verdict_line(reports))
+            console.print(plain(f"{p.severity.value}: {p.one_line()}"))
+    console.print(plain(verdict_line(reports)))
 
 
 def scan_progress() -> tuple[Callable[[int, int, str], None], Progress]:
@@ -270,7 +280,9 @@ def scan_progress() -> tuple[Callable[[int, int, str], None], Progress]:
     last = [0.0]
 
     def update(done: int, total: int, name: str) -> None:
-        progress.update(task, completed=done, total=total, description=name.rsplit("/", 1)[-1])
+        progress.update(
+            task, completed=done, total=total, description=safe(name.rsplit("/", 1)[-1], 200)
+        )
         now = time.monotonic()
         if now - last[0] >= 0.1:
             last[0] = now

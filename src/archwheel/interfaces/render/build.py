@@ -15,6 +15,7 @@ from rich.table import Table
 from archwheel.build.baseimage import BaseImage
 from archwheel.build.plan import BuildPlan
 from archwheel.build.runner import BuildOutput, BuildResult
+from archwheel.interfaces.render.common import literal, safe
 
 BUILD_SCHEMA_VERSION = 1
 
@@ -55,7 +56,9 @@ def build_output(
 
     def on_stage(name: str, description: str) -> None:
         if not quiet:
-            console.print(f"[bold cyan]==[/] [bold]{name}[/]: {description}", highlight=False)
+            console.print(
+                f"[bold cyan]==[/] [bold]{safe(name)}[/]: {safe(description)}", highlight=False
+            )
         if progress is None:
             return
         if task:
@@ -82,7 +85,7 @@ def plan_log_header(plan: BuildPlan) -> str:
 
 def error_log_line(message: str) -> str:
     """The saved log ends with why the build stopped, as the terminal does."""
-    return f"archwheel: error: {message}\n"
+    return f"archwheel: error: {literal(message)}\n"
 
 
 def print_plan(console: Console, plan: BuildPlan) -> None:
@@ -90,7 +93,7 @@ def print_plan(console: Console, plan: BuildPlan) -> None:
     table.add_column(style="bold")
     table.add_column(overflow="fold")
     for label, value in plan.summary_rows():
-        table.add_row(label, value)
+        table.add_row(label, safe(value))
     console.print(table)
 
 
@@ -137,16 +140,16 @@ def print_result(
         }
         out.print_json(json.dumps(document))
         return
-    out.print(f"[bold green]built[/] {result.wheel}", highlight=False)
+    out.print(f"[bold green]built[/] {safe(result.wheel)}", highlight=False)
     out.print(f"  sha256      {result.sha256}", highlight=False)
-    out.print(f"  provenance  {result.provenance}", highlight=False)
-    out.print(f"  audit       {result.verdict.summary}", highlight=False)
+    out.print(f"  provenance  {safe(result.provenance)}", highlight=False)
+    out.print(f"  audit       {safe(result.verdict.summary)}", highlight=False)
     if result.comparison is not None:
         out.print(f"  reproducible {result.comparison.summary()}", highlight=False)
     total = result.timings.get("total", 0.0)
     compile_s = result.timings.get("compile", 0.0)
     out.print(f"  time        {total:.1f} s (compile phase {compile_s:.1f} s)", highlight=False)
-    out.print(f"  log         {log_path}", highlight=False)
+    out.print(f"  log         {safe(log_path)}", highlight=False)
     if result.smoke_snippet is not None:
         out.print(
             f"  smoke test  archwheel smoke {result.wheel} --snippet {result.smoke_snippet}",
@@ -165,7 +168,7 @@ def print_recipes(out: Console, rows: Sequence[Mapping[str, str]], fmt: str) -> 
     for column in RECIPE_COLUMNS:
         table.add_column(column)
     for row in rows:
-        table.add_row(*(str(row[c]) for c in RECIPE_COLUMNS))
+        table.add_row(*(safe(row[c]) for c in RECIPE_COLUMNS))
     out.print(table)
 
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from archwheel.facts.catalog import load_facts
-from archwheel.interfaces.render.common import cite
+from archwheel.interfaces.render.common import cite, md_code, md_text, safe
 from archwheel.interfaces.render.verdict_labels import VERDICT_LABEL, VERDICT_STYLE
 from archwheel.verdicts.compat.report import CanRunReport, InputGpuVerdict
 from archwheel.verdicts.vocabulary import Verdict
@@ -23,7 +22,7 @@ def _cell(v: InputGpuVerdict, library: str) -> str:
                 if images and lib.verdict is not Verdict.NO_KERNEL_IMAGE
                 else ""
             )
-            return f"[{style}]{VERDICT_LABEL[lib.verdict]}[/{style}]{escape(detail)}"
+            return f"[{style}]{VERDICT_LABEL[lib.verdict]}[/{style}]{safe(detail)}"
     return "-"
 
 
@@ -31,13 +30,13 @@ def can_run_table(report: CanRunReport, out: Console) -> None:
     facts = load_facts()
     for item in report.inputs:
         title = item.source if not item.name else f"{item.name} {item.version} ({item.source})"
-        table = Table(title=escape(title), title_justify="left")
+        table = Table(title=safe(title), title_justify="left")
         table.add_column("library")
         for gpu in report.gpus:
-            table.add_column(escape(gpu.label))
+            table.add_column(safe(gpu.label))
         libraries = [lib.library for lib in item.per_gpu[0].libraries] if item.per_gpu else []
         for library in libraries:
-            table.add_row(escape(library), *(_cell(v, library) for v in item.per_gpu))
+            table.add_row(safe(library), *(_cell(v, library) for v in item.per_gpu))
         verdict_row = []
         for v in item.per_gpu:
             style = VERDICT_STYLE[v.verdict]
@@ -45,34 +44,34 @@ def can_run_table(report: CanRunReport, out: Console) -> None:
         table.add_row("[bold]wheel verdict[/bold]", *verdict_row)
         out.print(table)
         for problem in item.problems:
-            out.print(f"[red]incomplete:[/red] {escape(problem)}")
+            out.print(f"[red]incomplete:[/red] {safe(problem)}")
         if item.per_gpu:
             runtime = item.per_gpu[0].runtime
-            out.print(escape(f"runtime: {runtime.reason.text} [{runtime.reason.rule_id}]"))
+            out.print(safe(f"runtime: {runtime.reason.text} [{runtime.reason.rule_id}]"))
         for v in item.per_gpu:
-            out.print(f"[bold]{escape(v.gpu.label)}[/bold]: {escape(v.headline())}")
+            out.print(f"[bold]{safe(v.gpu.label)}[/bold]: {safe(v.headline())}")
             for lib in v.libraries:
                 if lib.verdict in (Verdict.NATIVE, Verdict.LINK_ONLY):
                     continue
-                out.print(f"  {escape(lib.library)}: {escape(lib.summary())}")
+                out.print(f"  {safe(lib.library)}: {safe(lib.summary())}")
                 for reason in lib.reasons:
-                    out.print(escape(f"    - {reason.text} [{reason.rule_id}]"))
+                    out.print(safe(f"    - {reason.text} [{reason.rule_id}]"))
                 for fix in lib.fixes:
-                    out.print(f"    fix: {escape(fix)}")
+                    out.print(f"    fix: {safe(fix)}")
                 if not lib.exact_modules:
                     out.print("    (module boundaries unclear: judged per section)")
         out.print()
     if report.rules:
         out.print("[bold]Rules cited[/bold]")
         for rule_id in report.rules:
-            out.print(f"  {escape(cite(rule_id, facts))}")
+            out.print(f"  {safe(cite(rule_id, facts))}")
     out.print(f"verdict: {VERDICT_LABEL[report.verdict]} (exit {report.exit_code})")
 
 
 def can_run_markdown(report: CanRunReport) -> str:
     lines: list[str] = []
     for item in report.inputs:
-        lines.append(f"### {item.name or item.source} {item.version or ''}".rstrip())
+        lines.append(md_text(f"### {item.name or item.source} {item.version or ''}".rstrip()))
         lines.append("")
         lines.append("| library | " + " | ".join(g.label for g in report.gpus) + " |")
         lines.append("|---|" + "---|" * len(report.gpus))
@@ -82,7 +81,9 @@ def can_run_markdown(report: CanRunReport) -> str:
             for v in item.per_gpu:
                 lib = next(x for x in v.libraries if x.library == library)
                 cells.append(lib.summary())
-            lines.append(f"| `{library}` | " + " | ".join(cells) + " |")
+            cells = [md_text(c).replace("|", "\\|") for c in cells]
+            name = md_code(library).replace("|", "\\|")
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append(
             "| **wheel** | "
             + " | ".join(f"**{VERDICT_LABEL[v.verdict]}**" for v in item.per_gpu)
@@ -92,7 +93,7 @@ def can_run_markdown(report: CanRunReport) -> str:
         for v in item.per_gpu:
             lines.append(f"- **{v.gpu.label}**: {v.headline()}")
             for lib in v.libraries:
-                lines.extend(f"  - fix ({lib.library}): {fix}" for fix in lib.fixes)
+                lines.extend(f"  - fix ({md_code(lib.library)}): {fix}" for fix in lib.fixes)
         if item.per_gpu:
             lines.append(f"- runtime: {item.per_gpu[0].runtime.reason.text}")
         lines.append("")

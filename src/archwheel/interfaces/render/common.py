@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TextIO, TypeVar
 
 from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
 
 from archwheel.facts.catalog import CudaFacts, load_facts
 
 FORMATS = ("table", "json", "markdown")
+# The most characters of one name or message shown in text output (JSON keeps everything).
+MAX_SHOWN = 2048
+_MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*[]<>"})
 
 
 class JsonResult(Protocol):
@@ -24,6 +30,61 @@ class JsonResult(Protocol):
 
 
 R = TypeVar("R", bound=JsonResult)
+
+
+def literal(text: object, limit: int = MAX_SHOWN) -> str:
+    """Text from an input as it is shown: every character that is not printable (ESC, OSC,
+    CR, BEL, bidirectional overrides, NUL ...) as a Python escape, cut to ``limit`` characters.
+
+    The one helper for every name and message that reaches a terminal, a log or Markdown; rich
+    markup is escaped on top by ``safe``. JSON output never goes through it: it stays exact.
+    """
+    raw = str(text)
+    if len(raw) > limit:
+        raw = raw[:limit]
+        cut = True
+    else:
+        cut = False
+    if not raw.isprintable():
+        raw = "".join(c if c.isprintable() else _escaped(c) for c in raw)
+    if cut or len(raw) > limit:
+        raw = raw[: max(0, limit - 3)] + "..."
+    return raw
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def safe(text: object, limit: int = MAX_SHOWN) -> str:
+    """``literal`` text, with rich markup escaped: for f-strings that ``Console.print`` parses
+    and for table cells (``[bold]`` in a member name is shown, never applied)."""
+    return escape(literal(text, limit))
+
+
+def plain(text: object, style: str = "") -> Text:
+    """``literal`` text as a rich ``Text`` (no markup is parsed in it)."""
+    return Text(literal(text), style=style)
+
+
+def md_text(text: object) -> str:
+    """``literal`` text for Markdown prose: Markdown's special characters backslash-escaped."""
+    return literal(text).translate(_MARKDOWN_SPECIAL)
+
+
+def md_code(text: object) -> str:
+    """``literal`` text as a Markdown code span, whatever backticks it holds."""
+    shown = literal(text)
+    runs = re.findall("`+", shown)
+    if not runs:
+        return f"`{shown}`"
+    fence = "`" * (max(len(r) for r in runs) + 1)
+    return f"{fence} {shown} {fence}"
 
 
 def console(stream: TextIO | None = None) -> Console:

@@ -10,6 +10,7 @@ import sys
 from typing import TextIO
 
 from archwheel.crosscheck.run import CrossCheckResult
+from archwheel.interfaces.render.common import literal
 
 _PROGRESS_WIDTH = 60
 
@@ -23,7 +24,7 @@ class ProgressLine:
 
     def __call__(self, source: str, name: str) -> None:
         self.stream.write(
-            f"\rcross-check: cuobjdump on {name[-_PROGRESS_WIDTH:]:<{_PROGRESS_WIDTH}}"
+            f"\rcross-check: cuobjdump on {literal(name)[-_PROGRESS_WIDTH:]:<{_PROGRESS_WIDTH}}"
         )
         self.stream.flush()
         self.shown = True
@@ -48,4 +49,4 @@ def print_cross_check(
     out = stream or sys.stderr
     for report in result.reports:
         for line in report.lines(quiet=quiet):
-            print(line, file=out)
+            print(literal(line), file=out)

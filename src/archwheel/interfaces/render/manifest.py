@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
+from archwheel.interfaces.render.common import literal, md_code, md_text, safe
 from archwheel.verdicts.manifest import VerifyReport
 
 
 def wrote_manifest(path: Path, wheels: int) -> str:
     """The line ``manifest -o FILE`` prints after writing FILE."""
-    return f"wrote {path} ({wheels} wheel{'s' if wheels != 1 else ''})"
+    return f"wrote {literal(path)} ({wheels} wheel{'s' if wheels != 1 else ''})"
 
 
 def verify_table(report: VerifyReport, out: Console) -> None:
@@ -23,19 +23,19 @@ def verify_table(report: VerifyReport, out: Console) -> None:
         what.append(f"the environment of {report.environment}")
     checked = " and ".join(what) or "nothing found to check"
     if report.ok:
-        out.print(f"[green]OK[/green]: {escape(checked)} match {escape(report.manifest)}")
+        out.print(f"[green]OK[/green]: {safe(checked)} match {safe(report.manifest)}")
         return
     out.print(
         f"[bold red]{len(report.mismatches)} mismatch(es)[/bold red] between "
-        f"{escape(checked)} and {escape(report.manifest)}:"
+        f"{safe(checked)} and {safe(report.manifest)}:"
     )
     for m in report.mismatches:
-        out.print(f"  - [{m.what}] {escape(m.message)}".replace("[", r"\[", 1))
+        out.print(f"  - {safe(f'[{m.what}]')} {safe(m.message)}")
 
 
 def verify_markdown(report: VerifyReport) -> str:
     if report.ok:
-        return f"**OK**: matches `{report.manifest}`\n"
-    lines = [f"**{len(report.mismatches)} mismatch(es)** with `{report.manifest}`:", ""]
-    lines.extend(f"- {m.what}: {m.message}" for m in report.mismatches)
+        return f"**OK**: matches {md_code(report.manifest)}\n"
+    lines = [f"**{len(report.mismatches)} mismatch(es)** with {md_code(report.manifest)}:", ""]
+    lines.extend(f"- {m.what}: {md_text(m.message)}" for m in report.mismatches)
     return "\n".join(lines) + "\n"

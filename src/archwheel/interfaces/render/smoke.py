@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from archwheel.interfaces.render.common import plain, safe
 from archwheel.verdicts.smoke import SmokeReport
 from archwheel.verdicts.vocabulary import SmokeVerdict, StepVerdict
 
@@ -25,19 +26,19 @@ VERDICT_STYLES = {
 
 def progress_line(message: str) -> str:
     """A progress message on standard error (rich markup)."""
-    return f"[dim]smoke: {message}[/dim]"
+    return f"[dim]smoke: {safe(message)}[/dim]"
 
 
 def unwritable_output(path: Path, reason: str | None) -> str:
     """The warning when ``--output FILE`` cannot be written (the report still comes out)."""
-    return f"archwheel: warning: could not write {path}: {reason}"
+    return safe(f"archwheel: warning: could not write {path}: {reason}")
 
 
 def render(report: SmokeReport, console: Console) -> None:
     data = report.to_json_dict()
     software = data["software"]
-    console.print(f"[bold]archwheel smoke[/bold]  {', '.join(report.inputs)}")
-    console.print(f"environment: {report.environment}")
+    console.print(f"[bold]archwheel smoke[/bold]  {safe(', '.join(report.inputs))}")
+    console.print(plain(f"environment: {report.environment}"))
     facts = [
         ("torch", software["torch"]),
         ("CUDA", software["torch_cuda"]),
@@ -48,14 +49,14 @@ def render(report: SmokeReport, console: Console) -> None:
     ]
     shown = "  ".join(f"{k} {v}" for k, v in facts if v)
     if shown:
-        console.print(shown)
+        console.print(plain(shown))
     if software["arch_list"]:
-        console.print(f"compiled arch list: {' '.join(software['arch_list'])}")
+        console.print(plain(f"compiled arch list: {' '.join(software['arch_list'])}"))
     for stage in report.stages:
         if not stage.ok:
-            console.print(f"[red]{stage.name} failed[/red]: {stage.detail}")
+            console.print(f"[red]{safe(stage.name)} failed[/red]: {safe(stage.detail)}")
             for line in stage.log_tail[-6:]:
-                console.print(Text(f"    {line}", style="dim"))
+                console.print(plain(f"    {line}", style="dim"))
     if report.devices:
         table = Table(title="devices", title_justify="left")
         for col in ("#", "name", "cc", "memory", "compiled arch list vs device"):
@@ -63,19 +64,20 @@ def render(report: SmokeReport, console: Console) -> None:
         for d in report.devices:
             memory = f"{d.total_memory / 2**30:.0f} GiB" if d.total_memory else "?"
             check = d.arch_check.one_line() if d.arch_check else "?"
-            table.add_row(str(d.index), d.name, d.cc, memory, check)
+            table.add_row(str(d.index), safe(d.name), safe(d.cc), memory, safe(check))
         console.print(table)
     if report.steps:
         table = Table(title="kernels", title_justify="left")
         for col in ("dev", "step", "verdict", "evidence"):
             table.add_column(col)
         for s in report.steps:
-            evidence = s.detail
+            evidence = safe(s.detail)
             if s.explanation:
-                evidence = f"{evidence}\n{s.explanation}" if evidence else s.explanation
+                explanation = safe(s.explanation)
+                evidence = f"{evidence}\n{explanation}" if evidence else explanation
             table.add_row(
                 str(s.device),
-                s.step,
+                safe(s.step),
                 Text(s.verdict.value, style=VERDICT_STYLES.get(s.verdict, "")),
                 evidence,
             )
@@ -84,6 +86,6 @@ def render(report: SmokeReport, console: Console) -> None:
     if report.verdict is SmokeVerdict.JIT_ONLY:
         style = "yellow"
     console.print(
-        Text(f"verdict: {report.verdict.value}: {report.message}", style=style),
+        plain(f"verdict: {report.verdict.value}: {report.message}", style=style),
         Text(f"(exit {report.exit_code})", style="dim"),
     )

@@ -1,0 +1,84 @@
+"""The table of limits in docs/design.md ("Bad input") states each limit as the code has it.
+
+Every row names its constants (``module.NAME``, or ``NAME`` of the module named before it in
+the same cell); each constant must exist and its value, written as the table writes numbers
+(``65536``, ``16 MiB``, ``4 GiB``), must appear in the row's value cell.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+DESIGN = Path(__file__).resolve().parents[2] / "docs" / "design.md"
+
+
+def _rows() -> list[tuple[str, str, list[str]]]:
+    text = DESIGN.read_text(encoding="utf-8")
+    section = text[text.index("## Bad input") :]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or cells[0] in ("limit", "---"):
+            continue
+        rows.append((cells[0], cells[1], re.findall(r"`([\w.]+)`", cells[2])))
+    return rows
+
+
+def _shown(value: int) -> set[str]:
+    forms = {str(value)}
+    for unit, shift in (("GiB", 30), ("MiB", 20)):
+        if value >= 1 << shift and value % (1 << shift) == 0:
+            forms.add(f"{value >> shift} {unit}")
+    return forms
+
+
+def test_every_documented_limit_matches_the_code() -> None:
+    rows = _rows()
+    assert len(rows) >= 15
+    for what, value_cell, names in rows:
+        assert names, f"row {what!r} names no constant"
+        module_name = ""
+        for name in names:
+            if "." in name:
+                module_name, _, constant = name.rpartition(".")
+            else:
+                constant = name
+            module = importlib.import_module(_module(module_name))
+            value = getattr(module, constant)
+            assert any(form in value_cell for form in _shown(value)), (what, constant, value)
+
+
+def _module(short: str) -> str:
+    prefixes = {
+        "stream": "archwheel.binary.stream",
+        "elf": "archwheel.binary.elf",
+        "layout": "archwheel.binary.layout",
+        "zipread": "archwheel.binary.zipread",
+        "payload": "archwheel.binary.payload",
+        "wheelmeta": "archwheel.binary.wheelmeta",
+        "scan.binary": "archwheel.binary.scan.binary",
+        "scan.inputs": "archwheel.binary.scan.inputs",
+        "scan.pool": "archwheel.binary.scan.pool",
+        "verdicts.manifest": "archwheel.verdicts.manifest",
+        "build.recipe": "archwheel.build.recipe",
+        "build.source": "archwheel.build.source",
+        "render.common": "archwheel.interfaces.render.common",
+    }
+    return prefixes[short]
+
+
+def test_audit_help_states_the_scanner_limits() -> None:
+    from archwheel.binary.scan import binary, inputs
+    from archwheel.interfaces.commands.audit import DESCRIPTION
+
+    text = " ".join(DESCRIPTION.split())
+    for value in (
+        binary.MAX_CONTAINERS,
+        binary.MAX_ENTRIES,
+        binary.MAX_ENTRIES_PER_CONTAINER,
+        binary.MAX_PROBLEMS_PER_LIBRARY,
+        inputs.MAX_PROBLEMS_PER_INPUT,
+    ):
+        assert str(value) in text, value
