@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "doctor",
     "manifest",
     "build",
+    "matrix",
     "smoke",
 )
 
@@ -61,6 +62,8 @@ COMMAND_OWNERS = {
     "verify": "manifest",
     "build": "build",
     "base-image": "build",
+    "matrix": "matrix",
+    "publish": "matrix",
     "smoke": "smoke",
 }
 

@@ -1,0 +1,92 @@
+"""`archwheel matrix` and `archwheel publish` end to end (the shipped example recipe; the
+cells are built by the fake builder through the same wiring the real build uses)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from archwheel.interfaces.commands.matrix import MatrixRequest, run_request
+from archwheel.matrix.index import read_index
+from tests.support.cli import CliRun
+from tests.support.index_wheels import device_library, make_dist
+from tests.support.matrix_fakes import FakeCellBuilder
+
+ARGS = ("--recipe", "example", "--python", "3.11", "--arch", "8.0;9.0", "--arch", "9.0")
+
+
+def _request(index: Path, work: Path, *extra: str) -> MatrixRequest:
+    namespace = argparse.Namespace(
+        matrix=None, index=index, recipe=["example"], torch=[], python=["3.11"],
+        arch=["8.0;9.0", "9.0", *extra], exclude=[], plan=False, work=work,
+        engine="docker", jobs=None, no_cache=False, format="json",
+    )  # fmt: skip
+    return MatrixRequest.from_args(namespace)
+
+
+def test_plan_builds_nothing_and_then_skips_what_the_index_has(
+    cli_run: CliRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index = tmp_path / "index"
+    code, out, _ = cli_run("matrix", *ARGS, "--index", str(index), "--plan", "--format", "json")
+    assert code == 0
+    plan = json.loads(out)
+    assert [c["action"] for c in plan["cells"]] == ["build", "build"]
+    assert not index.exists() or read_index(index) == ()
+
+    builder = FakeCellBuilder(fail={"example py3.11 [9.0]"})
+    assert run_request(_request(index, tmp_path / "work"), builder) == 5
+    capsys.readouterr()
+    code, out, _ = cli_run("matrix", *ARGS, "--index", str(index), "--plan", "--format", "json")
+    actions = {c["arch"]: c["action"] for c in json.loads(out)["cells"]}
+    assert actions == {"8.0;9.0": "skip", "9.0": "build"}
+    code, out, _ = cli_run("matrix", *ARGS, "--index", str(index), "--plan")
+    assert code == 0 and "1 to build, 1 already in the index" in out
+
+
+def test_matrix_summary_lists_every_cell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index = tmp_path / "index"
+    builder = FakeCellBuilder(drop_arch={"example py3.11 [8.0;9.0]"})
+    code = run_request(_request(index, tmp_path / "work"), builder)
+    assert code == 5
+    summary = json.loads(capsys.readouterr().out)
+    verdicts = {c["arch"]: c["verdict"] for c in summary["cells"]}
+    assert verdicts == {"8.0;9.0": "refused", "9.0": "published"}
+    assert summary["ok"] is False and summary["exit_code"] == 5
+
+
+def test_a_torch_axis_is_refused_before_any_build(cli_run: CliRun, tmp_path: Path) -> None:
+    code, _, err = cli_run("matrix", "--recipe", "example", "--torch", "2.14.1",
+                           "--index", str(tmp_path / "i"), "--work", str(tmp_path / "w"))  # fmt: skip
+    assert code == 2 and "torch axis" in err
+    assert not (tmp_path / "w").exists()
+
+
+def test_bad_matrix_input_is_one_line(cli_run: CliRun, tmp_path: Path) -> None:
+    code, _, err = cli_run("matrix", "--recipe", "nope", "--index", str(tmp_path / "i"), "--plan")
+    assert code == 2 and "nope" in err and "Traceback" not in err
+    code, _, err = cli_run("matrix", "--recipe", "example", "--exclude", "gpu=1",
+                           "--index", str(tmp_path / "i"), "--plan")  # fmt: skip
+    assert code == 2 and "AXIS=VALUE" in err
+
+
+def test_publish_audits_and_says_what_it_refused(cli_run: CliRun, tmp_path: Path) -> None:
+    good = make_dist(tmp_path / "w", "kern", "1.0+cu130", platform_tag="linux_x86_64",
+                     requires=("torch==2.14.1",), libraries={"libk.so": device_library(80, 90)})  # fmt: skip
+    bad = make_dist(tmp_path / "w", "kern", "1.1+cu130", platform_tag="linux_x86_64",
+                    libraries={"libk.so": device_library(90)})  # fmt: skip
+    index = tmp_path / "index"
+    code, out, _ = cli_run("publish", str(good), str(bad), "--index", str(index),
+                           "--expect", "8.0;9.0", "--format", "json")  # fmt: skip
+    assert code == 1
+    document = json.loads(out)
+    assert [e["file"] for e in document["published"]] == [good.name]
+    assert document["refused"][0]["wheel"] == bad.name
+    assert (index / "current" / "torch-2.14.1+cu130.html").exists()
+    code, out, _ = cli_run("publish", str(good), "--index", str(index), "--expect", "8.0;9.0")
+    assert code == 0 and "unchanged" in out
