@@ -9,6 +9,7 @@ from pathlib import Path
 
 from archwheel.binary.model import InputInventory
 from archwheel.binary.scan.inputs import ProgressCallback, scan_installed, scan_path
+from archwheel.effects.files import write_text_atomic
 from archwheel.errors import UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.interfaces.commands.options import add_interpreter_option
@@ -71,7 +72,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="ARCHS",
         help='requested arch list, e.g. "8.0;9.0+PTX", "sm_90a,sm_100f", "Hopper"',
     )
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format")
+    p.add_argument(
+        "--format",
+        choices=(*FORMATS, "html"),
+        default="table",
+        help="output format (html: one self-contained page with a chart, for -o FILE)",
+    )
     p.add_argument(
         "-o",
         "--output",
@@ -221,6 +227,15 @@ def _cross_check(request: AuditRequest, reports: list[AuditReport]) -> int:
 
 
 def _emit(request: AuditRequest, reports: list[AuditReport]) -> None:
+    if request.format == "html":
+        from archwheel.interfaces.render.html import audit_html
+
+        page = audit_html(reports)  # before the file opens: no empty file when it fails
+        if request.output is not None:
+            write_text_atomic(request.output, page)
+        else:
+            sys.stdout.write(page)
+        return
     stream = request.output.open("w", encoding="utf-8") if request.output else None
     try:
         if request.format == "json":
