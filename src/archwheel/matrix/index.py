@@ -35,7 +35,7 @@ import re
 import secrets
 import shutil
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.parser import HeaderParser
@@ -62,6 +62,9 @@ AUDIT_SUFFIX = ".audit.json"
 PROVENANCE_SUFFIX = ".provenance.json"
 KEEP_TREES = 2
 METADATA_LIMIT = 4 << 20  # bytes of METADATA read at most
+# Renders a tree's index.html from the written tree (its index.json and the audit JSON beside
+# each wheel); the interfaces floor passes one with a chart, else ``landing_page`` is used.
+Landing = Callable[[Path], str]
 _LOCAL_CUDA = re.compile(r"(?:^|[._-]|pt\d+)cu(\d{2,3})(?:$|[._-])")
 
 
@@ -392,7 +395,7 @@ def _new_tree_name() -> str:
 
 
 def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
-                new: Sequence[_Examined]) -> None:  # fmt: skip
+                new: Sequence[_Examined], landing: Landing | None) -> None:  # fmt: skip
     wheels = tree / WHEELS
     wheels.mkdir(parents=True)
     fresh = {x.entry.file for x in new}
@@ -417,7 +420,6 @@ def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
         write_text_atomic(simple / project / "index.html", project_page(project, entries))
     for page in sorted({p for e in entries if (p := e.find_links_page)}):
         write_text_atomic(tree / page, find_links_page(page, entries))
-    write_text_atomic(tree / "index.html", landing_page(entries))
     write_json_atomic(
         tree / MANIFEST,
         {
@@ -425,6 +427,8 @@ def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
             "entries": [e.to_json_dict() for e in sorted(entries, key=lambda e: e.file)],
         },
     )
+    text = landing(tree) if landing is not None else landing_page(entries)
+    write_text_atomic(tree / "index.html", text)
 
 
 def _swap(index: Path, tree: Path) -> None:
@@ -445,8 +449,12 @@ def _collect(index: Path, keep: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def publish(index: Path, candidates: Sequence[Candidate]) -> PublishResult:
-    """Audit each candidate and publish those that pass, in one atomic step."""
+def publish(
+    index: Path, candidates: Sequence[Candidate], *, landing: Landing | None = None
+) -> PublishResult:
+    """Audit each candidate and publish those that pass, in one atomic step.
+
+    ``landing`` renders the tree's ``index.html`` (default: a plain list of the pages)."""
     index.mkdir(parents=True, exist_ok=True)
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     with _locked(index):
@@ -483,7 +491,7 @@ def publish(index: Path, candidates: Sequence[Candidate]) -> PublishResult:
         (index / TREES).mkdir(exist_ok=True)
         tree = index / TREES / _new_tree_name()
         try:
-            _write_tree(tree, old_tree, entries, accepted)
+            _write_tree(tree, old_tree, entries, accepted, landing)
             _swap(index, tree)
         except BaseException:
             shutil.rmtree(tree, ignore_errors=True)

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from archwheel.errors import ArchwheelError
 from archwheel.exit_codes import EXIT_BUILD, EXIT_OK
 from archwheel.facts.arch import ArchList
-from archwheel.matrix.index import Candidate, publish
+from archwheel.matrix.index import Candidate, Landing, publish
 from archwheel.matrix.plan import Action, Cell, MatrixPlan, PlannedCell
 
 
@@ -96,7 +96,13 @@ class MatrixResult:
 
 
 def _build_one(
-    planned: PlannedCell, builder: CellBuilder, index: Path, work: Path, cuda: str | None
+    planned: PlannedCell,
+    builder: CellBuilder,
+    index: Path,
+    work: Path,
+    *,
+    cuda: str | None,
+    landing: Landing | None,
 ) -> CellResult:
     out = work / planned.key[:16]
     if out.exists():
@@ -121,7 +127,7 @@ def _build_one(
         torch=planned.cell.torch,
         cuda=cuda,
     )
-    result = publish(index, [candidate])
+    result = publish(index, [candidate], landing=landing)
     seconds = time.monotonic() - started
     if result.refused:
         return CellResult(planned, Verdict.REFUSED, result.refused[0].reason, seconds=seconds)
@@ -136,6 +142,7 @@ def run_matrix(
     work: Path,
     *,
     on_cell: Callable[[CellResult], None] | None = None,
+    landing: Landing | None = None,
 ) -> MatrixResult:
     """Build every cell the plan builds; report every cell with its verdict."""
     results: list[CellResult] = []
@@ -146,7 +153,8 @@ def run_matrix(
             result = CellResult(planned, Verdict.EXCLUDED, planned.reason)
         else:
             recipe = plan.recipes.get(planned.cell.recipe)
-            result = _build_one(planned, builder, index, work, recipe.cuda if recipe else None)
+            cuda = recipe.cuda if recipe else None
+            result = _build_one(planned, builder, index, work, cuda=cuda, landing=landing)
         results.append(result)
         if on_cell is not None:
             on_cell(result)

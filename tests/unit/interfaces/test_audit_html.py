@@ -91,3 +91,32 @@ def test_without_matplotlib_it_says_how_to_get_it(wheel: Path, tmp_path: Path) -
     assert proc.returncode == 4
     assert "archwheel[report]" in proc.stderr and "Traceback" not in proc.stderr
     assert not page.exists()
+
+
+def test_the_index_page_shows_every_wheel_with_chart_and_provenance(
+    cli_run: CliRun, tmp_path: Path
+) -> None:
+    wheels = []
+    for torch, archs in (("2.13.0", (80, 90)), ("2.14.1", (80, 90, 120))):
+        made = make_dist(tmp_path / "w", "kern", f"1.0+pt{torch.replace('.', '')}cu130",
+                         platform_tag="linux_x86_64", requires=(f"torch=={torch}",),
+                         libraries={"libk.so": device_library(*archs)})  # fmt: skip
+        digest = __import__("hashlib").sha256(made.read_bytes()).hexdigest()
+        provenance = {"wheel": {"sha256": digest}, "recipe": {"name": f"recipe-torch-{torch}"}}
+        made.with_name(made.name + ".provenance.json").write_text(json.dumps(provenance))
+        wheels.append(made)
+    index = tmp_path / "index"
+    code, _, _ = cli_run("publish", *map(str, wheels), "--index", str(index), "--expect", "8.0;9.0")
+    assert code == 0
+    shown = render(index / "current" / "index.html", "matrix-index.png")
+    assert "Uncaught" not in shown.log and "CONSOLE" not in shown.log
+    chart = re.search(r'<figure class="arch-cost-chart".*?</figure>', shown.dom, re.S)
+    assert chart is not None and "<svg" in chart.group(0) and "sm_120" in chart.group(0)
+    rows = re.findall(r'<tr class="wheel" data-wheel="([^"]+)">(.*?)</tr>', shown.dom, re.S)
+    assert sorted(r[0] for r in rows) == sorted(w.name for w in wheels)
+    for (_, row), torch in zip(sorted(rows), ("2.13.0", "2.14.1"), strict=True):
+        assert "verdict-ok" in row and f"recipe-torch-{torch}" in row
+        assert '<details class="provenance">' in row
+    assert "torch-2.13.0+cu130.html" in shown.dom and "torch-2.14.1+cu130.html" in shown.dom
+    text = (index / "current" / "index.html").read_text()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text)

@@ -26,6 +26,7 @@ from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import load_facts
 from archwheel.interfaces.commands.build import BuildRequest, PipRequest, build
 from archwheel.interfaces.render.common import console, dump_json, err_console
+from archwheel.interfaces.render.html import index_renderer
 from archwheel.interfaces.render.matrix import print_cell, print_plan, print_publish, print_summary
 from archwheel.matrix.index import Candidate, publish, read_index
 from archwheel.matrix.plan import (
@@ -217,7 +218,12 @@ def run_request(request: MatrixRequest, builder: CellBuilder | None) -> int:
         _refuse_torch_axis(plan)
         builder = build_cells_with_archwheel_build(request)
     result = run_matrix(
-        plan, builder, request.index, request.work, on_cell=lambda c: print_cell(err, c)
+        plan,
+        builder,
+        request.index,
+        request.work,
+        on_cell=lambda c: print_cell(err, c),
+        landing=index_renderer(),
     )
     if request.format == "json":
         dump_json(result.to_json_dict())
@@ -249,7 +255,7 @@ def run_publish(args: argparse.Namespace) -> int:
                 cuda=args.cuda,
             )
         )
-    result = publish(args.index, candidates)
+    result = publish(args.index, candidates, landing=index_renderer())
     document: dict[str, Any] = result.to_json_dict()
     if args.format == "json":
         dump_json(document)

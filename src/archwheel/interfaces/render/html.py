@@ -17,9 +17,10 @@ import html
 import io
 import json
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from archwheel import __version__
 from archwheel.binary.model import LibraryInventory
@@ -35,7 +36,7 @@ table { border-collapse: collapse; margin: 1em 0; }
 th, td { border: 1px solid #d0d7de; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #f6f8fa; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.verdict { font-weight: 600; padding: 1px 6px; border-radius: 4px; }
+.verdict { font-weight: 600; padding: 1px 6px; border-radius: 4px; white-space: nowrap; }
 .verdict-ok { background: #dafbe1; color: #116329; }
 .verdict-missing { background: #ffebe9; color: #a40e26; }
 .verdict-inventory { background: #eaeef2; color: #424a53; }
@@ -191,3 +192,97 @@ def page(title: str, body: Sequence[str]) -> str:
         + "\n".join(body)
         + f"\n<footer><p>archwheel {html.escape(__version__)}</p></footer>\n</body>\n</html>\n"
     )
+
+
+# -- the index's index.html -----------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _wheel_costs(audit: Mapping[str, Any] | None) -> dict[str, int]:
+    costs: dict[str, int] = defaultdict(int)
+    for report in (audit or {}).get("inputs", []):
+        for row in report.get("archs", []):
+            costs[str(row["arch"])] += int(row["stored_bytes"])
+    return dict(costs)
+
+
+def index_html(tree: Path) -> str:
+    """The index tree's ``index.html``: every wheel with what it was built for and audited
+    against, a chart of what each arch costs per wheel across the matrix, the find-links pages,
+    and each wheel's provenance and audit one click away (inlined: the page needs nothing else).
+    """
+    e = html.escape
+    manifest = _read_json(tree / "index.json") or {"entries": []}
+    entries = sorted(manifest.get("entries", []), key=lambda x: str(x["file"]))
+    audits = {x["file"]: _read_json(tree / "wheels" / f"{x['file']}.audit.json") for x in entries}
+    body = ["<h1>archwheel wheel index</h1>"]
+    body.append(
+        '<p><a href="simple/">simple/</a> is the PEP 503 index '
+        "(<code>pip install --index-url .../simple/ NAME</code>); "
+        f"{len(entries)} wheels, each audited by archwheel before it was published.</p>"
+    )
+    pages = sorted({p.name for p in tree.glob("torch-*.html")})
+    if pages:
+        body.append('<h2>find-links pages</h2><ul class="find-links">')
+        body += [f'<li><a href="{e(p)}">{e(p)}</a></li>' for p in pages]
+        body.append("</ul>")
+    rows = {x["file"]: c for x in entries if (c := _wheel_costs(audits[x["file"]]))}
+    if rows:
+        chart = _figure_svg(rows, "what each arch costs, per wheel")
+        body.append(f'<figure class="arch-cost-chart" id="chart-index">{chart}</figure>')
+    body.append('<table class="wheels">')
+    body.append(
+        "<tr><th>wheel</th><th>torch</th><th>CUDA</th><th>Requires-Python</th>"
+        "<th>audited against</th><th>device code</th><th>verdict</th><th>details</th></tr>"
+    )
+    for x in entries:
+        audit = audits[x["file"]]
+        ok = audit is not None and bool(audit.get("ok")) and bool(audit.get("complete"))
+        css, text = ("verdict-ok", "audited ok") if ok else ("verdict-missing", "no audit")
+        details = []
+        provenance = _read_json(tree / "wheels" / f"{x['file']}.provenance.json")
+        if provenance is not None:
+            details.append(
+                '<details class="provenance"><summary>provenance</summary><pre>'
+                + e(json.dumps(provenance, indent=2))
+                + "</pre></details>"
+            )
+        if audit is not None:
+            details.append(
+                '<details class="audit"><summary>audit</summary><pre>'
+                + e(json.dumps(audit, indent=2))
+                + "</pre></details>"
+            )
+        size = human_bytes(sum(_wheel_costs(audit).values()))
+        body.append(
+            f'<tr class="wheel" data-wheel="{e(str(x["file"]))}">'
+            f'<td><a href="wheels/{e(quote_path(str(x["file"])))}">{e(str(x["file"]))}</a></td>'
+            f"<td>{e(str(x.get('torch') or '-'))}</td><td>{e(str(x.get('cuda') or '-'))}</td>"
+            f"<td>{e(str(x.get('requires_python') or '-'))}</td>"
+            f"<td>{e(str(x.get('expect') or 'inventory'))}</td>"
+            f'<td class="num">{e(size)}</td>'
+            f'<td><span class="verdict {css}">{e(text)}</span></td>'
+            f"<td>{''.join(details) or '-'}</td></tr>"
+        )
+    body.append("</table>")
+    return page("archwheel wheel index", body)
+
+
+def quote_path(name: str) -> str:
+    return quote(name)
+
+
+def index_renderer() -> Callable[[Path], str] | None:
+    """``index_html`` when matplotlib is importable, else None (the plain landing page)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return None
+    return index_html
