@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from archwheel.interfaces.commands.matrix import MatrixRequest, run_request
@@ -14,6 +15,7 @@ from archwheel.matrix.index import read_index
 from tests.support.cli import CliRun
 from tests.support.index_wheels import device_library, make_dist
 from tests.support.matrix_fakes import FakeCellBuilder
+from tests.support.schemas import matrix_plan_schema, matrix_result_schema, publish_schema
 
 ARGS = ("--recipe", "example", "--python", "3.11", "--arch", "8.0;9.0", "--arch", "9.0")
 
@@ -34,6 +36,7 @@ def test_plan_builds_nothing_and_then_skips_what_the_index_has(
     code, out, _ = cli_run("matrix", *ARGS, "--index", str(index), "--plan", "--format", "json")
     assert code == 0
     plan = json.loads(out)
+    jsonschema.validate(plan, matrix_plan_schema())
     assert [c["action"] for c in plan["cells"]] == ["build", "build"]
     assert not index.exists() or read_index(index) == ()
 
@@ -41,7 +44,9 @@ def test_plan_builds_nothing_and_then_skips_what_the_index_has(
     assert run_request(_request(index, tmp_path / "work"), builder) == 5
     capsys.readouterr()
     code, out, _ = cli_run("matrix", *ARGS, "--index", str(index), "--plan", "--format", "json")
-    actions = {c["arch"]: c["action"] for c in json.loads(out)["cells"]}
+    again = json.loads(out)
+    jsonschema.validate(again, matrix_plan_schema())
+    actions = {c["arch"]: c["action"] for c in again["cells"]}
     assert actions == {"8.0;9.0": "skip", "9.0": "build"}
     code, out, _ = cli_run("matrix", *ARGS, "--index", str(index), "--plan")
     assert code == 0 and "1 to build, 1 already in the index" in out
@@ -55,6 +60,7 @@ def test_matrix_summary_lists_every_cell(
     code = run_request(_request(index, tmp_path / "work"), builder)
     assert code == 5
     summary = json.loads(capsys.readouterr().out)
+    jsonschema.validate(summary, matrix_result_schema())
     verdicts = {c["arch"]: c["verdict"] for c in summary["cells"]}
     assert verdicts == {"8.0;9.0": "refused", "9.0": "published"}
     assert summary["ok"] is False and summary["exit_code"] == 5
@@ -85,6 +91,7 @@ def test_publish_audits_and_says_what_it_refused(cli_run: CliRun, tmp_path: Path
                            "--expect", "8.0;9.0", "--format", "json")  # fmt: skip
     assert code == 1
     document = json.loads(out)
+    jsonschema.validate(document, publish_schema())
     assert [e["file"] for e in document["published"]] == [good.name]
     assert document["refused"][0]["wheel"] == bad.name
     assert (index / "current" / "torch-2.14.1+cu130.html").exists()
