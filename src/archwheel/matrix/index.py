@@ -505,3 +505,52 @@ def publish(
         tuple(refused),
         tuple(sorted(entries, key=lambda e: e.file)),
     )
+
+
+def _trees_under(folder: Path) -> list[Path]:
+    """The index trees a folder holds: an index's current tree, a tree, or trees below it."""
+    if (folder / CURRENT / MANIFEST).is_file():
+        return [(folder / CURRENT).resolve()]
+    if (folder / MANIFEST).is_file():
+        return [folder]
+    found = [
+        p.parent
+        for p in sorted(folder.rglob(MANIFEST))
+        if (p.parent / WHEELS).is_dir() and len(p.relative_to(folder).parts) <= 5
+    ]
+    return [t for t in found if CURRENT not in t.relative_to(folder).parts]
+
+
+def candidates_from(folder: Path) -> list[Candidate]:
+    """Every wheel of the archwheel index trees under ``folder`` (as CI jobs leave them), with
+    what their manifest says (arch list, cell key, torch, CUDA); each is audited again when
+    published. The same file with the same bytes in two trees is offered once."""
+    if not folder.is_dir():
+        raise InputError(f"{folder}: no such folder")
+    trees = _trees_under(folder)
+    if not trees:
+        raise InputError(f"{folder}: holds no archwheel index (no {MANIFEST} beside a wheels/)")
+    seen: set[tuple[str, str]] = set()
+    candidates: list[Candidate] = []
+    for tree in trees:
+        try:
+            document = json.loads((tree / MANIFEST).read_text(encoding="utf-8"))
+            entries = [IndexEntry.from_json_dict(e) for e in document["entries"]]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"{tree / MANIFEST}: not an archwheel index manifest: {exc}") from None
+        for entry in entries:
+            if (entry.file, entry.sha256) in seen:
+                continue
+            seen.add((entry.file, entry.sha256))
+            provenance = tree / WHEELS / (entry.file + PROVENANCE_SUFFIX)
+            candidates.append(
+                Candidate(
+                    tree / WHEELS / entry.file,
+                    provenance if provenance.is_file() else None,
+                    expect=ArchList.parse(entry.expect) if entry.expect else None,
+                    cell_key=entry.cell_key,
+                    torch=entry.torch,
+                    cuda=entry.cuda,
+                )
+            )
+    return candidates

@@ -11,24 +11,28 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from archwheel import __version__
 from archwheel.build.plan import DEFAULT_CCACHE_SIZE, DEFAULT_CCACHE_VOLUME, check_arch_list
 from archwheel.build.provenance import provenance_path
 from archwheel.build.recipe import find_recipe
 from archwheel.effects.engine import ENGINES, EngineName
+from archwheel.effects.files import write_text_atomic
 from archwheel.effects.paths import recipe_dirs
 from archwheel.errors import BuildError, UsageError
 from archwheel.exit_codes import EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import load_facts
 from archwheel.interfaces.commands.build import BuildRequest, PipRequest, build
+from archwheel.interfaces.render.ci import to_yaml
 from archwheel.interfaces.render.common import console, dump_json, err_console
 from archwheel.interfaces.render.html import index_renderer
 from archwheel.interfaces.render.matrix import print_cell, print_plan, print_publish, print_summary
-from archwheel.matrix.index import Candidate, publish, read_index
+from archwheel.matrix.export import EXPORTS, ExportOptions, export
+from archwheel.matrix.index import Candidate, candidates_from, publish, read_index
 from archwheel.matrix.plan import (
     Action,
     Cell,
@@ -91,6 +95,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--jobs", type=int, help="compile jobs per cell")
     p.add_argument("--no-cache", action="store_true", help="compile without the compiler cache")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    ci = p.add_argument_group("CI export (builds nothing)")
+    ci.add_argument(
+        "--export",
+        choices=EXPORTS,
+        help="write a workflow: one job per cell to build, then a job merging them",
+    )
+    ci.add_argument("-o", "--output", type=Path, metavar="FILE", help="write it to FILE")
+    ci.add_argument("--runner", metavar="LABEL", help="GitHub runs-on label / GitLab runner tag")
+    ci.add_argument(
+        "--install",
+        default=f"archwheel=={__version__}",
+        metavar="SPEC",
+        help="what the jobs pip install (default: this archwheel's version)",
+    )
     p.set_defaults(func=run)
 
     q = sub.add_parser(
@@ -101,7 +119,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "index in one atomic step (with <wheel>.provenance.json when it lies beside)."
         ),
     )
-    q.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL")
+    q.add_argument("wheels", nargs="*", type=Path, metavar="WHEEL")
+    q.add_argument(
+        "--from-index",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="also publish every wheel of the archwheel index trees under DIR (CI artifacts), "
+        "with what their manifests say; each is audited again",
+    )
     q.add_argument("--index", type=Path, required=True, help="the index folder")
     q.add_argument("--expect", metavar="ARCHS", help="the arch list the wheels must hold")
     q.add_argument("--torch", metavar="VERSION", help="the torch they were built against")
@@ -122,6 +149,9 @@ class MatrixRequest:
     jobs: int | None
     cache: bool
     format: str
+    export: str | None = None
+    output: Path | None = None
+    export_options: ExportOptions = field(default_factory=ExportOptions)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> MatrixRequest:
@@ -142,6 +172,16 @@ class MatrixRequest:
             jobs=args.jobs,
             cache=not args.no_cache,
             format=args.format,
+            export=args.export,
+            output=args.output,
+            export_options=ExportOptions(
+                runner=args.runner,
+                install=args.install,
+                engine=args.engine,
+                jobs=args.jobs,
+                cache=not args.no_cache,
+                work=str(args.work),
+            ),
         )
 
 
@@ -207,6 +247,9 @@ def run_request(request: MatrixRequest, builder: CellBuilder | None) -> int:
     recipes = recipe_facts(request.spec)
     plan = make_plan(request.spec, recipes, read_index(request.index))
     err = err_console()
+    if request.export is not None:
+        _export(request, plan)
+        return EXIT_OK
     if request.plan_only:
         if request.format == "json":
             dump_json(plan.to_json_dict())
@@ -232,6 +275,22 @@ def run_request(request: MatrixRequest, builder: CellBuilder | None) -> int:
     return result.exit_code
 
 
+def _export(request: MatrixRequest, plan: MatrixPlan) -> None:
+    assert request.export is not None
+    document = export(plan, request.export, request.export_options)
+    header = (
+        f"Written by `archwheel matrix --export {request.export}` (archwheel {__version__}):\n"
+        f"{len(plan.of(Action.BUILD))} cells to build; the index held "
+        f"{len(plan.of(Action.SKIP))} already. Each job runs the one-cell archwheel matrix\n"
+        "command; the publish job audits and merges their indexes (docs/matrix.md)."
+    )
+    text = to_yaml(document, header=header)
+    if request.output is not None:
+        write_text_atomic(request.output, text)
+    else:
+        sys.stdout.write(text)
+
+
 def _refuse_torch_axis(plan: MatrixPlan) -> None:
     if any(c.cell.torch for c in plan.of(Action.BUILD)):
         raise UsageError(
@@ -242,8 +301,10 @@ def _refuse_torch_axis(plan: MatrixPlan) -> None:
 
 
 def run_publish(args: argparse.Namespace) -> int:
+    if not args.wheels and not args.from_index:
+        raise UsageError("nothing to publish", hint="give wheels, or --from-index DIR")
     expect = ArchList.parse(args.expect) if args.expect else None
-    candidates = []
+    candidates = [c for folder in args.from_index for c in candidates_from(folder)]
     for wheel in args.wheels:
         provenance = provenance_path(wheel)
         candidates.append(
