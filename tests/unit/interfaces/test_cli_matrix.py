@@ -3,13 +3,13 @@ cells are built by the fake builder through the same wiring the real build uses)
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import jsonschema
 import pytest
 
+from archwheel.interfaces.cli import build_parser
 from archwheel.interfaces.commands.matrix import MatrixRequest, run_request
 from archwheel.matrix.index import read_index
 from tests.support.cli import CliRun
@@ -20,13 +20,10 @@ from tests.support.schemas import matrix_plan_schema, matrix_result_schema, publ
 ARGS = ("--recipe", "example", "--python", "3.11", "--arch", "8.0;9.0", "--arch", "9.0")
 
 
-def _request(index: Path, work: Path, *extra: str) -> MatrixRequest:
-    namespace = argparse.Namespace(
-        matrix=None, index=index, recipe=["example"], torch=[], python=["3.11"],
-        arch=["8.0;9.0", "9.0", *extra], exclude=[], plan=False, work=work,
-        engine="docker", jobs=None, no_cache=False, format="json",
-    )  # fmt: skip
-    return MatrixRequest.from_args(namespace)
+def _request(index: Path, work: Path) -> MatrixRequest:
+    """The request `archwheel matrix ARGS --index INDEX --work WORK --format json` makes."""
+    argv = ["matrix", *ARGS, "--index", str(index), "--work", str(work), "--format", "json"]
+    return MatrixRequest.from_args(build_parser("matrix").parse_args(argv))
 
 
 def test_plan_builds_nothing_and_then_skips_what_the_index_has(
@@ -97,3 +94,35 @@ def test_publish_audits_and_says_what_it_refused(cli_run: CliRun, tmp_path: Path
     assert (index / "current" / "torch-2.14.1+cu130.html").exists()
     code, out, _ = cli_run("publish", str(good), "--index", str(index), "--expect", "8.0;9.0")
     assert code == 0 and "unchanged" in out
+
+
+def test_the_real_build_wiring_reports_each_failed_cell(
+    cli_run: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`archwheel build` itself runs for each cell and fails before any container (its sdist
+    does not match the recipe's sha256): every cell is reported, nothing is published."""
+    example = (Path(__file__).resolve().parents[3] / "recipes" / "example.toml").read_text()
+    source = tmp_path / "p"
+    source.mkdir()
+    (source / "README").write_text("x\n")
+    import tarfile
+
+    with tarfile.open(tmp_path / "proj-1.0.tar.gz", "w:gz") as tar:
+        tar.add(source, arcname="p")
+    recipe = example.replace('path = "../examples/cuda-kernels"',
+                             f'sdist = "proj-1.0.tar.gz"\nsha256 = "{"0" * 64}"')  # fmt: skip
+    recipe = recipe.replace('name = "example"', 'name = "badsum"')
+    assert "badsum" in recipe and "sdist" in recipe
+    (tmp_path / "badsum.toml").write_text(recipe)
+    monkeypatch.setenv("ARCHWHEEL_RECIPES", str(tmp_path))
+    monkeypatch.setenv("ARCHWHEEL_CACHE", str(tmp_path / "cache"))
+    index = tmp_path / "index"
+    code, out, err = cli_run("matrix", "--recipe", "badsum", "--arch", "8.0", "--arch", "8.0;9.0",
+                             "--index", str(index), "--work", str(tmp_path / "work"),
+                             "--format", "json")  # fmt: skip
+    assert code == 5, err
+    result = json.loads(out)
+    jsonschema.validate(result, matrix_result_schema())
+    assert [c["verdict"] for c in result["cells"]] == ["build failed", "build failed"]
+    assert all("sha256" in c["message"] for c in result["cells"])
+    assert not index.exists()

@@ -73,7 +73,8 @@ def print_summary(out: Console, result: MatrixResult) -> None:
     out.print(table)
     counts = ", ".join(f"{result.count(v)} {v.value}" for v in Verdict if result.count(v))
     out.print(f"{counts}; index {escape(str(result.index))}")
-    out.print(f"pip install --index-url {simple_url(result.index)} NAME")
+    if any(c.wheels for c in result.cells):
+        out.print(f"pip install --index-url {simple_url(result.index)} NAME")
 
 
 def print_publish(out: Console, result: PublishResult) -> None:
