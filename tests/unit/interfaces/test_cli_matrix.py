@@ -126,3 +126,29 @@ def test_the_real_build_wiring_reports_each_failed_cell(
     assert [c["verdict"] for c in result["cells"]] == ["build failed", "build failed"]
     assert all("sha256" in c["message"] for c in result["cells"])
     assert not index.exists()
+
+
+def test_a_changed_source_rebuilds_its_cells(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = (Path(__file__).resolve().parents[3] / "recipes" / "example.toml").read_text()
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "kernel.cu").write_text("// one\n")
+    recipe = example.replace('path = "../examples/cuda-kernels"', 'path = "src"')
+    (tmp_path / "pathsrc.toml").write_text(recipe.replace('name = "example"', 'name = "pathsrc"'))
+    monkeypatch.setenv("ARCHWHEEL_RECIPES", str(tmp_path))
+    index = tmp_path / "index"
+    argv = ["matrix", "--recipe", "pathsrc", "--index", str(index), "--work", str(tmp_path / "w"),
+            "--format", "json"]  # fmt: skip
+
+    def actions() -> list[str]:
+        request = MatrixRequest.from_args(build_parser("matrix").parse_args([*argv, "--plan"]))
+        run_request(request, None)
+        return [c["action"] for c in json.loads(capsys.readouterr().out)["cells"]]
+
+    request = MatrixRequest.from_args(build_parser("matrix").parse_args(argv))
+    assert run_request(request, FakeCellBuilder()) == 0
+    capsys.readouterr()
+    assert actions() == ["skip"]
+    (tmp_path / "src" / "kernel.cu").write_text("// two\n")
+    assert actions() == ["build"]

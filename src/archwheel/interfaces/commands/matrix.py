@@ -18,10 +18,11 @@ from typing import Any
 from archwheel import __version__
 from archwheel.build.plan import DEFAULT_CCACHE_SIZE, DEFAULT_CCACHE_VOLUME, check_arch_list
 from archwheel.build.provenance import provenance_path
-from archwheel.build.recipe import find_recipe
+from archwheel.build.recipe import Recipe, find_recipe
+from archwheel.build.source import resolve_source
 from archwheel.effects.engine import ENGINES, EngineName
 from archwheel.effects.files import write_text_atomic
-from archwheel.effects.paths import recipe_dirs
+from archwheel.effects.paths import cache_dir, recipe_dirs
 from archwheel.errors import BuildError, UsageError
 from archwheel.exit_codes import EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.facts.arch import ArchList
@@ -199,8 +200,23 @@ def recipe_facts(spec: MatrixSpec) -> dict[str, RecipeFacts]:
             python_versions=recipe.python_versions,
             default_arch=str(recipe.arch.default),
             cuda=str(recipe.toolchain.cuda),
+            source_digest=_source_digest(recipe),
         )
     return found
+
+
+def _source_digest(recipe: Recipe) -> str | None:
+    """What identifies the source before a build: a path's content hash (the one provenance
+    records: git-tracked plus untracked-not-ignored files), an sdist's sha256; None for a git
+    ref (resolving it needs the network; the ref itself is in the recipe's hash)."""
+    if recipe.source.kind == "path":
+        resolved = resolve_source(
+            recipe.source, cache_dir(), recipe_epoch=recipe.source_date_epoch, echo=None
+        )
+        return f"path:{resolved.content_sha256}"
+    if recipe.source.kind == "sdist" and recipe.source.sha256:
+        return f"sdist:{recipe.source.sha256}"
+    return None
 
 
 def build_cells_with_archwheel_build(request: MatrixRequest) -> CellBuilder:
