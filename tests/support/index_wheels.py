@@ -91,13 +91,17 @@ def pip_from_index(python: Path, index_url: str, *specs: str) -> subprocess.Comp
     )  # fmt: skip
 
 
-def uv_binary() -> str:
-    """uv from the test extra (beside this interpreter) or PATH; missing: skip or fail."""
-    beside = Path(sys.executable).parent / "uv"
-    found = str(beside) if beside.exists() else shutil.which("uv")
-    require(found is not None, "uv is not installed (pip install -e '.[test]')")
+def extra_tool(name: str) -> str:
+    """A command from the test extra (beside this interpreter) or PATH; missing: skip or fail."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    require(found is not None, f"{name} is not installed (pip install -e '.[test]')")
     assert found is not None
     return found
+
+
+def uv_binary() -> str:
+    return extra_tool("uv")
 
 
 def uv_from_index(python: Path, index_url: str, *specs: str) -> subprocess.CompletedProcess[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,23 +19,20 @@ from archwheel.matrix.index import read_index
 from archwheel.matrix.plan import Action, make_plan
 from tests.support.cli import CliRun
 from tests.support.components import require
+from tests.support.index_wheels import extra_tool
 from tests.support.matrix_fakes import FakeCellBuilder
 
 MATRIX = ("--recipe", "example", "--python", "3.11", "--arch", "8.0;9.0", "--arch", "9.0",
           "--arch", "9.0;12.0+PTX")  # fmt: skip
 
 
-def _tool(name: str) -> str:
-    beside = Path(sys.executable).parent / name
-    found = str(beside) if beside.exists() else shutil.which(name)
-    require(found is not None, f"{name} is not installed (pip install -e '.[test]')")
-    assert found is not None
-    return found
-
-
 def _yaml(path: Path) -> dict[str, Any]:
-    yaml = pytest.importorskip("ruamel.yaml")  # check-jsonschema's YAML reader
-    loaded: dict[str, Any] = yaml.YAML(typ="safe").load(path.read_text())
+    try:
+        from ruamel.yaml import YAML  # check-jsonschema's YAML reader (the test extra)
+    except ImportError:
+        require(False, "ruamel.yaml is not installed (pip install -e '.[test]')")
+        raise
+    loaded: dict[str, Any] = YAML(typ="safe").load(path.read_text())
     return loaded
 
 
@@ -79,13 +75,13 @@ def test_the_exports_pass_actionlint_and_the_vendored_schemas(
     exported: tuple[Path, dict[str, Path]],
 ) -> None:
     _, files = exported
-    lint = subprocess.run([_tool("actionlint"), str(files["github-actions"])],
+    lint = subprocess.run([extra_tool("actionlint"), str(files["github-actions"])],
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert lint.returncode == 0, lint.stdout + lint.stderr
     for kind, schema in (("github-actions", "vendor.github-workflows"),
                          ("gitlab-ci", "vendor.gitlab-ci")):  # fmt: skip
         proc = subprocess.run(
-            [_tool("check-jsonschema"), "--builtin-schema", schema, str(files[kind])],
+            [extra_tool("check-jsonschema"), "--builtin-schema", schema, str(files[kind])],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -95,12 +91,12 @@ def test_a_broken_workflow_is_caught_by_the_checkers(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yml"
     bad.write_text('"on": push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n'
                    '      - run: echo ${{ matrix.nope }}\n')  # fmt: skip
-    lint = subprocess.run([_tool("actionlint"), str(bad)], capture_output=True, check=False)
+    lint = subprocess.run([extra_tool("actionlint"), str(bad)], capture_output=True, check=False)
     assert lint.returncode != 0
     gitlab = tmp_path / "bad-gitlab.yml"
     gitlab.write_text("job:\n  stage: build\n  script: 3\n")
     proc = subprocess.run(
-        [_tool("check-jsonschema"), "--builtin-schema", "vendor.gitlab-ci", str(gitlab)],
+        [extra_tool("check-jsonschema"), "--builtin-schema", "vendor.gitlab-ci", str(gitlab)],
         capture_output=True, check=False,
     )  # fmt: skip
     assert proc.returncode != 0
