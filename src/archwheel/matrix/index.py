@@ -9,7 +9,8 @@ Layout of an index folder ``INDEX`` (serve ``INDEX/current`` with any static web
                                          ``data-requires-python`` where the wheel declares it
     INDEX/trees/<id>/torch-2.14.1+cu130.html
                                          a find-links page per torch+CUDA (PyG style)
-    INDEX/trees/<id>/wheels/<wheel>      the wheel, its ``.audit.json`` (made here) and its
+    INDEX/trees/<id>/wheels/<wheel>      the wheel, its ``.metadata`` (PEP 658), its
+                                         ``.audit.json`` (made here) and its
                                          ``.provenance.json`` (when the build wrote one)
     INDEX/trees/<id>/index.json          the manifest: every entry with its matrix cell key
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import html
 import json
 import os
@@ -47,7 +49,12 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata
-from archwheel.effects.files import sha256_file, write_json_atomic, write_text_atomic
+from archwheel.effects.files import (
+    sha256_file,
+    write_bytes_atomic,
+    write_json_atomic,
+    write_text_atomic,
+)
 from archwheel.errors import ArchwheelError, InputError, UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.versions import CudaVersion
@@ -59,6 +66,7 @@ TREES = "trees"
 WHEELS = "wheels"
 MANIFEST = "index.json"
 AUDIT_SUFFIX = ".audit.json"
+METADATA_SUFFIX = ".metadata"
 PROVENANCE_SUFFIX = ".provenance.json"
 KEEP_TREES = 2
 METADATA_LIMIT = 4 << 20  # bytes of METADATA read at most
@@ -90,6 +98,7 @@ class IndexEntry:
     sha256: str
     size: int
     requires_python: str | None
+    metadata_sha256: str | None  # of <wheel>.metadata, the wheel's METADATA (PEP 658)
     torch: str | None
     cuda: str | None  # "13.0"; None: no CUDA known (find-links page "+cpu")
     expect: str | None  # the arch list it was audited against; None: inventory only
@@ -113,6 +122,7 @@ class IndexEntry:
             "sha256": self.sha256,
             "size": self.size,
             "requires_python": self.requires_python,
+            "metadata_sha256": self.metadata_sha256,
             "torch": self.torch,
             "cuda": self.cuda,
             "expect": self.expect,
@@ -130,6 +140,7 @@ class IndexEntry:
             sha256=str(data["sha256"]),
             size=int(data["size"]),
             requires_python=data.get("requires_python"),
+            metadata_sha256=data.get("metadata_sha256"),
             torch=data.get("torch"),
             cuda=data.get("cuda"),
             expect=data.get("expect"),
@@ -184,6 +195,7 @@ class _Examined:
     entry: IndexEntry
     candidate: Candidate
     audit_document: dict[str, Any]
+    metadata: bytes  # served as <wheel>.metadata (PEP 658)
 
 
 # -- reading --------------------------------------------------------------------------------------
@@ -209,7 +221,8 @@ def read_index(index: Path) -> tuple[IndexEntry, ...]:
 # -- examining one wheel --------------------------------------------------------------------------
 
 
-def _requires_python(wheel: Path) -> str | None:
+def _core_metadata(wheel: Path) -> bytes:
+    """The wheel's ``.dist-info/METADATA`` bytes (bounded)."""
     with zipfile.ZipFile(wheel) as archive:
         names = [
             n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")
@@ -219,8 +232,13 @@ def _requires_python(wheel: Path) -> str | None:
         info = archive.getinfo(names[0])
         if info.file_size > METADATA_LIMIT:
             raise InputError(f"{wheel.name}: METADATA is larger than {METADATA_LIMIT} bytes")
-        text = archive.read(info).decode("utf-8", errors="replace")
-    value = HeaderParser().parsestr(text).get("Requires-Python")
+        return archive.read(info)
+
+
+def _requires_python(metadata: bytes) -> str | None:
+    value = (
+        HeaderParser().parsestr(metadata.decode("utf-8", errors="replace")).get("Requires-Python")
+    )
     return value.strip() if value and value.strip() else None
 
 
@@ -261,7 +279,8 @@ def examine(candidate: Candidate, now: str) -> _Examined | Refusal:
         return Refusal(wheel.name, f"{wheel}: no such file")
     try:
         meta = read_wheel_metadata(wheel)
-        requires_python = _requires_python(wheel)
+        metadata = _core_metadata(wheel)
+        requires_python = _requires_python(metadata)
         provenance = _load_provenance(candidate.provenance) if candidate.provenance else None
     except (ArchwheelError, OSError, zipfile.BadZipFile) as exc:
         return Refusal(wheel.name, exc.one_line() if isinstance(exc, ArchwheelError) else str(exc))
@@ -298,6 +317,7 @@ def examine(candidate: Candidate, now: str) -> _Examined | Refusal:
         sha256=digest,
         size=wheel.stat().st_size,
         requires_python=requires_python,
+        metadata_sha256=hashlib.sha256(metadata).hexdigest(),
         torch=torch,
         cuda=_cuda_of(candidate, str(version), meta.cuda_runtime),
         expect=str(expect) if expect is not None else None,
@@ -305,7 +325,7 @@ def examine(candidate: Candidate, now: str) -> _Examined | Refusal:
         provenance=candidate.provenance is not None,
         published_at=now,
     )
-    return _Examined(entry, candidate, audit_document([report]))
+    return _Examined(entry, candidate, audit_document([report]), metadata)
 
 
 # -- pages ----------------------------------------------------------------------------------------
@@ -324,6 +344,10 @@ def _link(prefix: str, entry: IndexEntry) -> str:
     attrs = f'href="{html.escape(href)}"'
     if entry.requires_python:
         attrs += f' data-requires-python="{html.escape(entry.requires_python)}"'
+    if entry.metadata_sha256:
+        # PEP 714's name and PEP 658's (older pip): resolvers read METADATA without the wheel
+        value = f"sha256={entry.metadata_sha256}"
+        attrs += f' data-core-metadata="{value}" data-dist-info-metadata="{value}"'
     return f"<a {attrs}>{html.escape(entry.file)}</a><br>\n"
 
 
@@ -402,7 +426,7 @@ def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
     for entry in entries:
         if entry.file in fresh or old is None:
             continue
-        for suffix in ("", AUDIT_SUFFIX, PROVENANCE_SUFFIX):
+        for suffix in ("", METADATA_SUFFIX, AUDIT_SUFFIX, PROVENANCE_SUFFIX):
             source = old / WHEELS / (entry.file + suffix)
             if source.exists():
                 _place(source, wheels / (entry.file + suffix), link=True)
@@ -412,6 +436,7 @@ def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
             _place(item.candidate.provenance, wheels / (item.entry.file + PROVENANCE_SUFFIX),
                    link=False)  # fmt: skip
         write_json_atomic(wheels / (item.entry.file + AUDIT_SUFFIX), item.audit_document)
+        write_bytes_atomic(wheels / (item.entry.file + METADATA_SUFFIX), item.metadata)
     simple = tree / "simple"
     simple.mkdir()
     write_text_atomic(simple / "index.html", simple_root_page(entries))

@@ -9,6 +9,7 @@ import json
 import re
 import sys
 import threading
+import zipfile
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -34,7 +35,9 @@ from tests.support.index_wheels import (
 
 HERE = f"cp{sys.version_info.major}{sys.version_info.minor}"
 OTHER = f"cp{sys.version_info.major}{sys.version_info.minor + 1}"
-LINK = re.compile(r'<a href="([^"#]+)#sha256=([0-9a-f]{64})"(?: data-requires-python="([^"]*)")?>')
+LINK = re.compile(
+    r'<a href="([^"#]+)#sha256=([0-9a-f]{64})"(?: data-requires-python="([^"]*)")?[^>]*>'
+)
 
 
 def links(page: Path) -> list[tuple[Path, str, str | None]]:
@@ -243,3 +246,26 @@ def _run(python: Path, code: str) -> str:
     return subprocess.run(
         [str(python), "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
+
+
+def test_resolvers_read_metadata_without_the_wheel(
+    tmp_path: Path, matrix_wheels: list[Path]
+) -> None:
+    """PEP 658/714: each link names <wheel>.metadata and its sha256; pip backtracking over the
+    torch pins reads those, not the wheels (a torch extension wheel is hundreds of MB)."""
+    index = tmp_path / "index"
+    publish(index, [Candidate(w) for w in matrix_wheels])
+    page = (index / CURRENT / "simple" / "myext" / "index.html").read_text()
+    for href, digest in re.findall(r'href="([^"#]+)#sha256=[0-9a-f]{64}"[^>]*'
+                                   r'data-core-metadata="sha256=([0-9a-f]{64})"', page):  # fmt: skip
+        served = (index / CURRENT / "simple" / "myext" / unquote(html.unescape(href))).parent
+        metadata = served / (Path(unquote(href)).name + ".metadata")
+        assert hashlib.sha256(metadata.read_bytes()).hexdigest() == digest
+        with zipfile.ZipFile(served / Path(unquote(href)).name) as wheel:
+            (name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+            assert wheel.read(name) == metadata.read_bytes()
+    assert page.count("data-core-metadata=") == page.count("<a ") == 5
+    python = fresh_venv(tmp_path / "venv")
+    proc = pip_from_index(python, simple_url(index), "-v", "myext", "torch==2.13.0")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert ".whl.metadata" in proc.stdout
