@@ -107,6 +107,17 @@ def build(session: nox.Session) -> None:
     session.run("archwheel", "build", *session.posargs)
 
 
+@nox.session(python=PYTHON)
+def matrix(session: nox.Session) -> None:
+    """Plan and build a matrix into a PEP 503 index: `nox -s matrix -- matrix.toml --index DIR`.
+
+    Options: --recipe, --torch, --python, --arch, --exclude AXIS=V,... (repeatable), --plan
+    (print the plan, build nothing), --work DIR. Building needs a running container engine.
+    """
+    _install(session)
+    session.run("archwheel", "matrix", *session.posargs)
+
+
 @nox.session(name="base-image", python=PYTHON)
 def base_image(session: nox.Session) -> None:
     """Make a Debian base image locally with debootstrap + `docker import` (no registry needed)."""

@@ -33,3 +33,15 @@ def validate_smoke(document: Mapping[str, Any]) -> None:
     # Round-trip through strict JSON first: NaN or Infinity would not survive it.
     strict = json.loads(json.dumps(document, allow_nan=False))
     jsonschema.validate(strict, smoke_schema())
+
+
+def matrix_plan_schema() -> dict[str, Any]:
+    return _load("matrix-plan.schema.json")
+
+
+def matrix_result_schema() -> dict[str, Any]:
+    return _load("matrix-result.schema.json")
+
+
+def publish_schema() -> dict[str, Any]:
+    return _load("publish.schema.json")

@@ -18,6 +18,7 @@ FLOORS = {
     "smoke": 4,
     "doctor": 4,
     "crosscheck": 4,
+    "matrix": 4,
     "interfaces": 5,
 }
 USE_CASE_FLOOR = 4

@@ -35,7 +35,7 @@ def tracked_text_files() -> list[str]:
 
 
 def test_no_tracked_file_names_a_public_index_or_mirror_host() -> None:
-    found = []
+    found: list[str] = []
     for name in tracked_text_files():
         path = ROOT / name
         if not path.is_file():

@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "doctor",
     "manifest",
     "build",
+    "matrix",
     "smoke",
 )
 
@@ -43,6 +44,7 @@ examples:
   archwheel doctor
   archwheel can-load dist/myext-*.whl --with torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl
   archwheel diff old/myext-*.whl dist/myext-*.whl --format markdown >> $GITHUB_STEP_SUMMARY
+  archwheel matrix matrix.toml --index /srv/wheels --plan
 
 exit codes: 0 ok, 1 verdict failed, 2 usage, 3 incomplete input, 4 tool missing, 5 build failed
 (docs/exit-codes.md has the full table, including can-run's, can-load's, diff's and smoke's)
@@ -63,6 +65,8 @@ COMMAND_OWNERS = {
     "verify": "manifest",
     "build": "build",
     "base-image": "build",
+    "matrix": "matrix",
+    "publish": "matrix",
     "smoke": "smoke",
 }
 

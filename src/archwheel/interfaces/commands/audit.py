@@ -81,7 +81,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="ARCHS",
         help='requested arch list, e.g. "8.0;9.0+PTX", "sm_90a,sm_100f", "Hopper"',
     )
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format")
+    p.add_argument(
+        "--format",
+        choices=(*FORMATS, "html"),
+        default="table",
+        help="output format (html: one self-contained page with a chart, for -o FILE)",
+    )
     p.add_argument(
         "-o",
         "--output",
@@ -234,6 +239,15 @@ def _cross_check(request: AuditRequest, reports: list[AuditReport]) -> int:
 
 def _emit(request: AuditRequest, reports: list[AuditReport]) -> None:
     """The report on standard output, or written atomically to ``--output``."""
+    if request.format == "html":
+        from archwheel.interfaces.render.html import audit_html
+
+        page = audit_html(reports)  # before the file opens: no empty file when it fails
+        if request.output is not None:
+            write_output(request.output, page)
+        else:
+            sys.stdout.write(page)
+        return
     stream = io.StringIO() if request.output else None
     if request.format == "json":
         dump_json(audit_document(reports), stream)

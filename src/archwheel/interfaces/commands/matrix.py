@@ -1,0 +1,341 @@
+"""``archwheel matrix`` and ``archwheel publish``: build matrices into a PEP 503 index.
+
+``matrix`` reads a matrix (TOML and/or flags), prints the plan (``--plan`` stops there), builds
+each missing cell with ``archwheel build`` (this floor wires the build use case into the
+matrix use case, which never imports it), and publishes each audited wheel into the index.
+``publish`` puts wheels built elsewhere into an index, through the same audit (docs/matrix.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from archwheel import __version__
+from archwheel.build.plan import DEFAULT_CCACHE_SIZE, DEFAULT_CCACHE_VOLUME, check_arch_list
+from archwheel.build.provenance import provenance_path
+from archwheel.build.recipe import Recipe, find_recipe
+from archwheel.build.source import resolve_source
+from archwheel.effects.engine import ENGINES, EngineName
+from archwheel.effects.files import write_text_atomic
+from archwheel.effects.paths import cache_dir, recipe_dirs
+from archwheel.errors import BuildError, UsageError
+from archwheel.exit_codes import EXIT_OK, EXIT_VERDICT_FAILED
+from archwheel.facts.arch import ArchList
+from archwheel.facts.catalog import load_facts
+from archwheel.interfaces.commands.build import BuildRequest, PipRequest, build
+from archwheel.interfaces.render.ci import to_yaml
+from archwheel.interfaces.render.common import console, dump_json, err_console
+from archwheel.interfaces.render.html import index_renderer
+from archwheel.interfaces.render.matrix import print_cell, print_plan, print_publish, print_summary
+from archwheel.matrix.export import EXPORTS, ExportOptions, export
+from archwheel.matrix.index import Candidate, candidates_from, publish, read_index
+from archwheel.matrix.plan import (
+    Action,
+    Cell,
+    MatrixPlan,
+    MatrixSpec,
+    RecipeFacts,
+    load_matrix,
+    make_plan,
+    parse_exclusion,
+)
+from archwheel.matrix.run import CellBuilder, CellOutput, run_matrix
+
+MATRIX_EPILOG = """\
+examples:
+  archwheel matrix matrix.toml --index /srv/wheels --plan        print the plan, build nothing
+  archwheel matrix --recipe example --python 3.11 --arch "8.0;9.0" --arch "9.0;12.0+PTX" \\
+      --index /srv/wheels
+  archwheel publish dist/*.whl --index /srv/wheels --expect "8.0;9.0"
+
+Serve INDEX/current with any static web server; `pip install --index-url
+file:///INDEX/current/simple/ NAME` works without one. Each wheel is audited by archwheel before
+it is published, beside its provenance and its audit JSON; a failed cell publishes nothing.
+
+exit codes: 0 every cell passed (published, or skipped because the index has it),
+2 bad matrix or options, 5 a cell failed to build or its wheel was refused (publish: 1)
+"""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "matrix",
+        help="plan and build a matrix of wheels into a PEP 503 index",
+        description=(
+            "Build every cell of a matrix (recipes x torch x Python x arch lists, less "
+            "exclusions) that the index does not already hold with the same inputs, and "
+            "publish each audited wheel into a PEP 503 simple index with find-links pages "
+            "per torch+CUDA."
+        ),
+        epilog=MATRIX_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("matrix", nargs="?", type=Path, metavar="MATRIX.toml", help="matrix file")
+    p.add_argument("--index", type=Path, required=True, help="the index folder")
+    p.add_argument("--recipe", action="append", default=[], help="a recipe (replaces the file's)")
+    p.add_argument("--torch", action="append", default=[], metavar="VERSION")
+    p.add_argument("--python", action="append", default=[], metavar="X.Y")
+    p.add_argument("--arch", action="append", default=[], metavar="ARCHS")
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="AXIS=V,...",
+        help="leave out cells matching every pair, e.g. python=3.12,arch=8.0;9.0",
+    )
+    p.add_argument("--plan", action="store_true", help="print the plan and stop")
+    p.add_argument(
+        "--work", type=Path, default=Path("dist/matrix"), help="cell build folders (dist/matrix)"
+    )
+    p.add_argument("--engine", choices=ENGINES, default="docker")
+    p.add_argument("--jobs", type=int, help="compile jobs per cell")
+    p.add_argument("--no-cache", action="store_true", help="compile without the compiler cache")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    ci = p.add_argument_group("CI export (builds nothing)")
+    ci.add_argument(
+        "--export",
+        choices=EXPORTS,
+        help="write a workflow: one job per cell to build, then a job merging them",
+    )
+    ci.add_argument("-o", "--output", type=Path, metavar="FILE", help="write it to FILE")
+    ci.add_argument("--runner", metavar="LABEL", help="GitHub runs-on label / GitLab runner tag")
+    ci.add_argument(
+        "--install",
+        default=f"archwheel=={__version__}",
+        metavar="SPEC",
+        help="what the jobs pip install (default: this archwheel's version)",
+    )
+    p.set_defaults(func=run)
+
+    q = sub.add_parser(
+        "publish",
+        help="audit wheels and publish them into a PEP 503 index",
+        description=(
+            "Audit each wheel with archwheel's audit and publish those that pass into the "
+            "index in one atomic step (with <wheel>.provenance.json when it lies beside)."
+        ),
+    )
+    q.add_argument("wheels", nargs="*", type=Path, metavar="WHEEL")
+    q.add_argument(
+        "--from-index",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="also publish every wheel of the archwheel index trees under DIR (CI artifacts), "
+        "with what their manifests say; each is audited again",
+    )
+    q.add_argument("--index", type=Path, required=True, help="the index folder")
+    q.add_argument("--expect", metavar="ARCHS", help="the arch list the wheels must hold")
+    q.add_argument("--torch", metavar="VERSION", help="the torch they were built against")
+    q.add_argument("--cuda", metavar="X.Y", help="the CUDA they were built with")
+    q.add_argument("--format", choices=("text", "json"), default="text")
+    q.set_defaults(func=run_publish)
+
+
+@dataclass(frozen=True)
+class MatrixRequest:
+    """``archwheel matrix``, parsed."""
+
+    spec: MatrixSpec
+    index: Path
+    plan_only: bool
+    work: Path
+    engine: EngineName
+    jobs: int | None
+    cache: bool
+    format: str
+    export: str | None = None
+    output: Path | None = None
+    export_options: ExportOptions = field(default_factory=ExportOptions)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> MatrixRequest:
+        spec = load_matrix(args.matrix) if args.matrix else MatrixSpec(recipes=())
+        spec = spec.override(
+            recipes=args.recipe, torch=args.torch, python=args.python, arch=args.arch
+        )
+        extra = tuple(parse_exclusion(e) for e in args.exclude)
+        spec = MatrixSpec(spec.recipes, spec.torch, spec.python, spec.arch, spec.exclude + extra)
+        if args.jobs is not None and args.jobs < 1:
+            raise UsageError("--jobs must be at least 1")
+        return cls(
+            spec=spec,
+            index=args.index,
+            plan_only=args.plan,
+            work=args.work,
+            engine=args.engine,
+            jobs=args.jobs,
+            cache=not args.no_cache,
+            format=args.format,
+            export=args.export,
+            output=args.output,
+            export_options=ExportOptions(
+                runner=args.runner,
+                install=args.install,
+                engine=args.engine,
+                jobs=args.jobs,
+                cache=not args.no_cache,
+                work=str(args.work),
+            ),
+        )
+
+
+def recipe_facts(spec: MatrixSpec) -> dict[str, RecipeFacts]:
+    """The recipes of the matrix, read and checked (each arch list against each toolkit)."""
+    facts = load_facts()
+    found: dict[str, RecipeFacts] = {}
+    for name in spec.recipes:
+        recipe = find_recipe(name, recipe_dirs(), facts)
+        for arch in spec.arch:
+            check_arch_list(recipe, arch, facts)  # a list the toolkit cannot build: exit 2
+        found[name] = RecipeFacts(
+            name=name,
+            sha256=recipe.sha256,
+            python_versions=recipe.python_versions,
+            default_arch=str(recipe.arch.default),
+            cuda=str(recipe.toolchain.cuda),
+            source_digest=_source_digest(recipe),
+        )
+    return found
+
+
+def _source_digest(recipe: Recipe) -> str | None:
+    """What identifies the source before a build: a path's content hash (the one provenance
+    records: git-tracked plus untracked-not-ignored files), an sdist's sha256; None for a git
+    ref (resolving it needs the network; the ref itself is in the recipe's hash)."""
+    if recipe.source.kind == "path":
+        resolved = resolve_source(
+            recipe.source, cache_dir(), recipe_epoch=recipe.source_date_epoch, echo=None
+        )
+        return f"path:{resolved.content_sha256}"
+    if recipe.source.kind == "sdist" and recipe.source.sha256:
+        return f"sdist:{recipe.source.sha256}"
+    return None
+
+
+def build_cells_with_archwheel_build(request: MatrixRequest) -> CellBuilder:
+    """The cell builder: ``archwheel build`` of the cell's recipe, arch list and Python."""
+
+    def build_cell(cell: Cell, out: Path) -> CellOutput:
+        build_request = BuildRequest(
+            recipe=cell.recipe,
+            arch=cell.arch,
+            python=cell.python,
+            jobs=request.jobs,
+            out=out,
+            engine=request.engine,
+            check_reproducible=False,
+            ccache_volume=DEFAULT_CCACHE_VOLUME if request.cache else None,
+            ccache_size=DEFAULT_CCACHE_SIZE,
+            pip=PipRequest(None, None, (), (), host_config=True),
+            plan_only=False,
+            list_recipes=False,
+            keep_work=False,
+            quiet=True,
+            format="text",
+        )
+        with contextlib.redirect_stdout(sys.stderr):  # the matrix owns standard output
+            code = build(build_request)
+        if code != EXIT_OK:
+            raise BuildError(f"archwheel build exited {code}")
+        wheels = sorted(out.glob("*.whl"))
+        if len(wheels) != 1:
+            raise BuildError(f"archwheel build left {len(wheels)} wheels in {out}, not one")
+        provenance = provenance_path(wheels[0])
+        return CellOutput(wheels[0], provenance if provenance.exists() else None)
+
+    return build_cell
+
+
+def run(args: argparse.Namespace) -> int:
+    request = MatrixRequest.from_args(args)
+    return run_request(request, builder=None)
+
+
+def run_request(request: MatrixRequest, builder: CellBuilder | None) -> int:
+    """Plan, print, and (unless --plan) build with ``builder`` (None: ``archwheel build``)."""
+    recipes = recipe_facts(request.spec)
+    plan = make_plan(request.spec, recipes, read_index(request.index))
+    err = err_console()
+    if request.export is not None:
+        _export(request, plan)
+        return EXIT_OK
+    if request.plan_only:
+        if request.format == "json":
+            dump_json(plan.to_json_dict())
+        else:
+            print_plan(console(), plan)
+        return EXIT_OK
+    print_plan(err, plan)
+    if builder is None:
+        _refuse_torch_axis(plan)
+        builder = build_cells_with_archwheel_build(request)
+    result = run_matrix(
+        plan,
+        builder,
+        request.index,
+        request.work,
+        on_cell=lambda c: print_cell(err, c),
+        landing=index_renderer(),
+    )
+    if request.format == "json":
+        dump_json(result.to_json_dict())
+    else:
+        print_summary(console(), result)
+    return result.exit_code
+
+
+def _export(request: MatrixRequest, plan: MatrixPlan) -> None:
+    assert request.export is not None
+    document = export(plan, request.export, request.export_options)
+    header = (
+        f"Written by `archwheel matrix --export {request.export}` (archwheel {__version__}):\n"
+        f"{len(plan.of(Action.BUILD))} cells to build; the index held "
+        f"{len(plan.of(Action.SKIP))} already. Each job runs the one-cell archwheel matrix\n"
+        "command; the publish job audits and merges their indexes (docs/matrix.md)."
+    )
+    text = to_yaml(document, header=header)
+    if request.output is not None:
+        write_text_atomic(request.output, text)
+    else:
+        sys.stdout.write(text)
+
+
+def _refuse_torch_axis(plan: MatrixPlan) -> None:
+    if any(c.cell.torch for c in plan.of(Action.BUILD)):
+        raise UsageError(
+            "archwheel build takes the torch version from the recipe: a torch axis cannot be "
+            "built yet",
+            hint="list one recipe per torch version (--plan still shows the torch axis)",
+        )
+
+
+def run_publish(args: argparse.Namespace) -> int:
+    if not args.wheels and not args.from_index:
+        raise UsageError("nothing to publish", hint="give wheels, or --from-index DIR")
+    expect = ArchList.parse(args.expect) if args.expect else None
+    candidates = [c for folder in args.from_index for c in candidates_from(folder)]
+    for wheel in args.wheels:
+        provenance = provenance_path(wheel)
+        candidates.append(
+            Candidate(
+                wheel,
+                provenance if provenance.exists() else None,
+                expect=expect,
+                torch=args.torch,
+                cuda=args.cuda,
+            )
+        )
+    result = publish(args.index, candidates, landing=index_renderer())
+    document: dict[str, Any] = result.to_json_dict()
+    if args.format == "json":
+        dump_json(document)
+    else:
+        print_publish(console(), result)
+    return int(EXIT_OK if result.ok else EXIT_VERDICT_FAILED)

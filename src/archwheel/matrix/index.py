@@ -1,0 +1,581 @@
+"""A PEP 503 simple index of audited wheels, published atomically.
+
+Layout of an index folder ``INDEX`` (serve ``INDEX/current`` with any static web server)::
+
+    INDEX/current -> trees/<id>          a symlink, replaced by rename: the one atomic step
+    INDEX/trees/<id>/simple/index.html   PEP 503 root: one link per project
+    INDEX/trees/<id>/simple/<project>/index.html
+                                         one link per wheel, ``#sha256=`` and
+                                         ``data-requires-python`` where the wheel declares it
+    INDEX/trees/<id>/torch-2.14.1+cu130.html
+                                         a find-links page per torch+CUDA (PyG style)
+    INDEX/trees/<id>/wheels/<wheel>      the wheel, its ``.metadata`` (PEP 658), its
+                                         ``.audit.json`` (made here) and its
+                                         ``.provenance.json`` (when the build wrote one)
+    INDEX/trees/<id>/index.json          the manifest: every entry with its matrix cell key
+
+Publishing writes a whole new tree (earlier wheels hard-linked, not copied), then points
+``current`` at it with one ``rename``: a reader sees the old index or the new one, never a mix.
+The two newest trees are kept, so that a reader still inside the previous tree finishes.
+Publishers take a lock (``INDEX/.lock``) so two of them never lose each other's wheels.
+
+Nothing gets in unaudited: every wheel is scanned and audited here, by archwheel's own audit,
+against the arch list it was built for (given, or read from its provenance); a wheel the scan
+could not read completely, or that lacks a requested image, is refused with the reason. A file
+name already published is never given other bytes (pip caches by name and hash).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import html
+import json
+import os
+import re
+import secrets
+import shutil
+import zipfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.parser import HeaderParser
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from archwheel.binary.scan.inputs import scan_path
+from archwheel.binary.wheelmeta import read_wheel_metadata
+from archwheel.effects.files import (
+    sha256_file,
+    write_bytes_atomic,
+    write_json_atomic,
+    write_text_atomic,
+)
+from archwheel.errors import ArchwheelError, InputError, UsageError
+from archwheel.facts.arch import ArchList
+from archwheel.facts.versions import CudaVersion
+from archwheel.verdicts.audit import AuditReport, audit, audit_document
+
+INDEX_SCHEMA_VERSION = 1
+CURRENT = "current"
+TREES = "trees"
+WHEELS = "wheels"
+MANIFEST = "index.json"
+AUDIT_SUFFIX = ".audit.json"
+METADATA_SUFFIX = ".metadata"
+PROVENANCE_SUFFIX = ".provenance.json"
+KEEP_TREES = 2
+METADATA_LIMIT = 4 << 20  # bytes of METADATA read at most
+# Renders a tree's index.html from the written tree (its index.json and the audit JSON beside
+# each wheel); the interfaces floor passes one with a chart, else ``landing_page`` is used.
+Landing = Callable[[Path], str]
+_LOCAL_CUDA = re.compile(r"(?:^|[._-]|pt\d+)cu(\d{2,3})(?:$|[._-])")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A wheel offered for publishing, with what its builder knows about it."""
+
+    wheel: Path
+    provenance: Path | None = None  # <wheel>.provenance.json, published beside it
+    expect: ArchList | None = None  # the arch list it was built for (else: the provenance's)
+    cell_key: str | None = None  # the matrix cell that made it
+    torch: str | None = None  # the torch version it was built against (else: its torch== pin)
+    cuda: str | None = None  # the CUDA it was built with, "13.0" (else: read from the wheel)
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """One published wheel."""
+
+    file: str
+    project: str  # canonical name
+    version: str
+    sha256: str
+    size: int
+    requires_python: str | None
+    metadata_sha256: str | None  # of <wheel>.metadata, the wheel's METADATA (PEP 658)
+    torch: str | None
+    cuda: str | None  # "13.0"; None: no CUDA known (find-links page "+cpu")
+    expect: str | None  # the arch list it was audited against; None: inventory only
+    cell_key: str | None
+    provenance: bool  # a .provenance.json lies beside it
+    published_at: str
+
+    @property
+    def find_links_page(self) -> str | None:
+        """``torch-2.14.1+cu130.html``; None when no torch version is known."""
+        if self.torch is None:
+            return None
+        tag = CudaVersion.parse(self.cuda).tag if self.cuda else "cpu"
+        return f"torch-{self.torch}+{tag}.html"
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "project": self.project,
+            "version": self.version,
+            "sha256": self.sha256,
+            "size": self.size,
+            "requires_python": self.requires_python,
+            "metadata_sha256": self.metadata_sha256,
+            "torch": self.torch,
+            "cuda": self.cuda,
+            "expect": self.expect,
+            "cell_key": self.cell_key,
+            "provenance": self.provenance,
+            "published_at": self.published_at,
+        }
+
+    @classmethod
+    def from_json_dict(cls, data: dict[str, Any]) -> IndexEntry:
+        return cls(
+            file=str(data["file"]),
+            project=str(data["project"]),
+            version=str(data["version"]),
+            sha256=str(data["sha256"]),
+            size=int(data["size"]),
+            requires_python=data.get("requires_python"),
+            metadata_sha256=data.get("metadata_sha256"),
+            torch=data.get("torch"),
+            cuda=data.get("cuda"),
+            expect=data.get("expect"),
+            cell_key=data.get("cell_key"),
+            provenance=bool(data.get("provenance")),
+            published_at=str(data.get("published_at", "")),
+        )
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A wheel that was not published, and why."""
+
+    wheel: str
+    reason: str
+
+    def to_json_dict(self) -> dict[str, str]:
+        return {"wheel": self.wheel, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """What one publish did: the tree it made (None: nothing new), the entries it added and
+    the wheels it refused, and the whole index afterwards."""
+
+    index: Path
+    tree: Path | None
+    published: tuple[IndexEntry, ...]
+    unchanged: tuple[IndexEntry, ...]  # offered again with the same bytes
+    refused: tuple[Refusal, ...]
+    entries: tuple[IndexEntry, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": INDEX_SCHEMA_VERSION,
+            "index": str(self.index),
+            "tree": str(self.tree) if self.tree else None,
+            "ok": self.ok,
+            "published": [e.to_json_dict() for e in self.published],
+            "unchanged": [e.to_json_dict() for e in self.unchanged],
+            "refused": [r.to_json_dict() for r in self.refused],
+            "entries": len(self.entries),
+        }
+
+
+@dataclass(frozen=True)
+class _Examined:
+    entry: IndexEntry
+    candidate: Candidate
+    audit_document: dict[str, Any]
+    metadata: bytes  # served as <wheel>.metadata (PEP 658)
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+
+def simple_url(index: Path) -> str:
+    """The ``--index-url`` of an index folder: ``file:///.../current/simple/``."""
+    return (index.resolve() / CURRENT / "simple").as_uri() + "/"
+
+
+def read_index(index: Path) -> tuple[IndexEntry, ...]:
+    """The entries of the index's current tree (none when it has not been published yet)."""
+    manifest = index / CURRENT / MANIFEST
+    if not manifest.exists():
+        return ()
+    try:
+        document = json.loads(manifest.read_text(encoding="utf-8"))
+        return tuple(IndexEntry.from_json_dict(e) for e in document["entries"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{manifest}: not a readable archwheel index manifest: {exc}") from None
+
+
+# -- examining one wheel --------------------------------------------------------------------------
+
+
+def _core_metadata(wheel: Path) -> bytes:
+    """The wheel's ``.dist-info/METADATA`` bytes (bounded)."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = [
+            n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")
+        ]
+        if len(names) != 1:
+            raise InputError(f"{wheel.name}: expected one .dist-info/METADATA, found {len(names)}")
+        info = archive.getinfo(names[0])
+        if info.file_size > METADATA_LIMIT:
+            raise InputError(f"{wheel.name}: METADATA is larger than {METADATA_LIMIT} bytes")
+        return archive.read(info)
+
+
+def _requires_python(metadata: bytes) -> str | None:
+    value = (
+        HeaderParser().parsestr(metadata.decode("utf-8", errors="replace")).get("Requires-Python")
+    )
+    return value.strip() if value and value.strip() else None
+
+
+def _load_provenance(path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: not readable provenance JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise InputError(f"{path}: provenance is not a JSON object")
+    return document
+
+
+def _first_problem(report: AuditReport) -> str:
+    for problem in report.inventory.problems:
+        return f"{problem.member or report.inventory.source}: {problem.message}"
+    return "the scan stopped early"
+
+
+def _cuda_of(candidate: Candidate, version: str, meta_cuda: CudaVersion | None) -> str | None:
+    if candidate.cuda:
+        return str(CudaVersion.parse(candidate.cuda))
+    if meta_cuda is not None:
+        return str(meta_cuda)
+    local = version.split("+", 1)[1] if "+" in version else ""
+    m = _LOCAL_CUDA.search(local)
+    return str(CudaVersion.parse("cu" + m.group(1))) if m else None
+
+
+def examine(candidate: Candidate, now: str) -> _Examined | Refusal:
+    """Audit one wheel and read what the index needs from it; a Refusal says why not."""
+    wheel = candidate.wheel
+    try:
+        name, version, _build, _tags = parse_wheel_filename(wheel.name)
+    except InvalidWheelFilename as exc:
+        return Refusal(wheel.name, f"not a wheel file name: {exc}")
+    if not wheel.is_file():
+        return Refusal(wheel.name, f"{wheel}: no such file")
+    try:
+        meta = read_wheel_metadata(wheel)
+        metadata = _core_metadata(wheel)
+        requires_python = _requires_python(metadata)
+        provenance = _load_provenance(candidate.provenance) if candidate.provenance else None
+    except (ArchwheelError, OSError, zipfile.BadZipFile) as exc:
+        return Refusal(wheel.name, exc.one_line() if isinstance(exc, ArchwheelError) else str(exc))
+    digest = sha256_file(wheel)
+    expect = candidate.expect
+    if provenance is not None:
+        recorded = provenance.get("wheel", {}).get("sha256")
+        if recorded is not None and recorded != digest:
+            return Refusal(
+                wheel.name,
+                f"its provenance records sha256 {recorded[:12]}..., the file has "
+                f"{digest[:12]}...: the provenance is of another build",
+            )
+        requested = provenance.get("arch", {}).get("requested")
+        if expect is None and requested:
+            expect = ArchList.parse(str(requested))
+    report = audit(scan_path(wheel), expect)
+    if not report.complete:
+        return Refusal(
+            wheel.name, f"the audit could not read it completely: {_first_problem(report)}"
+        )
+    if report.no_device_code:
+        return Refusal(wheel.name, f"no library has device code, but {expect} was requested")
+    if not report.ok:
+        lacking = "; ".join(f"{v.library.path} lacks {' '.join(v.missing)}" for v in report.failing)
+        return Refusal(wheel.name, f"the audit against {expect} failed: {lacking}")
+    torch = candidate.torch
+    if torch is None:
+        torch = next((p.exact_version for p in meta.requires if p.name == "torch"), None)
+    entry = IndexEntry(
+        file=wheel.name,
+        project=str(canonicalize_name(name)),
+        version=str(version),
+        sha256=digest,
+        size=wheel.stat().st_size,
+        requires_python=requires_python,
+        metadata_sha256=hashlib.sha256(metadata).hexdigest(),
+        torch=torch,
+        cuda=_cuda_of(candidate, str(version), meta.cuda_runtime),
+        expect=str(expect) if expect is not None else None,
+        cell_key=candidate.cell_key,
+        provenance=candidate.provenance is not None,
+        published_at=now,
+    )
+    return _Examined(entry, candidate, audit_document([report]), metadata)
+
+
+# -- pages ----------------------------------------------------------------------------------------
+
+
+def _page(title: str, body: list[str], *, meta: str = "") -> str:
+    return (
+        "<!DOCTYPE html>\n<html>\n<head>\n"
+        f'<meta charset="utf-8">\n{meta}<title>{html.escape(title)}</title>\n</head>\n<body>\n'
+        f"<h1>{html.escape(title)}</h1>\n" + "".join(body) + "</body>\n</html>\n"
+    )
+
+
+def _link(prefix: str, entry: IndexEntry) -> str:
+    href = f"{prefix}{quote(entry.file)}#sha256={entry.sha256}"
+    attrs = f'href="{html.escape(href)}"'
+    if entry.requires_python:
+        attrs += f' data-requires-python="{html.escape(entry.requires_python)}"'
+    if entry.metadata_sha256:
+        # PEP 714's name and PEP 658's (older pip): resolvers read METADATA without the wheel
+        value = f"sha256={entry.metadata_sha256}"
+        attrs += f' data-core-metadata="{value}" data-dist-info-metadata="{value}"'
+    return f"<a {attrs}>{html.escape(entry.file)}</a><br>\n"
+
+
+def simple_root_page(entries: Sequence[IndexEntry]) -> str:
+    projects = sorted({e.project for e in entries})
+    body = [f'<a href="{quote(p)}/">{html.escape(p)}</a><br>\n' for p in projects]
+    return _page("Simple index", body, meta='<meta name="pypi:repository-version" content="1.0">\n')
+
+
+def project_page(project: str, entries: Sequence[IndexEntry]) -> str:
+    rows = sorted((e for e in entries if e.project == project), key=lambda e: e.file)
+    return _page(
+        f"Links for {project}",
+        [_link(f"../../{WHEELS}/", e) for e in rows],
+        meta='<meta name="pypi:repository-version" content="1.0">\n',
+    )
+
+
+def find_links_page(page: str, entries: Sequence[IndexEntry]) -> str:
+    rows = sorted((e for e in entries if e.find_links_page == page), key=lambda e: e.file)
+    return _page(page.removesuffix(".html"), [_link(f"{WHEELS}/", e) for e in rows])
+
+
+def landing_page(entries: Sequence[IndexEntry]) -> str:
+    pages = sorted({p for e in entries if (p := e.find_links_page)})
+    body = ['<p><a href="simple/">simple/</a> (PEP 503)</p>\n', "<h2>find-links pages</h2>\n"]
+    body += [f'<a href="{quote(p)}">{html.escape(p)}</a><br>\n' for p in pages]
+    return _page("archwheel wheel index", body)
+
+
+# -- publishing -----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _locked(index: Path) -> Iterator[None]:
+    with (index / ".lock").open("a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _place(source: Path, target: Path, *, link: bool) -> None:
+    if link:
+        try:
+            os.link(source, target)
+            return
+        except OSError:
+            pass
+    shutil.copyfile(source, target)
+
+
+def _current_tree(index: Path) -> Path | None:
+    current = index / CURRENT
+    if not current.exists() and not current.is_symlink():
+        return None
+    if not current.is_symlink():
+        raise UsageError(
+            f"{current} is not a symlink made by archwheel",
+            hint="publish into an empty folder or one that archwheel published before",
+        )
+    return current.resolve()
+
+
+def _new_tree_name() -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    return f"{stamp}-{secrets.token_hex(4)}"
+
+
+def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
+                new: Sequence[_Examined], landing: Landing | None) -> None:  # fmt: skip
+    wheels = tree / WHEELS
+    wheels.mkdir(parents=True)
+    fresh = {x.entry.file for x in new}
+    for entry in entries:
+        if entry.file in fresh or old is None:
+            continue
+        for suffix in ("", METADATA_SUFFIX, AUDIT_SUFFIX, PROVENANCE_SUFFIX):
+            source = old / WHEELS / (entry.file + suffix)
+            if source.exists():
+                _place(source, wheels / (entry.file + suffix), link=True)
+    for item in new:
+        _place(item.candidate.wheel, wheels / item.entry.file, link=False)
+        if item.candidate.provenance is not None:
+            _place(item.candidate.provenance, wheels / (item.entry.file + PROVENANCE_SUFFIX),
+                   link=False)  # fmt: skip
+        write_json_atomic(wheels / (item.entry.file + AUDIT_SUFFIX), item.audit_document)
+        write_bytes_atomic(wheels / (item.entry.file + METADATA_SUFFIX), item.metadata)
+    simple = tree / "simple"
+    simple.mkdir()
+    write_text_atomic(simple / "index.html", simple_root_page(entries))
+    for project in sorted({e.project for e in entries}):
+        (simple / project).mkdir()
+        write_text_atomic(simple / project / "index.html", project_page(project, entries))
+    for page in sorted({p for e in entries if (p := e.find_links_page)}):
+        write_text_atomic(tree / page, find_links_page(page, entries))
+    write_json_atomic(
+        tree / MANIFEST,
+        {
+            "schema_version": INDEX_SCHEMA_VERSION,
+            "entries": [e.to_json_dict() for e in sorted(entries, key=lambda e: e.file)],
+        },
+    )
+    text = landing(tree) if landing is not None else landing_page(entries)
+    write_text_atomic(tree / "index.html", text)
+
+
+def _swap(index: Path, tree: Path) -> None:
+    """Point ``current`` at ``tree`` with one rename (a reader never sees a half index)."""
+    temporary = index / f".{CURRENT}-{secrets.token_hex(4)}"
+    temporary.symlink_to(Path(TREES) / tree.name, target_is_directory=True)
+    try:
+        temporary.replace(index / CURRENT)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _collect(index: Path, keep: Path) -> None:
+    trees = sorted((p for p in (index / TREES).iterdir() if p.is_dir()), key=lambda p: p.name)
+    for old in trees[:-KEEP_TREES]:
+        if old != keep:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def publish(
+    index: Path, candidates: Sequence[Candidate], *, landing: Landing | None = None
+) -> PublishResult:
+    """Audit each candidate and publish those that pass, in one atomic step.
+
+    ``landing`` renders the tree's ``index.html`` (default: a plain list of the pages)."""
+    index.mkdir(parents=True, exist_ok=True)
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    with _locked(index):
+        old_tree = _current_tree(index)
+        existing = {e.file: e for e in read_index(index)}
+        accepted: list[_Examined] = []
+        unchanged: list[IndexEntry] = []
+        refused: list[Refusal] = []
+        for candidate in candidates:
+            result = examine(candidate, now)
+            if isinstance(result, Refusal):
+                refused.append(result)
+                continue
+            before = existing.get(result.entry.file)
+            if before is not None and before.sha256 != result.entry.sha256:
+                refused.append(
+                    Refusal(
+                        result.entry.file,
+                        f"the index already holds {result.entry.file} with other bytes "
+                        f"(sha256 {before.sha256[:12]}...): a published file never changes; "
+                        "give the new build another version or build tag",
+                    )
+                )
+            elif before is not None:
+                unchanged.append(before)
+            elif any(a.entry.file == result.entry.file for a in accepted):
+                refused.append(Refusal(result.entry.file, "offered twice in one publish"))
+            else:
+                accepted.append(result)
+        if not accepted:
+            return PublishResult(index, None, (), tuple(unchanged), tuple(refused),
+                                 tuple(existing.values()))  # fmt: skip
+        entries = [*existing.values(), *(a.entry for a in accepted)]
+        (index / TREES).mkdir(exist_ok=True)
+        tree = index / TREES / _new_tree_name()
+        try:
+            _write_tree(tree, old_tree, entries, accepted, landing)
+            _swap(index, tree)
+        except BaseException:
+            shutil.rmtree(tree, ignore_errors=True)
+            raise
+        _collect(index, tree)
+    return PublishResult(
+        index,
+        tree,
+        tuple(a.entry for a in accepted),
+        tuple(unchanged),
+        tuple(refused),
+        tuple(sorted(entries, key=lambda e: e.file)),
+    )
+
+
+def _trees_under(folder: Path) -> list[Path]:
+    """The index trees a folder holds: an index's current tree, a tree, or trees below it."""
+    if (folder / CURRENT / MANIFEST).is_file():
+        return [(folder / CURRENT).resolve()]
+    if (folder / MANIFEST).is_file():
+        return [folder]
+    found = [
+        p.parent
+        for p in sorted(folder.rglob(MANIFEST))
+        if (p.parent / WHEELS).is_dir() and len(p.relative_to(folder).parts) <= 5
+    ]
+    return [t for t in found if CURRENT not in t.relative_to(folder).parts]
+
+
+def candidates_from(folder: Path) -> list[Candidate]:
+    """Every wheel of the archwheel index trees under ``folder`` (as CI jobs leave them), with
+    what their manifest says (arch list, cell key, torch, CUDA); each is audited again when
+    published. The same file with the same bytes in two trees is offered once."""
+    if not folder.is_dir():
+        raise InputError(f"{folder}: no such folder")
+    trees = _trees_under(folder)
+    if not trees:
+        raise InputError(f"{folder}: holds no archwheel index (no {MANIFEST} beside a wheels/)")
+    seen: set[tuple[str, str]] = set()
+    candidates: list[Candidate] = []
+    for tree in trees:
+        try:
+            document = json.loads((tree / MANIFEST).read_text(encoding="utf-8"))
+            entries = [IndexEntry.from_json_dict(e) for e in document["entries"]]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"{tree / MANIFEST}: not an archwheel index manifest: {exc}") from None
+        for entry in entries:
+            if (entry.file, entry.sha256) in seen:
+                continue
+            seen.add((entry.file, entry.sha256))
+            provenance = tree / WHEELS / (entry.file + PROVENANCE_SUFFIX)
+            candidates.append(
+                Candidate(
+                    tree / WHEELS / entry.file,
+                    provenance if provenance.is_file() else None,
+                    expect=ArchList.parse(entry.expect) if entry.expect else None,
+                    cell_key=entry.cell_key,
+                    torch=entry.torch,
+                    cuda=entry.cuda,
+                )
+            )
+    return candidates

@@ -1,0 +1,301 @@
+"""A build matrix and its plan: which cells there are, what each builds, which are skipped.
+
+A matrix is recipes x torch versions x Python versions x arch lists, less exclusions, from a
+TOML file (``[matrix]``) and/or flags (a flag replaces the file's axis). An empty torch axis
+means "the recipe's own torch" (or none); an empty Python or arch axis means the recipe's
+default. Each cell gets a **key**: the sha256 of everything that decides its wheel and that is
+known before a build (the recipe file's sha256, the source digest when the caller knows it, the
+torch and Python versions, the checked arch list). A cell whose key is already in the index is
+skipped; a cell the recipe cannot build (a Python it does not list) is excluded with the reason.
+
+The file format (docs/matrix.md)::
+
+    schema_version = 1
+    [matrix]
+    recipes = ["example"]
+    python = ["3.11", "3.12"]
+    torch = []                       # optional
+    arch = ["8.0;9.0", "9.0;12.0+PTX"]
+    [[matrix.exclude]]               # every key given must match
+    python = "3.12"
+    arch = "8.0;9.0"
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+from archwheel.errors import UsageError
+from archwheel.facts.arch import ArchList
+from archwheel.matrix.index import IndexEntry
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+MATRIX_SCHEMA_VERSION = 1
+AXES = ("recipe", "torch", "python", "arch")
+_FILE_AXES = {"recipes": "recipe", "torch": "torch", "python": "python", "arch": "arch"}
+
+
+@dataclass(frozen=True)
+class RecipeFacts:
+    """What the matrix needs to know about a recipe (the interfaces floor reads the recipe)."""
+
+    name: str
+    sha256: str  # of the recipe file
+    python_versions: tuple[str, ...]
+    default_arch: str
+    cuda: str | None = None  # "13.0"
+    source_digest: str | None = None  # of the source, when known before building
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """Cells matching every given key are left out."""
+
+    values: Mapping[str, str]
+
+    def matches(self, cell: Cell) -> bool:
+        for axis, value in self.values.items():
+            wanted = str(ArchList.parse(value)) if axis == "arch" else value
+            if getattr(cell, axis) != wanted:
+                return False
+        return True
+
+    def __str__(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.values.items())
+
+
+@dataclass(frozen=True)
+class MatrixSpec:
+    """The matrix as given: axes (empty: the recipe's default) and exclusions."""
+
+    recipes: tuple[str, ...]
+    torch: tuple[str, ...] = ()
+    python: tuple[str, ...] = ()
+    arch: tuple[str, ...] = ()
+    exclude: tuple[Exclusion, ...] = ()
+
+    def override(self, **axes: Sequence[str]) -> MatrixSpec:
+        """Flags replace the file's axis (an empty flag leaves it)."""
+        values = {
+            "recipes": self.recipes,
+            "torch": self.torch,
+            "python": self.python,
+            "arch": self.arch,
+        }
+        for name, given in axes.items():
+            if given:
+                values[name] = tuple(given)
+        return MatrixSpec(exclude=self.exclude, **values)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One build of the matrix."""
+
+    recipe: str
+    torch: str | None
+    python: str
+    arch: str  # the checked arch list, canonical form
+
+    @property
+    def label(self) -> str:
+        torch = f" torch {self.torch}" if self.torch else ""
+        return f"{self.recipe}{torch} py{self.python} [{self.arch}]"
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "recipe": self.recipe,
+            "torch": self.torch,
+            "python": self.python,
+            "arch": self.arch,
+        }
+
+
+class Action(str, Enum):
+    BUILD = "build"
+    SKIP = "skip"  # already in the index with the same inputs
+    EXCLUDED = "excluded"  # by an exclusion, or the recipe cannot build it
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    cell: Cell
+    key: str
+    action: Action
+    reason: str = ""
+    existing: tuple[str, ...] = ()  # wheels in the index with this key
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            **self.cell.to_json_dict(),
+            "key": self.key,
+            "action": self.action.value,
+            "reason": self.reason,
+            "existing": list(self.existing),
+        }
+
+
+@dataclass(frozen=True)
+class MatrixPlan:
+    cells: tuple[PlannedCell, ...]
+    recipes: Mapping[str, RecipeFacts] = field(default_factory=dict)
+
+    def of(self, action: Action) -> tuple[PlannedCell, ...]:
+        return tuple(c for c in self.cells if c.action is action)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": MATRIX_SCHEMA_VERSION,
+            "cells": [c.to_json_dict() for c in self.cells],
+            "build": len(self.of(Action.BUILD)),
+            "skip": len(self.of(Action.SKIP)),
+            "excluded": len(self.of(Action.EXCLUDED)),
+        }
+
+
+# -- reading a matrix file ------------------------------------------------------------------------
+
+
+def _strings(value: object, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise UsageError(f"{where} must be a string or a list of strings")
+
+
+def parse_exclusion(text: str, where: str = "--exclude") -> Exclusion:
+    """``python=3.12,arch=8.0;9.0`` (commas separate keys; an arch list keeps its own ';')."""
+    values: dict[str, str] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in AXES or not value.strip():
+            raise UsageError(
+                f"{where}: {part!r} is not AXIS=VALUE",
+                hint=f"axes: {', '.join(AXES)}; e.g. python=3.12,arch=8.0;9.0",
+            )
+        values[key] = value.strip()
+    return Exclusion(values)
+
+
+def load_matrix(path: Path) -> MatrixSpec:
+    """Read and validate a matrix file; every message names the file and the key."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the matrix file: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    if data.get("schema_version", MATRIX_SCHEMA_VERSION) != MATRIX_SCHEMA_VERSION:
+        raise UsageError(f"{path}: schema_version must be {MATRIX_SCHEMA_VERSION}")
+    unknown = set(data) - {"schema_version", "matrix"}
+    if unknown:
+        raise UsageError(f"{path}: unknown table or key {sorted(unknown)[0]!r}")
+    table = data.get("matrix")
+    if not isinstance(table, dict):
+        raise UsageError(f"{path}: no [matrix] table")
+    axes: dict[str, tuple[str, ...]] = {}
+    exclusions: list[Exclusion] = []
+    for key, value in table.items():
+        if key == "exclude":
+            if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+                raise UsageError(f"{path}: matrix.exclude must be an array of tables")
+            for n, item in enumerate(value):
+                where = f"{path}: matrix.exclude[{n}]"
+                bad = set(item) - set(AXES)
+                if bad or not item:
+                    raise UsageError(f"{where}: keys must be among {', '.join(AXES)}")
+                exclusions.append(Exclusion({k: str(v) for k, v in item.items()}))
+        elif key in _FILE_AXES:
+            axes[key] = _strings(value, f"{path}: matrix.{key}")
+        else:
+            raise UsageError(
+                f"{path}: unknown key matrix.{key}",
+                hint=f"keys: {', '.join([*_FILE_AXES, 'exclude'])}",
+            )
+    return MatrixSpec(exclude=tuple(exclusions), **axes)
+
+
+# -- planning -------------------------------------------------------------------------------------
+
+
+def cell_key(cell: Cell, recipe: RecipeFacts) -> str:
+    """sha256 of everything known before the build that decides the cell's wheel."""
+    inputs = {
+        "recipe": recipe.name,
+        "recipe_sha256": recipe.sha256,
+        "source_digest": recipe.source_digest,
+        "torch": cell.torch,
+        "python": cell.python,
+        "arch": cell.arch,
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def _cells(spec: MatrixSpec, recipes: Mapping[str, RecipeFacts]) -> Iterable[tuple[Cell, str]]:
+    for name in spec.recipes:
+        facts = recipes[name]
+        torches: tuple[str | None, ...] = spec.torch or (None,)
+        pythons = spec.python or facts.python_versions[:1]
+        archs = spec.arch or (facts.default_arch,)
+        for torch, python, arch in product(torches, pythons, archs):
+            reason = ""
+            if python not in facts.python_versions:
+                reason = (
+                    f"recipe {name} does not list Python {python} "
+                    f"(it lists {', '.join(facts.python_versions)})"
+                )
+            yield Cell(name, torch, python, str(ArchList.parse(arch))), reason
+
+
+def make_plan(
+    spec: MatrixSpec, recipes: Mapping[str, RecipeFacts], index: Sequence[IndexEntry]
+) -> MatrixPlan:
+    """Every cell with its key and action; a cell whose key the index holds is skipped."""
+    if not spec.recipes:
+        raise UsageError("the matrix names no recipe", hint="matrix.recipes or --recipe NAME")
+    missing = [r for r in spec.recipes if r not in recipes]
+    if missing:
+        raise UsageError(f"unknown recipe {missing[0]!r}")
+    published: dict[str, list[str]] = {}
+    for entry in index:
+        if entry.cell_key:
+            published.setdefault(entry.cell_key, []).append(entry.file)
+    planned: list[PlannedCell] = []
+    seen: set[str] = set()
+    for cell, unbuildable in _cells(spec, recipes):
+        key = cell_key(cell, recipes[cell.recipe])
+        if key in seen:
+            continue  # the same cell spelled twice (e.g. "9.0" and "sm_90")
+        seen.add(key)
+        excluded = next((e for e in spec.exclude if e.matches(cell)), None)
+        if excluded is not None:
+            planned.append(PlannedCell(cell, key, Action.EXCLUDED, f"excluded by {excluded}"))
+        elif unbuildable:
+            planned.append(PlannedCell(cell, key, Action.EXCLUDED, unbuildable))
+        elif key in published:
+            planned.append(
+                PlannedCell(
+                    cell,
+                    key,
+                    Action.SKIP,
+                    "in the index with the same inputs",
+                    tuple(sorted(published[key])),
+                )
+            )
+        else:
+            planned.append(PlannedCell(cell, key, Action.BUILD))
+    return MatrixPlan(tuple(planned), dict(recipes))

@@ -1,0 +1,182 @@
+"""`archwheel matrix --export github-actions|gitlab-ci`: the workflows pass actionlint and
+check-jsonschema's vendored schemas, each job runs exactly the one-cell command of the local
+plan (parsed back with archwheel's own parser, planned, and run), and the merge job's command
+publishes what the cell jobs left."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from archwheel.interfaces.cli import build_parser
+from archwheel.interfaces.commands.matrix import MatrixRequest, recipe_facts, run_request
+from archwheel.matrix.index import read_index
+from archwheel.matrix.plan import Action, make_plan
+from tests.support.cli import CliRun
+from tests.support.components import require
+from tests.support.index_wheels import extra_tool
+from tests.support.matrix_fakes import FakeCellBuilder
+
+MATRIX = ("--recipe", "example", "--python", "3.11", "--arch", "8.0;9.0", "--arch", "9.0",
+          "--arch", "9.0;12.0+PTX")  # fmt: skip
+
+
+def _yaml(path: Path) -> dict[str, Any]:
+    try:
+        from ruamel.yaml import YAML  # check-jsonschema's YAML reader (the test extra)
+    except ImportError:
+        require(False, "ruamel.yaml is not installed (pip install -e '.[test]')")
+        raise
+    loaded: dict[str, Any] = YAML(typ="safe").load(path.read_text())
+    return loaded
+
+
+def _commands(kind: str, document: dict[str, Any]) -> dict[str, list[str]]:
+    """job id -> the archwheel command lines it runs."""
+    found: dict[str, list[str]] = {}
+    if kind == "github-actions":
+        for job_id, job in document["jobs"].items():
+            runs = [s["run"] for s in job["steps"] if "run" in s]
+            found[job_id] = [r for r in runs if r.startswith("archwheel ")]
+    else:
+        for job_id, job in document.items():
+            if isinstance(job, dict) and "script" in job:
+                found[job_id] = [r for r in job["script"] if r.startswith("archwheel ")]
+    return found
+
+
+def _request(argv: list[str]) -> MatrixRequest:
+    args = build_parser("matrix").parse_args(argv[1:])
+    return MatrixRequest.from_args(args)
+
+
+@pytest.fixture
+def exported(cli_run: CliRun, tmp_path: Path) -> tuple[Path, dict[str, Path]]:
+    """A local index holding one cell already, and both exports of the rest."""
+    index = tmp_path / "index"
+    first = _request(["archwheel", "matrix", "--recipe", "example", "--python", "3.11",
+                      "--arch", "9.0", "--index", str(index), "--work", str(tmp_path / "w")])  # fmt: skip
+    assert run_request(first, FakeCellBuilder()) == 0
+    files = {}
+    for kind in ("github-actions", "gitlab-ci"):
+        files[kind] = tmp_path / f"{kind}.yml"
+        code, _, err = cli_run("matrix", *MATRIX, "--index", str(index), "--export", kind,
+                               "-o", str(files[kind]), "--runner", "self-hosted")  # fmt: skip
+        assert code == 0, err
+    return index, files
+
+
+def test_the_exports_pass_actionlint_and_the_vendored_schemas(
+    exported: tuple[Path, dict[str, Path]],
+) -> None:
+    _, files = exported
+    lint = subprocess.run([extra_tool("actionlint"), str(files["github-actions"])],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    for kind, schema in (("github-actions", "vendor.github-workflows"),
+                         ("gitlab-ci", "vendor.gitlab-ci")):  # fmt: skip
+        proc = subprocess.run(
+            [extra_tool("check-jsonschema"), "--builtin-schema", schema, str(files[kind])],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_broken_workflow_is_caught_by_the_checkers(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yml"
+    bad.write_text('"on": push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n'
+                   '      - run: echo ${{ matrix.nope }}\n')  # fmt: skip
+    lint = subprocess.run([extra_tool("actionlint"), str(bad)], capture_output=True, check=False)
+    assert lint.returncode != 0
+    gitlab = tmp_path / "bad-gitlab.yml"
+    gitlab.write_text("job:\n  stage: build\n  script: 3\n")
+    proc = subprocess.run(
+        [extra_tool("check-jsonschema"), "--builtin-schema", "vendor.gitlab-ci", str(gitlab)],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+
+
+def test_each_job_runs_exactly_the_local_plans_cell(
+    exported: tuple[Path, dict[str, Path]],
+) -> None:
+    index, files = exported
+    local = _request(["archwheel", "matrix", *MATRIX, "--index", str(index)])
+    plan = make_plan(local.spec, recipe_facts(local.spec), read_index(index))
+    to_build = {c.key: c for c in plan.of(Action.BUILD)}
+    assert len(to_build) == 2 and len(plan.of(Action.SKIP)) == 1  # the 9.0 cell is not exported
+    per_kind = {}
+    for kind, path in files.items():
+        commands = _commands(kind, _yaml(path))
+        assert commands.pop("publish") == [
+            "archwheel publish --from-index cells --index wheel-index"
+        ]
+        keys = {}
+        for lines in commands.values():
+            (line,) = lines
+            job = _request(shlex.split(line))
+            job_plan = make_plan(job.spec, recipe_facts(job.spec), ())
+            (cell,) = job_plan.cells
+            assert cell.action is Action.BUILD and cell.key in to_build
+            assert cell.cell == to_build[cell.key].cell
+            assert job.index == Path("cells") / cell.key[:16]
+            keys[cell.key] = line
+        assert set(keys) == set(to_build)
+        per_kind[kind] = keys
+    assert per_kind["github-actions"] == per_kind["gitlab-ci"]
+
+
+def test_the_merge_job_publishes_what_the_cell_jobs_left(
+    cli_run: CliRun, exported: tuple[Path, dict[str, Path]], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    index, files = exported
+    runner = tmp_path / "runner"
+    runner.mkdir()
+    monkeypatch.chdir(runner)
+    commands = _commands("github-actions", _yaml(files["github-actions"]))
+    merge = commands.pop("publish")[0]
+    for job_id, (line,) in commands.items():
+        assert run_request(_request(shlex.split(line)), FakeCellBuilder()) == 0
+        # what upload-artifact / download-artifact leave: cells/<artifact>/<tree id>/...
+        key16 = shlex.split(line)[shlex.split(line).index("--index") + 1]
+        shutil.copytree(runner / key16 / "trees", runner / "downloaded" / job_id)
+        shutil.rmtree(runner / key16)
+    (runner / "downloaded").rename(runner / "cells")
+    code, out, err = cli_run(*shlex.split(merge)[1:])
+    assert code == 0, out + err
+    merged = read_index(runner / "wheel-index")
+    assert len(merged) == 2 and all(e.cell_key for e in merged)
+    local = _request(["archwheel", "matrix", *MATRIX, "--index", str(runner / "wheel-index")])
+    plan = make_plan(local.spec, recipe_facts(local.spec), merged)
+    assert [c.cell.arch for c in plan.of(Action.BUILD)] == ["9.0"]  # built locally, not in CI
+
+
+def test_the_yaml_writer_round_trips_awkward_values(tmp_path: Path) -> None:
+    from archwheel.interfaces.render.ci import to_yaml
+
+    document = {
+        "on": {"workflow_dispatch": {}},
+        "yes": ["3.11", "3.10", "no", "null", "a: b", "#x", "${{ !cancelled() }}", "é\nz"],
+        "n": {"nested": [{"k": 1, "flag": True}, [], "x"]},
+        "key with space": "'quoted'",
+    }
+    path = tmp_path / "x.yml"
+    path.write_text(to_yaml(document, header="a header\n\nwith a blank line"))
+    assert _yaml(path) == document
+
+
+def test_merging_from_a_folder_without_an_index_is_one_line(
+    cli_run: CliRun, tmp_path: Path
+) -> None:
+    (tmp_path / "empty").mkdir()
+    code, _, err = cli_run("publish", "--from-index", str(tmp_path / "empty"),
+                           "--index", str(tmp_path / "i"))  # fmt: skip
+    assert code == 3 and "holds no archwheel index" in err
+    code, _, err = cli_run("publish", "--index", str(tmp_path / "i"))
+    assert code == 2 and "nothing to publish" in err

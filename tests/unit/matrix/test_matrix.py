@@ -1,0 +1,162 @@
+"""The matrix plan (cells, keys, exclusions, skips) and the run's failure handling, with a fake
+builder (tests/support/matrix_fakes.py) that makes real wheels without containers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from archwheel.errors import UsageError
+from archwheel.exit_codes import EXIT_BUILD, EXIT_OK
+from archwheel.matrix.index import read_index
+from archwheel.matrix.plan import (
+    Action,
+    MatrixSpec,
+    RecipeFacts,
+    load_matrix,
+    make_plan,
+    parse_exclusion,
+)
+from archwheel.matrix.run import Verdict, run_matrix
+from tests.support.matrix_fakes import FakeCellBuilder
+
+RECIPES = {
+    "kern": RecipeFacts("kern", "a" * 64, ("3.11", "3.12"), "8.0;9.0", cuda="13.0"),
+    "other": RecipeFacts("other", "b" * 64, ("3.11",), "9.0", cuda="12.8"),
+}
+
+MATRIX_TOML = """\
+schema_version = 1
+[matrix]
+recipes = ["kern", "other"]
+python = ["3.11", "3.12"]
+arch = ["8.0;9.0", "9.0;12.0+PTX"]
+[[matrix.exclude]]
+recipe = "kern"
+python = "3.12"
+arch = "sm_80,sm_90"
+"""
+
+
+def test_matrix_file_and_flags(tmp_path: Path) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text(MATRIX_TOML)
+    spec = load_matrix(path)
+    assert spec.recipes == ("kern", "other") and spec.python == ("3.11", "3.12")
+    assert spec.arch == ("8.0;9.0", "9.0;12.0+PTX") and len(spec.exclude) == 1
+    flagged = spec.override(recipes=["kern"], python=[])
+    assert flagged.recipes == ("kern",) and flagged.python == ("3.11", "3.12")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[matrix]\nrecipe = ['x']\n", "unknown key matrix.recipe"),
+        ("[matrix]\npython = 3.11\n", "matrix.python must be a string or a list"),
+        ("[matrix]\nrecipes=['k']\n[[matrix.exclude]]\ncuda = '12.8'\n", "matrix.exclude[0]"),
+        ("[matrx]\n", "unknown table or key 'matrx'"),
+        ("[matrix\n", "not valid TOML"),
+    ],
+)
+def test_bad_matrix_files_name_file_and_key(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text(text)
+    with pytest.raises(UsageError) as err:
+        load_matrix(path)
+    assert message in str(err.value) and str(path) in str(err.value)
+
+
+def test_plan_cells_exclusions_and_unbuildable_pythons(tmp_path: Path) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text(MATRIX_TOML)
+    plan = make_plan(load_matrix(path), RECIPES, ())
+    assert len(plan.cells) == 2 * 2 * 2
+    by_label = {c.cell.label: c for c in plan.cells}
+    excluded = by_label["kern py3.12 [8.0;9.0]"]
+    assert excluded.action is Action.EXCLUDED and "excluded by" in excluded.reason
+    unbuildable = by_label["other py3.12 [9.0;12.0+PTX]"]
+    assert (
+        unbuildable.action is Action.EXCLUDED and "does not list Python 3.12" in unbuildable.reason
+    )
+    assert len(plan.of(Action.BUILD)) == 8 - 1 - 2
+    assert len({c.key for c in plan.cells}) == len(plan.cells)
+
+
+def test_one_cell_spelled_twice_is_one_cell() -> None:
+    spec = MatrixSpec(recipes=("kern",), arch=("8.0;9.0", "sm_80,sm_90"))
+    assert len(make_plan(spec, RECIPES, ()).cells) == 1
+
+
+def test_defaults_are_the_recipes() -> None:
+    plan = make_plan(MatrixSpec(recipes=("kern",)), RECIPES, ())
+    assert [c.cell.label for c in plan.cells] == ["kern py3.11 [8.0;9.0]"]
+
+
+def test_unknown_recipe_and_bad_exclusion() -> None:
+    with pytest.raises(UsageError, match="unknown recipe 'nope'"):
+        make_plan(MatrixSpec(recipes=("nope",)), RECIPES, ())
+    with pytest.raises(UsageError, match="not AXIS=VALUE"):
+        parse_exclusion("cuda=12.8")
+    assert parse_exclusion("python=3.12,arch=8.0;9.0").values == {
+        "python": "3.12",
+        "arch": "8.0;9.0",
+    }
+
+
+def test_failed_cells_publish_nothing_and_stop_nothing(tmp_path: Path) -> None:
+    spec = MatrixSpec(recipes=("kern",), torch=("2.13.0", "2.14.1"), arch=("8.0", "8.0;9.0"))
+    plan = make_plan(spec, RECIPES, ())
+    assert len(plan.of(Action.BUILD)) == 4
+    builder = FakeCellBuilder(
+        fail={"kern torch 2.13.0 py3.11 [8.0]"}, drop_arch={"kern torch 2.14.1 py3.11 [8.0;9.0]"}
+    )
+    index = tmp_path / "index"
+    result = run_matrix(plan, builder, index, tmp_path / "work")
+    verdicts = {c.planned.cell.label: c.verdict for c in result.cells}
+    assert verdicts == {
+        "kern torch 2.13.0 py3.11 [8.0]": Verdict.BUILD_FAILED,
+        "kern torch 2.13.0 py3.11 [8.0;9.0]": Verdict.PUBLISHED,
+        "kern torch 2.14.1 py3.11 [8.0]": Verdict.PUBLISHED,
+        "kern torch 2.14.1 py3.11 [8.0;9.0]": Verdict.REFUSED,
+    }
+    assert len(builder.calls) == 4  # the failure stopped nothing
+    refused = next(c for c in result.cells if c.verdict is Verdict.REFUSED)
+    assert "lacks sm_90" in refused.message
+    failed = next(c for c in result.cells if c.verdict is Verdict.BUILD_FAILED)
+    assert "as the test asked" in failed.message
+    assert not result.ok and result.exit_code == EXIT_BUILD
+    published = {e.cell_key for e in read_index(index)}
+    assert published == {c.planned.key for c in result.cells if c.verdict is Verdict.PUBLISHED}
+    pages = sorted(p.name for p in (index / "current").glob("torch-*.html"))
+    assert pages == ["torch-2.13.0+cu130.html", "torch-2.14.1+cu130.html"]
+
+    # The rerun builds only what is not in the index; once those pass, everything passes.
+    again = make_plan(spec, RECIPES, read_index(index))
+    assert len(again.of(Action.SKIP)) == 2 and len(again.of(Action.BUILD)) == 2
+    fixed = FakeCellBuilder()
+    second = run_matrix(again, fixed, index, tmp_path / "work")
+    assert len(fixed.calls) == 2 and second.ok and second.exit_code == EXIT_OK
+    assert second.count(Verdict.SKIPPED) == 2 and second.count(Verdict.PUBLISHED) == 2
+    assert len(read_index(index)) == 4
+
+
+def test_a_changed_recipe_rebuilds_its_cells(tmp_path: Path) -> None:
+    spec = MatrixSpec(recipes=("kern",))
+    index = tmp_path / "index"
+    run_matrix(make_plan(spec, RECIPES, ()), FakeCellBuilder(), index, tmp_path / "w")
+    changed = {"kern": RecipeFacts("kern", "c" * 64, ("3.11",), "8.0;9.0", cuda="13.0")}
+    plan = make_plan(spec, changed, read_index(index))
+    assert [c.action for c in plan.cells] == [Action.BUILD]
+
+
+def test_two_cells_making_one_file_name_collide_visibly(tmp_path: Path) -> None:
+    spec = MatrixSpec(recipes=("kern",), arch=("8.0", "8.0;9.0"))
+    result = run_matrix(
+        make_plan(spec, RECIPES, ()),
+        FakeCellBuilder(same_name=True),
+        tmp_path / "i",
+        tmp_path / "w",
+    )
+    assert [c.verdict for c in result.cells] == [Verdict.PUBLISHED, Verdict.REFUSED]
+    assert "with other bytes" in result.cells[1].message
