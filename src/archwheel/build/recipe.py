@@ -102,7 +102,17 @@ _IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*$")
 SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
     {
         "": frozenset(
-            {"schema_version", "recipe", "source", "toolchain", "python", "arch", "build", "smoke"}
+            {
+                "schema_version",
+                "recipe",
+                "source",
+                "toolchain",
+                "python",
+                "arch",
+                "build",
+                "smoke",
+                "repair",
+            }
         ),
         "recipe": frozenset({"name", "kind", "version", "description", "source_date_epoch"}),
         "source": frozenset({"path", "git", "ref", "submodules", "sdist", "sha256"}),
@@ -122,6 +132,20 @@ SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
             }
         ),
         "smoke": frozenset({"snippet"}),
+        # docs/builds.md, "The repair step"; resolved by build/repair.py (spec_for_recipe)
+        "repair": frozenset(
+            {
+                "pins",
+                "rpath_folders",
+                "rpath_base",
+                "library_folder",
+                "bundle",
+                "requirements",
+                "provided",
+                "platform",
+                "force_rpath",
+            }
+        ),
     }
 )
 
@@ -196,6 +220,15 @@ class BuildSpec:
 
 
 @dataclass(frozen=True)
+class RepairConfig:
+    """A recipe's ``[repair]`` table as written: ``pins = "official"`` takes every value from
+    the pin table of the recipe's PyTorch release and CUDA version; other keys override it."""
+
+    pins: str | None = None  # "official" or None
+    values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
 class Recipe:
     """A validated recipe. ``sha256`` is the hash of the file's bytes (recorded in provenance)."""
 
@@ -212,6 +245,7 @@ class Recipe:
     build: BuildSpec
     smoke_snippet: str | None = None
     source_date_epoch: int | None = None
+    repair: RepairConfig | None = None  # None: no [repair] table, the wheel is not repaired
 
     @property
     def default_python(self) -> str:
@@ -392,7 +426,10 @@ def parse_recipe(
                 "snippet", f"not valid Python: {exc.msg} (line {exc.lineno})"
             ) from None
 
+    repair = _parse_repair(top.table("repair")) if "repair" in data else None
+
     return Recipe(
+        repair=repair,
         name=name,
         path=origin,
         sha256=hashlib.sha256(raw).hexdigest(),
@@ -407,6 +444,43 @@ def parse_recipe(
         smoke_snippet=snippet,
         source_date_epoch=epoch,
     )
+
+
+_REPAIR_LISTS = ("rpath_folders", "bundle", "requirements", "provided")
+_REPAIR_TEXTS = ("rpath_base", "library_folder", "platform")
+
+
+def _parse_repair(table: _Table) -> RepairConfig:
+    pins = table.opt_str("pins")
+    if pins is not None and pins != "official":
+        raise table.error(
+            "pins",
+            f"{pins!r} is not a pin table",
+            hint='"official": the table of the recipe\'s PyTorch release and CUDA version',
+        )
+    values: dict[str, Any] = {}
+    for key in _REPAIR_LISTS:
+        if table.has(key):
+            values[key] = table.str_list(key)
+    for key in _REPAIR_TEXTS:
+        if table.has(key):
+            text = table.text(key)
+            if key != "platform" and (
+                text.startswith("/") or ".." in text.split("/") or not text.strip()
+            ):
+                raise table.error(key, f"{text!r} must be a folder inside the wheel")
+            values[key] = text
+    for folder in values.get("rpath_folders", ()):
+        if folder.startswith("/") or ".." in folder.split("/") or not folder.strip():
+            raise table.error("rpath_folders", f"{folder!r} must be relative to site-packages")
+    for line in values.get("requirements", ()):
+        try:
+            Requirement(line)
+        except InvalidRequirement as exc:
+            raise table.error("requirements", f"{line!r}: {exc}") from None
+    if table.has("force_rpath"):
+        values["force_rpath"] = table.flag("force_rpath", True)
+    return RepairConfig(pins, MappingProxyType(values))
 
 
 def _parse_source(table: _Table, origin: Path) -> SourceSpec:
