@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from types import MappingProxyType
@@ -78,6 +78,7 @@ class OfficialVariant:
 class OfficialFacts:
     sources: Mapping[str, Source]
     variants: Mapping[tuple[str, str], OfficialVariant]  # (release, cuda "13.0")
+    deliberate: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def variant(self, release: str, cuda: str) -> OfficialVariant | None:
         return self.variants.get((release, cuda))
@@ -171,7 +172,13 @@ def parse_official(data: Mapping[str, Any]) -> OfficialFacts:
                 driver=frozenset(_strs(f"{where}.driver", table.get("driver", []))),
                 env=MappingProxyType(env),
             )
-    return OfficialFacts(MappingProxyType(sources), MappingProxyType(variants))
+    deliberate = dict(data.get("deliberate", {}))
+    for var, why in deliberate.items():
+        if not isinstance(why, str):
+            raise FactsError(f"{DATA_FILE}: deliberate.{var} must be a string")
+    return OfficialFacts(
+        MappingProxyType(sources), MappingProxyType(variants), MappingProxyType(deliberate)
+    )
 
 
 @cache

@@ -17,6 +17,7 @@ from rich.console import Console
 
 from archwheel.build.baseimage import DEFAULT_SUITE, MIRROR_ENV, ensure_base_image
 from archwheel.build.jobs import choose_jobs, detect_host_resources
+from archwheel.build.official import compare_official
 from archwheel.build.plan import (
     DEFAULT_CCACHE_SIZE,
     DEFAULT_CCACHE_VOLUME,
@@ -26,6 +27,7 @@ from archwheel.build.plan import (
     make_plan,
 )
 from archwheel.build.recipe import find_recipe, load_recipe, recipe_files
+from archwheel.build.repair import spec_for_recipe
 from archwheel.build.runner import BuildRunner
 from archwheel.build.source import resolve_source
 from archwheel.effects.engine import (
@@ -38,6 +40,7 @@ from archwheel.effects.engine import (
 from archwheel.effects.paths import cache_dir, docker_dir, recipe_dirs
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ArchwheelError, UsageError
+from archwheel.exit_codes import ExitCode
 from archwheel.facts.catalog import load_facts
 from archwheel.interfaces.render.build import (
     build_output,
@@ -112,6 +115,12 @@ def register(subparsers: Any) -> None:
         "--no-host-pip-config", action="store_true", help="ignore this host's pip configuration"
     )
     parser.add_argument("--plan", action="store_true", help="print the plan and stop")
+    parser.add_argument(
+        "--compare-official",
+        action="store_true",
+        help="list every difference between the recipe's build environment and the official "
+        "one of its PyTorch release and CUDA version, and stop (exit 1 when one is unexplained)",
+    )
     parser.add_argument("--list-recipes", action="store_true", help="list recipes and stop")
     parser.add_argument("--keep-work", action="store_true", help="keep the work folder")
     parser.add_argument("--quiet", "-q", action="store_true", help="build output to the log only")
@@ -182,6 +191,7 @@ class BuildRequest:
     pip: PipRequest
     plan_only: bool
     list_recipes: bool
+    compare_official: bool
     keep_work: bool
     quiet: bool
     format: str
@@ -207,6 +217,7 @@ class BuildRequest:
             ),
             plan_only=args.plan,
             list_recipes=args.list_recipes,
+            compare_official=args.compare_official,
             keep_work=args.keep_work,
             quiet=args.quiet,
             format=args.format,
@@ -257,6 +268,15 @@ def build(request: BuildRequest) -> int:
             hint=f"supported: {', '.join(recipe.python_versions)}",
         )
     arch = check_arch_list(recipe, request.arch, facts)
+    spec_for_recipe(recipe)  # [repair]: a missing pin table is refused here (exit 2)
+    if request.compare_official:
+        comparison = compare_official(recipe, arch.value if request.arch else None)
+        if request.format == "json":
+            out.print_json(data=comparison.to_json_dict())
+        else:
+            for line in comparison.lines():
+                out.print(line, markup=False)
+        return int(ExitCode.VERDICT_FAILED) if comparison.unexplained else int(ExitCode.OK)
     if request.jobs is not None and request.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     settings = EngineSettings.create(request.engine, config_dir=cache_dir())
