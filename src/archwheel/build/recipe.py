@@ -30,6 +30,7 @@ from archwheel.errors import ArchListError, RecipeError, UsageError
 from archwheel.facts import arch_grammars
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.facts.pytorch_official import load_official
 from archwheel.facts.versions import CudaVersion
 
 if sys.version_info >= (3, 11):
@@ -686,6 +687,12 @@ def _parse_build(table: _Table, arch: ArchInput) -> BuildSpec:
 # -- finding recipes ----------------------------------------------------------------------------
 
 
+def _pins_known(recipe: Recipe) -> bool:
+    if recipe.repair is None or recipe.repair.pins != "official":
+        return True
+    return load_official().variant(recipe.version, str(recipe.toolchain.cuda)) is not None
+
+
 def recipe_files(directories: Iterable[Path]) -> list[Path]:
     files: list[Path] = []
     for directory in directories:
@@ -708,7 +715,8 @@ def find_recipe(
         raise UsageError(f"no recipes found in {where}", hint="set ARCHWHEEL_RECIPES to a folder")
     if name_or_path is None:
         recipes = [load_recipe(f, facts) for f in files]
-        pytorch = [r for r in recipes if r.kind == "pytorch"]
+        # Not a recipe whose [repair] pins = "official" has no pin table yet (it cannot build).
+        pytorch = [r for r in recipes if r.kind == "pytorch" and _pins_known(r)]
         if not pytorch:
             raise UsageError("no PyTorch recipe found; pass --recipe NAME")
         return max(pytorch, key=lambda r: r.sort_key())

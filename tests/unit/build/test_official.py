@@ -98,3 +98,13 @@ def test_cli_compare_official(cli_run: CliRun) -> None:
         "build", "--recipe", "pytorch-2.14.1-cu128", "--compare-official", "--format", "json"
     )
     assert code == 0 and '"in_official_matrix": false' in out
+
+
+def test_the_2_15_0_recipe_is_refused_until_its_pin_table_exists(cli_run: CliRun) -> None:
+    code, _out, err = cli_run("build", "--recipe", "pytorch-2.15.0-cu130", "--plan")
+    assert code == 2
+    assert "no pin table for PyTorch 2.15.0 with CUDA 13.0" in " ".join(err.split())
+    comparison = compare_official(load_recipe(RECIPES / "pytorch-2.15.0-cu130.toml"))
+    assert comparison.variant is None
+    code, out, _err = cli_run("build", "--recipe", "pytorch-2.15.0-cu130", "--compare-official")
+    assert code == 0 and "no table for PyTorch 2.15.0 with CUDA 13.0" in out

@@ -268,7 +268,6 @@ def build(request: BuildRequest) -> int:
             hint=f"supported: {', '.join(recipe.python_versions)}",
         )
     arch = check_arch_list(recipe, request.arch, facts)
-    spec_for_recipe(recipe)  # [repair]: a missing pin table is refused here (exit 2)
     if request.compare_official:
         comparison = compare_official(recipe, arch.value if request.arch else None)
         if request.format == "json":
@@ -277,6 +276,7 @@ def build(request: BuildRequest) -> int:
             for line in comparison.lines():
                 out.print(line, markup=False)
         return int(ExitCode.VERDICT_FAILED) if comparison.unexplained else int(ExitCode.OK)
+    spec_for_recipe(recipe)  # [repair]: a missing pin table is refused here (exit 2)
     if request.jobs is not None and request.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     settings = EngineSettings.create(request.engine, config_dir=cache_dir())
