@@ -116,7 +116,7 @@ SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
             }
         ),
         "recipe": frozenset({"name", "kind", "version", "description", "source_date_epoch"}),
-        "source": frozenset({"path", "git", "ref", "submodules", "sdist", "sha256"}),
+        "source": frozenset({"path", "git", "ref", "submodules", "sdist", "sha256", "mirror"}),
         "toolchain": frozenset(
             {"cuda", "base_image", "source", "pypi_packages", "system_packages"}
         ),
@@ -165,6 +165,9 @@ class SourceSpec:
     submodules: bool = False
     sdist: str | None = None  # URL or absolute path
     sha256: str | None = None
+    # git URL prefix -> mirror prefix, for the repository and every submodule (git's
+    # url.<mirror>.insteadOf); from [source] mirror, or ARCHWHEEL_GIT_MIRROR / --git-mirror
+    mirrors: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> str:
         if self.kind == "path":
@@ -510,7 +513,11 @@ def _parse_source(table: _Table, origin: Path) -> SourceSpec:
             raise table.error("sha256", "only valid with sdist")
         if url.startswith("-") or ref.startswith("-"):
             raise table.error("git", "must not start with '-'")
-        return SourceSpec("git", git_url=url, ref=ref, submodules=submodules)
+        mirrors = tuple(sorted(table.str_map("mirror").items()))
+        for public, mirror in mirrors:
+            if not public.strip() or not mirror.strip() or mirror.startswith("-"):
+                raise table.error(f"mirror.{public}", "must map a URL prefix to a mirror prefix")
+        return SourceSpec("git", git_url=url, ref=ref, submodules=submodules, mirrors=mirrors)
     sdist = table.text("sdist", required=True)
     digest = table.text("sha256", required=True) if table.has("sha256") else None
     if digest is None:
@@ -520,6 +527,8 @@ def _parse_source(table: _Table, origin: Path) -> SourceSpec:
         raise table.error("sha256", "must be 64 hexadecimal digits")
     if table.has("ref"):
         raise table.error("ref", "only valid with git")
+    if table.has("mirror"):
+        raise table.error("mirror", "only valid with git")
     local: Path | None = None
     if "://" not in sdist:
         local = (origin.parent / sdist).resolve()

@@ -8,6 +8,7 @@ after the audit gate (docs/builds.md). ``base-image`` makes the Debian base imag
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,7 +27,7 @@ from archwheel.build.plan import (
     check_arch_list,
     make_plan,
 )
-from archwheel.build.recipe import find_recipe, load_recipe, recipe_files
+from archwheel.build.recipe import Recipe, find_recipe, load_recipe, recipe_files
 from archwheel.build.repair import spec_for_recipe
 from archwheel.build.runner import BuildRunner
 from archwheel.build.source import resolve_source
@@ -116,6 +117,14 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--plan", action="store_true", help="print the plan and stop")
     parser.add_argument(
+        "--git-mirror",
+        action="append",
+        default=[],
+        metavar="PUBLIC=MIRROR",
+        help="fetch a git source and all its submodules from a mirror: every URL starting with "
+        "PUBLIC is fetched from MIRROR instead (repeatable; adds to the recipe's [source] mirror)",
+    )
+    parser.add_argument(
         "--compare-official",
         action="store_true",
         help="list every difference between the recipe's build environment and the official "
@@ -192,6 +201,7 @@ class BuildRequest:
     plan_only: bool
     list_recipes: bool
     compare_official: bool
+    git_mirrors: tuple[str, ...]
     keep_work: bool
     quiet: bool
     format: str
@@ -218,6 +228,7 @@ class BuildRequest:
             plan_only=args.plan,
             list_recipes=args.list_recipes,
             compare_official=args.compare_official,
+            git_mirrors=tuple(args.git_mirror),
             keep_work=args.keep_work,
             quiet=args.quiet,
             format=args.format,
@@ -261,6 +272,8 @@ def build(request: BuildRequest) -> int:
 
     # 1. Everything that can be wrong with the request fails here, before any container.
     recipe = find_recipe(request.recipe, recipe_dirs(), facts)
+    if request.git_mirrors:
+        recipe = with_git_mirrors(recipe, request.git_mirrors)
     python = request.python or recipe.default_python
     if python not in recipe.python_versions:
         raise UsageError(
@@ -327,6 +340,20 @@ def build(request: BuildRequest) -> int:
                 raise
     print_result(out=out, result=result, log_path=log_path, fmt=request.format)
     return 0
+
+
+def with_git_mirrors(recipe: Recipe, given: tuple[str, ...]) -> Recipe:
+    """The recipe with ``--git-mirror PUBLIC=MIRROR`` added to its ``[source] mirror``."""
+    if recipe.source.kind != "git":
+        raise UsageError(f"--git-mirror: recipe {recipe.name} has no git source")
+    mirrors = dict(recipe.source.mirrors)
+    for item in given:
+        public, sep, mirror = item.partition("=")
+        if not sep or not public.strip() or not mirror.strip() or mirror.startswith("-"):
+            raise UsageError(f"--git-mirror {item!r}: expected PUBLIC=MIRROR (two URL prefixes)")
+        mirrors[public] = mirror
+    source = dataclasses.replace(recipe.source, mirrors=tuple(sorted(mirrors.items())))
+    return dataclasses.replace(recipe, source=source)
 
 
 def _list_recipes(out: Console, fmt: str) -> int:
