@@ -231,8 +231,9 @@ def platform_verdict(
         )
     upgrades = report.get("policy_upgrades", {})
     overall = str(report.get("overall_tag", ""))
-    if overall == wanted:
-        return True, ""
+    conforms = _glibc(overall)
+    if conforms is not None and conforms[2] == want[2] and conforms[:2] <= want[:2]:
+        return True, ""  # it conforms to an older glibc's policy already
     entry = upgrades.get(wanted) if isinstance(upgrades, dict) else None
     if not isinstance(entry, dict):
         return False, f"auditwheel knows no policy {wanted} for this wheel (overall: {overall})"

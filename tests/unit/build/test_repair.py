@@ -204,6 +204,10 @@ def test_platform_verdict() -> None:
     ok, why = platform_verdict(report, "manylinux_2_17_x86_64", {"libcudart.so.13"})
     assert not ok and "glibc 2.28" in why
     assert not platform_verdict(report, "linux_x86_64", set())[0]
+    conforming = {"overall_tag": "manylinux_2_34_x86_64", "sym_tag": "manylinux_2_34_x86_64",
+                  "policy_upgrades": {}}  # fmt: skip
+    assert platform_verdict(conforming, "manylinux_2_36_x86_64", set()) == (True, "")
+    assert not platform_verdict(conforming, "manylinux_2_28_x86_64", set())[0]
     assert not platform_verdict(report, "manylinux_2_28_aarch64", set())[0]
 
 
