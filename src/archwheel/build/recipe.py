@@ -98,6 +98,8 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*$")
+_SONAME = re.compile(r"^[A-Za-z0-9_+.-]+\.so(\.[0-9]+)*$")
+_MANYLINUX = re.compile(r"^manylinux_\d+_\d+_[a-z0-9_]+$")
 
 # Allowed keys per table: the schema, used for did-you-mean on unknown keys.
 SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
@@ -482,6 +484,15 @@ def _parse_repair(table: _Table) -> RepairConfig:
             Requirement(line)
         except InvalidRequirement as exc:
             raise table.error("requirements", f"{line!r}: {exc}") from None
+    for key in ("bundle", "provided"):
+        for name in values.get(key, ()):
+            if not _SONAME.match(name):
+                raise table.error(key, f"{name!r} is not a library file name such as libgomp.so.1")
+    platform = values.get("platform")
+    if platform is not None and not _MANYLINUX.match(platform):
+        raise table.error(
+            "platform", f"{platform!r} is not a manylinux tag", hint="e.g. manylinux_2_28_x86_64"
+        )
     if table.has("force_rpath"):
         values["force_rpath"] = table.flag("force_rpath", True)
     return RepairConfig(pins, MappingProxyType(values))

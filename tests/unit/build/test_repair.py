@@ -256,6 +256,9 @@ def test_missing_pin_table_is_refused(tmp_path: Path) -> None:
         ({"library_folder": "../x"}, "a folder inside the wheel"),
         ({"requirements": ["not a requirement ("]}, "requirements"),
         ({"bundel": []}, "bundel: unknown key"),
+        ({"bundle": ["../../etc/passwd"]}, "not a library file name"),
+        ({"provided": ["libcudart"]}, "not a library file name"),
+        ({"platform": "linux_x86_64"}, "not a manylinux tag"),
     ],
 )
 def test_bad_repair_tables(tmp_path: Path, table: dict[str, object], message: str) -> None:
@@ -269,3 +272,20 @@ def test_bundle_without_library_folder(tmp_path: Path) -> None:
     )
     with pytest.raises(RecipeError, match="bundle needs library_folder"):
         spec_for_recipe(recipe)
+
+
+def test_a_hostile_wheel_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    evil = tmp_path / "evil-1.0-py3-none-linux_x86_64.whl"
+    with zipfile.ZipFile(evil, "w") as zf:
+        zf.writestr("evil-1.0.dist-info/METADATA", "Name: evil\n")
+        zf.writestr("../outside.so", b"\x7fELF")
+    out = tmp_path / "out"
+    with pytest.raises(RepairError, match="unsafe member name"):
+        repair_wheel(evil, out, RepairSpec("t"))
+    assert list(out.iterdir()) == []
+    assert not (tmp_path / "outside.so").exists()
+    not_a_wheel = tmp_path / "x-1.0-py3-none-linux_x86_64.whl"
+    not_a_wheel.write_bytes(b"not a zip")
+    with pytest.raises(RepairError, match="not a readable wheel"):
+        repair_wheel(not_a_wheel, out, RepairSpec("t"))
+    assert list(out.iterdir()) == []
