@@ -550,15 +550,24 @@ def spec_for_recipe(recipe: Recipe, facts: OfficialFacts | None = None) -> Repai
                 "'The repair step'), or list [repair] requirements and rpath_folders yourself",
             )
         pins = variant.key
-        base: dict[str, Any] = {
-            "rpath_folders": variant.rpath_folders,
-            "rpath_base": variant.library_folder,
-            "library_folder": variant.library_folder,
-            "bundle": variant.bundle,
-            "requirements": variant.requirements,
-            "provided": tuple(sorted(variant.provided | variant.driver)),
-            "platform": variant.platform,
-        }
+        base: dict[str, Any]
+        if recipe.kind == "pytorch":
+            base = {
+                "rpath_folders": variant.rpath_folders,
+                "rpath_base": variant.library_folder,
+                "library_folder": variant.library_folder,
+                "bundle": variant.bundle,
+                "requirements": variant.requirements,
+                "provided": tuple(sorted(variant.provided | variant.driver)),
+                "platform": variant.platform,
+            }
+        else:  # an extension of that torch: torch's folder and the nvidia-* folders, torch pinned
+            base = {
+                "rpath_folders": (variant.library_folder, *variant.rpath_folders),
+                "requirements": (f"torch=={release}",),
+                "provided": tuple(sorted(variant.provided | variant.driver | variant.libraries)),
+                "platform": variant.platform,
+            }
         base.update(values)
         values = base
     if values.get("bundle") and not values.get("library_folder"):

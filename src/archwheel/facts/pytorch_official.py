@@ -68,6 +68,7 @@ class OfficialVariant:
     provided: frozenset[str]
     driver: frozenset[str]
     env: Mapping[str, Setting]
+    libraries: frozenset[str] = frozenset()  # what the wheel ships in library_folder
 
     @property
     def key(self) -> str:
@@ -171,6 +172,7 @@ def parse_official(data: Mapping[str, Any]) -> OfficialFacts:
                 provided=frozenset(_strs(f"{where}.provided", table.get("provided", []))),
                 driver=frozenset(_strs(f"{where}.driver", table.get("driver", []))),
                 env=MappingProxyType(env),
+                libraries=frozenset(_strs(f"{where}.libraries", table.get("libraries", []))),
             )
     deliberate = dict(data.get("deliberate", {}))
     for var, why in deliberate.items():

@@ -27,6 +27,7 @@ from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.build.recipe import load_recipe
 from archwheel.build.repair import repair_wheel, spec_for_recipe, tool_path
 from archwheel.effects.process import run_program
+from archwheel.facts.pytorch_official import load_official
 from tests.support.components import TORCH_SPEC, fetch_wheel, require
 from tests.support.paths import ROOT
 from tests.support.repair_wheels import write_wheel
@@ -114,3 +115,8 @@ def test_repair_reproduces_the_official_wheel(tmp_path: Path) -> None:
     ]
     assert meta.tags == truth_meta.tags
     assert report.auditwheel["sym_tag"] == "manylinux_2_28_x86_64"
+    # the table's list of torch's own libraries (what an extension of torch may link)
+    variant = load_official().variant("2.14.1", "13.0")
+    assert variant is not None
+    shipped = {m.rsplit("/", 1)[1] for m in truth if m.startswith("torch/lib/")}
+    assert variant.libraries == shipped

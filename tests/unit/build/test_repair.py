@@ -289,3 +289,19 @@ def test_a_hostile_wheel_is_refused_and_nothing_is_written(tmp_path: Path) -> No
     with pytest.raises(RepairError, match="not a readable wheel"):
         repair_wheel(not_a_wheel, out, RepairSpec("t"))
     assert list(out.iterdir()) == []
+
+
+def test_an_extension_of_torch_takes_torch_folders_and_pin(tmp_path: Path) -> None:
+    data = {
+        **RECIPE,
+        "recipe": {"kind": "extension", "version": "0.1"},
+        "build": {"command": "true", "requirements": ["torch==2.14.1"]},
+        "repair": {"pins": "official"},
+    }
+    s = spec_for_recipe(parse_recipe(data, origin=tmp_path / "r.toml"))
+    assert s is not None
+    assert s.requirements == ("torch==2.14.1",)
+    assert s.rpath_folders[0] == "torch/lib" and "nvidia/cu13/lib" in s.rpath_folders
+    assert s.rpath_base is None and s.bundle == ()
+    assert {"libtorch.so", "libc10.so", "libcudart.so.13", "libcuda.so.1"} <= s.provided
+    assert rpath_for("myext/_C.so", s).startswith("$ORIGIN/../torch/lib:$ORIGIN/../nvidia/")
