@@ -156,7 +156,8 @@ def compare_official(
             status = "same" if ours == official.value else "differs"
         explanation = "" if status == "same" else facts.deliberate.get(name, "")
         if name == recipe.arch.variable and status == "differs" and arch_value is None:
-            explanation = ""  # the recipe's own default differs: never deliberate
+            # the recipe's own default: explained only by an entry for the default itself
+            explanation = facts.deliberate.get(f"{name}:default", "")
         rows.append(
             Difference(
                 name,
