@@ -168,6 +168,30 @@ def compare_official(
                 explanation,
             )
         )
+    if recipe.kind == "pytorch":
+        rows.extend(_repair_rows(recipe, variant))
     return OfficialComparison(
         recipe.name, release, cuda, variant.key, variant.in_official_matrix, tuple(rows)
     )
+
+
+def _repair_rows(recipe: Recipe, variant: OfficialVariant) -> list[Difference]:
+    """The repair step against repair_wheel.py: RPATH folders, bundled libraries, tag."""
+    spec = spec_for_recipe(recipe)
+    source = variant.rpath_source.describe()
+    official = {
+        "[repair] rpath_folders": ":".join(variant.rpath_folders),
+        "[repair] bundle": " ".join(variant.bundle),
+        "[repair] platform": variant.platform,
+    }
+    ours = {
+        "[repair] rpath_folders": ":".join(spec.rpath_folders) if spec else None,
+        "[repair] bundle": " ".join(spec.bundle) if spec else None,
+        "[repair] platform": spec.platform if spec else None,
+    }
+    rows = []
+    for name, value in official.items():
+        mine = ours[name]
+        status = "same" if mine == value else ("missing" if mine is None else "differs")
+        rows.append(Difference(name, status, mine, value, source, ""))
+    return rows

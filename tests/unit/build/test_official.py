@@ -61,6 +61,9 @@ def test_a_wrong_setting_is_an_unexplained_difference(tmp_path: Path) -> None:
         "USE_CUFILE",
         "MY_FLAG",
         "PYTORCH_EXTRA_INSTALL_REQUIREMENTS",
+        "[repair] rpath_folders",
+        "[repair] bundle",
+        "[repair] platform",
     }
     assert (rows["USE_STATIC_CUDNN"].recipe, rows["USE_STATIC_CUDNN"].official) == ("1", "0")
     assert rows["USE_CUFILE"].status == "missing"
