@@ -26,6 +26,7 @@ written anywhere else.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -48,6 +49,7 @@ from archwheel.binary.elf import ELF_MAGIC
 from archwheel.build.recipe import Recipe, pinned_torch
 from archwheel.build.reproducible import repack_wheel
 from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
+from archwheel.effects.files import record_form
 from archwheel.effects.process import find_program, run_program
 from archwheel.errors import BuildError, RecipeError
 from archwheel.facts.pytorch_official import OfficialFacts, load_official
@@ -277,17 +279,34 @@ def _unpack(wheel: Path, into: Path) -> list[str]:
     return names
 
 
-def _pack(folder: Path, names: Iterable[str], target: Path, epoch: int) -> None:
-    raw = target.with_name(target.name + ".raw")
-    with zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as out:
+def _zip(folder: Path, names: Iterable[str], target: Path) -> None:
+    """An uncompressed zip of ``names`` (fast: what auditwheel reads, and repack's input)."""
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as out:
         for name in sorted(set(names)):
             path = folder / name
             info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
             info.external_attr = (path.stat().st_mode & 0o777 | stat.S_IFREG) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
             with path.open("rb") as src, out.open(info, "w", force_zip64=True) as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
+
+
+def _write_record(folder: Path, names: list[str], dist_info: str) -> None:
+    record = f"{dist_info}/RECORD"
+    lines = []
+    for name in sorted(set(names) - {record}):
+        data = (folder / name).read_bytes()
+        lines.append(f"{name},{record_form(hashlib.sha256(data).hexdigest())},{len(data)}")
+    lines.append(f"{record},,")
+    (folder / record).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if record not in names:
+        names.append(record)
+
+
+def _pack(folder: Path, names: Iterable[str], target: Path, epoch: int) -> None:
+    """The deterministic wheel (``repack_wheel``: sorted, fixed stamps, RECORD regenerated)."""
+    raw = target.with_name(target.name + ".raw")
     try:
+        _zip(folder, names, raw)
         repack_wheel(raw, target, epoch)
     finally:
         raw.unlink(missing_ok=True)
@@ -396,8 +415,10 @@ def repair_wheel(
         report: Mapping[str, object] = {}
         if spec.platform is not None or rpaths:
             interim = Path(tmp) / filename
-            _pack(root, names, interim, source_date_epoch)
+            _write_record(root, names, dist_info)  # auditwheel judges what RECORD lists
+            _zip(root, names, interim)
             report = show(interim)
+            interim.unlink()
             if spec.platform is not None:
                 ok, why = platform_verdict(report, spec.platform, spec.provided)
                 if not ok:
