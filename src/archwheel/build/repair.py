@@ -93,6 +93,17 @@ class RepairSpec:
     force_rpath: bool = True  # DT_RPATH, as upstream (searched before LD_LIBRARY_PATH)
     pins: str = ""  # the pin table used ("2.14.1/cu130"), for provenance
 
+    def describe(self) -> str:
+        """One line for the plan."""
+        parts = [f"pin table {self.pins}" if self.pins else "recipe values"]
+        if self.rpath_folders:
+            parts.append(f"RPATH {':'.join(self.rpath_folders)} + $ORIGIN")
+        if self.bundle:
+            parts.append(f"bundle {' '.join(self.bundle)} into {self.library_folder}")
+        parts.append(f"{len(self.requirements)} Requires-Dist pins")
+        parts.append(f"tag {self.platform} if auditwheel agrees" if self.platform else "tag kept")
+        return "; ".join(parts)
+
     def to_json_dict(self) -> dict[str, object]:
         return {
             "pins": self.pins,

@@ -230,6 +230,11 @@ def test_spec_from_the_official_pin_table(tmp_path: Path) -> None:
     assert s.bundle == ("libgomp.so.1",)
     assert "libcuda.so.1" in s.provided
     assert any(r.startswith("nvidia-cudnn-cu13==") for r in s.requirements)
+    assert s.describe() == (
+        "pin table 2.14.1/cu130; RPATH nvidia/cudnn/lib:nvidia/nvshmem/lib:nvidia/nccl/lib:"
+        "nvidia/cusparselt/lib:nvidia/cu13/lib + $ORIGIN; bundle libgomp.so.1 into torch/lib; "
+        f"{len(s.requirements)} Requires-Dist pins; tag manylinux_2_28_x86_64 if auditwheel agrees"
+    )
     plain = parse_recipe(RECIPE, origin=tmp_path / "r.toml")
     assert spec_for_recipe(plain) is None
 

@@ -289,7 +289,7 @@ def build(request: BuildRequest) -> int:
             for line in comparison.lines():
                 out.print(line, markup=False)
         return int(ExitCode.VERDICT_FAILED) if comparison.unexplained else int(ExitCode.OK)
-    spec_for_recipe(recipe)  # [repair]: a missing pin table is refused here (exit 2)
+    repair = spec_for_recipe(recipe)  # [repair]: a missing pin table is refused here (exit 2)
     if request.jobs is not None and request.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     settings = EngineSettings.create(request.engine, config_dir=cache_dir())
@@ -315,6 +315,8 @@ def build(request: BuildRequest) -> int:
     )
     plan = make_plan(recipe, arch, options, source, jobs=jobs, pip=pip, user=build_user())
     print_plan(err, plan)
+    if repair is not None:
+        err.print(f"repair: {repair.describe()}", markup=False, highlight=False)
     if request.plan_only:
         if request.format == "json":
             print_plan_json(out, plan)
