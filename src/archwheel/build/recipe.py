@@ -38,6 +38,7 @@ from archwheel.errors import ArchListError, RecipeError, UsageError
 from archwheel.facts import arch_grammars
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.facts.pytorch_official import load_official
 from archwheel.facts.versions import CudaVersion
 
 if sys.version_info >= (3, 11):
@@ -106,15 +107,27 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*$")
+_SONAME = re.compile(r"^[A-Za-z0-9_+.-]+\.so(\.[0-9]+)*$")
+_MANYLINUX = re.compile(r"^manylinux_\d+_\d+_[a-z0-9_]+$")
 
 # Allowed keys per table: the schema, used for did-you-mean on unknown keys.
 SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
     {
         "": frozenset(
-            {"schema_version", "recipe", "source", "toolchain", "python", "arch", "build", "smoke"}
+            {
+                "schema_version",
+                "recipe",
+                "source",
+                "toolchain",
+                "python",
+                "arch",
+                "build",
+                "smoke",
+                "repair",
+            }
         ),
         "recipe": frozenset({"name", "kind", "version", "description", "source_date_epoch"}),
-        "source": frozenset({"path", "git", "ref", "submodules", "sdist", "sha256"}),
+        "source": frozenset({"path", "git", "ref", "submodules", "sdist", "sha256", "mirror"}),
         "toolchain": frozenset(
             {"cuda", "base_image", "source", "pypi_packages", "system_packages"}
         ),
@@ -131,6 +144,20 @@ SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
             }
         ),
         "smoke": frozenset({"snippet"}),
+        # docs/builds.md, "The repair step"; resolved by build/repair.py (spec_for_recipe)
+        "repair": frozenset(
+            {
+                "pins",
+                "rpath_folders",
+                "rpath_base",
+                "library_folder",
+                "bundle",
+                "requirements",
+                "provided",
+                "platform",
+                "force_rpath",
+            }
+        ),
     }
 )
 
@@ -149,6 +176,9 @@ class SourceSpec:
     submodules: bool = False
     sdist: str | None = None  # URL or absolute path
     sha256: str | None = None
+    # git URL prefix -> mirror prefix, for the repository and every submodule (git's
+    # url.<mirror>.insteadOf); from [source] mirror, or ARCHWHEEL_GIT_MIRROR / --git-mirror
+    mirrors: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> str:
         if self.kind == "path":
@@ -205,6 +235,15 @@ class BuildSpec:
 
 
 @dataclass(frozen=True)
+class RepairConfig:
+    """A recipe's ``[repair]`` table as written: ``pins = "official"`` takes every value from
+    the pin table of the recipe's PyTorch release and CUDA version; other keys override it."""
+
+    pins: str | None = None  # "official" or None
+    values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
 class Recipe:
     """A validated recipe. ``sha256`` is the hash of the file's bytes (recorded in provenance)."""
 
@@ -221,6 +260,7 @@ class Recipe:
     build: BuildSpec
     smoke_snippet: str | None = None
     source_date_epoch: int | None = None
+    repair: RepairConfig | None = None  # None: no [repair] table, the wheel is not repaired
 
     @property
     def default_python(self) -> str:
@@ -407,7 +447,10 @@ def parse_recipe(
                 "snippet", f"not valid Python: {exc.msg} (line {exc.lineno})"
             ) from None
 
+    repair = _parse_repair(top.table("repair")) if "repair" in data else None
+
     return Recipe(
+        repair=repair,
         name=name,
         path=origin,
         sha256=hashlib.sha256(raw).hexdigest(),
@@ -422,6 +465,52 @@ def parse_recipe(
         smoke_snippet=snippet,
         source_date_epoch=epoch,
     )
+
+
+_REPAIR_LISTS = ("rpath_folders", "bundle", "requirements", "provided")
+_REPAIR_TEXTS = ("rpath_base", "library_folder", "platform")
+
+
+def _parse_repair(table: _Table) -> RepairConfig:
+    pins = table.opt_str("pins")
+    if pins is not None and pins != "official":
+        raise table.error(
+            "pins",
+            f"{pins!r} is not a pin table",
+            hint='"official": the table of the recipe\'s PyTorch release and CUDA version',
+        )
+    values: dict[str, Any] = {}
+    for key in _REPAIR_LISTS:
+        if table.has(key):
+            values[key] = table.str_list(key)
+    for key in _REPAIR_TEXTS:
+        if table.has(key):
+            text = table.text(key)
+            if key != "platform" and (
+                text.startswith("/") or ".." in text.split("/") or not text.strip()
+            ):
+                raise table.error(key, f"{text!r} must be a folder inside the wheel")
+            values[key] = text
+    for folder in values.get("rpath_folders", ()):
+        if folder.startswith("/") or ".." in folder.split("/") or not folder.strip():
+            raise table.error("rpath_folders", f"{folder!r} must be relative to site-packages")
+    for line in values.get("requirements", ()):
+        try:
+            Requirement(line)
+        except InvalidRequirement as exc:
+            raise table.error("requirements", f"{line!r}: {exc}") from None
+    for key in ("bundle", "provided"):
+        for name in values.get(key, ()):
+            if not _SONAME.match(name):
+                raise table.error(key, f"{name!r} is not a library file name such as libgomp.so.1")
+    platform = values.get("platform")
+    if platform is not None and not _MANYLINUX.match(platform):
+        raise table.error(
+            "platform", f"{platform!r} is not a manylinux tag", hint="e.g. manylinux_2_28_x86_64"
+        )
+    if table.has("force_rpath"):
+        values["force_rpath"] = table.flag("force_rpath", True)
+    return RepairConfig(pins, MappingProxyType(values))
 
 
 def _parse_source(table: _Table, origin: Path) -> SourceSpec:
@@ -456,7 +545,11 @@ def _parse_source(table: _Table, origin: Path) -> SourceSpec:
             raise table.error("sha256", "only valid with sdist")
         if url.startswith("-") or ref.startswith("-"):
             raise table.error("git", "must not start with '-'")
-        return SourceSpec("git", git_url=url, ref=ref, submodules=submodules)
+        mirrors = tuple(sorted(table.str_map("mirror").items()))
+        for public, mirror in mirrors:
+            if not public.strip() or not mirror.strip() or mirror.startswith("-"):
+                raise table.error(f"mirror.{public}", "must map a URL prefix to a mirror prefix")
+        return SourceSpec("git", git_url=url, ref=ref, submodules=submodules, mirrors=mirrors)
     sdist = table.text("sdist", required=True)
     digest = table.text("sha256", required=True) if table.has("sha256") else None
     if digest is None:
@@ -466,6 +559,8 @@ def _parse_source(table: _Table, origin: Path) -> SourceSpec:
         raise table.error("sha256", "must be 64 hexadecimal digits")
     if table.has("ref"):
         raise table.error("ref", "only valid with git")
+    if table.has("mirror"):
+        raise table.error("mirror", "only valid with git")
     local: Path | None = None
     if "://" not in sdist or sdist.startswith("file://"):
         given_file = (origin.parent / sdist.removeprefix("file://")).resolve()
@@ -641,6 +736,12 @@ def _parse_build(table: _Table, arch: ArchInput) -> BuildSpec:
 # -- finding recipes ----------------------------------------------------------------------------
 
 
+def _pins_known(recipe: Recipe) -> bool:
+    if recipe.repair is None or recipe.repair.pins != "official":
+        return True
+    return load_official().variant(recipe.version, str(recipe.toolchain.cuda)) is not None
+
+
 def recipe_files(directories: Iterable[Path]) -> list[Path]:
     files: list[Path] = []
     for directory in directories:
@@ -663,7 +764,8 @@ def find_recipe(
         raise UsageError(f"no recipes found in {where}", hint="set ARCHWHEEL_RECIPES to a folder")
     if name_or_path is None:
         recipes = [load_recipe(f, facts) for f in files]
-        pytorch = [r for r in recipes if r.kind == "pytorch"]
+        # Not a recipe whose [repair] pins = "official" has no pin table yet (it cannot build).
+        pytorch = [r for r in recipes if r.kind == "pytorch" and _pins_known(r)]
         if not pytorch:
             raise UsageError("no PyTorch recipe found; pass --recipe NAME")
         return max(pytorch, key=lambda r: r.sort_key())

@@ -47,6 +47,7 @@ from archwheel.build.builder_image import (
 from archwheel.build.gate import AuditGate, GateVerdict, audit_gate
 from archwheel.build.plan import BUILD, CCACHE, DIST, FILE_LIST, BuildPlan
 from archwheel.build.provenance import ImageRecord, provenance_document, provenance_path
+from archwheel.build.repair import repair_step, spec_for_recipe
 from archwheel.build.reproducible import WheelComparison, compare_wheels, repack_wheel
 from archwheel.effects.engine import Container, ContainerEngine, ContainerSpec, Mount
 from archwheel.effects.files import (
@@ -155,6 +156,8 @@ class BuildRunner:
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         clock = time.monotonic()
         timings: dict[str, float] = {}
+        # [repair] resolved first: a missing pin table is refused before any container.
+        repair_spec = spec_for_recipe(plan.recipe)
 
         self.output.stage("engine", f"check {plan.engine}")
         version = self.engine.version()
@@ -211,18 +214,28 @@ class BuildRunner:
                 comparison = compare_wheels(first.wheel, second.wheel)
                 self.output.line(f"reproducibility: {comparison.summary()}")
 
+            wheel, repair = first.wheel, None
+            if repair_spec is not None:
+                mark = time.monotonic()
+                wheel, repair = repair_step(
+                    first.wheel, repair_spec, self.engine, builder.tag, staging,
+                    user=plan.user, source_date_epoch=plan.source.source_date_epoch,
+                    output=self.output,
+                )  # fmt: skip
+                timings["repair"] = time.monotonic() - mark
+
             self.output.stage("audit", f"audit the wheel against {plan.arch_list}")
             mark = time.monotonic()
-            verdict = self.gate(first.wheel, plan.arch_list)
+            verdict = self.gate(wheel, plan.arch_list)
             timings["audit"] = time.monotonic() - mark
             self.output.line(f"audit: {'passed' if verdict.ok else 'FAILED'}: {verdict.summary}")
             timings["total"] = time.monotonic() - clock
 
-            digest = sha256_file(first.wheel)
+            digest = sha256_file(wheel)
             document = provenance_document(
-                wheel_name=first.wheel.name,
+                wheel_name=wheel.name,
                 wheel_sha256=digest,
-                wheel_size=first.wheel.stat().st_size,
+                wheel_size=wheel.stat().st_size,
                 recipe={
                     "name": plan.recipe.name,
                     "path": str(plan.recipe.path),
@@ -271,19 +284,20 @@ class BuildRunner:
                 smoke_snippet=plan.recipe.smoke_snippet,
                 started_at=started,
             )
+            document["repair"] = repair
             if comparison is not None and not comparison.identical:
-                self._reject(first.wheel, document, verdict, comparison)
+                self._reject(wheel, document, verdict, comparison)
                 raise BuildError(
                     f"--check-reproducible: {comparison.summary()}",
                     hint=f"the first wheel and both reports are in {plan.out_dir / 'rejected'}",
                 )
             if not verdict.ok:
-                rejected = self._reject(first.wheel, document, verdict, comparison)
+                rejected = self._reject(wheel, document, verdict, comparison)
                 raise BuildError(
                     f"the wheel failed the audit gate: {verdict.summary}",
                     hint=f"moved to {rejected} with its audit report",
                 )
-            final = self._place(first.wheel, plan.out_dir, document)
+            final = self._place(wheel, plan.out_dir, document)
             return BuildResult(
                 smoke_snippet=smoke_snippet_path(final) if plan.recipe.smoke_snippet else None,
                 wheel=final,

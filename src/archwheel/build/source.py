@@ -14,6 +14,7 @@ This runs on the host, before any container starts, with the host's own git/CA s
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -60,9 +61,12 @@ class ResolvedSource:
     source_date_epoch: int
     epoch_origin: str  # where the epoch came from, for provenance
     sdist_sha256: str | None = None
+    submodule_commits: tuple[str, ...] = ()  # "<commit> <path>" of each (recursive), git only
 
     def to_json_dict(self) -> dict[str, object]:
         return {
+            "mirrors": dict(self.spec.mirrors),
+            "submodule_commits": list(self.submodule_commits),
             "kind": self.spec.kind,
             "location": str(self.spec.path or self.spec.git_url or self.spec.sdist),
             "ref": self.spec.ref,
@@ -78,12 +82,22 @@ class ResolvedSource:
 class Git:
     """The host's git, echoing each command."""
 
-    def __init__(self, echo: Echo | None = echo_to_stderr) -> None:
+    def __init__(
+        self, echo: Echo | None = echo_to_stderr, mirrors: Sequence[tuple[str, str]] = ()
+    ) -> None:
         self.echo = echo
+        # git -c url.<mirror>.insteadOf=<public>: every URL git meets (the repository, each
+        # submodule, recursively) is rewritten; file:// mirrors need the file protocol allowed
+        # for submodules (git >= 2.38.1 refuses it by default).
+        self.config: list[str] = []
+        for public, mirror in mirrors:
+            self.config += ["-c", f"url.{mirror}.insteadOf={public}"]
+        if any(m.startswith(("file://", "/")) for _p, m in mirrors):
+            self.config += ["-c", "protocol.file.allow=always"]
 
     def run(self, args: Sequence[str], cwd: Path | None = None, *, quiet: bool = False) -> str:
         proc = run_program(
-            ["git", *args],
+            ["git", *self.config, *args],
             cwd=cwd,
             check=False,
             env={"GIT_TERMINAL_PROMPT": "0"},
@@ -112,7 +126,7 @@ def resolve_source(
     recipe_epoch: int | None = None,
     echo: Echo | None = echo_to_stderr,
 ) -> ResolvedSource:
-    git = Git(echo)
+    git = Git(echo, spec.mirrors)
     if spec.kind == "path":
         assert spec.path is not None
         return _resolve_path(spec, spec.path, git, recipe_epoch)
@@ -254,10 +268,7 @@ def _resolve_git(
         git.run(["-C", str(checkout), "fetch", "--quiet", "--depth", "1", url, wanted])
         git.run(["-C", str(checkout), "checkout", "--quiet", "--detach", "FETCH_HEAD"])
         if spec.submodules:
-            git.run(
-                ["-C", str(checkout), "submodule", "update", "--init", "--recursive",
-                 "--depth", "1", "--jobs", "4"]
-            )  # fmt: skip
+            _update_submodules(git, checkout, url)
         return wanted
 
     _fill_once(checkout, fetch)
@@ -267,7 +278,54 @@ def _resolve_git(
     stamp = git.run(["-C", str(checkout), "log", "-1", "--format=%ct"], quiet=True).strip()
     files = [f for f in _walk(checkout) if f != _COMPLETE]
     epoch, origin = _epoch(recipe_epoch, int(stamp) if stamp.isdigit() else None, "commit time")
-    return _resolved(spec, checkout, files, (epoch, origin), commit=commit)
+    resolved = _resolved(spec, checkout, files, (epoch, origin), commit=commit)
+    if not spec.submodules:
+        return resolved
+    status = git.run(["-C", str(checkout), "submodule", "status", "--recursive"], quiet=True)
+    pins = tuple(" ".join(line.lstrip(" +-U").split()[:2]) for line in status.splitlines())
+    return dataclasses.replace(resolved, submodule_commits=pins)
+
+
+def _update_submodules(git: Git, checkout: Path, url: str) -> None:
+    """Every submodule at the commit the superproject pins (through the mirrors); a mirror that
+    lacks one is a one-line ToolError naming the submodule and the commit."""
+    try:
+        git.run(
+            ["-C", str(checkout), "submodule", "update", "--init", "--recursive",
+             "--depth", "1", "--jobs", "4"]
+        )  # fmt: skip
+    except ToolError as exc:
+        # The gitlinks (mode 160000) of the superproject: each submodule's pinned commit.
+        staged = git.try_run(["-C", str(checkout), "ls-files", "--stage"], checkout) or ""
+        missing = [
+            (parts[1], line.split("\t", 1)[1])
+            for line in staged.splitlines()
+            if (parts := line.split()) and parts[0] == "160000" and "\t" in line
+        ]
+        missing = [
+            (sha, path)
+            for sha, path in missing
+            if (
+                git.try_run(["-C", str(checkout / path), "rev-parse", "HEAD"], checkout) or ""
+            ).strip()
+            != sha
+        ]
+        named = ", ".join(f"{path} @ {sha}" for sha, path in missing) or "a submodule"
+        via = ", ".join(f"{p} -> {m}" for p, m in git_mirrors(git)) or "no mirror"
+        raise ToolError(
+            f"git source {url}: could not fetch {named} (mirrors: {via}): {exc.message}",
+            hint="the mirror must hold every submodule commit the superproject pins; "
+            "update the mirror, or check [source] mirror",
+        ) from None
+
+
+def git_mirrors(git: Git) -> list[tuple[str, str]]:
+    pairs = []
+    for item in git.config:
+        if item.startswith("url.") and ".insteadOf=" in item:
+            mirror, _, public = item[4:].partition(".insteadOf=")
+            pairs.append((public, mirror))
+    return pairs
 
 
 def _pick_commit(listing: str, ref: str) -> str | None:

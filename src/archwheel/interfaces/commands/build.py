@@ -8,6 +8,7 @@ after the audit gate (docs/builds.md). ``base-image`` makes the Debian base imag
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,6 +18,7 @@ from rich.console import Console
 
 from archwheel.build.baseimage import DEFAULT_SUITE, MIRROR_ENV, ensure_base_image
 from archwheel.build.jobs import choose_jobs, detect_host_resources
+from archwheel.build.official import compare_official
 from archwheel.build.plan import (
     DEFAULT_CCACHE_SIZE,
     DEFAULT_CCACHE_VOLUME,
@@ -25,7 +27,8 @@ from archwheel.build.plan import (
     check_arch_list,
     make_plan,
 )
-from archwheel.build.recipe import find_recipe, load_recipe, recipe_files
+from archwheel.build.recipe import Recipe, find_recipe, load_recipe, recipe_files
+from archwheel.build.repair import spec_for_recipe
 from archwheel.build.runner import BuildRunner
 from archwheel.build.source import resolve_source
 from archwheel.effects.engine import (
@@ -38,6 +41,7 @@ from archwheel.effects.engine import (
 from archwheel.effects.paths import cache_dir, docker_dir, recipe_dirs
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ArchwheelError, UsageError
+from archwheel.exit_codes import ExitCode
 from archwheel.facts.catalog import load_facts
 from archwheel.interfaces.render.build import (
     build_output,
@@ -112,6 +116,20 @@ def register(subparsers: Any) -> None:
         "--no-host-pip-config", action="store_true", help="ignore this host's pip configuration"
     )
     parser.add_argument("--plan", action="store_true", help="print the plan and stop")
+    parser.add_argument(
+        "--git-mirror",
+        action="append",
+        default=[],
+        metavar="PUBLIC=MIRROR",
+        help="fetch a git source and all its submodules from a mirror: every URL starting with "
+        "PUBLIC is fetched from MIRROR instead (repeatable; adds to the recipe's [source] mirror)",
+    )
+    parser.add_argument(
+        "--compare-official",
+        action="store_true",
+        help="list every difference between the recipe's build environment and the official "
+        "one of its PyTorch release and CUDA version, and stop (exit 1 when one is unexplained)",
+    )
     parser.add_argument("--list-recipes", action="store_true", help="list recipes and stop")
     parser.add_argument("--keep-work", action="store_true", help="keep the work folder")
     parser.add_argument("--quiet", "-q", action="store_true", help="build output to the log only")
@@ -182,6 +200,8 @@ class BuildRequest:
     pip: PipRequest
     plan_only: bool
     list_recipes: bool
+    compare_official: bool
+    git_mirrors: tuple[str, ...]
     keep_work: bool
     quiet: bool
     format: str
@@ -207,6 +227,8 @@ class BuildRequest:
             ),
             plan_only=args.plan,
             list_recipes=args.list_recipes,
+            compare_official=args.compare_official,
+            git_mirrors=tuple(args.git_mirror),
             keep_work=args.keep_work,
             quiet=args.quiet,
             format=args.format,
@@ -250,6 +272,8 @@ def build(request: BuildRequest) -> int:
 
     # 1. Everything that can be wrong with the request fails here, before any container.
     recipe = find_recipe(request.recipe, recipe_dirs(), facts)
+    if request.git_mirrors:
+        recipe = with_git_mirrors(recipe, request.git_mirrors)
     python = request.python or recipe.default_python
     if python not in recipe.python_versions:
         raise UsageError(
@@ -257,6 +281,15 @@ def build(request: BuildRequest) -> int:
             hint=f"supported: {', '.join(recipe.python_versions)}",
         )
     arch = check_arch_list(recipe, request.arch, facts)
+    if request.compare_official:
+        comparison = compare_official(recipe, arch.value if request.arch else None)
+        if request.format == "json":
+            out.print_json(data=comparison.to_json_dict())
+        else:
+            for line in comparison.lines():
+                out.print(line, markup=False)
+        return int(ExitCode.VERDICT_FAILED) if comparison.unexplained else int(ExitCode.OK)
+    repair = spec_for_recipe(recipe)  # [repair]: a missing pin table is refused here (exit 2)
     if request.jobs is not None and request.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     settings = EngineSettings.create(request.engine, config_dir=cache_dir())
@@ -282,6 +315,8 @@ def build(request: BuildRequest) -> int:
     )
     plan = make_plan(recipe, arch, options, source, jobs=jobs, pip=pip, user=build_user())
     print_plan(err, plan)
+    if repair is not None:
+        err.print(f"repair: {repair.describe()}", markup=False, highlight=False)
     if request.plan_only:
         if request.format == "json":
             print_plan_json(out, plan)
@@ -307,6 +342,20 @@ def build(request: BuildRequest) -> int:
                 raise
     print_result(out=out, result=result, log_path=log_path, fmt=request.format)
     return 0
+
+
+def with_git_mirrors(recipe: Recipe, given: tuple[str, ...]) -> Recipe:
+    """The recipe with ``--git-mirror PUBLIC=MIRROR`` added to its ``[source] mirror``."""
+    if recipe.source.kind != "git":
+        raise UsageError(f"--git-mirror: recipe {recipe.name} has no git source")
+    mirrors = dict(recipe.source.mirrors)
+    for item in given:
+        public, sep, mirror = item.partition("=")
+        if not sep or not public.strip() or not mirror.strip() or mirror.startswith("-"):
+            raise UsageError(f"--git-mirror {item!r}: expected PUBLIC=MIRROR (two URL prefixes)")
+        mirrors[public] = mirror
+    source = dataclasses.replace(recipe.source, mirrors=tuple(sorted(mirrors.items())))
+    return dataclasses.replace(recipe, source=source)
 
 
 def _list_recipes(out: Console, fmt: str) -> int:

