@@ -236,6 +236,8 @@ def build_cells_with_archwheel_build(request: MatrixRequest) -> CellBuilder:
             pip=PipRequest(None, None, (), (), host_config=True),
             plan_only=False,
             list_recipes=False,
+            compare_official=False,
+            git_mirrors=(),
             keep_work=False,
             quiet=True,
             format="text",
