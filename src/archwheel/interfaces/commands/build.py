@@ -8,16 +8,19 @@ after the audit gate (docs/builds.md). ``base-image`` makes the Debian base imag
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from archwheel.build.baseimage import DEFAULT_SUITE, MIRROR_ENV, ensure_base_image
+from archwheel.build.index_sdist import locate_sdist
 from archwheel.build.jobs import choose_jobs, detect_host_resources
 from archwheel.build.plan import (
     DEFAULT_CCACHE_SIZE,
@@ -30,6 +33,7 @@ from archwheel.build.plan import (
 from archwheel.build.recipe import Recipe, find_recipe, load_recipe, recipe_files
 from archwheel.build.runner import BuildOutput, BuildResult, BuildRunner
 from archwheel.build.source import resolve_source
+from archwheel.build.toolkit import prepare_torch
 from archwheel.effects.engine import ENGINES, ContainerEngine, EngineSettings, sigterm_as_exit
 from archwheel.effects.paths import cache_dir, docker_dir, recipe_dirs
 from archwheel.effects.pipconfig import PipSettings
@@ -51,8 +55,10 @@ The wheel lands in --out (default dist/) only after the audit gate, with
 <wheel>.provenance.json beside it; a wheel lacking a requested arch goes to dist/rejected/.
 Logs: dist/logs/. ARCHWHEEL_KEEP_CONTAINERS=1 keeps containers for debugging.
 
-exit codes: 0 built and audited, 2 bad recipe/arch list/options, 4 engine or tool missing,
-5 the build, the reproducibility check or the audit gate failed
+exit codes: 0 built and audited, 2 bad recipe/arch list/options (also: a pinned torch with no
+wheel for the Python, a CPU-only torch, a torch whose CUDA is not the recipe's), 3 an sdist
+whose sha256 is not the recipe's, 4 engine or tool missing, 5 the build (also when it ran out
+of memory), the reproducibility check or the audit gate failed
 """
 
 
@@ -161,13 +167,22 @@ def run(args: argparse.Namespace) -> int:
 
     # 2. The source (host-side git or download; still no container), then the plan.
     echo = err.print if not args.quiet else None
+    line_echo = (lambda line: err.print(line, markup=False)) if echo else None
+    # An sdist named by project and version: its URL on the index pip is configured with.
+    if recipe.source.project:
+        located = locate_sdist(recipe.source, pip, recipe=recipe.path, echo=line_echo)
+        recipe = dataclasses.replace(recipe, source=located)
+    # A pinned torch: its wheel (cached), its CUDA, its toolkit pin; contradictions exit 2.
+    torch = prepare_torch(recipe, python, pip, cache_dir(), sink=line_echo)
     source = resolve_source(
         recipe.source,
         cache_dir(),
         recipe_epoch=recipe.source_date_epoch,
         echo=(lambda line: err.print(line, markup=False)) if echo else None,
     )
-    plan = make_plan(recipe, arch_list, options, source, jobs=jobs, pip=pip, user=build_user())
+    plan = make_plan(
+        recipe, arch_list, options, source, jobs=jobs, pip=pip, user=build_user(), torch=torch
+    )
     _print_plan(err, plan)
     if args.plan:
         if args.format == "json":
@@ -295,7 +310,7 @@ def _print_plan(console: Console, plan: BuildPlan) -> None:
     table.add_column(style="bold")
     table.add_column(overflow="fold")
     for label, value in plan.summary_rows():
-        table.add_row(label, value)
+        table.add_row(label, escape(value))  # recipe text: [build_ext], cuda-toolkit[...]
     console.print(table)
 
 
