@@ -39,10 +39,10 @@ def prepare_images() -> None:
         context_hash,
         ensure_builder_image,
     )
+    from archwheel.build.recipe import find_recipe
     from archwheel.effects.engine import ContainerEngine, EngineSettings
     from archwheel.effects.paths import docker_dir, recipe_dirs
     from archwheel.effects.pipconfig import PipSettings
-    from archwheel.build.recipe import find_recipe
 
     recipe = find_recipe("example", recipe_dirs())
     engine = ContainerEngine(EngineSettings.create("docker"), echo=None)

@@ -15,9 +15,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from archwheel.errors import ToolError
 from archwheel.effects.engine import ContainerEngine
 from archwheel.effects.process import LineSink, find_program, quote_command
+from archwheel.errors import ToolError
 
 DEFAULT_SUITE = "bookworm"
 # No mirror by default: debootstrap uses its own default. A company mirror comes from --mirror

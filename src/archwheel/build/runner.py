@@ -23,9 +23,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections import deque
 import tempfile
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone

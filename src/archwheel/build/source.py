@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from archwheel.errors import BuildError, InputError, ToolError, UsageError
-from archwheel.effects.process import Echo, echo_to_stderr, quote_command
 from archwheel.build.recipe import SourceSpec
+from archwheel.effects.process import Echo, echo_to_stderr, quote_command
+from archwheel.errors import BuildError, InputError, ToolError, UsageError
 
 ZIP_EPOCH_MIN = 315532800  # 1980-01-01: the earliest timestamp a zip entry can carry
 MAX_SDIST_BYTES = 4 << 30
