@@ -109,3 +109,20 @@ def test_located_sdist_resolves_through_the_source_cache(tmp_path: Path) -> None
     assert resolved.files == ("setup.py",)
     assert resolved.sdist_sha256 == digest
     assert resolved.source_date_epoch == 1_700_000_000
+
+
+def test_an_unreadable_index_does_not_hide_the_next_one(tmp_path: Path) -> None:
+    data = b"sdist bytes"
+    url = make_index(tmp_path / "idx", "torch-scatter", {"torch_scatter-2.1.2.tar.gz": data})
+    # Port 9 on localhost: nothing listens, the connection is refused.
+    pip = PipSettings(index_url="http://127.0.0.1:9/simple", extra_index_urls=(url,))
+    located = locate_sdist(spec(hashlib.sha256(data).hexdigest()), pip, recipe=Path("r.toml"))
+    assert located.sdist is not None and located.sdist.startswith("file://")
+
+
+def test_only_unreadable_indexes_is_a_tool_error(tmp_path: Path) -> None:
+    from archwheel.errors import ToolError
+
+    pip = PipSettings(index_url="http://127.0.0.1:9/simple")
+    with pytest.raises(ToolError, match="cannot read the package index page"):
+        locate_sdist(spec("0" * 64), pip, recipe=Path("r.toml"))

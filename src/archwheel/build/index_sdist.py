@@ -165,8 +165,13 @@ def locate_sdist(
     wanted = {n.lower() for n in names}
     seen: list[str] = []
     wrong: list[IndexFile] = []
+    failures: list[ToolError] = []
     for index in index_urls(pip):
-        files = fetch_page(index, spec.project, pip)
+        try:
+            files = fetch_page(index, spec.project, pip)
+        except ToolError as exc:  # one unreachable index does not hide the others
+            failures.append(exc)
+            continue
         if echo:
             echo(f"index {index}: {'no ' + spec.project if files is None else len(files)} files")
         if files is None:
@@ -185,6 +190,8 @@ def locate_sdist(
             hint="the file changed on the index or the recipe is wrong; never build an "
             "unverified source",
         )
+    if failures:
+        raise failures[0]
     where = ", ".join(seen) if seen else "none of the configured indexes has the project"
     raise RecipeError(
         f"{recipe}: no sdist of {spec.project} {spec.project_version} on the package index "
