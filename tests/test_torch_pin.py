@@ -167,6 +167,10 @@ def test_the_cache_serves_a_matching_wheel_for_the_right_python_only(tmp_path: P
     assert cached_torch_wheel(pin, "3.12", folder) is None
     other = find_torch_pin(["torch==2.13.0"], "r")
     assert other is not None and cached_torch_wheel(other, "3.11", folder) is None
+    # A CPU build in the same folder is never taken for an unlabelled CUDA pin.
+    cpu = torch_wheel(folder, version="2.14.1+cpu", cuda=None)
+    assert cpu.name < wheel.name  # sorted first
+    assert cached_torch_wheel(pin, "3.11", folder) == wheel
     # fetch_torch_wheel takes it from the cache without asking pip (no index configured).
     assert fetch_torch_wheel(pin, "3.11", ["x"], PipSettings(), tmp_path) == wheel
 

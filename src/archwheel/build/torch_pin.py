@@ -268,7 +268,11 @@ def cached_torch_wheel(pin: TorchPin, python: str, folder: Path) -> Path | None:
             version = Version(parts[1])
         except InvalidVersion:
             continue
-        if version == pin.version or (pin.local is None and version.public == pin.public):
+        if version == pin.version:
+            return path
+        # torch==2.14.1 may be served as 2.14.1+cu130, never as a CPU or ROCm build.
+        cuda_build = version.local is None or version.local.startswith("cu")
+        if pin.local is None and version.public == pin.public and cuda_build:
             return path
     return None
 
