@@ -296,3 +296,41 @@ def test_a_compile_that_runs_out_of_memory_gets_one_message_with_the_fix(
     assert "--jobs" in errors[0] and "memory_per_job_gib" in errors[0]
     assert not list(out.rglob("*.whl"))
     assert containers_with_label(["docker"], built.label) == []
+
+
+def cpu_torch_wheel() -> Path | None:
+    """A CPU-only torch wheel in one of the host's pip find-links folders, if there is one."""
+    from archwheel.effects.pipconfig import PipSettings, local_folder
+
+    for link in PipSettings.from_host().find_links:
+        folder = local_folder(link)
+        if folder is not None and folder.is_dir():
+            found = sorted(folder.glob("torch-*+cpu-cp311-*.whl"))
+            if found:
+                return found[-1]
+    return None
+
+
+def test_a_pin_that_resolves_to_a_cpu_torch_is_refused_before_any_container(
+    docker_engine: str, tmp_path: Path
+) -> None:
+    wheel = cpu_torch_wheel()
+    if wheel is None:
+        pytest.skip("no CPU-only torch wheel in the host's pip find-links folders")
+    version = wheel.name.split("-")[1].split("+")[0]
+    recipe = copy_recipe(tmp_path, "libtorch-ops", 'version = "2.14.1"', f'version = "{version}"')
+    empty = tmp_path / "empty-index"
+    empty.mkdir()
+    label = f"archwheel.test={uuid.uuid4().hex}"
+    since = time.time()
+    env = {**os.environ, "COLUMNS": "200", "ARCHWHEEL_RUN_LABEL": label,
+           "ARCHWHEEL_CACHE": str(tmp_path / "cache")}  # fmt: skip
+    proc = run_cli(
+        env, "build", "--recipe", str(recipe), "--out", str(tmp_path / "dist"),
+        "--no-host-pip-config", "--index-url", empty.as_uri(), "--find-links", str(wheel.parent),
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "which has no CUDA (torch.version.cuda is None)" in proc.stderr
+    assert wheel.name in proc.stderr
+    assert containers_created(["docker"], label, since) == []
+    assert not (tmp_path / "dist").exists()
