@@ -21,7 +21,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,6 +103,7 @@ def ensure_builder_image(
     pip: PipSettings,
     work_dir: Path | None = None,
     sink: LineSink | None = None,
+    platforms: Callable[[], Sequence[str]] | None = None,
 ) -> BuilderImage:
     tag = spec.tag(base_image_id)
     existing = engine.image_id(tag)
@@ -115,7 +116,14 @@ def ensure_builder_image(
         wheels = context / "toolchain-wheels"
         wheels.mkdir()
         if spec.toolchain.source == "pypi":
-            download_toolchain(spec.toolchain, spec.python, wheels, pip, sink)
+            download_toolchain(
+                spec.toolchain,
+                spec.python,
+                wheels,
+                pip,
+                sink,
+                platforms=platforms() if platforms else DEFAULT_PLATFORMS,
+            )
         else:
             (wheels / ".keep").write_text("toolchain from the base image\n")
         image_id = engine.build_image(
@@ -133,13 +141,27 @@ def ensure_builder_image(
     return BuilderImage(tag, image_id, spec.base_image, base_image_id, created=True)
 
 
+DEFAULT_PLATFORMS = ("manylinux2014_x86_64",)
+
+
 def download_toolchain(
-    toolchain: ToolchainSpec, python: str, dest: Path, pip: PipSettings, sink: LineSink | None
+    toolchain: ToolchainSpec,
+    python: str,
+    dest: Path,
+    pip: PipSettings,
+    sink: LineSink | None,
+    *,
+    platforms: Sequence[str] = DEFAULT_PLATFORMS,
 ) -> None:
-    """``pip download`` the pinned nvidia-* wheels for the container's platform, on the host."""
+    """``pip download`` the pinned nvidia-* wheels for the container's platform, on the host.
+
+    ``platforms``: every manylinux tag the base image's glibc accepts (build/toolkit.py), so
+    wheels tagged ``manylinux_2_27``/``_2_28`` are found too.
+    """
     command = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--platform", "manylinux2014_x86_64", "--python-version", python,
+        *(arg for platform in platforms for arg in ("--platform", platform)),
+        "--python-version", python,
         "--implementation", "cp", "--dest", str(dest), *pip.host_args(),
         *toolchain.pypi_packages,
     ]  # fmt: skip

@@ -50,5 +50,10 @@ def audit_gate(wheel: Path, arch_list: ArchList) -> GateVerdict:
         return GateVerdict(False, "; ".join(missing), document)
     extra = sorted({name for v in report.libraries for name in v.extra})
     beyond = f"; beyond the request: {', '.join(extra)}" if extra else ""
-    summary = f"all {len(report.libraries)} libraries with device code hold {arch_list}{beyond}"
+    names = [str(v.library.path) for v in report.libraries]
+    listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    summary = (
+        f"all {len(report.libraries)} libraries with device code ({listed}) hold "
+        f"{arch_list}{beyond}"
+    )
     return GateVerdict(True, summary, document)

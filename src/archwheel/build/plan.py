@@ -30,6 +30,7 @@ from types import MappingProxyType
 from archwheel.build.jobs import JobCount
 from archwheel.build.recipe import Recipe
 from archwheel.build.source import ResolvedSource
+from archwheel.build.toolkit import TorchBuild
 from archwheel.effects.engine import EngineName, Mount
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ArchListError
@@ -153,6 +154,7 @@ class BuildPlan:
     check_reproducible: bool
     build_env: Mapping[str, str]
     phases: tuple[Phase, ...]
+    torch: TorchBuild | None = None  # a build against a pinned torch (build/toolkit.py)
 
     @property
     def user(self) -> str:
@@ -187,6 +189,8 @@ class BuildPlan:
         ]
         if recipe.build.requirements:
             rows.append(("pip", self.pip.describe()))
+        if self.torch is not None:
+            rows.append(("torch", torch_row(self.torch)))
         for phase in self.phases:
             steps = ", ".join(s.name for s in phase.steps)
             rows.append((f"phase {phase.name}", f"network {phase.network}: {steps}"))
@@ -214,6 +218,7 @@ def make_plan(
     jobs: JobCount,
     pip: PipSettings,
     user: tuple[int, int],
+    torch: TorchBuild | None = None,
 ) -> BuildPlan:
     """Decide everything; run nothing. ``arch`` comes from ``check_arch_list``."""
     python = options.python or recipe.default_python
@@ -290,11 +295,13 @@ def make_plan(
     if has_requirements:
         install = Step(
             "requirements",
-            "install the build requirements into /build/venv",
+            "install the build requirements into /build/venv"
+            + (" (torch: from the torch image)" if torch is not None else ""),
             (
                 "sh", "-c",
                 f"{IMAGE_VENV}/bin/python -m venv {VENV} && "
-                f"{VENV}/bin/python -m pip install --progress-bar off "
+                + (torch_site_command(python) if torch is not None else "")
+                + f"{VENV}/bin/python -m pip install --progress-bar off "
                 + " ".join(shlex.quote(r) for r in recipe.build.requirements),
             ),
             user=uid_gid,
@@ -331,4 +338,22 @@ def make_plan(
         check_reproducible=options.check_reproducible,
         build_env=MappingProxyType(env),
         phases=tuple(phases),
+        torch=torch,
+    )
+
+
+def torch_site_command(python: str) -> str:
+    """Make the torch image's packages visible in /build/venv (a ``.pth`` file), so pip
+    finds the pinned torch installed and the build compiles against it, isolation off."""
+    site = f"{IMAGE_VENV}/lib/python{python}/site-packages"
+    target = f"{VENV}/lib/python{python}/site-packages/archwheel-torch.pth"
+    return f"echo {shlex.quote(site)} > {shlex.quote(target)} && "
+
+
+def torch_row(torch: TorchBuild) -> str:
+    label = f"+{torch.local_version}" if torch.local_version else "off"
+    return (
+        f"{torch.pin.requirement} -> {torch.wheel.version} (CUDA {torch.cuda}); toolkit "
+        f"{torch.toolkit_requirement or 'of the image'}; local version {label}; "
+        f"Requires-Dist {torch.pin_requirement or 'not added'}"
     )

@@ -56,6 +56,7 @@ def provenance_document(
     reproducibility: Mapping[str, object] | None,
     smoke_snippet: str | None,
     started_at: str,
+    torch: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
     return {
         "schema_version": PROVENANCE_SCHEMA_VERSION,
@@ -85,4 +86,6 @@ def provenance_document(
         "reproducibility": dict(reproducibility) if reproducibility is not None else None,
         "smoke": {"snippet": smoke_snippet},
         "started_at": started_at,
+        # The torch an extension was built against (build/toolkit.py); None otherwise.
+        "torch": dict(torch) if torch is not None else None,
     }

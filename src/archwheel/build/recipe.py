@@ -27,6 +27,13 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from archwheel.build.torch_pin import (
+    DEFAULT_LABEL_TEMPLATE,
+    TorchOptions,
+    check_label_cuda,
+    check_label_template,
+    find_torch_pin,
+)
 from archwheel.effects.files import (
     FileTooLarge,
     check_regular,
@@ -124,10 +131,13 @@ SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
                 "build",
                 "smoke",
                 "repair",
+                "torch",
             }
         ),
         "recipe": frozenset({"name", "kind", "version", "description", "source_date_epoch"}),
-        "source": frozenset({"path", "git", "ref", "submodules", "sdist", "sha256", "mirror"}),
+        "source": frozenset(
+            {"path", "git", "ref", "submodules", "sdist", "sha256", "mirror", "project", "version"}
+        ),
         "toolchain": frozenset(
             {"cuda", "base_image", "source", "pypi_packages", "system_packages"}
         ),
@@ -158,6 +168,7 @@ SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
                 "force_rpath",
             }
         ),
+        "torch": frozenset({"version", "local_version", "requires_dist"}),
     }
 )
 
@@ -179,6 +190,10 @@ class SourceSpec:
     # git URL prefix -> mirror prefix, for the repository and every submodule (git's
     # url.<mirror>.insteadOf); from [source] mirror, or ARCHWHEEL_GIT_MIRROR / --git-mirror
     mirrors: tuple[tuple[str, str], ...] = ()
+    # An sdist named by project and version, found on the package index pip is configured
+    # with (build/index_sdist.py fills ``sdist`` with its URL before the source is resolved).
+    project: str | None = None
+    project_version: str | None = None
 
     def describe(self) -> str:
         if self.kind == "path":
@@ -186,6 +201,11 @@ class SourceSpec:
         if self.kind == "git":
             subs = " with submodules" if self.submodules else ""
             return f"git {self.git_url} @ {self.ref}{subs}"
+        if self.project and not self.sdist:
+            return (
+                f"sdist {self.project} {self.project_version} from the package index "
+                f"(sha256 {str(self.sha256)[:12]}...)"
+            )
         return f"sdist {self.sdist} (sha256 {str(self.sha256)[:12]}...)"
 
 
@@ -261,6 +281,7 @@ class Recipe:
     smoke_snippet: str | None = None
     source_date_epoch: int | None = None
     repair: RepairConfig | None = None  # None: no [repair] table, the wheel is not repaired
+    torch: TorchOptions = field(default_factory=TorchOptions)
 
     @property
     def default_python(self) -> str:
@@ -432,11 +453,16 @@ def parse_recipe(
     for v in versions:
         if not _PYTHON_VERSION.match(v):
             raise python.error("versions", f"{v!r} is not a Python version such as 3.11")
-    torch = (
+    # The torch whose arch-list readers apply (facts/arch_grammars.py): the release a PyTorch
+    # recipe builds, or the torch an extension pins in its build requirements or [torch] table.
+    grammar_torch = (
         version if kind == "pytorch" else pinned_torch(top.table("build").str_list("requirements"))
     )
-    arch = _parse_arch(top.table("arch"), toolchain, kind, torch, facts)
+    if grammar_torch is None and kind != "pytorch":
+        grammar_torch = top.table("torch").opt_str("version")
+    arch = _parse_arch(top.table("arch"), toolchain, kind, grammar_torch, facts)
     build = _parse_build(top.table("build"), arch)
+    build, torch = _parse_torch(top.table("torch"), build, toolchain, origin)
     smoke = top.table("smoke")
     snippet = smoke.opt_str("snippet")
     if snippet is not None:
@@ -464,6 +490,7 @@ def parse_recipe(
         build=build,
         smoke_snippet=snippet,
         source_date_epoch=epoch,
+        torch=torch,
     )
 
 
@@ -514,13 +541,17 @@ def _parse_repair(table: _Table) -> RepairConfig:
 
 
 def _parse_source(table: _Table, origin: Path) -> SourceSpec:
-    given = [k for k in ("path", "git", "sdist") if table.has(k)]
+    given = [k for k in ("path", "git", "sdist", "project") if table.has(k)]
     if len(given) != 1:
         raise table.error(
             "path" if not given else given[1],
-            "exactly one of path, git or sdist is required"
+            "exactly one of path, git or sdist (or project and version) is required"
             + (f" (found {', '.join(given)})" if given else ""),
         )
+    if given[0] == "project":
+        return _parse_index_source(table)
+    if table.has("version"):
+        raise table.error("version", "only valid with project")
     submodules = table.flag("submodules", False)
     if given[0] == "path":
         for key in ("ref", "sha256"):
@@ -578,6 +609,77 @@ def _parse_source(table: _Table, origin: Path) -> SourceSpec:
     elif not sdist.startswith(("https://", "http://", "file://")):
         raise table.error("sdist", "must be an https://, http:// or file:// URL, or a local path")
     return SourceSpec("sdist", path=local, sdist=sdist, sha256=digest, submodules=submodules)
+
+
+def _parse_index_source(table: _Table) -> SourceSpec:
+    """``project = "torch-scatter"``, ``version = "2.1.2"``, ``sha256``: an sdist on the index."""
+    project = table.text("project", required=True)
+    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", project):
+        raise table.error("project", f"{project!r} is not a project name")
+    if not table.has("version"):
+        raise table.error("version", "missing: the release of the project to build")
+    version = table.text("version", required=True)
+    try:
+        Version(version)
+    except InvalidVersion:
+        raise table.error("version", f"{version!r} is not a version") from None
+    if not table.has("sha256"):
+        raise table.error("sha256", "missing: an sdist needs its sha256 (pip hash, 64 hex digits)")
+    digest = table.text("sha256", required=True).lower().removeprefix("sha256:")
+    if not _SHA256.match(digest):
+        raise table.error("sha256", "must be 64 hexadecimal digits")
+    if table.has("ref"):
+        raise table.error("ref", "only valid with git")
+    return SourceSpec(
+        "sdist",
+        sha256=digest,
+        project=project,
+        project_version=version,
+        submodules=table.flag("submodules", False),
+    )
+
+
+def _parse_torch(
+    table: _Table, build: BuildSpec, toolchain: ToolchainSpec, origin: Path
+) -> tuple[BuildSpec, TorchOptions]:
+    """The torch pin (from ``[build] requirements`` or ``[torch] version``) and its options."""
+    requirements = build.requirements
+    if table.has("version"):
+        version = table.text("version", required=True)
+        pinned = find_torch_pin(requirements, f"{origin}: [build] requirements")
+        if pinned is not None:
+            raise table.error(
+                "version", f"torch is already pinned in [build] requirements ({pinned.requirement})"
+            )
+        requirements = (*requirements, f"torch=={version}")
+        build = BuildSpec(
+            command=build.command,
+            requirements=requirements,
+            env=build.env,
+            network=build.network,
+            jobs_variable=build.jobs_variable,
+            memory_per_job_gib=build.memory_per_job_gib,
+        )
+    where = f"{origin}: " + ("[torch] version" if table.has("version") else "[build] requirements")
+    pin = find_torch_pin(requirements, where)
+    label_value = table.data.get("local_version", DEFAULT_LABEL_TEMPLATE)
+    if label_value is False:
+        label: str | None = None
+    elif isinstance(label_value, str) and label_value.strip():
+        label = label_value.strip()
+        check_label_template(label, f"{origin}: [torch] local_version")
+    else:
+        raise table.error(
+            "local_version", 'must be a template such as "pt{torch}cu{cuda_nodot}" or false'
+        )
+    requires_dist = table.flag("requires_dist", True)
+    if pin is None:
+        for key in ("local_version", "requires_dist"):
+            if table.has(key):
+                raise table.error(key, "only valid when the recipe pins torch (torch==X.Y.Z)")
+        return build, TorchOptions()
+    check_label_cuda(pin, toolchain.cuda, str(origin))
+    return build, TorchOptions(pin=pin, local_version=label, requires_dist=requires_dist)
 
 
 @cache

@@ -25,6 +25,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -44,11 +45,14 @@ from archwheel.build.builder_image import (
     probe_base_toolkit,
     probe_toolchain,
 )
+from archwheel.build.failures import out_of_memory_error, out_of_memory_evidence
 from archwheel.build.gate import AuditGate, GateVerdict, audit_gate
 from archwheel.build.plan import BUILD, CCACHE, DIST, FILE_LIST, BuildPlan
 from archwheel.build.provenance import ImageRecord, provenance_document, provenance_path
 from archwheel.build.repair import repair_step, spec_for_recipe
 from archwheel.build.reproducible import WheelComparison, compare_wheels, repack_wheel
+from archwheel.build.toolkit import ensure_torch_image, image_glibc, manylinux_platforms
+from archwheel.build.wheel_label import relabel_wheel
 from archwheel.effects.engine import Container, ContainerEngine, ContainerSpec, Mount
 from archwheel.effects.files import (
     copy_file_atomic,
@@ -202,6 +206,44 @@ class BuildRunner:
             raise BuildError(
                 f"the builder image has Python {toolchain.python}, the plan asks for {plan.python}"
             )
+        torch_record: dict[str, object] | None = None
+        if plan.torch is not None:
+            # The pinned torch and its CUDA toolkit, installed once into an image of their own.
+            self.output.stage(
+                "torch-image", f"torch {plan.torch.wheel.version} and its toolkit (made once)"
+            )
+            mark = time.monotonic()
+            torch_image = ensure_torch_image(
+                self.engine,
+                plan.torch,
+                builder_tag=builder.tag,
+                builder_image_id=builder.image_id,
+                python=plan.python,
+                toolchain=toolchain_spec,
+                pip=plan.pip,
+                sink=self.output.line,
+            )
+            timings["torch_image"] = time.monotonic() - mark
+            toolchain = probe_toolchain(self.engine, torch_image.tag)
+            check_toolchain(
+                toolchain, toolchain_spec.cuda, plan.recipe.path, f"torch image {torch_image.tag}"
+            )
+            self.output.line(
+                f"torch image {torch_image.tag}: nvcc {toolchain.nvcc} in {toolchain.cuda_home}"
+            )
+            torch_record = {
+                **plan.torch.to_json_dict(),
+                "image": torch_image.tag,
+                "image_id": torch_image.image_id,
+                "image_created": torch_image.created,
+            }
+            builder = BuilderImage(
+                torch_image.tag,
+                torch_image.image_id,
+                builder.base_image,
+                builder.base_image_id,
+                created=torch_image.created,
+            )
 
         plan.out_dir.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix="archwheel-stage-", dir=self.work_root))
@@ -283,6 +325,7 @@ class BuildRunner:
                 reproducibility=comparison.to_json_dict() if comparison else None,
                 smoke_snippet=plan.recipe.smoke_snippet,
                 started_at=started,
+                torch=torch_record,
             )
             document["repair"] = repair
             if comparison is not None and not comparison.identical:
@@ -348,6 +391,7 @@ class BuildRunner:
             pip=self.plan.pip,
             work_dir=self.work_root,
             sink=self.output.line,
+            platforms=lambda: manylinux_platforms(image_glibc(self.engine, self.plan.base_image)),
         )
 
     # -- one build ----------------------------------------------------------------------------
@@ -378,14 +422,32 @@ class BuildRunner:
                         if step.name == "compile" and use_stats:
                             before = _ccache_stats(container, plan.user)
                         self.output.stage(step.name, step.description)
-                        container.call(
-                            step.command,
-                            env=step.env,
-                            workdir=step.workdir,
-                            user=step.user,
-                            sink=self.output.line,
-                            what=f"step {step.name!r}",
-                        )
+                        tail: deque[str] = deque(maxlen=400)
+
+                        def sink(line: str, tail: deque[str] = tail) -> None:
+                            tail.append(line)
+                            self.output.line(line)
+
+                        try:
+                            container.call(
+                                step.command,
+                                env=step.env,
+                                workdir=step.workdir,
+                                user=step.user,
+                                sink=sink,
+                                what=f"step {step.name!r}",
+                            )
+                        except BuildError as exc:
+                            evidence = out_of_memory_evidence(tail, exc.message)
+                            if step.name != "compile" or evidence is None:
+                                raise
+                            raise out_of_memory_error(
+                                evidence,
+                                jobs=plan.jobs.jobs,
+                                jobs_variable=plan.recipe.build.jobs_variable,
+                                memory_per_job_gib=plan.recipe.build.memory_per_job_gib,
+                                recipe=plan.recipe.path,
+                            ) from None
                         if step.name == "compile" and use_stats:
                             after = _ccache_stats(container, plan.user)
                             stats = {k: after.get(k, 0) - before.get(k, 0) for k in after}
@@ -401,8 +463,14 @@ class BuildRunner:
                     hint=f"check [build] command in {plan.recipe.path}",
                 )
             staging.mkdir(parents=True)
-            staged = staging / built[0].name
-            repack_wheel(built[0], staged, plan.source.source_date_epoch)
+            wheel = built[0]
+            if plan.torch is not None:
+                # What it was built against: +pt2.14.1cu130 and Requires-Dist torch==2.14.1.
+                wheel = relabel_wheel(
+                    wheel, work / "relabelled", plan.torch.local_version, plan.torch.pin_requirement
+                )
+            staged = staging / wheel.name
+            repack_wheel(wheel, staged, plan.source.source_date_epoch)
             timings["package"] = time.monotonic() - mark
             self.output.line(f"wheel: {staged.name} sha256 {sha256_file(staged)}")
             return _Built(staged, MappingProxyType(timings), MappingProxyType(stats))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from hypothesis import given
@@ -21,13 +20,14 @@ from archwheel.build.recipe import load_recipe, parse_recipe
 from archwheel.errors import ArchwheelError
 from archwheel.verdicts.manifest import load_manifest
 from tests.support.fuzz import FUZZ_SETTINGS
+from tests.support.paths import ROOT
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "recipes" / "example.toml"
+EXAMPLE = ROOT / "recipes" / "example.toml"
 VALUES = st.recursive(
     st.one_of(
         st.none(),

@@ -265,13 +265,14 @@ def recipe_file(tmp_path: Path, arch: str, requirements: str = '"torch==2.14.1"'
     return path
 
 
+# (A CUDA build of torch: a +cpu pin in a CUDA extension is refused, tests/unit/build/test_torch_pin.py.)
 def test_a_torch_format_extension_is_read_by_cpp_extension_of_the_pinned_torch(
     tmp_path: Path,
 ) -> None:
-    recipe = load_recipe(recipe_file(tmp_path, 'default = "8.0;9.0+PTX"', '"torch==2.13.0+cpu"'))
+    recipe = load_recipe(recipe_file(tmp_path, 'default = "8.0;9.0+PTX"', '"torch==2.13.0+cu130"'))
     assert recipe.arch.consumer == ag.CPP_EXTENSION
     assert recipe.arch.variable == "TORCH_CUDA_ARCH_LIST"
-    assert recipe.arch.torch == "2.13.0+cpu"
+    assert recipe.arch.torch == "2.13.0+cu130"
     with pytest.raises(ArchListError, match=r"8\.8 is not in torch 2\.13\.0's supported list"):
         check_arch_list(recipe, "8.0;8.8")
     assert check_arch_list(recipe, "9.0a;12.0+PTX").value == "9.0a;12.0+PTX"

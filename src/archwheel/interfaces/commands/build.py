@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 
 from archwheel.build.baseimage import DEFAULT_SUITE, MIRROR_ENV, ensure_base_image
+from archwheel.build.index_sdist import locate_sdist
 from archwheel.build.jobs import choose_jobs, detect_host_resources
 from archwheel.build.official import compare_official
 from archwheel.build.plan import (
@@ -31,6 +32,7 @@ from archwheel.build.recipe import Recipe, find_recipe, load_recipe, recipe_file
 from archwheel.build.repair import spec_for_recipe
 from archwheel.build.runner import BuildRunner
 from archwheel.build.source import resolve_source
+from archwheel.build.toolkit import prepare_torch
 from archwheel.effects.engine import (
     ENGINES,
     ContainerEngine,
@@ -67,8 +69,10 @@ The wheel lands in --out (default dist/) only after the audit gate, with
 <wheel>.provenance.json beside it; a wheel lacking a requested arch goes to dist/rejected/.
 Logs: dist/logs/. ARCHWHEEL_KEEP_CONTAINERS=1 keeps containers for debugging.
 
-exit codes: 0 built and audited, 2 bad recipe/arch list/options, 4 engine or tool missing,
-5 the build, the reproducibility check or the audit gate failed
+exit codes: 0 built and audited, 2 bad recipe/arch list/options (also: a pinned torch with no
+wheel for the Python, a CPU-only torch, a torch whose CUDA is not the recipe's), 3 an sdist
+whose sha256 is not the recipe's, 4 engine or tool missing, 5 the build (also when it ran out
+of memory), the reproducibility check or the audit gate failed
 """
 
 
@@ -307,13 +311,22 @@ def build(request: BuildRequest) -> int:
     )
 
     # 2. The source (host-side git or download; still no container), then the plan.
+    line_echo = None if request.quiet else (lambda line: err.print(line, markup=False))
+    # An sdist named by project and version: its URL on the index pip is configured with.
+    if recipe.source.project:
+        located = locate_sdist(recipe.source, pip, recipe=recipe.path, echo=line_echo)
+        recipe = dataclasses.replace(recipe, source=located)
+    # A pinned torch: its wheel (cached), its CUDA, its toolkit pin; contradictions exit 2.
+    torch = prepare_torch(recipe, python, pip, cache_dir(), sink=line_echo)
     source = resolve_source(
         recipe.source,
         cache_dir(),
         recipe_epoch=recipe.source_date_epoch,
-        echo=None if request.quiet else (lambda line: err.print(line, markup=False)),
+        echo=line_echo,
     )
-    plan = make_plan(recipe, arch, options, source, jobs=jobs, pip=pip, user=build_user())
+    plan = make_plan(
+        recipe, arch, options, source, jobs=jobs, pip=pip, user=build_user(), torch=torch
+    )
     print_plan(err, plan)
     if repair is not None:
         err.print(f"repair: {repair.describe()}", markup=False, highlight=False)

@@ -1,0 +1,336 @@
+"""Real torch extensions built against torch 2.14.1 (CUDA 13.0) on a real Docker engine.
+
+One session builds each shipped recipe once, for one arch (``9.0``), and every test reads those
+wheels (``built`` fixture): torch-scatter 2.1.2 from its sdist on the package index
+(setuptools + CUDAExtension) and archwheel's libtorch example (CMake ``find_package(Torch)``).
+The first build makes the torch image (torch and its CUDA toolkit, installed once); the second,
+of another extension against the same torch, must reuse it. Every container carries a label
+unique to the session, so the tests prove that none was left behind.
+
+Budget on the 2-core CI machine: see docs/building-extensions.md (measured figures).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from archwheel.binary.scan.inputs import scan_path
+from archwheel.facts.arch import CodeKind
+from tests.support.containers_support import containers_created, containers_with_label
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
+ARCH = "9.0"
+RECIPES = ("torch-scatter-2.1.2", "libtorch-ops")
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.realwheel]
+
+
+@dataclass(frozen=True)
+class Built:
+    recipe: str
+    returncode: int
+    stderr: str
+    document: dict[str, object]
+    wheel: Path
+    provenance: dict[str, object]
+    seconds: float
+
+
+class Session:
+    """One label, one compiler-cache volume and one output folder; each recipe built once."""
+
+    def __init__(self, env: dict[str, str], label: str, volume: str, out: Path) -> None:
+        self.env = env
+        self.label = label
+        self.ccache_volume = volume
+        self.out = out
+        self._built: dict[str, Built] = {}
+
+    def build(self, recipe: str) -> Built:
+        if recipe not in self._built:
+            mark = time.monotonic()
+            proc = run_cli(
+                self.env, "build", "--recipe", recipe, "--arch", ARCH, "--out", str(self.out),
+                "--ccache-volume", self.ccache_volume, "--format", "json",
+            )  # fmt: skip
+            seconds = time.monotonic() - mark
+            document = json.loads(proc.stdout) if proc.returncode == 0 else {}
+            wheel = Path(str(document.get("wheel", self.out / "missing.whl")))
+            provenance = (
+                json.loads(Path(str(document["provenance"])).read_text()) if document else {}
+            )
+            self._built[recipe] = Built(
+                recipe, proc.returncode, proc.stderr, document, wheel, provenance, seconds
+            )
+        return self._built[recipe]
+
+
+def run_cli(
+    session_env: dict[str, str], *args: str, timeout: float = 3600
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], env=session_env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@pytest.fixture(scope="session")
+def built(docker_engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    label = f"archwheel.test={uuid.uuid4().hex}"
+    volume = f"archwheel-test-ccache-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", "ARCHWHEEL_RUN_LABEL": label}
+    made = run_cli(env, "base-image")
+    assert made.returncode == 0, made.stderr[-2000:]
+    out = tmp_path_factory.mktemp("torch-extensions") / "dist"
+    yield Session(env, label, volume, out)
+    subprocess.run(["docker", "volume", "rm", "--force", volume], capture_output=True, check=False)
+
+
+def ok(session: Session, recipe: str) -> Built:
+    result = session.build(recipe)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result
+
+
+def device_images(wheel: Path) -> dict[str, set[str]]:
+    """Every library with device code -> its SASS and PTX images (an independent scan)."""
+    inventory = scan_path(wheel)
+    assert inventory.complete, [p.one_line() for p in inventory.problems]
+    found: dict[str, set[str]] = {}
+    for library in inventory.libraries:
+        images = {
+            e.target.name(e.kind)
+            for e in library.entries
+            if e.kind in (CodeKind.SASS, CodeKind.PTX)
+        }
+        if images:
+            found[str(library.path)] = images
+    return found
+
+
+def metadata(wheel: Path) -> str:
+    with zipfile.ZipFile(wheel) as z:
+        (name,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+        return z.read(name).decode()
+
+
+# -- what the wheels hold -----------------------------------------------------------------------
+
+
+def test_torch_scatter_holds_exactly_sm_90_in_every_cuda_module(built: Session) -> None:
+    result = ok(built, "torch-scatter-2.1.2")
+    images = device_images(result.wheel)
+    modules = {Path(p).name for p in images}
+    assert {"_scatter_cuda.so", "_segment_csr_cuda.so", "_segment_coo_cuda.so"} <= modules
+    assert all(found == {"sm_90"} for found in images.values()), images
+    assert result.provenance["audit"]["ok"] is True  # type: ignore[index]
+
+
+def test_libtorch_example_holds_exactly_sm_90(built: Session) -> None:
+    result = ok(built, "libtorch-ops")
+    images = device_images(result.wheel)
+    assert list(images.values()) == [{"sm_90"}], images
+    assert Path(next(iter(images))).name == "_ops.so"
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_wheel_says_what_it_was_built_against(built: Session, recipe: str) -> None:
+    result = ok(built, recipe)
+    assert "+pt2.14.1cu130-" in result.wheel.name
+    meta = metadata(result.wheel)
+    assert "Requires-Dist: torch==2.14.1" in meta.split("\n\n")[0].splitlines()
+    assert any(
+        line.startswith("Version: ") and line.endswith("+pt2.14.1cu130")
+        for line in meta.splitlines()
+    )
+    torch = result.provenance["torch"]
+    assert isinstance(torch, dict)
+    assert torch["version"] == "2.14.1+cu130" and torch["cuda"] == "13.0"
+    assert torch["toolkit_requirement"].startswith("cuda-toolkit[")
+    assert torch["toolkit_requirement"].endswith("]==13.0.3")
+    assert result.provenance["toolchain"]["nvcc"].startswith("13.0.")  # type: ignore[index]
+
+
+def test_second_extension_reuses_the_torch_image(built: Session) -> None:
+    first = ok(built, RECIPES[0])
+    second = ok(built, RECIPES[1])
+    one, two = first.provenance["torch"], second.provenance["torch"]
+    assert isinstance(one, dict) and isinstance(two, dict)
+    assert one["image"] == two["image"] and one["image_id"] == two["image_id"]
+    assert two["image_created"] is False
+    timings = second.provenance["timings_s"]
+    assert isinstance(timings, dict)
+    assert timings["torch_image"] < 30, timings  # an image lookup, not a 3 GB install
+    print(
+        f"torch image: first build {one['image_created']}, timings {first.provenance['timings_s']}"
+    )
+    print(f"second build timings {timings}")
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_wheel_installs_into_a_fresh_venv_with_that_torch_and_runs_on_cpu(
+    built: Session, recipe: str
+) -> None:
+    result = ok(built, recipe)
+    torch = result.provenance["torch"]
+    assert isinstance(torch, dict)
+    snippet = result.provenance["smoke"]["snippet"]  # type: ignore[index]
+    site = "/opt/archwheel/venv/lib/python3.11/site-packages"
+    script = (
+        "set -e; python3 -m venv /tmp/v; "
+        f"echo {site} > /tmp/v/lib/python3.11/site-packages/torch-image.pth; "
+        "/tmp/v/bin/python -m pip install --no-index --no-deps --quiet /wheel/"
+        + result.wheel.name
+        + "; "
+        "/tmp/v/bin/python -m pip check || true; /tmp/v/bin/python /wheel/smoke.py"
+    )
+    smoke = result.wheel.parent / f".{recipe}-smoke"
+    smoke.mkdir(exist_ok=True)
+    (smoke / "smoke.py").write_text(str(snippet))
+    (smoke / result.wheel.name).write_bytes(result.wheel.read_bytes())
+    proc = subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", "--label", built.label.replace("=", "=smoke-", 1),
+         "--mount", f"type=bind,source={smoke},target=/wheel,readonly",
+         "--entrypoint", "sh", str(torch["image"]), "-c", script],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "correct" in proc.stdout
+
+
+def test_no_container_is_left(built: Session) -> None:
+    assert containers_with_label(["docker"], built.label) == []
+
+
+# -- bad input ----------------------------------------------------------------------------------
+
+
+def copy_recipe(tmp_path: Path, name: str, old: str, new: str) -> Path:
+    text = (ROOT / "recipes" / f"{name}.toml").read_text()
+    assert old in text, old
+    text = text.replace(old, new).replace("../examples/", str(ROOT / "examples") + "/")
+    path = tmp_path / f"{name}-variant.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "args", "message"),
+    [
+        ('versions = ["3.11"]', 'versions = ["3.9"]', (), "no torch 2.14.1 wheel for Python 3.9"),
+        ('cuda = "13.0"\nbase_image', 'cuda = "12.8"\nbase_image', (), "cuda is 12.8"),
+        ('version = "2.14.1"', 'version = "2.14.1+cpu"', (), "is a torch without CUDA (cpu)"),
+    ],
+)
+def test_bad_torch_input_fails_before_any_container(
+    docker_engine: str, tmp_path: Path, old: str, new: str, args: tuple[str, ...], message: str
+) -> None:
+    recipe = copy_recipe(tmp_path, "libtorch-ops", old, new)
+    if "12.8" in new:
+        recipe.write_text(recipe.read_text().replace('source = "pypi"', 'source = "image"'))
+    since = time.time()
+    label = f"archwheel.test={uuid.uuid4().hex}"
+    proc = run_cli(
+        {**os.environ, "COLUMNS": "200", "ARCHWHEEL_RUN_LABEL": label},
+        "build", "--recipe", str(recipe), "--out", str(tmp_path / "dist"), *args,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert containers_created(["docker"], label, since) == []
+    assert not (tmp_path / "dist").exists()
+
+
+def test_a_build_that_ignores_the_arch_list_is_rejected_naming_the_module(
+    built: Session, tmp_path: Path
+) -> None:
+    ok(built, "libtorch-ops")  # the torch image exists
+    recipe = copy_recipe(
+        tmp_path,
+        "libtorch-ops",
+        "python -m pip wheel",
+        "TORCH_CUDA_ARCH_LIST=8.0 python -m pip wheel",
+    )
+    out = tmp_path / "dist"
+    proc = run_cli(built.env, "build", "--recipe", str(recipe), "--arch", ARCH, "--out", str(out),
+                   "--ccache-volume", built.ccache_volume)  # fmt: skip
+    assert proc.returncode == 5, proc.stderr[-3000:]
+    assert "failed the audit gate" in proc.stderr
+    assert "archwheel_torch_ops/_ops.so lacks sm_90" in proc.stderr
+    assert not list(out.glob("*.whl"))  # only rejected/ holds it
+    assert len(list((out / "rejected").glob("*.whl"))) == 1
+    assert containers_with_label(["docker"], built.label) == []
+
+
+def test_a_compile_that_runs_out_of_memory_gets_one_message_with_the_fix(
+    built: Session, tmp_path: Path
+) -> None:
+    ok(built, "libtorch-ops")  # the torch image exists
+    # A real compiler running out of memory: cc1plus, started through a CMake compiler
+    # launcher under an address-space limit far too small for torch's headers, says "virtual
+    # memory exhausted" or "out of memory allocating ..." and fails.
+    launcher = (
+        "printf '#!/bin/sh\\nulimit -v 300000\\nexec \"$@\"\\n' > /build/home/lowmem\n"
+        "chmod +x /build/home/lowmem\n"
+        'export CMAKE_ARGS="-DCMAKE_CXX_COMPILER_LAUNCHER=/build/home/lowmem"\n'
+    )
+    recipe = copy_recipe(tmp_path, "libtorch-ops", 'command = """\n', 'command = """\n' + launcher)
+    out = tmp_path / "dist"
+    proc = run_cli(built.env, "build", "--recipe", str(recipe), "--arch", ARCH, "--out", str(out),
+                   "--no-cache")  # fmt: skip
+    assert proc.returncode == 5, proc.stderr[-3000:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("archwheel: error")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    assert "ran out of memory with CMAKE_BUILD_PARALLEL_LEVEL=" in errors[0]
+    assert "--jobs" in errors[0] and "memory_per_job_gib" in errors[0]
+    assert not list(out.rglob("*.whl"))
+    assert containers_with_label(["docker"], built.label) == []
+
+
+def cpu_torch_wheel() -> Path | None:
+    """A CPU-only torch wheel in one of the host's pip find-links folders, if there is one."""
+    from archwheel.effects.pipconfig import PipSettings, local_folder
+
+    for link in PipSettings.from_host().find_links:
+        folder = local_folder(link)
+        if folder is not None and folder.is_dir():
+            found = sorted(folder.glob("torch-*+cpu-cp311-*.whl"))
+            if found:
+                return found[-1]
+    return None
+
+
+def test_a_pin_that_resolves_to_a_cpu_torch_is_refused_before_any_container(
+    docker_engine: str, tmp_path: Path
+) -> None:
+    wheel = cpu_torch_wheel()
+    if wheel is None:
+        pytest.skip("no CPU-only torch wheel in the host's pip find-links folders")
+    version = wheel.name.split("-")[1].split("+")[0]
+    recipe = copy_recipe(tmp_path, "libtorch-ops", 'version = "2.14.1"', f'version = "{version}"')
+    empty = tmp_path / "empty-index"
+    empty.mkdir()
+    label = f"archwheel.test={uuid.uuid4().hex}"
+    since = time.time()
+    env = {**os.environ, "COLUMNS": "200", "ARCHWHEEL_RUN_LABEL": label,
+           "ARCHWHEEL_CACHE": str(tmp_path / "cache")}  # fmt: skip
+    proc = run_cli(
+        env, "build", "--recipe", str(recipe), "--out", str(tmp_path / "dist"),
+        "--no-host-pip-config", "--index-url", empty.as_uri(), "--find-links", str(wheel.parent),
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "which has no CUDA (torch.version.cuda is None)" in proc.stderr
+    assert wheel.name in proc.stderr
+    assert containers_created(["docker"], label, since) == []
+    assert not (tmp_path / "dist").exists()

@@ -1,0 +1,261 @@
+"""A pinned torch in a recipe: its wheel, its CUDA, its toolkit pin, the local version label."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from archwheel.build.recipe import load_recipe
+from archwheel.build.toolkit import (
+    TorchBuild,
+    manylinux_platforms,
+    parse_glibc,
+    prepare_torch,
+    torch_image_tag,
+)
+from archwheel.build.torch_pin import (
+    TORCH_WHEELS,
+    cached_torch_wheel,
+    check_torch_wheel,
+    compile_toolkit_requirement,
+    cuda_of_label,
+    fetch_torch_wheel,
+    find_torch_pin,
+    local_label,
+    read_torch_wheel,
+)
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.errors import RecipeError, UsageError
+from archwheel.facts.versions import CudaVersion
+from tests.support.paths import ROOT
+from tests.support.torch_pin_support import TOOLKIT_PIN, fake_torch_wheel
+
+
+def test_find_torch_pin_reads_exact_pins_with_and_without_local_label() -> None:
+    pin = find_torch_pin(["setuptools", "torch==2.14.1"], "r")
+    assert pin is not None and pin.public == "2.14.1" and pin.local is None
+    pin = find_torch_pin(["Torch==2.14.1+cu130"], "r")
+    assert pin is not None and pin.local == "cu130" and pin.cuda_from_label() == CudaVersion(13, 0)
+    assert find_torch_pin(["numpy", "ninja"], "r") is None
+
+
+@pytest.mark.parametrize("text", ["torch>=2.0", "torch", "torch==2.*", "torch>=2,<3"])
+def test_a_torch_that_is_not_pinned_exactly_is_refused(text: str) -> None:
+    with pytest.raises(RecipeError, match="pin it exactly"):
+        find_torch_pin([text], "recipe.toml: [build] requirements")
+
+
+def test_a_cpu_torch_pin_is_refused_with_the_fix() -> None:
+    with pytest.raises(RecipeError, match=r"without CUDA \(cpu\)") as info:
+        find_torch_pin(["torch==2.14.1+cpu"], "r")
+    assert "torch==2.14.1" in (info.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("label", "cuda"), [("cu130", "13.0"), ("cu128", "12.8"), ("cu118", "11.8"), ("rocm6", None)]
+)
+def test_cuda_of_label(label: str, cuda: str | None) -> None:
+    assert cuda_of_label(label) == (CudaVersion.parse(cuda) if cuda else None)
+
+
+def test_local_label_templates() -> None:
+    cuda = CudaVersion(13, 0)
+    assert local_label("pt{torch}cu{cuda_nodot}", "2.14.1+cu130", cuda) == "pt2.14.1cu130"
+    assert local_label("torch{torch_nodot}.cu{cuda_nodot}", "2.14.1", cuda) == "torch2141.cu130"
+    with pytest.raises(UsageError, match="not valid"):
+        local_label("pt{nope}", "2.14.1", cuda)
+    with pytest.raises(UsageError, match="not a PEP 440 local version"):
+        local_label("pt-{torch}", "2.14.1", cuda)
+
+
+def test_read_torch_wheel_takes_cuda_and_the_toolkit_pin_from_the_wheel(tmp_path: Path) -> None:
+    wheel = read_torch_wheel(fake_torch_wheel(tmp_path))
+    assert wheel.version == "2.14.1+cu130"
+    assert wheel.cuda == CudaVersion(13, 0)
+    req = wheel.toolkit_requirement()
+    assert req is not None and str(req) == TOOLKIT_PIN  # markers dropped
+    full = compile_toolkit_requirement(wheel)
+    assert full is not None and full.endswith("==13.0.3")
+    extras = full[full.index("[") + 1 : full.index("]")].split(",")
+    assert {"nvcc", "crt", "nvvm", "cccl", "cublas", "cusparse", "cusolver"} <= set(extras)
+    assert extras == sorted(extras)
+
+
+def test_a_cpu_torch_wheel_is_refused_naming_the_wheel(tmp_path: Path) -> None:
+    pin = find_torch_pin(["torch==2.14.1"], "r")
+    assert pin is not None
+    wheel = read_torch_wheel(fake_torch_wheel(tmp_path, cuda=None, requires=()))
+    assert wheel.cuda is None
+    with pytest.raises(RecipeError, match=r"has no CUDA \(torch.version.cuda is None\)"):
+        check_torch_wheel(wheel, pin, CudaVersion(13, 0), Path("r.toml"))
+
+
+def test_a_torch_of_another_cuda_is_refused_naming_both(tmp_path: Path) -> None:
+    pin = find_torch_pin(["torch==2.14.1"], "r")
+    assert pin is not None
+    wheel = read_torch_wheel(fake_torch_wheel(tmp_path))
+    with pytest.raises(RecipeError) as info:
+        check_torch_wheel(wheel, pin, CudaVersion(12, 8), Path("r.toml"))
+    message = info.value.one_line()
+    assert "cuda is 12.8" in message and "built with CUDA 13.0" in message
+    assert 'set cuda = "13.0"' in message
+
+
+def test_the_cache_serves_a_matching_wheel_for_the_right_python_only(tmp_path: Path) -> None:
+    folder = tmp_path / TORCH_WHEELS
+    folder.mkdir()
+    wheel = fake_torch_wheel(folder)
+    pin = find_torch_pin(["torch==2.14.1"], "r")
+    assert pin is not None
+    assert cached_torch_wheel(pin, "3.11", folder) == wheel
+    assert cached_torch_wheel(pin, "3.12", folder) is None
+    other = find_torch_pin(["torch==2.13.0"], "r")
+    assert other is not None and cached_torch_wheel(other, "3.11", folder) is None
+    # A CPU build in the same folder is never taken for an unlabelled CUDA pin.
+    cpu = fake_torch_wheel(folder, version="2.14.1+cpu", cuda=None)
+    assert cpu.name < wheel.name  # sorted first
+    assert cached_torch_wheel(pin, "3.11", folder) == wheel
+    # fetch_torch_wheel takes it from the cache without asking pip (no index configured).
+    assert fetch_torch_wheel(pin, "3.11", ["x"], PipSettings(), tmp_path) == wheel
+
+
+def test_manylinux_platforms_for_bookworm_glibc() -> None:
+    tags = manylinux_platforms((2, 36))
+    assert tags[0] == "manylinux_2_36_x86_64"
+    for tag in ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux2014_x86_64"):
+        assert tag in tags
+    assert tags.index("manylinux_2_28_x86_64") < tags.index("manylinux2014_x86_64")
+    assert "manylinux_2_37_x86_64" not in tags
+    assert tags[-1] == "manylinux1_x86_64"
+
+
+@pytest.mark.parametrize(
+    ("text", "glibc"),
+    [("glibc 2.36", (2, 36)), ("ldd (Debian GLIBC 2.36-9+deb12u7) 2.36", (2, 36)), ("", None)],
+)
+def test_parse_glibc(text: str, glibc: tuple[int, int] | None) -> None:
+    assert parse_glibc(text) == glibc
+
+
+RECIPE = """\
+schema_version = 1
+[source]
+path = "src"
+[toolchain]
+cuda = "CUDA"
+base_image = "archwheel/debian:bookworm"
+source = "SOURCE"
+[arch]
+format = "torch"
+default = "9.0"
+[build]
+requirements = [REQS]
+command = "true"
+TORCH
+"""
+
+
+def recipe(tmp_path: Path, reqs: str, cuda: str = "13.0", torch: str = "") -> Path:
+    (tmp_path / "src").mkdir(exist_ok=True)
+    path = tmp_path / "r.toml"
+    source = "pypi" if cuda.startswith("13.") else "image"  # PyPI has no 12.x nvcc
+    text = RECIPE.replace("REQS", reqs).replace("CUDA", cuda).replace("TORCH", torch)
+    text = text.replace("SOURCE", source)
+    path.write_text(text)
+    return path
+
+
+def test_recipe_with_a_torch_pin_gets_the_default_label_and_requires_dist(tmp_path: Path) -> None:
+    r = load_recipe(recipe(tmp_path, '"torch==2.14.1"'))
+    assert r.torch.pin is not None and r.torch.pin.public == "2.14.1"
+    assert r.torch.local_version == "pt{torch}cu{cuda_nodot}"
+    assert r.torch.requires_dist
+
+
+def test_recipe_torch_table_shortens_and_configures(tmp_path: Path) -> None:
+    r = load_recipe(
+        recipe(tmp_path, "", torch='[torch]\nversion = "2.14.1"\nlocal_version = false\n')
+    )
+    assert r.build.requirements == ("torch==2.14.1",)
+    assert r.torch.pin is not None and r.torch.local_version is None
+
+
+def test_recipe_label_contradicting_toolchain_cuda_is_refused_at_load(tmp_path: Path) -> None:
+    with pytest.raises(RecipeError) as info:
+        load_recipe(recipe(tmp_path, '"torch==2.14.1+cu130"', cuda="12.8"))
+    text = info.value.one_line()
+    assert "cuda is 12.8" in text and "torch==2.14.1+cu130" in text and "CUDA 13.0" in text
+
+
+def test_recipe_torch_options_without_a_torch_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(RecipeError, match="only valid when the recipe pins torch"):
+        load_recipe(recipe(tmp_path, '"numpy"', torch="[torch]\nlocal_version = false\n"))
+
+
+def test_prepare_torch_refuses_a_contradicting_toolchain_before_any_container(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "cache" / TORCH_WHEELS
+    folder.mkdir(parents=True)
+    fake_torch_wheel(folder)
+    r = load_recipe(recipe(tmp_path, '"torch==2.14.1"', cuda="12.8", torch=""))
+    with pytest.raises(RecipeError, match=r"built with CUDA 13\.0"):
+        prepare_torch(r, "3.11", PipSettings(), tmp_path / "cache")
+
+
+def test_prepare_torch_decides_toolkit_label_and_pin(tmp_path: Path) -> None:
+    folder = tmp_path / "cache" / TORCH_WHEELS
+    folder.mkdir(parents=True)
+    fake_torch_wheel(folder)
+    r = load_recipe(recipe(tmp_path, '"torch==2.14.1"'))
+    build = prepare_torch(r, "3.11", PipSettings(), tmp_path / "cache")
+    assert isinstance(build, TorchBuild)
+    assert build.local_version == "pt2.14.1cu130"
+    assert build.pin_requirement == "torch==2.14.1"
+    assert build.toolkit_requirement is not None and "nvcc" in build.toolkit_requirement
+    tag = torch_image_tag(build, "sha256:aaa")
+    assert tag.startswith("archwheel/torch:")
+    assert tag == torch_image_tag(build, "sha256:aaa")
+    assert tag != torch_image_tag(build, "sha256:bbb")
+
+
+def test_shipped_torch_scatter_recipe_loads() -> None:
+    r = load_recipe(ROOT / "recipes" / "torch-scatter-2.1.2.toml")
+    assert r.source.project == "torch-scatter" and r.source.project_version == "2.1.2"
+    assert r.torch.pin is not None and r.torch.pin.public == "2.14.1"
+    assert r.arch.variable == "TORCH_CUDA_ARCH_LIST"
+
+
+def test_plan_against_a_pinned_torch_reuses_the_torch_image_site_packages(tmp_path: Path) -> None:
+    from archwheel.build.jobs import GIB, HostResources, choose_jobs
+    from archwheel.build.plan import BuildOptions, check_arch_list, make_plan
+    from archwheel.build.source import ResolvedSource
+
+    folder = tmp_path / "cache" / TORCH_WHEELS
+    folder.mkdir(parents=True)
+    fake_torch_wheel(folder)
+    r = load_recipe(recipe(tmp_path, '"setuptools", "torch==2.14.1"'))
+    build = prepare_torch(r, "3.11", PipSettings(), tmp_path / "cache")
+    source = ResolvedSource(r.source, tmp_path, None, False, "d" * 64, ("a",), 1, "test")
+    plan = make_plan(
+        r,
+        check_arch_list(r, "9.0"),
+        BuildOptions(out=tmp_path / "out"),
+        source,
+        jobs=choose_jobs(HostResources(cpus=2, memory_bytes=8 * GIB), 2.0),
+        pip=PipSettings(),
+        user=(1000, 1000),
+        torch=build,
+    )
+    assert plan.torch is build
+    (requirements,) = [s for p in plan.phases for s in p.steps if s.name == "requirements"]
+    shell = requirements.shell()
+    site = "/opt/archwheel/venv/lib/python3.11/site-packages"
+    pth = "/build/venv/lib/python3.11/site-packages/archwheel-torch.pth"
+    assert f"echo {site} > {pth}" in shell
+    assert shell.index(pth) < shell.index("pip install")
+    rows = dict(plan.summary_rows())
+    assert "2.14.1+cu130 (CUDA 13.0)" in rows["torch"]
+    assert "+pt2.14.1cu130" in rows["torch"] and "torch==2.14.1" in rows["torch"]
+    assert plan.build_env["TORCH_CUDA_ARCH_LIST"] == "9.0"
