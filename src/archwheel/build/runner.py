@@ -250,21 +250,29 @@ class BuildRunner:
         try:
             first = self._build_once(builder, staging / "first", toolchain)
             timings.update(first.timings)
-            comparison: WheelComparison | None = None
-            if plan.check_reproducible:
-                second = self._build_once(builder, staging / "second", toolchain)
-                comparison = compare_wheels(first.wheel, second.wheel)
-                self.output.line(f"reproducibility: {comparison.summary()}")
 
-            wheel, repair = first.wheel, None
-            if repair_spec is not None:
+            def repaired(built: Path, where: Path) -> tuple[Path, dict[str, object] | None]:
+                if repair_spec is None:
+                    return built, None
+                where.mkdir(parents=True)
                 mark = time.monotonic()
-                wheel, repair = repair_step(
-                    first.wheel, repair_spec, self.engine, builder.tag, staging,
+                result = repair_step(
+                    built, repair_spec, self.engine, builder.tag, where,
                     user=plan.user, source_date_epoch=plan.source.source_date_epoch,
                     output=self.output,
                 )  # fmt: skip
                 timings["repair"] = time.monotonic() - mark
+                return result
+
+            wheel, repair = repaired(first.wheel, staging / "repair-first")
+            comparison: WheelComparison | None = None
+            if plan.check_reproducible:
+                # The delivered wheel is the repaired one: both builds are repaired, and the
+                # repaired wheels are compared (the repair must be reproducible too).
+                second = self._build_once(builder, staging / "second", toolchain)
+                second_wheel, _ = repaired(second.wheel, staging / "repair-second")
+                comparison = compare_wheels(wheel, second_wheel)
+                self.output.line(f"reproducibility: {comparison.summary()}")
 
             self.output.stage("audit", f"audit the wheel against {plan.arch_list}")
             mark = time.monotonic()
