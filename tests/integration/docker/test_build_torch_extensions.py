@@ -28,8 +28,8 @@ import pytest
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.facts.arch import CodeKind
 from tests.support.containers_support import containers_created, containers_with_label
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
 ARCH = "9.0"
 RECIPES = ("torch-scatter-2.1.2", "libtorch-ops")
