@@ -285,7 +285,7 @@ def _diagnose_gpu(
         except ArchwheelError:
             archs = None
         if archs is not None:
-            coverage = coverage_of(archs, [gpu])[0]
+            coverage = coverage_of(archs, [gpu], runtime)[0]
             verdict = {"native": Verdict.NATIVE, "jit": Verdict.JIT}.get(
                 coverage.mode, Verdict.NO_KERNEL_IMAGE
             )

@@ -45,6 +45,20 @@ class CapabilityInfo:
 
 
 @dataclass(frozen=True)
+class IntegratedGpu:
+    """A compute capability of integrated (Tegra/Jetson) GPUs (rule ``sass-integrated``).
+
+    ``same_as``: the other number of the same device (10.1 became 11.0 in CUDA 13.0).
+    ``desktop_cubins_from``: the CUDA version from which discrete GPUs' cubins of the same
+    major also run on it (None: never).
+    """
+
+    cc: ComputeCapability
+    same_as: ComputeCapability | None = None
+    desktop_cubins_from: CudaVersion | None = None
+
+
+@dataclass(frozen=True)
 class GpuModel:
     """A product name and its compute capability (from the GPU catalog)."""
 
@@ -91,10 +105,31 @@ class CudaFacts:
     official_arch_lists: Mapping[str, str]
     # cu tag -> the first torch release built for it ("cu128" -> "2.7").
     torch_first_release: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    integrated: Mapping[ComputeCapability, IntegratedGpu] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    # cu tag -> where its official arch list comes from; the pipeline's list where it differs.
+    official_arch_list_sources: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    pipeline_arch_lists: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # torch release -> its source (releases known to exist on the package index).
+    torch_releases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     # -- lookups ------------------------------------------------------------------------------
     def is_known(self, cc: ComputeCapability) -> bool:
         return cc in self.capabilities
+
+    def is_integrated(self, cc: ComputeCapability) -> bool:
+        """Whether ``cc`` is an integrated (Tegra/Jetson) GPU's compute capability."""
+        return cc in self.integrated
+
+    def same_device(self, a: ComputeCapability, b: ComputeCapability) -> bool:
+        """``a`` and ``b`` name one device (equal, or renamed: 10.1 and 11.0)."""
+        if a == b:
+            return True
+        info = self.integrated.get(a)
+        return info is not None and info.same_as == b
 
     def family(self, cc: ComputeCapability) -> str:
         info = self.capabilities.get(cc)
@@ -110,16 +145,17 @@ class CudaFacts:
     def toolkit(self, version: CudaVersion | str) -> Toolkit:
         """The toolkit of that version.
 
-        A newer minor release of a known major (13.1 when 13.0 is the newest recorded) is
-        answered with the newest recorded release of that major: its targets are a safe subset.
+        An unrecorded minor release of a known major (13.1 between 13.0 and 13.2, or 13.5 after
+        13.2) is answered with the newest recorded release of that major below it: its targets
+        are a safe subset.
         """
         v = CudaVersion.parse(version) if isinstance(version, str) else version
         for tk in self.toolkits:
             if tk.version == v:
                 return tk
-        same_major = [tk for tk in self.toolkits if tk.version.major == v.major]
-        if same_major and v > max(tk.version for tk in same_major):
-            return max(same_major, key=lambda tk: tk.version)
+        below = [tk for tk in self.toolkits if tk.version.major == v.major and tk.version < v]
+        if below:
+            return max(below, key=lambda tk: tk.version)
         known = ", ".join(str(tk.version) for tk in self.toolkits)
         raise UsageError(f"no facts recorded for CUDA {v}", hint=f"known toolkits: {known}")
 
@@ -301,11 +337,36 @@ def parse_facts(data: Mapping[str, Any], origin: str = "cuda_facts.toml") -> Cud
         }
     except (UsageError, ValueError) as exc:
         raise r.fail("ptx_isa_driver/driver_cuda", str(exc)) from None
+    integrated: dict[ComputeCapability, IntegratedGpu] = {}
+    for i, row in enumerate(data.get("integrated", [])):
+        where = f"integrated[{i}]"
+        cc = r.cc(r.get(row, "cc", str, where), where)
+        if cc not in caps:
+            raise r.fail(where, f"compute capability {cc} is not in compute_capability")
+        same_as = r.cc(row["same_as"], where) if "same_as" in row else None
+        since = None
+        if "desktop_cubins_from" in row:
+            try:
+                since = CudaVersion.parse(r.get(row, "desktop_cubins_from", str, where))
+            except UsageError as exc:
+                raise r.fail(where, exc.message) from None
+        integrated[cc] = IntegratedGpu(cc, same_as, since)
+    for cc, info in integrated.items():
+        if info.same_as is not None and info.same_as not in integrated:
+            raise r.fail("integrated", f"{cc} is the same device as {info.same_as}, not listed")
     pytorch = r.get(data, "pytorch", dict, "top level")
     names = r.get(pytorch, "arch_names", list, "pytorch")
     torch_arch_names = tuple((str(a), str(b)) for a, b in names)
     official = {str(k): str(v) for k, v in dict(pytorch.get("official_arch_lists", {})).items()}
     first_release = {str(k): str(v) for k, v in dict(pytorch.get("first_release", {})).items()}
+    list_sources = {
+        str(k): str(v) for k, v in dict(pytorch.get("official_arch_list_sources", {})).items()
+    }
+    missing_source = sorted(set(official) - set(list_sources))
+    if missing_source:
+        raise r.fail("pytorch.official_arch_list_sources", f"no source for {missing_source}")
+    pipeline = {str(k): str(v) for k, v in dict(pytorch.get("pipeline_arch_lists", {})).items()}
+    releases = {str(k): str(v) for k, v in dict(pytorch.get("releases", {})).items()}
     return CudaFacts(
         facts_version=r.get(data, "facts_version", str, "top level"),
         sources=MappingProxyType(dict(r.get(data, "sources", dict, "top level"))),
@@ -318,6 +379,10 @@ def parse_facts(data: Mapping[str, Any], origin: str = "cuda_facts.toml") -> Cud
         torch_arch_names=torch_arch_names,
         official_arch_lists=MappingProxyType(official),
         torch_first_release=MappingProxyType(first_release),
+        integrated=MappingProxyType(integrated),
+        official_arch_list_sources=MappingProxyType(list_sources),
+        pipeline_arch_lists=MappingProxyType(pipeline),
+        torch_releases=MappingProxyType(releases),
     )
 
 

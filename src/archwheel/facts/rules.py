@@ -12,13 +12,34 @@ from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersion, PtxIsaVersion
 
 
-def sass_runs_on(target: Target, gpu: ComputeCapability) -> bool:
+def sass_runs_on(
+    target: Target,
+    gpu: ComputeCapability,
+    *,
+    cuda: CudaVersion | None = None,
+    facts: CudaFacts | None = None,
+) -> bool:
     """Can a cubin built for ``target`` execute natively on a GPU of compute capability ``gpu``?
 
     Plain sm_XY: same major, GPU minor >= Y. sm_XYa: exactly X.Y. sm_XYf: same major, GPU
-    minor >= Y. Never across majors.
+    minor >= Y. Never across majors. Integrated GPUs (rule ``sass-integrated``): their cubins
+    run only on that device (10.1 and 11.0 are one device), and discrete GPUs' cubins run on
+    them only where the facts say so from a CUDA version on; ``cuda`` is the CUDA the code runs
+    under (the wheel's runtime). Unknown (None) is judged as before that version: the
+    conservative answer.
     """
+    facts = facts or load_facts()
     cc = target.cc
+    code_integrated = facts.is_integrated(cc)
+    gpu_integrated = facts.is_integrated(gpu)
+    if code_integrated or gpu_integrated:
+        if code_integrated:
+            return facts.same_device(cc, gpu)
+        info = facts.integrated[gpu]
+        since = info.desktop_cubins_from
+        if since is None or cuda is None or cuda < since:
+            return False
+        # From that version the discrete cubin follows the ordinary rule below.
     if cc.major != gpu.major:
         return False
     if target.variant is Variant.ARCH_SPECIFIC:
@@ -40,11 +61,13 @@ def ptx_jits_on(target: Target, gpu: ComputeCapability) -> bool:
     return gpu >= cc
 
 
-def image_serves(kind: CodeKind, target: Target, gpu: ComputeCapability) -> bool:
+def image_serves(
+    kind: CodeKind, target: Target, gpu: ComputeCapability, *, cuda: CudaVersion | None = None
+) -> bool:
     """Whether an image of this kind can serve kernels on ``gpu`` at all (LTO-IR never can:
     it is input to a device link, not loadable code)."""
     if kind is CodeKind.SASS:
-        return sass_runs_on(target, gpu)
+        return sass_runs_on(target, gpu, cuda=cuda)
     if kind is CodeKind.PTX:
         return ptx_jits_on(target, gpu)
     return False
@@ -54,6 +77,8 @@ def rule_for(kind: CodeKind, target: Target) -> str:
     """The rule id that governs an image of this kind and variant."""
     if kind is CodeKind.PTX:
         return "ptx-jit"
+    if load_facts().is_integrated(target.cc):
+        return "sass-integrated"
     return {
         Variant.PLAIN: "sass-same-major",
         Variant.ARCH_SPECIFIC: "sass-arch-specific",

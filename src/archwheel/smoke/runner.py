@@ -17,7 +17,7 @@ from archwheel.binary.model import InputInventory
 from archwheel.binary.scan.inputs import scan_installed, scan_path
 from archwheel.binary.wheelmeta import WheelMetadata, read_wheel_metadata
 from archwheel.effects.watchdog import ChildOutcome, ChildStatus, Watchdog
-from archwheel.facts.versions import ComputeCapability, DriverVersion, parse_or_none
+from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersion, parse_or_none
 from archwheel.smoke.environments import SetupOutcome, SmokeEnvironment
 from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.compat.judge import judge_input
@@ -255,7 +255,8 @@ def _device_report(
 ) -> DeviceReport:
     cc_text = str(row.get("cc", ""))
     cc = parse_or_none(ComputeCapability.parse, cc_text)
-    arch_check = check_arch_list(probe.get("arch_list") or [], cc) if cc else None
+    torch_cuda = parse_or_none(CudaVersion.parse, probe.get("torch_cuda"))
+    arch_check = check_arch_list(probe.get("arch_list") or [], cc, torch_cuda) if cc else None
     verdict = problem = None
     if cc is not None and can_run is not None:
         try:

@@ -158,10 +158,15 @@ def buildable_with(archs: ArchList, facts: CudaFacts | None = None) -> tuple[Cud
     return tuple(tk.version for tk in facts.toolkits if not archs.problems_with(tk, facts))
 
 
-def natively_served(target: Target, facts: CudaFacts | None = None) -> list[ComputeCapability]:
-    """Compute capabilities in the catalog a cubin of ``target`` runs on."""
+def natively_served(
+    target: Target, facts: CudaFacts | None = None, cuda: CudaVersion | None = None
+) -> list[ComputeCapability]:
+    """Compute capabilities in the catalog a cubin of ``target`` runs on (under ``cuda``, the
+    CUDA the code runs with; unknown: the conservative answer, rule ``sass-integrated``)."""
     facts = facts or load_facts()
-    return [cc for cc in sorted(facts.capabilities) if sass_runs_on(target, cc)]
+    return [
+        cc for cc in sorted(facts.capabilities) if sass_runs_on(target, cc, cuda=cuda, facts=facts)
+    ]
 
 
 @dataclass(frozen=True)
@@ -186,7 +191,8 @@ class ArchForms:
         facts = load_facts()
         targets = []
         for spec in self.archs:
-            served = natively_served(spec.target, facts) if spec.sass else []
+            cuda = CudaVersion.parse(self.cuda) if self.cuda else None
+            served = natively_served(spec.target, facts, cuda) if spec.sass else []
             targets.append(
                 {
                     "target": spec.target.dotted,
@@ -251,11 +257,14 @@ class GpuCatalog:
 # -- coverage of a given list -------------------------------------------------------------------
 
 
-def coverage_of(archs: ArchList, gpus: Sequence[Gpu]) -> tuple[GpuCoverage, ...]:
+def coverage_of(
+    archs: ArchList, gpus: Sequence[Gpu], cuda: CudaVersion | None = None
+) -> tuple[GpuCoverage, ...]:
     """For each GPU: the cubin that runs natively, else the PTX it JITs, else nothing."""
+    facts = load_facts()
     result: list[GpuCoverage] = []
     for gpu in gpus:
-        cubins = [t for t in archs.sass_targets if sass_runs_on(t, gpu.cc)]
+        cubins = [t for t in archs.sass_targets if sass_runs_on(t, gpu.cc, cuda=cuda, facts=facts)]
         if cubins:
             best = max(cubins, key=lambda t: (t.cc, t.variant is not Variant.PLAIN))
             result.append(
@@ -287,9 +296,19 @@ def coverage_of(archs: ArchList, gpus: Sequence[Gpu]) -> tuple[GpuCoverage, ...]
                 "none",
                 None,
                 Reason(
-                    f"nothing in {archs} runs on {gpu.cc}: no cubin of major {gpu.cc.major} "
-                    f"at or below it, no PTX at or below it",
-                    "no-kernel-image",
+                    f"nothing in {archs} runs on {gpu.cc}: "
+                    + (
+                        f"{gpu.cc} is an integrated GPU, whose cubins are its own (sm_"
+                        f"{gpu.cc.number}); no PTX at or below it"
+                        if facts.is_integrated(gpu.cc)
+                        and any(t.cc.major == gpu.cc.major for t in archs.sass_targets)
+                        else f"no cubin of major {gpu.cc.major} at or below it, no PTX at or "
+                        "below it"
+                    ),
+                    "sass-integrated"
+                    if facts.is_integrated(gpu.cc)
+                    and any(t.cc.major == gpu.cc.major for t in archs.sass_targets)
+                    else "no-kernel-image",
                 ),
             )
         )
@@ -327,11 +346,15 @@ def recommend(
                 remaining.remove(gpu)
     if variant == "f":
         f_pool = _pool(toolkit, facts, Variant.FAMILY_SPECIFIC)
-        covered, f_specs = _per_major_cover(remaining, f_pool, Variant.FAMILY_SPECIFIC, renamed)
+        covered, f_specs = _per_major_cover(
+            remaining, f_pool, Variant.FAMILY_SPECIFIC, renamed, facts=facts, cuda=cuda
+        )
         specs.extend(f_specs)
         remaining = [g for g in remaining if g not in covered]
 
-    covered, plain_specs = _per_major_cover(remaining, plain_pool, Variant.PLAIN, renamed)
+    covered, plain_specs = _per_major_cover(
+        remaining, plain_pool, Variant.PLAIN, renamed, facts=facts, cuda=cuda
+    )
     specs.extend(plain_specs)
     for gpu in remaining:
         if gpu not in covered:
@@ -347,7 +370,7 @@ def recommend(
     if archs is not None and toolkit is None and not builders:
         problems.append(_no_single_toolkit(archs, facts))
     coverage = (
-        coverage_of(archs, gpus)
+        coverage_of(archs, gpus, cuda)
         if archs
         else tuple(
             GpuCoverage(g, "none", None, Reason("no target can be built for it", "toolkit-targets"))
@@ -385,18 +408,34 @@ def _per_major_cover(
     pool: frozenset[ComputeCapability],
     variant: Variant,
     renamed: frozenset[ComputeCapability],
+    *,
+    facts: CudaFacts,
+    cuda: CudaVersion | None,
 ) -> tuple[set[Gpu], list[ArchSpec]]:
-    """One target per major: the highest in the pool not above the lowest coverable GPU."""
-    by_major: dict[int, list[Gpu]] = defaultdict(list)
+    """One target per major: the highest in the pool not above the lowest coverable GPU.
+
+    An integrated GPU (rule ``sass-integrated``) whose cubins are its own forms a group of its
+    own: it gets a target of exactly its compute capability.
+    """
+    by_major: dict[tuple[int, str], list[Gpu]] = defaultdict(list)
     for gpu in gpus:
-        by_major[gpu.cc.major].append(gpu)
+        apart = facts.is_integrated(gpu.cc) and not sass_runs_on(
+            Target(ComputeCapability(gpu.cc.major, 0)), gpu.cc, cuda=cuda, facts=facts
+        )
+        by_major[(gpu.cc.major, str(gpu.cc) if apart else "")].append(gpu)
     covered: set[Gpu] = set()
     specs: list[ArchSpec] = []
-    for major, members in sorted(by_major.items()):
+    for (major, alone), members in sorted(by_major.items()):
         # A compute capability a later toolkit renamed (10.1 -> 11.0, Jetson Thor) is another
         # chip: its cubins serve only GPUs of exactly that capability.
         exact = {g.cc for g in members}
-        same_major = [c for c in pool if c.major == major and (c not in renamed or c in exact)]
+        same_major = [
+            c
+            for c in pool
+            if c.major == major
+            and (c not in renamed or c in exact)
+            and (str(c) == alone if alone else not facts.is_integrated(c) or c in exact)
+        ]
         coverable = [g for g in members if any(c <= g.cc for c in same_major)]
         if not coverable:
             continue

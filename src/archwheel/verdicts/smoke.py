@@ -24,7 +24,7 @@ from archwheel.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_TOOL, EXIT_VERD
 from archwheel.facts.arch import CodeKind, Target
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.rules import image_serves, rule_for
-from archwheel.facts.versions import ComputeCapability
+from archwheel.facts.versions import ComputeCapability, CudaVersion
 from archwheel.verdicts.vocabulary import SmokeVerdict, StepVerdict
 
 SCHEMA_VERSION = 1
@@ -402,8 +402,11 @@ class ArchListCheck:
         }
 
 
-def check_arch_list(arch_list: Iterable[str], cc: ComputeCapability) -> ArchListCheck:
-    """Apply the SASS and PTX rules to each name of ``torch.cuda.get_arch_list()``."""
+def check_arch_list(
+    arch_list: Iterable[str], cc: ComputeCapability, cuda: CudaVersion | None = None
+) -> ArchListCheck:
+    """Apply the SASS and PTX rules to each name of ``torch.cuda.get_arch_list()`` (``cuda``:
+    torch's CUDA, which decides whether discrete cubins serve an integrated GPU)."""
     names = tuple(arch_list)
     native: list[str] = []
     jit: list[str] = []
@@ -414,7 +417,7 @@ def check_arch_list(arch_list: Iterable[str], cc: ComputeCapability) -> ArchList
         except Exception:
             unparsed.append(name)
             continue
-        if image_serves(kind, target, cc):
+        if image_serves(kind, target, cc, cuda=cuda):
             rule = rule_for(kind, target)
             (native if kind is CodeKind.SASS else jit).append(f"{name} [{rule}]")
     return ArchListCheck(str(cc), names, tuple(native), tuple(jit), tuple(unparsed))

@@ -70,3 +70,24 @@ def test_torchvision(torchvision_wheel: Path, cli_run: CliRun) -> None:
     assert code == 0
     paths = [lib["path"] for lib in doc["inputs"][0]["libraries"]]
     assert "torchvision/_C_stable.so" in paths or any(p.startswith("torchvision/_C") for p in paths)
+
+
+def test_the_official_cu130_list_in_the_facts_is_what_the_wheel_carries(  # type: ignore[no-untyped-def]
+    torch_inventory,
+) -> None:
+    """cuda_facts.toml records cu130 as the release wheel shows it (no +PTX), while the
+    pipeline's list (build_env_setup.py, _PTX_ARCHES {120}) keeps +PTX: both checked here."""
+    from archwheel.facts.arch import ArchList
+    from archwheel.facts.catalog import load_facts
+
+    facts = load_facts()
+    official = ArchList.parse(facts.official_arch_lists["cu130"])
+    pipeline = ArchList.parse(facts.pipeline_arch_lists["cu130"])
+    assert official.sass_targets == pipeline.sass_targets
+    cuda_sass = archs(torch_inventory, "/libtorch_cuda.so", CodeKind.SASS)
+    assert {t.sm for t in official.sass_targets} <= cuda_sass
+    assert archs(torch_inventory, "/libtorch_cuda.so", CodeKind.PTX) == set()
+    assert {t.compute for t in official.ptx_targets} == set()  # as the wheel shows
+    assert {t.compute for t in pipeline.ptx_targets} == {"compute_120"}  # as the pipeline says
+    # No raw cubins in torch: every image sits in a fatbin container.
+    assert all(not lib.raw_cubins for lib in torch_inventory.libraries)

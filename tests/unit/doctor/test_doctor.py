@@ -355,3 +355,44 @@ def test_doctor_without_torch(
     assert code == 0
     assert "torch: not installed" in out
     assert f"torch is not installed in {bare_venv}" in " ".join(out.split())
+
+
+@pytest.mark.parametrize(
+    ("cuda", "verdict"),
+    [
+        ("12.8", Verdict.NO_KERNEL_IMAGE),
+        ("13.0", Verdict.NO_KERNEL_IMAGE),
+        ("13.2", Verdict.NATIVE),
+    ],
+)
+def test_diagnosis_for_jetson_orin_follows_the_integrated_gpu_rule(
+    cuda: str, verdict: Verdict
+) -> None:
+    # sm_80/sm_86 do not run on the integrated 8.7 before CUDA 13.2 (rule sass-integrated).
+    flags_only = PythonEnvironment(
+        "/venv/bin/python",
+        "3.12.3",
+        torch=TorchInfo(
+            installed=True,
+            version=f"2.14.1+cu{cuda.replace('.', '')}",
+            cuda=cuda,
+            arch_flags=("sm_80", "sm_86", "sm_90"),
+            arch_flags_source="torch._C._cuda_getArchFlags()",
+        ),
+    )
+    host = _host("590.44.01", ("Orin (nvgpu)", "8.7"))
+    report = diagnose(host, flags_only, audit=False, scanner=_hand_built_scanner)
+    (orin,) = report.diagnoses
+    assert orin.verdict is verdict
+    if verdict is Verdict.NO_KERNEL_IMAGE:
+        assert [r.rule_id for r in orin.reasons] == ["sass-integrated"]
+
+
+def test_audited_torch_on_jetson_orin_has_no_kernel_image() -> None:
+    # The official cu130 wheel carries sm_80 and sm_86, none of which runs on Orin under 13.0.
+    report = diagnose(
+        _host("580.65.06", ("Orin (nvgpu)", "8.7")), _ENV, scanner=_hand_built_scanner
+    )
+    (orin,) = report.diagnoses
+    assert orin.verdict is Verdict.NO_KERNEL_IMAGE
+    assert any(r.rule_id == "sass-integrated" for r in orin.reasons)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import sys
 from typing import Any
 
@@ -112,3 +113,65 @@ def test_version_spellings() -> None:
     assert CudaVersion.parse("cu118") == CudaVersion(11, 8)
     assert str(CudaVersion(12, 8).tag) == "cu128"
     assert DriverVersion.parse("570.86.10") > DriverVersion.parse("570.26")
+
+
+# -- integrated GPUs, the official lists, releases (cuda_facts.toml, issue 11 item 4) -----------
+
+
+def test_integrated_gpus_are_the_tegra_capabilities() -> None:
+    facts = load_facts()
+    assert sorted(str(cc) for cc in facts.integrated) == [
+        "10.1",
+        "11.0",
+        "5.3",
+        "6.2",
+        "7.2",
+        "8.7",
+    ]
+    assert facts.same_device(ComputeCapability(10, 1), ComputeCapability(11, 0))
+    assert facts.same_device(ComputeCapability(11, 0), ComputeCapability(10, 1))
+    assert not facts.same_device(ComputeCapability(10, 0), ComputeCapability(10, 1))
+    since = {str(cc): info.desktop_cubins_from for cc, info in facts.integrated.items()}
+    assert since == {
+        "5.3": None, "6.2": None, "7.2": CudaVersion(13, 2), "8.7": CudaVersion(13, 2),
+        "10.1": None, "11.0": None,
+    }  # fmt: skip
+    # Every Jetson in the GPU catalog is integrated, and nothing else is.
+    jetsons = {g.cc for g in facts.gpus if g.name.startswith("Jetson")}
+    assert jetsons == {cc for cc in facts.integrated if facts.gpus_for(cc)}
+
+
+def test_integrated_entries_are_validated() -> None:
+    data = raw_facts()
+    data["integrated"] = [{"cc": "10.1", "same_as": "11.0"}]
+    with pytest.raises(FactsError, match=r"10\.1 is the same device as 11\.0, not listed"):
+        parse_facts(data)
+    data["integrated"] = [{"cc": "9.9"}]
+    with pytest.raises(FactsError, match="integrated"):
+        parse_facts(data)
+
+
+def test_official_lists_are_up_to_date_with_their_sources() -> None:
+    facts = load_facts()
+    lists = facts.official_arch_lists
+    assert lists["cu129"].endswith(";12.0+PTX")
+    assert lists["cu132"] == "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+    assert lists["cu130"] == "7.5;8.0;8.6;9.0;10.0;12.0"  # what the 2.14.1 wheel carries
+    assert facts.pipeline_arch_lists["cu130"] == "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+    assert set(facts.official_arch_list_sources) == set(lists)
+    for tag, source in facts.official_arch_list_sources.items():
+        if tag != "cu118":
+            assert re.search(r"[0-9a-f]{40}|audited by archwheel", source), tag
+    data = raw_facts()
+    del data["pytorch"]["official_arch_list_sources"]["cu132"]
+    with pytest.raises(FactsError, match="no source for"):
+        parse_facts(data)
+
+
+def test_cuda_13_2_and_torch_2_15_0_exist() -> None:
+    facts = load_facts()
+    assert facts.toolkit("13.2").version == CudaVersion(13, 2)
+    assert facts.toolkit("13.1").version == CudaVersion(13, 0)  # unrecorded: the one below
+    assert facts.toolkit("13.5").version == CudaVersion(13, 2)
+    assert "2.15.0" in facts.torch_releases
+    assert facts.ptx_isa_min_cuda(PtxIsaVersion(9, 2)) == CudaVersion(13, 2)

@@ -23,7 +23,47 @@ def test_normalized_forms(cli_run: CliRun) -> None:
         "-gencode=arch=compute_90,code=compute_90",
     ]
     assert doc["cuda"] == "12.8"
-    assert doc["targets"][0]["runs_natively_on"] == ["8.0", "8.6", "8.7", "8.8", "8.9"]
+    # 8.7 (Jetson Orin) is integrated: sm_80 does not run on it before CUDA 13.2
+    assert doc["targets"][0]["runs_natively_on"] == ["8.0", "8.6", "8.8", "8.9"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "served"),
+    [
+        (("8.0",), ["8.0", "8.6", "8.8", "8.9"]),
+        (("8.0", "--cuda", "13.0"), ["8.0", "8.6", "8.8", "8.9"]),
+        (("8.6", "--cuda", "13.2"), ["8.6", "8.7", "8.8", "8.9"]),
+        (("8.7",), ["8.7"]),
+        (("7.0", "--cuda", "12.8"), ["7.0", "7.5"]),
+        (("10.0", "--cuda", "12.8"), ["10.0", "10.3", "10.7"]),
+        (("10.1", "--cuda", "12.8"), ["10.1", "11.0"]),
+    ],
+)
+def test_arch_names_the_gpus_a_cubin_runs_on(
+    cli_run: CliRun, argv: tuple[str, ...], served: list[str]
+) -> None:
+    code, out, _ = cli_run("arch", *argv, "--format", "json")
+    assert code == 0
+    assert json.loads(out)["targets"][0]["runs_natively_on"] == served
+
+
+def test_arch_8_0_no_longer_says_it_runs_on_jetson_orin(cli_run: CliRun) -> None:
+    code, out, _ = cli_run("arch", "8.0")
+    assert code == 0 and "sm_80" in out and "Orin" not in out
+    code, out, _ = cli_run("arch", "8.0", "--cuda", "13.2")
+    assert code == 0 and "Jetson Orin" in out
+
+
+def test_a_desktop_list_does_not_cover_jetson_orin(cli_run: CliRun) -> None:
+    code, out, _ = cli_run("arch", "8.0;8.6", "--gpu", "Jetson Orin,A10", "--format", "markdown")
+    assert code == 1
+    assert "| Jetson Orin (8.7) | none | - | sass-integrated |" in out
+    assert "| A10 (8.6) | native | sm_86 | sass-same-major |" in out
+    code, out, _ = cli_run(
+        "arch", "8.0;8.6", "--gpu", "Jetson Orin", "--cuda", "13.2", "--format", "markdown"
+    )
+    assert code == 0
+    assert "| Jetson Orin (8.7) | native | sm_86 | sass-same-major |" in out
 
 
 def test_normalized_forms_as_a_table(cli_run: CliRun) -> None:

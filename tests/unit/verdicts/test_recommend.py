@@ -31,7 +31,13 @@ def _rec(
         ("A100,H100,L4,RTX 5090", None, False, "8.0;9.0;12.0"),
         ("A100,H100,L4,RTX 5090", "12.8", True, "8.0;9.0;12.0+PTX"),
         ("A100,A10", "12.8", False, "8.0"),  # not 8.0;8.6
-        ("A10,Jetson Orin,RTX 4090", None, False, "8.6"),
+        # Jetson Orin is integrated: sm_86 does not run on it (rule sass-integrated) ...
+        ("A10,Jetson Orin,RTX 4090", None, False, "8.6;8.7"),
+        ("A10,Jetson Orin,RTX 4090", "13.0", False, "8.6;8.7"),
+        # ... except from CUDA 13.2, where sm_86 also runs on 8.7
+        ("A10,Jetson Orin,RTX 4090", "13.2", False, "8.6"),
+        ("Jetson Orin", "12.8", False, "8.7"),
+        ("Jetson Xavier,V100", "12.8", False, "7.0;7.2"),
         ("T4,V100", "12.8", False, "7.0"),
         ("B200,B300", "13.0", False, "10.0"),
         ("B300", "12.9", False, "10.3"),
@@ -84,7 +90,7 @@ def test_arch_specific_and_family_variants_only_when_asked() -> None:
             None,
             "7.0;11.0",
             "no single toolkit compiles this list: sm_70 needs CUDA 11.8 to 12.9; "
-            "sm_110 needs CUDA 13.0",
+            "sm_110 needs CUDA 13.0 to 13.2",
         ),
     ],
 )
@@ -96,7 +102,7 @@ def test_toolkit_problems_name_the_gpu_and_the_cuda_needed(
 
 def test_buildable_with_lists_the_toolkits() -> None:
     rec = recommend(resolve_gpus(["A100,RTX 5090"]))
-    assert [str(v) for v in rec.buildable_with] == ["12.8", "12.9", "13.0"]
+    assert [str(v) for v in rec.buildable_with] == ["12.8", "12.9", "13.0", "13.2"]
 
 
 def test_coverage_of_a_given_list() -> None:

@@ -216,7 +216,7 @@ def arch(
             variant="given",
             ptx=bool(archs.ptx_targets),
             arch_list=archs,
-            coverage=coverage_of(archs, gpus),
+            coverage=coverage_of(archs, gpus, cuda),
             problems=(),
             buildable_with=buildable_with(archs, facts),
         )

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.facts.versions import CudaVersion
 from archwheel.interfaces.render.common import cite, safe
 from archwheel.verdicts.recommend import (
     ArchForms,
@@ -47,9 +48,10 @@ def arch_forms_table(result: ArchForms, out: Console) -> None:
     )
     out.print(table)
     out.print()
+    cuda = CudaVersion.parse(result.cuda) if result.cuda else None
     for spec in result.archs:
         if spec.sass:
-            served = natively_served(spec.target, facts)
+            served = natively_served(spec.target, facts, cuda)
             ccs = " ".join(str(cc) for cc in served)
             out.print(
                 f"  {spec.target.sm:<10} runs natively on {ccs} ({_gpu_names(served, facts)})"

@@ -42,6 +42,7 @@ def library_reasons(
     link_only: Sequence[str],
     driver: DriverVersion | None,
     facts: CudaFacts,
+    cuda: CudaVersion | None = None,
 ) -> list[Reason]:
     """Why a library's modules run (or do not) on ``gpu``, in the order the verdict reads them.
 
@@ -64,7 +65,7 @@ def library_reasons(
         )
         reasons.append(isa_reason(isas, driver, facts))
     if missing:
-        reasons.extend(why_not(failing, gpu))
+        reasons.extend(why_not(failing, gpu, cuda))
         reasons.append(
             Reason(
                 f"{missing} of {modules} modules have no kernel image for {gpu}", "no-kernel-image"
@@ -158,9 +159,11 @@ def minimum_driver_for(cuda: CudaVersion, facts: CudaFacts) -> DriverVersion | N
     return min(newer, key=lambda tk: tk.version).min_driver if newer else None
 
 
-def why_not(failing: Iterable[FatbinEntry], gpu: ComputeCapability) -> list[Reason]:
+def why_not(
+    failing: Iterable[FatbinEntry], gpu: ComputeCapability, cuda: CudaVersion | None = None
+) -> list[Reason]:
     """Why the images of the failing modules (their entries) do not serve this GPU, one reason
-    per rule."""
+    per rule (``cuda``: the runtime, which decides the integrated-GPU rule)."""
     entries = list(failing)
     sass = sorted({e.target for e in entries if e.kind is CodeKind.SASS})
     ptx = sorted({e.target for e in entries if e.kind is CodeKind.PTX})
@@ -184,6 +187,29 @@ def why_not(failing: Iterable[FatbinEntry], gpu: ComputeCapability) -> list[Reas
                 "sass-same-major",
             )
         )
+    facts = load_facts()
+    apart = [
+        t
+        for t in sass
+        if t.cc.major == gpu.major
+        and t.cc.minor <= gpu.minor
+        and (facts.is_integrated(t.cc) or facts.is_integrated(gpu))
+        and not sass_runs_on(t, gpu, cuda=cuda, facts=facts)
+    ]
+    if apart:
+        if facts.is_integrated(gpu):
+            since = facts.integrated[gpu].desktop_cubins_from
+            tail = f" before CUDA {since} (this runtime: {cuda or 'unknown'})" if since else ""
+            text = (
+                ", ".join(t.sm for t in apart) + f" cannot run on {gpu}: an integrated (Jetson) "
+                f"GPU runs only cubins built for it (sm_{gpu.number}){tail}"
+            )
+        else:
+            text = (
+                ", ".join(t.sm for t in apart) + f" are built for an integrated (Jetson) GPU "
+                f"and run only there, not on {gpu}"
+            )
+        reasons.append(Reason(text, "sass-integrated"))
     arch_specific = [
         t
         for t in sass
@@ -191,6 +217,7 @@ def why_not(failing: Iterable[FatbinEntry], gpu: ComputeCapability) -> list[Reas
         and t.cc.major == gpu.major
         and t.cc != gpu
         and t.cc.minor <= gpu.minor
+        and t not in apart
     ]
     if arch_specific:
         reasons.append(
@@ -230,10 +257,14 @@ def best_sass_target(
     facts = facts or load_facts()
     pool = toolkit.targets if toolkit else frozenset(c for tk in facts.toolkits for c in tk.targets)
     renamed = renamed_capabilities(facts)
+    cuda = toolkit.version if toolkit else None
     candidates = [
         c
         for c in pool
-        if c.major == cc.major and c.minor <= cc.minor and (c not in renamed or c == cc)
+        if c.major == cc.major
+        and c.minor <= cc.minor
+        and (c not in renamed or c == cc)
+        and sass_runs_on(Target(c), cc, cuda=cuda, facts=facts)
     ]
     return Target(max(candidates)) if candidates else None
 
@@ -251,7 +282,8 @@ def official_builds_covering(cc: ComputeCapability, facts: CudaFacts | None = No
     found: list[str] = []
     for tag, text in facts.official_arch_lists.items():
         archs = ArchList.parse(text, facts)
-        if any(sass_runs_on(t, cc) for t in archs.sass_targets):
+        cuda = CudaVersion.parse(tag)
+        if any(sass_runs_on(t, cc, cuda=cuda, facts=facts) for t in archs.sass_targets):
             found.append(tag)
     return sorted(found, key=CudaVersion.parse)
 
