@@ -59,6 +59,7 @@ def _module(short: str) -> str:
         "payload": "archwheel.binary.payload",
         "wheelmeta": "archwheel.binary.wheelmeta",
         "scan.binary": "archwheel.binary.scan.binary",
+        "rawcubin": "archwheel.binary.rawcubin",
         "scan.inputs": "archwheel.binary.scan.inputs",
         "scan.pool": "archwheel.binary.scan.pool",
         "verdicts.manifest": "archwheel.verdicts.manifest",
@@ -78,6 +79,7 @@ def test_audit_help_states_the_scanner_limits() -> None:
         binary.MAX_CONTAINERS,
         binary.MAX_ENTRIES,
         binary.MAX_ENTRIES_PER_CONTAINER,
+        binary.MAX_RAW_CUBINS,
         binary.MAX_PROBLEMS_PER_LIBRARY,
         inputs.MAX_PROBLEMS_PER_INPUT,
     ):

@@ -24,6 +24,14 @@ class Compression(str, Enum):
     LEGACY = "legacy"  # flag 0x1000: the pre-12.4 fatbin compression (not decodable here)
 
 
+class Origin(str, Enum):
+    """Where an image was found: in a fatbin container, or as a bare ELF cubin."""
+
+    FATBIN = "fatbin"  # an entry of a fatbin container
+    RAW_CUBIN = "raw-cubin"  # an ELF cubin stored outside any container (e.g. in .rodata)
+    CUBIN_FILE = "cubin-file"  # the file itself is a cubin
+
+
 class Severity(str, Enum):
     ERROR = "error"  # part of the input could not be read: the result is incomplete
     WARNING = "warning"  # read completely, but something deserves attention
@@ -56,6 +64,7 @@ class FatbinEntry:
     uncompressed_bytes: int  # payload size once decompressed
     ptx_isa: PtxIsaVersion | None = None  # PTX only: the PTX ISA version
     flags: int = 0
+    origin: Origin = Origin.FATBIN
 
     @property
     def arch(self) -> str:
@@ -86,6 +95,7 @@ class ImageRow:
     uncompressed_bytes: int
     compressions: tuple[Compression, ...]
     ptx_isa: tuple[PtxIsaVersion, ...] = ()
+    origin: Origin = Origin.FATBIN
 
     @property
     def arch(self) -> str:
@@ -101,7 +111,8 @@ class LibraryInventory:
 
     ``entries`` holds every image, sorted by offset; ``containers`` the fatbin containers they
     were read from, in file order. Every entry sits in one container except a standalone
-    cubin's, which is no fatbin at all.
+    cubin's, which is no fatbin at all, and raw cubins (``Origin.RAW_CUBIN``): ELF cubins a
+    library keeps in an ordinary data section for ``cuModuleLoadData``.
     """
 
     path: str
@@ -119,6 +130,10 @@ class LibraryInventory:
 
     def targets(self, kind: CodeKind) -> frozenset[Target]:
         return frozenset(e.target for e in self.entries if e.kind is kind)
+
+    @property
+    def raw_cubins(self) -> tuple[FatbinEntry, ...]:
+        return tuple(e for e in self.entries if e.origin is Origin.RAW_CUBIN)
 
 
 @dataclass(frozen=True)
@@ -147,10 +162,10 @@ class InputInventory:
 
 
 def aggregate(entries: Iterable[FatbinEntry], *, merge_sections: bool = False) -> list[ImageRow]:
-    """Group entries per (section, kind, target), sorted by section, kind, target."""
-    groups: dict[tuple[str, CodeKind, Target], list[FatbinEntry]] = defaultdict(list)
+    """Group entries per (section, kind, target, origin), sorted by section, kind, target."""
+    groups: dict[tuple[str, CodeKind, Target, Origin], list[FatbinEntry]] = defaultdict(list)
     for e in entries:
-        groups[("*" if merge_sections else e.section, e.kind, e.target)].append(e)
+        groups[("*" if merge_sections else e.section, e.kind, e.target, e.origin)].append(e)
     kind_order = {CodeKind.SASS: 0, CodeKind.PTX: 1, CodeKind.LTOIR: 2}
     rows = [
         ImageRow(
@@ -162,8 +177,9 @@ def aggregate(entries: Iterable[FatbinEntry], *, merge_sections: bool = False) -
             uncompressed_bytes=sum(e.uncompressed_bytes for e in group),
             compressions=tuple(sorted({e.compression for e in group}, key=lambda c: c.value)),
             ptx_isa=tuple(sorted({e.ptx_isa for e in group if e.ptx_isa is not None})),
+            origin=origin,
         )
-        for (section, kind, target), group in groups.items()
+        for (section, kind, target, origin), group in groups.items()
     ]
-    rows.sort(key=lambda r: (r.section, kind_order[r.kind], r.target))
+    rows.sort(key=lambda r: (r.section, kind_order[r.kind], r.target, r.origin.value))
     return rows

@@ -119,9 +119,11 @@ class AuditReport:
                 "file_kind": lib.file_kind,
                 "size": lib.size,
                 "containers": len(lib.containers),
+                "raw_cubins": len(lib.raw_cubins),
                 "images": [
                     {
                         "section": r.section,
+                        "origin": r.origin.value,
                         "kind": r.kind.value,
                         "arch": r.arch,
                         "count": r.count,

@@ -6,6 +6,10 @@ by the code under test:
 
 - cubin sm_XY runs on X.Z with Z >= Y (same major only);
 - sm_XYa runs only on exactly X.Y; sm_XYf on the same major with minor >= Y;
+- integrated GPUs (5.3, 6.2, 7.2, 8.7, 10.1 = 11.0) are apart (torch 2.14.1's
+  torch/cuda/__init__.py DEVICE_REQUIREMENT): their cubins run on that device only, and other
+  cubins of the same major do not run on them; from CUDA 13.2 sm_70/sm_80/sm_86 also run on
+  7.2/8.7 (DEVICE_REQUIREMENT_POST_JETSON_SBSA_UNIFICATION);
 - PTX compute_XY JITs on every GPU >= X.Y (across majors); 'a' PTX only on X.Y; 'f' PTX within
   the family with minor >= Y.
 """
@@ -46,41 +50,41 @@ SERVES: dict[str, str] = {
     # plain cubins: same major, equal or higher minor
     "sm_35": "3.5 3.7",
     "sm_37": "3.7",
-    "sm_50": "5.0 5.2 5.3",
-    "sm_52": "5.2 5.3",
+    "sm_50": "5.0 5.2",
+    "sm_52": "5.2",
     "sm_53": "5.3",
-    "sm_60": "6.0 6.1 6.2",
-    "sm_61": "6.1 6.2",
+    "sm_60": "6.0 6.1",
+    "sm_61": "6.1",
     "sm_62": "6.2",
-    "sm_70": "7.0 7.2 7.5",
-    "sm_72": "7.2 7.5",
+    "sm_70": "7.0 7.5",
+    "sm_72": "7.2",
     "sm_75": "7.5",
-    "sm_80": "8.0 8.6 8.7 8.8 8.9",
-    "sm_86": "8.6 8.7 8.8 8.9",
-    "sm_87": "8.7 8.8 8.9",
+    "sm_80": "8.0 8.6 8.8 8.9",
+    "sm_86": "8.6 8.8 8.9",
+    "sm_87": "8.7",
     "sm_88": "8.8 8.9",
     "sm_89": "8.9",
     "sm_90": "9.0",
-    "sm_100": "10.0 10.1 10.3 10.7",
-    "sm_101": "10.1 10.3 10.7",
+    "sm_100": "10.0 10.3 10.7",
+    "sm_101": "10.1 11.0",
     "sm_103": "10.3 10.7",
     "sm_107": "10.7",
-    "sm_110": "11.0",
+    "sm_110": "10.1 11.0",
     "sm_120": "12.0 12.1",
     "sm_121": "12.1",
     # arch-specific cubins: exactly one compute capability
     "sm_90a": "9.0",
     "sm_100a": "10.0",
-    "sm_101a": "10.1",
+    "sm_101a": "10.1 11.0",
     "sm_103a": "10.3",
-    "sm_110a": "11.0",
+    "sm_110a": "10.1 11.0",
     "sm_120a": "12.0",
     "sm_121a": "12.1",
     # family-specific cubins: the same major, equal or higher minor
-    "sm_100f": "10.0 10.1 10.3 10.7",
-    "sm_101f": "10.1 10.3 10.7",
+    "sm_100f": "10.0 10.3 10.7",
+    "sm_101f": "10.1 11.0",
     "sm_103f": "10.3 10.7",
-    "sm_110f": "11.0",
+    "sm_110f": "10.1 11.0",
     "sm_120f": "12.0 12.1",
     "sm_121f": "12.1",
     # plain PTX: every GPU at or above it, across majors
@@ -153,6 +157,65 @@ def test_rules_match_the_table(image: str) -> None:
     rule = sass_runs_on if image.startswith("sm_") else ptx_jits_on
     served = [cc for cc in CATALOG if rule(target, ComputeCapability.parse(cc))]
     assert served == SERVES[image].split()
+
+
+# Under a CUDA >= 13.2 runtime, only these entries change (DEVICE_REQUIREMENT_POST_JETSON_SBSA_
+# UNIFICATION in torch 2.14.1: 70, 80 and 86 become plain intervals).
+SERVES_FROM_13_2: dict[str, str] = {
+    **SERVES,
+    "sm_70": "7.0 7.2 7.5",
+    "sm_80": "8.0 8.6 8.7 8.8 8.9",
+    "sm_86": "8.6 8.7 8.8 8.9",
+}
+
+# torch 2.14.1 torch/cuda/__init__.py, DEVICE_REQUIREMENT and its post-13.2 form, written out
+# (code SM -> the device SMs it runs on, from this project's catalog); the rule must agree.
+TORCH_DEVICE_REQUIREMENT = {
+    50: ({50, 52}, {50, 52}),
+    52: ({52}, {52}),
+    53: ({53}, {53}),
+    60: ({60, 61}, {60, 61}),
+    61: ({61}, {61}),
+    62: ({62}, {62}),
+    70: ({70, 75}, {70, 72, 75}),
+    72: ({72}, {72}),
+    75: ({75}, {75}),
+    80: ({80, 86, 88, 89}, {80, 86, 87, 88, 89}),
+    86: ({86, 88, 89}, {86, 87, 88, 89}),
+    87: ({87}, {87}),
+    89: ({89}, {89}),
+    90: ({90}, {90}),
+    100: ({100, 103, 107}, {100, 103, 107}),
+    101: ({101, 110}, {101, 110}),
+    103: ({103, 107}, {103, 107}),
+    110: ({101, 110}, {101, 110}),
+    120: ({120, 121}, {120, 121}),
+    121: ({121}, {121}),
+}
+
+
+@pytest.mark.parametrize("image", sorted(i for i in SERVES if i.startswith("sm_")))
+def test_rules_from_cuda_13_2_match_the_table(image: str) -> None:
+    _, target = Target.from_name(image)
+    for cuda, table in ((CudaVersion(13, 2), SERVES_FROM_13_2), (CudaVersion(13, 4), SERVES_FROM_13_2),
+                        (CudaVersion(13, 1), SERVES), (CudaVersion(12, 8), SERVES), (None, SERVES)):  # fmt: skip
+        served = [
+            cc for cc in CATALOG if sass_runs_on(target, ComputeCapability.parse(cc), cuda=cuda)
+        ]
+        assert served == table[image].split(), (image, cuda)
+
+
+@pytest.mark.parametrize("code", sorted(TORCH_DEVICE_REQUIREMENT))
+def test_rules_agree_with_torch_device_requirement(code: int) -> None:
+    before, after = TORCH_DEVICE_REQUIREMENT[code]
+    target = Target(ComputeCapability.from_number(code))
+    for cuda, expected in ((CudaVersion(13, 0), before), (CudaVersion(13, 2), after)):
+        served = {
+            c.number
+            for c in load_facts().capabilities
+            if sass_runs_on(target, c, cuda=cuda) and c.number not in (35, 37)
+        }
+        assert served == expected, (code, cuda)
 
 
 @pytest.mark.parametrize("image", sorted(SERVES))
@@ -380,7 +443,7 @@ def test_torch_fix_does_not_recommend_the_build_that_lacks_the_arch() -> None:
     )
     linalg = judged.per_gpu[0].libraries[1]
     assert linalg.fixes[-2:] == (
-        "or install an official torch build for cu118, cu126, cu128, cu129 "
+        "or install an official torch build for cu118, cu126, cu128, cu129, cu132 "
         "(official builds with native code for 7.5)",
         "note: the official cu130 arch list includes 7.5, yet this library lacks it: check any "
         "wheel with `archwheel can-run WHEEL --cc 7.5` before installing it",
@@ -507,3 +570,22 @@ def test_can_run_bad_input_is_one_line(tmp_path: Path, cli_run: CliRun) -> None:
     code, _, err = cli_run("can-run", str(broken), "--gpu", "A100")
     assert code == 3
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("runtime", "verdict"),
+    [(None, Verdict.NO_KERNEL_IMAGE), (CudaVersion(13, 0), Verdict.NO_KERNEL_IMAGE),
+     (CudaVersion(13, 2), Verdict.NATIVE)],
+)  # fmt: skip
+def test_torch_on_jetson_orin_follows_the_integrated_rule(
+    runtime: CudaVersion | None, verdict: Verdict
+) -> None:
+    # The cu130 wheel's sm_80/sm_86 cubins serve Orin (8.7, integrated) only from CUDA 13.2.
+    [orin] = resolve_gpus(["Jetson AGX Orin"])
+    judged = judge_input(torch_2_14_1_cu130(), [orin], runtime=runtime, name="torch")
+    assert judged.per_gpu[0].verdict is verdict
+    if verdict is Verdict.NO_KERNEL_IMAGE:
+        lib = judged.per_gpu[0].libraries[0]
+        said = [r.text for r in lib.reasons if r.rule_id == "sass-integrated"]
+        assert said and "integrated (Jetson) GPU runs only cubins built for it (sm_87)" in said[0]
+        assert any("TORCH_CUDA_ARCH_LIST='8.7'" in f for f in lib.fixes)

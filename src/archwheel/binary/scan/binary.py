@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from archwheel.binary.elf import FormatError
+from archwheel.binary.elf import ELF_MAGIC, FormatError
 from archwheel.binary.fatbin import (
     CONTAINER_MAGIC_BYTES,
     KNOWN_FLAGS,
@@ -43,10 +43,12 @@ from archwheel.binary.model import (
     FatbinContainer,
     FatbinEntry,
     LibraryInventory,
+    Origin,
     Problem,
     Severity,
 )
 from archwheel.binary.payload import MAX_DEEP_PAYLOAD, check_payload
+from archwheel.binary.rawcubin import RawCubin, raw_cubin_parser
 from archwheel.binary.stream import Need, Parser, ParserOutcome, StreamMux
 from archwheel.binary.zipread import Member, MemberError, member_chunks
 from archwheel.effects.files import check_regular, open_regular
@@ -56,6 +58,7 @@ from archwheel.facts.versions import ComputeCapability
 FILE_CHUNK = 4 << 20
 # re's literal search is about twice as fast as bytes.find on binary code.
 _MAGIC_RE = re.compile(re.escape(CONTAINER_MAGIC_BYTES))
+_ELF_RE = re.compile(re.escape(ELF_MAGIC))
 MAX_REPLAYS = 2
 MAX_PROBLEMS_PER_LIBRARY = 20
 # Gaps inside a fatbin section larger than this are bytes no valid container explains.
@@ -67,6 +70,7 @@ MAX_CONTAINERS = 1 << 16  # container candidates (magic hits) examined per binar
 MAX_ENTRIES_PER_CONTAINER = 1 << 14
 MAX_ENTRIES = 1 << 18  # entries per binary, all containers together
 MAX_LIVE_PARSERS = 4096  # container parsers waiting for bytes at once
+MAX_RAW_CUBINS = 1 << 16  # ELF magics (raw cubin candidates) examined per binary
 
 
 class _Budget:
@@ -74,6 +78,7 @@ class _Budget:
 
     def __init__(self) -> None:
         self.candidates = 0
+        self.elf_candidates = 0
         self.entries = 0
         self.live = 0
         self.hit: dict[str, str] = {}
@@ -226,8 +231,22 @@ def scan_stream(
             return
         mux.add(_container_parser(start, deep, budget, head), start)
 
+    def elf_candidate(start: int) -> None:
+        """An ELF magic at absolute ``start``: perhaps a raw cubin (offset 0 is the file)."""
+        if start == 0:
+            return
+        if budget.elf_candidates >= MAX_RAW_CUBINS:
+            budget.limit(
+                "raw-cubins",
+                f"more than {MAX_RAW_CUBINS} embedded ELF headers: the rest are not read (limit)",
+            )
+            return
+        budget.elf_candidates += 1
+        mux.add(raw_cubin_parser(start), ("cubin", start))
+
     read_error: str | None = None
     tail = b""
+    elf_tail = b""
     chunk = first
     try:
         while chunk:
@@ -237,6 +256,13 @@ def scan_stream(
                 hit = joined.find(CONTAINER_MAGIC_BYTES)
                 if 0 <= hit < len(tail):
                     candidate(base - len(tail) + hit, chunk, -1)
+            if elf_tail:
+                hit = (elf_tail + chunk[:3]).find(ELF_MAGIC)
+                if 0 <= hit < len(elf_tail):
+                    elf_candidate(base - len(elf_tail) + hit)
+            for match in _ELF_RE.finditer(chunk):
+                elf_candidate(base + match.start())
+            elf_tail = chunk[-3:]
             fed = 0
             for match in _MAGIC_RE.finditer(chunk):
                 hit = match.start()
@@ -308,7 +334,12 @@ def _assemble(
     result.notes.extend((None, n) for n in layout.problems)
 
     scans: list[_ContainerScan] = []
+    raw_cubins: list[RawCubin] = []
     for token, outcome in outcomes.items():
+        if isinstance(token, tuple):
+            if isinstance(outcome.value, RawCubin):
+                raw_cubins.append(outcome.value)
+            continue  # None: no cubin there; a read error: the bytes ended (not a cubin)
         if not isinstance(token, int):
             continue
         if isinstance(outcome.value, _ContainerScan):
@@ -325,6 +356,7 @@ def _assemble(
     covered: dict[tuple[str, int], list[tuple[int, int]]] = {}
     unit_notes: dict[str, list[Note]] = {u.name: list(u.problems) for u in layout.units}
     accepted_end = -1
+    accepted_spans: list[tuple[int, int]] = []
     for scan in scans:
         if scan.offset < accepted_end:
             continue  # inside an accepted container's payload: data, not a container
@@ -358,6 +390,7 @@ def _assemble(
             FatbinContainer(name, scan.offset - unit.start, scan.end - scan.offset, kept)
         )
         accepted_end = min(scan.end, limit)
+        accepted_spans.append((scan.offset, accepted_end))
         if section is not None:
             covered.setdefault((unit.name, section.offset), []).append((scan.offset, accepted_end))
 
@@ -373,6 +406,8 @@ def _assemble(
         if unit is not None and section is not None and section.name in FATBIN_SECTIONS:
             notes = unit_notes[unit.name]
             notes.append(Note(Severity.ERROR, f"in {section.name}: {_relative(message, unit)}"))
+
+    _place_raw_cubins(raw_cubins, accepted_spans, layout, per_unit, unit_notes)
 
     for unit in layout.units:
         notes = unit_notes[unit.name]
@@ -420,6 +455,71 @@ def _assemble(
         result.notes.extend((unit.name or None, n) for n in _limit(notes))
 
 
+def _place_raw_cubins(
+    found: list[RawCubin],
+    spans: list[tuple[int, int]],
+    layout: FileLayout,
+    per_unit: dict[str, list[FatbinEntry]],
+    unit_notes: dict[str, list[Note]],
+) -> None:
+    """Raw cubins become entries of their unit, unless they are not raw at all.
+
+    Skipped: an ELF header at a unit's start (the file or archive member itself), one inside a
+    fatbin container (an uncompressed entry's payload: already counted as that entry), one
+    inside a raw cubin already taken. A damaged EM_CUDA header, or a cubin that runs past its
+    section, is an error of the unit and is not counted.
+    """
+    spans = sorted(spans)
+    starts = [a for a, _ in spans]
+    furthest = list(itertools.accumulate((b for _, b in spans), max))
+    taken_end = -1
+    for cubin in sorted(found, key=lambda c: c.offset):
+        unit = layout.unit_at(cubin.offset)
+        if unit is None or cubin.offset == unit.start or cubin.offset < taken_end:
+            continue
+        i = bisect.bisect_right(starts, cubin.offset) - 1
+        if i >= 0 and cubin.offset < furthest[i]:
+            continue
+        section = unit.section_at(cubin.offset)
+        name = section.name if section else NO_SECTION
+        where = f"raw cubin at {cubin.offset - unit.start:#x} in {name}"
+        notes = unit_notes[unit.name]
+        if cubin.error:
+            notes.append(Note(Severity.ERROR, f"{where}: damaged ELF cubin ({cubin.error})"))
+            continue
+        limit = section.end if section else unit.end
+        if cubin.offset + cubin.size > limit:
+            notes.append(
+                Note(
+                    Severity.ERROR,
+                    f"{where} spans {cubin.size} bytes but only "
+                    f"{limit - cubin.offset} remain in the section: truncated, not counted",
+                )
+            )
+            continue
+        taken_end = cubin.offset + cubin.size
+        if not cubin.suffix_known:
+            notes.append(
+                Note(
+                    Severity.WARNING,
+                    f"{where}: its ELF header does not record an 'a'/'f' suffix and no "
+                    f"ptxas note names it, reported as sm_{cubin.sm}",
+                )
+            )
+        per_unit[unit.name].append(
+            FatbinEntry(
+                section=name,
+                offset=cubin.offset - unit.start,
+                kind=CodeKind.SASS,
+                target=Target(ComputeCapability.from_number(cubin.sm), Variant(cubin.suffix)),
+                compression=Compression.NONE,
+                stored_bytes=cubin.size,
+                uncompressed_bytes=cubin.size,
+                origin=Origin.RAW_CUBIN,
+            )
+        )
+
+
 def _relative(message: str, unit: Unit) -> str:
     return message if not unit.start else f"{message} (offsets in the archive)"
 
@@ -441,6 +541,7 @@ def _cubin_entry(unit: Unit) -> FatbinEntry:
         compression=Compression.NONE,
         stored_bytes=size,
         uncompressed_bytes=size,
+        origin=Origin.CUBIN_FILE,
     )
 
 

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from archwheel.binary.model import LibraryInventory, Severity
+from archwheel.binary.model import LibraryInventory, Origin, Severity
 from archwheel.facts.arch import CodeKind
 from archwheel.interfaces.render.common import (
     compact,
@@ -140,7 +140,7 @@ def _detail_table(report: AuditReport) -> Table:
         for r in lib.images():
             table.add_row(
                 safe(_short(lib.path)),
-                safe(r.section),
+                safe(r.section) + (" (raw cubin)" if r.origin is Origin.RAW_CUBIN else ""),
                 r.kind.value,
                 r.arch + (f" (PTX {','.join(map(str, r.ptx_isa))})" if r.ptx_isa else ""),
                 str(r.count),

@@ -69,8 +69,17 @@ def split_modules(library: LibraryInventory) -> tuple[tuple[Module, ...], bool]:
     """
     containers = sorted(library.containers, key=lambda c: (c.section, c.offset))
     contained = sum(len(c.entries) for c in containers)
-    if contained == len(library.entries) and all(c.entries for c in containers):
-        return tuple(Module(c.section, c.entries) for c in containers), True
+    raw = library.raw_cubins
+    # Raw cubins (ELF cubins outside any container, loaded by the library itself with
+    # cuModuleLoadData) are one module per section: the library picks one of them per GPU, as
+    # the runtime picks an image of a container. Which cubins serve one kernel set is not
+    # recorded, so this can overstate coverage, never invent a failure.
+    by_raw_section: dict[str, list[FatbinEntry]] = {}
+    for entry in raw:
+        by_raw_section.setdefault(entry.section, []).append(entry)
+    raw_modules = tuple(Module(section, tuple(g)) for section, g in sorted(by_raw_section.items()))
+    if contained + len(raw) == len(library.entries) and all(c.entries for c in containers):
+        return tuple(Module(c.section, c.entries) for c in containers) + raw_modules, not raw
     by_section: dict[str, list[FatbinEntry]] = {}
     for entry in sorted(library.entries, key=lambda e: (e.section, e.offset)):
         by_section.setdefault(entry.section, []).append(entry)
@@ -115,7 +124,7 @@ def judge_library(
             exact_modules=exact,
         )
 
-    outcomes = [_judge_module(m, gpu.cc, driver, facts) for m in loadable]
+    outcomes = [_judge_module(m, gpu.cc, driver, facts, toolkit_version) for m in loadable]
     native = Counter(o.image for o in outcomes if o.verdict is Verdict.NATIVE and o.image)
     jit = Counter(
         o.image
@@ -138,7 +147,10 @@ def judge_library(
             for m in modules
             if not m.loadable
             for e in m.entries
-            if (e.kind is CodeKind.SASS and sass_runs_on(e.target, gpu.cc))
+            if (
+                e.kind is CodeKind.SASS
+                and sass_runs_on(e.target, gpu.cc, cuda=toolkit_version, facts=facts)
+            )
             or (e.kind is CodeKind.PTX and ptx_jits_on(e.target, gpu.cc))
         }
     )
@@ -154,6 +166,7 @@ def judge_library(
         link_only=link_only,
         driver=driver,
         facts=facts,
+        cuda=toolkit_version,
     )
     fixes = library_fixes(
         gpu.cc,
@@ -185,9 +198,17 @@ def _variant_rank(target: Target) -> int:
 
 
 def _judge_module(
-    module: Module, gpu: ComputeCapability, driver: DriverVersion | None, facts: CudaFacts
+    module: Module,
+    gpu: ComputeCapability,
+    driver: DriverVersion | None,
+    facts: CudaFacts,
+    cuda: CudaVersion | None = None,
 ) -> _ModuleOutcome:
-    cubins = [e for e in module.entries if e.kind is CodeKind.SASS and sass_runs_on(e.target, gpu)]
+    cubins = [
+        e
+        for e in module.entries
+        if e.kind is CodeKind.SASS and sass_runs_on(e.target, gpu, cuda=cuda, facts=facts)
+    ]
     if cubins:
         best = max(cubins, key=lambda e: (e.target.cc, _variant_rank(e.target)))
         return _ModuleOutcome(Verdict.NATIVE, best.target)
