@@ -120,6 +120,11 @@ class CudaFacts:
     def is_known(self, cc: ComputeCapability) -> bool:
         return cc in self.capabilities
 
+    def pipeline_arch_list(self, tag: str) -> str:
+        """The arch list PyTorch's build pipeline sets for a CUDA build (``cu130``): the
+        recorded pipeline list where a released wheel differs from it, else the official one."""
+        return self.pipeline_arch_lists.get(tag) or self.official_arch_lists[tag]
+
     def is_integrated(self, cc: ComputeCapability) -> bool:
         """Whether ``cc`` is an integrated (Tegra/Jetson) GPU's compute capability."""
         return cc in self.integrated

@@ -56,7 +56,7 @@ def test_torch_cuda_linalg_has_no_sm_75_and_the_same_kernels_for_every_arch(
     lib = extract_member(torch_wheel, "torch/lib/libtorch_cuda_linalg.so", tmp_path)
     counts = cuobjdump.inventory(lib).counts[None]
     sass = arch_counts(counts, NV, SASS)
-    # cu130 wheels are built for 7.5;8.0;8.6;9.0;10.0;12.0+PTX, yet this library lacks sm_75.
+    # cu130 wheels are built for 7.5;8.0;8.6;9.0;10.0;12.0, yet this library lacks sm_75.
     assert set(sass) == {"sm_80", "sm_86", "sm_90", "sm_100", "sm_120"}
     assert len(set(sass.values())) == 1
     assert arch_counts(counts, NV, PTX) == {}
