@@ -27,6 +27,8 @@ STRICT = os.environ.get("ARCHWHEEL_STRICT") == "1"
 
 TORCH_SPEC = "torch==2.14.1"
 TORCHVISION_SPEC = "torchvision==0.29.1"
+# NVIDIA's CUPTI wheel: libnvperf_*.so and libcupti.so.13 keep raw ELF cubins in .rodata/.data.
+CUPTI_SPEC = "nvidia-cuda-cupti==13.0.85"
 
 
 def require(condition: bool, reason: str) -> None:

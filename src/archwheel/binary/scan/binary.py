@@ -53,6 +53,7 @@ from archwheel.binary.stream import Need, Parser, ParserOutcome, StreamMux
 from archwheel.binary.zipread import Member, MemberError, member_chunks
 from archwheel.effects.files import check_regular, open_regular
 from archwheel.facts.arch import CodeKind, Target, Variant
+from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import ComputeCapability
 
 FILE_CHUNK = 4 << 20
@@ -473,6 +474,9 @@ def _place_raw_cubins(
     starts = [a for a, _ in spans]
     furthest = list(itertools.accumulate((b for _, b in spans), max))
     taken_end = -1
+    facts = load_facts()
+    suffixed = {cc for tk in facts.toolkits for cc in tk.arch_specific | tk.family_specific}
+    unsure: dict[str, list[str]] = {}  # unit -> archs whose 'a'/'f' suffix is unknown
     for cubin in sorted(found, key=lambda c: c.offset):
         unit = layout.unit_at(cubin.offset)
         if unit is None or cubin.offset == unit.start or cubin.offset < taken_end:
@@ -498,24 +502,28 @@ def _place_raw_cubins(
             )
             continue
         taken_end = cubin.offset + cubin.size
-        if not cubin.suffix_known:
-            notes.append(
-                Note(
-                    Severity.WARNING,
-                    f"{where}: its ELF header does not record an 'a'/'f' suffix and no "
-                    f"ptxas note names it, reported as sm_{cubin.sm}",
-                )
-            )
+        cc = ComputeCapability.from_number(cubin.sm)
+        if not cubin.suffix_known and cc in suffixed:
+            unsure.setdefault(unit.name, []).append(f"sm_{cubin.sm}")
         per_unit[unit.name].append(
             FatbinEntry(
                 section=name,
                 offset=cubin.offset - unit.start,
                 kind=CodeKind.SASS,
-                target=Target(ComputeCapability.from_number(cubin.sm), Variant(cubin.suffix)),
+                target=Target(cc, Variant(cubin.suffix)),
                 compression=Compression.NONE,
                 stored_bytes=cubin.size,
                 uncompressed_bytes=cubin.size,
                 origin=Origin.RAW_CUBIN,
+            )
+        )
+    for name, archs in unsure.items():
+        shown = ", ".join(sorted(set(archs), key=lambda a: int(a[3:])))
+        unit_notes[name].append(
+            Note(
+                Severity.WARNING,
+                f"{len(archs)} raw cubins ({shown}) record no 'a'/'f' suffix (neither e_flags "
+                "nor a ptxas note says it): reported plain",
             )
         )
 
