@@ -295,24 +295,26 @@ def coverage_of(
                 gpu,
                 "none",
                 None,
-                Reason(
-                    f"nothing in {archs} runs on {gpu.cc}: "
-                    + (
-                        f"{gpu.cc} is an integrated GPU, whose cubins are its own (sm_"
-                        f"{gpu.cc.number}); no PTX at or below it"
-                        if facts.is_integrated(gpu.cc)
-                        and any(t.cc.major == gpu.cc.major for t in archs.sass_targets)
-                        else f"no cubin of major {gpu.cc.major} at or below it, no PTX at or "
-                        "below it"
-                    ),
-                    "sass-integrated"
-                    if facts.is_integrated(gpu.cc)
-                    and any(t.cc.major == gpu.cc.major for t in archs.sass_targets)
-                    else "no-kernel-image",
-                ),
+                _nothing_runs(archs, gpu.cc, facts),
             )
         )
     return tuple(result)
+
+
+def _nothing_runs(archs: ArchList, cc: ComputeCapability, facts: CudaFacts) -> Reason:
+    """Why no image of ``archs`` serves ``cc``: an integrated GPU passed over by cubins of its
+    major (rule ``sass-integrated``), or no cubin of its major and no PTX at all."""
+    if facts.is_integrated(cc) and any(t.cc.major == cc.major for t in archs.sass_targets):
+        return Reason(
+            f"nothing in {archs} runs on {cc}: {cc} is an integrated GPU, whose cubins are its "
+            f"own (sm_{cc.number}); no PTX at or below it",
+            "sass-integrated",
+        )
+    return Reason(
+        f"nothing in {archs} runs on {cc}: no cubin of major {cc.major} at or below it, no PTX "
+        "at or below it",
+        "no-kernel-image",
+    )
 
 
 # -- the recommendation -------------------------------------------------------------------------
