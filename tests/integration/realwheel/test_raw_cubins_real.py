@@ -67,3 +67,17 @@ def test_raw_cubins_count_in_the_verdict(cupti_wheel: Path) -> None:
     assert unserved
     for cc in unserved:
         assert judge_library(lib, Gpu(cc)).verdict is Verdict.NO_KERNEL_IMAGE, cc
+
+
+def test_old_raw_cubins_beside_fatbins_do_not_fail_a_library(cupti_wheel: Path) -> None:
+    """libcheckpoint.so keeps sm_35..sm_62 raw cubins beside fatbins for current GPUs: the raw
+    cubins serve none of those GPUs, and that is not a missing module (rule raw-cubin)."""
+    inventory = scan_path(cupti_wheel)
+    [lib] = [lib for lib in inventory.libraries if lib.path.endswith("/libcheckpoint.so")]
+    raw = {e.target.cc for e in lib.raw_cubins}
+    fatbin = {e.target.cc for e in lib.entries if e.origin is Origin.FATBIN}
+    assert raw and fatbin and max(raw) < min(fatbin)
+    for cc in sorted(fatbin):
+        judged = judge_library(lib, Gpu(cc))
+        assert judged.verdict is Verdict.NATIVE, cc
+        assert any(r.rule_id == "raw-cubin" for r in judged.reasons)

@@ -143,23 +143,30 @@ def test_raw_cubin_candidates_are_bounded(monkeypatch: pytest.MonkeyPatch) -> No
 # -- verdicts -----------------------------------------------------------------------------------
 
 
-def test_raw_cubins_of_a_section_are_one_module_beside_the_containers() -> None:
+def test_raw_cubins_are_one_module_beside_the_containers() -> None:
     data = elf64(
         [
             (".nv_fatbin", container(Entry(sm=80), Entry(sm=90))),
-            (".rodata", b"pad-" + cubin(80, "sm_80") + cubin(120, "sm_120")),
+            (".rodata", b"pad-" + cubin(80, "sm_80")),
+            (".data", b"pad-" + cubin(120, "sm_120")),
         ]
     )
     lib, _ = _scan(data)
     modules, exact = split_modules(lib)
     assert [(m.section, [e.arch for e in m.entries]) for m in modules] == [
         (".nv_fatbin", ["sm_80", "sm_90"]),
-        (".rodata", ["sm_80", "sm_120"]),
+        (".data,.rodata", ["sm_80", "sm_120"]),
     ]
     assert not exact  # which raw cubins serve one kernel set is not recorded
     on_90 = judge_library(lib, Gpu(ComputeCapability(9, 0)))
-    assert on_90.verdict is Verdict.NO_KERNEL_IMAGE  # the raw cubins have no sm_90
-    assert on_90.missing_modules == 1
+    # The raw cubins have no sm_90: beside fatbin code that is no missing module (raw-cubin).
+    assert on_90.verdict is Verdict.NATIVE
+    assert on_90.modules == 1 and on_90.missing_modules == 0
+    said = [r.text for r in on_90.reasons if r.rule_id == "raw-cubin"]
+    assert said == [
+        "raw cubins sm_120, sm_80 (outside any fatbin) do not serve 9.0; the library loads "
+        "them itself, so they are not counted as a missing module"
+    ]
     on_120 = judge_library(lib, Gpu(ComputeCapability(12, 0)))
     assert on_120.verdict is Verdict.NO_KERNEL_IMAGE  # the fatbin module has no sm_120
     on_86 = judge_library(lib, Gpu(ComputeCapability(8, 6)))

@@ -35,6 +35,7 @@ from archwheel.verdicts.compat.report import (
     InputGpuVerdict,
     InputVerdicts,
     LibraryVerdict,
+    Reason,
     RuntimeCheck,
     worst,
 )
@@ -54,6 +55,7 @@ class Module:
 
     section: str
     entries: tuple[FatbinEntry, ...]
+    raw: bool = False  # the library's raw cubins, which it loads itself (cuModuleLoadData)
 
     @property
     def loadable(self) -> bool:
@@ -71,13 +73,12 @@ def split_modules(library: LibraryInventory) -> tuple[tuple[Module, ...], bool]:
     contained = sum(len(c.entries) for c in containers)
     raw = library.raw_cubins
     # Raw cubins (ELF cubins outside any container, loaded by the library itself with
-    # cuModuleLoadData) are one module per section: the library picks one of them per GPU, as
-    # the runtime picks an image of a container. Which cubins serve one kernel set is not
-    # recorded, so this can overstate coverage, never invent a failure.
-    by_raw_section: dict[str, list[FatbinEntry]] = {}
-    for entry in raw:
-        by_raw_section.setdefault(entry.section, []).append(entry)
-    raw_modules = tuple(Module(section, tuple(g)) for section, g in sorted(by_raw_section.items()))
+    # cuModuleLoadData) are one module together: the library picks among them per GPU, as the
+    # runtime picks an image of a container. Which of them serve one kernel set is not recorded
+    # (CUPTI keeps old archs in .rodata and new ones in .data), so this can overstate coverage;
+    # beside fatbin modules it never fails a library (judge_library). Named after its sections.
+    sections = ",".join(sorted({e.section for e in raw}))
+    raw_modules = (Module(sections, raw, raw=True),) if raw else ()
     if contained + len(raw) == len(library.entries) and all(c.entries for c in containers):
         return tuple(Module(c.section, c.entries) for c in containers) + raw_modules, not raw
     by_section: dict[str, list[FatbinEntry]] = {}
@@ -125,6 +126,20 @@ def judge_library(
         )
 
     outcomes = [_judge_module(m, gpu.cc, driver, facts, toolkit_version) for m in loadable]
+    # The raw cubins beside fatbin modules: the library loads them itself, perhaps only on the
+    # GPUs they serve (CUPTI's libcheckpoint.so keeps sm_35..sm_62 raw cubins beside fatbins
+    # for every current GPU). Where none serves this GPU they are not counted as a module.
+    ignored_raw: tuple[str, ...] = ()
+    if len(loadable) > 1:
+        kept = [
+            (m, o)
+            for m, o in zip(loadable, outcomes, strict=True)
+            if not (m.raw and o.verdict is Verdict.NO_KERNEL_IMAGE)
+        ]
+        if len(kept) < len(loadable):
+            ignored_raw = tuple(sorted({e.arch for m in loadable if m.raw for e in m.entries}))
+            loadable = [m for m, _ in kept]
+            outcomes = [o for _, o in kept]
     native = Counter(o.image for o in outcomes if o.verdict is Verdict.NATIVE and o.image)
     jit = Counter(
         o.image
@@ -168,6 +183,14 @@ def judge_library(
         facts=facts,
         cuda=toolkit_version,
     )
+    if ignored_raw:
+        reasons.append(
+            Reason(
+                f"raw cubins {', '.join(ignored_raw)} (outside any fatbin) do not serve {gpu.cc}; "
+                "the library loads them itself, so they are not counted as a missing module",
+                "raw-cubin",
+            )
+        )
     fixes = library_fixes(
         gpu.cc,
         missing=missing > 0,
