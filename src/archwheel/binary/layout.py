@@ -24,7 +24,6 @@ from archwheel.binary.elf import (
     name_sections,
     parse_elf_header,
     parse_section_headers,
-    printable,
     section_count,
 )
 from archwheel.binary.fatbin import CONTAINER_MAGIC_BYTES
@@ -190,12 +189,9 @@ def elf_unit(base: int, size: int, name: str) -> UnitParser:
             )
     elif count:
         problems.append(Note(Severity.ERROR, f"invalid section name table index {strndx}"))
-    sections, complaints = name_sections(raw, names, size)
+    sections, complaints = name_sections(raw, names, size, base)
     problems.extend(Note(Severity.ERROR, c) for c in complaints)
-    absolute = tuple(
-        Section(s.name, s.sh_type, base + s.offset, s.size) for s in sections if s.size
-    )
-    return Unit(name, base, base + size, kind, absolute, sm, tuple(problems))
+    return Unit(name, base, base + size, kind, tuple(sections), sm, tuple(problems))
 
 
 def ar_layout(size: int) -> LayoutParser:
@@ -242,7 +238,7 @@ def ar_layout(size: int) -> LayoutParser:
         elif raw_name.startswith("#1/"):  # BSD: the name follows the header
             name_len = min(_decimal(raw_name[3:].encode()) or 0, member_size)
             name_bytes = yield Need(data, min(name_len, 4096))
-            name = printable(name_bytes.rstrip(b"\0").decode("utf-8", "replace"), 200)
+            name = name_bytes.rstrip(b"\0").decode("utf-8", "replace")
             data += name_len
             member_size -= name_len
         elif raw_name.startswith("/") and raw_name[1:].isdigit():
@@ -250,9 +246,8 @@ def ar_layout(size: int) -> LayoutParser:
             stop = min(len(long_names), index + MAX_NAME)
             end = long_names.find(b"/\n", index, stop)
             name = long_names[index : end if end >= 0 else stop].decode("utf-8", "replace")
-            name = printable(name, 200)
         else:
-            name = printable(raw_name.rstrip("/"), 200)
+            name = raw_name.rstrip("/")
         if name and member_size > 0:
             head = yield Need(data, 8)
             if head.startswith(ELF_MAGIC):
