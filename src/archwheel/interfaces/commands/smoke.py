@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 
 from archwheel.effects.engine import ENGINES, ContainerEngine, EngineSettings
+from archwheel.effects.files import write_text_atomic
 from archwheel.effects.paths import cache_dir
 from archwheel.effects.process import Echo
 from archwheel.effects.watchdog import Watchdog
@@ -228,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
     document = json.dumps(report.to_json_dict(), indent=2, allow_nan=False) + "\n"
     if request.output is not None:
         try:
-            request.output.write_text(document, encoding="utf-8")
+            write_text_atomic(request.output, document)  # whole or not at all: no partial file
         except OSError as exc:
             err.print(unwritable_output(request.output, exc.strerror))
     if request.format == "json":
