@@ -27,6 +27,7 @@ from archwheel.interfaces.commands.options import (
     add_interpreter_option,
     non_negative_int,
 )
+from archwheel.interfaces.render.common import echo_to
 from archwheel.interfaces.render.smoke import progress_line, render, unwritable_output
 from archwheel.smoke.environments import (
     DEFAULT_INSTALL_TIMEOUT,
@@ -201,9 +202,7 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False)
     quiet = request.quiet
     progress = None if quiet else (lambda msg: err.print(progress_line(msg)))
-    echo = (
-        None if quiet else (lambda line: err.print(line, markup=False, style="dim", soft_wrap=True))
-    )
+    echo = None if quiet else echo_to(err, style="dim", soft_wrap=True)
     environment = _environment(request, echo)
     settings = SmokeSettings(
         step_timeout=_positive(request.timeout, "--timeout"),
