@@ -151,3 +151,45 @@ def test_build_plan_of_a_hostile_recipe_is_shown_literally(cli_run: CliRun, tmp_
     code, out, err = cli_run("build", "--recipe", str(_hostile_recipe(tmp_path)), "--plan")
     assert code == 0, err
     _assert_no_raw_controls(out + err)
+
+
+AR_MEMBER = "m\x1b]0;owned\x07[bold]x[/bold].o"
+SECTION = "sec\x1b[2J[red]s[/red]\u202e"
+
+
+@pytest.fixture
+def named_inside_wheel(tmp_path: Path) -> Path:
+    """An ar member (BSD long name) and an ELF section whose names hold controls and markup."""
+    name = AR_MEMBER.encode()
+    member = elf64([(".nv_fatbin", container(Entry(sm=80)))])
+    head = f"#1/{len(name)}".encode().ljust(16) + b"0".ljust(12) + b"0".ljust(6) * 2
+    head += b"100644".ljust(8) + str(len(name) + len(member)).encode().ljust(10) + b"`\n"
+    archive = b"!<arch>\n" + head + name + member
+    library = elf64([(SECTION, container(Entry(sm=90)))])
+    return write_zip(
+        tmp_path / "demo-1.0-py3-none-any.whl", [("pkg/libh.a", archive), ("pkg/libs.so", library)]
+    )
+
+
+def test_ar_member_and_section_names_are_exact_in_json(
+    cli_run: CliRun, named_inside_wheel: Path
+) -> None:
+    # The scanner keeps names as stored (issue 13, items 3 and 4): JSON escaping is exact.
+    code, out, err = cli_run("audit", str(named_inside_wheel), "--format", "json", "--detail")
+    assert code == 0, err
+    libraries = json.loads(out)["inputs"][0]["libraries"]
+    assert [lib["path"] for lib in libraries] == [f"pkg/libh.a({AR_MEMBER})", "pkg/libs.so"]
+    assert libraries[1]["images"][0]["section"] == SECTION
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+def test_ar_member_and_section_names_are_shown_escaped(
+    cli_run: CliRun, named_inside_wheel: Path, fmt: str
+) -> None:
+    code, out, err = cli_run("audit", str(named_inside_wheel), "--format", fmt, "--detail")
+    assert code == 0, err
+    _assert_no_raw_controls(out + err)
+    # Markdown source escapes backslashes and brackets; what it shows is the same as the table.
+    shown = out.replace("\\\\", "\\").replace("\\[", "[").replace("\\]", "]")
+    assert "m\\x1b]0;owned\\x07[bold]x[/bold].o" in shown
+    assert "sec\\x1b[2J[red]s[/red]\\u202e" in shown
