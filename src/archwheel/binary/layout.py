@@ -8,7 +8,6 @@ member object file, an ELF file or a raw fatbin a single unit.
 from __future__ import annotations
 
 import bisect
-import functools
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -79,13 +78,17 @@ class Unit:
 
         Sections overlapping an earlier one (malformed files only) are not answered.
         """
-        starts, kept = self._section_index
+        index = self.__dict__.get("_index")
+        if index is None:
+            # Made once, on the first lookup (not a cached_property: its lock costs more than a
+            # small unit's whole index, and an archive may hold 65536 units).
+            index = self.__dict__["_index"] = self._section_index()
+        starts, kept = index
         i = bisect.bisect_right(starts, offset) - 1
         if i >= 0 and offset < kept[i].end:
             return kept[i]
         return None
 
-    @functools.cached_property
     def _section_index(self) -> tuple[list[int], list[Section]]:
         kept: list[Section] = []
         for s in sorted(
@@ -104,13 +107,15 @@ class FileLayout:
 
     def unit_at(self, offset: int) -> Unit | None:
         """The unit holding ``offset`` (units never overlap: an archive's members follow on)."""
-        starts, ordered = self._unit_index
+        index = self.__dict__.get("_index")
+        if index is None:
+            index = self.__dict__["_index"] = self._unit_index()
+        starts, ordered = index
         i = bisect.bisect_right(starts, offset) - 1
         if i >= 0 and offset < ordered[i].end:
             return ordered[i]
         return None
 
-    @functools.cached_property
     def _unit_index(self) -> tuple[list[int], list[Unit]]:
         ordered = sorted(self.units, key=lambda u: u.start)
         return [u.start for u in ordered], ordered

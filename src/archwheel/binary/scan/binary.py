@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from archwheel.binary.elf import FormatError
+from archwheel.binary.elf import FormatError, Section
 from archwheel.binary.fatbin import (
     CONTAINER_MAGIC_BYTES,
     ENTRY_HEADER_MIN,
@@ -375,13 +375,19 @@ def _assemble(
     covered: dict[tuple[str, int], list[tuple[int, int]]] = {}
     unit_notes: dict[str, list[Note]] = {u.name: list(u.problems) for u in layout.units}
     accepted_end = -1
+    unit: Unit | None = None
+    section: Section | None = None
     for scan in scans:
         if scan.offset < accepted_end:
             continue  # inside an accepted container's payload: data, not a container
-        unit = layout.unit_at(scan.offset)
-        if unit is None:
+        # Containers follow on in one section: the last lookup answers most of them.
+        if section is None or not section.offset <= scan.offset < section.end:
+            unit = layout.unit_at(scan.offset)
+            if unit is None:
+                continue
+            section = unit.section_at(scan.offset)
+        elif unit is None:
             continue
-        section = unit.section_at(scan.offset)
         name = section.name if section else NO_SECTION
         meant = name in FATBIN_SECTIONS or name == RAW_FATBIN_SECTION
         if scan.error and not scan.headers and not meant:
