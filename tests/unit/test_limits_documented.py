@@ -65,6 +65,8 @@ def _module(short: str) -> str:
         "verdicts.manifest": "archwheel.verdicts.manifest",
         "build.recipe": "archwheel.build.recipe",
         "build.source": "archwheel.build.source",
+        "matrix.plan": "archwheel.matrix.plan",
+        "commands.diff": "archwheel.interfaces.commands.diff",
         "render.common": "archwheel.interfaces.render.common",
     }
     return prefixes[short]

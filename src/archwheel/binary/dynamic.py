@@ -27,6 +27,7 @@ from pathlib import Path
 
 from archwheel.binary.elf import ELF_MAGIC, FormatError, parse_elf_header
 from archwheel.binary.zipread import Member, MemberError, member_chunks
+from archwheel.effects.files import NotRegularFile, check_regular
 
 PT_LOAD = 1
 PT_DYNAMIC = 2
@@ -408,11 +409,17 @@ def read_file_dynamic(path: Path, label: str | None = None) -> DynamicInfo:
     """The loader's view of a file on disk (random access, nothing read beyond the tables)."""
     name = label or str(path)
     try:
-        fd = os.open(path, os.O_RDONLY)
+        # Never blocks (a FIFO), and only a regular file is read (by type, on the descriptor).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         return DynamicInfo(name, 0, "unreadable", problems=(f"cannot open: {exc.strerror}",))
     try:
-        size = os.fstat(fd).st_size
+        status = os.fstat(fd)
+        try:
+            check_regular(path, status)
+        except NotRegularFile as exc:
+            return DynamicInfo(name, 0, "unreadable", problems=(f"cannot open: {exc.strerror}",))
+        size = status.st_size
 
         def read(offset: int, length: int) -> bytes:
             return os.pread(fd, length, offset)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 ELF_MAGIC = b"\x7fELF"
 EM_CUDA = 190
@@ -70,13 +71,18 @@ class Section:
         return self.offset + self.size
 
 
-@dataclass(frozen=True)
-class RawSection:
+class RawSection(NamedTuple):
+    """A section header as stored (a tuple: a library may have 65536 of them)."""
+
     name_offset: int
     sh_type: int
     offset: int
     size: int
     link: int
+
+
+_SECTION64 = struct.Struct("<IIQQQQIIQQ")
+_SECTION32 = struct.Struct("<IIIIIIIIII")
 
 
 def parse_elf_header(data: bytes) -> ElfHeader:
@@ -120,20 +126,19 @@ def parse_elf_header(data: bytes) -> ElfHeader:
 
 def parse_section_headers(header: ElfHeader, table: bytes, count: int) -> list[RawSection]:
     """Decode ``count`` section headers from ``table``."""
-    fmt = "<IIQQQQIIQQ" if header.is64 else "<IIIIIIIIII"
-    size = struct.calcsize(fmt)
+    layout = _SECTION64 if header.is64 else _SECTION32
+    size = layout.size
     if len(table) < count * size:
         raise FormatError(
             f"section table at offset {header.shoff} runs past the end of the file "
             f"({len(table)} of {count * size} bytes present)"
         )
-    rows: list[RawSection] = []
-    for i in range(count):
-        name, sh_type, _flags, _addr, offset, sh_size, link, _info, _align, _entsize = (
-            struct.unpack_from(fmt, table, i * size)
+    return [
+        RawSection(name, sh_type, offset, sh_size, link)
+        for name, sh_type, _flags, _addr, offset, sh_size, link, _info, _align, _entsize in (
+            layout.iter_unpack(memoryview(table)[: count * size])
         )
-        rows.append(RawSection(name, sh_type, offset, sh_size, link))
-    return rows
+    ]
 
 
 def section_count(header: ElfHeader, first: RawSection | None) -> tuple[int, int]:
@@ -149,39 +154,30 @@ def section_count(header: ElfHeader, first: RawSection | None) -> tuple[int, int
     return count, strndx
 
 
-def printable(name: str, limit: int = 64) -> str:
-    """A section name safe for a one-line message: control characters escaped, length capped."""
-    head = name[:limit]  # only what can be shown is looked at (a name may be 16 MiB long)
-    text = (
-        head
-        if head.isprintable()
-        else "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in head)
-    )
-    if len(name) > limit or len(text) > limit:
-        return text[: limit - 3] + "..."
-    return text
-
-
 def name_sections(
-    raw: list[RawSection], names: bytes, file_size: int | None
+    raw: list[RawSection], names: bytes, file_size: int | None, base: int = 0
 ) -> tuple[list[Section], list[str]]:
-    """Resolve names and check bounds. Returns sections and one-line complaints.
+    """Resolve names and check bounds. Returns the sections that hold bytes (offsets ``base``
+    higher: absolute in an archive) and one-line complaints.
 
+    A name is read as stored (UTF-8, up to ``MAX_NAME`` bytes): exact, never escaped here.
     A section whose data runs past the end of the file is kept, clipped, and reported.
     """
     problems: list[str] = []
     sections: list[Section] = []
+    labels: dict[int, str] = {}  # sections share names (.text, .nv_fatbin): each read once
     for i, r in enumerate(raw):
-        if r.name_offset < len(names):
-            # Look for the end of the name within MAX_NAME bytes: a 16 MiB table without a NUL,
-            # searched from 65536 offsets, would be quadratic.
-            stop = min(len(names), r.name_offset + MAX_NAME)
-            end = names.find(b"\0", r.name_offset, stop)
-            label = printable(
-                names[r.name_offset : end if end >= 0 else stop].decode("utf-8", "replace")
-            )
-        else:
-            label = f"<section {i}>" if i else ""
+        label = labels.get(r.name_offset)
+        if label is None:
+            if r.name_offset < len(names):
+                # Look for the end of the name within MAX_NAME bytes: a 16 MiB table without a
+                # NUL, searched from 65536 offsets, would be quadratic.
+                stop = min(len(names), r.name_offset + MAX_NAME)
+                end = names.find(b"\0", r.name_offset, stop)
+                label = names[r.name_offset : end if end >= 0 else stop].decode("utf-8", "replace")
+                labels[r.name_offset] = label
+            else:
+                label = f"<section {i}>" if i else ""
         size = r.size
         if file_size is not None and r.sh_type != SHT_NOBITS and r.offset + r.size > file_size:
             problems.append(
@@ -189,7 +185,8 @@ def name_sections(
                 f"past the end of the file ({file_size} bytes)"
             )
             size = max(0, file_size - r.offset)
-        sections.append(Section(label, r.sh_type, r.offset, size))
+        if size:
+            sections.append(Section(label, r.sh_type, base + r.offset, size))
     return sections, problems
 
 

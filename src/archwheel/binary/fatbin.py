@@ -23,6 +23,10 @@ from archwheel.facts.versions import ComputeCapability, PtxIsaVersion
 CONTAINER_MAGIC = 0xBA55ED50
 CONTAINER_MAGIC_BYTES = struct.pack("<I", CONTAINER_MAGIC)
 CONTAINER_HEADER_SIZE = 16
+_CONTAINER = struct.Struct("<IHHQ")
+# An entry header's first 64 bytes: kind, marker, header size, padded payload size, compressed
+# size, descriptor, PTX minor, PTX major, SM, id offset, id length, flags, (0x30), uncompressed.
+_ENTRY = struct.Struct("<HHIQIIHHIIIQQQ")
 ENTRY_HEADER_MIN = 64
 ENTRY_HEADER_MAX = 4096
 ENTRY_MARKER = 0x0101
@@ -62,6 +66,8 @@ KNOWN_FLAGS = (
 )
 # SM numbers outside this range cannot be real (sm_10 .. sm_199).
 SM_MIN, SM_MAX = 10, 199
+_COMPRESSION_BITS = FLAG_COMPRESS_LEGACY | FLAG_COMPRESS_LZ4 | FLAG_COMPRESS_ZSTD
+_BOTH_VARIANTS = FLAG_ARCH_SPECIFIC | FLAG_FAMILY_SPECIFIC
 
 
 @dataclass(frozen=True)
@@ -78,11 +84,11 @@ class ContainerHeader:
         return self.entries_start + self.entries_size
 
 
-def parse_container_header(data: bytes, offset: int) -> ContainerHeader:
-    """Decode and check a container header; raise ``FormatError`` when it is not one."""
+def container_entries_size(data: bytes | memoryview, offset: int) -> int:
+    """Check a container header; its entries' size, or ``FormatError`` when it is not one."""
     if len(data) < CONTAINER_HEADER_SIZE:
         raise FormatError(f"container header at {offset:#x} cut short")
-    magic, version, header_size, size = struct.unpack_from("<IHHQ", data, 0)
+    magic, version, header_size, size = _CONTAINER.unpack_from(data, 0)
     if magic != CONTAINER_MAGIC:
         raise FormatError(f"no container magic at {offset:#x}")
     if version != 1:
@@ -92,7 +98,12 @@ def parse_container_header(data: bytes, offset: int) -> ContainerHeader:
     # nvcc's device link writes valid empty containers (PTX-only builds): 0 is legitimate.
     if 0 < size < ENTRY_HEADER_MIN:
         raise FormatError(f"container at {offset:#x} declares {size} bytes of entries")
-    return ContainerHeader(offset, size)
+    return int(size)
+
+
+def parse_container_header(data: bytes, offset: int) -> ContainerHeader:
+    """Decode and check a container header; raise ``FormatError`` when it is not one."""
+    return ContainerHeader(offset, container_entries_size(data, offset))
 
 
 @dataclass(frozen=True)
@@ -131,13 +142,24 @@ class EntryHeader:
         return self.flags & ~KNOWN_FLAGS
 
 
-def parse_entry_header(data: bytes, offset: int, limit: int) -> EntryHeader:
+RawEntry = tuple[int, tuple[int, ...]]
+"""An entry header that passed every check: its absolute offset and its ``_ENTRY`` fields.
+
+The scanner keeps these (one tuple per entry, up to 2^18 per binary) and makes the public
+``FatbinEntry`` once the section is known, without an ``EntryHeader`` in between."""
+
+
+def parse_entry_header(data: bytes | memoryview, offset: int, limit: int) -> EntryHeader:
     """Decode and check an entry header at ``offset``; ``limit`` is its container's end."""
     if len(data) < ENTRY_HEADER_MIN:
-        raise FormatError(f"entry header at {offset:#x} cut short ({len(data)} bytes)")
-    (kind, marker, header_size, padded, compressed, _descriptor, vminor, vmajor, sm, _id_off,
-     _id_len, flags) = struct.unpack_from("<HHIQIIHHIIIQ", data, 0)  # fmt: skip
-    (uncompressed,) = struct.unpack_from("<Q", data, 0x38)
+        raise FormatError(f"entry at {offset:#x} cut short ({len(data)} bytes)")
+    return entry_header(offset, _checked(_ENTRY.unpack_from(data, 0), offset, limit))
+
+
+def _checked(fields: tuple[int, ...], offset: int, limit: int) -> tuple[int, ...]:
+    """``fields`` when they form a valid entry header at ``offset``, else ``FormatError``."""
+    (kind, marker, header_size, padded, compressed, _descriptor, _vminor, _vmajor, sm, _id_off,
+     _id_len, flags, _reserved, _uncompressed) = fields  # fmt: skip
     where = f"entry at {offset:#x}"
     if kind not in KINDS:
         raise FormatError(f"{where}: unknown kind {kind} (known: 1 PTX, 2 ELF, 8 LTO-IR)")
@@ -154,51 +176,152 @@ def parse_entry_header(data: bytes, offset: int, limit: int) -> EntryHeader:
         )
     if compressed and compressed > padded:
         raise FormatError(f"{where}: compressed size {compressed} exceeds its payload {padded}")
-    compression_bits = flags & (FLAG_COMPRESS_LEGACY | FLAG_COMPRESS_LZ4 | FLAG_COMPRESS_ZSTD)
+    compression_bits = flags & _COMPRESSION_BITS
     if compression_bits & (compression_bits - 1):
         raise FormatError(f"{where}: several compression flags at once ({flags:#x})")
     if flags & FLAG_ARCH_SPECIFIC and flags & FLAG_FAMILY_SPECIFIC:
         raise FormatError(f"{where}: both 'a' and 'f' flags set ({flags:#x})")
+    return fields
+
+
+def entry_header(offset: int, fields: tuple[int, ...]) -> EntryHeader:
+    """The ``EntryHeader`` of checked ``fields`` (``RawEntry``) at ``offset``."""
     return EntryHeader(
         offset=offset,
-        kind=kind,
-        header_size=header_size,
-        padded_size=padded,
-        compressed_size=compressed,
-        version_major=vmajor,
-        version_minor=vminor,
-        sm=sm,
-        flags=flags,
-        uncompressed_size=uncompressed,
+        kind=fields[0],
+        header_size=fields[2],
+        padded_size=fields[3],
+        compressed_size=fields[4],
+        version_major=fields[7],
+        version_minor=fields[6],
+        sm=fields[8],
+        flags=fields[11],
+        uncompressed_size=fields[13],
     )
+
+
+def walk_entries(
+    buf: bytes | memoryview,
+    base: int,
+    position: int,
+    end: int,
+    out: list[RawEntry],
+    *,
+    room: int,
+) -> tuple[int, str | None]:
+    """Check the entry headers from ``position`` on that lie wholly in ``buf`` (whose first
+    byte is at absolute ``base``), up to the container's ``end``; append at most ``room`` of
+    them to ``out``. Returns where it stopped and, when that entry is invalid, why.
+
+    It stops at ``end``, at the first header not wholly in ``buf``, at an invalid header, or
+    after ``room`` entries; with no room at all it checks the one at ``position`` and stops
+    (a damaged entry is reported as such, a valid one as over the limit by the caller).
+    One loop over a precompiled ``Struct``, no object per entry but its tuple: a container may
+    hold thousands of 64-byte entries (the per-entry cost is the cost per byte there).
+    """
+    unpack = _ENTRY.unpack_from
+    append = out.append
+    kinds = KINDS
+    last = base + len(buf) - ENTRY_HEADER_MIN  # the last position whose header is in buf
+    while position < end and position <= last:
+        fields = unpack(buf, position - base)
+        (kind, marker, header_size, padded, compressed, _descriptor, _vminor, _vmajor, sm,
+         _id_off, _id_len, flags, _reserved, _uncompressed) = fields  # fmt: skip
+        following = position + header_size + padded
+        bits = flags & _COMPRESSION_BITS
+        if not (
+            kind in kinds
+            and marker == ENTRY_MARKER
+            and ENTRY_HEADER_MIN <= header_size <= ENTRY_HEADER_MAX
+            and not header_size & 7
+            and SM_MIN <= sm <= SM_MAX
+            and following <= end
+            and (not compressed or compressed <= padded)
+            and not bits & (bits - 1)
+            and flags & _BOTH_VARIANTS != _BOTH_VARIANTS
+        ):
+            try:
+                _checked(fields, position, end)
+            except FormatError as exc:
+                return position, str(exc)
+        if room <= 0:
+            return position, None
+        append((position, fields))
+        position = following
+        room -= 1
+        if not room:
+            break
+    return position, None
+
+
+def _variant(flags: int) -> Variant:
+    if flags & FLAG_ARCH_SPECIFIC:
+        return Variant.ARCH_SPECIFIC
+    if flags & FLAG_FAMILY_SPECIFIC:
+        return Variant.FAMILY_SPECIFIC
+    return Variant.PLAIN
+
+
+def _compression(flags: int) -> Compression:
+    if flags & FLAG_COMPRESS_ZSTD:
+        return Compression.ZSTD
+    if flags & FLAG_COMPRESS_LZ4:
+        return Compression.LZ4
+    if flags & FLAG_COMPRESS_LEGACY:
+        return Compression.LEGACY
+    return Compression.NONE
+
+
+# The few distinct targets, compressions and PTX ISA versions of a binary, made once each
+# (their values are frozen and compared by value: sharing them changes nothing but the cost).
+_TARGETS: dict[tuple[int, int], Target] = {}
+_PTX_ISAS: dict[tuple[int, int], PtxIsaVersion] = {}
+_COMPRESSIONS = {bits: _compression(bits) for bits in (0, *(1 << n for n in range(24)))}
+
+
+def _target(sm: int, flags: int) -> Target:
+    key = (sm, flags & _BOTH_VARIANTS)
+    found = _TARGETS.get(key)
+    if found is None:
+        found = _TARGETS.setdefault(key, Target(ComputeCapability.from_number(sm), _variant(flags)))
+    return found
+
+
+def _ptx_isa(major: int, minor: int) -> PtxIsaVersion:
+    found = _PTX_ISAS.get((major, minor))
+    if found is None:
+        found = _PTX_ISAS.setdefault((major, minor), PtxIsaVersion(major, minor))
+    return found
 
 
 def entry_model(header: EntryHeader, section: str) -> FatbinEntry:
     """The public ``FatbinEntry`` for a checked header found in ``section``."""
-    if header.flags & FLAG_ARCH_SPECIFIC:
-        variant = Variant.ARCH_SPECIFIC
-    elif header.flags & FLAG_FAMILY_SPECIFIC:
-        variant = Variant.FAMILY_SPECIFIC
-    else:
-        variant = Variant.PLAIN
-    kind = KINDS[header.kind]
-    compression = header.compression
+    fields = (header.kind, 0, header.header_size, header.padded_size, header.compressed_size, 0,
+              header.version_minor, header.version_major, header.sm, 0, 0, header.flags, 0,
+              header.uncompressed_size)  # fmt: skip
+    return entry_from_raw((header.offset, fields), section)
+
+
+def entry_from_raw(raw: RawEntry, section: str, shift: int = 0) -> FatbinEntry:
+    """The public ``FatbinEntry`` for a checked ``RawEntry`` found in ``section``; its offset is
+    reported ``shift`` bytes lower (an archive member's entries, relative to the member)."""
+    offset, fields = raw
+    (kind_code, _marker, header_size, padded, compressed, _descriptor, vminor, vmajor, sm,
+     _id_off, _id_len, flags, _reserved, uncompressed) = fields  # fmt: skip
+    kind = KINDS[kind_code]
+    compression = _COMPRESSIONS[flags & _COMPRESSION_BITS]
     if compression is Compression.NONE:
-        uncompressed = header.padded_size
-    else:
-        uncompressed = header.uncompressed_size or header.compressed_size
+        uncompressed = padded
+    elif not uncompressed:
+        uncompressed = compressed
     return FatbinEntry(
-        section=section,
-        offset=header.offset,
-        kind=kind,
-        target=Target(ComputeCapability.from_number(header.sm), variant),
-        compression=compression,
-        stored_bytes=header.header_size + header.padded_size,
-        uncompressed_bytes=uncompressed,
-        ptx_isa=(
-            PtxIsaVersion(header.version_major, header.version_minor)
-            if kind is CodeKind.PTX
-            else None
-        ),
-        flags=header.flags,
+        section,
+        offset - shift,
+        kind,
+        _target(sm, flags),
+        compression,
+        header_size + padded,
+        uncompressed,
+        _ptx_isa(vmajor, vminor) if kind is CodeKind.PTX else None,
+        flags,
     )

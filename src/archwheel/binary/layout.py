@@ -8,7 +8,6 @@ member object file, an ELF file or a raw fatbin a single unit.
 from __future__ import annotations
 
 import bisect
-import functools
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -24,7 +23,6 @@ from archwheel.binary.elf import (
     name_sections,
     parse_elf_header,
     parse_section_headers,
-    printable,
     section_count,
 )
 from archwheel.binary.fatbin import CONTAINER_MAGIC_BYTES
@@ -80,13 +78,17 @@ class Unit:
 
         Sections overlapping an earlier one (malformed files only) are not answered.
         """
-        starts, kept = self._section_index
+        index = self.__dict__.get("_index")
+        if index is None:
+            # Made once, on the first lookup (not a cached_property: its lock costs more than a
+            # small unit's whole index, and an archive may hold 65536 units).
+            index = self.__dict__["_index"] = self._section_index()
+        starts, kept = index
         i = bisect.bisect_right(starts, offset) - 1
         if i >= 0 and offset < kept[i].end:
             return kept[i]
         return None
 
-    @functools.cached_property
     def _section_index(self) -> tuple[list[int], list[Section]]:
         kept: list[Section] = []
         for s in sorted(
@@ -105,13 +107,15 @@ class FileLayout:
 
     def unit_at(self, offset: int) -> Unit | None:
         """The unit holding ``offset`` (units never overlap: an archive's members follow on)."""
-        starts, ordered = self._unit_index
+        index = self.__dict__.get("_index")
+        if index is None:
+            index = self.__dict__["_index"] = self._unit_index()
+        starts, ordered = index
         i = bisect.bisect_right(starts, offset) - 1
         if i >= 0 and offset < ordered[i].end:
             return ordered[i]
         return None
 
-    @functools.cached_property
     def _unit_index(self) -> tuple[list[int], list[Unit]]:
         ordered = sorted(self.units, key=lambda u: u.start)
         return [u.start for u in ordered], ordered
@@ -190,12 +194,9 @@ def elf_unit(base: int, size: int, name: str) -> UnitParser:
             )
     elif count:
         problems.append(Note(Severity.ERROR, f"invalid section name table index {strndx}"))
-    sections, complaints = name_sections(raw, names, size)
+    sections, complaints = name_sections(raw, names, size, base)
     problems.extend(Note(Severity.ERROR, c) for c in complaints)
-    absolute = tuple(
-        Section(s.name, s.sh_type, base + s.offset, s.size) for s in sections if s.size
-    )
-    return Unit(name, base, base + size, kind, absolute, sm, tuple(problems))
+    return Unit(name, base, base + size, kind, tuple(sections), sm, tuple(problems))
 
 
 def ar_layout(size: int) -> LayoutParser:
@@ -242,7 +243,7 @@ def ar_layout(size: int) -> LayoutParser:
         elif raw_name.startswith("#1/"):  # BSD: the name follows the header
             name_len = min(_decimal(raw_name[3:].encode()) or 0, member_size)
             name_bytes = yield Need(data, min(name_len, 4096))
-            name = printable(name_bytes.rstrip(b"\0").decode("utf-8", "replace"), 200)
+            name = name_bytes.rstrip(b"\0").decode("utf-8", "replace")
             data += name_len
             member_size -= name_len
         elif raw_name.startswith("/") and raw_name[1:].isdigit():
@@ -250,9 +251,8 @@ def ar_layout(size: int) -> LayoutParser:
             stop = min(len(long_names), index + MAX_NAME)
             end = long_names.find(b"/\n", index, stop)
             name = long_names[index : end if end >= 0 else stop].decode("utf-8", "replace")
-            name = printable(name, 200)
         else:
-            name = printable(raw_name.rstrip("/"), 200)
+            name = raw_name.rstrip("/")
         if name and member_size > 0:
             head = yield Need(data, 8)
             if head.startswith(ELF_MAGIC):

@@ -18,17 +18,23 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 # The most bytes one request may ask for: a guard against lying headers.
 MAX_NEED = 64 << 20
 
 
 class Need(NamedTuple):
-    """A request for ``length`` bytes at absolute ``offset``. Fewer come back at end of input."""
+    """A request for ``length`` bytes at absolute ``offset``. Fewer come back at end of input.
+
+    With ``more`` the answer may be longer: when the request lies inside a chunk at hand, the
+    rest of that chunk comes back as a ``memoryview`` (no copy), so that a parser walking many
+    small headers (a fatbin container of thousands of entries) takes them in one answer.
+    """
 
     offset: int
     length: int
+    more: bool = False
 
 
 Parser = Generator[Need, bytes, Any]
@@ -72,6 +78,10 @@ class StreamMux:
         self._recent: deque[tuple[int, bytes]] = deque()
         self._recent_bytes = 0
         self._window = window_bytes
+        # The chunk at hand (being fed, or announced by ``ahead``): requests that lie inside it
+        # are answered at once, without a queue entry (most requests of most parsers).
+        self._cur_start = 0
+        self._cur: bytes = b""
         self.missed: list[_Request] = []
         self.finished = False
 
@@ -101,13 +111,33 @@ class StreamMux:
         if answer is not None:
             self._run(req, *answer)
 
-    def _place(self, req: _Request) -> tuple[bytes | None, Exception | None] | None:
+    def ahead(self, chunk: bytes) -> None:
+        """Announce the next chunk (the one ``feed`` gets next): parsers added before it is fed
+        are answered from it at once when they ask inside it."""
+        self._cur_start = self._pos
+        self._cur = chunk
+
+    def _at_hand(self, need: Need) -> bytes | memoryview | None:
+        """The answer to ``need`` from the chunk at hand, or None when it is not all there."""
+        lo = need.offset - self._cur_start
+        hi = lo + need.length
+        if lo < 0 or hi > len(self._cur) or need.length <= 0 or need.length > MAX_NEED:
+            return None
+        if need.more:
+            return memoryview(self._cur)[lo:]
+        return self._cur[lo:hi]
+
+    def _place(self, req: _Request) -> tuple[bytes | memoryview | None, Exception | None] | None:
         """Queue a request; return its answer instead when it can be answered right now."""
         need = req.need
         if need.length < 0 or need.offset < 0 or need.length > MAX_NEED:
             return None, ValueError(f"invalid request {need}")
         if need.length == 0:
             return b"", None
+        if not req.parts:
+            at_hand = self._at_hand(need)
+            if at_hand is not None:
+                return at_hand, None
         if req.cursor < self._pos:
             if not self._serve_from_window(req):
                 self.missed.append(req)
@@ -135,26 +165,32 @@ class StreamMux:
                 break
         return True
 
-    def _run(self, req: _Request, data: bytes | None, error: Exception | None) -> None:
+    def _run(self, req: _Request, data: bytes | memoryview | None, error: Exception | None) -> None:
         """Answer a request and keep answering its parser while answers are at hand.
 
         Iterative on purpose: a container of thousands of entries inside one chunk must not
         recurse once per entry.
         """
+        parser = req.parser
+        at_hand = self._at_hand
         while True:
             try:
                 if error is not None:
-                    need = req.parser.throw(error)
+                    need = parser.throw(error)
                 else:
                     assert data is not None
-                    need = req.parser.send(data)
+                    # A memoryview only answers a ``Need(..., more=True)``: its parser takes it.
+                    need = parser.send(cast("bytes", data))
+                    # Answered from the chunk at hand without a queue entry while it holds them.
+                    while (data := at_hand(need)) is not None:
+                        need = parser.send(cast("bytes", data))
             except StopIteration as stop:
                 self._on_done(ParserOutcome(req.token, value=stop.value))
                 return
             except Exception as exc:
                 self._on_done(ParserOutcome(req.token, error=exc))
                 return
-            req = _Request(req.parser, req.token, need, need.offset)
+            req = _Request(parser, req.token, need, need.offset)
             answer = self._place(req)
             if answer is None:
                 return
@@ -169,21 +205,23 @@ class StreamMux:
         """
         start = self._pos
         end = start + len(chunk)
+        if not (self._cur_start <= start and end <= self._cur_start + len(self._cur)):
+            self._cur_start = start
+            self._cur = chunk
         heap = self._heap
         while heap and heap[0][0] < end:
             _, _, req = heapq.heappop(heap)
             lo = req.cursor - start
             hi = min(len(chunk), req.end - start)
-            piece = chunk[lo:hi]
             if req.parts or req.end > end:
-                req.parts.append(piece)
+                req.parts.append(chunk[lo:hi])
                 req.cursor = start + hi
                 if req.cursor < req.end:
                     heapq.heappush(heap, (req.cursor, next(self._seq), req))
                     continue
                 self._run(req, b"".join(req.parts), None)
             else:
-                self._run(req, piece, None)
+                self._run(req, memoryview(chunk)[lo:] if req.need.more else chunk[lo:hi], None)
         self._pos = end
         self._remember(start, chunk)
 
@@ -200,6 +238,7 @@ class StreamMux:
         """End of stream: every open request is answered with the bytes that exist."""
         self.finished = True
         self._recent.clear()
+        self._cur = b""
         while self._heap:
             _, _, req = heapq.heappop(self._heap)
             self._run(req, b"".join(req.parts), None)

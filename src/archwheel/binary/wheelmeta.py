@@ -165,10 +165,14 @@ class WheelMetadata:
 def read_wheel_metadata(path: Path) -> WheelMetadata:
     """Read a wheel's metadata from its zip; raise ``InputError`` when it cannot be read."""
     try:
-        with zipfile.ZipFile(path) as archive:
+        # Only a regular file is opened: a FIFO or a device would block or never end.
+        with files.open_regular(path) as handle, zipfile.ZipFile(handle) as archive:
             return _read(path, archive)
     except InputError:
         raise
+    except files.NotRegularFile as exc:
+        why = "is a directory, not a wheel" if path.is_dir() else exc.strerror
+        raise InputError(f"{path}: {why}") from None
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except IsADirectoryError:

@@ -8,6 +8,8 @@ names are checked (``..``, absolute paths, duplicates) although nothing is ever 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import struct
 import zipfile
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, cast
 
+from archwheel.effects.files import NotRegularFile, open_regular
 from archwheel.errors import InputError
 
 # ISA-L (python-isal) inflates about twice as fast as zlib and computes CRC-32 about 5x faster;
@@ -73,13 +76,18 @@ class WheelReader:
         self.path = path
         self.max_member_bytes = max_member_bytes
         try:
-            self._size = path.stat().st_size
-            with zipfile.ZipFile(path) as zf:
-                infos = zf.infolist()
+            # Only a regular file is opened (a FIFO or a device would block or never end).
+            with open_regular(path) as fh:
+                self._size = os.fstat(fh.fileno()).st_size
+                with zipfile.ZipFile(fh) as zf:
+                    infos = zf.infolist()
         except FileNotFoundError:
             raise InputError(f"{path}: no such file") from None
         except IsADirectoryError:
             raise InputError(f"{path}: is a directory, not a wheel") from None
+        except NotRegularFile as exc:
+            why = "is a directory, not a wheel" if path.is_dir() else exc.strerror
+            raise InputError(f"{path}: {why}") from None
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
             raise InputError(
                 f"{path}: not a readable zip archive ({exc})",
@@ -135,11 +143,11 @@ def member_chunks(
             f"declares {member.size} bytes uncompressed, above the limit of "
             f"{max_member_bytes} (zip bomb?)"
         )
-    try:
-        handle = path.open("rb")
-    except OSError as exc:  # deleted or replaced while the wheel is scanned
-        raise MemberError(f"cannot read the archive: {exc.strerror or exc}") from None
-    with handle as fh:
+    with contextlib.ExitStack() as stack:
+        try:
+            fh = stack.enter_context(open_regular(path))
+        except OSError as exc:  # deleted or replaced (by a FIFO, say) while it is scanned
+            raise MemberError(f"cannot read the archive: {exc.strerror or exc}") from None
         fh.seek(member.header_offset)
         header = fh.read(LOCAL_HEADER.size)
         if len(header) < LOCAL_HEADER.size or header[:4] != LOCAL_SIGNATURE:

@@ -33,6 +33,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
+from archwheel.effects.files import FileTooLarge, nesting_depth, read_regular
 from archwheel.errors import UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.matrix.index import IndexEntry
@@ -43,6 +44,9 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 MATRIX_SCHEMA_VERSION = 1
+# The largest matrix file read and its deepest nesting (a real one nests 3 deep; docs/design.md).
+MAX_MATRIX_BYTES = 1 << 20
+MAX_MATRIX_NESTING = 16
 AXES = ("recipe", "torch", "python", "arch")
 _FILE_AXES = {"recipes": "recipe", "torch": "torch", "python": "python", "arch": "arch"}
 
@@ -194,11 +198,21 @@ def parse_exclusion(text: str, where: str = "--exclude") -> Exclusion:
 def load_matrix(path: Path) -> MatrixSpec:
     """Read and validate a matrix file; every message names the file and the key."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = read_regular(path, MAX_MATRIX_BYTES)  # FIFOs, devices, /proc refused by type
+    except FileTooLarge:
+        raise UsageError(f"{path}: larger than {MAX_MATRIX_BYTES} bytes; not a matrix") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the matrix file: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text") from None
+    except RecursionError:
+        raise UsageError(f"{path}: nested deeper than the limit of {MAX_MATRIX_NESTING}") from None
+    except ValueError as exc:  # invalid TOML, or an integer of thousands of digits
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    if nesting_depth(data, MAX_MATRIX_NESTING) > MAX_MATRIX_NESTING:
+        raise UsageError(f"{path}: nested deeper than the limit of {MAX_MATRIX_NESTING}")
     if data.get("schema_version", MATRIX_SCHEMA_VERSION) != MATRIX_SCHEMA_VERSION:
         raise UsageError(f"{path}: schema_version must be {MATRIX_SCHEMA_VERSION}")
     unknown = set(data) - {"schema_version", "matrix"}

@@ -68,15 +68,19 @@ BAD_INPUTS: dict[str, Make] = {
     "random-bytes": _write("noise.whl", os.urandom(4096)),
 }
 
-COMMANDS: dict[str, Callable[[str], list[str]]] = {
-    "audit": lambda x: ["audit", x],
-    "audit-json": lambda x: ["audit", x, "--format", "json"],
-    "can-run": lambda x: ["can-run", x, "--cc", "8.0"],
-    "manifest": lambda x: ["manifest", x],
-    "verify": lambda x: ["verify", x],
-    "build-recipe": lambda x: ["build", "--recipe", x, "--plan"],
-    "arch": lambda x: ["arch", x],
-    "doctor-interpreter": lambda x: ["doctor", "--interpreter", x, "--timeout", "20"],
+COMMANDS: dict[str, Callable[[str, Path], list[str]]] = {
+    "audit": lambda x, _: ["audit", x],
+    "audit-json": lambda x, _: ["audit", x, "--format", "json"],
+    "can-run": lambda x, _: ["can-run", x, "--cc", "8.0"],
+    "can-load": lambda x, _: ["can-load", x, "--with", x],
+    "diff": lambda x, _: ["diff", x, x],
+    "manifest": lambda x, _: ["manifest", x],
+    "verify": lambda x, _: ["verify", x],
+    "build-recipe": lambda x, _: ["build", "--recipe", x, "--plan"],
+    "matrix": lambda x, folder: ["matrix", x, "--index", str(folder / "index"), "--plan"],
+    "publish": lambda x, folder: ["publish", x, "--index", str(folder / "index")],
+    "arch": lambda x, _: ["arch", x],
+    "doctor-interpreter": lambda x, _: ["doctor", "--interpreter", x, "--timeout", "20"],
 }
 DOCUMENTED = {ExitCode.OK, ExitCode.VERDICT_FAILED, ExitCode.USAGE, ExitCode.INCOMPLETE}
 
@@ -99,7 +103,7 @@ def test_no_bad_input_is_an_internal_error(
         pytest.skip("no /proc here")
     argument = BAD_INPUTS[bad](tmp_path)
     with watchdog(60):
-        code = _main(COMMANDS[command](argument))
+        code = _main(COMMANDS[command](argument, tmp_path))
     out, err = capsys.readouterr()
     assert "internal error" not in err, err[-2000:]
     assert code in DOCUMENTED, (code, err[-2000:])

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -138,3 +139,36 @@ def test_sigterm_still_prints_the_report(tmp_path: Path) -> None:
     assert document["verdict"] == "interrupted"
     assert document["message"] == "interrupted after 0 steps"
     assert "Traceback" not in err
+
+
+def test_output_is_written_whole_or_not_at_all(cli_run: CliRun, tmp_path: Path) -> None:
+    # The report is written to a new file renamed over the old one (issue 13, item 4): a reader
+    # (or a hard link) never sees a half-written report, and a failed write leaves no part file.
+    require(shutil.which("docker") is not None, "the docker CLI is not installed")
+    wheel = make_wheel(tmp_path, "tiny")
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    target = folder / "smoke.json"
+    target.write_text("previous\n")
+    keep = tmp_path / "previous.json"
+    os.link(target, keep)  # the old report's inode: rewritten in place, it would change too
+    os.environ["DOCKER_HOST"] = f"unix://{tmp_path}/no-daemon.sock"
+    try:
+        args = ("--backend", "docker", "--image", "any:1")
+        code, _, err = cli_run("smoke", str(wheel), *args, "--output", str(target))
+        assert code == 4, err
+        assert keep.read_text() == "previous\n"
+        validate_smoke(json.loads(target.read_text()))
+        assert sorted(p.name for p in folder.iterdir()) == ["smoke.json"]
+
+        blocked = folder / "blocked.json"
+        blocked.mkdir()  # cannot be replaced by a file: the write fails after the part file
+        code, _, err = cli_run("smoke", str(wheel), *args, "--output", str(blocked))
+        assert code == 4, err
+        assert (
+            "could not write" in err and "Is a directory" in err
+        )  # warned; the report still comes out
+        assert sorted(p.name for p in folder.iterdir()) == ["blocked.json", "smoke.json"]
+        assert not any(blocked.iterdir())
+    finally:
+        del os.environ["DOCKER_HOST"]

@@ -11,7 +11,6 @@ Each container found becomes a ``FatbinContainer`` of the library, holding its e
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import itertools
 import re
 from collections import Counter
@@ -19,14 +18,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from archwheel.binary.elf import ELF_MAGIC, FormatError
+from archwheel.binary.elf import ELF_MAGIC, FormatError, Section
 from archwheel.binary.fatbin import (
     CONTAINER_MAGIC_BYTES,
+    ENTRY_HEADER_MIN,
     KNOWN_FLAGS,
-    EntryHeader,
-    entry_model,
-    parse_container_header,
-    parse_entry_header,
+    RawEntry,
+    container_entries_size,
+    entry_from_raw,
+    entry_header,
+    walk_entries,
 )
 from archwheel.binary.layout import (
     FATBIN_SECTIONS,
@@ -92,74 +93,117 @@ class _Budget:
 class _ContainerScan:
     offset: int
     end: int
-    headers: list[EntryHeader]
+    headers: list[RawEntry]
     error: str | None
     error_at: int = 0  # where the error was met
     payload_errors: tuple[str, ...] = ()  # --deep: payloads that disagree with their headers
 
 
+def _walk(
+    offset: int,
+    end: int,
+    position: int,
+    headers: list[RawEntry],
+    view: bytes | memoryview,
+    *,
+    base: int,
+    budget: _Budget,
+    one: bool = False,
+) -> tuple[int, _ContainerScan | None]:
+    """Read the container's entries from ``position`` on while their headers lie in ``view``
+    (first byte at ``base``); at most one with ``one``. Returns where it stopped and the finished
+    scan, or None when the next header needs bytes past ``view`` (or ``one`` was read)."""
+    view_end = base + len(view)
+    while position < end:
+        if position + ENTRY_HEADER_MIN > view_end:
+            return position, None
+        per_container = MAX_ENTRIES_PER_CONTAINER - len(headers)
+        room = min(per_container, MAX_ENTRIES - budget.entries)
+        before = len(headers)
+        position, error = walk_entries(
+            view, base, position, end, headers, room=min(room, 1) if one else room
+        )
+        budget.entries += len(headers) - before
+        if error is not None:
+            return position, _ContainerScan(offset, end, headers, error, position)
+        if room <= 0 and position < end:  # the next header is valid but finds no room
+            limit = (
+                f"more than {MAX_ENTRIES_PER_CONTAINER} entries in one container"
+                if per_container <= 0
+                else f"more than {MAX_ENTRIES} fatbin entries in one binary"
+            )
+            message = f"container at {offset:#x}: {limit}; the rest are not read (limit)"
+            return position, _ContainerScan(offset, end, headers, message, position)
+        if one and position < end:
+            return position, None
+    return position, _ContainerScan(offset, end, headers, None)
+
+
+def _at_hand(offset: int, chunk: bytes, base: int, budget: _Budget) -> _ContainerScan | None:
+    """The container at ``offset`` read straight from ``chunk`` (first byte at ``base``) when
+    it lies in it whole, as its parser would read it; None: it needs a parser (and more bytes).
+
+    Most containers of most binaries lie inside one chunk: no parser, no request, no queue.
+    """
+    end = offset + 16 + container_entries_size(chunk[offset - base : offset - base + 16], offset)
+    if end > base + len(chunk):
+        return None
+    headers: list[RawEntry] = []
+    _, scan = _walk(offset, end, offset + 16, headers, chunk, base=base, budget=budget)
+    if scan is None:  # a header that would need bytes past the container: let a parser say it
+        budget.entries -= len(headers)
+    return scan
+
+
 def _container_parser(
     offset: int, deep: bool = False, budget: _Budget | None = None, head: bytes = b""
 ) -> Parser:
-    """Parse the container at ``offset``; ``head``: its 16 header bytes when already at hand."""
+    """Parse the container at ``offset``; ``head``: its 16 header bytes when already at hand.
+
+    The entry headers are asked for with ``Need(..., more=True)``: inside the chunk at hand the
+    answer is the rest of the chunk, and ``_walk`` takes every header it holds at once.
+    """
     budget = budget or _Budget()
     budget.live += 1
     try:
-        return (yield from _container_entries(offset, deep, budget, head))
+        raw = head if len(head) == 16 else (yield Need(offset, 16))
+        end = offset + 16 + container_entries_size(raw, offset)  # FormatError: not a container
+        headers: list[RawEntry] = []
+        payload_errors: list[str] = []
+        position = offset + 16
+        view: bytes | memoryview = b""
+        base = position
+        while True:
+            before = len(headers)
+            position, scan = _walk(
+                offset, end, position, headers, view, base=base, budget=budget, one=deep
+            )
+            if deep and len(headers) > before:
+                entry = entry_header(*headers[-1])
+                if entry.padded_size > MAX_DEEP_PAYLOAD:
+                    payload_errors.append(f"entry at {entry.offset:#x}: payload too large to check")
+                else:
+                    payload = yield Need(entry.payload_start, entry.padded_size)
+                    problem = check_payload(entry, payload)
+                    if problem:
+                        payload_errors.append(problem)
+            if scan is not None:
+                scan.payload_errors = tuple(payload_errors)
+                return scan
+            view = yield Need(position, ENTRY_HEADER_MIN, more=True)
+            base = position
+            if len(view) < ENTRY_HEADER_MIN:
+                return _ContainerScan(
+                    offset,
+                    end,
+                    headers,
+                    f"container at {offset:#x} declares {end - offset - 16} bytes but the "
+                    f"file ends inside it (entry at {position:#x})",
+                    position,
+                    tuple(payload_errors),
+                )
     finally:
         budget.live -= 1
-
-
-def _container_entries(offset: int, deep: bool, budget: _Budget, head: bytes) -> Parser:
-    raw = head if len(head) == 16 else (yield Need(offset, 16))
-    header = parse_container_header(raw, offset)  # FormatError: not a container
-    headers: list[EntryHeader] = []
-    payload_errors: list[str] = []
-    position = header.entries_start
-    while position < header.end:
-        raw = yield Need(position, 64)
-        if len(raw) < 64:
-            return _ContainerScan(
-                offset,
-                header.end,
-                headers,
-                f"container at {offset:#x} declares {header.entries_size} bytes but the file "
-                f"ends inside it (entry at {position:#x})",
-                position,
-                tuple(payload_errors),
-            )
-        try:
-            entry = parse_entry_header(raw, position, header.end)
-        except FormatError as exc:
-            return _ContainerScan(
-                offset, header.end, headers, str(exc), position, tuple(payload_errors)
-            )
-        if len(headers) >= MAX_ENTRIES_PER_CONTAINER or budget.entries >= MAX_ENTRIES:
-            limit = (
-                f"more than {MAX_ENTRIES_PER_CONTAINER} entries in one container"
-                if len(headers) >= MAX_ENTRIES_PER_CONTAINER
-                else f"more than {MAX_ENTRIES} fatbin entries in one binary"
-            )
-            return _ContainerScan(
-                offset,
-                header.end,
-                headers,
-                f"container at {offset:#x}: {limit}; the rest are not read (limit)",
-                position,
-                tuple(payload_errors),
-            )
-        headers.append(entry)
-        budget.entries += 1
-        if deep:
-            if entry.padded_size > MAX_DEEP_PAYLOAD:
-                payload_errors.append(f"entry at {position:#x}: payload too large to check")
-            else:
-                payload = yield Need(entry.payload_start, entry.padded_size)
-                problem = check_payload(entry, payload)
-                if problem:
-                    payload_errors.append(problem)
-        position = entry.end
-    return _ContainerScan(offset, header.end, headers, None, 0, tuple(payload_errors))
 
 
 @dataclass
@@ -219,9 +263,14 @@ def scan_stream(
         if at >= 0 and at + 16 <= len(chunk):
             head = chunk[at : at + 16]
             try:  # most magics in code are not containers: no parser for them
-                parse_container_header(head, start)
+                container_entries_size(head, start)
             except FormatError as exc:
                 header_errors.append((start, str(exc)))
+                return
+        if head and not deep:
+            scan = _at_hand(start, chunk, start - at, budget)
+            if scan is not None:
+                outcomes[start] = ParserOutcome(start, value=scan)
                 return
         if budget.live >= MAX_LIVE_PARSERS:
             budget.limit(
@@ -252,6 +301,7 @@ def scan_stream(
     try:
         while chunk:
             base = mux.position
+            mux.ahead(chunk)  # containers inside this chunk are read as they are found
             if tail:
                 joined = tail + chunk[:3]
                 hit = joined.find(CONTAINER_MAGIC_BYTES)
@@ -358,13 +408,19 @@ def _assemble(
     unit_notes: dict[str, list[Note]] = {u.name: list(u.problems) for u in layout.units}
     accepted_end = -1
     accepted_spans: list[tuple[int, int]] = []
+    unit: Unit | None = None
+    section: Section | None = None
     for scan in scans:
         if scan.offset < accepted_end:
             continue  # inside an accepted container's payload: data, not a container
-        unit = layout.unit_at(scan.offset)
-        if unit is None:
+        # Containers follow on in one section: the last lookup answers most of them.
+        if section is None or not section.offset <= scan.offset < section.end:
+            unit = layout.unit_at(scan.offset)
+            if unit is None:
+                continue
+            section = unit.section_at(scan.offset)
+        elif unit is None:
             continue
-        section = unit.section_at(scan.offset)
         name = section.name if section else NO_SECTION
         meant = name in FATBIN_SECTIONS or name == RAW_FATBIN_SECTION
         if scan.error and not scan.headers and not meant:
@@ -382,11 +438,20 @@ def _assemble(
             )
         if scan.error and scan.error_at < limit:
             notes.append(Note(Severity.ERROR, f"in {name}: {_relative(scan.error, unit)}"))
-        notes.extend(
-            Note(Severity.ERROR, f"in {name}: {_relative(e, unit)}") for e in scan.payload_errors
+        if scan.payload_errors:
+            notes.extend(
+                Note(Severity.ERROR, f"in {name}: {_relative(e, unit)}")
+                for e in scan.payload_errors
+            )
+        shift = unit.start
+        kept = tuple(
+            [
+                entry_from_raw(h, name, shift)
+                for h in scan.headers
+                if h[0] + h[1][2] + h[1][3] <= limit  # the entry's end
+            ]
         )
-        kept = tuple(_entry(h, name, unit) for h in scan.headers if h.end <= limit)
-        per_unit[unit.name].extend(kept)
+        per_unit[unit.name] += kept
         per_unit_containers[unit.name].append(
             FatbinContainer(name, scan.offset - unit.start, scan.end - scan.offset, kept)
         )
@@ -530,12 +595,6 @@ def _place_raw_cubins(
 
 def _relative(message: str, unit: Unit) -> str:
     return message if not unit.start else f"{message} (offsets in the archive)"
-
-
-def _entry(header: EntryHeader, section: str, unit: Unit) -> FatbinEntry:
-    entry = entry_model(header, section)
-    # Offsets inside an archive member are reported relative to the member.
-    return dataclasses.replace(entry, offset=entry.offset - unit.start) if unit.start else entry
 
 
 def _cubin_entry(unit: Unit) -> FatbinEntry:

@@ -56,6 +56,7 @@ from archwheel.interfaces.render.build import (
     print_result,
     progress,
 )
+from archwheel.interfaces.render.common import echo_to, literal
 
 BUILD_EPILOG = """\
 examples:
@@ -291,7 +292,7 @@ def build(request: BuildRequest) -> int:
             out.print_json(data=comparison.to_json_dict())
         else:
             for line in comparison.lines():
-                out.print(line, markup=False)
+                out.print(literal(line), markup=False)
         return int(ExitCode.VERDICT_FAILED) if comparison.unexplained else int(ExitCode.OK)
     repair = spec_for_recipe(recipe)  # [repair]: a missing pin table is refused here (exit 2)
     if request.jobs is not None and request.jobs < 1:
@@ -311,7 +312,7 @@ def build(request: BuildRequest) -> int:
     )
 
     # 2. The source (host-side git or download; still no container), then the plan.
-    line_echo = None if request.quiet else (lambda line: err.print(line, markup=False))
+    line_echo = None if request.quiet else echo_to(err)
     # An sdist named by project and version: its URL on the index pip is configured with.
     if recipe.source.project:
         located = locate_sdist(recipe.source, pip, recipe=recipe.path, echo=line_echo)
@@ -329,7 +330,7 @@ def build(request: BuildRequest) -> int:
     )
     print_plan(err, plan)
     if repair is not None:
-        err.print(f"repair: {repair.describe()}", markup=False, highlight=False)
+        err.print(literal(f"repair: {repair.describe()}"), markup=False, highlight=False)
     if request.plan_only:
         if request.format == "json":
             print_plan_json(out, plan)
@@ -398,14 +399,14 @@ def run_base_image(args: argparse.Namespace) -> int:
     request = BaseImageRequest.from_args(args)
     err = Console(stderr=True, highlight=False)
     settings = EngineSettings.create(request.engine, config_dir=cache_dir())
-    engine = ContainerEngine(settings, echo=lambda line: err.print(line, markup=False))
+    engine = ContainerEngine(settings, echo=echo_to(err))
     with sigterm_as_exit():
         image = ensure_base_image(
             engine,
             suite=request.suite,
             mirror=request.mirror,
             force=request.force,
-            sink=lambda line: err.print(line, markup=False),
+            sink=echo_to(err),
         )
     print_base_image(image, request.format)
     return 0

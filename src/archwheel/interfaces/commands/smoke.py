@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 
 from archwheel.effects.engine import ENGINES, ContainerEngine, EngineSettings
+from archwheel.effects.files import write_text_atomic
 from archwheel.effects.paths import cache_dir
 from archwheel.effects.process import Echo
 from archwheel.effects.watchdog import Watchdog
@@ -26,6 +27,7 @@ from archwheel.interfaces.commands.options import (
     add_interpreter_option,
     non_negative_int,
 )
+from archwheel.interfaces.render.common import echo_to
 from archwheel.interfaces.render.smoke import progress_line, render, unwritable_output
 from archwheel.smoke.environments import (
     DEFAULT_INSTALL_TIMEOUT,
@@ -200,9 +202,7 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False)
     quiet = request.quiet
     progress = None if quiet else (lambda msg: err.print(progress_line(msg)))
-    echo = (
-        None if quiet else (lambda line: err.print(line, markup=False, style="dim", soft_wrap=True))
-    )
+    echo = None if quiet else echo_to(err, style="dim", soft_wrap=True)
     environment = _environment(request, echo)
     settings = SmokeSettings(
         step_timeout=_positive(request.timeout, "--timeout"),
@@ -228,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
     document = json.dumps(report.to_json_dict(), indent=2, allow_nan=False) + "\n"
     if request.output is not None:
         try:
-            request.output.write_text(document, encoding="utf-8")
+            write_text_atomic(request.output, document)  # whole or not at all: no partial file
         except OSError as exc:
             err.print(unwritable_output(request.output, exc.strerror))
     if request.format == "json":

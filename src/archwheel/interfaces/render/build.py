@@ -15,7 +15,7 @@ from rich.table import Table
 from archwheel.build.baseimage import BaseImage
 from archwheel.build.plan import BuildPlan
 from archwheel.build.runner import BuildOutput, BuildResult
-from archwheel.interfaces.render.common import literal, safe
+from archwheel.interfaces.render.common import echo_to, literal, safe
 
 BUILD_SCHEMA_VERSION = 1
 
@@ -51,8 +51,7 @@ def build_output(
     """The build's output: the log always; the stage headers and commands unless quiet."""
     task: list[Any] = []
 
-    def printer(text: str) -> None:
-        console.print(text, markup=False, highlight=False)
+    printer = echo_to(console)
 
     def on_stage(name: str, description: str) -> None:
         if not quiet:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rich.console import Console
-from rich.markup import escape
 
-from archwheel.interfaces.render.common import markdown_table
+from archwheel.interfaces.render.common import markdown_table, md_code, md_text, safe
 from archwheel.verdicts.load import LibraryLoad, LoadReport, LoadVerdict, MissingSymbol
 
 _LABEL = {
@@ -60,38 +59,41 @@ def render_table(report: LoadReport, out: Console, demangled: Mapping[str, str])
             + ", ".join(w.name for w in report.others)
             + ")"
         )
-    out.print(f"[bold]{escape(report.wheel.filename)}[/] after import torch from "
-              f"{escape(report.torch.filename)}{escape(others)}")  # fmt: skip
+    out.print(f"[bold]{safe(report.wheel.filename)}[/] after import torch from "
+              f"{safe(report.torch.filename)}{safe(others)}")  # fmt: skip
     for fact in report.facts:
-        out.print(f"  metadata: {escape(fact)}")
+        out.print(f"  metadata: {safe(fact)}")
     if report.assumed:
         out.print(
-            "  assumed loaded by torch (from wheels not given): "
-            + escape(", ".join(report.assumed))
+            "  assumed loaded by torch (from wheels not given): " + safe(", ".join(report.assumed))
         )
     for lib in report.libraries:
         style = _STYLE[lib.verdict]
-        out.print(f"  {escape(lib.path)}: [{style}]{_LABEL[lib.verdict]}[/]")
+        out.print(f"  {safe(lib.path)}: [{style}]{_LABEL[lib.verdict]}[/]")
         for line in _library_lines(lib, demangled):
-            out.print(f"      {escape(line)}")
+            out.print(f"      {safe(line)}")
     for problem in report.problems:
-        out.print(f"  problem: {escape(problem)}")
+        out.print(f"  problem: {safe(problem)}")
     out.print(f"verdict: [{_STYLE[report.verdict]}]{_LABEL[report.verdict]}[/]")
 
 
 def render_markdown(report: LoadReport, demangled: Mapping[str, str]) -> str:
     parts = [
-        f"### can-load: `{report.wheel.filename}` with `{report.torch.filename}`",
+        f"### can-load: {md_code(report.wheel.filename)} with {md_code(report.torch.filename)}",
         "",
         f"**Verdict: {_LABEL[report.verdict]}**",
         "",
     ]
     parts.extend(f"- metadata: {fact}" for fact in report.facts)
     if report.assumed:
-        parts.append("- assumed loaded by torch: " + ", ".join(f"`{a}`" for a in report.assumed))
+        parts.append("- assumed loaded by torch: " + ", ".join(md_code(a) for a in report.assumed))
     parts.append("")
     rows = [
-        (f"`{lib.path}`", _LABEL[lib.verdict], "<br>".join(_library_lines(lib, demangled)) or "-")
+        (
+            md_code(lib.path),
+            _LABEL[lib.verdict],
+            "<br>".join(md_text(line) for line in _library_lines(lib, demangled)) or "-",
+        )
         for lib in report.libraries
     ]
     parts.append(markdown_table(("library", "verdict", "details"), rows))

@@ -67,6 +67,17 @@ def safe(text: object, limit: int = MAX_SHOWN) -> str:
     return escape(literal(text, limit))
 
 
+def echo_to(out: Console, style: str = "", *, soft_wrap: bool = False) -> Callable[[str], None]:
+    """A line sink that prints each line ``literal``: a command line from a recipe or a line of
+    build output may hold ESC/OSC sequences or rich markup; neither reaches the terminal."""
+
+    def echo(line: str) -> None:
+        shown = literal(line)
+        out.print(shown, markup=False, highlight=False, style=style or None, soft_wrap=soft_wrap)
+
+    return echo
+
+
 def plain(text: object, style: str = "") -> Text:
     """``literal`` text as a rich ``Text`` (no markup is parsed in it)."""
     return Text(literal(text), style=style)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 
-from archwheel.interfaces.render.common import compact, human_bytes, markdown_table
+from archwheel.interfaces.render.common import compact, human_bytes, markdown_table, md_code, safe
 from archwheel.verdicts.diff import DiffReport, LibraryChange
 
 
@@ -39,31 +38,31 @@ def verdict_line(report: DiffReport) -> str:
 
 
 def render_table(report: DiffReport, out: Console) -> None:
-    out.print(f"[bold]{escape(report.old.label)}[/] -> [bold]{escape(report.new.label)}[/]")
+    out.print(f"[bold]{safe(report.old.label)}[/] -> [bold]{safe(report.new.label)}[/]")
     for key, before, after in report.version_changes:
-        out.print(f"  {escape(key)}: {escape(_text(before))} -> {escape(_text(after))}")
+        out.print(f"  {safe(key)}: {safe(_text(before))} -> {safe(_text(after))}")
     for name, before, after in report.pin_changes:
-        out.print(f"  pin {escape(name)}: {escape(_text(before))} -> {escape(_text(after))}")
+        out.print(f"  pin {safe(name)}: {safe(_text(before))} -> {safe(_text(after))}")
     for change in report.libraries:
         if change.status == "same":
             continue
-        out.print(f"  {escape(change.path)}: {change.status}")
+        out.print(f"  {safe(change.path)}: {change.status}")
         if change.added:
             out.print(f"      added:   {compact(change.added)}")
         if change.dropped:
             out.print(f"      [red]dropped: {compact(change.dropped)}[/]")
         sizes = _size_line(change)
         if sizes:
-            out.print(f"      sizes:   {escape(sizes)}")
+            out.print(f"      sizes:   {safe(sizes)}")
     same = sum(1 for c in report.libraries if c.status == "same")
     if same:
         out.print(f"  {same} libraries unchanged")
     style = "bold red" if report.regression else "green"
-    out.print(f"verdict: [{style}]{escape(verdict_line(report))}[/]")
+    out.print(f"verdict: [{style}]{safe(verdict_line(report))}[/]")
 
 
 def render_markdown(report: DiffReport) -> str:
-    parts = [f"### archwheel diff: `{report.old.label}` -> `{report.new.label}`", ""]
+    parts = [f"### archwheel diff: {md_code(report.old.label)} -> {md_code(report.new.label)}", ""]
     parts.append(f"**{verdict_line(report)}**")
     parts.append("")
     changes = [*report.version_changes, *(("pin " + n, b, a) for n, b, a in report.pin_changes)]
@@ -76,7 +75,7 @@ def render_markdown(report: DiffReport) -> str:
         parts.append("")
     rows = [
         (
-            f"`{c.path}`",
+            md_code(c.path),
             c.status,
             compact(c.added),
             compact(c.dropped),

@@ -26,7 +26,7 @@ from archwheel import __version__
 from archwheel.binary.model import LibraryInventory
 from archwheel.errors import ToolError
 from archwheel.facts.arch import CodeKind
-from archwheel.interfaces.render.common import compact, human_bytes
+from archwheel.interfaces.render.common import compact, human_bytes, literal
 from archwheel.verdicts.audit import AuditReport, LibraryVerdict
 
 STYLE = """
@@ -117,9 +117,14 @@ def _provenance(source: str) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
+def _e(text: object) -> str:
+    """Text from an input in HTML: ``literal`` (control characters as escapes), then escaped."""
+    return html.escape(literal(text))
+
+
 def _input_section(n: int, report: AuditReport) -> list[str]:
     inv = report.inventory
-    e = html.escape
+    e = _e
     verdicts = {v.library.path: v for v in report.libraries}
     out = [f'<section class="input" id="input-{n}">', f"<h2><code>{e(inv.source)}</code></h2>"]
     if not report.complete:

@@ -4,9 +4,9 @@ cell, the summary of every cell with its verdict, and what a publish did."""
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from archwheel.interfaces.render.common import safe
 from archwheel.matrix.index import PublishResult, simple_url
 from archwheel.matrix.plan import Action, MatrixPlan
 from archwheel.matrix.run import CellResult, MatrixResult, Verdict
@@ -34,10 +34,10 @@ def print_plan(out: Console, plan: MatrixPlan) -> None:
             c.cell.recipe,
             c.cell.torch or "-",
             c.cell.python,
-            escape(c.cell.arch),
+            safe(c.cell.arch),
             c.key[:12],
             f"[{style}]{c.action.value}[/]",
-            escape(detail),
+            safe(detail),
         )
     out.print(table)
     out.print(
@@ -52,8 +52,8 @@ def print_cell(out: Console, result: CellResult) -> None:
         return
     style = VERDICT_STYLE[result.verdict]
     out.print(
-        f"[{style}]{result.verdict.value}[/] {escape(result.planned.cell.label)} "
-        f"({result.seconds:.1f} s): {escape(result.message)}"
+        f"[{style}]{result.verdict.value}[/] {safe(result.planned.cell.label)} "
+        f"({result.seconds:.1f} s): {safe(result.message)}"
     )
 
 
@@ -65,14 +65,14 @@ def print_summary(out: Console, result: MatrixResult) -> None:
         style = VERDICT_STYLE[c.verdict]
         detail = ", ".join(c.wheels) if c.wheels else c.message
         table.add_row(
-            escape(c.planned.cell.label),
+            safe(c.planned.cell.label),
             f"[{style}]{c.verdict.value}[/]",
-            escape(detail),
+            safe(detail),
             f"{c.seconds:.1f}",
         )
     out.print(table)
     counts = ", ".join(f"{result.count(v)} {v.value}" for v in Verdict if result.count(v))
-    out.print(f"{counts}; index {escape(str(result.index))}")
+    out.print(f"{counts}; index {safe(str(result.index))}")
     if any(c.wheels for c in result.cells):
         out.print(f"pip install --index-url {simple_url(result.index)} NAME")
 
@@ -80,10 +80,10 @@ def print_summary(out: Console, result: MatrixResult) -> None:
 def print_publish(out: Console, result: PublishResult) -> None:
     for entry in result.published:
         page = f" ({entry.find_links_page})" if entry.find_links_page else ""
-        out.print(f"[green]published[/] {escape(entry.file)}{escape(page)}")
+        out.print(f"[green]published[/] {safe(entry.file)}{safe(page)}")
     for entry in result.unchanged:
-        out.print(f"[dim]unchanged[/] {escape(entry.file)} (already published, same bytes)")
+        out.print(f"[dim]unchanged[/] {safe(entry.file)} (already published, same bytes)")
     for refusal in result.refused:
-        out.print(f"[bold red]refused[/] {escape(refusal.wheel)}: {escape(refusal.reason)}")
-    out.print(f"{len(result.entries)} wheels in {escape(str(result.index))}")
+        out.print(f"[bold red]refused[/] {safe(refusal.wheel)}: {safe(refusal.reason)}")
+    out.print(f"{len(result.entries)} wheels in {safe(str(result.index))}")
     out.print(f"pip install --index-url {simple_url(result.index)} NAME")
