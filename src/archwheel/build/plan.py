@@ -37,6 +37,7 @@ from archwheel.errors import ArchListError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.arch_grammars import parse_arch_list
 from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.facts.python_target import PythonTarget
 
 SRC = "/src"
 BUILD = "/build"
@@ -175,7 +176,7 @@ class BuildPlan:
             ("arch list", f"{self.arch_list} -> {recipe.arch.variable}={self.arch_value}"),
             ("toolkit", f"CUDA {recipe.toolchain.cuda} from {recipe.toolchain.source}"),
             ("base image", self.base_image),
-            ("python", self.python),
+            ("python", PythonTarget.parse(self.python).describe()),
             ("jobs", f"{recipe.build.jobs_variable}={self.jobs.reason}"),
             ("engine", f"{self.engine}, build user {self.user}"),
             (

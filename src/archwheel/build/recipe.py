@@ -45,6 +45,7 @@ from archwheel.errors import ArchListError, RecipeError, UsageError
 from archwheel.facts import arch_grammars
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.facts.python_target import PythonTarget
 from archwheel.facts.pytorch_official import load_official
 from archwheel.facts.versions import CudaVersion
 
@@ -111,7 +112,6 @@ RESERVED_ENV = frozenset(
 )
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*$")
 _SONAME = re.compile(r"^[A-Za-z0-9_+.-]+\.so(\.[0-9]+)*$")
@@ -451,8 +451,10 @@ def parse_recipe(
     if not versions:
         raise python.error("versions", "must list at least one Python version")
     for v in versions:
-        if not _PYTHON_VERSION.match(v):
-            raise python.error("versions", f"{v!r} is not a Python version such as 3.11")
+        try:
+            PythonTarget.parse(v)
+        except ValueError as exc:
+            raise python.error("versions", str(exc)) from None
     # The torch whose arch-list readers apply (facts/arch_grammars.py): the release a PyTorch
     # recipe builds, or the torch an extension pins in its build requirements or [torch] table.
     grammar_torch = (

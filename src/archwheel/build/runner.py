@@ -61,6 +61,7 @@ from archwheel.effects.files import (
     write_text_atomic,
 )
 from archwheel.errors import BuildError, ToolError
+from archwheel.facts.python_target import PythonTarget
 
 _PROGRESS = re.compile(r"^\s*\[(\d+)/(\d+)\]")
 _CCACHE_STAT = re.compile(r"^(\w+)\s+(\d+)$")
@@ -202,7 +203,7 @@ class BuildRunner:
             f"nvcc {toolchain.nvcc}, gcc {toolchain.gcc}, python {toolchain.python}, "
             f"ccache {toolchain.ccache}, glibc {toolchain.glibc}"
         )
-        if not toolchain.python.startswith(plan.python + "."):
+        if not toolchain.python.startswith(PythonTarget.parse(plan.python).version + "."):
             raise BuildError(
                 f"the builder image has Python {toolchain.python}, the plan asks for {plan.python}"
             )
@@ -469,6 +470,12 @@ class BuildRunner:
                 raise BuildError(
                     f"the build command must leave exactly one wheel in {DIST}; found {found}",
                     hint=f"check [build] command in {plan.recipe.path}",
+                )
+            fits, why = PythonTarget.parse(self.plan.python).accepts(built[0].name)
+            if not fits:
+                raise BuildError(
+                    f"the build made a wheel for another Python: {why}",
+                    hint=f"check that {self.plan.recipe.path} [build] runs $ARCHWHEEL_PYTHON",
                 )
             staging.mkdir(parents=True)
             wheel = built[0]
