@@ -175,7 +175,12 @@ class BuildPlan:
             ("source", f"{recipe.source.describe()}; commit {commit}; {len(src.files)} files"),
             ("arch list", f"{self.arch_list} -> {recipe.arch.variable}={self.arch_value}"),
             ("toolkit", f"CUDA {recipe.toolchain.cuda} from {recipe.toolchain.source}"),
-            ("base image", self.base_image),
+            (
+                "base image",
+                f"{self.base_image} (pinned to {recipe.toolchain.base_image_id})"
+                if recipe.toolchain.base_image_id
+                else f"{self.base_image} (tag not pinned: [toolchain] base_image_id)",
+            ),
             ("python", PythonTarget.parse(self.python).describe()),
             ("jobs", f"{recipe.build.jobs_variable}={self.jobs.reason}"),
             ("engine", f"{self.engine}, build user {self.user}"),

@@ -33,7 +33,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TextIO
 
-from archwheel.build.baseimage import ensure_base_image, is_local_base, suite_of
+from archwheel.build.baseimage import (
+    check_base_image_pin,
+    ensure_base_image,
+    is_local_base,
+    suite_of,
+)
 from archwheel.build.builder_image import (
     BuilderImage,
     BuilderImageSpec,
@@ -301,6 +306,7 @@ class BuildRunner:
                     builder.tag,
                     builder.image_id,
                     tuple(self.engine.repo_digests(plan.base_image)),
+                    plan.recipe.toolchain.base_image_id,
                 ),
                 toolchain=toolchain.to_json_dict(),
                 arch={
@@ -365,6 +371,16 @@ class BuildRunner:
 
     # -- images -------------------------------------------------------------------------------
     def _base_image_id(self) -> str:
+        found = self._find_base_image()
+        check_base_image_pin(
+            self.plan.base_image,
+            found,
+            self.plan.recipe.toolchain.base_image_id,
+            self.plan.recipe.path,
+        )
+        return found
+
+    def _find_base_image(self) -> str:
         reference = self.plan.base_image
         if is_local_base(reference):
             base = ensure_base_image(self.engine, suite=suite_of(reference), sink=self.output.line)

@@ -376,3 +376,45 @@ def test_recipe_takes_free_threaded_versions_and_refuses_impossible_ones(tmp_pat
     bad.write_text(text.replace('versions = ["3.11"]', 'versions = ["3.12t"]'))
     with pytest.raises(RecipeError, match=r"free-threaded CPython exists from 3\.13 on"):
         load_recipe(bad)
+
+
+# -- the base image pinned by its ID ------------------------------------------------------------
+
+
+def _example_with(tmp_path: Path, line: str) -> Path:
+    text = (ROOT / "recipes" / "example.toml").read_text()
+    text = text.replace("../examples/", str(ROOT / "examples") + "/")
+    path = tmp_path / "pinned.toml"
+    path.write_text(text.replace('source = "pypi"', f'source = "pypi"\n{line}', 1))
+    return path
+
+
+def test_base_image_pin_is_read_planned_and_checked(tmp_path: Path) -> None:
+    from archwheel.build.baseimage import check_base_image_pin
+
+    pin = "sha256:" + "ab" * 32
+    recipe = load_recipe(_example_with(tmp_path, f'base_image_id = "{pin}"'))
+    assert recipe.toolchain.base_image_id == pin
+    rows = dict(plan_for(recipe).summary_rows())
+    assert rows["base image"] == f"archwheel/debian:bookworm (pinned to {pin})"
+    floating = load_recipe(ROOT / "recipes" / "example.toml")
+    assert "tag not pinned" in dict(plan_for(floating).summary_rows())["base image"]
+    check_base_image_pin("archwheel/debian:bookworm", pin, pin, recipe.path)  # the same: fine
+    check_base_image_pin("archwheel/debian:bookworm", "sha256:" + "cd" * 32, None, recipe.path)
+    with pytest.raises(RecipeError) as caught:
+        check_base_image_pin("archwheel/debian:bookworm", "sha256:" + "cd" * 32, pin, recipe.path)
+    assert "the tag names another image" in caught.value.one_line()
+    assert "sha256:cdcdcdcdcdcd" in caught.value.one_line()
+
+
+@pytest.mark.parametrize("value", ["abc", "sha256:" + "g" * 64, "sha256:" + "a" * 63])
+def test_a_malformed_base_image_pin_is_refused(tmp_path: Path, value: str) -> None:
+    with pytest.raises(RecipeError, match=r"base_image_id.*is not an image ID"):
+        load_recipe(_example_with(tmp_path, f'base_image_id = "{value}"'))
+
+
+def test_provenance_records_the_pin() -> None:
+    from archwheel.build.provenance import ImageRecord
+
+    record = ImageRecord("b:1", "sha256:" + "a" * 64, "x:1", "sha256:" + "b" * 64, (), "sha256:p")
+    assert record.base_pinned_id == "sha256:p"
