@@ -69,6 +69,9 @@ class OfficialVariant:
     driver: frozenset[str]
     env: Mapping[str, Setting]
     libraries: frozenset[str] = frozenset()  # what the wheel ships in library_folder
+    # Libraries the official wheel needs from the host that neither the manylinux policy nor a
+    # requirement covers (2.15.0: its bundled libgfortran.so.5 needs libquadmath.so.0).
+    host: frozenset[str] = frozenset()
     # Variables the official build of this variant does NOT set (a pipeline file that sets them
     # was not what made the wheel: the wheel itself shows it), each with that evidence.
     unset: Mapping[str, Source] = field(default_factory=lambda: MappingProxyType({}))
@@ -182,6 +185,7 @@ def parse_official(data: Mapping[str, Any]) -> OfficialFacts:
                 env=MappingProxyType(env),
                 libraries=frozenset(_strs(f"{where}.libraries", table.get("libraries", []))),
                 unset=MappingProxyType(unset),
+                host=frozenset(_strs(f"{where}.host", table.get("host", []))),
             )
     deliberate = dict(data.get("deliberate", {}))
     for var, why in deliberate.items():
