@@ -316,7 +316,7 @@ def fetch_torch_wheel(
                     f"Python {python} ({python_tag(python)}, {platforms[0]} or older)",
                     hint="pick a Python version that torch release supports (--python, "
                     "[python] versions), or another torch; `pip index versions torch "
-                    f"--python-version {python}` lists what the index has",
+                    f"{' '.join(PythonTarget.parse(python).pip_args())}` lists what the index has",
                 )
             lines = [ln for ln in proc.stderr.splitlines() if ln.strip()] or ["no output"]
             raise ToolError(
