@@ -21,10 +21,12 @@ command -v git >/dev/null 2>&1 || missing="$missing git"
 command -v ccache >/dev/null 2>&1 || missing="$missing ccache"
 command -v tar >/dev/null 2>&1 || missing="$missing tar"
 command -v make >/dev/null 2>&1 || missing="$missing make"
-py_tag="cp$(echo "$PYTHON_VERSION" | tr -d .)"
+# 3.14t: free-threaded CPython, ABI cp314t (manylinux: /opt/python/cp314-cp314t/bin/python3.14t)
+py_tag="cp$(echo "${PYTHON_VERSION%t}" | tr -d .)"
+case "$PYTHON_VERSION" in *t) abi_tag="${py_tag}t" ;; *) abi_tag=$py_tag ;; esac
 find_python() {
-    for candidate in "/opt/python/$py_tag-$py_tag/bin/python$PYTHON_VERSION" \
-        "/opt/python/$py_tag-$py_tag/bin/python3" "/usr/bin/python$PYTHON_VERSION" \
+    for candidate in "/opt/python/$py_tag-$abi_tag/bin/python$PYTHON_VERSION" \
+        "/opt/python/$py_tag-$abi_tag/bin/python3" "/usr/bin/python$PYTHON_VERSION" \
         "/usr/local/bin/python$PYTHON_VERSION"; do
         if [ -x "$candidate" ]; then echo "$candidate"; return 0; fi
     done

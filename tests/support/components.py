@@ -26,6 +26,8 @@ from tests.support.paths import CACHE
 STRICT = os.environ.get("ARCHWHEEL_STRICT") == "1"
 
 TORCH_SPEC = "torch==2.14.1"
+# Newer than the host pip configuration allows (its constraint file caps torch at 2.14.1).
+TORCH_2_15_SPEC = "torch==2.15.0"
 TORCHVISION_SPEC = "torchvision==0.29.1"
 # NVIDIA's CUPTI wheel: libnvperf_*.so and libcupti.so.13 keep raw ELF cubins in .rodata/.data.
 CUPTI_SPEC = "nvidia-cuda-cupti==13.0.85"
@@ -40,8 +42,10 @@ def require(condition: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
-def fetch_wheel(spec: str) -> Path:
-    """`pip download --no-deps` a real wheel once into the cache and return its path."""
+def fetch_wheel(spec: str, *, unconstrained: bool = False) -> Path:
+    """`pip download --no-deps` a real wheel once into the cache and return its path.
+
+    ``unconstrained``: without the host's pip constraint file (for this command only)."""
     dest = CACHE / "wheels"
     dest.mkdir(parents=True, exist_ok=True)
     name, _, version = spec.partition("==")
@@ -52,6 +56,7 @@ def fetch_wheel(spec: str) -> Path:
             [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
              "-d", str(dest), spec],
             capture_output=True, text=True, check=False,
+            env={**os.environ, "PIP_CONSTRAINT": os.devnull} if unconstrained else None,
         )  # fmt: skip
         found = sorted(dest.glob(pattern))
         require(bool(found), f"could not pip download {spec}: {proc.stderr.strip()[-300:]}")

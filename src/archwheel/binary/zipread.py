@@ -191,6 +191,7 @@ def _inflate(fh: BinaryIO, member: Member) -> Iterator[bytes]:
     else:
         inflater = zlib.decompressobj(-zlib.MAX_WBITS)
         while True:
+            draining = False
             if inflater.unconsumed_tail:
                 data = inflater.unconsumed_tail
             elif remaining:
@@ -201,11 +202,17 @@ def _inflate(fh: BinaryIO, member: Member) -> Iterator[bytes]:
             elif inflater.eof:
                 break
             else:
-                raise MemberError("compressed data ends before the deflate stream does")
+                # Every compressed byte is in, but an inflater stopped by the output cap may
+                # hold input it has consumed and not yet inflated (ISA-L takes the whole
+                # input at once; zlib keeps a pending match): drain it with no new input.
+                data = b""
+                draining = True
             try:
                 out = inflater.decompress(data, FIRST_CHUNK if first else OUT_CHUNK)
             except _ZLIB_ERROR as exc:
                 raise MemberError(f"corrupt deflate data ({exc})") from None
+            if draining and not out and not inflater.eof:
+                raise MemberError("compressed data ends before the deflate stream does")
             if out:
                 produced += len(out)
                 if produced > limit:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from archwheel.effects.engine import ContainerEngine
 from archwheel.effects.process import Echo, LineSink, find_program, stream_lines
-from archwheel.errors import ToolError
+from archwheel.errors import RecipeError, ToolError
 
 DEFAULT_SUITE = "bookworm"
 # No mirror by default: debootstrap uses its own default. A company mirror comes from --mirror
@@ -116,3 +116,14 @@ def _stream(command: list[str], sink: LineSink | None, echo: Echo | None, name: 
             f"{Path(command[0]).name} failed (exit {code}): {last or 'no output'}",
             hint=f"check network access to the Debian mirror (--mirror URL or ${MIRROR_ENV})",
         )
+
+
+def check_base_image_pin(reference: str, image_id: str, pin: str | None, recipe: Path) -> None:
+    """Refuse a base image whose ID is not the recipe's ``base_image_id`` (a re-tagged image)."""
+    if pin is None or image_id == pin:
+        return
+    raise RecipeError(
+        f"{recipe}: [toolchain] base_image_id pins {reference} to {pin[:19]}..., "
+        f"but {reference} is now {image_id[:19]}...: the tag names another image",
+        hint="load the pinned image, or review the new one and update base_image_id",
+    )

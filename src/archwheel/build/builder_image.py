@@ -30,6 +30,7 @@ from archwheel.effects.engine import ContainerEngine, ContainerSpec
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import LineSink, last_line, run_program
 from archwheel.errors import RecipeError, ToolError
+from archwheel.facts.python_target import PythonTarget
 from archwheel.facts.versions import CudaVersion
 
 BUILDER_REPOSITORY = "archwheel/builder"
@@ -161,8 +162,7 @@ def download_toolchain(
     command = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
         *(arg for platform in platforms for arg in ("--platform", platform)),
-        "--python-version", python,
-        "--implementation", "cp", "--dest", str(dest), *pip.host_args(),
+        *PythonTarget.parse(python).pip_args(), "--dest", str(dest), *pip.host_args(),
         *toolchain.pypi_packages,
     ]  # fmt: skip
     if sink:

@@ -142,11 +142,24 @@ def compare_official(
         return OfficialComparison(recipe.name, release, cuda, None, False, ())
     env = effective_environment(recipe, arch_value)
     rows: list[Difference] = []
-    for name in sorted(set(env) | set(variant.env)):
+    for name in sorted(set(env) | set(variant.env) | set(variant.unset)):
         official = variant.env.get(name)
         ours = env.get(name)
         if name == EXTRA_REQUIREMENTS:
             rows.append(_requirements_row(recipe, variant))
+            continue
+        if name in variant.unset:  # the official build leaves it unset: so must the recipe
+            status = "same" if ours is None else "differs"
+            rows.append(
+                Difference(
+                    name,
+                    status,
+                    ours,
+                    None,
+                    variant.unset[name].describe(),
+                    "" if status == "same" else facts.deliberate.get(name, ""),
+                )
+            )
             continue
         if official is None:
             status = "extra"

@@ -37,6 +37,7 @@ from archwheel.errors import ArchListError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.arch_grammars import parse_arch_list
 from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.facts.python_target import PythonTarget
 
 SRC = "/src"
 BUILD = "/build"
@@ -174,8 +175,13 @@ class BuildPlan:
             ("source", f"{recipe.source.describe()}; commit {commit}; {len(src.files)} files"),
             ("arch list", f"{self.arch_list} -> {recipe.arch.variable}={self.arch_value}"),
             ("toolkit", f"CUDA {recipe.toolchain.cuda} from {recipe.toolchain.source}"),
-            ("base image", self.base_image),
-            ("python", self.python),
+            (
+                "base image",
+                f"{self.base_image} (pinned to {recipe.toolchain.base_image_id})"
+                if recipe.toolchain.base_image_id
+                else f"{self.base_image} (tag not pinned: [toolchain] base_image_id)",
+            ),
+            ("python", PythonTarget.parse(self.python).describe()),
             ("jobs", f"{recipe.build.jobs_variable}={self.jobs.reason}"),
             ("engine", f"{self.engine}, build user {self.user}"),
             (

@@ -27,6 +27,7 @@ class ImageRecord:
     builder: str
     builder_id: str
     base_repo_digests: tuple[str, ...] = ()
+    base_pinned_id: str | None = None  # the recipe's base_image_id (None: a floating tag)
 
 
 def provenance_path(wheel: Path) -> Path:
@@ -68,6 +69,7 @@ def provenance_document(
             "base": images.base,
             "base_id": images.base_id,
             "base_repo_digests": list(images.base_repo_digests),
+            "base_pinned_id": images.base_pinned_id,
             "builder": images.builder,
             "builder_id": images.builder_id,
         },

@@ -45,6 +45,7 @@ from archwheel.errors import ArchListError, RecipeError, UsageError
 from archwheel.facts import arch_grammars
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.facts.python_target import PythonTarget
 from archwheel.facts.pytorch_official import load_official
 from archwheel.facts.versions import CudaVersion
 
@@ -111,8 +112,8 @@ RESERVED_ENV = frozenset(
 )
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
 _IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*$")
 _SONAME = re.compile(r"^[A-Za-z0-9_+.-]+\.so(\.[0-9]+)*$")
 _MANYLINUX = re.compile(r"^manylinux_\d+_\d+_[a-z0-9_]+$")
@@ -139,7 +140,7 @@ SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
             {"path", "git", "ref", "submodules", "sdist", "sha256", "mirror", "project", "version"}
         ),
         "toolchain": frozenset(
-            {"cuda", "base_image", "source", "pypi_packages", "system_packages"}
+            {"cuda", "base_image", "base_image_id", "source", "pypi_packages", "system_packages"}
         ),
         "python": frozenset({"versions"}),
         "arch": frozenset({"variable", "format", "consumer", "default"}),
@@ -220,6 +221,9 @@ class ToolchainSpec:
     pypi_prefix: str = ""
     cudart_soname: str = ""
     system_packages: tuple[str, ...] = ()
+    # The base image pinned by its ID (sha256:...): a tag that now names another image is
+    # refused before anything is built on it. None: the tag floats (provenance records the ID).
+    base_image_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -451,8 +455,10 @@ def parse_recipe(
     if not versions:
         raise python.error("versions", "must list at least one Python version")
     for v in versions:
-        if not _PYTHON_VERSION.match(v):
-            raise python.error("versions", f"{v!r} is not a Python version such as 3.11")
+        try:
+            PythonTarget.parse(v)
+        except ValueError as exc:
+            raise python.error("versions", str(exc)) from None
     # The torch whose arch-list readers apply (facts/arch_grammars.py): the release a PyTorch
     # recipe builds, or the torch an extension pins in its build requirements or [torch] table.
     grammar_torch = (
@@ -700,6 +706,13 @@ def _parse_toolchain(table: _Table, facts: CudaFacts) -> ToolchainSpec:
     image = table.text("base_image", required=True)
     if not _IMAGE_REF.match(image):
         raise table.error("base_image", f"{image!r} is not an image reference (lowercase name:tag)")
+    pin = table.opt_str("base_image_id")
+    if pin is not None and not _IMAGE_ID.match(pin):
+        raise table.error(
+            "base_image_id",
+            f"{pin!r} is not an image ID (sha256: and 64 hex digits)",
+            hint=f"`docker image inspect --format '{{{{.Id}}}}' {image}` prints it",
+        )
     source_text = table.text("source", "image")
     if source_text not in ("image", "pypi"):
         raise table.error(
@@ -709,7 +722,7 @@ def _parse_toolchain(table: _Table, facts: CudaFacts) -> ToolchainSpec:
     if source_text == "image":
         if table.has("pypi_packages"):
             raise table.error("pypi_packages", 'only valid with source = "pypi"')
-        return ToolchainSpec(cuda, image, "image", system_packages=system)
+        return ToolchainSpec(cuda, image, "image", system_packages=system, base_image_id=pin)
     known = pypi_toolchains().get(cuda.major)
     if known is None:
         majors = ", ".join(f"{m}.x" for m in sorted(pypi_toolchains()))
@@ -732,6 +745,7 @@ def _parse_toolchain(table: _Table, facts: CudaFacts) -> ToolchainSpec:
         pypi_prefix=str(known["prefix"]),
         cudart_soname=str(known["cudart_soname"]),
         system_packages=system,
+        base_image_id=pin,
     )
 
 

@@ -52,7 +52,7 @@ from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
 from archwheel.effects.files import record_form
 from archwheel.effects.process import find_program, run_program
 from archwheel.errors import BuildError, RecipeError
-from archwheel.facts.pytorch_official import OfficialFacts, load_official
+from archwheel.facts.pytorch_official import OfficialFacts, OfficialVariant, load_official
 
 MAX_UNPACKED_BYTES = 64 << 30
 _MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_([a-z0-9_]+)$")
@@ -548,6 +548,34 @@ def collect_image_libraries(
 # -- from a recipe ---------------------------------------------------------------------------
 
 
+def _torch_values(variant: OfficialVariant) -> dict[str, Any]:
+    return {
+        "rpath_folders": variant.rpath_folders,
+        "rpath_base": variant.library_folder,
+        "library_folder": variant.library_folder,
+        "bundle": variant.bundle,
+        "requirements": variant.requirements,
+        "provided": tuple(sorted(variant.provided | variant.driver | variant.host)),
+        "platform": variant.platform,
+    }
+
+
+def official_torch_spec(variant: OfficialVariant, origin: str) -> RepairSpec:
+    """The repair a PyTorch recipe with ``pins = "official"`` gets for ``variant``."""
+    values = _torch_values(variant)
+    return RepairSpec(
+        origin=origin,
+        rpath_folders=tuple(values["rpath_folders"]),
+        rpath_base=values["rpath_base"],
+        library_folder=values["library_folder"],
+        bundle=tuple(values["bundle"]),
+        requirements=tuple(values["requirements"]),
+        platform=values["platform"],
+        provided=frozenset(values["provided"]),
+        pins=variant.key,
+    )
+
+
 def spec_for_recipe(recipe: Recipe, facts: OfficialFacts | None = None) -> RepairSpec | None:
     """The recipe's ``[repair]`` table resolved against the pin tables; None without one.
 
@@ -584,20 +612,14 @@ def spec_for_recipe(recipe: Recipe, facts: OfficialFacts | None = None) -> Repai
         pins = variant.key
         base: dict[str, Any]
         if recipe.kind == "pytorch":
-            base = {
-                "rpath_folders": variant.rpath_folders,
-                "rpath_base": variant.library_folder,
-                "library_folder": variant.library_folder,
-                "bundle": variant.bundle,
-                "requirements": variant.requirements,
-                "provided": tuple(sorted(variant.provided | variant.driver)),
-                "platform": variant.platform,
-            }
+            base = _torch_values(variant)
         else:  # an extension of that torch: torch's folder and the nvidia-* folders, torch pinned
             base = {
                 "rpath_folders": (variant.library_folder, *variant.rpath_folders),
                 "requirements": (f"torch=={release}",),
-                "provided": tuple(sorted(variant.provided | variant.driver | variant.libraries)),
+                "provided": tuple(
+                    sorted(variant.provided | variant.driver | variant.host | variant.libraries)
+                ),
                 "platform": variant.platform,
             }
         base.update(values)

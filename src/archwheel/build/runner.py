@@ -33,7 +33,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TextIO
 
-from archwheel.build.baseimage import ensure_base_image, is_local_base, suite_of
+from archwheel.build.baseimage import (
+    check_base_image_pin,
+    ensure_base_image,
+    is_local_base,
+    suite_of,
+)
 from archwheel.build.builder_image import (
     BuilderImage,
     BuilderImageSpec,
@@ -61,6 +66,7 @@ from archwheel.effects.files import (
     write_text_atomic,
 )
 from archwheel.errors import BuildError, ToolError
+from archwheel.facts.python_target import PythonTarget
 
 _PROGRESS = re.compile(r"^\s*\[(\d+)/(\d+)\]")
 _CCACHE_STAT = re.compile(r"^(\w+)\s+(\d+)$")
@@ -202,7 +208,7 @@ class BuildRunner:
             f"nvcc {toolchain.nvcc}, gcc {toolchain.gcc}, python {toolchain.python}, "
             f"ccache {toolchain.ccache}, glibc {toolchain.glibc}"
         )
-        if not toolchain.python.startswith(plan.python + "."):
+        if not toolchain.python.startswith(PythonTarget.parse(plan.python).version + "."):
             raise BuildError(
                 f"the builder image has Python {toolchain.python}, the plan asks for {plan.python}"
             )
@@ -300,6 +306,7 @@ class BuildRunner:
                     builder.tag,
                     builder.image_id,
                     tuple(self.engine.repo_digests(plan.base_image)),
+                    plan.recipe.toolchain.base_image_id,
                 ),
                 toolchain=toolchain.to_json_dict(),
                 arch={
@@ -364,6 +371,16 @@ class BuildRunner:
 
     # -- images -------------------------------------------------------------------------------
     def _base_image_id(self) -> str:
+        found = self._find_base_image()
+        check_base_image_pin(
+            self.plan.base_image,
+            found,
+            self.plan.recipe.toolchain.base_image_id,
+            self.plan.recipe.path,
+        )
+        return found
+
+    def _find_base_image(self) -> str:
         reference = self.plan.base_image
         if is_local_base(reference):
             base = ensure_base_image(self.engine, suite=suite_of(reference), sink=self.output.line)
@@ -469,6 +486,12 @@ class BuildRunner:
                 raise BuildError(
                     f"the build command must leave exactly one wheel in {DIST}; found {found}",
                     hint=f"check [build] command in {plan.recipe.path}",
+                )
+            fits, why = PythonTarget.parse(self.plan.python).accepts(built[0].name)
+            if not fits:
+                raise BuildError(
+                    f"the build made a wheel for another Python: {why}",
+                    hint=f"check that {self.plan.recipe.path} [build] runs $ARCHWHEEL_PYTHON",
                 )
             staging.mkdir(parents=True)
             wheel = built[0]

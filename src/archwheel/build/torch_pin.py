@@ -34,6 +34,7 @@ from packaging.version import InvalidVersion, Version
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import LineSink, run_program
 from archwheel.errors import RecipeError, ToolError, UsageError
+from archwheel.facts.python_target import PythonTarget
 from archwheel.facts.versions import CudaVersion
 
 TORCH_WHEELS = "torch-wheels"  # under the archwheel cache folder
@@ -251,7 +252,8 @@ def read_torch_wheel(path: Path) -> TorchWheel:
 
 
 def python_tag(python: str) -> str:
-    return "cp" + python.replace(".", "")
+    """The wheel tag's interpreter part: ``cp311-cp311``, ``cp314-cp314t`` (free-threaded)."""
+    return PythonTarget.parse(python).wheel_tag
 
 
 def cached_torch_wheel(pin: TorchPin, python: str, folder: Path) -> Path | None:
@@ -261,7 +263,7 @@ def cached_torch_wheel(pin: TorchPin, python: str, folder: Path) -> Path | None:
     tag = python_tag(python)
     for path in sorted(folder.glob("torch-*.whl")):
         parts = path.name[: -len(".whl")].split("-")
-        if len(parts) < 5 or parts[2] != tag:
+        if len(parts) < 5 or f"{parts[2]}-{parts[3]}" != tag:
             continue
         try:
             version = Version(parts[1])
@@ -296,7 +298,7 @@ def fetch_torch_wheel(
     with tempfile.TemporaryDirectory(prefix=".download-", dir=folder) as tmp:
         command = [
             sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-            "--python-version", python, "--implementation", "cp", "--dest", tmp,
+            *PythonTarget.parse(python).pip_args(), "--dest", tmp,
             *(arg for platform in platforms for arg in ("--platform", platform)),
             *pip.host_args(), f"torch=={pin.version}",
         ]  # fmt: skip
@@ -314,7 +316,7 @@ def fetch_torch_wheel(
                     f"Python {python} ({python_tag(python)}, {platforms[0]} or older)",
                     hint="pick a Python version that torch release supports (--python, "
                     "[python] versions), or another torch; `pip index versions torch "
-                    f"--python-version {python}` lists what the index has",
+                    f"{' '.join(PythonTarget.parse(python).pip_args())}` lists what the index has",
                 )
             lines = [ln for ln in proc.stderr.splitlines() if ln.strip()] or ["no output"]
             raise ToolError(

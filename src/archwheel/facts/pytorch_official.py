@@ -69,6 +69,12 @@ class OfficialVariant:
     driver: frozenset[str]
     env: Mapping[str, Setting]
     libraries: frozenset[str] = frozenset()  # what the wheel ships in library_folder
+    # Libraries the official wheel needs from the host that neither the manylinux policy nor a
+    # requirement covers (2.15.0: its bundled libgfortran.so.5 needs libquadmath.so.0).
+    host: frozenset[str] = frozenset()
+    # Variables the official build of this variant does NOT set (a pipeline file that sets them
+    # was not what made the wheel: the wheel itself shows it), each with that evidence.
+    unset: Mapping[str, Source] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def key(self) -> str:
@@ -154,6 +160,11 @@ def parse_official(data: Mapping[str, Any]) -> OfficialFacts:
                 if len(values) != 2:
                     raise FactsError(f"{DATA_FILE}: {where}.env.{var} must be [value, source]")
                 env[var] = Setting(var, values[0], source_of(f"{where}.env.{var}", values[1]))
+            unset: dict[str, Source] = {}
+            for var, key in dict(table.get("unset", {})).items():
+                if var in env:
+                    raise FactsError(f"{DATA_FILE}: {where}.unset.{var} is also in env")
+                unset[var] = source_of(f"{where}.unset.{var}", key)
             flag = table.get("in_official_matrix", True)
             if not isinstance(flag, bool):
                 raise FactsError(f"{DATA_FILE}: {where}.in_official_matrix must be true or false")
@@ -173,6 +184,8 @@ def parse_official(data: Mapping[str, Any]) -> OfficialFacts:
                 driver=frozenset(_strs(f"{where}.driver", table.get("driver", []))),
                 env=MappingProxyType(env),
                 libraries=frozenset(_strs(f"{where}.libraries", table.get("libraries", []))),
+                unset=MappingProxyType(unset),
+                host=frozenset(_strs(f"{where}.host", table.get("host", []))),
             )
     deliberate = dict(data.get("deliberate", {}))
     for var, why in deliberate.items():

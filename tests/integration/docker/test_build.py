@@ -355,3 +355,29 @@ def test_base_image_is_made_once(session: Session) -> None:
     document = json.loads(proc.stdout)
     assert document["created"] is False
     assert document["image_id"] == image_id("archwheel/debian:bookworm")
+
+
+def test_a_base_image_that_is_not_the_pinned_one_is_refused_before_any_container(
+    session: Session, tmp_path: Path
+) -> None:
+    real = image_id("archwheel/debian:bookworm")
+    other = "sha256:" + ("0" if real[7] != "0" else "1") * 64
+    recipe = tmp_path / "pinned.toml"
+    text = EXAMPLE.read_text().replace(
+        "../examples/cuda-kernels", str(ROOT / "examples" / "cuda-kernels")
+    )
+    recipe.write_text(
+        text.replace('source = "pypi"', f'source = "pypi"\nbase_image_id = "{other}"', 1)
+    )
+    label = f"archwheel.test={uuid.uuid4().hex}"
+    since = time.time()
+    proc = run_build(session, tmp_path / "dist", "--recipe", str(recipe), label=label)
+    assert proc.returncode == 2, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("archwheel: error")]
+    assert len(errors) == 1, proc.stderr
+    assert "base_image_id pins archwheel/debian:bookworm to sha256:000" in errors[0] or (
+        "to sha256:111" in errors[0]
+    )
+    assert f"is now {real[:19]}" in errors[0]
+    assert containers_created(["docker"], label, since) == []
+    assert not (tmp_path / "dist").exists()

@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,16 @@ from tests.support.venvs import make_venv, pip_install
 
 CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
 pytestmark = [pytest.mark.docker, pytest.mark.nvcc, pytest.mark.slow]
+# One compiler cache for the failing builds below: the second compiles from the cache.
+SHARED_CCACHE = f"archwheel-test-ccache-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _drop_shared_cache() -> Iterator[None]:
+    yield
+    subprocess.run(
+        ["docker", "volume", "rm", "--force", SHARED_CCACHE], capture_output=True, check=False
+    )
 
 
 def newest_glibc(wheel: Path) -> tuple[int, int]:
@@ -101,3 +112,37 @@ def test_example_is_repaired_before_the_gate(docker_engine: str, tmp_path: Path)
     )  # fmt: skip
     assert loaded.returncode == 0, loaded.stderr[-2000:]
     assert "loaded" in loaded.stdout
+
+
+@pytest.mark.parametrize(
+    ("repair", "message"),
+    [
+        ('bundle = ["libnothere.so.3"]\nlibrary_folder = "archwheel_example"\n',
+         "bundle: libnothere.so.3 was not found"),
+        # the builder's glibc is 2.36 and the library needs newer symbols than 2.17's
+        ('platform = "manylinux_2_17_x86_64"\n', "auditwheel does not agree"),
+    ],
+)  # fmt: skip
+def test_a_repair_that_fails_places_nothing(
+    docker_engine: str, tmp_path: Path, repair: str, message: str
+) -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+    text = (ROOT / "recipes" / "example.toml").read_text()
+    text = text.replace(
+        'path = "../examples/cuda-kernels"', f'path = "{ROOT}/examples/cuda-kernels"'
+    )
+    recipe = tmp_path / "example-bad-repair.toml"
+    recipe.write_text(text.replace("[repair]\n", "[repair]\n" + repair, 1))
+    out = tmp_path / "dist"
+    proc = subprocess.run(
+        [*CLI, "build", "--recipe", str(recipe), "--arch", "8.0", "--out", str(out),
+         "--ccache-volume", SHARED_CCACHE],
+        env=env, capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 5, proc.stderr[-3000:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("archwheel: error")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    assert message in errors[0]
+    assert "Traceback" not in proc.stderr
+    placed = [p for p in out.rglob("*") if p.is_file() and "logs" not in p.relative_to(out).parts]
+    assert placed == []  # no wheel, no provenance, no rejected/ copy: only the build log

@@ -27,8 +27,10 @@ import pytest
 
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.facts.arch import CodeKind
+from tests.support.clean_load import extension_modules, load_everything
 from tests.support.containers_support import containers_created, containers_with_label
 from tests.support.paths import ROOT
+from tests.support.venvs import make_venv, pip_install
 
 CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
 ARCH = "9.0"
@@ -334,3 +336,38 @@ def test_a_pin_that_resolves_to_a_cpu_torch_is_refused_before_any_container(
     assert wheel.name in proc.stderr
     assert containers_created(["docker"], label, since) == []
     assert not (tmp_path / "dist").exists()
+
+
+# -- the repair step: the wheels load on a clean host -------------------------------------------
+
+PACKAGES = {"torch-scatter-2.1.2": "torch_scatter", "libtorch-ops": "archwheel_torch_ops"}
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_repaired_extension_loads_in_a_fresh_venv_with_only_its_requirements(
+    built: Session, tmp_path: Path, recipe: str
+) -> None:
+    # The repair step ([repair] pins = "official", the 2.14.1/cu130 table): every module gets
+    # RPATHs to torch/lib and the nvidia-* folders, the wheel Requires-Dist torch==2.14.1 and
+    # the manylinux tag auditwheel agrees to. A fresh venv gets the wheel and whatever its
+    # declared requirements pull in (torch and its nvidia-* wheels, from the index pip is
+    # configured with); the loader must then resolve every module without LD_LIBRARY_PATH.
+    result = ok(built, recipe)
+    wheel = result.wheel
+    assert wheel.name.endswith("-manylinux_2_36_x86_64.whl"), wheel.name
+    repair = result.provenance["repair"]
+    assert isinstance(repair, dict) and repair["pins"] == "2.14.1/cu130"
+    rpaths = repair["rpaths"]
+    assert isinstance(rpaths, dict) and rpaths
+    for member, rpath in rpaths.items():
+        depth = "../" * member.count("/")
+        assert rpath.startswith(f"$ORIGIN/{depth}torch/lib:"), (member, rpath)
+        assert f"$ORIGIN/{depth}nvidia/cu13/lib" in rpath, (member, rpath)
+    python = make_venv(tmp_path / "venv")
+    mark = time.monotonic()
+    pip_install(python, str(wheel))
+    print(f"fresh venv with torch and its nvidia-* wheels: {time.monotonic() - mark:.0f} s")
+    loaded = load_everything(python, wheel, PACKAGES[recipe], tmp_path)
+    modules = extension_modules(wheel)
+    assert modules, wheel.name
+    assert loaded == {**dict.fromkeys(modules, "loaded"), f"import {PACKAGES[recipe]}": "loaded"}

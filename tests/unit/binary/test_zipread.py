@@ -13,7 +13,7 @@ import pytest
 from archwheel.binary.model import Severity
 from archwheel.binary.scan import pool as scan_module
 from archwheel.binary.scan.inputs import scan_path
-from archwheel.binary.zipread import MemberError, WheelReader, unsafe_name_reason
+from archwheel.binary.zipread import MemberError, WheelReader, member_chunks, unsafe_name_reason
 from archwheel.errors import InputError
 from tests.support.builders import Entry, container, elf64, write_zip
 
@@ -170,3 +170,48 @@ def test_worker_processes_and_serial_scan_agree(
     assert one.libraries == three.libraries
     assert one.problems == three.problems
     assert one.problems  # the truncated member is reported either way
+
+
+def _compressible(size: int, seed: int) -> bytes:
+    """Bytes like a patched shared library: mostly zeros, a small alphabet (about 7:1)."""
+    import random
+
+    rng = random.Random(seed)
+    sparse = bytes(b if b < 16 else 0 for b in range(256))
+    return rng.randbytes(size).translate(sparse)
+
+
+@pytest.mark.parametrize("level", [1, 6, 9])
+def test_members_deflated_by_zlib_at_any_level_read_back_whole(tmp_path: Path, level: int) -> None:
+    # Real zlib output (zipfile) at the levels wheels are written with. Sizes around the first
+    # output cap (64 KiB) with the whole compressed member inside the first read (16 KiB) are
+    # where an inflater that has taken all input but not yet produced all output must be
+    # drained, not taken for truncated (a patched libshm.so of torch 2.14.1 at level 6 failed).
+    payloads = {f"lib/m{i}.so": _compressible(size, i) for i, size in enumerate(
+        [60_000, 65_536, 66_000, 67_753, 70_000, 90_000, 131_072, 300_000, 5_000_000]
+    )}  # fmt: skip
+    path = tmp_path / f"level{level}.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=level) as zf:
+        for name, data in payloads.items():
+            zf.writestr(name, data)
+    reader = WheelReader(path)
+    small = [m for m in reader.members if m.compressed_size < 16 << 10 and m.size > 64 << 10]
+    assert small  # the case above is among them
+    for member in reader.members:
+        data = b"".join(member_chunks(path, reader.archive_size, member))
+        assert data == payloads[member.name], member.name
+
+
+@pytest.mark.parametrize("level", [1, 6, 9])
+def test_read_wheel_dynamic_reads_a_library_deflated_at_any_level(
+    tmp_path: Path, level: int
+) -> None:
+    from archwheel.binary.dynamic import read_wheel_dynamic
+
+    lib = elf64([(".data", _compressible(67_000, 7))])
+    path = tmp_path / f"level{level}.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=level) as zf:
+        zf.writestr("pkg/libx.so", lib)
+    (info,) = read_wheel_dynamic(path)
+    assert info.file_kind != "unreadable", info.problems
+    assert not any("deflate" in p for p in info.problems), info.problems

@@ -20,7 +20,7 @@ from archwheel.build.plan import (
 from archwheel.build.recipe import Recipe, load_recipe
 from archwheel.build.source import ResolvedSource
 from archwheel.effects.pipconfig import CONTAINER_CA_PATH, PipSettings, local_folder
-from archwheel.errors import ArchListError, UsageError
+from archwheel.errors import ArchListError, RecipeError, UsageError
 from archwheel.interfaces.render.build import plan_json
 from tests.support.cli import CliRun
 from tests.support.paths import ROOT
@@ -341,3 +341,80 @@ def test_cli_usage_errors_are_one_line(cli_run: CliRun, args: list[str], message
     assert code == 2
     assert message in err
     assert "Traceback" not in err
+
+
+# -- free-threaded CPython ------------------------------------------------------------------------
+
+
+def test_free_threaded_python_is_planned_with_its_own_wheel_tag(pytorch: Recipe) -> None:
+    assert "3.14t" in pytorch.python_versions  # in the official matrix
+    plan = plan_for(pytorch, arch="9.0", python="3.14t")
+    rows = dict(plan.summary_rows())
+    assert rows["python"] == "3.14t (free-threaded; wheel tag cp314-cp314t)"
+    assert dict(plan_for(pytorch, arch="9.0", python="3.14").summary_rows())["python"] == (
+        "3.14 (with the GIL; wheel tag cp314-cp314)"
+    )
+
+
+def test_cli_plans_a_free_threaded_build(cli_run: CliRun) -> None:
+    code, out, err = cli_run("build", "--recipe", "example", "--python", "3.11", "--plan",
+                             "--format", "json", "--no-host-pip-config")  # fmt: skip
+    assert code == 0, err
+    code, _, err = cli_run("build", "--recipe", "example", "--python", "3.14t", "--plan",
+                           "--no-host-pip-config")  # fmt: skip
+    assert code == 2
+    assert "does not support Python 3.14t" in err
+
+
+def test_recipe_takes_free_threaded_versions_and_refuses_impossible_ones(tmp_path: Path) -> None:
+    text = (ROOT / "recipes" / "example.toml").read_text()
+    text = text.replace("../examples/", str(ROOT / "examples") + "/")
+    good = tmp_path / "ft.toml"
+    good.write_text(text.replace('versions = ["3.11"]', 'versions = ["3.14t", "3.13t"]'))
+    assert load_recipe(good).python_versions == ("3.14t", "3.13t")
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace('versions = ["3.11"]', 'versions = ["3.12t"]'))
+    with pytest.raises(RecipeError, match=r"free-threaded CPython exists from 3\.13 on"):
+        load_recipe(bad)
+
+
+# -- the base image pinned by its ID ------------------------------------------------------------
+
+
+def _example_with(tmp_path: Path, line: str) -> Path:
+    text = (ROOT / "recipes" / "example.toml").read_text()
+    text = text.replace("../examples/", str(ROOT / "examples") + "/")
+    path = tmp_path / "pinned.toml"
+    path.write_text(text.replace('source = "pypi"', f'source = "pypi"\n{line}', 1))
+    return path
+
+
+def test_base_image_pin_is_read_planned_and_checked(tmp_path: Path) -> None:
+    from archwheel.build.baseimage import check_base_image_pin
+
+    pin = "sha256:" + "ab" * 32
+    recipe = load_recipe(_example_with(tmp_path, f'base_image_id = "{pin}"'))
+    assert recipe.toolchain.base_image_id == pin
+    rows = dict(plan_for(recipe).summary_rows())
+    assert rows["base image"] == f"archwheel/debian:bookworm (pinned to {pin})"
+    floating = load_recipe(ROOT / "recipes" / "example.toml")
+    assert "tag not pinned" in dict(plan_for(floating).summary_rows())["base image"]
+    check_base_image_pin("archwheel/debian:bookworm", pin, pin, recipe.path)  # the same: fine
+    check_base_image_pin("archwheel/debian:bookworm", "sha256:" + "cd" * 32, None, recipe.path)
+    with pytest.raises(RecipeError) as caught:
+        check_base_image_pin("archwheel/debian:bookworm", "sha256:" + "cd" * 32, pin, recipe.path)
+    assert "the tag names another image" in caught.value.one_line()
+    assert "sha256:cdcdcdcdcdcd" in caught.value.one_line()
+
+
+@pytest.mark.parametrize("value", ["abc", "sha256:" + "g" * 64, "sha256:" + "a" * 63])
+def test_a_malformed_base_image_pin_is_refused(tmp_path: Path, value: str) -> None:
+    with pytest.raises(RecipeError, match=r"base_image_id.*is not an image ID"):
+        load_recipe(_example_with(tmp_path, f'base_image_id = "{value}"'))
+
+
+def test_provenance_records_the_pin() -> None:
+    from archwheel.build.provenance import ImageRecord
+
+    record = ImageRecord("b:1", "sha256:" + "a" * 64, "x:1", "sha256:" + "b" * 64, (), "sha256:p")
+    assert record.base_pinned_id == "sha256:p"

@@ -115,3 +115,19 @@ def test_the_2_15_0_recipe_is_refused_until_its_pin_table_exists(cli_run: CliRun
     assert comparison.variant is None
     code, out, _err = cli_run("build", "--recipe", "pytorch-2.15.0-cu130", "--compare-official")
     assert code == 0 and "no table for PyTorch 2.15.0 with CUDA 13.0" in out
+
+
+def test_bundled_ptxas_is_modelled_as_left_unset(tmp_path: Path) -> None:
+    # build_cuda.sh (799d09f2) exports BUILD_BUNDLE_PTXAS=1 for 13.0, but the release wheel has
+    # no torch/bin/ptxas: the table records it as unset by the official build, with that source.
+    recipe = load_recipe(RECIPES / "pytorch-2.14.1-cu130.toml")
+    row = next(r for r in compare_official(recipe).rows if r.variable == "BUILD_BUNDLE_PTXAS")
+    assert (row.status, row.recipe, row.official) == ("same", None, None)
+    assert "no ptxas" in row.source
+    data = recipe_data("pytorch-2.14.1-cu130")
+    data["build"]["env"]["BUILD_BUNDLE_PTXAS"] = "1"
+    changed = compare_official(parse_recipe(data, origin=tmp_path / "r.toml"))
+    (bad,) = changed.unexplained
+    assert (bad.variable, bad.status, bad.recipe) == ("BUILD_BUNDLE_PTXAS", "differs", "1")
+    sources = load_official().sources
+    assert sources["build_cuda_13"].commit.startswith("799d09f2")

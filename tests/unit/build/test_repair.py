@@ -32,6 +32,7 @@ from archwheel.build.repair import (
 )
 from archwheel.errors import RecipeError
 from archwheel.facts.pytorch_official import load_official
+from tests.support.cli import CliRun
 from tests.support.repair_wheels import DemoWheels, build_demo_wheels
 from tests.support.venvs import make_venv, pip_install
 
@@ -310,3 +311,32 @@ def test_an_extension_of_torch_takes_torch_folders_and_pin(tmp_path: Path) -> No
     assert s.rpath_base is None and s.bundle == ()
     assert {"libtorch.so", "libc10.so", "libcudart.so.13", "libcuda.so.1"} <= s.provided
     assert rpath_for("myext/_C.so", s).startswith("$ORIGIN/../torch/lib:$ORIGIN/../nvidia/")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        # an extension whose torch pin has no table (torch 2.9.0 with CUDA 13.0)
+        ("[repair]\n", '[repair]\npins = "official"\n', "no pin table for PyTorch (no torch pin)"),
+        ("requirements = []", 'requirements = ["torch==2.9.0"]', "no pin table for PyTorch 2.9.0"),
+    ],
+)
+def test_the_build_command_refuses_a_missing_pin_table_before_anything(
+    tmp_path: Path, cli_run: CliRun, old: str, new: str, message: str
+) -> None:
+    from tests.support.paths import ROOT
+
+    text = (ROOT / "recipes" / "example.toml").read_text()
+    text = text.replace("../examples/", str(ROOT / "examples") + "/")
+    text = text.replace(old, new, 1)
+    if "torch==" in new:
+        text = text.replace("[repair]\n", '[repair]\npins = "official"\n', 1)
+    path = tmp_path / "r.toml"
+    path.write_text(text)
+    out = tmp_path / "dist"
+    code, _out, err = cli_run("build", "--recipe", str(path), "--out", str(out),
+                              "--no-host-pip-config")  # fmt: skip
+    errors = [ln for ln in err.splitlines() if ln.startswith("archwheel: error")]
+    assert code == 2 and len(errors) == 1, err
+    assert message in " ".join(err.split())
+    assert not out.exists()

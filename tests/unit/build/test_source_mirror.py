@@ -20,6 +20,7 @@ import pytest
 from archwheel.build.recipe import parse_recipe
 from archwheel.build.source import resolve_source
 from archwheel.errors import RecipeError, ToolError
+from tests.support.cli import CliRun
 from tests.support.components import require
 
 PUBLIC = "https://git.example/"
@@ -150,3 +151,36 @@ def test_git_mirror_flag() -> None:
         with_git_mirrors(pytorch, ("https://github.com/",))
     with pytest.raises(UsageError, match="has no git source"):
         with_git_mirrors(load_recipe(ROOT / "recipes" / "example.toml"), ("a=b",))
+
+
+def test_the_build_command_stops_on_a_mirror_that_lacks_the_submodule_commit(
+    tmp_path: Path, cli_run: CliRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same defect through `archwheel build`: one error line, nothing in the output folder.
+    mirror, _commit, sub_commit = make_mirror(tmp_path)
+    shutil.rmtree(mirror / "org" / "sub.git")
+    other = tmp_path / "other"
+    git("init", "-q", str(other))
+    (other / "x").write_text("unrelated\n")
+    git("add", ".", cwd=other)
+    git("commit", "-qm", "other", cwd=other)
+    git("clone", "-q", "--bare", str(other), str(mirror / "org" / "sub.git"))
+    path = tmp_path / "r.toml"
+    path.write_text(
+        "schema_version = 1\n"
+        f'[source]\ngit = "{PUBLIC}org/super.git"\nref = "v1.0"\nsubmodules = true\n'
+        f'mirror = {{ "{PUBLIC}" = "file://{mirror}/" }}\n'
+        '[toolchain]\ncuda = "13.0"\nbase_image = "archwheel/debian:bookworm"\nsource = "pypi"\n'
+        '[arch]\ndefault = "9.0"\n[build]\ncommand = "true"\n'
+    )
+    monkeypatch.setenv("ARCHWHEEL_CACHE", str(tmp_path / "cache"))
+    for key, value in ENV.items():
+        monkeypatch.setenv(key, value)
+    out = tmp_path / "dist"
+    code, _out, err = cli_run("build", "--recipe", str(path), "--out", str(out),
+                              "--no-host-pip-config")  # fmt: skip
+    errors = [ln for ln in err.splitlines() if ln.startswith("archwheel: error")]
+    assert code != 0 and len(errors) == 1, err
+    assert f"could not fetch third_party/sub @ {sub_commit}" in errors[0]
+    assert "Traceback" not in err
+    assert not out.exists()

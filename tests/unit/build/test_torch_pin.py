@@ -259,3 +259,22 @@ def test_plan_against_a_pinned_torch_reuses_the_torch_image_site_packages(tmp_pa
     assert "2.14.1+cu130 (CUDA 13.0)" in rows["torch"]
     assert "+pt2.14.1cu130" in rows["torch"] and "torch==2.14.1" in rows["torch"]
     assert plan.build_env["TORCH_CUDA_ARCH_LIST"] == "9.0"
+
+
+def test_free_threaded_python_takes_only_its_own_cached_torch_wheel(tmp_path: Path) -> None:
+    from archwheel.build.torch_pin import TorchPin, cached_torch_wheel, python_tag
+
+    assert python_tag("3.14t") == "cp314-cp314t"
+    assert python_tag("3.14") == "cp314-cp314"
+    for name in (
+        "torch-2.15.0-cp314-cp314-manylinux_2_28_x86_64.whl",
+        "torch-2.15.0-cp314-cp314t-manylinux_2_28_x86_64.whl",
+    ):
+        (tmp_path / name).write_bytes(b"")
+    from packaging.version import Version
+
+    pin = TorchPin("torch==2.15.0", Version("2.15.0"))
+    free = cached_torch_wheel(pin, "3.14t", tmp_path)
+    gil = cached_torch_wheel(pin, "3.14", tmp_path)
+    assert free is not None and free.name.split("-")[3] == "cp314t"
+    assert gil is not None and gil.name.split("-")[3] == "cp314"

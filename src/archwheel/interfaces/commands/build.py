@@ -92,7 +92,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--recipe", help="recipe name or .toml path (default: newest PyTorch)")
     parser.add_argument("--arch", help='arch list, e.g. "8.0;9.0+PTX" (default: the recipe\'s)')
     parser.add_argument(
-        "--python", metavar="X.Y", help="Python version X.Y (default: the recipe's first)"
+        "--python",
+        metavar="X.Y",
+        help="Python version X.Y, or X.Yt for free-threaded CPython (default: the recipe's first)",
     )
     parser.add_argument("--jobs", type=int, help="compile jobs (default: from cores and memory)")
     parser.add_argument("--out", type=Path, default=Path("dist"), help="output folder (dist/)")
