@@ -155,9 +155,11 @@ def test_official_lists_are_up_to_date_with_their_sources() -> None:
     facts = load_facts()
     lists = facts.official_arch_lists
     assert lists["cu129"].endswith(";12.0+PTX")
-    assert lists["cu132"] == "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
-    assert lists["cu130"] == "7.5;8.0;8.6;9.0;10.0;12.0"  # what the 2.14.1 wheel carries
+    # what the 2.14.1 cu130 and 2.15.0 cu132 wheels carry; the pipeline adds +PTX to both
+    assert lists["cu130"] == lists["cu132"] == "7.5;8.0;8.6;9.0;10.0;12.0"
     assert facts.pipeline_arch_lists["cu130"] == "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+    assert facts.pipeline_arch_list("cu132") == "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+    assert facts.pipeline_arch_list("cu128") == lists["cu128"]
     assert set(facts.official_arch_list_sources) == set(lists)
     for tag, source in facts.official_arch_list_sources.items():
         if tag != "cu118":
