@@ -51,6 +51,12 @@ FILE_LIST = "/build/.archwheel-files"
 FALLBACK_BUILD_USER = (1000, 1000)
 DEFAULT_CCACHE_VOLUME = "archwheel-ccache"
 DEFAULT_CCACHE_SIZE = "20G"
+# CMake's compiler launchers, set to ccache for every cached build (a recipe's own value wins).
+COMPILER_LAUNCHERS = (
+    "CMAKE_C_COMPILER_LAUNCHER",
+    "CMAKE_CXX_COMPILER_LAUNCHER",
+    "CMAKE_CUDA_COMPILER_LAUNCHER",
+)
 
 
 @dataclass(frozen=True)
@@ -104,7 +110,7 @@ def check_arch_list(
     arch_list = (
         parse_arch_list(text, torch=recipe.arch.torch, facts=facts) if text else recipe.arch.default
     )
-    toolkit = facts.toolkit(recipe.toolchain.cuda)
+    toolkit = facts.toolkit(recipe.cuda)
     problems = arch_list.problems_with(toolkit, facts)
     if problems:
         raise ArchListError(
@@ -263,6 +269,12 @@ def make_plan(
             }
         )
         cache_mounts = (Mount(options.ccache_volume, CCACHE, volume=True),)
+        # CMake projects (scikit-build-core, setup.py driving CMake) compile through ccache
+        # only with a launcher; CMake >= 3.17 reads these from the environment. A recipe's
+        # own value wins. torch.utils.cpp_extension needs none: it puts ccache in front of
+        # c++ and nvcc itself when ccache is on PATH (torch 2.13, 2.14 `_wrap_compiler`).
+        for variable in COMPILER_LAUNCHERS:
+            env.setdefault(variable, "ccache")
     else:
         # A reproducibility check compiles everything: cache hits would hide nondeterminism.
         env["CCACHE_DISABLE"] = "1"
