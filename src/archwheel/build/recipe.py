@@ -78,6 +78,7 @@ CONSUMER_FORMAT: Mapping[str, ArchFormat] = MappingProxyType(
     {
         arch_grammars.TORCH_CMAKE: "torch",
         arch_grammars.CPP_EXTENSION: "torch",
+        arch_grammars.CMAKE_FINDCUDA: "torch",
         arch_grammars.CMAKE: "cmake",
         arch_grammars.NVCC: "gencode",
     }

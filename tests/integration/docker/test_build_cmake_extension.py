@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from archwheel.binary.scan.inputs import scan_path
+from archwheel.facts import arch_grammars
 from archwheel.facts.arch import CodeKind
 from tests.support.containers_support import containers_with_label
 
@@ -34,8 +35,9 @@ CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
 RECIPE = "torchopt-0.7.3"
 ARCH = "9.0"
 # What `import torchopt` needs besides torch (its Requires-Dist), fetched on the host for the
-# offline smoke container.
-RUNTIME_DEPS = ("optree", "numpy", "graphviz", "typing-extensions")
+# offline smoke container; and setuptools, which torch 2.14.1 requires (>= 77.0.3) and which the
+# fresh venv's own, older copy would otherwise shadow.
+RUNTIME_DEPS = ("optree", "numpy", "graphviz", "typing-extensions", "setuptools")
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.realwheel]
 
@@ -157,6 +159,13 @@ def test_cmake_drove_nvcc_with_the_requested_arch_only(built: Built) -> None:
     assert "Building CUDA object" in built.log  # CMake's CUDA language, not cpp_extension
     flags = set(re.findall(r"arch=compute_\d+,code=sm_\d+", built.log))
     assert flags == {"arch=compute_90,code=sm_90"}, flags
+    # What CMake's own cuda_select_nvcc_arch_flags made of the value is what archwheel's model
+    # of it (consumer cmake-findcuda) says.
+    arch = built.provenance["arch"]
+    assert isinstance(arch, dict) and arch["value"] == ARCH
+    (printed,) = re.findall(r'CUDA_ARCH_FLAGS: "([^"]*)"', built.log)
+    model = arch_grammars.read(arch_grammars.CMAKE_FINDCUDA, str(arch["value"]))
+    assert tuple(printed.split(";")) == model.flags
 
 
 def test_wheel_installs_into_a_fresh_venv_with_that_torch_and_runs_on_cpu(

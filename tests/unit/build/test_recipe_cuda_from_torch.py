@@ -19,7 +19,8 @@ from archwheel.build.source import ResolvedSource
 from archwheel.build.toolkit import prepare_torch, with_torch_cuda
 from archwheel.build.torch_pin import TORCH_WHEELS
 from archwheel.effects.pipconfig import PipSettings
-from archwheel.errors import RecipeError
+from archwheel.errors import ArchListError, RecipeError
+from archwheel.facts import arch_grammars
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
 from tests.support.paths import ROOT
@@ -170,3 +171,30 @@ def test_a_recipe_launcher_wins_and_no_cache_sets_none(tmp_path: Path) -> None:
     checked = plan_env(load_recipe(write(tmp_path / "n", '"numpy"', cuda="13.0")), tmp_path,
                        check_reproducible=True)  # fmt: skip
     assert not set(COMPILER_LAUNCHERS) & set(checked)
+
+
+# -- the arch list's reader in the CMake recipe ---------------------------------------------------
+
+
+def test_the_cmake_recipe_refuses_what_cmakes_own_findcuda_rejects(tmp_path: Path) -> None:
+    r = resolve(load_recipe(ROOT / "recipes" / "torchopt-0.7.3.toml"), cache_with(tmp_path))
+    assert r.arch.consumer == "cmake-findcuda"
+    assert check_arch_list(r, "8.0;9.0+PTX").value == "8.0;9.0+PTX"
+    for text, nearest in (("9.0;10.0", "9.0"), ("9.0a", "9.0"), ("12.0f", None)):
+        with pytest.raises(ArchListError) as info:
+            check_arch_list(r, text)
+        message = info.value.one_line()
+        assert "cmake-findcuda" in message and "Unknown CUDA Architecture Name" in message
+        if nearest:
+            assert f"nearest list it accepts: {nearest}" in message
+
+
+def test_cmakes_findcuda_reads_numbers_and_names_its_own_way() -> None:
+    nine = arch_grammars.read(arch_grammars.CMAKE_FINDCUDA, "9.0")
+    assert nine.ok and nine.flags == ("-gencode", "arch=compute_90,code=sm_90")
+    # PyTorch's copy: Ampere is 8.0 and 8.6, Hopper is 9.0; CMake's: Ampere 8.0, no Hopper.
+    assert arch_grammars.read(arch_grammars.CMAKE_FINDCUDA, "Ampere").images == ("sm_80",)
+    assert arch_grammars.read(arch_grammars.TORCH_CMAKE, "Ampere").images == ("sm_80", "sm_86")
+    assert not arch_grammars.read(arch_grammars.CMAKE_FINDCUDA, "Hopper").ok
+    assert arch_grammars.read(arch_grammars.TORCH_CMAKE, "10.0").ok
+    assert not arch_grammars.read(arch_grammars.CMAKE_FINDCUDA, "10.0").ok
