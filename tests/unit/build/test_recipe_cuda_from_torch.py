@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from archwheel.build.jobs import GIB, HostResources, choose_jobs
-from archwheel.build.plan import COMPILER_LAUNCHERS, BuildOptions, check_arch_list, make_plan
+from archwheel.build.plan import (
+    CCACHE_NAMES,
+    COMPILER_LAUNCHERS,
+    BuildOptions,
+    ccache_names_script,
+    check_arch_list,
+    make_plan,
+)
 from archwheel.build.recipe import Recipe, load_recipe
 from archwheel.build.source import ResolvedSource
 from archwheel.build.toolkit import prepare_torch, with_torch_cuda
@@ -198,3 +205,30 @@ def test_cmakes_findcuda_reads_numbers_and_names_its_own_way() -> None:
     assert not arch_grammars.read(arch_grammars.CMAKE_FINDCUDA, "Hopper").ok
     assert arch_grammars.read(arch_grammars.TORCH_CMAKE, "10.0").ok
     assert not arch_grammars.read(arch_grammars.CMAKE_FINDCUDA, "10.0").ok
+
+
+def plan_steps(recipe: Recipe, tmp_path: Path, **options: object) -> dict[str, str]:
+    source = ResolvedSource(recipe.source, tmp_path, None, False, "d" * 64, ("a",), 1, "test")
+    plan = make_plan(
+        recipe,
+        check_arch_list(recipe, "9.0"),
+        replace(BuildOptions(out=tmp_path / "out"), **options),  # type: ignore[arg-type]
+        source,
+        jobs=choose_jobs(HostResources(cpus=2, memory_bytes=8 * GIB), 2.0),
+        pip=PipSettings(),
+        user=(1000, 1000),
+    )
+    return {s.name: s.command[-1] for p in plan.phases for s in p.steps}
+
+
+def test_pythons_own_compiler_names_run_ccache_in_cached_builds(tmp_path: Path) -> None:
+    # setuptools (and cpp_extension without ninja) compiles C++ with sysconfig's CXX,
+    # x86_64-linux-gnu-g++ on Debian: a name in CCACHE_NAMES, ahead of /usr/bin on PATH.
+    r = load_recipe(write(tmp_path, '"numpy"', cuda="13.0"))
+    path = plan_env(r, tmp_path)["PATH"].split(":")
+    assert path.index(CCACHE_NAMES) < path.index("/usr/bin")
+    copy = plan_steps(r, tmp_path)["copy-source"]
+    assert ccache_names_script() in copy and "get_config_var" in copy
+    for options in ({"ccache_volume": None}, {"check_reproducible": True}):
+        assert CCACHE_NAMES not in plan_env(r, tmp_path, **options)["PATH"]
+        assert CCACHE_NAMES not in plan_steps(r, tmp_path, **options)["copy-source"]
