@@ -7,7 +7,8 @@ arch (``9.0``), by ``archwheel build --recipe torchopt-0.7.3``. Its recipe write
 (``built``); the compiler-cache test rebuilds it once more with the same cache volume
 (``rebuilt``) and reads the C++ hits. Every container carries a label unique to the session.
 
-Budget on the 2-core CI machine: see docs/building-extensions.md (measured figures).
+Budget on the 2-core CI machine: 6 tests in about 4.5 minutes with the torch image present (the
+build about 3.5 min, the rebuild 0.5 min, the smoke 15 s); docs/building-extensions.md, "Measured".
 """
 
 from __future__ import annotations
