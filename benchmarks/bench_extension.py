@@ -118,6 +118,8 @@ def main(argv: list[str]) -> int:
             "not_compiling_share": round(overhead / total, 3),
             "compile_cpu_busy": round(busy, 2),
             "timings_s": timings,
+            # C++ objects go through ccache too: misses well above the CUDA files' count.
+            "compiler_cache": cold.get("compiler_cache"),
         }
     print(
         f"cold one-arch build against the cached torch: {total:.1f} s, compile {compile_s:.1f} s; "
@@ -126,6 +128,7 @@ def main(argv: list[str]) -> int:
     )
     print(f"compile phase CPU time / (wall x {cores} cores) = {busy:.2f} (target >= {TARGET_BUSY})")
     print(f"phases: {json.dumps(timings)}")
+    print(f"compiler cache of the cold build: {json.dumps(cold.get('compiler_cache'))}")
     out = CACHE / "bench"
     out.mkdir(parents=True, exist_ok=True)
     (out / "extension.json").write_text(json.dumps(figures, indent=2) + "\n")

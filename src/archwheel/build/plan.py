@@ -52,6 +52,14 @@ FILE_LIST = "/build/.archwheel-files"
 FALLBACK_BUILD_USER = (1000, 1000)
 DEFAULT_CCACHE_VOLUME = "archwheel-ccache"
 DEFAULT_CCACHE_SIZE = "20G"
+# Compiler names that run ccache (symlinks, ccache's masquerade mode), first on PATH.
+CCACHE_NAMES = "/build/ccache-bin"
+# CMake's compiler launchers, set to ccache for every cached build (a recipe's own value wins).
+COMPILER_LAUNCHERS = (
+    "CMAKE_C_COMPILER_LAUNCHER",
+    "CMAKE_CXX_COMPILER_LAUNCHER",
+    "CMAKE_CUDA_COMPILER_LAUNCHER",
+)
 
 
 @dataclass(frozen=True)
@@ -105,7 +113,7 @@ def check_arch_list(
     arch_list = (
         parse_arch_list(text, torch=recipe.arch.torch, facts=facts) if text else recipe.arch.default
     )
-    toolkit = facts.toolkit(recipe.toolchain.cuda)
+    toolkit = facts.toolkit(recipe.cuda)
     problems = arch_list.problems_with(toolkit, facts)
     if problems:
         raise ArchListError(
@@ -269,6 +277,19 @@ def make_plan(
             }
         )
         cache_mounts = (Mount(options.ccache_volume, CCACHE, volume=True),)
+        # CMake projects (scikit-build-core, setup.py driving CMake) compile through ccache
+        # only with a launcher; CMake >= 3.17 reads these from the environment. A recipe's
+        # own value wins. torch.utils.cpp_extension needs none: it puts ccache in front of
+        # c++ and nvcc itself when ccache is on PATH (torch 2.13, 2.14 `_wrap_compiler`).
+        for variable in COMPILER_LAUNCHERS:
+            env.setdefault(variable, "ccache")
+        # setuptools compiles with Python's own CC and CXX (x86_64-linux-gnu-g++), and
+        # cpp_extension's one-file-at-a-time path (use_ninja=False, torch-scatter) wraps only
+        # the `compiler_so` that setuptools >= 72 no longer uses for C++ (`compiler_so_cxx`):
+        # those names run ccache from CCACHE_NAMES, made by the copy-source step.
+        env["PATH"] = env["PATH"].replace(
+            "/opt/archwheel/bin:", f"{CCACHE_NAMES}:/opt/archwheel/bin:", 1
+        )
     else:
         # A reproducibility check compiles everything: cache hits would hide nondeterminism.
         env["CCACHE_DISABLE"] = "1"
@@ -290,9 +311,11 @@ def make_plan(
     prepare_steps.append(
         Step(
             "copy-source",
-            "copy the listed source files from /src (read-only) to /build/src",
+            "copy the listed source files from /src (read-only) to /build/src"
+            + (f"; compiler names in {CCACHE_NAMES}" if cache_mounts else ""),
             ("sh", "-c", f"mkdir -p {BUILD_SRC} {DIST} {HOME} && "
-             f"tar -C {SRC} --null -T {FILE_LIST} -cf - | tar -C {BUILD_SRC} -xf -"),
+             f"tar -C {SRC} --null -T {FILE_LIST} -cf - | tar -C {BUILD_SRC} -xf -"
+             + (f" && {{ {ccache_names_script()}; }}" if cache_mounts else "")),
             user=uid_gid,
         )
     )  # fmt: skip
@@ -345,6 +368,21 @@ def make_plan(
         build_env=MappingProxyType(env),
         phases=tuple(phases),
         torch=torch,
+    )
+
+
+def ccache_names_script() -> str:
+    """Symlinks named like Python's CC and CXX (sysconfig) to ccache in CCACHE_NAMES; nothing
+    where the image has only archwheel's pass-through shim (a symlink to it would lose the
+    compiler's name). A shell fragment that always succeeds."""
+    return (
+        "if [ ! -f /opt/archwheel/ccache-shim ] && ccache=$(command -v ccache); then "
+        f"mkdir -p {CCACHE_NAMES}; "
+        f"for name in $({IMAGE_VENV}/bin/python -c "
+        '\'import sysconfig; print(*{(sysconfig.get_config_var(v) or "").split()[0] '
+        'for v in ("CC", "CXX") if sysconfig.get_config_var(v)})\'); do '
+        f'case $name in */*|ccache) continue ;; esac; ln -sf "$ccache" {CCACHE_NAMES}/"$name"; '
+        "done; fi"
     )
 
 

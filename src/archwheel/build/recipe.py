@@ -79,6 +79,7 @@ CONSUMER_FORMAT: Mapping[str, ArchFormat] = MappingProxyType(
     {
         arch_grammars.TORCH_CMAKE: "torch",
         arch_grammars.CPP_EXTENSION: "torch",
+        arch_grammars.CMAKE_FINDCUDA: "torch",
         arch_grammars.CMAKE: "cmake",
         arch_grammars.NVCC: "gencode",
     }
@@ -212,9 +213,16 @@ class SourceSpec:
 
 @dataclass(frozen=True)
 class ToolchainSpec:
-    """The CUDA toolkit, the base image, and whether nvcc is in the image or from PyPI."""
+    """The CUDA toolkit, the base image, and whether nvcc is in the image or from PyPI.
 
-    cuda: CudaVersion
+    ``cuda`` is None only for a recipe that pins torch without a ``+cuXYZ`` label and writes no
+    ``cuda``: the CUDA is then the pinned torch wheel's, known once the wheel is fetched
+    (``build/toolkit.py`` ``with_torch_cuda`` reloads the recipe with it). ``cuda_from`` says
+    where the value came from: ``recipe`` (written), ``torch-label``, ``torch-wheel``, or
+    ``torch`` while still unresolved.
+    """
+
+    cuda: CudaVersion | None
     base_image: str
     source: ToolchainSource
     pypi_packages: tuple[str, ...] = ()
@@ -224,6 +232,7 @@ class ToolchainSpec:
     # The base image pinned by its ID (sha256:...): a tag that now names another image is
     # refused before anything is built on it. None: the tag floats (provenance records the ID).
     base_image_id: str | None = None
+    cuda_from: str = "recipe"
 
 
 @dataclass(frozen=True)
@@ -291,12 +300,23 @@ class Recipe:
     def default_python(self) -> str:
         return self.python_versions[0]
 
+    @property
+    def cuda(self) -> CudaVersion:
+        """The recipe's CUDA; RecipeError while it is still to be read from the torch wheel."""
+        if self.toolchain.cuda is None:
+            raise RecipeError(
+                f"{self.path}: [toolchain] cuda is not set and the pinned torch wheel has not "
+                "been read yet",
+                hint='set [toolchain] cuda (e.g. "13.0"), or pin torch==X.Y.Z+cuXYZ',
+            )
+        return self.toolchain.cuda
+
     def sort_key(self) -> tuple[Version, CudaVersion]:
         try:
             version = Version(self.version)
         except InvalidVersion:
             version = Version("0")
-        return version, self.toolchain.cuda
+        return version, self.toolchain.cuda or CudaVersion(0, 0)
 
 
 # -- loading ------------------------------------------------------------------------------------
@@ -388,8 +408,14 @@ class _Table:
         return out
 
 
-def load_recipe(path: Path, facts: CudaFacts | None = None) -> Recipe:
-    """Read and validate one recipe file."""
+def load_recipe(
+    path: Path, facts: CudaFacts | None = None, *, torch_cuda: CudaVersion | None = None
+) -> Recipe:
+    """Read and validate one recipe file.
+
+    ``torch_cuda``: the CUDA of the pinned torch wheel, for a recipe without ``[toolchain]
+    cuda`` (the caller read it from the wheel); a recipe that writes ``cuda`` ignores it.
+    """
     facts = facts or load_facts()
     path = path.resolve()
     try:
@@ -412,7 +438,7 @@ def load_recipe(path: Path, facts: CudaFacts | None = None) -> Recipe:
         raise RecipeError(f"{path}: invalid TOML: {exc}") from None
     if nesting_depth(data, MAX_RECIPE_NESTING) > MAX_RECIPE_NESTING:
         raise RecipeError(f"{path}: nested deeper than the limit of {MAX_RECIPE_NESTING}")
-    return parse_recipe(data, origin=path, raw=raw, facts=facts)
+    return parse_recipe(data, origin=path, raw=raw, facts=facts, torch_cuda=torch_cuda)
 
 
 def parse_recipe(
@@ -421,6 +447,7 @@ def parse_recipe(
     origin: Path,
     raw: bytes = b"",
     facts: CudaFacts | None = None,
+    torch_cuda: CudaVersion | None = None,
 ) -> Recipe:
     """Validate already-parsed TOML data; ``origin`` names the file in errors and anchors paths."""
     facts = facts or load_facts()
@@ -449,7 +476,12 @@ def parse_recipe(
         raise meta.error("source_date_epoch", "must be a Unix time between 1980 and 2106")
 
     source = _parse_source(top.table("source"), origin)
-    toolchain = _parse_toolchain(top.table("toolchain"), facts)
+    toolchain_table = top.table("toolchain")
+    toolchain = _parse_toolchain(
+        toolchain_table,
+        facts,
+        None if toolchain_table.has("cuda") else _torch_cuda(top, kind, origin, torch_cuda),
+    )
     python = top.table("python")
     versions = python.str_list("versions", ["3.11"])
     if not versions:
@@ -684,7 +716,8 @@ def _parse_torch(
             if table.has(key):
                 raise table.error(key, "only valid when the recipe pins torch (torch==X.Y.Z)")
         return build, TorchOptions()
-    check_label_cuda(pin, toolchain.cuda, str(origin))
+    if toolchain.cuda is not None:
+        check_label_cuda(pin, toolchain.cuda, str(origin))
     return build, TorchOptions(pin=pin, local_version=label, requires_dist=requires_dist)
 
 
@@ -696,13 +729,51 @@ def pypi_toolchains() -> Mapping[int, Mapping[str, Any]]:
     return MappingProxyType({int(k): v for k, v in data["toolchain"].items()})
 
 
-def _parse_toolchain(table: _Table, facts: CudaFacts) -> ToolchainSpec:
-    cuda_text = table.text("cuda", required=True)
-    try:
-        cuda = CudaVersion.parse(cuda_text)
-        facts.toolkit(cuda)
-    except UsageError as exc:
-        raise table.error("cuda", exc.one_line()) from None
+def _torch_cuda(
+    top: _Table, kind: RecipeKind, origin: Path, from_wheel: CudaVersion | None
+) -> tuple[str, CudaVersion | None] | None:
+    """Where ``[toolchain] cuda`` comes from when the recipe does not write it: the pinned
+    torch's ``+cuXYZ`` label, else the torch wheel's own CUDA (``from_wheel``; None until the
+    caller has read it). None: the recipe pins no torch, so ``cuda`` is required."""
+    if kind == "pytorch":
+        return None
+    build = top.table("build")
+    requirements = build.str_list("requirements")
+    pin = find_torch_pin(requirements, f"{origin}: [build] requirements")
+    if pin is None:
+        version = top.table("torch").opt_str("version")
+        if version is None:
+            return None
+        pin = find_torch_pin([f"torch=={version}"], f"{origin}: [torch] version")
+    if pin is None:
+        return None
+    from_label = pin.cuda_from_label()
+    if from_label is not None:
+        return "torch-label", from_label
+    return ("torch-wheel", from_wheel) if from_wheel is not None else ("torch", None)
+
+
+def _parse_toolchain(
+    table: _Table, facts: CudaFacts, derived: tuple[str, CudaVersion | None] | None = None
+) -> ToolchainSpec:
+    cuda: CudaVersion | None
+    cuda_from = "recipe"
+    if table.has("cuda") or derived is None:
+        cuda_text = table.text("cuda", required=True)
+        try:
+            cuda = CudaVersion.parse(cuda_text)
+            facts.toolkit(cuda)
+        except UsageError as exc:
+            raise table.error("cuda", exc.one_line()) from None
+    else:
+        cuda_from, cuda = derived
+        if cuda is not None:
+            try:
+                facts.toolkit(cuda)
+            except UsageError as exc:
+                raise table.error(
+                    "cuda", f"derived from the pinned torch: {exc.one_line()}"
+                ) from None
     image = table.text("base_image", required=True)
     if not _IMAGE_REF.match(image):
         raise table.error("base_image", f"{image!r} is not an image reference (lowercase name:tag)")
@@ -722,7 +793,19 @@ def _parse_toolchain(table: _Table, facts: CudaFacts) -> ToolchainSpec:
     if source_text == "image":
         if table.has("pypi_packages"):
             raise table.error("pypi_packages", 'only valid with source = "pypi"')
-        return ToolchainSpec(cuda, image, "image", system_packages=system, base_image_id=pin)
+        return ToolchainSpec(
+            cuda, image, "image", system_packages=system, base_image_id=pin, cuda_from=cuda_from
+        )
+    if cuda is None:  # the pinned torch's CUDA is not known yet: packages follow on reload
+        return ToolchainSpec(
+            None,
+            image,
+            "pypi",
+            pypi_packages=table.str_list("pypi_packages"),
+            system_packages=system,
+            base_image_id=pin,
+            cuda_from=cuda_from,
+        )
     known = pypi_toolchains().get(cuda.major)
     if known is None:
         majors = ", ".join(f"{m}.x" for m in sorted(pypi_toolchains()))
@@ -746,6 +829,7 @@ def _parse_toolchain(table: _Table, facts: CudaFacts) -> ToolchainSpec:
         cudart_soname=str(known["cudart_soname"]),
         system_packages=system,
         base_image_id=pin,
+        cuda_from=cuda_from,
     )
 
 
@@ -806,7 +890,8 @@ def _parse_arch(
     default_text = table.text("default", required=True)
     try:
         default = ArchList.parse(default_text, facts)
-        default.check_toolkit(facts.toolkit(toolchain.cuda), facts)
+        if toolchain.cuda is not None:  # else checked when the torch's CUDA is known
+            default.check_toolkit(facts.toolkit(toolchain.cuda), facts)
     except ArchListError as exc:
         raise table.error("default", exc.one_line()) from None
     arch = ArchInput(

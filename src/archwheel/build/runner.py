@@ -181,15 +181,15 @@ class BuildRunner:
         if toolchain_spec.source == "image":
             # Refuse a base image whose toolkit is not the recipe's before building anything
             # on it (provisioning a builder image can take minutes).
-            self.output.stage("base-toolkit", f"find CUDA {toolchain_spec.cuda} in the base image")
+            self.output.stage("base-toolkit", f"find CUDA {plan.recipe.cuda} in the base image")
             found = probe_base_toolkit(
-                self.engine, plan.base_image, toolchain_spec.cuda, self.docker_dir
+                self.engine, plan.base_image, plan.recipe.cuda, self.docker_dir
             )
             self.output.line(
                 f"{plan.base_image}: {found.cuda_home or 'no toolkit'}"
                 + (f", nvcc {found.nvcc}" if found.nvcc else "")
             )
-            check_base_toolkit(found, toolchain_spec.cuda, plan.recipe.path, plan.base_image)
+            check_base_toolkit(found, plan.recipe.cuda, plan.recipe.path, plan.base_image)
 
         self.output.stage("builder-image", "docker/Dockerfile on the base image")
         mark = time.monotonic()
@@ -203,7 +203,7 @@ class BuildRunner:
             if toolchain_spec.source == "image"
             else f"the PyPI toolchain of {builder.tag}"
         )
-        check_toolchain(toolchain, toolchain_spec.cuda, plan.recipe.path, origin)
+        check_toolchain(toolchain, plan.recipe.cuda, plan.recipe.path, origin)
         self.output.line(
             f"nvcc {toolchain.nvcc}, gcc {toolchain.gcc}, python {toolchain.python}, "
             f"ccache {toolchain.ccache}, glibc {toolchain.glibc}"
@@ -232,7 +232,7 @@ class BuildRunner:
             timings["torch_image"] = time.monotonic() - mark
             toolchain = probe_toolchain(self.engine, torch_image.tag)
             check_toolchain(
-                toolchain, toolchain_spec.cuda, plan.recipe.path, f"torch image {torch_image.tag}"
+                toolchain, plan.recipe.cuda, plan.recipe.path, f"torch image {torch_image.tag}"
             )
             self.output.line(
                 f"torch image {torch_image.tag}: nvcc {toolchain.nvcc} in {toolchain.cuda_home}"

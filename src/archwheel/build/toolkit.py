@@ -35,7 +35,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from archwheel.build.baseimage import is_local_base, suite_of
-from archwheel.build.recipe import Recipe, ToolchainSpec, pypi_toolchains
+from archwheel.build.recipe import Recipe, ToolchainSpec, load_recipe, pypi_toolchains
 from archwheel.build.torch_pin import (
     TorchPin,
     TorchWheel,
@@ -49,6 +49,7 @@ from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import LineSink
 from archwheel.errors import BuildError, RecipeError, ToolError
+from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.versions import CudaVersion
 
 TORCH_REPOSITORY = "archwheel/torch"
@@ -262,6 +263,37 @@ def _wheel_sha256(path: Path) -> str:
     return digest
 
 
+def with_torch_cuda(
+    recipe: Recipe,
+    python: str,
+    pip: PipSettings,
+    cache: Path,
+    *,
+    facts: CudaFacts,
+    sink: LineSink | None = None,
+) -> Recipe:
+    """A recipe without ``[toolchain] cuda`` and without a ``+cuXYZ`` pin, reloaded with the
+    CUDA of its pinned torch wheel (fetched into the cache, once; the same wheel
+    ``prepare_torch`` then reads). Any other recipe is returned as it is."""
+    pin = recipe.torch.pin
+    if recipe.toolchain.cuda is not None or pin is None:
+        return recipe
+    glibc = known_glibc(recipe.toolchain.base_image) or FALLBACK_GLIBC
+    path = fetch_torch_wheel(pin, python, manylinux_platforms(glibc), pip, cache, sink=sink)
+    wheel = read_torch_wheel(path)
+    if wheel.cuda is None:
+        raise RecipeError(
+            f"{recipe.path}: {pin.requirement} resolved to torch {wheel.version} "
+            f"({wheel.filename}), which has no CUDA (torch.version.cuda is None), so "
+            "[toolchain] cuda cannot be taken from it",
+            hint=f"pin a CUDA build of torch, e.g. torch=={pin.public}+cu130, from an index "
+            "that serves it",
+        )
+    if sink:
+        sink(f"[toolchain] cuda: {wheel.cuda}, from {wheel.filename} (torch.version.cuda)")
+    return load_recipe(recipe.path, facts, torch_cuda=wheel.cuda)
+
+
 def prepare_torch(
     recipe: Recipe, python: str, pip: PipSettings, cache: Path, sink: LineSink | None = None
 ) -> TorchBuild | None:
@@ -276,7 +308,7 @@ def prepare_torch(
     glibc = known_glibc(recipe.toolchain.base_image) or FALLBACK_GLIBC
     path = fetch_torch_wheel(options.pin, python, manylinux_platforms(glibc), pip, cache, sink=sink)
     wheel = read_torch_wheel(path)
-    check_torch_wheel(wheel, options.pin, recipe.toolchain.cuda, recipe.path)
+    check_torch_wheel(wheel, options.pin, recipe.cuda, recipe.path)
     toolkit = toolkit_requirement_for(wheel, recipe.toolchain)
     if recipe.toolchain.source == "pypi" and toolkit is None:
         raise RecipeError(

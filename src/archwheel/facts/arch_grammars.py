@@ -56,6 +56,9 @@ TORCH_CMAKE = "torch-cmake"
 CPP_EXTENSION = "cpp-extension"
 CMAKE = "cmake"
 NVCC = "nvcc"
+# CMake's own FindCUDA/select_compute_arch.cmake (the module PyTorch's copy was forked from),
+# read by projects that call cuda_select_nvcc_arch_flags without find_package(Torch).
+CMAKE_FINDCUDA = "cmake-findcuda"
 BUILTIN_CONSUMERS = (TORCH_CMAKE, CPP_EXTENSION, CMAKE, NVCC)
 
 DEFAULT_VARIABLE: Mapping[str, str] = MappingProxyType(
@@ -64,6 +67,7 @@ DEFAULT_VARIABLE: Mapping[str, str] = MappingProxyType(
         CPP_EXTENSION: "TORCH_CUDA_ARCH_LIST",
         CMAKE: "CMAKE_CUDA_ARCHITECTURES",
         NVCC: "CUDA_GENCODE_FLAGS",
+        CMAKE_FINDCUDA: "TORCH_CUDA_ARCH_LIST",
     }
 )
 
@@ -125,13 +129,25 @@ class ProjectGrammar:
 
 
 @dataclass(frozen=True)
+class FindCudaGrammar:
+    """CMake's own ``select_compute_arch.cmake``: PyTorch's algorithm, its own pattern and names."""
+
+    cmake: str  # the CMake release whose module was read
+    file: str
+    number_regex: str
+    names: tuple[CmakeName, ...]
+
+
+@dataclass(frozen=True)
 class Grammars:
     torch: tuple[TorchGrammar, ...]  # oldest first
     projects: Mapping[str, ProjectGrammar]
+    findcuda: FindCudaGrammar | None = None
 
     @property
     def consumers(self) -> tuple[str, ...]:
-        return BUILTIN_CONSUMERS + tuple(self.projects)
+        own = (CMAKE_FINDCUDA,) if self.findcuda is not None else ()
+        return BUILTIN_CONSUMERS + own + tuple(self.projects)
 
     def for_torch(self, version: str | None) -> TorchGrammar:
         """The grammar of ``version``: the newest stored release not newer than it."""
@@ -192,12 +208,26 @@ def parse_grammars(data: Mapping[str, Any], facts: CudaFacts | None = None) -> G
             )
             for name, p in dict(data.get("projects", {})).items()
         }
+        f = data.get("findcuda")
+        findcuda = (
+            FindCudaGrammar(
+                cmake=str(f["cmake"]),
+                file=str(f["file"]),
+                number_regex=str(f["number_regex"]),
+                names=tuple(
+                    CmakeName(str(n), tuple(str(b).split()), tuple(str(p).split()))
+                    for n, b, p in f["names"]
+                ),
+            )
+            if f is not None
+            else None
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise FactsError(f"arch_consumers.toml: malformed ({exc})") from None
     ordered = tuple(sorted(torch, key=lambda g: Version(g.torch)))
     if not ordered:
         raise FactsError("arch_consumers.toml: no [[torch]] grammar")
-    return Grammars(ordered, MappingProxyType(projects))
+    return Grammars(ordered, MappingProxyType(projects), findcuda)
 
 
 @cache
@@ -386,6 +416,9 @@ def read(
     g, var = _grammar_of(consumer, grammars, variable)
     if consumer == TORCH_CMAKE:
         reading = read_torch_cmake(value, g.for_torch(torch), var)
+    elif consumer == CMAKE_FINDCUDA:
+        assert g.findcuda is not None  # check_consumer refused it otherwise
+        reading = read_findcuda(value, g.findcuda, var)
     elif consumer == CPP_EXTENSION:
         reading = read_cpp_extension(value, g.for_torch(torch), tuple(cflags), var)
     elif consumer == CMAKE:
@@ -440,6 +473,28 @@ def _cmake_false(value: str) -> bool:
 def read_torch_cmake(value: str | None, g: TorchGrammar, variable: str) -> Reading:
     """``torch_cuda_get_nvcc_gencode_flag`` -> ``CUDA_SELECT_NVCC_ARCH_FLAGS``, step by step."""
     src = f"torch {g.torch} {g.cmake_file}"
+    return _select_compute_arch(
+        value, g.cmake_number_regex, g.cmake_names, variable, consumer=TORCH_CMAKE, src=src
+    )
+
+
+def read_findcuda(value: str | None, g: FindCudaGrammar, variable: str) -> Reading:
+    """CMake's own ``CUDA_SELECT_NVCC_ARCH_FLAGS``: the same steps, CMake's pattern and names."""
+    src = f"CMake {g.cmake} {g.file}"
+    return _select_compute_arch(
+        value, g.number_regex, g.names, variable, consumer=CMAKE_FINDCUDA, src=src
+    )
+
+
+def _select_compute_arch(
+    value: str | None,
+    number_regex: str,
+    cmake_names: tuple[CmakeName, ...],
+    variable: str,
+    *,
+    consumer: str,
+    src: str,
+) -> Reading:
     # set(TORCH_CUDA_ARCH_LIST $ENV{...}); cuda_select_nvcc_arch_flags(v ${TORCH_CUDA_ARCH_LIST}):
     # the unquoted expansion splits on ';' and drops empty elements.
     argn = ";".join(p for p in (value or "").split(";") if p)
@@ -452,10 +507,10 @@ def read_torch_cmake(value: str | None, g: TorchGrammar, variable: str) -> Readi
             "(select_compute_arch.cmake); name the targets instead"
         )
         finding = Finding("reinterpret", argn or "(empty)", rule)
-        return _reading(TORCH_CMAKE, variable, value, src, [finding])
+        return _reading(consumer, variable, value, src, [finding])
     items = _dedupe(p for p in re.sub(r"[ \t]+", ";", argn).split(";") if p)
-    number = re.compile(g.cmake_number_regex)
-    names = {n.name: n for n in g.cmake_names}
+    number = re.compile(number_regex)
+    names = {n.name: n for n in cmake_names}
     bins: list[str] = []
     ptxs: list[str] = []
     findings: list[Finding] = []
@@ -473,7 +528,10 @@ def read_torch_cmake(value: str | None, g: TorchGrammar, variable: str) -> Readi
         elif arch_name in names:
             arch_bin, arch_ptx = names[arch_name].arch_bin, names[arch_name].arch_ptx
         else:
-            findings.append(Finding("reject", item, _cmake_unknown_rule(arch_name, names)))
+            rule = _cmake_unknown_rule(arch_name, names)
+            if consumer == CMAKE_FINDCUDA:
+                rule = rule.replace("X.Y, X.Ya, X.Yf, X.Y(X.Y)", "X.Y (one-digit X), X.Y(X.Y)")
+            findings.append(Finding("reject", item, rule))
             error = error or (
                 f"Found Unknown CUDA Architecture Name in CUDA_SELECT_NVCC_ARCH_FLAGS: {arch_name}"
             )
@@ -501,7 +559,7 @@ def read_torch_cmake(value: str | None, g: TorchGrammar, variable: str) -> Readi
     for image in bad_images:
         findings.append(Finding("reject", image, "the CMake code writes an nvcc flag nvcc refuses"))
     return _reading(
-        TORCH_CMAKE, variable, value, src, findings, images=images, flags=flags, error=error
+        consumer, variable, value, src, findings, images=images, flags=flags, error=error
     )
 
 
@@ -795,6 +853,13 @@ def nearest(
     out: list[ArchSpec] = []
     if consumer in (CMAKE, NVCC):
         return archs
+    if consumer == CMAKE_FINDCUDA and g.findcuda is not None:
+        number = re.compile(g.findcuda.number_regex)
+        for s in archs:
+            plain = Target(s.target.cc)
+            if number.search(plain.dotted):
+                out.append(ArchSpec(plain, sass=True, ptx=s.ptx or not s.sass))
+        return ArchList.of(out)
     if consumer in g.projects:
         p = g.projects[consumer]
         allowed = {e.target for e in p.entries if cuda is None or cuda >= e.min_cuda}
@@ -855,6 +920,8 @@ def render(
 
 
 def _source_of(consumer: str, g: Grammars, torch: str | None) -> str:
+    if consumer == CMAKE_FINDCUDA and g.findcuda is not None:
+        return f"CMake {g.findcuda.cmake} FindCUDA select_compute_arch.cmake"
     if consumer == TORCH_CMAKE:
         tg = g.for_torch(torch)
         return f"torch {tg.torch} select_compute_arch.cmake"
@@ -872,6 +939,8 @@ def _accepts(consumer: str, g: Grammars, torch: str | None) -> str:
     if consumer in g.projects:
         p = g.projects[consumer]
         return "it accepts " + p.separator.join(e.entry for e in p.entries)
+    if consumer == CMAKE_FINDCUDA:
+        return "it accepts X.Y with a one-digit major (+PTX), e.g. 8.0;9.0"
     return "see docs/building-extensions.md"
 
 
@@ -910,6 +979,14 @@ def _render_problem(
     for s in archs:
         if not s.sass:
             return f"TORCH_CUDA_ARCH_LIST cannot ask for PTX without SASS ({s.render()})", ""
+        findcuda = g.findcuda if consumer == CMAKE_FINDCUDA else None
+        if findcuda is not None and not re.search(findcuda.number_regex, s.target.dotted):
+            return (
+                f"{s.target.dotted} does not match CMake {findcuda.cmake}'s pattern "
+                f"{findcuda.number_regex} (one-digit majors, no 'a'/'f'); CMake stops "
+                "with 'Unknown CUDA Architecture Name'",
+                "",
+            )
         if consumer == CPP_EXTENSION:
             if s.target.variant is Variant.FAMILY_SPECIFIC:
                 return (

@@ -95,6 +95,7 @@ def test_pytorch_recipes_mirror_the_official_build(name: str, tag: str) -> None:
     facts = load_facts()
     recipe = load_recipe(RECIPES / f"{name}.toml")
     assert recipe.kind == "pytorch"
+    assert recipe.toolchain.cuda is not None
     assert recipe.toolchain.cuda.tag == tag
     assert recipe.toolchain.source == "image"  # the official builder image holds the toolkit
     assert (

@@ -32,7 +32,7 @@ from archwheel.build.recipe import Recipe, find_recipe, load_recipe, recipe_file
 from archwheel.build.repair import spec_for_recipe
 from archwheel.build.runner import BuildRunner
 from archwheel.build.source import resolve_source
-from archwheel.build.toolkit import prepare_torch
+from archwheel.build.toolkit import prepare_torch, with_torch_cuda
 from archwheel.effects.engine import (
     ENGINES,
     ContainerEngine,
@@ -279,14 +279,18 @@ def build(request: BuildRequest) -> int:
 
     # 1. Everything that can be wrong with the request fails here, before any container.
     recipe = find_recipe(request.recipe, recipe_dirs(), facts)
-    if request.git_mirrors:
-        recipe = with_git_mirrors(recipe, request.git_mirrors)
     python = request.python or recipe.default_python
     if python not in recipe.python_versions:
         raise UsageError(
             f"recipe {recipe.name} does not support Python {python}",
             hint=f"supported: {', '.join(recipe.python_versions)}",
         )
+    pip = request.pip.settings()
+    line_echo = None if request.quiet else echo_to(err)
+    # No [toolchain] cuda: the pinned torch wheel's CUDA (the wheel is fetched once, cached).
+    recipe = with_torch_cuda(recipe, python, pip, cache_dir(), facts=facts, sink=line_echo)
+    if request.git_mirrors:
+        recipe = with_git_mirrors(recipe, request.git_mirrors)
     arch = check_arch_list(recipe, request.arch, facts)
     if request.compare_official:
         comparison = compare_official(recipe, arch.value if request.arch else None)
@@ -300,7 +304,6 @@ def build(request: BuildRequest) -> int:
     if request.jobs is not None and request.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     settings = EngineSettings.create(request.engine, config_dir=cache_dir())
-    pip = request.pip.settings()
     jobs = choose_jobs(detect_host_resources(), recipe.build.memory_per_job_gib, request.jobs)
     options = BuildOptions(
         arch=request.arch,
@@ -314,7 +317,6 @@ def build(request: BuildRequest) -> int:
     )
 
     # 2. The source (host-side git or download; still no container), then the plan.
-    line_echo = None if request.quiet else echo_to(err)
     # An sdist named by project and version: its URL on the index pip is configured with.
     if recipe.source.project:
         located = locate_sdist(recipe.source, pip, recipe=recipe.path, echo=line_echo)
@@ -384,7 +386,7 @@ def _list_recipes(out: Console, fmt: str) -> int:
                 "name": recipe.name,
                 "kind": recipe.kind,
                 "version": recipe.version,
-                "cuda": str(recipe.toolchain.cuda),
+                "cuda": str(recipe.toolchain.cuda or "from torch"),
                 "base_image": recipe.toolchain.base_image,
                 "default_arch": str(recipe.arch.default),
                 "path": str(path),

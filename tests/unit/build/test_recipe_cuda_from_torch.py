@@ -1,0 +1,234 @@
+"""``[toolchain] cuda`` taken from the pinned torch, and the compiler launchers of a build.
+
+A recipe that pins torch may leave out ``[toolchain] cuda``: a ``+cuXYZ`` pin says it at load
+time, otherwise the torch wheel's ``torch/version.py`` does once the wheel is in the cache
+(``with_torch_cuda``). Wheels here are small ones with the official metadata layout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from archwheel.build.jobs import GIB, HostResources, choose_jobs
+from archwheel.build.plan import (
+    CCACHE_NAMES,
+    COMPILER_LAUNCHERS,
+    BuildOptions,
+    ccache_names_script,
+    check_arch_list,
+    make_plan,
+)
+from archwheel.build.recipe import Recipe, load_recipe
+from archwheel.build.source import ResolvedSource
+from archwheel.build.toolkit import prepare_torch, with_torch_cuda
+from archwheel.build.torch_pin import TORCH_WHEELS
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.errors import ArchListError, RecipeError
+from archwheel.facts import arch_grammars
+from archwheel.facts.catalog import load_facts
+from archwheel.facts.versions import CudaVersion
+from tests.support.paths import ROOT
+from tests.support.torch_pin_support import fake_torch_wheel
+
+RECIPE = """\
+schema_version = 1
+[source]
+path = "src"
+[toolchain]
+CUDA
+base_image = "archwheel/debian:bookworm"
+source = "pypi"
+[arch]
+format = "torch"
+default = "DEFAULT"
+[build]
+requirements = [REQS]
+command = "true"
+ENV
+"""
+
+
+def write(
+    tmp_path: Path, reqs: str, *, cuda: str = "", default: str = "9.0", env: str = ""
+) -> Path:
+    (tmp_path / "src").mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "r.toml"
+    text = RECIPE.replace("REQS", reqs).replace("CUDA", f'cuda = "{cuda}"' if cuda else "")
+    path.write_text(text.replace("DEFAULT", default).replace("ENV", env))
+    return path
+
+
+def cache_with(tmp_path: Path, **wheel: str | None) -> Path:
+    cache = tmp_path / "cache"
+    (cache / TORCH_WHEELS).mkdir(parents=True)
+    fake_torch_wheel(cache / TORCH_WHEELS, **wheel)  # type: ignore[arg-type]
+    return cache
+
+
+def resolve(recipe: Recipe, cache: Path) -> Recipe:
+    return with_torch_cuda(recipe, "3.11", PipSettings(), cache, facts=load_facts())
+
+
+def test_a_cu_label_gives_the_cuda_at_load(tmp_path: Path) -> None:
+    r = load_recipe(write(tmp_path, '"torch==2.14.1+cu130"'))
+    assert r.toolchain.cuda == CudaVersion(13, 0)
+    assert r.toolchain.cuda_from == "torch-label"
+    written = load_recipe(write(tmp_path / "w", '"torch==2.14.1+cu130"', cuda="13.0"))
+    assert r.toolchain.pypi_packages == written.toolchain.pypi_packages
+    assert r.toolchain.pypi_packages  # the nvcc wheels of CUDA 13.0
+
+
+def test_without_a_label_the_cuda_is_read_from_the_torch_wheel(tmp_path: Path) -> None:
+    r = load_recipe(write(tmp_path, '"torch==2.14.1"'))
+    assert r.toolchain.cuda is None and r.toolchain.cuda_from == "torch"
+    with pytest.raises(RecipeError, match=r"cuda is not set"):
+        check_arch_list(r, "9.0")
+    resolved = resolve(r, cache_with(tmp_path, cuda="13.0"))
+    assert resolved.cuda == CudaVersion(13, 0)
+    assert resolved.toolchain.cuda_from == "torch-wheel"
+    written = load_recipe(write(tmp_path / "w", '"torch==2.14.1"', cuda="13.0"))
+    assert resolved.toolchain.pypi_packages == written.toolchain.pypi_packages
+    assert str(check_arch_list(resolved, "9.0").arch_list) == "9.0"
+    build = prepare_torch(resolved, "3.11", PipSettings(), tmp_path / "cache")
+    assert build is not None and build.local_version == "pt2.14.1cu130"
+
+
+def test_the_torch_table_pin_also_gives_the_cuda(tmp_path: Path) -> None:
+    path = write(tmp_path, "")
+    path.write_text(path.read_text() + '[torch]\nversion = "2.14.1"\n')
+    resolved = resolve(load_recipe(path), cache_with(tmp_path))
+    assert resolved.cuda == CudaVersion(13, 0)
+
+
+def test_the_arch_default_is_checked_against_the_derived_cuda(tmp_path: Path) -> None:
+    # 3.5 is not buildable with CUDA 13.0: unknown at load, refused once the wheel says 13.0.
+    r = load_recipe(write(tmp_path, '"torch==2.14.1"', default="3.5"))
+    with pytest.raises(RecipeError, match=r"\[arch\] default"):
+        resolve(r, cache_with(tmp_path))
+
+
+def test_a_cpu_torch_cannot_give_a_cuda(tmp_path: Path) -> None:
+    r = load_recipe(write(tmp_path, '"torch==2.14.1"'))
+    with pytest.raises(RecipeError) as info:
+        resolve(r, cache_with(tmp_path, cuda=None))
+    text = info.value.one_line()
+    assert "torch-2.14.1-cp311" in text and "no CUDA" in text and "[toolchain] cuda" in text
+
+
+def test_a_written_cuda_still_wins_and_a_contradiction_is_refused(tmp_path: Path) -> None:
+    r = load_recipe(write(tmp_path, '"torch==2.14.1"', cuda="13.0"))
+    assert r.toolchain.cuda_from == "recipe"
+    assert resolve(r, tmp_path / "empty-cache") is r  # nothing fetched, nothing changed
+    with pytest.raises(RecipeError, match=r"cuda is 13\.1, but torch==2\.14\.1\+cu130"):
+        load_recipe(write(tmp_path / "c", '"torch==2.14.1+cu130"', cuda="13.1"))
+
+
+def test_without_a_torch_pin_cuda_stays_required(tmp_path: Path) -> None:
+    with pytest.raises(RecipeError, match=r"\[toolchain\] cuda"):
+        load_recipe(write(tmp_path, '"numpy"'))
+
+
+def test_the_shipped_cmake_recipe_takes_its_cuda_from_torch(tmp_path: Path) -> None:
+    r = load_recipe(ROOT / "recipes" / "torchopt-0.7.3.toml")
+    assert r.toolchain.cuda is None
+    assert r.source.project == "torchopt" and r.source.sha256
+    assert r.torch.pin is not None and r.torch.pin.requirement == "torch==2.14.1"
+    assert resolve(r, cache_with(tmp_path)).cuda == CudaVersion(13, 0)
+
+
+# -- compiler launchers ---------------------------------------------------------------------------
+
+
+def plan_env(recipe: Recipe, tmp_path: Path, **options: object) -> dict[str, str]:
+    source = ResolvedSource(recipe.source, tmp_path, None, False, "d" * 64, ("a",), 1, "test")
+    plan = make_plan(
+        recipe,
+        check_arch_list(recipe, "9.0"),
+        replace(BuildOptions(out=tmp_path / "out"), **options),  # type: ignore[arg-type]
+        source,
+        jobs=choose_jobs(HostResources(cpus=2, memory_bytes=8 * GIB), 2.0),
+        pip=PipSettings(),
+        user=(1000, 1000),
+    )
+    return dict(plan.build_env)
+
+
+def test_cmake_builds_compile_through_ccache(tmp_path: Path) -> None:
+    r = load_recipe(write(tmp_path, '"numpy"', cuda="13.0"))
+    env = plan_env(r, tmp_path)
+    assert {v: env[v] for v in COMPILER_LAUNCHERS} == dict.fromkeys(COMPILER_LAUNCHERS, "ccache")
+    assert set(COMPILER_LAUNCHERS) == {
+        "CMAKE_C_COMPILER_LAUNCHER",
+        "CMAKE_CXX_COMPILER_LAUNCHER",
+        "CMAKE_CUDA_COMPILER_LAUNCHER",
+    }
+
+
+def test_a_recipe_launcher_wins_and_no_cache_sets_none(tmp_path: Path) -> None:
+    env_table = '[build.env]\nCMAKE_CXX_COMPILER_LAUNCHER = "sccache"\n'
+    r = load_recipe(write(tmp_path, '"numpy"', cuda="13.0", env=env_table))
+    assert plan_env(r, tmp_path)["CMAKE_CXX_COMPILER_LAUNCHER"] == "sccache"
+    assert plan_env(r, tmp_path)["CMAKE_CUDA_COMPILER_LAUNCHER"] == "ccache"
+    uncached = plan_env(load_recipe(write(tmp_path / "n", '"numpy"', cuda="13.0")), tmp_path,
+                        ccache_volume=None)  # fmt: skip
+    assert not set(COMPILER_LAUNCHERS) & set(uncached)
+    checked = plan_env(load_recipe(write(tmp_path / "n", '"numpy"', cuda="13.0")), tmp_path,
+                       check_reproducible=True)  # fmt: skip
+    assert not set(COMPILER_LAUNCHERS) & set(checked)
+
+
+# -- the arch list's reader in the CMake recipe ---------------------------------------------------
+
+
+def test_the_cmake_recipe_refuses_what_cmakes_own_findcuda_rejects(tmp_path: Path) -> None:
+    r = resolve(load_recipe(ROOT / "recipes" / "torchopt-0.7.3.toml"), cache_with(tmp_path))
+    assert r.arch.consumer == "cmake-findcuda"
+    assert check_arch_list(r, "8.0;9.0+PTX").value == "8.0;9.0+PTX"
+    for text, nearest in (("9.0;10.0", "9.0"), ("9.0a", "9.0"), ("12.0f", None)):
+        with pytest.raises(ArchListError) as info:
+            check_arch_list(r, text)
+        message = info.value.one_line()
+        assert "cmake-findcuda" in message and "Unknown CUDA Architecture Name" in message
+        if nearest:
+            assert f"nearest list it accepts: {nearest}" in message
+
+
+def test_cmakes_findcuda_reads_numbers_and_names_its_own_way() -> None:
+    nine = arch_grammars.read(arch_grammars.CMAKE_FINDCUDA, "9.0")
+    assert nine.ok and nine.flags == ("-gencode", "arch=compute_90,code=sm_90")
+    # PyTorch's copy: Ampere is 8.0 and 8.6, Hopper is 9.0; CMake's: Ampere 8.0, no Hopper.
+    assert arch_grammars.read(arch_grammars.CMAKE_FINDCUDA, "Ampere").images == ("sm_80",)
+    assert arch_grammars.read(arch_grammars.TORCH_CMAKE, "Ampere").images == ("sm_80", "sm_86")
+    assert not arch_grammars.read(arch_grammars.CMAKE_FINDCUDA, "Hopper").ok
+    assert arch_grammars.read(arch_grammars.TORCH_CMAKE, "10.0").ok
+    assert not arch_grammars.read(arch_grammars.CMAKE_FINDCUDA, "10.0").ok
+
+
+def plan_steps(recipe: Recipe, tmp_path: Path, **options: object) -> dict[str, str]:
+    source = ResolvedSource(recipe.source, tmp_path, None, False, "d" * 64, ("a",), 1, "test")
+    plan = make_plan(
+        recipe,
+        check_arch_list(recipe, "9.0"),
+        replace(BuildOptions(out=tmp_path / "out"), **options),  # type: ignore[arg-type]
+        source,
+        jobs=choose_jobs(HostResources(cpus=2, memory_bytes=8 * GIB), 2.0),
+        pip=PipSettings(),
+        user=(1000, 1000),
+    )
+    return {s.name: s.command[-1] for p in plan.phases for s in p.steps}
+
+
+def test_pythons_own_compiler_names_run_ccache_in_cached_builds(tmp_path: Path) -> None:
+    # setuptools (and cpp_extension without ninja) compiles C++ with sysconfig's CXX,
+    # x86_64-linux-gnu-g++ on Debian: a name in CCACHE_NAMES, ahead of /usr/bin on PATH.
+    r = load_recipe(write(tmp_path, '"numpy"', cuda="13.0"))
+    path = plan_env(r, tmp_path)["PATH"].split(":")
+    assert path.index(CCACHE_NAMES) < path.index("/usr/bin")
+    copy = plan_steps(r, tmp_path)["copy-source"]
+    assert ccache_names_script() in copy and "get_config_var" in copy
+    for options in ({"ccache_volume": None}, {"check_reproducible": True}):
+        assert CCACHE_NAMES not in plan_env(r, tmp_path, **options)["PATH"]
+        assert CCACHE_NAMES not in plan_steps(r, tmp_path, **options)["copy-source"]
