@@ -128,6 +128,7 @@ class TorchBuild:
     def to_json_dict(self) -> dict[str, object]:
         return {
             "requirement": self.pin.requirement,
+            "replaces": self.pin.replaces,
             "version": self.wheel.version,
             "cuda": str(self.wheel.cuda) if self.wheel.cuda else None,
             "wheel": self.wheel.filename,
