@@ -2,9 +2,12 @@
 
 A matrix is recipes x torch versions x Python versions x arch lists, less exclusions, from a
 TOML file (``[matrix]``) and/or flags (a flag replaces the file's axis). An empty torch axis
-means "the recipe's own torch" (or none); an empty Python or arch axis means the recipe's
-default. Each cell gets a **key**: the sha256 of everything that decides its wheel and that is
-known before a build (the recipe file's sha256, the source digest when the caller knows it, the
+means "the recipe's own torch"; a recipe not built against torch has no torch axis. An empty
+Python or arch axis means the recipe's default. Two cells that would publish one wheel file name
+(one recipe, torch and Python; two arch lists) are refused: one arch list per index.
+
+Each cell gets a **key**: the sha256 of everything that decides its wheel and that is known
+before a build (the recipe file's sha256, the source digest when the caller knows it, the
 torch and Python versions, the checked arch list). A cell whose key is already in the index is
 skipped; a cell the recipe cannot build (a Python it does not list) is excluded with the reason.
 
@@ -12,13 +15,13 @@ The file format (docs/matrix.md)::
 
     schema_version = 1
     [matrix]
-    recipes = ["example"]
+    recipes = ["example", "libtorch-ops"]
     python = ["3.11", "3.12"]
-    torch = []                       # optional
-    arch = ["8.0;9.0", "9.0;12.0+PTX"]
+    torch = ["2.13.0", "2.14.1"]     # optional
+    arch = ["9.0"]
     [[matrix.exclude]]               # every key given must match
     python = "3.12"
-    arch = "8.0;9.0"
+    torch = "2.13.0"
 """
 
 from __future__ import annotations

@@ -49,13 +49,16 @@ from archwheel.matrix.run import CellBuilder, CellOutput, run_matrix
 MATRIX_EPILOG = """\
 examples:
   archwheel matrix matrix.toml --index /srv/wheels --plan        print the plan, build nothing
-  archwheel matrix --recipe example --python 3.11 --arch "8.0;9.0" --arch "9.0;12.0+PTX" \\
+  archwheel matrix --recipe example --recipe libtorch-ops --torch 2.13.0 --torch 2.14.1 \\
       --index /srv/wheels
   archwheel publish dist/*.whl --index /srv/wheels --expect "8.0;9.0"
 
 Serve INDEX/current with any static web server; `pip install --index-url
 file:///INDEX/current/simple/ NAME` works without one. Each wheel is audited by archwheel before
 it is published, beside its provenance and its audit JSON; a failed cell publishes nothing.
+
+One index holds one arch list per recipe, torch and Python (a wheel's name does not carry it):
+cells that differ only in their arch list are refused; give each arch list its own --index.
 
 exit codes: 0 every cell passed (published, or skipped because the index has it),
 2 bad matrix or options, 5 a cell failed to build or its wheel was refused (publish: 1)
@@ -78,7 +81,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("matrix", nargs="?", type=Path, metavar="MATRIX.toml", help="matrix file")
     p.add_argument("--index", type=Path, required=True, help="the index folder")
     p.add_argument("--recipe", action="append", default=[], help="a recipe (replaces the file's)")
-    p.add_argument("--torch", action="append", default=[], metavar="VERSION")
+    p.add_argument(
+        "--torch",
+        action="append",
+        default=[],
+        metavar="VERSION",
+        help="a torch to build against (recipes that pin torch; replaces their pin)",
+    )
     p.add_argument("--python", action="append", default=[], metavar="X.Y")
     p.add_argument("--arch", action="append", default=[], metavar="ARCHS")
     p.add_argument(
