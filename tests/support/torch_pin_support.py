@@ -27,7 +27,7 @@ def fake_torch_wheel(
         [
             "Metadata-Version: 2.4",
             "Name: torch",
-            f"Version: {public}",
+            f"Version: {version}",  # as the file name says (pip checks that they agree)
             *(f"Requires-Dist: {r}" for r in ("filelock", *requires)),
             'Requires-Dist: pyyaml; extra == "pyyaml"',
             "",
@@ -46,5 +46,9 @@ def fake_torch_wheel(
     )
     with zipfile.ZipFile(path, "w") as z:
         z.writestr(f"torch-{public}.dist-info/METADATA", meta)
+        z.writestr(
+            f"torch-{public}.dist-info/WHEEL",
+            f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {python}-{python}-manylinux_2_28_x86_64\n",
+        )
         z.writestr("torch/version.py", version_py)
     return path

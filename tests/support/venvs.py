@@ -81,3 +81,30 @@ def bare_venv() -> Path:
         BARE_VENV.parent.mkdir(parents=True, exist_ok=True)
         make_venv(BARE_VENV)
     return python
+
+
+def torch_venv_for(version: str) -> Path:
+    """A cached venv holding the real CUDA torch ``version`` with its dependencies (pip from the
+    configured index, about a minute once). ``torch===X``: exactly that version, not a local
+    ``X+cpu`` build that a local index or find-links folder may also hold."""
+    root = CACHE / "venvs" / f"torch-{version}"
+    python = venv_python(root)
+    if installed_version(python, "torch") != version:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        make_venv(root)
+        try:
+            pip_install(python, f"torch==={version}")
+        except RuntimeError as exc:
+            require(False, str(exc))
+    return python
+
+
+def copy_torch_venv(version: str, path: Path) -> Path:
+    """A fresh venv at ``path`` already holding the real torch ``version`` (and its CUDA
+    libraries): a hard-linked copy of the cached one (seconds; a plain copy across file
+    systems). Installing into it adds files and never writes into the cached venv's files."""
+    source = torch_venv_for(version).parent.parent
+    same_disk = source.stat().st_dev == path.parent.stat().st_dev
+    subprocess.run(["cp", "-a", *(["--link"] if same_disk else []), str(source), str(path)],
+                   check=True)  # fmt: skip
+    return venv_python(path)

@@ -397,7 +397,9 @@ def torch_site_command(python: str) -> str:
 def torch_row(torch: TorchBuild) -> str:
     label = f"+{torch.local_version}" if torch.local_version else "off"
     return (
-        f"{torch.pin.requirement} -> {torch.wheel.version} (CUDA {torch.cuda}); toolkit "
+        f"{torch.pin.requirement}"
+        + (f" (--torch; the recipe pins {torch.pin.replaces})" if torch.pin.replaces else "")
+        + f" -> {torch.wheel.version} (CUDA {torch.cuda}); toolkit "
         f"{torch.toolkit_requirement or 'of the image'}; local version {label}; "
         f"Requires-Dist {torch.pin_requirement or 'not added'}"
     )

@@ -35,7 +35,13 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from archwheel.build.baseimage import is_local_base, suite_of
-from archwheel.build.recipe import Recipe, ToolchainSpec, load_recipe, pypi_toolchains
+from archwheel.build.recipe import (
+    Recipe,
+    ToolchainSpec,
+    load_recipe,
+    pypi_toolchains,
+    with_torch,
+)
 from archwheel.build.torch_pin import (
     TorchPin,
     TorchWheel,
@@ -129,6 +135,7 @@ class TorchBuild:
     def to_json_dict(self) -> dict[str, object]:
         return {
             "requirement": self.pin.requirement,
+            "replaces": self.pin.replaces,
             "version": self.wheel.version,
             "cuda": str(self.wheel.cuda) if self.wheel.cuda else None,
             "wheel": self.wheel.filename,
@@ -291,7 +298,10 @@ def with_torch_cuda(
         )
     if sink:
         sink(f"[toolchain] cuda: {wheel.cuda}, from {wheel.filename} (torch.version.cuda)")
-    return load_recipe(recipe.path, facts, torch_cuda=wheel.cuda)
+    reloaded = load_recipe(recipe.path, facts, torch_cuda=wheel.cuda)
+    if pin.replaces:  # built against another torch (--torch): the reload read the file's pin
+        reloaded = with_torch(reloaded, str(pin.version))
+    return reloaded
 
 
 def prepare_torch(

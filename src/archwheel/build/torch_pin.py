@@ -61,6 +61,7 @@ class TorchPin:
 
     requirement: str  # as written in [build] requirements
     version: Version  # 2.14.1 or 2.14.1+cu130
+    replaces: str | None = None  # the recipe's own pin, when --torch (a matrix cell) chose this
 
     @property
     def public(self) -> str:
@@ -296,21 +297,33 @@ def fetch_torch_wheel(
         return found
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".download-", dir=folder) as tmp:
-        command = [
+        base = [
             sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
             *PythonTarget.parse(python).pip_args(), "--dest", tmp,
             *(arg for platform in platforms for arg in ("--platform", platform)),
-            *pip.host_args(), f"torch=={pin.version}",
+            *pip.host_args(),
         ]  # fmt: skip
-        if sink:
-            sink("+ " + " ".join(command[2:]))
-        proc = run_program(command, echo=None, check=False, what="pip download torch")
-        if sink:
-            for line in (proc.stdout + proc.stderr).splitlines():
-                sink(line)
-        if proc.returncode != 0:
+        # torch==2.13.0 also matches 2.13.0+cpu, which pip prefers when a local index or
+        # find-links folder holds it (it sorts above the plain version): a pin without a
+        # local label asks for exactly that version first (the CUDA build on PyPI), and only
+        # if no index has it for the version with any label (2.13.0+cu130 on PyTorch's index).
+        requests = [f"torch=={pin.version}"]
+        if pin.local is None:
+            requests.insert(0, f"torch==={pin.version}")
+        for n, requirement in enumerate(requests):
+            command = [*base, requirement]
+            if sink:
+                sink("+ " + " ".join(command[2:]))
+            proc = run_program(command, echo=None, check=False, what="pip download torch")
+            if sink:
+                for line in (proc.stdout + proc.stderr).splitlines():
+                    sink(line)
             text = proc.stdout + proc.stderr
-            if any(marker in text for marker in _NOT_FOUND):
+            not_found = any(marker in text for marker in _NOT_FOUND)
+            if proc.returncode == 0 or not not_found or n == len(requests) - 1:
+                break
+        if proc.returncode != 0:
+            if not_found:
                 raise RecipeError(
                     f"{pin.requirement}: the package index has no torch {pin.version} wheel for "
                     f"Python {python} ({python_tag(python)}, {platforms[0]} or older)",

@@ -46,6 +46,7 @@ from typing import Any
 from urllib.parse import quote
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata
@@ -112,7 +113,11 @@ class IndexEntry:
         if self.torch is None:
             return None
         tag = CudaVersion.parse(self.cuda).tag if self.cuda else "cpu"
-        return f"torch-{self.torch}+{tag}.html"
+        try:
+            public = Version(self.torch).public  # a pin such as 2.14.1+cu130: its version
+        except InvalidVersion:
+            public = self.torch
+        return f"torch-{public}+{tag}.html"
 
     def to_json_dict(self) -> dict[str, Any]:
         return {

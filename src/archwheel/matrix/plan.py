@@ -2,9 +2,12 @@
 
 A matrix is recipes x torch versions x Python versions x arch lists, less exclusions, from a
 TOML file (``[matrix]``) and/or flags (a flag replaces the file's axis). An empty torch axis
-means "the recipe's own torch" (or none); an empty Python or arch axis means the recipe's
-default. Each cell gets a **key**: the sha256 of everything that decides its wheel and that is
-known before a build (the recipe file's sha256, the source digest when the caller knows it, the
+means "the recipe's own torch"; a recipe not built against torch has no torch axis. An empty
+Python or arch axis means the recipe's default. Two cells that would publish one wheel file name
+(one recipe, torch and Python; two arch lists) are refused: one arch list per index.
+
+Each cell gets a **key**: the sha256 of everything that decides its wheel and that is known
+before a build (the recipe file's sha256, the source digest when the caller knows it, the
 torch and Python versions, the checked arch list). A cell whose key is already in the index is
 skipped; a cell the recipe cannot build (a Python it does not list) is excluded with the reason.
 
@@ -12,13 +15,13 @@ The file format (docs/matrix.md)::
 
     schema_version = 1
     [matrix]
-    recipes = ["example"]
+    recipes = ["example", "libtorch-ops"]
     python = ["3.11", "3.12"]
-    torch = []                       # optional
-    arch = ["8.0;9.0", "9.0;12.0+PTX"]
+    torch = ["2.13.0", "2.14.1"]     # optional
+    arch = ["9.0"]
     [[matrix.exclude]]               # every key given must match
     python = "3.12"
-    arch = "8.0;9.0"
+    torch = "2.13.0"
 """
 
 from __future__ import annotations
@@ -61,6 +64,12 @@ class RecipeFacts:
     default_arch: str
     cuda: str | None = None  # "13.0"
     source_digest: str | None = None  # of the source, when known before building
+    # The torch the recipe pins ("2.14.1"); None: it is not built against torch, and a torch
+    # axis does not apply to it (one cell per Python and arch list, torch None).
+    torch: str | None = None
+    # Whether the wheel's file name carries the torch version (a local label such as
+    # +pt2.14.1cu130); without it two torch cells of one Python make one file name.
+    torch_in_name: bool = True
 
 
 @dataclass(frozen=True)
@@ -262,7 +271,9 @@ def cell_key(cell: Cell, recipe: RecipeFacts) -> str:
 def _cells(spec: MatrixSpec, recipes: Mapping[str, RecipeFacts]) -> Iterable[tuple[Cell, str]]:
     for name in spec.recipes:
         facts = recipes[name]
-        torches: tuple[str | None, ...] = spec.torch or (None,)
+        torches: tuple[str | None, ...] = (
+            (spec.torch or (facts.torch,)) if facts.torch is not None else (None,)
+        )
         pythons = spec.python or facts.python_versions[:1]
         archs = spec.arch or (facts.default_arch,)
         for torch, python, arch in product(torches, pythons, archs):
@@ -312,4 +323,34 @@ def make_plan(
             )
         else:
             planned.append(PlannedCell(cell, key, Action.BUILD))
+    _refuse_one_file_name(planned, recipes)
     return MatrixPlan(tuple(planned), dict(recipes))
+
+
+def _refuse_one_file_name(
+    planned: Sequence[PlannedCell], recipes: Mapping[str, RecipeFacts]
+) -> None:
+    """Two cells that would publish the same wheel file name into one index: refused.
+
+    A wheel's name carries the recipe's version, its local label (the torch it was built
+    against) and its Python tag, not its arch list; a published name never gets other bytes,
+    and pip could not choose between two wheels that differ only in their device code. So each
+    arch list of a recipe goes into an index of its own (as PyTorch keeps one index per CUDA)."""
+    seen: dict[tuple[str, str | None, str], PlannedCell] = {}
+    for item in planned:
+        if item.action is Action.EXCLUDED:
+            continue
+        cell = item.cell
+        facts = recipes[cell.recipe]
+        name = (cell.recipe, cell.torch if facts.torch_in_name else None, cell.python)
+        other = seen.setdefault(name, item)
+        if other is item:
+            continue
+        axes = [a for a in ("torch", "arch") if getattr(other.cell, a) != getattr(cell, a)]
+        what = " and ".join("arch list" if a == "arch" else a for a in axes)
+        raise UsageError(
+            f"cells {other.cell.label} and {cell.label} differ only in their {what} and would "
+            "publish the same wheel file name into one index",
+            hint="build each arch list into an index of its own (one matrix per --arch, each "
+            "with its own --index), or exclude one of the cells",
+        )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.build.recipe import load_recipe
+from archwheel.build.recipe import load_recipe, with_torch
 from archwheel.build.toolkit import (
     TorchBuild,
     manylinux_platforms,
@@ -278,3 +278,66 @@ def test_free_threaded_python_takes_only_its_own_cached_torch_wheel(tmp_path: Pa
     gil = cached_torch_wheel(pin, "3.14", tmp_path)
     assert free is not None and free.name.split("-")[3] == "cp314t"
     assert gil is not None and gil.name.split("-")[3] == "cp314"
+
+
+@pytest.mark.parametrize(
+    ("offered", "taken"),
+    [
+        # a local folder with 2.13.0+cpu (which pip sorts above 2.13.0) and the CUDA 2.13.0
+        (("2.13.0+cpu", "2.13.0"), "2.13.0"),
+        # an index that serves the CUDA build only with its label
+        (("2.13.0+cpu", "2.13.0+cu130"), "2.13.0+cu130"),
+    ],
+)
+def test_an_unlabelled_pin_downloads_the_exact_version_before_any_labelled_one(
+    tmp_path: Path, offered: tuple[str, ...], taken: str
+) -> None:
+    links = tmp_path / "links"
+    links.mkdir()
+    for version in offered:
+        fake_torch_wheel(links, version=version, cuda=None if version.endswith("+cpu") else "13.0")
+    (tmp_path / "empty").mkdir()
+    pip = PipSettings(index_url=(tmp_path / "empty").as_uri(), find_links=(str(links),))
+    pin = find_torch_pin(["torch==2.13.0"], "r")
+    assert pin is not None
+    lines: list[str] = []
+    path = fetch_torch_wheel(
+        pin, "3.11", manylinux_platforms((2, 36)), pip, tmp_path / "cache", sink=lines.append
+    )
+    assert path.name == f"torch-{taken}-cp311-cp311-manylinux_2_28_x86_64.whl"
+    asked = [line.rsplit(" ", 1)[1] for line in lines if line.startswith("+ ")]
+    assert asked[0] == "torch===2.13.0"
+    assert asked == (
+        ["torch===2.13.0"] if "+" not in taken else ["torch===2.13.0", "torch==2.13.0"]
+    )
+
+
+def test_with_torch_replaces_the_pin_its_grammar_and_says_so() -> None:
+    recipe = load_recipe(ROOT / "recipes" / "libtorch-ops.toml")
+    assert recipe.torch.pin is not None and recipe.torch.pin.requirement == "torch==2.14.1"
+    older = with_torch(recipe, "2.13.0")
+    assert older.torch.pin is not None
+    assert older.torch.pin.requirement == "torch==2.13.0"
+    assert older.torch.pin.replaces == "torch==2.14.1"
+    assert "torch==2.13.0" in older.build.requirements
+    assert "torch==2.14.1" not in older.build.requirements
+    assert older.arch.torch == "2.13.0"  # 2.13's cpp_extension / CMake tables apply
+    assert older.torch.local_version == recipe.torch.local_version
+    assert with_torch(recipe, "2.14.1") is recipe  # the recipe's own torch: nothing changes
+
+
+@pytest.mark.parametrize(
+    ("recipe_name", "version", "message"),
+    [
+        ("example", "2.13.0", "is not built against torch"),
+        ("libtorch-ops", "2.13.0+cu128", "built with CUDA 12.8"),
+        ("libtorch-ops", "2.13.0+cpu", "without CUDA"),
+        ("libtorch-ops", ">=2.13", "not a specifier"),
+        ("libtorch-ops", "2.x", "not a version"),
+    ],
+)
+def test_with_torch_refuses_what_cannot_build(recipe_name: str, version: str, message: str) -> None:
+    recipe = load_recipe(ROOT / "recipes" / f"{recipe_name}.toml")
+    with pytest.raises(UsageError, match=message) as info:
+        with_torch(recipe, version)
+    assert info.value.exit_code == 2

@@ -17,7 +17,10 @@ from tests.support.index_wheels import device_library, make_dist
 from tests.support.matrix_fakes import FakeCellBuilder
 from tests.support.schemas import matrix_plan_schema, matrix_result_schema, publish_schema
 
-ARGS = ("--recipe", "example", "--python", "3.11", "--arch", "8.0;9.0", "--arch", "9.0")
+# Two recipes with their default arch lists: example (8.0;9.0, no torch) and libtorch-ops (9.0,
+# built against its torch 2.14.1).
+ARGS = ("--recipe", "example", "--recipe", "libtorch-ops", "--python", "3.11")
+TORCH_CELL = "libtorch-ops torch 2.14.1 py3.11 [9.0]"
 
 
 def _request(index: Path, work: Path) -> MatrixRequest:
@@ -37,7 +40,7 @@ def test_plan_builds_nothing_and_then_skips_what_the_index_has(
     assert [c["action"] for c in plan["cells"]] == ["build", "build"]
     assert not index.exists() or read_index(index) == ()
 
-    builder = FakeCellBuilder(fail={"example py3.11 [9.0]"})
+    builder = FakeCellBuilder(fail={TORCH_CELL})
     assert run_request(_request(index, tmp_path / "work"), builder) == 5
     capsys.readouterr()
     code, out, _ = cli_run("matrix", *ARGS, "--index", str(index), "--plan", "--format", "json")
@@ -63,11 +66,23 @@ def test_matrix_summary_lists_every_cell(
     assert summary["ok"] is False and summary["exit_code"] == 5
 
 
-def test_a_torch_axis_is_refused_before_any_build(cli_run: CliRun, tmp_path: Path) -> None:
-    code, _, err = cli_run("matrix", "--recipe", "example", "--torch", "2.14.1",
+def test_a_torch_axis_makes_a_cell_per_torch_for_recipes_built_against_torch(
+    cli_run: CliRun, tmp_path: Path
+) -> None:
+    code, out, err = cli_run("matrix", *ARGS, "--torch", "2.13.0", "--torch", "2.14.1",
+                             "--index", str(tmp_path / "i"), "--plan", "--format", "json")  # fmt: skip
+    assert code == 0, err
+    cells = [(c["recipe"], c["torch"]) for c in json.loads(out)["cells"]]
+    assert cells == [("example", None), ("libtorch-ops", "2.13.0"), ("libtorch-ops", "2.14.1")]
+    # two arch lists of one recipe, torch and Python would make one file name: refused
+    code, _, err = cli_run("matrix", "--recipe", "example", "--arch", "8.0", "--arch", "9.0",
                            "--index", str(tmp_path / "i"), "--work", str(tmp_path / "w"))  # fmt: skip
-    assert code == 2 and "torch axis" in err
+    assert code == 2 and "same wheel file name" in err and "index of its own" in err
     assert not (tmp_path / "w").exists()
+    # a torch whose CUDA is not the recipe's is refused before any build
+    code, _, err = cli_run("matrix", "--recipe", "libtorch-ops", "--torch", "2.14.1+cu128",
+                           "--index", str(tmp_path / "i"), "--plan")  # fmt: skip
+    assert code == 2 and "CUDA 12.8" in err
 
 
 def test_bad_matrix_input_is_one_line(cli_run: CliRun, tmp_path: Path) -> None:
@@ -117,7 +132,8 @@ def test_the_real_build_wiring_reports_each_failed_cell(
     monkeypatch.setenv("ARCHWHEEL_RECIPES", str(tmp_path))
     monkeypatch.setenv("ARCHWHEEL_CACHE", str(tmp_path / "cache"))
     index = tmp_path / "index"
-    code, out, err = cli_run("matrix", "--recipe", "badsum", "--arch", "8.0", "--arch", "8.0;9.0",
+    (tmp_path / "badsum2.toml").write_text(recipe.replace('name = "badsum"', 'name = "badsum2"'))
+    code, out, err = cli_run("matrix", "--recipe", "badsum", "--recipe", "badsum2",
                              "--index", str(index), "--work", str(tmp_path / "work"),
                              "--format", "json")  # fmt: skip
     assert code == 5, err

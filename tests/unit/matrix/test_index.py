@@ -21,6 +21,7 @@ from archwheel.matrix.index import (
     KEEP_TREES,
     TREES,
     Candidate,
+    IndexEntry,
     publish,
     read_index,
     simple_url,
@@ -269,3 +270,23 @@ def test_resolvers_read_metadata_without_the_wheel(
     proc = pip_from_index(python, simple_url(index), "-v", "myext", "torch==2.13.0")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert ".whl.metadata" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("torch", "cuda", "page"),
+    [
+        ("2.14.1", "13.0", "torch-2.14.1+cu130.html"),
+        ("2.14.1+cu130", "13.0", "torch-2.14.1+cu130.html"),  # a recipe pinning the label
+        ("2.13.0", None, "torch-2.13.0+cpu.html"),
+        (None, "13.0", None),
+    ],
+)
+def test_the_find_links_page_names_the_torch_version_once(
+    torch: str | None, cuda: str | None, page: str | None
+) -> None:
+    entry = IndexEntry(
+        file="x-1.0-py3-none-any.whl", project="x", version="1.0", sha256="0" * 64, size=1,
+        requires_python=None, metadata_sha256=None, torch=torch, cuda=cuda, expect=None,
+        cell_key=None, provenance=False, published_at="",
+    )  # fmt: skip
+    assert entry.find_links_page == page

@@ -3,6 +3,7 @@ builder (tests/support/matrix_fakes.py) that makes real wheels without container
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from archwheel.matrix.run import Verdict, run_matrix
 from tests.support.matrix_fakes import FakeCellBuilder
 
 RECIPES = {
-    "kern": RecipeFacts("kern", "a" * 64, ("3.11", "3.12"), "8.0;9.0", cuda="13.0"),
+    "kern": RecipeFacts("kern", "a" * 64, ("3.11", "3.12"), "8.0;9.0", cuda="13.0", torch="2.14.1"),
     "other": RecipeFacts("other", "b" * 64, ("3.11",), "9.0", cuda="12.8"),
 }
 
@@ -36,6 +37,9 @@ arch = ["8.0;9.0", "9.0;12.0+PTX"]
 recipe = "kern"
 python = "3.12"
 arch = "sm_80,sm_90"
+[[matrix.exclude]]
+python = "3.11"
+arch = "9.0;12.0+PTX"
 """
 
 
@@ -44,7 +48,7 @@ def test_matrix_file_and_flags(tmp_path: Path) -> None:
     path.write_text(MATRIX_TOML)
     spec = load_matrix(path)
     assert spec.recipes == ("kern", "other") and spec.python == ("3.11", "3.12")
-    assert spec.arch == ("8.0;9.0", "9.0;12.0+PTX") and len(spec.exclude) == 1
+    assert spec.arch == ("8.0;9.0", "9.0;12.0+PTX") and len(spec.exclude) == 2
     flagged = spec.override(recipes=["kern"], python=[])
     assert flagged.recipes == ("kern",) and flagged.python == ("3.11", "3.12")
 
@@ -73,14 +77,45 @@ def test_plan_cells_exclusions_and_unbuildable_pythons(tmp_path: Path) -> None:
     plan = make_plan(load_matrix(path), RECIPES, ())
     assert len(plan.cells) == 2 * 2 * 2
     by_label = {c.cell.label: c for c in plan.cells}
-    excluded = by_label["kern py3.12 [8.0;9.0]"]
+    excluded = by_label["kern torch 2.14.1 py3.12 [8.0;9.0]"]
     assert excluded.action is Action.EXCLUDED and "excluded by" in excluded.reason
     unbuildable = by_label["other py3.12 [9.0;12.0+PTX]"]
     assert (
         unbuildable.action is Action.EXCLUDED and "does not list Python 3.12" in unbuildable.reason
     )
-    assert len(plan.of(Action.BUILD)) == 8 - 1 - 2
+    # kern: 3.11 with 8.0;9.0, 3.12 with 9.0;12.0+PTX; other: 3.11 with 8.0;9.0
+    assert len(plan.of(Action.BUILD)) == 8 - 2 - 1 - 2
     assert len({c.key for c in plan.cells}) == len(plan.cells)
+
+
+def test_cells_that_would_make_one_file_name_are_refused_before_any_build() -> None:
+    # Real wheels of one recipe, torch and Python carry no arch list in their name.
+    spec = MatrixSpec(recipes=("kern",), arch=("8.0", "8.0;9.0"))
+    with pytest.raises(UsageError) as err:
+        make_plan(spec, RECIPES, ())
+    message = str(err.value)
+    assert "kern torch 2.14.1 py3.11 [8.0]" in message and "[8.0;9.0]" in message
+    assert "differ only in their arch list" in message
+    assert "index of its own" in (err.value.hint or "")
+    # excluding one of them, or giving each Python its own list, is a matrix that builds
+    excluded = MatrixSpec(
+        recipes=("kern",), arch=("8.0", "8.0;9.0"), exclude=(parse_exclusion("arch=8.0"),)
+    )
+    assert len(make_plan(excluded, RECIPES, ()).of(Action.BUILD)) == 1
+    # a recipe whose name does not carry torch: two torch cells collide as well
+    unlabelled = {"kern": dataclasses.replace(RECIPES["kern"], torch_in_name=False)}
+    with pytest.raises(UsageError, match="differ only in their torch and would"):
+        make_plan(MatrixSpec(recipes=("kern",), torch=("2.13.0", "2.14.1")), unlabelled, ())
+
+
+def test_a_torch_axis_applies_to_recipes_built_against_torch() -> None:
+    spec = MatrixSpec(recipes=("kern", "other"), torch=("2.13.0", "2.14.1"))
+    plan = make_plan(spec, RECIPES, ())
+    assert [c.cell.label for c in plan.cells] == [
+        "kern torch 2.13.0 py3.11 [8.0;9.0]",
+        "kern torch 2.14.1 py3.11 [8.0;9.0]",
+        "other py3.11 [9.0]",
+    ]
 
 
 def test_one_cell_spelled_twice_is_one_cell() -> None:
@@ -90,7 +125,7 @@ def test_one_cell_spelled_twice_is_one_cell() -> None:
 
 def test_defaults_are_the_recipes() -> None:
     plan = make_plan(MatrixSpec(recipes=("kern",)), RECIPES, ())
-    assert [c.cell.label for c in plan.cells] == ["kern py3.11 [8.0;9.0]"]
+    assert [c.cell.label for c in plan.cells] == ["kern torch 2.14.1 py3.11 [8.0;9.0]"]
 
 
 def test_unknown_recipe_and_bad_exclusion() -> None:
@@ -105,20 +140,21 @@ def test_unknown_recipe_and_bad_exclusion() -> None:
 
 
 def test_failed_cells_publish_nothing_and_stop_nothing(tmp_path: Path) -> None:
-    spec = MatrixSpec(recipes=("kern",), torch=("2.13.0", "2.14.1"), arch=("8.0", "8.0;9.0"))
+    spec = MatrixSpec(recipes=("kern",), torch=("2.13.0", "2.14.1"), python=("3.11", "3.12"))
     plan = make_plan(spec, RECIPES, ())
     assert len(plan.of(Action.BUILD)) == 4
     builder = FakeCellBuilder(
-        fail={"kern torch 2.13.0 py3.11 [8.0]"}, drop_arch={"kern torch 2.14.1 py3.11 [8.0;9.0]"}
+        fail={"kern torch 2.13.0 py3.11 [8.0;9.0]"},
+        drop_arch={"kern torch 2.14.1 py3.12 [8.0;9.0]"},
     )
     index = tmp_path / "index"
     result = run_matrix(plan, builder, index, tmp_path / "work")
     verdicts = {c.planned.cell.label: c.verdict for c in result.cells}
     assert verdicts == {
-        "kern torch 2.13.0 py3.11 [8.0]": Verdict.BUILD_FAILED,
-        "kern torch 2.13.0 py3.11 [8.0;9.0]": Verdict.PUBLISHED,
-        "kern torch 2.14.1 py3.11 [8.0]": Verdict.PUBLISHED,
-        "kern torch 2.14.1 py3.11 [8.0;9.0]": Verdict.REFUSED,
+        "kern torch 2.13.0 py3.11 [8.0;9.0]": Verdict.BUILD_FAILED,
+        "kern torch 2.13.0 py3.12 [8.0;9.0]": Verdict.PUBLISHED,
+        "kern torch 2.14.1 py3.11 [8.0;9.0]": Verdict.PUBLISHED,
+        "kern torch 2.14.1 py3.12 [8.0;9.0]": Verdict.REFUSED,
     }
     assert len(builder.calls) == 4  # the failure stopped nothing
     refused = next(c for c in result.cells if c.verdict is Verdict.REFUSED)
@@ -150,13 +186,18 @@ def test_a_changed_recipe_rebuilds_its_cells(tmp_path: Path) -> None:
     assert [c.action for c in plan.cells] == [Action.BUILD]
 
 
-def test_two_cells_making_one_file_name_collide_visibly(tmp_path: Path) -> None:
-    spec = MatrixSpec(recipes=("kern",), arch=("8.0", "8.0;9.0"))
-    result = run_matrix(
-        make_plan(spec, RECIPES, ()),
-        FakeCellBuilder(same_name=True),
-        tmp_path / "i",
-        tmp_path / "w",
-    )
-    assert [c.verdict for c in result.cells] == [Verdict.PUBLISHED, Verdict.REFUSED]
-    assert "with other bytes" in result.cells[1].message
+def test_a_rebuild_with_another_arch_list_never_replaces_a_published_file(
+    tmp_path: Path,
+) -> None:
+    # One matrix cannot hold both lists (refused above); two runs into one index can: the
+    # second cell builds (its inputs are new) and the index refuses its wheel, whose name is
+    # already published with other bytes.
+    index = tmp_path / "i"
+    first = MatrixSpec(recipes=("kern",), arch=("8.0",))
+    second = MatrixSpec(recipes=("kern",), arch=("8.0;9.0",))
+    builder = FakeCellBuilder(same_name=True)
+    one = run_matrix(make_plan(first, RECIPES, ()), builder, index, tmp_path / "w")
+    two = run_matrix(make_plan(second, RECIPES, read_index(index)), builder, index, tmp_path / "w")
+    assert [c.verdict for c in (*one.cells, *two.cells)] == [Verdict.PUBLISHED, Verdict.REFUSED]
+    assert "with other bytes" in two.cells[0].message
+    assert [e.expect for e in read_index(index)] == ["8.0"]

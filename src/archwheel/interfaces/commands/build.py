@@ -28,7 +28,7 @@ from archwheel.build.plan import (
     check_arch_list,
     make_plan,
 )
-from archwheel.build.recipe import Recipe, find_recipe, load_recipe, recipe_files
+from archwheel.build.recipe import Recipe, find_recipe, load_recipe, recipe_files, with_torch
 from archwheel.build.repair import spec_for_recipe
 from archwheel.build.runner import BuildRunner
 from archwheel.build.source import resolve_source
@@ -64,6 +64,7 @@ examples:
   archwheel build --arch "9.0;12.0+PTX" --python 3.12        the newest PyTorch recipe
   archwheel build --recipe example --check-reproducible      build twice, compare the bytes
   archwheel build --recipe example --plan                    print the plan, build nothing
+  archwheel build --recipe libtorch-ops --torch 2.13.0        against another torch release
   archwheel build --list-recipes
 
 The wheel lands in --out (default dist/) only after the audit gate, with
@@ -95,6 +96,11 @@ def register(subparsers: Any) -> None:
         "--python",
         metavar="X.Y",
         help="Python version X.Y, or X.Yt for free-threaded CPython (default: the recipe's first)",
+    )
+    parser.add_argument(
+        "--torch",
+        metavar="VERSION",
+        help="build against this torch instead of the one the recipe pins (e.g. 2.13.0)",
     )
     parser.add_argument("--jobs", type=int, help="compile jobs (default: from cores and memory)")
     parser.add_argument("--out", type=Path, default=Path("dist"), help="output folder (dist/)")
@@ -212,6 +218,7 @@ class BuildRequest:
     keep_work: bool
     quiet: bool
     format: str
+    torch: str | None = None  # --torch: replaces the recipe's torch pin
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BuildRequest:
@@ -239,6 +246,7 @@ class BuildRequest:
             keep_work=args.keep_work,
             quiet=args.quiet,
             format=args.format,
+            torch=args.torch,
         )
 
 
@@ -279,6 +287,8 @@ def build(request: BuildRequest) -> int:
 
     # 1. Everything that can be wrong with the request fails here, before any container.
     recipe = find_recipe(request.recipe, recipe_dirs(), facts)
+    if request.torch is not None:
+        recipe = with_torch(recipe, request.torch)
     python = request.python or recipe.default_python
     if python not in recipe.python_versions:
         raise UsageError(

@@ -18,7 +18,7 @@ from typing import Any
 from archwheel import __version__
 from archwheel.build.plan import DEFAULT_CCACHE_SIZE, DEFAULT_CCACHE_VOLUME, check_arch_list
 from archwheel.build.provenance import provenance_path
-from archwheel.build.recipe import Recipe, find_recipe
+from archwheel.build.recipe import Recipe, find_recipe, with_torch
 from archwheel.build.source import resolve_source
 from archwheel.effects.engine import ENGINES, EngineName
 from archwheel.effects.files import write_text_atomic
@@ -49,13 +49,16 @@ from archwheel.matrix.run import CellBuilder, CellOutput, run_matrix
 MATRIX_EPILOG = """\
 examples:
   archwheel matrix matrix.toml --index /srv/wheels --plan        print the plan, build nothing
-  archwheel matrix --recipe example --python 3.11 --arch "8.0;9.0" --arch "9.0;12.0+PTX" \\
+  archwheel matrix --recipe example --recipe libtorch-ops --torch 2.13.0 --torch 2.14.1 \\
       --index /srv/wheels
   archwheel publish dist/*.whl --index /srv/wheels --expect "8.0;9.0"
 
 Serve INDEX/current with any static web server; `pip install --index-url
 file:///INDEX/current/simple/ NAME` works without one. Each wheel is audited by archwheel before
 it is published, beside its provenance and its audit JSON; a failed cell publishes nothing.
+
+One index holds one arch list per recipe, torch and Python (a wheel's name does not carry it):
+cells that differ only in their arch list are refused; give each arch list its own --index.
 
 exit codes: 0 every cell passed (published, or skipped because the index has it),
 2 bad matrix or options, 5 a cell failed to build or its wheel was refused (publish: 1)
@@ -78,7 +81,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("matrix", nargs="?", type=Path, metavar="MATRIX.toml", help="matrix file")
     p.add_argument("--index", type=Path, required=True, help="the index folder")
     p.add_argument("--recipe", action="append", default=[], help="a recipe (replaces the file's)")
-    p.add_argument("--torch", action="append", default=[], metavar="VERSION")
+    p.add_argument(
+        "--torch",
+        action="append",
+        default=[],
+        metavar="VERSION",
+        help="a torch to build against (recipes that pin torch; replaces their pin)",
+    )
     p.add_argument("--python", action="append", default=[], metavar="X.Y")
     p.add_argument("--arch", action="append", default=[], metavar="ARCHS")
     p.add_argument(
@@ -192,8 +201,13 @@ def recipe_facts(spec: MatrixSpec) -> dict[str, RecipeFacts]:
     found: dict[str, RecipeFacts] = {}
     for name in spec.recipes:
         recipe = find_recipe(name, recipe_dirs(), facts)
-        for arch in spec.arch:
-            check_arch_list(recipe, arch, facts)  # a list the toolkit cannot build: exit 2
+        pin = recipe.torch.pin
+        # Each torch of the axis replaces the recipe's pin (a recipe without one has no torch
+        # axis): its CUDA must be the recipe's, and each arch list must suit its grammar.
+        variants = [with_torch(recipe, t) for t in spec.torch] if pin is not None else []
+        for variant in variants or [recipe]:
+            for arch in spec.arch or [None]:
+                check_arch_list(variant, arch, facts)  # a list it cannot build: exit 2
         found[name] = RecipeFacts(
             name=name,
             sha256=recipe.sha256,
@@ -201,6 +215,8 @@ def recipe_facts(spec: MatrixSpec) -> dict[str, RecipeFacts]:
             default_arch=str(recipe.arch.default),
             cuda=str(recipe.toolchain.cuda),
             source_digest=_source_digest(recipe),
+            torch=str(pin.version) if pin is not None else None,
+            torch_in_name=recipe.torch.local_version is not None,
         )
     return found
 
@@ -225,6 +241,7 @@ def build_cells_with_archwheel_build(request: MatrixRequest) -> CellBuilder:
     def build_cell(cell: Cell, out: Path) -> CellOutput:
         build_request = BuildRequest(
             recipe=cell.recipe,
+            torch=cell.torch,
             arch=cell.arch,
             python=cell.python,
             jobs=request.jobs,
@@ -276,7 +293,6 @@ def run_request(request: MatrixRequest, builder: CellBuilder | None) -> int:
         return EXIT_OK
     print_plan(err, plan)
     if builder is None:
-        _refuse_torch_axis(plan)
         builder = build_cells_with_archwheel_build(request)
     result = run_matrix(
         plan,
@@ -307,15 +323,6 @@ def _export(request: MatrixRequest, plan: MatrixPlan) -> None:
         write_text_atomic(request.output, text)
     else:
         sys.stdout.write(text)
-
-
-def _refuse_torch_axis(plan: MatrixPlan) -> None:
-    if any(c.cell.torch for c in plan.of(Action.BUILD)):
-        raise UsageError(
-            "archwheel build takes the torch version from the recipe: a torch axis cannot be "
-            "built yet",
-            hint="list one recipe per torch version (--plan still shows the torch axis)",
-        )
 
 
 def run_publish(args: argparse.Namespace) -> int:
