@@ -60,7 +60,7 @@ def run_matrix(tmp: Path, name: str, volume: str, url: str) -> dict[str, object]
     found = [(root, path) for root in (work, index) for path in root.rglob("*.provenance.json")]
     for root, path in sorted(found):
         document = json.loads(path.read_text())
-        timings, cache = document["timings"], document["compiler_cache"]
+        timings, cache = document["timings_s"], document["compiler_cache"]
         arch = ARCH_LISTS[int(path.relative_to(root).parts[0])]  # one cell per arch list
         cells[arch] = {
             "total_s": float(timings.get("total", 0.0)),
