@@ -89,7 +89,8 @@ def audit(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks that print ratios against baselines measured in the same run.
 
-    `nox -s bench` runs all; `nox -s bench -- audit` or `-- build` runs one.
+    `nox -s bench` runs all; `nox -s bench -- audit`, `-- build` or `-- matrix` runs one
+    (`matrix` needs Docker and redis-server: a cold matrix vs the same with the remote cache warm).
     """
     _install(session, "test")
     env = {"ARCHWHEEL_CACHE": str(CACHE), "PYTHONUNBUFFERED": "1"}

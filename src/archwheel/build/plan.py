@@ -15,11 +15,14 @@ Container layout (fixed paths, so builds are reproducible wherever they run):
 /build/home    ``$HOME`` (writable, empty)
 /build/venv    the build requirements' virtual environment, when the recipe has any
 /ccache        the compiler cache, a named volume shared between builds
+/build/.archwheel/bin   archwheel's ``ccache`` launcher, first on ``PATH`` (remote_cache.py)
+/run/archwheel-cache    with ``--cache-url``: the Unix socket of the remote cache (compile only)
 =============  ===========================================================================
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 from collections.abc import Mapping
@@ -29,6 +32,12 @@ from types import MappingProxyType
 
 from archwheel.build.jobs import JobCount
 from archwheel.build.recipe import Recipe
+from archwheel.build.remote_cache import (
+    LAUNCHER_DIR,
+    CacheUrl,
+    describe_remote,
+    toolkit_id_command,
+)
 from archwheel.build.source import ResolvedSource
 from archwheel.build.toolkit import TorchBuild
 from archwheel.effects.engine import EngineName, Mount
@@ -143,6 +152,7 @@ class BuildOptions:
     check_reproducible: bool = False
     ccache_volume: str | None = DEFAULT_CCACHE_VOLUME  # None: no compiler cache
     ccache_size: str = DEFAULT_CCACHE_SIZE
+    cache_url: CacheUrl | None = None  # a remote cache shared between machines (--cache-url)
 
 
 @dataclass(frozen=True)
@@ -164,6 +174,7 @@ class BuildPlan:
     build_env: Mapping[str, str]
     phases: tuple[Phase, ...]
     torch: TorchBuild | None = None  # a build against a pinned torch (build/toolkit.py)
+    remote_cache: CacheUrl | None = None  # its socket is mounted into the compile phase
 
     @property
     def user(self) -> str:
@@ -195,6 +206,7 @@ class BuildPlan:
             (
                 "compiler cache",
                 f"volume {self.ccache_volume} (max {self.ccache_size})"
+                + (f"; {describe_remote(self.remote_cache)}" if self.remote_cache else "")
                 if self.ccache_volume
                 else "off",
             ),
@@ -241,6 +253,9 @@ def make_plan(
     uid_gid = f"{user[0]}:{user[1]}"
     has_requirements = bool(recipe.build.requirements)
     python_bin = f"{VENV}/bin/python" if has_requirements else f"{IMAGE_VENV}/bin/python"
+    # A reproducibility check compiles everything: cache hits would hide nondeterminism.
+    cache_on = bool(options.ccache_volume) and not options.check_reproducible
+    remote = options.cache_url if cache_on else None
 
     env: dict[str, str] = {
         **recipe.build.env,
@@ -251,7 +266,8 @@ def make_plan(
         "CUDA_HOME": "/usr/local/cuda",
         "CUDA_PATH": "/usr/local/cuda",
         "PATH": (
-            (f"{VENV}/bin:" if has_requirements else "")
+            (f"{LAUNCHER_DIR}:" if cache_on else "")
+            + (f"{VENV}/bin:" if has_requirements else "")
             + f"/opt/archwheel/bin:/usr/local/cuda/bin:{IMAGE_VENV}/bin"
             + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
         ),
@@ -266,7 +282,8 @@ def make_plan(
         "LC_ALL": "C.UTF-8",
     }
     cache_mounts: tuple[Mount, ...] = ()
-    if options.ccache_volume and not options.check_reproducible:
+    if cache_on:
+        assert options.ccache_volume is not None
         env.update(
             {
                 "CCACHE_DIR": CCACHE,
@@ -276,6 +293,8 @@ def make_plan(
                 "CCACHE_NOHASHDIR": "1",
             }
         )
+        if remote is not None:
+            env["CCACHE_REMOTE_STORAGE"] = remote.container_url()
         cache_mounts = (Mount(options.ccache_volume, CCACHE, volume=True),)
         # CMake projects (scikit-build-core, setup.py driving CMake) compile through ccache
         # only with a launcher; CMake >= 3.17 reads these from the environment. A recipe's
@@ -291,7 +310,6 @@ def make_plan(
             "/opt/archwheel/bin:", f"{CCACHE_NAMES}:/opt/archwheel/bin:", 1
         )
     else:
-        # A reproducibility check compiles everything: cache hits would hide nondeterminism.
         env["CCACHE_DISABLE"] = "1"
     env = dict(sorted(env.items()))
 
@@ -348,6 +366,17 @@ def make_plan(
         workdir=BUILD_SRC,
         env=MappingProxyType(env),
     )
+    if cache_mounts:
+        # The toolkit's identity, part of every cache key (the launcher reads it).
+        prepare_steps.append(
+            Step(
+                "cache-key",
+                "hash the toolkit and host compilers into the compiler-cache key",
+                toolkit_id_command(),
+                user=uid_gid,
+                env=MappingProxyType({k: env[k] for k in ("PATH", "CUDA_HOME", "LC_ALL")}),
+            )
+        )
     phases.append(Phase("compile", compile_network, (*prepare_steps, compile_step), base_mounts))
 
     return BuildPlan(
@@ -368,6 +397,27 @@ def make_plan(
         build_env=MappingProxyType(env),
         phases=tuple(phases),
         torch=torch,
+        remote_cache=remote,
+    )
+
+
+def without_remote_cache(plan: BuildPlan) -> BuildPlan:
+    """The same plan with the local compiler cache only (the remote one is unreachable)."""
+    if plan.remote_cache is None:
+        return plan
+
+    def strip(env: Mapping[str, str]) -> Mapping[str, str]:
+        return MappingProxyType({k: v for k, v in env.items() if k != "CCACHE_REMOTE_STORAGE"})
+
+    phases = tuple(
+        dataclasses.replace(
+            phase,
+            steps=tuple(dataclasses.replace(step, env=strip(step.env)) for step in phase.steps),
+        )
+        for phase in plan.phases
+    )
+    return dataclasses.replace(
+        plan, phases=phases, build_env=strip(plan.build_env), remote_cache=None
     )
 
 

@@ -20,6 +20,7 @@ The order of events, and what each guarantees:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -52,8 +53,21 @@ from archwheel.build.builder_image import (
 )
 from archwheel.build.failures import out_of_memory_error, out_of_memory_evidence
 from archwheel.build.gate import AuditGate, GateVerdict, audit_gate
-from archwheel.build.plan import BUILD, CCACHE, DIST, FILE_LIST, BuildPlan
+from archwheel.build.plan import (
+    BUILD,
+    CCACHE,
+    DIST,
+    FILE_LIST,
+    BuildPlan,
+    without_remote_cache,
+)
 from archwheel.build.provenance import ImageRecord, provenance_document, provenance_path
+from archwheel.build.remote_cache import (
+    LAUNCHER_DIR,
+    REMOTE_MOUNT,
+    CacheCounts,
+    launcher_script,
+)
 from archwheel.build.repair import repair_step, spec_for_recipe
 from archwheel.build.reproducible import WheelComparison, compare_wheels, repack_wheel
 from archwheel.build.toolkit import ensure_torch_image, image_glibc, manylinux_platforms
@@ -65,6 +79,7 @@ from archwheel.effects.files import (
     write_json_atomic,
     write_text_atomic,
 )
+from archwheel.effects.redis_relay import UnixRelay, probe
 from archwheel.errors import BuildError, ToolError
 from archwheel.facts.python_target import PythonTarget
 
@@ -85,9 +100,11 @@ class BuildOutput:
         printer: Callable[[str], None] | None = None,
         on_progress: Callable[[str, int, int], None] | None = None,
         on_stage: Callable[[str, str], None] | None = None,
+        warner: Callable[[str], None] | None = None,
     ) -> None:
         self.log = log
         self.printer = printer
+        self.warner = warner
         self.on_progress = on_progress
         self.on_stage = on_stage
         self.stage_name = ""
@@ -111,6 +128,14 @@ class BuildOutput:
         m = _PROGRESS.match(text)
         if m and self.on_progress:
             self.on_progress(self.stage_name, int(m.group(1)), int(m.group(2)))
+
+    def warn(self, text: str) -> None:
+        """Something the user must see even with --quiet (said once by the caller)."""
+        self._write(f"warning: {text}")
+        if self.warner:
+            self.warner(text)
+        elif self.printer:
+            self.printer(f"warning: {text}")
 
     def stage(self, name: str, description: str) -> None:
         self.stage_name = name
@@ -252,9 +277,32 @@ class BuildRunner:
             )
 
         plan.out_dir.mkdir(parents=True, exist_ok=True)
+        remote_record = self._check_remote_cache()
+        plan = self.plan  # without the remote cache when its server is unreachable
         staging = Path(tempfile.mkdtemp(prefix="archwheel-stage-", dir=self.work_root))
+        remote = plan.remote_cache
+        relay = UnixRelay(remote.address, parent=self.work_root) if remote else None
         try:
-            first = self._build_once(builder, staging / "first", toolchain)
+            with contextlib.ExitStack() as stack:
+                if relay is not None:
+                    stack.enter_context(relay)
+                first = self._build_once(builder, staging / "first", toolchain, relay)
+            counts = CacheCounts.from_stats(first.cache_stats)
+            if (
+                remote is not None
+                and relay is not None
+                and (counts.remote_errors or relay.failures)
+            ):
+                self.output.warn(
+                    f"compiler cache: {counts.remote_errors} remote-cache errors during the build "
+                    f"({relay.failures} connections to {remote.redacted()} failed: server down?); "
+                    "those compiles went on without it"
+                )
+            if remote_record is not None:
+                remote_record["errors"] = counts.remote_errors
+                if relay is not None:
+                    remote_record["relay_connections"] = relay.connections
+                    remote_record["relay_failures"] = relay.failures
             timings.update(first.timings)
 
             def repaired(built: Path, where: Path) -> tuple[Path, dict[str, object] | None]:
@@ -335,6 +383,15 @@ class BuildRunner:
                     "volume": plan.ccache_volume,
                     "ccache": toolchain.ccache,
                     **first.cache_stats,
+                    "local_hits": counts.local_hits,
+                    "remote_hits": counts.remote_hits,
+                    "misses": counts.misses,
+                    "hit_rates": counts.rates(),
+                    "remote": remote_record,
+                    "key": "ccache's own key + namespace of the toolkit identity and the "
+                    "environment-carried compiler flags (build/remote_cache.py)"
+                    if plan.ccache_volume
+                    else None,
                 },
                 audit={"ok": verdict.ok, "summary": verdict.summary},
                 reproducibility=comparison.to_json_dict() if comparison else None,
@@ -364,10 +421,34 @@ class BuildRunner:
                 verdict=verdict,
                 timings=MappingProxyType(timings),
                 comparison=comparison,
-                cache_stats=first.cache_stats,
+                cache_stats=MappingProxyType(
+                    {
+                        **first.cache_stats,
+                        "local_hits": counts.local_hits,
+                        "remote_hits": counts.remote_hits,
+                        "misses": counts.misses,
+                    }
+                ),
             )
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+    # -- the remote compiler cache ------------------------------------------------------------
+    def _check_remote_cache(self) -> dict[str, object] | None:
+        """Probe the remote cache's server; unreachable: say so once, build without it."""
+        url = self.plan.remote_cache
+        if url is None:
+            return None
+        problem = probe(url.address)
+        if problem is None:
+            self.output.line(f"compiler cache: remote {url.redacted()} answers")
+            return {"url": url.redacted(), "used": True, "via": f"relay socket at {REMOTE_MOUNT}"}
+        self.output.warn(
+            f"compiler cache: the remote cache {url.redacted()} is unreachable ({problem}); "
+            "this build goes on without it (local cache only)"
+        )
+        self.plan = without_remote_cache(self.plan)
+        return {"url": url.redacted(), "used": False, "unreachable": problem}
 
     # -- images -------------------------------------------------------------------------------
     def _base_image_id(self) -> str:
@@ -420,7 +501,13 @@ class BuildRunner:
         )
 
     # -- one build ----------------------------------------------------------------------------
-    def _build_once(self, builder: BuilderImage, staging: Path, toolchain: Toolchain) -> _Built:
+    def _build_once(
+        self,
+        builder: BuilderImage,
+        staging: Path,
+        toolchain: Toolchain,
+        relay: UnixRelay | None = None,
+    ) -> _Built:
         plan = self.plan
         timings: dict[str, float] = {}
         stats: dict[str, int] = {}
@@ -429,6 +516,11 @@ class BuildRunner:
             (work / FILE_LIST.removeprefix(BUILD + "/")).write_bytes(
                 b"".join(name.encode() + b"\0" for name in plan.source.files)
             )
+            if plan.ccache_volume is not None:
+                launcher = work / LAUNCHER_DIR.removeprefix(BUILD + "/") / "ccache"
+                launcher.parent.mkdir(parents=True)
+                launcher.write_text(launcher_script())
+                launcher.chmod(0o755)
             _give(work, plan.build_user)
             use_stats = plan.ccache_volume is not None and toolchain.ccache != "none"
             before: dict[str, int] = {}
@@ -439,7 +531,15 @@ class BuildRunner:
                     network=phase.network,
                     user=plan.user,
                     workdir=BUILD,
-                    mounts=(*phase.mounts, Mount(str(work), BUILD)),
+                    mounts=(
+                        *phase.mounts,
+                        Mount(str(work), BUILD),
+                        *(
+                            (Mount(str(relay.folder), REMOTE_MOUNT),)
+                            if relay is not None and phase.name == "compile"
+                            else ()
+                        ),
+                    ),
                     labels={"org.archwheel.recipe": plan.recipe.name},
                 )
                 with self.engine.container(spec) as container:
@@ -571,6 +671,12 @@ def _ccache_stats(container: Container, user: str) -> dict[str, int]:
             "preprocessed_cache_hit",
             "cache_miss",
             "files_in_cache",
+            "local_storage_hit",
+            "remote_storage_hit",
+            "remote_storage_miss",
+            "remote_storage_error",
+            "remote_storage_timeout",
+            "remote_storage_write",
         ):
             stats[m.group(1)] = int(m.group(2))
     return stats

@@ -35,6 +35,8 @@ class ExportOptions:
     jobs: int | None = None
     cache: bool = True
     work: str = "dist/matrix"
+    # --cache-url as given; a job reads it from the environment when it names a secret
+    cache_url: str | None = None
 
 
 def cell_index(planned: PlannedCell) -> str:
@@ -54,6 +56,8 @@ def cell_argv(cell: Cell, index: str, options: ExportOptions) -> list[str]:
         argv += ["--jobs", str(options.jobs)]
     if not options.cache:
         argv.append("--no-cache")
+    if options.cache_url:
+        argv += ["--cache-url", options.cache_url]
     return argv
 
 

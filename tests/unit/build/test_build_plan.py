@@ -76,7 +76,7 @@ def test_example_plan_compiles_offline_in_one_container(example: Recipe) -> None
     assert len(plan.phases) == 1  # no requirements: nothing to fetch, no network at all
     (phase,) = plan.phases
     assert phase.network == "none"
-    assert [s.name for s in phase.steps] == ["cache-owner", "copy-source", "compile"]
+    assert [s.name for s in phase.steps] == ["cache-owner", "copy-source", "cache-key", "compile"]
     compile_step = phase.steps[-1]
     env = compile_step.env
     assert env["CUDA_GENCODE_FLAGS"] == (
@@ -117,7 +117,8 @@ def test_requirements_are_fetched_with_network_then_compiled_without(pytorch: Re
     assert "/opt/pypi" not in {m.target for m in compile_phase.mounts}
     env = compile_phase.steps[-1].env
     assert env["TORCH_CUDA_ARCH_LIST"] == "9.0;12.0+PTX"
-    assert env["PATH"].startswith("/build/venv/bin:")
+    # archwheel's ccache launcher first (the cache key), then the venv before the image
+    assert env["PATH"].startswith("/build/.archwheel/bin:/build/venv/bin:")
     assert env["USE_CUDA"] == "1"
     assert plan.python == "3.12"
 

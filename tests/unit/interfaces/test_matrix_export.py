@@ -182,3 +182,17 @@ def test_merging_from_a_folder_without_an_index_is_one_line(
     assert code == 3 and "holds no archwheel index" in err
     code, _, err = cli_run("publish", "--index", str(tmp_path / "i"))
     assert code == 2 and "nothing to publish" in err
+
+
+def test_the_cell_jobs_carry_the_shared_cache(cli_run: CliRun, tmp_path: Path) -> None:
+    """`--cache-url` reaches every cell job's command, and that command parses back to it."""
+    out = tmp_path / "gh.yml"
+    url = "redis://cache.example:6379"
+    code, _, err = cli_run("matrix", *MATRIX, "--index", str(tmp_path / "i"), "--export",
+                           "github-actions", "-o", str(out), "--cache-url", url)  # fmt: skip
+    assert code == 0, err
+    cells = {k: v for k, v in _commands("github-actions", _yaml(out)).items() if k != "publish"}
+    assert len(cells) == 3
+    for (command,) in cells.values():
+        request = _request(shlex.split(command))
+        assert request.cache_url is not None and request.cache_url.text == url

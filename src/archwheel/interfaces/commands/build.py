@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,6 +30,7 @@ from archwheel.build.plan import (
     make_plan,
 )
 from archwheel.build.recipe import Recipe, find_recipe, load_recipe, recipe_files, with_torch
+from archwheel.build.remote_cache import CACHE_URL_ENV, CacheUrl, parse_cache_url
 from archwheel.build.repair import spec_for_recipe
 from archwheel.build.runner import BuildRunner
 from archwheel.build.source import resolve_source
@@ -118,6 +120,14 @@ def register(subparsers: Any) -> None:
     )
     cache.add_argument("--ccache-size", default=DEFAULT_CCACHE_SIZE, help="ccache max size")
     cache.add_argument("--no-cache", action="store_true", help="compile without the cache")
+    cache.add_argument(
+        "--cache-url",
+        default=os.environ.get(CACHE_URL_ENV) or None,
+        metavar="URL",
+        help="a remote compiler cache shared between machines, on a Redis server: "
+        "redis://[[USER:]PASSWORD@]HOST[:PORT][/DB] or redis+unix:/PATH/TO/SOCKET "
+        f"(default ${CACHE_URL_ENV}); unreachable: the build goes on without it",
+    )
     pip = parser.add_argument_group(
         "pip inside the container (default: this host's pip configuration)"
     )
@@ -219,10 +229,13 @@ class BuildRequest:
     quiet: bool
     format: str
     torch: str | None = None  # --torch: replaces the recipe's torch pin
+    cache_url: CacheUrl | None = None  # --cache-url, parsed
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BuildRequest:
+        cache_url = cache_url_option(args.cache_url, no_cache=args.no_cache)
         return cls(
+            cache_url=cache_url,
             recipe=args.recipe,
             arch=args.arch,
             python=args.python,
@@ -324,6 +337,7 @@ def build(request: BuildRequest) -> int:
         check_reproducible=request.check_reproducible,
         ccache_volume=request.ccache_volume,
         ccache_size=request.ccache_size,
+        cache_url=request.cache_url,
     )
 
     # 2. The source (host-side git or download; still no container), then the plan.
@@ -370,6 +384,19 @@ def build(request: BuildRequest) -> int:
                 raise
     print_result(out=out, result=result, log_path=log_path, fmt=request.format)
     return 0
+
+
+def cache_url_option(text: str | None, *, no_cache: bool) -> CacheUrl | None:
+    """``--cache-url`` parsed (a bad URL: one-line usage error, exit 2)."""
+    if text is None:
+        return None
+    url = parse_cache_url(text)
+    if no_cache:
+        raise UsageError(
+            "--cache-url needs the compiler cache, and --no-cache turns it off",
+            hint="drop one of them",
+        )
+    return url
 
 
 def with_git_mirrors(recipe: Recipe, given: tuple[str, ...]) -> Recipe:

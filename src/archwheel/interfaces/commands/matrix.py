@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from archwheel import __version__
 from archwheel.build.plan import DEFAULT_CCACHE_SIZE, DEFAULT_CCACHE_VOLUME, check_arch_list
 from archwheel.build.provenance import provenance_path
 from archwheel.build.recipe import Recipe, find_recipe, with_torch
+from archwheel.build.remote_cache import CACHE_URL_ENV, CacheUrl
 from archwheel.build.source import resolve_source
 from archwheel.effects.engine import ENGINES, EngineName
 from archwheel.effects.files import write_text_atomic
@@ -27,7 +29,12 @@ from archwheel.errors import BuildError, UsageError
 from archwheel.exit_codes import EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import load_facts
-from archwheel.interfaces.commands.build import BuildRequest, PipRequest, build
+from archwheel.interfaces.commands.build import (
+    BuildRequest,
+    PipRequest,
+    build,
+    cache_url_option,
+)
 from archwheel.interfaces.render.ci import to_yaml
 from archwheel.interfaces.render.common import console, dump_json, err_console
 from archwheel.interfaces.render.html import index_renderer
@@ -104,6 +111,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--engine", choices=ENGINES, default="docker")
     p.add_argument("--jobs", type=int, help="compile jobs per cell")
     p.add_argument("--no-cache", action="store_true", help="compile without the compiler cache")
+    p.add_argument(
+        "--ccache-volume",
+        default=DEFAULT_CCACHE_VOLUME,
+        help=f"named volume of the local compiler cache ({DEFAULT_CCACHE_VOLUME})",
+    )
+    p.add_argument(
+        "--cache-url",
+        default=os.environ.get(CACHE_URL_ENV) or None,
+        metavar="URL",
+        help="remote compiler cache on a Redis server, passed to every cell's build "
+        f"(archwheel build --cache-url; default ${CACHE_URL_ENV})",
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
     ci = p.add_argument_group("CI export (builds nothing)")
     ci.add_argument(
@@ -160,6 +179,8 @@ class MatrixRequest:
     cache: bool
     format: str
     export: str | None = None
+    cache_url: CacheUrl | None = None
+    ccache_volume: str = DEFAULT_CCACHE_VOLUME
     output: Path | None = None
     export_options: ExportOptions = field(default_factory=ExportOptions)
 
@@ -173,7 +194,10 @@ class MatrixRequest:
         spec = MatrixSpec(spec.recipes, spec.torch, spec.python, spec.arch, spec.exclude + extra)
         if args.jobs is not None and args.jobs < 1:
             raise UsageError("--jobs must be at least 1")
+        cache_url = cache_url_option(args.cache_url, no_cache=args.no_cache)
         return cls(
+            cache_url=cache_url,
+            ccache_volume=args.ccache_volume,
             spec=spec,
             index=args.index,
             plan_only=args.plan,
@@ -191,6 +215,7 @@ class MatrixRequest:
                 jobs=args.jobs,
                 cache=not args.no_cache,
                 work=str(args.work),
+                cache_url=cache_url.text if cache_url else None,
             ),
         )
 
@@ -248,8 +273,9 @@ def build_cells_with_archwheel_build(request: MatrixRequest) -> CellBuilder:
             out=out,
             engine=request.engine,
             check_reproducible=False,
-            ccache_volume=DEFAULT_CCACHE_VOLUME if request.cache else None,
+            ccache_volume=request.ccache_volume if request.cache else None,
             ccache_size=DEFAULT_CCACHE_SIZE,
+            cache_url=request.cache_url,
             pip=PipRequest(None, None, (), (), host_config=True),
             plan_only=False,
             list_recipes=False,

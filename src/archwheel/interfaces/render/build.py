@@ -74,6 +74,7 @@ def build_output(
         printer=None if quiet else printer,
         on_progress=on_progress,
         on_stage=on_stage,
+        warner=lambda text: console.print(f"warning: {text}", markup=False, highlight=False),
     )
 
 

