@@ -1,0 +1,88 @@
+"""What the real loader does with a wheel next to a real torch: the truth can-load is checked
+against (tests/integration/realwheel/test_can_load.py, tests/integration/docker/
+test_extension_can_load.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import zipfile
+from pathlib import Path
+
+from tests.support.cli import CliRun
+
+
+def really_loads(python: Path, wheel: Path, tmp: Path) -> dict[str, tuple[bool, str]]:
+    """`import torch` in a real environment, then open each of the wheel's extension modules
+    with RTLD_NOW from an unpacked copy (as Python's import does): member -> (loads, message)."""
+    site = tmp / wheel.stem
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(site)
+        modules = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".so")]
+    code = (
+        "import ctypes, json, os, sys\nimport torch\nout = {}\n"
+        f"for m in {modules!r}:\n"
+        f"    try:\n        ctypes.CDLL(os.path.join({str(site)!r}, m), mode=os.RTLD_NOW)\n"
+        "        out[m] = [True, '']\n"
+        "    except OSError as e:\n        out[m] = [False, str(e)]\n"
+        "print(json.dumps(out))\n"
+    )
+    proc = subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, check=True, timeout=600
+    )
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {m: (bool(ok), str(msg)) for m, (ok, msg) in result.items()}
+
+
+def check_against_import(
+    cli_run: CliRun, python: Path, wheel: Path, torch: Path, tmp: Path
+) -> dict[str, object]:
+    code, out, err = cli_run("can-load", str(wheel), "--with", str(torch), "--format", "json")
+    assert code in (0, 1), out + err
+    doc = json.loads(out)
+    verdicts = {lib["path"]: lib for lib in doc["libraries"]}
+    real = really_loads(python, wheel, tmp)
+    assert real
+    for module, (ok, message) in real.items():
+        lib = verdicts[module]
+        assert (lib["verdict"] == "loads") == ok, (module, lib, message)
+        if not ok:  # the loader's first complaint is among the verdict's findings
+            named = [*lib["missing_libraries"], *(s["name"] for s in lib["missing_symbols"])]
+            assert any(n in message for n in named), (message, named)
+    return dict(doc)
+
+
+def package_loads(
+    python: Path, wheel: Path, tmp: Path, steps: list[tuple[str, str]], package: str
+) -> tuple[dict[str, tuple[bool, str]], tuple[bool, str]]:
+    """Load a wheel's libraries the way its package does, next to a real torch: ``steps`` are
+    (member, how) in the package's order, how being ``"load_library"`` (``torch.ops.load_library``,
+    as torchaudio's ``_load_lib``) or ``"module"`` (an extension module, RTLD_NOW); then a plain
+    ``import package`` from the unpacked wheel. Returns member -> (loads, message) and the
+    import's (ok, message)."""
+    site = tmp / wheel.stem
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(site)
+    code = (
+        "import ctypes, json, os, subprocess, sys\nimport torch\nout = {}\n"
+        f"for m, how in {steps!r}:\n"
+        f"    path = os.path.join({str(site)!r}, m)\n"
+        "    try:\n"
+        "        if how == 'load_library':\n            torch.ops.load_library(path)\n"
+        "        else:\n            ctypes.CDLL(path, mode=os.RTLD_NOW)\n"
+        "        out[m] = [True, '']\n"
+        "    except OSError as e:\n        out[m] = [False, str(e)]\n"
+        "print(json.dumps(out))\n"
+    )
+    proc = subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, check=True, timeout=600
+    )
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    imported = subprocess.run(
+        [str(python), "-c", f"import torch, {package}"],
+        capture_output=True, text=True, check=False, timeout=600, cwd=site,
+    )  # fmt: skip
+    return (
+        {m: (bool(ok), str(msg)) for m, (ok, msg) in result.items()},
+        (imported.returncode == 0, imported.stderr.strip()[-2000:]),
+    )
