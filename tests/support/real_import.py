@@ -71,7 +71,8 @@ def package_loads(
         "        if how == 'load_library':\n            torch.ops.load_library(path)\n"
         "        else:\n            ctypes.CDLL(path, mode=os.RTLD_NOW)\n"
         "        out[m] = [True, '']\n"
-        "    except OSError as e:\n        out[m] = [False, str(e)]\n"
+        # torch.ops.load_library re-raises the loader's OSError as "Could not load this library"
+        "    except OSError as e:\n        out[m] = [False, f'{e} {e.__cause__ or \"\"}']\n"
         "print(json.dumps(out))\n"
     )
     proc = subprocess.run(
@@ -86,3 +87,27 @@ def package_loads(
         {m: (bool(ok), str(msg)) for m, (ok, msg) in result.items()},
         (imported.returncode == 0, imported.stderr.strip()[-2000:]),
     )
+
+
+def open_after_torch(
+    python: Path, wheel: Path, member: str, tmp: Path, watch: str
+) -> tuple[bool, str, list[str]]:
+    """`import torch`, then open one member of the unpacked wheel with RTLD_NOW: (opened, the
+    loader's message, the files mapped whose name contains ``watch``). A host library in
+    ld.so.cache (a CUDA toolkit in /usr/local/cuda) can satisfy what a clean machine lacks: the
+    mapped paths show where the loader found it."""
+    site = tmp / wheel.stem
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(site)
+    code = (
+        "import ctypes, json, os\nimport torch\n"
+        f"try:\n    ctypes.CDLL({str(site / member)!r}, mode=os.RTLD_NOW)\n    ok, msg = True, ''\n"
+        "except OSError as e:\n    ok, msg = False, str(e)\n"
+        f"maps = sorted({{ln.split()[-1] for ln in open('/proc/self/maps') if {watch!r} in ln}})\n"
+        "print(json.dumps([ok, msg, maps]))\n"
+    )
+    proc = subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, check=True, timeout=600
+    )
+    ok, message, maps = json.loads(proc.stdout.strip().splitlines()[-1])
+    return bool(ok), str(message), [str(m) for m in maps]

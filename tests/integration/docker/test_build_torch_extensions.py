@@ -220,9 +220,11 @@ def test_a_wheel_that_would_not_load_next_to_its_torch_fails_the_build(
     ok(built, "libtorch-ops")  # the torch image exists
     extra = (
         "printf 'int archwheel_extra(void) { return 1; }\\n' > /build/home/extra.c\n"
-        "cc -shared -fPIC -Wl,-soname,libarchwheel_extra.so -o /build/home/libarchwheel_extra.so "
+        "gcc -shared -fPIC -Wl,-soname,libarchwheel_extra.so -o /build/home/libarchwheel_extra.so "
         "/build/home/extra.c\n"
-        'export LDFLAGS="-L/build/home -Wl,--no-as-needed -larchwheel_extra"\n'
+        # the module's link only (CMake's compiler checks link executables, untouched)
+        'export CMAKE_ARGS="-DCMAKE_MODULE_LINKER_FLAGS=-Wl,--no-as-needed,-L/build/home,'
+        '-larchwheel_extra"\n'
     )
     recipe = copy_recipe(tmp_path, "libtorch-ops", 'command = """\n', 'command = """\n' + extra)
     out = tmp_path / "dist"
@@ -231,7 +233,7 @@ def test_a_wheel_that_would_not_load_next_to_its_torch_fails_the_build(
     assert proc.returncode == 5, proc.stderr[-3000:]
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("archwheel: error")]
     assert len(errors) == 1, proc.stderr[-3000:]
-    assert "would not load next to the torch it was built against" in errors[0]
+    assert "would not load next to the torch it was built against" in errors[0], proc.stderr[-3000:]
     assert "archwheel_torch_ops/_ops.so needs libarchwheel_extra.so" in errors[0]
     assert "Traceback" not in proc.stderr
     assert not out.exists() or list(out.rglob("*")) == []
