@@ -12,13 +12,28 @@ from pathlib import Path
 from tests.support.cli import CliRun
 
 
-def really_loads(python: Path, wheel: Path, tmp: Path) -> dict[str, tuple[bool, str]]:
+def really_loads(
+    python: Path, wheel: Path, tmp: Path, *, separate: bool = False
+) -> dict[str, tuple[bool, str]]:
     """`import torch` in a real environment, then open each of the wheel's extension modules
-    with RTLD_NOW from an unpacked copy (as Python's import does): member -> (loads, message)."""
+    with RTLD_NOW from an unpacked copy (as Python's import does): member -> (loads, message).
+
+    ``separate``: each module in a process of its own, for wheels whose modules must not share
+    one (torch-scatter's ``_scatter_cpu.so`` and ``_scatter_cuda.so`` register the same
+    operators: the package loads one of them, and both in one process abort)."""
     site = tmp / wheel.stem
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(site)
         modules = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".so")]
+    if separate:
+        found: dict[str, tuple[bool, str]] = {}
+        for module in modules:
+            found.update(_open_modules(python, site, [module]))
+        return found
+    return _open_modules(python, site, modules)
+
+
+def _open_modules(python: Path, site: Path, modules: list[str]) -> dict[str, tuple[bool, str]]:
     code = (
         "import ctypes, json, os, sys\nimport torch\nout = {}\n"
         f"for m in {modules!r}:\n"
@@ -35,13 +50,13 @@ def really_loads(python: Path, wheel: Path, tmp: Path) -> dict[str, tuple[bool, 
 
 
 def check_against_import(
-    cli_run: CliRun, python: Path, wheel: Path, torch: Path, tmp: Path
+    cli_run: CliRun, python: Path, wheel: Path, torch: Path, tmp: Path, *, separate: bool = False
 ) -> dict[str, object]:
     code, out, err = cli_run("can-load", str(wheel), "--with", str(torch), "--format", "json")
     assert code in (0, 1), out + err
     doc = json.loads(out)
     verdicts = {lib["path"]: lib for lib in doc["libraries"]}
-    real = really_loads(python, wheel, tmp)
+    real = really_loads(python, wheel, tmp, separate=separate)
     assert real
     for module, (ok, message) in real.items():
         lib = verdicts[module]

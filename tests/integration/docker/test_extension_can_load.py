@@ -28,8 +28,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.realwheel]
 def judged(
     cli_run: CliRun, python: Path, wheel: Path, torch: Path, tmp: Path
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """can-load's JSON document, checked against the real import, and its libraries by path."""
-    doc: dict[str, Any] = check_against_import(cli_run, python, wheel, torch, tmp)
+    """can-load's JSON document, checked against the real import (each module in a process of
+    its own), and its libraries by path."""
+    doc: dict[str, Any] = check_against_import(cli_run, python, wheel, torch, tmp, separate=True)
     return doc, {str(lib["path"]): lib for lib in doc["libraries"]}
 
 
