@@ -262,6 +262,7 @@ class _World:
                     self.objects.setdefault(where, lib)
         # The judged wheel's own libraries by soname and file name: a name the search path does
         # not reach is satisfied once the package has loaded that library itself.
+        # Only for the judged wheel's own objects: `import torch` runs before the package loads.
         self.own: dict[str, str] = {}
         for lib in own.libraries if own is not None else ():
             where = install_path(lib.path)
@@ -301,7 +302,7 @@ class _World:
                 return Resolution(name, "wheel", candidate)
         if name in policy_libs or name.startswith(("ld-linux", "libpython")):
             return Resolution(name, "system")
-        if name in self.own and self.own[name] != path:
+        if name in self.own and self.own[name] != path and path in self.own.values():
             return Resolution(
                 name,
                 "package",
