@@ -37,6 +37,7 @@ pytest_plugins = [
     "tests.support.cuobjdump_support",
     "tests.support.doctor_fakes",
     "tests.support.can_load_fakes",
+    "tests.support.extension_builds",
 ]
 
 

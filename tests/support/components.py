@@ -45,16 +45,25 @@ def require(condition: bool, reason: str) -> None:
 def fetch_wheel(spec: str, *, unconstrained: bool = False) -> Path:
     """`pip download --no-deps` a real wheel once into the cache and return its path.
 
-    ``unconstrained``: without the host's pip constraint file (for this command only)."""
+    ``spec`` is ``name==VERSION`` or ``name===VERSION`` and means exactly that version:
+    ``torch==2.13.0`` is the CUDA build, never ``2.13.0+cpu`` (which PEP 440's ``==`` would also
+    match, and which pip prefers where a local index serves it); the CPU build is asked for as
+    ``torch==2.13.0+cpu``. The download asks pip for the exact version string (``===``) and the
+    cache lookup matches the wheel file name's version field exactly. ``unconstrained``: without
+    the host's pip constraint file (for this command only).
+    """
     dest = CACHE / "wheels"
     dest.mkdir(parents=True, exist_ok=True)
     name, _, version = spec.partition("==")
-    pattern = f"{name.replace('-', '_')}-{version}*.whl"
+    version = version.removeprefix("=")
+    if not name or not version:
+        raise ValueError(f"fetch_wheel needs name==VERSION, not {spec!r}")
+    pattern = f"{name.replace('-', '_')}-{version}-*.whl"
     found = sorted(dest.glob(pattern))
     if not found:
         proc = subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             "-d", str(dest), spec],
+             "-d", str(dest), f"{name}==={version}"],
             capture_output=True, text=True, check=False,
             env={**os.environ, "PIP_CONSTRAINT": os.devnull} if unconstrained else None,
         )  # fmt: skip

@@ -1,7 +1,12 @@
-"""Virtual environments for tests that inspect installed packages (doctor, verify --env).
+"""Virtual environments for tests that inspect installed packages (doctor, verify --env) or
+confirm a can-load verdict by a real import.
 
 ``torch_venv`` holds the real torch 2.14.1 CUDA wheel with its nvidia-* dependencies, installed
-by pip from the configured index (about a minute once; cached under ``.cache/venvs``).
+by pip from the configured index (about a minute once; cached under ``.cache/venvs``). The other
+torches (2.13.0 with CUDA 13.0, 2.13.0+cpu, 2.9.1 with CUDA 12.8) are installed from the wheel
+``fetch_wheel`` keeps in the cache, so each torch wheel is downloaded once; their ``nvidia-*``
+dependencies come through pip's own cache and the configured index (2.13.0 and 2.14.1 pin the
+same ``cuda-toolkit[...]==13.0.3``, so those wheels are shared).
 """
 
 from __future__ import annotations
@@ -13,11 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.components import require
+from tests.support.components import fetch_wheel, require
 from tests.support.paths import CACHE
 
 TORCH_VENV = CACHE / "venvs" / "torch-2.14.1"
 BARE_VENV = CACHE / "venvs" / "bare"
+TORCH_2130_VENV = CACHE / "venvs" / "torch-2.13.0"
+TORCH_CPU_VENV = CACHE / "venvs" / "torch-2.13.0-cpu"
+TORCH_CU12_VENV = CACHE / "venvs" / "torch-2.9.1"
+# torch 2.9.1 from the index is built with CUDA 12.8 (Requires-Dist nvidia-cuda-runtime-cu12)
+TORCH_CU12_SPEC = "torch==2.9.1"
 
 
 def venv_python(venv: Path) -> Path:
@@ -71,6 +81,38 @@ def torch_venv() -> Path:
         except RuntimeError as exc:
             require(False, str(exc))
     return python
+
+
+def torch_environment(folder: Path, spec: str, version: str) -> Path:
+    """A venv at ``folder`` with the torch wheel ``spec`` (``fetch_wheel``) and its
+    dependencies; reused while its torch is ``version``."""
+    python = venv_python(folder)
+    if installed_version(python, "torch") != version:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        make_venv(folder)
+        try:
+            pip_install(python, str(fetch_wheel(spec)))
+        except RuntimeError as exc:
+            require(False, str(exc))
+    return python
+
+
+@pytest.fixture(scope="session")
+def torch_2130_venv() -> Path:
+    """The real torch 2.13.0 CUDA 13.0 wheel with its nvidia-* deps (those of 2.14.1)."""
+    return torch_environment(TORCH_2130_VENV, "torch==2.13.0", "2.13.0")
+
+
+@pytest.fixture(scope="session")
+def torch_cpu_venv() -> Path:
+    """The real torch 2.13.0+cpu wheel (no libc10_cuda.so, no libtorch_cuda.so)."""
+    return torch_environment(TORCH_CPU_VENV, "torch==2.13.0+cpu", "2.13.0+cpu")
+
+
+@pytest.fixture(scope="session")
+def torch_cu12_venv() -> Path:
+    """The real torch 2.9.1 (CUDA 12.8, libcudart.so.12) with its nvidia-*-cu12 deps."""
+    return torch_environment(TORCH_CU12_VENV, TORCH_CU12_SPEC, "2.9.1")
 
 
 @pytest.fixture(scope="session")

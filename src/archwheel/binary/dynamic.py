@@ -180,9 +180,11 @@ def _dynamic_entries(read: Read, size: int, is64: bool, dyn: _Segment) -> list[t
     entries: list[tuple[int, int]] = []
     for tag, value in struct.iter_unpack(fmt, data):
         if tag == DT_NULL:
-            break
+            return entries
         entries.append((tag & 0xFFFFFFFF if tag < 0 else tag, value))
-    return entries
+    # ld.so reads entries up to DT_NULL, whatever the segment size says: without one it would
+    # read whatever follows, so what the loader sees is unknown.
+    raise FormatError(f"the dynamic section has no DT_NULL end within its {dyn.filesz} bytes")
 
 
 def _symbol_count(

@@ -1,10 +1,16 @@
-"""The audit gate at the end of every build: does the wheel hold what was asked for?
+"""The gates at the end of every build: does the wheel hold what was asked for, and does it load?
 
-It calls the audit engine (``archwheel.binary.scan.inputs.scan_path`` and
+The audit gate calls the audit engine (``archwheel.binary.scan.inputs.scan_path`` and
 ``archwheel.verdicts.audit.audit``) on the finished wheel with the requested arch list. A wheel
 in which any library with device code lacks a requested SASS arch or requested PTX fails the
 gate; the build then moves it to ``rejected/`` with the JSON audit report instead of handing it
 out.
+
+The load gate runs for builds against a pinned torch (``[build] requirements`` with
+``torch==X.Y.Z``): ``can-load`` of the wheel against the very torch wheel it was compiled with
+(``build/torch_pin``, in the cache). A wheel some library of which would not load there (a
+library found nowhere, an undefined symbol, a symbol version beyond the platform tag) fails the
+build and nothing reaches the output folder; the verdict is recorded in the provenance.
 """
 
 from __future__ import annotations
@@ -14,9 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from archwheel.binary.demangle import demangle
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.facts.arch import ArchList
 from archwheel.verdicts.audit import audit, audit_document
+from archwheel.verdicts.load import (
+    LibraryLoad,
+    LoadVerdict,
+    judge_load,
+    mangled_names,
+    read_wheel_files,
+)
 
 
 @dataclass(frozen=True)
@@ -57,3 +71,92 @@ def audit_gate(wheel: Path, arch_list: ArchList) -> GateVerdict:
         f"{arch_list}{beyond}"
     )
     return GateVerdict(True, summary, document)
+
+
+# -- the load gate: does the wheel load next to the torch it was built against? ------------------
+
+
+@dataclass(frozen=True)
+class LoadGateVerdict:
+    """``can-load`` of the finished wheel against the torch wheel of the build.
+
+    ``ok`` is False only when some library does not load (verdict ``does-not-load``): a library
+    that could not be checked completely (``unknown``) is recorded, not refused, because the
+    audit gate already refuses a wheel it cannot read.
+    """
+
+    ok: bool
+    verdict: str  # loads / does-not-load / unknown (verdicts.load.LoadVerdict)
+    summary: str  # one line for the terminal, the error and provenance
+    torch: str  # the torch wheel's file name
+    libraries: tuple[Mapping[str, object], ...] = ()
+
+    def to_json_dict(self) -> dict[str, object]:
+        return {
+            "ok": self.ok,
+            "verdict": self.verdict,
+            "summary": self.summary,
+            "torch": self.torch,
+            "libraries": [dict(lib) for lib in self.libraries],
+        }
+
+
+LoadGate = Callable[[Path, Path], LoadGateVerdict]
+LISTED_SYMBOLS = 3  # missing symbols named in the one-line summary per library
+
+
+def load_gate(wheel: Path, torch_wheel: Path) -> LoadGateVerdict:
+    """Judge ``wheel`` next to ``torch_wheel`` as ``archwheel can-load WHEEL --with TORCH`` does,
+    without this host's system libraries (the manylinux policy of the wheel's tag stands for
+    them, so the verdict does not depend on the machine that builds)."""
+    report = judge_load(read_wheel_files(wheel), read_wheel_files(torch_wheel))
+    names = demangle(mangled_names(report))
+    libraries: list[Mapping[str, object]] = []
+    failing: list[str] = []
+    for lib in report.libraries:
+        symbols = [names.get(s.name, s.name) for s in lib.missing_symbols]
+        libraries.append(
+            MappingProxyType(
+                {
+                    "path": lib.path,
+                    "verdict": lib.verdict.value,
+                    "missing_libraries": list(lib.missing_libraries),
+                    "missing_symbols": symbols,
+                    "missing_symbol_count": lib.missing_symbol_count,
+                    "causes": list(lib.causes),
+                    "problems": list(lib.problems),
+                }
+            )
+        )
+        if lib.verdict is LoadVerdict.FAILS:
+            failing.append(_failure_line(lib, symbols))
+    verdict = report.verdict
+    torch = report.torch.filename
+    if verdict is LoadVerdict.FAILS:
+        summary = f"does not load next to {torch}: " + "; ".join(failing)
+    elif verdict is LoadVerdict.UNKNOWN:
+        problems = [*report.problems, *(p for lib in report.libraries for p in lib.problems)]
+        summary = f"could not be checked completely next to {torch}: " + "; ".join(problems[:3])
+    else:
+        summary = f"all {len(report.libraries)} libraries load next to {torch}"
+    return LoadGateVerdict(
+        verdict is not LoadVerdict.FAILS, verdict.value, summary, torch, tuple(libraries)
+    )
+
+
+def _failure_line(lib: LibraryLoad, symbols: list[str]) -> str:
+    parts: list[str] = []
+    if lib.missing_libraries:
+        parts.append("needs " + ", ".join(lib.missing_libraries) + " (found nowhere)")
+    if symbols:
+        shown = ", ".join(s.split("(")[0] for s in symbols[:LISTED_SYMBOLS])
+        more = lib.missing_symbol_count - min(len(symbols), LISTED_SYMBOLS)
+        parts.append(f"undefined {shown}" + (f" and {more} more" if more > 0 else ""))
+    if lib.missing_versions:
+        parts.append(", ".join(f"{v} from {f}" for f, v in lib.missing_versions[:3]) + " not found")
+    if lib.too_new:
+        parts.append(
+            f"needs {', '.join(sorted({v for v, _ in lib.too_new}))} beyond {lib.too_new[0][1]}"
+        )
+    cause = f" ({lib.causes[0]})" if lib.causes else ""
+    return f"{lib.path} {', '.join(parts)}{cause}"

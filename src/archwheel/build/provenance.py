@@ -4,8 +4,9 @@ It records what the wheel was built from and how, so that a wheel can be traced 
 the recipe and its sha256, the source (kind, location, ref, commit, content hash), the base
 image and builder image IDs, the toolchain versions read inside the container, the arch list
 and how it entered the build, the build environment and command, ``SOURCE_DATE_EPOCH``, the job
-count, the timings, the compiler cache statistics, the wheel's sha256 and the audit gate's
-verdict. ``schema_version`` changes when a field changes meaning.
+count, the timings, the compiler cache statistics, the wheel's sha256, the audit gate's
+verdict and, for a build against a pinned torch, the load gate's (``load``). ``schema_version``
+changes when a field changes meaning.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def provenance_document(
     smoke_snippet: str | None,
     started_at: str,
     torch: Mapping[str, object] | None = None,
+    load: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
     return {
         "schema_version": PROVENANCE_SCHEMA_VERSION,
@@ -90,4 +92,6 @@ def provenance_document(
         "started_at": started_at,
         # The torch an extension was built against (build/toolkit.py); None otherwise.
         "torch": dict(torch) if torch is not None else None,
+        # can-load against that torch (build/gate.load_gate); None without a pinned torch.
+        "load": dict(load) if load is not None else None,
     }

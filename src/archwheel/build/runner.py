@@ -12,10 +12,13 @@ The order of events, and what each guarantees:
 3. The single wheel in ``/build/dist`` is re-packed deterministically outside the output folder.
 4. With ``--check-reproducible`` steps 2-3 run twice without the compiler cache and the wheels
    are compared; a difference fails the build and names the differing members.
-5. The audit gate runs on the staged wheel. Only then does anything reach the output folder: a
-   wheel that passes is copied to a hidden temporary name there and renamed into place
-   (atomic), after its provenance file; one that fails goes to ``rejected/`` with the audit
-   report and the build fails. So the output folder never holds a partial or unaudited wheel.
+5. The audit gate runs on the staged wheel; for a build against a pinned torch the load gate
+   then runs ``can-load`` against that torch's wheel (a wheel that would not load fails the
+   build, exit 5, and nothing reaches the output folder). Only then does anything reach the
+   output folder: a wheel that passes is copied to a hidden temporary name there and renamed
+   into place (atomic), after its provenance file; one that fails the audit goes to
+   ``rejected/`` with the audit report and the build fails. So the output folder never holds a
+   partial, unaudited or unloadable wheel.
 """
 
 from __future__ import annotations
@@ -52,7 +55,14 @@ from archwheel.build.builder_image import (
     probe_toolchain,
 )
 from archwheel.build.failures import out_of_memory_error, out_of_memory_evidence
-from archwheel.build.gate import AuditGate, GateVerdict, audit_gate
+from archwheel.build.gate import (
+    AuditGate,
+    GateVerdict,
+    LoadGate,
+    LoadGateVerdict,
+    audit_gate,
+    load_gate,
+)
 from archwheel.build.plan import (
     BUILD,
     CCACHE,
@@ -175,6 +185,7 @@ class BuildRunner:
         docker_dir: Path,
         work_root: Path | None = None,
         gate: AuditGate = audit_gate,
+        load_gate: LoadGate = load_gate,
         keep_work: bool = False,
     ) -> None:
         self.plan = plan
@@ -183,6 +194,7 @@ class BuildRunner:
         self.docker_dir = docker_dir
         self.work_root = work_root
         self.gate = gate
+        self.load_gate = load_gate
         self.keep_work = keep_work
 
     # -- the whole build ----------------------------------------------------------------------
@@ -333,6 +345,14 @@ class BuildRunner:
             verdict = self.gate(wheel, plan.arch_list)
             timings["audit"] = time.monotonic() - mark
             self.output.line(f"audit: {'passed' if verdict.ok else 'FAILED'}: {verdict.summary}")
+            load: LoadGateVerdict | None = None
+            if plan.torch is not None and verdict.ok:
+                # Does it load next to the torch it was compiled against? (can-load)
+                self.output.stage("can-load", f"can-load against {plan.torch.wheel.filename}")
+                mark = time.monotonic()
+                load = self.load_gate(wheel, plan.torch.wheel.path)
+                timings["can_load"] = time.monotonic() - mark
+                self.output.line(f"can-load: {load.verdict}: {load.summary}")
             timings["total"] = time.monotonic() - clock
 
             digest = sha256_file(wheel)
@@ -398,6 +418,7 @@ class BuildRunner:
                 smoke_snippet=plan.recipe.smoke_snippet,
                 started_at=started,
                 torch=torch_record,
+                load=load.to_json_dict() if load is not None else None,
             )
             document["repair"] = repair
             if comparison is not None and not comparison.identical:
@@ -411,6 +432,15 @@ class BuildRunner:
                 raise BuildError(
                     f"the wheel failed the audit gate: {verdict.summary}",
                     hint=f"moved to {rejected} with its audit report",
+                )
+            if load is not None and not load.ok:
+                # Nothing reaches the output folder: the wheel cannot be used with its torch.
+                raise BuildError(
+                    f"the wheel would not load next to the torch it was built against: "
+                    f"{load.summary}",
+                    hint="link the extension against the pinned torch's own libraries (build "
+                    "isolation off, no second torch in the build environment); --keep-work keeps "
+                    "the built wheel for `archwheel can-load WHEEL --with TORCH.whl`",
                 )
             final = self._place(wheel, plan.out_dir, document)
             return BuildResult(

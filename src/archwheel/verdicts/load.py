@@ -34,9 +34,11 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
-from archwheel.binary.dynamic import DynamicInfo, UndefinedSymbol
+from archwheel.binary.dynamic import DynamicInfo, UndefinedSymbol, read_wheel_dynamic
+from archwheel.binary.wheelmeta import read_wheel_metadata
 
 SITE = "site-packages"
 MAX_LISTED = 20  # missing symbols listed per library; the count says how many in all
@@ -120,6 +122,20 @@ class WheelFiles:
     cuda_major: int | None = None
 
 
+def read_wheel_files(path: Path) -> WheelFiles:
+    """A wheel's metadata and shared libraries, read from the zip (nothing extracted)."""
+    meta = read_wheel_metadata(path)
+    return WheelFiles(
+        filename=path.name,
+        name=meta.name,
+        version=meta.version,
+        tags=meta.tags,
+        libraries=read_wheel_dynamic(path),
+        requires=tuple((p.name, p.specifier, p.marker) for p in meta.requires),
+        cuda_major=meta.cuda_major,
+    )
+
+
 def install_path(member: str) -> str | None:
     """Where pip puts a wheel member, relative to the environment's root (None: not in site)."""
     parts = member.split("/")
@@ -133,7 +149,7 @@ def install_path(member: str) -> str | None:
 @dataclass(frozen=True)
 class Resolution:
     needed: str
-    how: str  # "loaded" (by import torch), "wheel", "system", "assumed", "missing"
+    how: str  # "loaded" (by import torch), "wheel", "package", "system", "assumed", "missing"
     path: str | None = None  # installed path for "loaded"/"wheel"
     detail: str = ""
 
@@ -232,13 +248,28 @@ class LoadReport:
 
 
 class _World:
-    def __init__(self, wheels: Sequence[WheelFiles], system: Mapping[str, DynamicInfo]) -> None:
+    def __init__(
+        self,
+        wheels: Sequence[WheelFiles],
+        system: Mapping[str, DynamicInfo],
+        own: WheelFiles | None = None,
+    ) -> None:
         self.objects: dict[str, DynamicInfo] = {}
         for wheel in wheels:
             for lib in wheel.libraries:
                 where = install_path(lib.path)
                 if where is not None and lib.is_dynamic:
                     self.objects.setdefault(where, lib)
+        # The judged wheel's own libraries by soname and file name: a name the search path does
+        # not reach is satisfied once the package has loaded that library itself.
+        # Only for the judged wheel's own objects: `import torch` runs before the package loads.
+        self.own: dict[str, str] = {}
+        for lib in own.libraries if own is not None else ():
+            where = install_path(lib.path)
+            if where is not None and lib.is_dynamic:
+                self.own.setdefault(posixpath.basename(where), where)
+                if lib.soname:
+                    self.own.setdefault(lib.soname, where)
         self.system = system
         self.loaded: dict[str, str] = {}  # soname or file name -> installed path
         self.assumed: dict[str, str] = {}  # name -> who needed it
@@ -271,6 +302,15 @@ class _World:
                 return Resolution(name, "wheel", candidate)
         if name in policy_libs or name.startswith(("ld-linux", "libpython")):
             return Resolution(name, "system")
+        if name in self.own and self.own[name] != path and path in self.own.values():
+            return Resolution(
+                name,
+                "package",
+                self.own[name],
+                detail=f"not on {posixpath.basename(path)}'s search path: satisfied only once the "
+                f"package has loaded {self.own[name]} itself (as torchaudio's _load_lib does); "
+                "opened first, this library fails",
+            )
         if name in self.assumed:
             return Resolution(name, "assumed", detail=f"needed by {self.assumed[name]}")
         return Resolution(name, "missing")
@@ -345,7 +385,7 @@ def judge_load(
     policy_libs = (
         policy.libraries if policy else frozenset(_policies()["manylinux_2_17_x86_64"].libraries)
     )
-    world = _World([wheel, torch, *others], system)
+    world = _World([wheel, torch, *others], system, own=wheel)
     # 1. import torch
     roots = _torch_roots(torch)
     problems: list[str] = []

@@ -1,7 +1,7 @@
 """Real torch extensions built against torch 2.14.1 (CUDA 13.0) on a real Docker engine.
 
 One session builds each shipped recipe once, for one arch (``9.0``), and every test reads those
-wheels (``built`` fixture): torch-scatter 2.1.2 from its sdist on the package index
+wheels (``built``, the session's ``extension_builds`` from tests/support/extension_builds.py): torch-scatter 2.1.2 from its sdist on the package index
 (setuptools + CUDAExtension) and archwheel's libtorch example (CMake ``find_package(Torch)``).
 The first build makes the torch image (torch and its CUDA toolkit, installed once); the second,
 of another extension against the same torch, must reuse it. Every container carries a label
@@ -12,15 +12,11 @@ Budget on the 2-core CI machine: see docs/building-extensions.md (measured figur
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 import time
 import uuid
 import zipfile
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -29,80 +25,17 @@ from archwheel.binary.scan.inputs import scan_path
 from archwheel.facts.arch import CodeKind
 from tests.support.clean_load import extension_modules, load_everything
 from tests.support.containers_support import containers_created, containers_with_label
+from tests.support.extension_builds import ARCH, RECIPES, Session, ok, run_cli
 from tests.support.paths import ROOT
 from tests.support.venvs import make_venv, pip_install
-
-CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
-ARCH = "9.0"
-RECIPES = ("torch-scatter-2.1.2", "libtorch-ops")
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.realwheel]
 
 
-@dataclass(frozen=True)
-class Built:
-    recipe: str
-    returncode: int
-    stderr: str
-    document: dict[str, object]
-    wheel: Path
-    provenance: dict[str, object]
-    seconds: float
-
-
-class Session:
-    """One label, one compiler-cache volume and one output folder; each recipe built once."""
-
-    def __init__(self, env: dict[str, str], label: str, volume: str, out: Path) -> None:
-        self.env = env
-        self.label = label
-        self.ccache_volume = volume
-        self.out = out
-        self._built: dict[str, Built] = {}
-
-    def build(self, recipe: str) -> Built:
-        if recipe not in self._built:
-            mark = time.monotonic()
-            proc = run_cli(
-                self.env, "build", "--recipe", recipe, "--arch", ARCH, "--out", str(self.out),
-                "--ccache-volume", self.ccache_volume, "--format", "json",
-            )  # fmt: skip
-            seconds = time.monotonic() - mark
-            document = json.loads(proc.stdout) if proc.returncode == 0 else {}
-            wheel = Path(str(document.get("wheel", self.out / "missing.whl")))
-            provenance = (
-                json.loads(Path(str(document["provenance"])).read_text()) if document else {}
-            )
-            self._built[recipe] = Built(
-                recipe, proc.returncode, proc.stderr, document, wheel, provenance, seconds
-            )
-        return self._built[recipe]
-
-
-def run_cli(
-    session_env: dict[str, str], *args: str, timeout: float = 3600
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args], env=session_env, capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-@pytest.fixture(scope="session")
-def built(docker_engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
-    label = f"archwheel.test={uuid.uuid4().hex}"
-    volume = f"archwheel-test-ccache-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", "ARCHWHEEL_RUN_LABEL": label}
-    made = run_cli(env, "base-image")
-    assert made.returncode == 0, made.stderr[-2000:]
-    out = tmp_path_factory.mktemp("torch-extensions") / "dist"
-    yield Session(env, label, volume, out)
-    subprocess.run(["docker", "volume", "rm", "--force", volume], capture_output=True, check=False)
-
-
-def ok(session: Session, recipe: str) -> Built:
-    result = session.build(recipe)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return result
+@pytest.fixture
+def built(extension_builds: Session) -> Session:
+    """The session's extension builds (tests/support/extension_builds.py): each recipe once."""
+    return extension_builds
 
 
 def device_images(wheel: Path) -> dict[str, set[str]]:
@@ -162,6 +95,11 @@ def test_wheel_says_what_it_was_built_against(built: Session, recipe: str) -> No
     assert torch["toolkit_requirement"].startswith("cuda-toolkit[")
     assert torch["toolkit_requirement"].endswith("]==13.0.3")
     assert result.provenance["toolchain"]["nvcc"].startswith("13.0.")  # type: ignore[index]
+    # the load gate: can-load against the torch wheel it was built with
+    load = result.provenance["load"]
+    assert isinstance(load, dict)
+    assert load["verdict"] == "loads" and load["ok"] is True, load
+    assert load["torch"] == torch["wheel"]
 
 
 def test_second_extension_reuses_the_torch_image(built: Session) -> None:
@@ -272,6 +210,36 @@ def test_a_build_that_ignores_the_arch_list_is_rejected_naming_the_module(
     assert "archwheel_torch_ops/_ops.so lacks sm_90" in proc.stderr
     assert not list(out.glob("*.whl"))  # only rejected/ holds it
     assert len(list((out / "rejected").glob("*.whl"))) == 1
+    assert containers_with_label(["docker"], built.label) == []
+
+
+def test_a_wheel_that_would_not_load_next_to_its_torch_fails_the_build(
+    built: Session, tmp_path: Path
+) -> None:
+    """The module is linked against a library of the build folder that the wheel does not ship
+    (an unrepaired wheel): the load gate finds libarchwheel_extra.so nowhere, the build fails with
+    one message (exit 5) and nothing reaches the output folder."""
+    ok(built, "libtorch-ops")  # the torch image exists
+    extra = (
+        "printf 'int archwheel_extra(void) { return 1; }\\n' > /build/home/extra.c\n"
+        "gcc -shared -fPIC -Wl,-soname,libarchwheel_extra.so -o /build/home/libarchwheel_extra.so "
+        "/build/home/extra.c\n"
+        # the module's link only (CMake's compiler checks link executables, untouched)
+        'export CMAKE_ARGS="-DCMAKE_MODULE_LINKER_FLAGS=-Wl,--no-as-needed,-L/build/home,'
+        '-larchwheel_extra"\n'
+    )
+    recipe = copy_recipe(tmp_path, "libtorch-ops", 'command = """\n', 'command = """\n' + extra)
+    out = tmp_path / "dist"
+    proc = run_cli(built.env, "build", "--recipe", str(recipe), "--arch", ARCH, "--out", str(out),
+                   "--ccache-volume", built.ccache_volume)  # fmt: skip
+    assert proc.returncode == 5, proc.stderr[-3000:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("archwheel: error")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    assert "would not load next to the torch it was built against" in errors[0], proc.stderr[-3000:]
+    assert "archwheel_torch_ops/_ops.so needs libarchwheel_extra.so" in errors[0]
+    assert "Traceback" not in proc.stderr
+    # no wheel, no provenance, no rejected/: only the build log (OUT/logs/, as for every build)
+    assert [p for p in out.rglob("*") if p.relative_to(out).parts[0] != "logs"] == []
     assert containers_with_label(["docker"], built.label) == []
 
 

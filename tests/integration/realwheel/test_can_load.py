@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,13 @@ from tests.support.can_load_fakes import (
     validate_schema,
 )
 from tests.support.cli import CliRun
-from tests.support.components import fetch_wheel, require
-from tests.support.paths import CACHE
-from tests.support.venvs import installed_version, make_venv, pip_install, venv_python
+from tests.support.components import fetch_wheel
+from tests.support.real_import import check_against_import, package_loads
+from tests.support.venvs import TORCH_CU12_SPEC
+
+# The CPU build of torch 2.13.0 (no libc10_cuda.so / libtorch_cuda.so); "torch==2.13.0" is the
+# CUDA 13.0 build (fetch_wheel is exact).
+TORCH_CPU = "torch==2.13.0+cpu"
 
 
 @pytest.mark.realwheel
@@ -53,7 +56,7 @@ def test_torchvision_against_torch_2_14_1(
 @pytest.mark.realwheel
 @pytest.mark.slow
 def test_torchvision_against_cpu_torch_2_13_0(torchvision_wheel: Path, cli_run: CliRun) -> None:
-    torch_cpu = fetch_wheel("torch==2.13.0")
+    torch_cpu = fetch_wheel(TORCH_CPU)
     code, out, err = cli_run(
         "can-load", str(torchvision_wheel), "--with", str(torch_cpu), "--format", "json"
     )
@@ -68,63 +71,6 @@ def test_torchvision_against_cpu_torch_2_13_0(torchvision_wheel: Path, cli_run: 
     assert doc["metadata_conflicts"] and "torch>=2.14.0" in doc["metadata_conflicts"][0]
 
 
-TORCH_CPU_VENV = CACHE / "venvs" / "torch-2.13.0-cpu"
-
-
-@pytest.fixture(scope="session")
-def torch_cpu_venv() -> Path:
-    """A venv with the real torch 2.13.0+cpu wheel (the only 2.13.0 the local index has)."""
-    python = venv_python(TORCH_CPU_VENV)
-    if installed_version(python, "torch") != "2.13.0+cpu":
-        TORCH_CPU_VENV.parent.mkdir(parents=True, exist_ok=True)
-        make_venv(TORCH_CPU_VENV)
-        try:
-            pip_install(python, str(fetch_wheel("torch==2.13.0")))
-        except RuntimeError as exc:
-            require(False, str(exc))
-    return python
-
-
-def really_loads(python: Path, wheel: Path, tmp: Path) -> dict[str, tuple[bool, str]]:
-    """`import torch` in a real environment, then open each of the wheel's extension modules
-    with RTLD_NOW from an unpacked copy (as Python's import does): member -> (loads, message)."""
-    site = tmp / wheel.stem
-    with zipfile.ZipFile(wheel) as zf:
-        zf.extractall(site)
-        modules = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".so")]
-    code = (
-        "import ctypes, json, os, sys\nimport torch\nout = {}\n"
-        f"for m in {modules!r}:\n"
-        f"    try:\n        ctypes.CDLL(os.path.join({str(site)!r}, m), mode=os.RTLD_NOW)\n"
-        "        out[m] = [True, '']\n"
-        "    except OSError as e:\n        out[m] = [False, str(e)]\n"
-        "print(json.dumps(out))\n"
-    )
-    proc = subprocess.run(
-        [str(python), "-c", code], capture_output=True, text=True, check=True, timeout=600
-    )
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {m: (bool(ok), str(msg)) for m, (ok, msg) in result.items()}
-
-
-def _check_against_import(
-    cli_run: CliRun, python: Path, wheel: Path, torch: Path, tmp: Path
-) -> dict[str, object]:
-    code, out, err = cli_run("can-load", str(wheel), "--with", str(torch), "--format", "json")
-    assert code in (0, 1), out + err
-    doc = json.loads(out)
-    verdicts = {lib["path"]: lib for lib in doc["libraries"]}
-    real = really_loads(python, wheel, tmp)
-    assert real
-    for module, (ok, message) in real.items():
-        lib = verdicts[module]
-        assert (lib["verdict"] == "loads") == ok, (module, lib, message)
-        if not ok:  # the loader's first complaint is among the verdict's findings
-            named = [*lib["missing_libraries"], *(s["name"] for s in lib["missing_symbols"])]
-            assert any(n in message for n in named), (message, named)
-    return dict(doc)
-
-
 @pytest.mark.realwheel
 @pytest.mark.slow
 @pytest.mark.parametrize("vision", ["0.29.1", "0.28.0"])
@@ -132,7 +78,7 @@ def test_torchvision_verdict_is_what_import_does_with_2_14_1(
     vision: str, torch_venv: Path, torch_wheel: Path, cli_run: CliRun, tmp_path: Path
 ) -> None:
     wheel = fetch_wheel(f"torchvision=={vision}")
-    doc = _check_against_import(cli_run, torch_venv, wheel, torch_wheel, tmp_path)
+    doc = check_against_import(cli_run, torch_venv, wheel, torch_wheel, tmp_path)
     if vision == "0.28.0":  # built against torch 2.13.0 with the ordinary C++ API
         assert doc["verdict"] == "does-not-load"
         assert any("torch==2.13.0" in c for c in doc["metadata_conflicts"])  # type: ignore[attr-defined]
@@ -147,9 +93,7 @@ def test_torchvision_verdict_is_what_import_does_with_2_13_0_cpu(
     vision: str, torch_cpu_venv: Path, cli_run: CliRun, tmp_path: Path
 ) -> None:
     wheel = fetch_wheel(f"torchvision=={vision}")
-    doc = _check_against_import(
-        cli_run, torch_cpu_venv, wheel, fetch_wheel("torch==2.13.0"), tmp_path
-    )
+    doc = check_against_import(cli_run, torch_cpu_venv, wheel, fetch_wheel(TORCH_CPU), tmp_path)
     assert doc["verdict"] == "does-not-load"
 
 
@@ -217,14 +161,14 @@ def test_cpp_api_extension_built_against_2_14_1(
         tmp_path / "w", "twice", "1.0", {"twice/libtwice.so": library},
         tag="cp311-cp311-linux_x86_64",
     )  # fmt: skip
-    loads = _check_against_import(cli_run, torch_venv, wheel, torch_wheel, tmp_path / "a")
+    loads = check_against_import(cli_run, torch_venv, wheel, torch_wheel, tmp_path / "a")
     assert loads["verdict"] == "loads"
-    old = _check_against_import(
-        cli_run, torch_cpu_venv, wheel, fetch_wheel("torch==2.13.0"), tmp_path / "b"
+    old = check_against_import(
+        cli_run, torch_cpu_venv, wheel, fetch_wheel(TORCH_CPU), tmp_path / "b"
     )
     assert old["verdict"] == "does-not-load"
     code, out, _err = cli_run(
-        "can-load", str(wheel), "--with", str(fetch_wheel("torch==2.13.0")), "--format", "json"
+        "can-load", str(wheel), "--with", str(fetch_wheel(TORCH_CPU)), "--format", "json"
     )
     (lib,) = json.loads(out)["libraries"]
     names = sorted(s.get("demangled", s["name"]).split("(")[0] for s in lib["missing_symbols"])
@@ -234,3 +178,61 @@ def test_cpp_api_extension_built_against_2_14_1(
             "torch::autograd::fire_node_creation_hooks",
         ]
     assert any("another torch version" in c for c in lib["causes"])
+
+
+# torchaudio loads its own libraries itself: torchaudio/_extension/__init__.py calls
+# _load_lib("libtorchaudio") (torch.ops.load_library) before importing torchaudio.lib._torchaudio,
+# and models/decoder/_cuda_ctc_decoder.py loads libctc_prefix_decoder before pybind11_prefixctc.
+TORCHAUDIO_STEPS = [
+    ("torchaudio/lib/libtorchaudio.so", "load_library"),
+    ("torchaudio/lib/_torchaudio.so", "module"),
+    ("torchaudio/lib/libctc_prefix_decoder.so", "load_library"),
+    ("torchaudio/lib/pybind11_prefixctc.so", "module"),
+]
+
+
+@pytest.mark.realwheel
+@pytest.mark.slow
+def test_torchaudio_against_the_torch_it_declares_and_another(
+    torch_cu12_venv: Path, torch_venv: Path, torch_wheel: Path, cli_run: CliRun, tmp_path: Path
+) -> None:
+    """torchaudio 2.9.1 (a third-party binary wheel on torch's C++ API, Requires-Dist
+    torch==2.9.1): against torch 2.9.1 (CUDA 12.8) and against 2.14.1 (CUDA 13.0); each verdict
+    is what loading the libraries in the package's own order, and `import torchaudio`, do."""
+    wheel = fetch_wheel("torchaudio==2.9.1")
+    cases = [
+        (torch_cu12_venv, fetch_wheel(TORCH_CU12_SPEC), "loads"),
+        (torch_venv, torch_wheel, "does-not-load"),
+    ]
+    for n, (python, torch, expected) in enumerate(cases):
+        code, out, err = cli_run("can-load", str(wheel), "--with", str(torch), "--format", "json")
+        assert code in (0, 1), out + err
+        doc = json.loads(out)
+        validate_schema(doc, "can-load")
+        verdicts = {lib["path"]: lib for lib in doc["libraries"]}
+        real, (imported, message) = package_loads(
+            python, wheel, tmp_path / str(n), TORCHAUDIO_STEPS, "torchaudio"
+        )
+        for member, (opened, why) in real.items():
+            lib = verdicts[member]
+            assert (lib["verdict"] == "loads") == opened, (member, lib, why)
+            if not opened:
+                # a package library whose own load failed is not loaded: the loader names it
+                package = [r["name"] for r in lib["needed"] if r["how"] == "package"]
+                named = [
+                    *lib["missing_libraries"],
+                    *(s["name"] for s in lib["missing_symbols"]),
+                    *package,
+                ]
+                assert any(x in why for x in named), (why, named)
+        assert imported == (doc["verdict"] == "loads"), message
+        assert doc["verdict"] == expected, doc
+        # _torchaudio.so needs libtorchaudio.so by soname, off its search path: the package's own
+        stable = verdicts["torchaudio/lib/_torchaudio.so"]
+        (row,) = [r for r in stable["needed"] if r["name"] == "libtorchaudio.so"]
+        assert row["how"] == "package"
+    # against 2.14.1: a CUDA 12 build next to a CUDA 13 torch, and three c10 symbols gone
+    lib = verdicts["torchaudio/lib/libtorchaudio.so"]
+    assert "libcudart.so.12" in lib["missing_libraries"]
+    assert any("CUDA major mismatch" in c for c in lib["causes"])
+    assert any("torch==2.9.1" in c for c in doc["metadata_conflicts"])

@@ -15,7 +15,7 @@ from tests.support.components import fetch_wheel
 @pytest.mark.realwheel
 @pytest.mark.slow
 def test_real_torch_wheels(torch_wheel: Path, cli_run: CliRun) -> None:
-    cpu = fetch_wheel("torch==2.13.0")
+    cpu = fetch_wheel("torch==2.13.0+cpu")
     code, out, err = cli_run("diff", str(torch_wheel), str(cpu), "--format", "json")
     assert code == 1, err
     doc = json.loads(out)

@@ -6,6 +6,7 @@ import json
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -224,9 +225,152 @@ def test_corrupted_libraries_never_raise(fakes: Fakes) -> None:
 
 
 def test_demangling_falls_back_to_mangled_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    from archwheel.interfaces.commands.can_load import demangle
+    from archwheel.binary.demangle import demangle
 
     if shutil.which("c++filt"):
         assert demangle(["_ZN3c103fooEi"]) == {"_ZN3c103fooEi": "c10::foo(int)"}
     monkeypatch.setenv("PATH", "/nonexistent")
     assert demangle(["_ZN3c103fooEi"]) == {}
+
+
+def test_own_library_off_the_search_path_is_satisfied_once_the_package_loads_it(
+    fakes: Fakes, cli_run: CliRun, tmp_path: Path
+) -> None:
+    """torchaudio's layout: ``pkg/lib/_mod.so`` needs ``libown.so`` by soname with no RUNPATH;
+    the package loads ``pkg/lib/libown.so`` itself first (``torch.ops.load_library``), after
+    which the loader finds it by soname. can-load says so; the real loader agrees both ways."""
+    from tests.support.can_load_fakes import compile_so
+
+    own = compile_so(tmp_path / "libown.so", 'extern "C" int own() { return 3; }\n',
+                     soname="libown.so")  # fmt: skip
+    mod = compile_so(
+        tmp_path / f"_mod.{EXT}", 'extern "C" int own();\nextern "C" int mod() { return own(); }\n',
+        links=(str(own),),
+    )  # fmt: skip
+    (tmp_path / "w").mkdir()
+    wheel = make_wheel(
+        tmp_path / "w", "pkg", "1.0", {"pkg/lib/libown.so": own, f"pkg/lib/_mod.{EXT}": mod}
+    )
+    code, out, err = cli_run("can-load", str(wheel), "--with", str(fakes.torch_new),
+                             "--format", "json")  # fmt: skip
+    assert code == 0, out + err
+    doc = json.loads(out)
+    validate_schema(doc, "can-load")
+    lib = next(x for x in doc["libraries"] if x["path"] == f"pkg/lib/_mod.{EXT}")
+    (row,) = [n for n in lib["needed"] if n["name"] == "libown.so"]
+    assert row["how"] == "package" and row["path"] == "site-packages/pkg/lib/libown.so"
+    assert lib["symbols_resolved"] == lib["symbols_checked"]
+    code, out, _err = cli_run("can-load", str(wheel), "--with", str(fakes.torch_new))
+    assert "found only once the package has loaded" in out
+    # the real loader: the module opened first fails; after the package's own library, it loads
+    opened, message = real_loader_opens(
+        tmp_path / "r1", fakes.torch_new, wheel, f"pkg/lib/_mod.{EXT}"
+    )
+    assert not opened and "libown.so" in message
+    code_two = (
+        "import ctypes, os, sys\n"
+        f"ctypes.CDLL({str(tmp_path / 'r1' / 'site' / 'pkg' / 'lib' / 'libown.so')!r})\n"
+        f"ctypes.CDLL({str(tmp_path / 'r1' / 'site' / 'pkg' / 'lib' / f'_mod.{EXT}')!r}, "
+        "mode=os.RTLD_NOW)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code_two], capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+
+
+def _patched_wheel(tmp_path: Path, fakes: Fakes, name: str, data: bytes) -> Path:
+    so = tmp_path / f"{name}.so"
+    so.write_bytes(data)
+    (tmp_path / name).mkdir()
+    return make_wheel(tmp_path / name, name, "1.0", {f"{name}/_m.{EXT}": so})
+
+
+def _dynamic_tag_positions(data: bytes, wanted: int) -> list[int]:
+    _is64, _loads, dyn = program_headers(lambda o, n: data[o : o + n], len(data))
+    assert dyn is not None
+    return [
+        pos
+        for pos in range(dyn.offset, dyn.offset + dyn.filesz, 16)
+        if struct.unpack_from("<qQ", data, pos)[0] == wanted
+    ]
+
+
+def _bad_elf_cases(fakes: Fakes) -> dict[str, tuple[bytes, str]]:
+    """Broken ELF files, each with the words its one-line problem must contain."""
+    from archwheel.binary.dynamic import DT_GNU_HASH, DT_HASH, DT_SYMTAB, PT_DYNAMIC
+
+    data = fakes.ext_so.read_bytes()
+    cases: dict[str, tuple[bytes, str]] = {}
+    # the program header of PT_DYNAMIC points past the end of the file
+    (phoff,) = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    for i in range(phnum):
+        base = phoff + i * phentsize
+        if struct.unpack_from("<I", data, base)[0] == PT_DYNAMIC:
+            damaged = bytearray(data)
+            struct.pack_into("<Q", damaged, base + 8, len(data) + (1 << 20))
+            cases["dynamic-past-the-end"] = (bytes(damaged), "dynamic section claims bytes")
+    # the dynamic section has no end (DT_NULL overwritten by garbage tags) and a bogus entry
+    damaged = bytearray(data)
+    for pos in _dynamic_tag_positions(data, 0):
+        struct.pack_into("<qQ", damaged, pos, 0x7123, 0xFFFF_FFFF_FFFF)
+    cases["dynamic-without-end"] = (bytes(damaged), "no DT_NULL end")
+    # the dynamic symbol table's address lies outside every loadable segment
+    damaged = bytearray(data)
+    for pos in _dynamic_tag_positions(data, DT_SYMTAB):
+        struct.pack_into("<qQ", damaged, pos, DT_SYMTAB, 1 << 44)
+    cases["symtab-outside"] = (bytes(damaged), "DT_SYMTAB address")
+    # the hash table claims more symbols than the file holds: .dynsym runs past the end
+    damaged = bytearray(data)
+    for tag in (DT_HASH, DT_GNU_HASH):
+        for pos in _dynamic_tag_positions(data, tag):
+            address = struct.unpack_from("<qQ", data, pos)[1]
+            _b, loads, _d = program_headers(lambda o, n: data[o : o + n], len(data))
+            seg = next(s for s in loads if s.vaddr <= address < s.vaddr + s.filesz)
+            offset = address - seg.vaddr + seg.offset
+            # DT_HASH: nchain; DT_GNU_HASH: symoffset (both the second word) far too large
+            struct.pack_into("<I", damaged, offset + 4, 3_000_000)
+    cases["symtab-past-the-end"] = (bytes(damaged), "dynamic symbol table (.dynsym) claims")
+    return cases
+
+
+def test_broken_elf_files_get_one_line_problems_and_exit_3(
+    fakes: Fakes, cli_run: CliRun, tmp_path: Path
+) -> None:
+    """Broken dynamic sections and symbol tables that point past the file: verdict unknown
+    (exit 3, incomplete input), the problem named in one line, never a traceback."""
+    for name, (data, words) in _bad_elf_cases(fakes).items():
+        wheel = _patched_wheel(tmp_path, fakes, name.replace("-", "_"), data)
+        code, out, err = cli_run("can-load", str(wheel), "--with", str(fakes.torch_new),
+                                 "--format", "json")  # fmt: skip
+        assert "Traceback" not in err, (name, err)
+        assert code == 3, (name, out, err)
+        doc = json.loads(out)
+        validate_schema(doc, "can-load")
+        (lib,) = doc["libraries"]
+        assert lib["verdict"] == "unknown" and lib["problems"], (name, lib)
+        assert all("\n" not in p for p in lib["problems"])
+        assert words in lib["problems"][0], (name, lib["problems"])
+
+
+def test_bad_with_arguments_are_usage_errors(fakes: Fakes, cli_run: CliRun, tmp_path: Path) -> None:
+    """What is not a torch wheel: a file that is not a wheel, a wheel that is not torch, a
+    missing file, a zip without metadata; and two torches: one line each, documented codes."""
+    text = tmp_path / "notes.txt"
+    text.write_text("hello")
+    empty_zip = write_zip(tmp_path / "torch-2.14.1-cp311-cp311-linux_x86_64.whl", [("a", b"")])
+    cases = [
+        ((str(fakes.ext), "--with", str(text)), 2, "not a wheel (.whl)"),
+        ((str(fakes.ext), "--with", str(fakes.ext_glibc)), 2, "none of the --with wheels is torch"),
+        ((str(fakes.ext), "--with", str(tmp_path / "gone.whl")), 3, "gone.whl"),
+        ((str(fakes.ext), "--with", str(empty_zip)), 3, empty_zip.name),
+        ((str(fakes.ext), "--with", str(fakes.torch_new), "--with", str(fakes.torch_old)), 2,
+         "two torches given"),
+        ((str(fakes.ext),), 2, "can-load needs the torch to load against"),
+    ]  # fmt: skip
+    for args, expected, words in cases:
+        code, _out, err = cli_run("can-load", *args)
+        assert code == expected, (args, err)
+        assert "Traceback" not in err
+        errors = [ln for ln in err.splitlines() if ln.startswith("archwheel: error")]
+        assert len(errors) == 1 and words in errors[0], (args, err)

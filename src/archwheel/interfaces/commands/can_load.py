@@ -7,15 +7,9 @@ import re
 import sys
 from pathlib import Path
 
-from archwheel.binary.dynamic import (
-    DynamicInfo,
-    read_file_dynamic,
-    read_installed_dynamic,
-    read_wheel_dynamic,
-)
-from archwheel.binary.wheelmeta import read_wheel_metadata
-from archwheel.effects.process import run_program
-from archwheel.errors import ToolError, UsageError
+from archwheel.binary.demangle import demangle
+from archwheel.binary.dynamic import DynamicInfo, read_file_dynamic, read_installed_dynamic
+from archwheel.errors import UsageError
 from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.interfaces.commands.options import add_interpreter_option
 from archwheel.interfaces.render.can_load import render_markdown, render_table
@@ -28,6 +22,7 @@ from archwheel.verdicts.load import (
     judge_load,
     mangled_names,
     policy_for,
+    read_wheel_files,
 )
 
 DESCRIPTION = """\
@@ -89,20 +84,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def load_wheel(path: Path) -> WheelFiles:
-    """A wheel's metadata and shared libraries, read from the zip."""
-    meta = read_wheel_metadata(path)
-    return WheelFiles(
-        filename=path.name,
-        name=meta.name,
-        version=meta.version,
-        tags=meta.tags,
-        libraries=read_wheel_dynamic(path),
-        requires=tuple((p.name, p.specifier, p.marker) for p in meta.requires),
-        cuda_major=meta.cuda_major,
-    )
-
-
 def installed_wheels(python: str | None) -> list[WheelFiles]:
     """torch and the nvidia-*/cuda-* packages of an environment, as the model's wheels."""
     from packaging.requirements import InvalidRequirement, Requirement
@@ -144,22 +125,6 @@ def host_libraries(names: frozenset[str]) -> dict[str, DynamicInfo]:
     return found
 
 
-def demangle(names: list[str]) -> dict[str, str]:
-    """Mangled -> demangled through c++filt; names stay mangled where it is missing."""
-    if not names:
-        return {}
-    try:
-        result = run_program(
-            ["c++filt"], input_bytes="\n".join(names).encode(), echo=None, check=False, timeout=60
-        )
-    except ToolError:
-        return {}
-    lines = result.stdout.splitlines()
-    if result.returncode != 0 or len(lines) != len(names):
-        return {}
-    return dict(zip(names, lines, strict=True))
-
-
 def exit_code(report: LoadReport) -> int:
     return {
         LoadVerdict.LOADS: EXIT_OK,
@@ -178,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     for path in [args.wheel, *args.with_wheels]:
         if path.suffix != ".whl":
             raise UsageError(f"{path}: not a wheel (.whl)")
-    wheel = load_wheel(args.wheel)
+    wheel = read_wheel_files(args.wheel)
     if args.installed:
         others = installed_wheels(args.interpreter)
         if not any(is_torch(w) for w in others):
@@ -187,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
                 hint="install torch there, or give --with TORCH.whl",
             )
     else:
-        others = [load_wheel(p) for p in args.with_wheels]
+        others = [read_wheel_files(p) for p in args.with_wheels]
     torches = [w for w in others if is_torch(w)]
     if not torches:
         raise UsageError(

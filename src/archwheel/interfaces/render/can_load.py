@@ -33,6 +33,12 @@ def _library_lines(lib: LibraryLoad, demangled: Mapping[str, str]) -> list[str]:
         lines.append(text)
     if lib.missing_libraries:
         lines.append("missing libraries: " + ", ".join(lib.missing_libraries))
+    lines.extend(
+        f"{r.needed}: found only once the package has loaded {r.path} itself (not on the search "
+        "path)"
+        for r in lib.resolutions
+        if r.how == "package"
+    )
     for file, version in lib.missing_versions:
         lines.append(f"version `{version}' not found in {file}")
     for version, policy in lib.too_new:
