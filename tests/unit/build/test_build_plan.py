@@ -314,11 +314,11 @@ def test_cli_plan_only_prints_the_plan_as_json(cli_run: CliRun) -> None:
 
 
 def test_cli_without_recipe_uses_the_newest_pytorch(cli_run: CliRun) -> None:
-    # 7.0 is valid for CUDA 12.8 but not 13.0: the message proves which recipe was chosen,
-    # and it comes before any source is fetched.
+    # 7.0 is valid for CUDA 12.8 but not 13.x: the message proves which recipe was chosen
+    # (the newest buildable one, 2.15.0 with CUDA 13.2), and it comes before any source is fetched.
     code, _, err = cli_run("build", "--arch", "7.0", "--plan", "--no-host-pip-config")
     assert code == 2
-    assert "(recipe pytorch-2.14.1-cu130 uses CUDA 13.0)" in " ".join(err.split())
+    assert "(recipe pytorch-2.15.0-cu132 uses CUDA 13.2)" in " ".join(err.split())
 
 
 def test_cli_lists_recipes(cli_run: CliRun) -> None:

@@ -27,12 +27,14 @@ def recipe_data(name: str) -> dict[str, Any]:
     return data
 
 
-@pytest.mark.parametrize("name", ["pytorch-2.14.1-cu130", "pytorch-2.14.1-cu128"])
+@pytest.mark.parametrize(
+    "name", ["pytorch-2.14.1-cu130", "pytorch-2.14.1-cu128", "pytorch-2.15.0-cu132"]
+)
 def test_shipped_recipes_differ_only_deliberately(name: str) -> None:
     comparison = compare_official(load_recipe(RECIPES / f"{name}.toml"))
     assert comparison.variant is not None
     assert comparison.unexplained == ()
-    variant = load_official().variant("2.14.1", comparison.cuda)
+    variant = load_official().variant(comparison.release, comparison.cuda)
     assert variant is not None
     statuses = {r.variable: r.status for r in comparison.rows}
     # every official setting is in the recipe with the official value (the arch list: see
@@ -105,6 +107,9 @@ def test_cli_compare_official(cli_run: CliRun) -> None:
         "build", "--recipe", "pytorch-2.14.1-cu128", "--compare-official", "--format", "json"
     )
     assert code == 0 and '"in_official_matrix": false' in out
+    code, out, _err = cli_run("build", "--recipe", "pytorch-2.15.0-cu132", "--compare-official")
+    assert code == 0
+    assert "against 2.15.0/cu132 (official)" in out and "0 unexplained" in out
 
 
 def test_the_2_15_0_recipe_is_refused_until_its_pin_table_exists(cli_run: CliRun) -> None:

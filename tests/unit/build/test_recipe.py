@@ -66,7 +66,12 @@ def broken(tmp_path: Path, old: str, new: str) -> Path:
 
 def test_every_shipped_recipe_loads() -> None:
     files = recipe_files([RECIPES])
-    assert {f.stem for f in files} >= {"example", "pytorch-2.14.1-cu130", "pytorch-2.14.1-cu128"}
+    assert {f.stem for f in files} >= {
+        "example",
+        "pytorch-2.14.1-cu130",
+        "pytorch-2.14.1-cu128",
+        "pytorch-2.15.0-cu132",
+    }
     for path in files:
         recipe = load_recipe(path)
         assert recipe.name == path.stem
@@ -114,8 +119,33 @@ def test_pytorch_recipes_mirror_the_official_build(name: str, tag: str) -> None:
     assert recipe.build.memory_per_job_gib >= 4
 
 
+def test_the_2_15_0_cu132_recipe_is_the_pypi_build() -> None:
+    facts = load_facts()
+    recipe = load_recipe(RECIPES / "pytorch-2.15.0-cu132.toml")
+    assert (recipe.kind, recipe.version) == ("pytorch", "2.15.0")
+    assert recipe.toolchain.cuda == CudaVersion(13, 2)
+    assert recipe.toolchain.base_image == "pytorch/manylinux2_28-builder:cuda13.2"
+    # nvcc from the components of the cuda-toolkit the official wheel pins (13.2.2 = 13.2.86)
+    assert recipe.toolchain.source == "pypi"
+    official = load_official().variant("2.15.0", "13.2")
+    assert official is not None
+    (pin,) = [r for r in official.requirements if r.startswith("cuda-toolkit[")]
+    assert "==13.2.2;" in pin
+    packages = recipe.toolchain.pypi_packages
+    assert {"nvidia-cuda-nvcc==13.2.86.*", "nvidia-cuda-runtime==13.2.86.*"} <= set(packages)
+    # the arch list the release wheel was built with (the pipeline would add +PTX)
+    assert recipe.arch.default == ArchList.parse(facts.official_arch_lists["cu132"])
+    assert recipe.arch.default != ArchList.parse(facts.pipeline_arch_list("cu132"))
+    assert recipe.build.env["PYTORCH_BUILD_VERSION"] == "2.15.0+cu132"
+    assert recipe.build.env["USE_STATIC_CUDNN"] == "0"
+    assert recipe.smoke_snippet is not None
+    assert "torch.backends.cudnn.is_available()" in recipe.smoke_snippet
+    assert '!= "LD_LIBRARY_PATH"' in recipe.smoke_snippet
+
+
 def test_default_recipe_is_the_newest_pytorch() -> None:
-    """The newest PyTorch recipe that can build: 2.15.0 has no pin table yet (issue 10)."""
+    """The newest PyTorch recipe that can build: 2.15.0 with CUDA 13.2 (its cu130 variant has
+    no pin table yet, issue 10)."""
     recipe = find_recipe(None, [RECIPES])
     assert recipe.kind == "pytorch"
     official = load_official()
@@ -125,7 +155,7 @@ def test_default_recipe_is_the_newest_pytorch() -> None:
         if r.repair is None or official.variant(r.version, str(r.toolchain.cuda)) is not None
     ]
     newest = max(buildable, key=lambda r: (r.kind == "pytorch", r.sort_key()))
-    assert recipe.name == newest.name == "pytorch-2.14.1-cu130"
+    assert recipe.name == newest.name == "pytorch-2.15.0-cu132"
     assert find_recipe("pytorch-2.15.0-cu130", [RECIPES]).version == "2.15.0"
 
 
