@@ -249,7 +249,7 @@ def test_missing_pin_table_is_refused(tmp_path: Path) -> None:
     recipe = parse_recipe(data, origin=tmp_path / "r.toml")
     with pytest.raises(
         RecipeError,
-        match=r"no pin table for PyTorch 2.15.0 with CUDA 13.0 .*known: 2.14.1/cu128, 2.14.1/cu130",
+        match=r"no pin table for PyTorch 2.15.0 with CUDA 13.0 .*known: 2.13.0/cu130, 2.14.1/cu128, 2.14.1/cu130",
     ):
         spec_for_recipe(recipe)
 
