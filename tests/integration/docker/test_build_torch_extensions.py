@@ -13,6 +13,7 @@ Budget on the 2-core CI machine: see docs/building-extensions.md (measured figur
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 import uuid
@@ -339,9 +340,12 @@ def test_repaired_extension_loads_in_a_fresh_venv_with_only_its_requirements(
         assert f"$ORIGIN/{depth}nvidia/cu13/lib" in rpath, (member, rpath)
     python = make_venv(tmp_path / "venv")
     mark = time.monotonic()
-    pip_install(python, str(wheel))
-    print(f"fresh venv with torch and its nvidia-* wheels: {time.monotonic() - mark:.0f} s")
-    loaded = load_everything(python, wheel, PACKAGES[recipe], tmp_path)
+    try:
+        pip_install(python, str(wheel))
+        print(f"fresh venv with torch and its nvidia-* wheels: {time.monotonic() - mark:.0f} s")
+        loaded = load_everything(python, wheel, PACKAGES[recipe], tmp_path)
+    finally:  # about 5 GB of torch and nvidia-* wheels: not left for pytest's last 3 runs
+        shutil.rmtree(tmp_path / "venv", ignore_errors=True)
     modules = extension_modules(wheel)
     assert modules, wheel.name
     assert loaded == {**dict.fromkeys(modules, "loaded"), f"import {PACKAGES[recipe]}": "loaded"}
