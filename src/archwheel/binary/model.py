@@ -37,6 +37,11 @@ class Severity(str, Enum):
     WARNING = "warning"  # read completely, but something deserves attention
 
 
+# Control characters (C0, DEL, C1) shown as escapes: a name read from an input keeps its exact
+# bytes in the model and in JSON, but a problem's one line stays one line.
+_ONE_LINE = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+
+
 @dataclass(frozen=True)
 class Problem:
     """Something wrong with one input, file or member, as one clear line."""
@@ -48,7 +53,7 @@ class Problem:
 
     def one_line(self) -> str:
         where = f"{self.source}!{self.member}" if self.member else self.source
-        return f"{where}: {self.message}"
+        return f"{where}: {self.message}".translate(_ONE_LINE)
 
 
 @dataclass(frozen=True)
