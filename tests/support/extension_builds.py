@@ -23,6 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from archwheel.binary.scan.inputs import scan_path
+from archwheel.facts.arch import CodeKind
+
 CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
 ARCH = "9.0"
 RECIPES = ("torch-scatter-2.1.2", "libtorch-ops")
@@ -94,3 +97,19 @@ def extension_builds(
     out = tmp_path_factory.mktemp("torch-extensions") / "dist"
     yield Session(env, label, volume, out)
     subprocess.run(["docker", "volume", "rm", "--force", volume], capture_output=True, check=False)
+
+
+def device_images(wheel: Path) -> dict[str, set[str]]:
+    """Every library with device code -> its SASS and PTX images (an independent scan)."""
+    inventory = scan_path(wheel)
+    assert inventory.complete, [p.one_line() for p in inventory.problems]
+    found: dict[str, set[str]] = {}
+    for library in inventory.libraries:
+        images = {
+            e.target.name(e.kind)
+            for e in library.entries
+            if e.kind in (CodeKind.SASS, CodeKind.PTX)
+        }
+        if images:
+            found[str(library.path)] = images
+    return found

@@ -27,10 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.binary.scan.inputs import scan_path
 from archwheel.facts import arch_grammars
-from archwheel.facts.arch import CodeKind
 from tests.support.containers_support import containers_with_label
+from tests.support.extension_builds import device_images
 
 CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
 RECIPE = "torchopt-0.7.3"
@@ -106,22 +105,6 @@ def rebuilt(cmake_session: Session, built: Built) -> Built:
     assert result.returncode == 0, result.stderr[-4000:]
     print(f"{RECIPE} rebuilt in {result.seconds:.0f} s: {result.provenance['timings_s']}")
     return result
-
-
-def device_images(wheel: Path) -> dict[str, set[str]]:
-    """Every library with device code -> its SASS and PTX images (an independent scan)."""
-    inventory = scan_path(wheel)
-    assert inventory.complete, [p.one_line() for p in inventory.problems]
-    found: dict[str, set[str]] = {}
-    for library in inventory.libraries:
-        images = {
-            e.target.name(e.kind)
-            for e in library.entries
-            if e.kind in (CodeKind.SASS, CodeKind.PTX)
-        }
-        if images:
-            found[str(library.path)] = images
-    return found
 
 
 def extension_modules(wheel: Path) -> list[str]:

@@ -22,11 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.binary.scan.inputs import scan_path
-from archwheel.facts.arch import CodeKind
 from tests.support.clean_load import extension_modules, load_everything
 from tests.support.containers_support import containers_created, containers_with_label
-from tests.support.extension_builds import ARCH, RECIPES, Session, ok, run_cli
+from tests.support.extension_builds import ARCH, RECIPES, Session, device_images, ok, run_cli
 from tests.support.paths import ROOT
 from tests.support.venvs import make_venv, pip_install
 
@@ -37,22 +35,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.realwheel]
 def built(extension_builds: Session) -> Session:
     """The session's extension builds (tests/support/extension_builds.py): each recipe once."""
     return extension_builds
-
-
-def device_images(wheel: Path) -> dict[str, set[str]]:
-    """Every library with device code -> its SASS and PTX images (an independent scan)."""
-    inventory = scan_path(wheel)
-    assert inventory.complete, [p.one_line() for p in inventory.problems]
-    found: dict[str, set[str]] = {}
-    for library in inventory.libraries:
-        images = {
-            e.target.name(e.kind)
-            for e in library.entries
-            if e.kind in (CodeKind.SASS, CodeKind.PTX)
-        }
-        if images:
-            found[str(library.path)] = images
-    return found
 
 
 def metadata(wheel: Path) -> str:
