@@ -38,6 +38,7 @@ pytest_plugins = [
     "tests.support.doctor_fakes",
     "tests.support.can_load_fakes",
     "tests.support.extension_builds",
+    "tests.support.disk",
 ]
 
 

@@ -12,6 +12,7 @@ same ``cuda-toolkit[...]==13.0.3``, so those wheels are shared).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -72,24 +73,28 @@ def pip_install(python: Path, *args: str, offline: bool = False) -> None:
 @pytest.fixture(scope="session")
 def torch_venv() -> Path:
     """A venv with the real torch 2.14.1 CUDA wheel and its nvidia-* deps (pip, about 1 min)."""
-    python = venv_python(TORCH_VENV)
-    if installed_version(python, "torch") != "2.14.1":
-        TORCH_VENV.parent.mkdir(parents=True, exist_ok=True)
-        make_venv(TORCH_VENV)
-        try:
-            pip_install(python, "torch==2.14.1")
-        except RuntimeError as exc:
-            require(False, str(exc))
-    return python
+    return torch_venv_for("2.14.1")
 
 
-def torch_environment(folder: Path, spec: str, version: str) -> Path:
+def torch_environment(
+    folder: Path, spec: str, version: str, *, start_from: Path | None = None
+) -> Path:
     """A venv at ``folder`` with the torch wheel ``spec`` (``fetch_wheel``) and its
-    dependencies; reused while its torch is ``version``."""
+    dependencies; reused while its torch is ``version``.
+
+    ``start_from``: a cached venv whose CUDA libraries this torch shares (the same
+    ``cuda-toolkit[...]`` pins). The new venv starts as a hard-linked copy of it and pip replaces
+    only what differs (torch itself), so the 3.5 GB of nvidia-* wheels are on the disk once.
+    pip removes a replaced file by unlinking it and writes new files, never into old ones, so
+    the source venv is left as it was."""
     python = venv_python(folder)
     if installed_version(python, "torch") != version:
         folder.parent.mkdir(parents=True, exist_ok=True)
-        make_venv(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+        if start_from is not None and _same_disk(start_from, folder.parent):
+            subprocess.run(["cp", "-a", "--link", str(start_from), str(folder)], check=True)
+        else:
+            make_venv(folder)
         try:
             pip_install(python, str(fetch_wheel(spec)))
         except RuntimeError as exc:
@@ -98,9 +103,12 @@ def torch_environment(folder: Path, spec: str, version: str) -> Path:
 
 
 @pytest.fixture(scope="session")
-def torch_2130_venv() -> Path:
+def torch_2130_venv(request: pytest.FixtureRequest) -> Path:
     """The real torch 2.13.0 CUDA 13.0 wheel with its nvidia-* deps (those of 2.14.1)."""
-    return torch_environment(TORCH_2130_VENV, "torch==2.13.0", "2.13.0")
+    torch_venv = request.getfixturevalue("torch_venv")
+    return torch_environment(
+        TORCH_2130_VENV, "torch==2.13.0", "2.13.0", start_from=torch_venv.parent.parent
+    )
 
 
 @pytest.fixture(scope="session")
@@ -132,8 +140,13 @@ def torch_venv_for(version: str) -> Path:
     root = CACHE / "venvs" / f"torch-{version}"
     python = venv_python(root)
     if installed_version(python, "torch") != version:
+        start = None if version == "2.14.1" else torch_venv_for("2.14.1").parent.parent
         root.parent.mkdir(parents=True, exist_ok=True)
-        make_venv(root)
+        shutil.rmtree(root, ignore_errors=True)
+        if start is not None and _same_disk(start, root.parent):
+            subprocess.run(["cp", "-a", "--link", str(start), str(root)], check=True)
+        else:
+            make_venv(root)
         try:
             pip_install(python, f"torch==={version}")
         except RuntimeError as exc:
@@ -141,12 +154,16 @@ def torch_venv_for(version: str) -> Path:
     return python
 
 
+def _same_disk(a: Path, b: Path) -> bool:
+    return a.stat().st_dev == b.stat().st_dev
+
+
 def copy_torch_venv(version: str, path: Path) -> Path:
     """A fresh venv at ``path`` already holding the real torch ``version`` (and its CUDA
     libraries): a hard-linked copy of the cached one (seconds; a plain copy across file
     systems). Installing into it adds files and never writes into the cached venv's files."""
     source = torch_venv_for(version).parent.parent
-    same_disk = source.stat().st_dev == path.parent.stat().st_dev
+    same_disk = _same_disk(source, path.parent)
     subprocess.run(["cp", "-a", *(["--link"] if same_disk else []), str(source), str(path)],
                    check=True)  # fmt: skip
     return venv_python(path)

@@ -26,9 +26,10 @@ from tests.support.schemas import validate_smoke
 pytestmark = [pytest.mark.realwheel, pytest.mark.slow]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def torch_venv(torch_wheel: Path) -> Iterator[VenvEnvironment]:
-    """A fresh venv with the real torch wheel installed (about 1.5 min and 5.5 GB, once)."""
+    """A fresh venv with the real torch wheel installed (about 1.5 min and 5.5 GB; removed when
+    this module's tests end, not held to the end of the run)."""
     env = VenvEnvironment(wheels=(torch_wheel,), install_timeout=1800)
     try:
         setup = env.prepare(Watchdog())
