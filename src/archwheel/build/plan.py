@@ -16,6 +16,7 @@ Container layout (fixed paths, so builds are reproducible wherever they run):
 /build/venv    the build requirements' virtual environment, when the recipe has any
 /ccache        the compiler cache, a named volume shared between builds
 /build/.archwheel/bin   archwheel's ``ccache`` launcher, first on ``PATH`` (remote_cache.py)
+/build/.archwheel/ccache-stats.log   ccache's stats log: what each compile got from the cache
 /run/archwheel-cache    with ``--cache-url``: the Unix socket of the remote cache (compile only)
 =============  ===========================================================================
 """
@@ -34,6 +35,7 @@ from archwheel.build.jobs import JobCount
 from archwheel.build.recipe import Recipe
 from archwheel.build.remote_cache import (
     LAUNCHER_DIR,
+    STATS_LOG,
     CacheUrl,
     describe_remote,
     toolkit_id_command,
@@ -291,6 +293,8 @@ def make_plan(
                 "CCACHE_COMPILERCHECK": "content",
                 "CCACHE_MAXSIZE": options.ccache_size,
                 "CCACHE_NOHASHDIR": "1",
+                # one line per compile and counter: the per-file record in provenance
+                "CCACHE_STATSLOG": STATS_LOG,
             }
         )
         if remote is not None:

@@ -37,6 +37,9 @@ from archwheel.errors import UsageError
 
 REMOTE_MOUNT = "/run/archwheel-cache"  # in the compile container
 LAUNCHER_DIR = "/build/.archwheel/bin"
+# ccache's stats log (``stats_log``): one block per compile, "# <input file>" then the counters
+# that compile changed. Read after the compile step for the per-file record in provenance.
+STATS_LOG = "/build/.archwheel/ccache-stats.log"
 TOOLKIT_ID = "/build/.archwheel/toolkit-id"
 CACHE_URL_ENV = "ARCHWHEEL_CACHE_URL"
 DEFAULT_REDIS_PORT = 6379
@@ -218,6 +221,63 @@ class CacheCounts:
             f"{self.compiles} compiles: {self.local_hits} local hits, {self.remote_hits} remote "
             f"hits, {self.misses} misses"
         )
+
+
+@dataclass(frozen=True)
+class CompileRecord:
+    """One compile as ccache's stats log tells it: the input file and where its object came
+    from (``remote`` or ``local`` hit, ``miss``, or the counter that says why ccache did not
+    cache it, such as ``called_for_link``)."""
+
+    file: str
+    result: str
+
+    def to_json_dict(self) -> dict[str, str]:
+        return {"file": self.file, "result": self.result}
+
+
+# stats_log counters that say why ccache passed a call through uncached
+_HIT = frozenset({"direct_cache_hit", "preprocessed_cache_hit"})
+_NOISE = frozenset(
+    {"direct_cache_miss", "preprocessed_cache_miss", "recache", "local_storage_write"}
+)
+
+
+def parse_stats_log(
+    text: str, *, base: str = "", limit: int = 100_000
+) -> tuple[CompileRecord, ...]:
+    """The compiles in a ccache stats log (at most ``limit``). Names are the input files as
+    ccache logged them: absolute ones under ``base`` are shown relative to it; with
+    ``CCACHE_BASEDIR`` ccache itself logs those under it relative to the compile's folder."""
+    records: list[CompileRecord] = []
+    name: str | None = None
+    counters: set[str] = set()
+
+    def close() -> None:
+        if name is None or len(records) >= limit:
+            return
+        if counters & _HIT:
+            result = "remote" if "remote_storage_hit" in counters else "local"
+        elif "cache_miss" in counters:
+            result = "miss"
+        else:
+            why = sorted(
+                c
+                for c in counters
+                if not c.startswith(("local_storage", "remote_storage")) and c not in _NOISE
+            )
+            result = why[0] if why else "uncounted"
+        shown = name.removeprefix(base.rstrip("/") + "/") if base else name
+        records.append(CompileRecord(shown, result))
+
+    for line in text.splitlines():
+        if line.startswith("# "):
+            close()
+            name, counters = line[2:], set()
+        elif name is not None and line.strip():
+            counters.add(line.strip())
+    close()
+    return tuple(records)
 
 
 def describe_remote(url: CacheUrl) -> str:

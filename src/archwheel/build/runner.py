@@ -65,6 +65,7 @@ from archwheel.build.gate import (
 )
 from archwheel.build.plan import (
     BUILD,
+    BUILD_SRC,
     CCACHE,
     DIST,
     FILE_LIST,
@@ -75,8 +76,11 @@ from archwheel.build.provenance import ImageRecord, provenance_document, provena
 from archwheel.build.remote_cache import (
     LAUNCHER_DIR,
     REMOTE_MOUNT,
+    STATS_LOG,
     CacheCounts,
+    CompileRecord,
     launcher_script,
+    parse_stats_log,
 )
 from archwheel.build.repair import repair_step, spec_for_recipe
 from archwheel.build.reproducible import WheelComparison, compare_wheels, repack_wheel
@@ -173,6 +177,22 @@ class _Built:
     wheel: Path  # the deterministic re-pack, in the staging folder
     timings: Mapping[str, float]
     cache_stats: Mapping[str, int]
+    compiles: tuple[CompileRecord, ...] = ()
+
+
+# The stats log is the build's own output; read at most this much of it.
+_STATS_LOG_LIMIT = 64 * 1024 * 1024
+
+
+def _read_compiles(work: Path) -> tuple[CompileRecord, ...]:
+    """The per-file record of the compile step (ccache's stats log in the work folder)."""
+    path = work / STATS_LOG.removeprefix(BUILD + "/")
+    try:
+        with path.open("rb") as log:
+            text = log.read(_STATS_LOG_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return ()
+    return parse_stats_log(text, base=BUILD_SRC)
 
 
 class BuildRunner:
@@ -408,6 +428,9 @@ class BuildRunner:
                     "misses": counts.misses,
                     "hit_rates": counts.rates(),
                     "remote": remote_record,
+                    # each compile's input file and where its object came from (ccache's
+                    # stats log): which objects a cache supplied, and from which machine
+                    "compiles": [c.to_json_dict() for c in first.compiles],
                     "key": "ccache's own key + namespace of the toolkit identity and the "
                     "environment-carried compiler flags (build/remote_cache.py)"
                     if plan.ccache_volume
@@ -634,7 +657,9 @@ class BuildRunner:
             repack_wheel(wheel, staged, plan.source.source_date_epoch)
             timings["package"] = time.monotonic() - mark
             self.output.line(f"wheel: {staged.name} sha256 {sha256_file(staged)}")
-            return _Built(staged, MappingProxyType(timings), MappingProxyType(stats))
+            return _Built(
+                staged, MappingProxyType(timings), MappingProxyType(stats), _read_compiles(work)
+            )
         finally:
             if self.keep_work:
                 self.output.line(f"keeping the work folder {work} (--keep-work)")

@@ -116,6 +116,39 @@ def test_second_machine_compiles_from_the_server(machines: Machines, tmp_path: P
     assert counts(probe)["remote_hits"] == 0 and counts(probe)["misses"] == compiles
 
 
+def compiles_of(result: dict[str, object]) -> list[tuple[str, str]]:
+    """(file, result) of each compile, from the provenance (ccache's stats log)."""
+    recorded = provenance(result)["compiler_cache"]
+    assert isinstance(recorded, dict)
+    return [(c["file"], c["result"]) for c in recorded["compiles"]]
+
+
+EXTENSION_SOURCES = ("src/csrc/ops.cpp", "src/csrc/ops_cuda.cu")  # examples/libtorch-ops
+
+
+def test_a_cell_with_another_torch_gets_no_hits_for_its_own_code(
+    machines: Machines, tmp_path: Path
+) -> None:
+    """libtorch-ops against torch 2.14.1, then against 2.13.0 on another machine with the same
+    server: the extension's host and device code include the torch headers, so none of its
+    objects may come from the first cell's entries. CMake's own compiler probes
+    (CMakeCUDACompilerABI.cu, the same with any torch) do come from the server: the server was
+    reachable and shared, and the misses are the key's doing."""
+    first, _ = machines.build(tmp_path / "one", "--recipe", "libtorch-ops", "--arch", "9.0")
+    other, _ = machines.build(
+        tmp_path / "two", "--recipe", "libtorch-ops", "--arch", "9.0", "--torch", "2.13.0"
+    )
+    for result in (first, other):
+        own = [(f, r) for f, r in compiles_of(result) if f.endswith(EXTENSION_SOURCES)]
+        assert sorted(f.rsplit("/", 1)[-1] for f, _ in own) == ["ops.cpp", "ops_cuda.cu"], own
+        assert all(r == "miss" for _, r in own), own
+    probes = [f for f, r in compiles_of(other) if r == "remote"]
+    assert any(f.endswith("CMakeCUDACompilerABI.cu") for f in probes), compiles_of(other)
+    assert all("/cmake/data/share/" in f for f in probes), probes  # only CMake's own files
+    assert counts(other)["remote_hits"] == len(probes)
+    assert other["sha256"] != first["sha256"]
+
+
 def test_unreachable_server_builds_without_it_and_says_so_once(
     machines: Machines, tmp_path: Path
 ) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,13 +26,16 @@ from archwheel.build.remote_cache import (
     CacheCounts,
     launcher_script,
     parse_cache_url,
+    parse_stats_log,
 )
 from archwheel.build.source import ResolvedSource
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import UsageError
 from archwheel.exit_codes import EXIT_USAGE
 from tests.support.cli import CliRun
+from tests.support.components import require
 from tests.support.paths import ROOT
+from tests.support.redis_server import redis_server
 
 
 @pytest.mark.parametrize(
@@ -158,3 +164,53 @@ def test_counts_split_local_and_remote_hits() -> None:
     assert counts.remote_errors == 2 and counts.compiles == 10
     assert counts.rates() == {"local": 0.3, "remote": 0.6, "miss": 0.1}
     assert CacheCounts.from_stats({}).rates() == {"local": 0.0, "remote": 0.0, "miss": 0.0}
+
+
+# -- the per-file record: ccache's stats log, written by the real ccache ------------------------
+
+
+def _ccache(tmp: Path, cache: str, remote: str | None, *args: str) -> None:
+    env = {
+        "PATH": os.environ["PATH"], "HOME": str(tmp), "CCACHE_DIR": str(tmp / cache),
+        "CCACHE_STATSLOG": str(tmp / "stats.log"),
+        **({"CCACHE_REMOTE_STORAGE": remote} if remote else {}),
+    }  # fmt: skip
+    subprocess.run(["ccache", "gcc", *args], cwd=tmp, env=env, check=True, capture_output=True)
+
+
+def test_the_stats_log_of_a_real_ccache_says_where_each_object_came_from(tmp_path: Path) -> None:
+    """Debian's ccache 4.7 against Debian's redis-server: a miss, a local hit, a remote hit from
+    another machine's empty cache, and a link call ccache does not cache, each by file."""
+    require(shutil.which("ccache") is not None, "ccache not installed (apt install ccache)")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "kernel.c").write_text("int kernel(int x) { return 2 * x; }\n")
+    (tmp_path / "src" / "main.c").write_text(
+        "int kernel(int); int main(void) { return kernel(0); }\n"
+    )
+    with redis_server() as server:
+        src = tmp_path / "src"  # absolute paths, as CMake passes them
+        compile_kernel = ("-c", str(src / "kernel.c"), "-o", "kernel.o")
+        _ccache(tmp_path, "one", server.url, *compile_kernel)  # miss, written to the server
+        _ccache(tmp_path, "one", server.url, *compile_kernel)  # this machine's own entry
+        _ccache(tmp_path, "two", server.url, *compile_kernel)  # another machine: the server's
+        _ccache(tmp_path, "two", server.url, "-c", str(src / "main.c"), "-o", "main.o")
+        _ccache(tmp_path, "two", server.url, "kernel.o", "main.o", "-o", "prog")
+    records = parse_stats_log((tmp_path / "stats.log").read_text(), base=str(tmp_path / "src"))
+    assert [(r.file, r.result) for r in records] == [
+        ("kernel.c", "miss"),
+        ("kernel.c", "local"),
+        ("kernel.c", "remote"),
+        ("main.c", "miss"),
+        (records[-1].file, "called_for_link"),
+    ]
+    assert records[0].to_json_dict() == {"file": "kernel.c", "result": "miss"}
+
+
+def test_a_stats_log_is_parsed_within_its_limit_and_tolerates_junk() -> None:
+    text = (
+        "junk before\n# a.cu\ncache_miss\n\n# b.cu\ndirect_cache_hit\nremote_storage_hit\n# c.cu\n"
+    )
+    records = parse_stats_log(text, limit=2)
+    assert [(r.file, r.result) for r in records] == [("a.cu", "miss"), ("b.cu", "remote")]
+    assert parse_stats_log("# c.cu\n")[0].result == "uncounted"
+    assert parse_stats_log("") == ()
