@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -27,11 +28,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+from archwheel.binary.zipread import WheelReader
 from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import quote_command
 from archwheel.effects.watchdog import ChildCommand, ChildOutcome, ChildStatus, Watchdog
-from archwheel.errors import ArchwheelError, UsageError
+from archwheel.errors import ArchwheelError, InputError, UsageError
 
 PAYLOAD_NAME = "smoke_payload.py"
 DEFAULT_INSTALL_TIMEOUT = 1800.0
@@ -102,14 +106,43 @@ class SmokeEnvironment(Protocol):
 
 
 def _check_wheels(wheels: Sequence[Path]) -> tuple[Path, ...]:
+    """The wheels as pip will get them: each a regular file with a wheel's name whose zip holds
+    a ``.dist-info/WHEEL``. A bad one is the user's input (exit 2 or 3), not pip's failure."""
     resolved: list[Path] = []
     for wheel in wheels:
-        if not wheel.is_file():
+        if not wheel.exists():
             raise UsageError(f"wheel not found: {wheel}", hint="give the path of a .whl file")
         if wheel.suffix != ".whl":
             raise UsageError(f"not a wheel: {wheel}", hint="smoke installs .whl files")
+        try:
+            parse_wheel_filename(wheel.name)
+        except InvalidWheelFilename as exc:
+            raise UsageError(
+                f"{wheel}: not a wheel's file name ({exc})",
+                hint="NAME-VERSION-PYTHON-ABI-PLATFORM.whl, as the build or pip made it",
+            ) from None
+        # only a regular file that is a readable zip (InputError otherwise)
+        names = [m.name for m in WheelReader(wheel).members]
+        if not any(n.count("/") == 1 and n.endswith(".dist-info/WHEEL") for n in names):
+            raise InputError(f"{wheel}: not a wheel (no .dist-info/WHEEL in the archive)")
         resolved.append(wheel.resolve())
     return tuple(resolved)
+
+
+def check_interpreter(python: str) -> str:
+    """``--interpreter``: an executable regular file (a command name is looked up on PATH)."""
+    found = shutil.which(python) if os.sep not in python else python
+    path = Path(found) if found else None
+    try:
+        ok = path is not None and stat.S_ISREG(path.stat().st_mode) and os.access(path, os.X_OK)
+    except OSError:
+        ok = False
+    if not ok:
+        raise UsageError(
+            f"--interpreter {python}: not an executable Python interpreter",
+            hint="the path of a python in the environment to test, e.g. /opt/venv/bin/python",
+        )
+    return str(path)
 
 
 def _telling_line(lines: Sequence[str]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -81,6 +82,27 @@ COMMANDS: dict[str, Callable[[str, Path], list[str]]] = {
     "publish": lambda x, folder: ["publish", x, "--index", str(folder / "index")],
     "arch": lambda x, _: ["arch", x],
     "doctor-interpreter": lambda x, _: ["doctor", "--interpreter", x, "--timeout", "20"],
+    "smoke": lambda x, _: ["smoke", x, "--timeout", "20", "--install-timeout", "20"],
+    "smoke-snippet": lambda x, _: [
+        "smoke",
+        "--backend",
+        "existing",
+        "--interpreter",
+        sys.executable,
+        "--snippet",
+        x,
+        "--timeout",
+        "20",
+    ],
+    "smoke-interpreter": lambda x, _: [
+        "smoke",
+        "--backend",
+        "existing",
+        "--interpreter",
+        x,
+        "--timeout",
+        "20",
+    ],
 }
 DOCUMENTED = {ExitCode.OK, ExitCode.VERDICT_FAILED, ExitCode.USAGE, ExitCode.INCOMPLETE}
 

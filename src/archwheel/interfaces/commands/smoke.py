@@ -36,6 +36,7 @@ from archwheel.smoke.environments import (
     IndexOptions,
     SmokeEnvironment,
     VenvEnvironment,
+    check_interpreter,
 )
 from archwheel.smoke.runner import (
     DEFAULT_STEP_TIMEOUT,
@@ -283,7 +284,9 @@ def _environment(request: SmokeRequest, echo: Echo | None) -> SmokeEnvironment:
             raise UsageError(
                 "--backend existing needs --interpreter PATH (an interpreter with torch)"
             )
-        return ExistingEnvironment(python=request.interpreter, snippet=request.snippet)
+        return ExistingEnvironment(
+            python=check_interpreter(request.interpreter), snippet=request.snippet
+        )
     if not request.wheels:
         raise UsageError(
             "no wheels given",
@@ -309,7 +312,7 @@ def _environment(request: SmokeRequest, echo: Echo | None) -> SmokeEnvironment:
         wheels=tuple(request.wheels),
         index=index,
         snippet=request.snippet,
-        python=request.interpreter or sys.executable,
+        python=check_interpreter(request.interpreter) if request.interpreter else sys.executable,
         install_timeout=install_timeout,
         keep=request.keep,
     )
