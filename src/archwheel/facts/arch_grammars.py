@@ -1,11 +1,14 @@
 """Who reads the arch list, and what each reader makes of it.
 
 An arch list reaches the compiler through code that parses it, and each parser has its own
-grammar. archwheel models five of them as data (``arch_consumers.toml``) plus pure functions:
+grammar. archwheel models six of them as data (``arch_consumers.toml``) plus pure functions:
 
 ``torch-cmake``
     PyTorch's CMake (``select_compute_arch.cmake``, ``CUDA_SELECT_NVCC_ARCH_FLAGS``), which reads
     ``TORCH_CUDA_ARCH_LIST`` when PyTorch itself or a ``find_package(Torch)`` project is built.
+``cmake-findcuda``
+    CMake's own FindCUDA ``select_compute_arch.cmake`` (the same function, CMake's pattern, names
+    and error), which projects that call ``cuda_select_nvcc_arch_flags`` themselves read.
 ``cpp-extension``
     ``torch.utils.cpp_extension._get_cuda_arch_flags``, which reads ``TORCH_CUDA_ARCH_LIST`` for
     setuptools ``CUDAExtension`` builds.
@@ -24,7 +27,9 @@ does accept; the rendered value is read back and must give the requested images.
 
 The torch grammars vary by torch release; the tables were read from the wheels' own files
 (named in the data file) and ``cpp_extension_tables``/``cmake_tables`` extract them again from a
-shipped file's text, which the tests compare with the stored tables.
+shipped file's text, which the tests compare with the stored tables. The ``cmake-findcuda``
+tables were read from the cmake wheel's FindCUDA module, and ``cmake_tables`` and
+``cmake_unknown_error`` extract them from it the same way.
 """
 
 from __future__ import annotations
@@ -136,6 +141,7 @@ class FindCudaGrammar:
     file: str
     number_regex: str
     names: tuple[CmakeName, ...]
+    unknown_error: str  # its SEND_ERROR for an unknown name, "{name}" for the name
 
 
 @dataclass(frozen=True)
@@ -218,6 +224,7 @@ def parse_grammars(data: Mapping[str, Any], facts: CudaFacts | None = None) -> G
                     CmakeName(str(n), tuple(str(b).split()), tuple(str(p).split()))
                     for n, b, p in f["names"]
                 ),
+                unknown_error=str(f["unknown_error"]),
             )
             if f is not None
             else None
@@ -268,11 +275,19 @@ def cpp_extension_tables(source: str) -> tuple[tuple[tuple[str, str], ...], tupl
     raise ValueError("no _get_cuda_arch_flags in this file")
 
 
+# a set() argument list: unquoted words and quoted ones, which may hold parentheses ("2.1(2.0)")
+_CMAKE_ARGS = r'(?:[^()"]|"[^"]*")*'
 _CMAKE_NAME_BLOCK = re.compile(
-    r'if\(\$\{arch_name\} STREQUAL "([^"]+)"\)((?:\s*set\(arch_(?:bin|ptx)[^)]*\))+)'
+    r'if\(\$\{arch_name\} STREQUAL "([^"]+)"\)((?:\s*set\(arch_(?:bin|ptx)' + _CMAKE_ARGS + r"\))+)"
 )
-_CMAKE_SET = re.compile(r"set\(arch_(bin|ptx)([^)]*)\)")
+_CMAKE_SET = re.compile(r"set\(arch_(bin|ptx)(" + _CMAKE_ARGS + r")\)")
+_CMAKE_WORD = re.compile(r'"([^"]*)"|([^\s"]+)')
 _CMAKE_NUMBER = re.compile(r'if\(arch_name MATCHES "(\^\(\[0-9\][^"]*)"\)')
+_CMAKE_UNKNOWN = re.compile(r'message\(SEND_ERROR "([^"]*Unknown CUDA Architecture Name[^"]*)"\)')
+
+
+def _cmake_words(args: str) -> tuple[str, ...]:
+    return tuple(quoted or bare for quoted, bare in _CMAKE_WORD.findall(args))
 
 
 def cmake_tables(source: str) -> tuple[str, tuple[CmakeName, ...]]:
@@ -287,13 +302,28 @@ def cmake_tables(source: str) -> tuple[str, tuple[CmakeName, ...]]:
         ptxs: tuple[str, ...] = ()
         for kind, values in _CMAKE_SET.findall(block.group(2)):
             if kind == "bin":
-                bins = tuple(values.split())
+                bins = _cmake_words(values)
             else:
-                ptxs = tuple(values.split())
+                ptxs = _cmake_words(values)
         names.append(CmakeName(block.group(1), bins, ptxs))
     if not names:
         raise ValueError("no architecture names in this file")
     return regex, tuple(names)
+
+
+def cmake_unknown_error(source: str) -> str:
+    """The message ``CUDA_SELECT_NVCC_ARCH_FLAGS`` stops with on an unknown name ({name})."""
+    m = _CMAKE_UNKNOWN.search(source)
+    if not m:
+        raise ValueError("no 'Unknown CUDA Architecture Name' error in this file")
+    return m.group(1).replace("${arch_name}", "{name}")
+
+
+def _cmake_regex(pattern: str) -> re.Pattern[str]:
+    """A CMake regex in Python: CMake's ``$`` is the end of the text, never before a newline."""
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + r"\Z"
+    return re.compile(pattern)
 
 
 # -- readings -----------------------------------------------------------------------------------
@@ -470,11 +500,21 @@ def _cmake_false(value: str) -> bool:
     )
 
 
+# PyTorch's copy: message(SEND_ERROR "Found ... FLAGS: ${arch_name} "), its trailing blank left out
+TORCH_CMAKE_UNKNOWN = "Found Unknown CUDA Architecture Name in CUDA_SELECT_NVCC_ARCH_FLAGS: {name}"
+
+
 def read_torch_cmake(value: str | None, g: TorchGrammar, variable: str) -> Reading:
     """``torch_cuda_get_nvcc_gencode_flag`` -> ``CUDA_SELECT_NVCC_ARCH_FLAGS``, step by step."""
     src = f"torch {g.torch} {g.cmake_file}"
     return _select_compute_arch(
-        value, g.cmake_number_regex, g.cmake_names, variable, consumer=TORCH_CMAKE, src=src
+        value,
+        g.cmake_number_regex,
+        g.cmake_names,
+        variable,
+        consumer=TORCH_CMAKE,
+        src=src,
+        unknown_error=TORCH_CMAKE_UNKNOWN,
     )
 
 
@@ -482,7 +522,13 @@ def read_findcuda(value: str | None, g: FindCudaGrammar, variable: str) -> Readi
     """CMake's own ``CUDA_SELECT_NVCC_ARCH_FLAGS``: the same steps, CMake's pattern and names."""
     src = f"CMake {g.cmake} {g.file}"
     return _select_compute_arch(
-        value, g.number_regex, g.names, variable, consumer=CMAKE_FINDCUDA, src=src
+        value,
+        g.number_regex,
+        g.names,
+        variable,
+        consumer=CMAKE_FINDCUDA,
+        src=src,
+        unknown_error=g.unknown_error,
     )
 
 
@@ -494,6 +540,7 @@ def _select_compute_arch(
     *,
     consumer: str,
     src: str,
+    unknown_error: str,
 ) -> Reading:
     # set(TORCH_CUDA_ARCH_LIST $ENV{...}); cuda_select_nvcc_arch_flags(v ${TORCH_CUDA_ARCH_LIST}):
     # the unquoted expansion splits on ';' and drops empty elements.
@@ -509,7 +556,15 @@ def _select_compute_arch(
         finding = Finding("reinterpret", argn or "(empty)", rule)
         return _reading(consumer, variable, value, src, [finding])
     items = _dedupe(p for p in re.sub(r"[ \t]+", ";", argn).split(";") if p)
-    number = re.compile(number_regex)
+    if not items:
+        finding = Finding(
+            "ignore",
+            argn,
+            "only blanks: no architecture, so CUDA_SELECT_NVCC_ARCH_FLAGS adds no flag and nvcc "
+            "builds its own default target",
+        )
+        return _reading(consumer, variable, value, src, [finding])
+    number = _cmake_regex(number_regex)
     names = {n.name: n for n in cmake_names}
     bins: list[str] = []
     ptxs: list[str] = []
@@ -527,14 +582,27 @@ def _select_compute_arch(
             arch_ptx: tuple[str, ...] = (arch_name,)
         elif arch_name in names:
             arch_bin, arch_ptx = names[arch_name].arch_bin, names[arch_name].arch_ptx
+        elif not arch_name:
+            # if(${arch_name} STREQUAL "<first name>") with nothing to expand: if() itself fails
+            findings.append(
+                Finding(
+                    "reject",
+                    item,
+                    "'+PTX' needs a number or a name right before it (a blank splits it off); "
+                    "CMake stops with 'Unknown arguments specified'",
+                )
+            )
+            first = cmake_names[0].name
+            error = error or (
+                f'if given arguments: "STREQUAL" "{first}" Unknown arguments specified'
+            )
+            continue
         else:
             rule = _cmake_unknown_rule(arch_name, names)
             if consumer == CMAKE_FINDCUDA:
                 rule = rule.replace("X.Y, X.Ya, X.Yf, X.Y(X.Y)", "X.Y (one-digit X), X.Y(X.Y)")
             findings.append(Finding("reject", item, rule))
-            error = error or (
-                f"Found Unknown CUDA Architecture Name in CUDA_SELECT_NVCC_ARCH_FLAGS: {arch_name}"
-            )
+            error = error or unknown_error.replace("{name}", arch_name)
             continue
         bins.extend(arch_bin)
         if add_ptx:
@@ -854,7 +922,7 @@ def nearest(
     if consumer in (CMAKE, NVCC):
         return archs
     if consumer == CMAKE_FINDCUDA and g.findcuda is not None:
-        number = re.compile(g.findcuda.number_regex)
+        number = _cmake_regex(g.findcuda.number_regex)
         for s in archs:
             plain = Target(s.target.cc)
             if number.search(plain.dotted):
@@ -980,7 +1048,7 @@ def _render_problem(
         if not s.sass:
             return f"TORCH_CUDA_ARCH_LIST cannot ask for PTX without SASS ({s.render()})", ""
         findcuda = g.findcuda if consumer == CMAKE_FINDCUDA else None
-        if findcuda is not None and not re.search(findcuda.number_regex, s.target.dotted):
+        if findcuda is not None and not _cmake_regex(findcuda.number_regex).search(s.target.dotted):
             return (
                 f"{s.target.dotted} does not match CMake {findcuda.cmake}'s pattern "
                 f"{findcuda.number_regex} (one-digit majors, no 'a'/'f'); CMake stops "

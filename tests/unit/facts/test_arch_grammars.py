@@ -1,7 +1,7 @@
 """Who reads the arch list: the grammar models, rendering, and refusal at recipe and plan time.
 
-The models are checked against the real shipped torch code in tests/test_arch_grammars_real.py
-(slow); here they are pure functions, and recipes are refused before any container starts.
+The models are checked against the real shipped torch code and CMake's own FindCUDA module in
+tests/integration/realwheel/test_arch_grammars_real.py (slow); here they are pure functions, and recipes are refused before any container starts.
 """
 
 from __future__ import annotations
@@ -131,6 +131,41 @@ def test_the_torch_version_selects_the_grammar() -> None:
     assert images(ag.CPP_EXTENSION, "Rubin", torch="2.14.1") == ("compute_107", "sm_107")
     with pytest.raises(ArchListError, match="invalid torch version"):
         g.for_torch("two")
+
+
+@pytest.mark.parametrize("consumer", [ag.TORCH_CMAKE, ag.CMAKE_FINDCUDA])
+def test_cmake_readers_read_the_text_as_cmake_does(consumer: str) -> None:
+    # CMake's '$' is the end of the text: a trailing newline stays part of the entry
+    assert ag.read(consumer, "8.0\n").fails
+    # '+PTX' on its own (a blank before it) leaves if(${arch_name} STREQUAL ...) nothing to compare
+    alone = ag.read(consumer, "8.0 +PTX")
+    assert alone.error is not None and "Unknown arguments specified" in alone.error
+    # blanks only: no entry, no flag, and nvcc builds its own default
+    assert [f.kind for f in ag.read(consumer, " \t").findings] == ["ignore"]
+
+
+def test_cmakes_findcuda_stops_in_its_own_words() -> None:
+    reading = ag.read(ag.CMAKE_FINDCUDA, "Hopper")
+    assert reading.error == "Unknown CUDA Architecture Name Hopper in CUDA_SELECT_NVCC_ARCH_FLAGS"
+
+
+def test_cmake_tables_read_quoted_arguments() -> None:
+    source = textwrap.dedent("""\
+        if(arch_name MATCHES "^([0-9]\\\\.[0-9])$")
+        elseif(${arch_name} STREQUAL "Fermi")
+          set(arch_bin 2.0 "2.1(2.0)")
+        elseif(${arch_name} STREQUAL "Kepler")
+          set(arch_bin 3.0 3.5)
+          set(arch_ptx 3.5)
+          message(SEND_ERROR "Unknown CUDA Architecture Name ${arch_name} in X")
+        """)
+    regex, names = ag.cmake_tables(source)
+    assert regex == r"^([0-9]\.[0-9])$"
+    assert names == (
+        ag.CmakeName("Fermi", ("2.0", "2.1(2.0)"), ()),
+        ag.CmakeName("Kepler", ("3.0", "3.5"), ("3.5",)),
+    )
+    assert ag.cmake_unknown_error(source) == "Unknown CUDA Architecture Name {name} in X"
 
 
 # -- CMake, nvcc and project grammars -------------------------------------------------------------
