@@ -33,6 +33,7 @@ from tests.support.paths import CACHE
 # Fixtures shared by several test modules, kept in the helper modules that use them.
 pytest_plugins = [
     "tests.support.venvs",
+    "tests.support.cuda_toolchains",
     "tests.support.scanner",
     "tests.support.cuobjdump_support",
     "tests.support.doctor_fakes",
