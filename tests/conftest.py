@@ -32,6 +32,7 @@ from tests.support.paths import CACHE
 
 # Fixtures shared by several test modules, kept in the helper modules that use them.
 pytest_plugins = [
+    "tests.support.disk",  # first: tests.support.venvs imports it
     "tests.support.venvs",
     "tests.support.cuda_toolchains",
     "tests.support.scanner",
@@ -39,7 +40,6 @@ pytest_plugins = [
     "tests.support.doctor_fakes",
     "tests.support.can_load_fakes",
     "tests.support.extension_builds",
-    "tests.support.disk",
 ]
 
 

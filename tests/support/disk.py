@@ -9,11 +9,19 @@ the most. ``$ARCHWHEEL_DISK_LOG``, when set, also gets one line per test (for a 
 
 Free space is the filesystem's, so other processes on the machine count too; the figures are a
 guide for finding the tests that hold disk, not an exact account.
+
+``ARCHWHEEL_TEST_PRUNE=1`` (set by ``.ci/run``, where no later run reuses the cache): when the
+run leaves ``tests/integration/docker/``, what only those tests use is removed (the torch
+images of the extension builds, 6-7 GB each, and the cached torch 2.13.0 venv), and
+``prune_after_module`` folders go when their module ends. A developer's machine keeps them for
+the next run.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +30,10 @@ import pytest
 from tests.support.paths import CACHE
 
 GB = 1024**3
+PRUNE = os.environ.get("ARCHWHEEL_TEST_PRUNE") == "1"
+DOCKER_TESTS = "tests/integration/docker/"
+# Used only by tests under DOCKER_TESTS (tests/support/venvs.py names the venvs).
+DOCKER_ONLY_VENVS = (CACHE / "venvs" / "torch-2.13.0",)
 
 
 def _free(path: Path) -> tuple[int, int] | None:
@@ -112,6 +124,35 @@ _CURRENT: dict[str, DiskAccount] = {}
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     _CURRENT["account"] = session.config.stash[_ACCOUNT_KEY]
+
+
+def prune_after_module(path: Path) -> None:
+    """Remove ``path`` (a cached venv) now if pruning, else keep it for the next run."""
+    if PRUNE:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _prune_docker_only() -> None:
+    for venv in DOCKER_ONLY_VENVS:
+        shutil.rmtree(venv, ignore_errors=True)
+    if shutil.which("docker") is None:
+        return
+    listed = subprocess.run(
+        ["docker", "images", "--filter", "label=org.archwheel.torch", "--format", "{{.ID}}"],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    ids = sorted(set(listed.stdout.split()))
+    if ids:
+        subprocess.run(["docker", "rmi", "--force", *ids], capture_output=True, check=False,
+                       timeout=600)  # fmt: skip
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if not PRUNE:
+        return
+    here = item.nodeid.startswith(DOCKER_TESTS)
+    if here and (nextitem is None or not nextitem.nodeid.startswith(DOCKER_TESTS)):
+        _prune_docker_only()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

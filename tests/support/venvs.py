@@ -15,11 +15,13 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.components import fetch_wheel, require
+from tests.support.disk import prune_after_module
 from tests.support.paths import CACHE
 
 TORCH_VENV = CACHE / "venvs" / "torch-2.14.1"
@@ -117,10 +119,12 @@ def torch_cpu_venv() -> Path:
     return torch_environment(TORCH_CPU_VENV, "torch==2.13.0+cpu", "2.13.0+cpu")
 
 
-@pytest.fixture(scope="session")
-def torch_cu12_venv() -> Path:
-    """The real torch 2.9.1 (CUDA 12.8, libcudart.so.12) with its nvidia-*-cu12 deps."""
-    return torch_environment(TORCH_CU12_VENV, TORCH_CU12_SPEC, "2.9.1")
+@pytest.fixture(scope="module")
+def torch_cu12_venv() -> Iterator[Path]:
+    """The real torch 2.9.1 (CUDA 12.8, libcudart.so.12) with its nvidia-*-cu12 deps (7.4 GB:
+    removed after each module that uses it when pruning, tests/support/disk.py)."""
+    yield torch_environment(TORCH_CU12_VENV, TORCH_CU12_SPEC, "2.9.1")
+    prune_after_module(TORCH_CU12_VENV)
 
 
 @pytest.fixture(scope="session")
