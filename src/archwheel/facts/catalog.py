@@ -12,7 +12,7 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
@@ -117,6 +117,12 @@ class CudaFacts:
     torch_releases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     # -- lookups ------------------------------------------------------------------------------
+    @cached_property
+    def suffixed_capabilities(self) -> frozenset[ComputeCapability]:
+        """The capabilities some toolkit builds with an 'a' or 'f' suffix (made once: the scan
+        asks for every binary it reads)."""
+        return frozenset(cc for tk in self.toolkits for cc in tk.arch_specific | tk.family_specific)
+
     def is_known(self, cc: ComputeCapability) -> bool:
         return cc in self.capabilities
 

@@ -521,21 +521,6 @@ def _assemble(
         result.notes.extend((unit.name or None, n) for n in _limit(notes))
 
 
-_SUFFIXED: list[tuple[object, frozenset[ComputeCapability]]] = []
-
-
-def _suffixed_capabilities() -> frozenset[ComputeCapability]:
-    """The capabilities some toolkit builds with an 'a' or 'f' suffix, once per facts object
-    (it was a set comprehension over every toolkit per scanned binary)."""
-    facts = load_facts()
-    if not _SUFFIXED or _SUFFIXED[0][0] is not facts:
-        made = frozenset(
-            cc for tk in facts.toolkits for cc in tk.arch_specific | tk.family_specific
-        )
-        _SUFFIXED[:] = [(facts, made)]
-    return _SUFFIXED[0][1]
-
-
 def _place_raw_cubins(
     found: list[RawCubin],
     spans: list[tuple[int, int]],
@@ -554,7 +539,7 @@ def _place_raw_cubins(
     starts = [a for a, _ in spans]
     furthest = list(itertools.accumulate((b for _, b in spans), max))
     taken_end = -1
-    suffixed = _suffixed_capabilities()
+    suffixed = load_facts().suffixed_capabilities
     unsure: dict[str, list[str]] = {}  # unit -> archs whose 'a'/'f' suffix is unknown
     for cubin in sorted(found, key=lambda c: c.offset):
         unit = layout.unit_at(cubin.offset)
