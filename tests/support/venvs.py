@@ -1,12 +1,12 @@
 """Virtual environments for tests that inspect installed packages (doctor, verify --env) or
 confirm a can-load verdict by a real import.
 
-``torch_venv`` holds the real torch 2.14.1 CUDA wheel with its nvidia-* dependencies, installed
-by pip from the configured index (about a minute once; cached under ``.cache/venvs``). The other
-torches (2.13.0 with CUDA 13.0, 2.13.0+cpu, 2.9.1 with CUDA 12.8) are installed from the wheel
-``fetch_wheel`` keeps in the cache, so each torch wheel is downloaded once; their ``nvidia-*``
-dependencies come through pip's own cache and the configured index (2.13.0 and 2.14.1 pin the
-same ``cuda-toolkit[...]==13.0.3``, so those wheels are shared).
+``torch_venv`` holds the real torch 2.14.1 CUDA wheel with its nvidia-* dependencies (about a
+minute once; cached under ``.cache/venvs``); the other torches (2.13.0 with CUDA 13.0,
+2.13.0+cpu, 2.9.1 with CUDA 12.8) likewise. Each is installed from the wheel ``fetch_wheel``
+keeps in the cache, so each torch wheel is downloaded once; their ``nvidia-*`` dependencies come
+from the configured index. 2.13.0 and 2.14.1 pin the same ``cuda-toolkit[...]==13.0.3``: the
+2.13.0 venv starts as a hard-linked copy of 2.14.1's, so those wheels are on the disk once.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,9 +24,7 @@ from tests.support.components import fetch_wheel, require
 from tests.support.disk import prune_after_module
 from tests.support.paths import CACHE
 
-TORCH_VENV = CACHE / "venvs" / "torch-2.14.1"
 BARE_VENV = CACHE / "venvs" / "bare"
-TORCH_2130_VENV = CACHE / "venvs" / "torch-2.13.0"
 TORCH_CPU_VENV = CACHE / "venvs" / "torch-2.13.0-cpu"
 TORCH_CU12_VENV = CACHE / "venvs" / "torch-2.9.1"
 # torch 2.9.1 from the index is built with CUDA 12.8 (Requires-Dist nvidia-cuda-runtime-cu12)
@@ -79,22 +77,23 @@ def torch_venv() -> Path:
 
 
 def torch_environment(
-    folder: Path, spec: str, version: str, *, start_from: Path | None = None
+    folder: Path, spec: str, version: str, *, start_from: Callable[[], Path] | None = None
 ) -> Path:
     """A venv at ``folder`` with the torch wheel ``spec`` (``fetch_wheel``) and its
     dependencies; reused while its torch is ``version``.
 
-    ``start_from``: a cached venv whose CUDA libraries this torch shares (the same
-    ``cuda-toolkit[...]`` pins). The new venv starts as a hard-linked copy of it and pip replaces
-    only what differs (torch itself), so the 3.5 GB of nvidia-* wheels are on the disk once.
-    pip removes a replaced file by unlinking it and writes new files, never into old ones, so
-    the source venv is left as it was."""
+    ``start_from``: gives a cached venv whose CUDA libraries this torch shares (the same
+    ``cuda-toolkit[...]`` pins), asked for only when the venv is made. The new venv starts as a
+    hard-linked copy of it and pip replaces only what differs (torch itself), so the 3.5 GB of
+    nvidia-* wheels are on the disk once. pip removes a replaced file by unlinking it and writes
+    new files, never into old ones, so the source venv is left as it was."""
     python = venv_python(folder)
     if installed_version(python, "torch") != version:
+        start = start_from() if start_from is not None else None
         folder.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(folder, ignore_errors=True)
-        if start_from is not None and _same_disk(start_from, folder.parent):
-            subprocess.run(["cp", "-a", "--link", str(start_from), str(folder)], check=True)
+        if start is not None and _same_disk(start, folder.parent):
+            subprocess.run(["cp", "-a", "--link", str(start), str(folder)], check=True)
         else:
             make_venv(folder)
         try:
@@ -105,12 +104,9 @@ def torch_environment(
 
 
 @pytest.fixture(scope="session")
-def torch_2130_venv(request: pytest.FixtureRequest) -> Path:
+def torch_2130_venv() -> Path:
     """The real torch 2.13.0 CUDA 13.0 wheel with its nvidia-* deps (those of 2.14.1)."""
-    torch_venv = request.getfixturevalue("torch_venv")
-    return torch_environment(
-        TORCH_2130_VENV, "torch==2.13.0", "2.13.0", start_from=torch_venv.parent.parent
-    )
+    return torch_venv_for("2.13.0")
 
 
 @pytest.fixture(scope="session")
@@ -138,24 +134,13 @@ def bare_venv() -> Path:
 
 
 def torch_venv_for(version: str) -> Path:
-    """A cached venv holding the real CUDA torch ``version`` with its dependencies (pip from the
-    configured index, about a minute once). ``torch===X``: exactly that version, not a local
-    ``X+cpu`` build that a local index or find-links folder may also hold."""
-    root = CACHE / "venvs" / f"torch-{version}"
-    python = venv_python(root)
-    if installed_version(python, "torch") != version:
-        start = None if version == "2.14.1" else torch_venv_for("2.14.1").parent.parent
-        root.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(root, ignore_errors=True)
-        if start is not None and _same_disk(start, root.parent):
-            subprocess.run(["cp", "-a", "--link", str(start), str(root)], check=True)
-        else:
-            make_venv(root)
-        try:
-            pip_install(python, f"torch==={version}")
-        except RuntimeError as exc:
-            require(False, str(exc))
-    return python
+    """A cached venv holding the real CUDA torch ``version`` (``fetch_wheel``: exactly that
+    version, not a local ``X+cpu`` build) with its dependencies, about a minute once. Another
+    torch than 2.14.1 starts from 2.14.1's venv (``torch_environment``)."""
+    start = None if version == "2.14.1" else lambda: torch_venv_for("2.14.1").parent.parent
+    return torch_environment(
+        CACHE / "venvs" / f"torch-{version}", f"torch=={version}", version, start_from=start
+    )
 
 
 def _same_disk(a: Path, b: Path) -> bool:
