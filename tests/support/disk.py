@@ -98,32 +98,23 @@ class DiskAccount:
         return lines
 
 
-_ACCOUNT_KEY = pytest.StashKey[DiskAccount]()
+# The run's account: pytest_runtest_logfinish gets no config to find it in a stash.
+_ACCOUNT: list[DiskAccount] = []
 
 
-def pytest_configure(config: pytest.Config) -> None:
+def pytest_configure() -> None:
     import tempfile
 
     roots = (CACHE, Path(tempfile.gettempdir()), Path("/var/lib/docker"))
     log = os.environ.get("ARCHWHEEL_DISK_LOG")
     account = DiskAccount(roots, log=Path(log) if log else None)
     account.begin()
-    config.stash[_ACCOUNT_KEY] = account
+    _ACCOUNT[:] = [account]
 
 
-def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
-    del location
-    account = _CURRENT.get("account")
-    if account is not None:
+def pytest_runtest_logfinish(nodeid: str) -> None:
+    for account in _ACCOUNT:
         account.after(nodeid)
-
-
-_CURRENT: dict[str, DiskAccount] = {}
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    _CURRENT["account"] = session.config.stash[_ACCOUNT_KEY]
 
 
 def prune_after_module(path: Path) -> None:
@@ -156,8 +147,6 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    account = terminalreporter.config.stash.get(_ACCOUNT_KEY, None)
-    if account is None:
-        return
-    for line in account.summary():
-        terminalreporter.write_line(line)
+    for account in _ACCOUNT:
+        for line in account.summary():
+            terminalreporter.write_line(line)
