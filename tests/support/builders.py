@@ -158,6 +158,31 @@ def write_zip(path: Path, members: list[tuple[str, bytes]], *, stored: bool = Fa
     return path
 
 
+def zip_declaring(path: Path, members: list[tuple[str, bytes]], declared: int) -> Path:
+    """A real zip of ``members`` whose end records declare ``declared`` members (see
+    ``with_zip64_end``): ``zipfile`` reads the directory by its size, so the archive opens and
+    lists the real members; only the declared count lies."""
+    write_zip(path, members, stored=True)
+    path.write_bytes(with_zip64_end(path.read_bytes(), declared))
+    return path
+
+
+def with_zip64_end(data: bytes, declared: int) -> bytes:
+    """A zip's bytes with its end record replaced by a zip64 record declaring ``declared``
+    members, its locator, and a classic record that defers to them (a zip without a comment:
+    its end record is its last 22 bytes)."""
+    end = len(data) - 22
+    assert data[end : end + 4] == b"PK\x05\x06", "a zip with a comment"
+    size, offset = struct.unpack_from("<LL", data, end + 12)
+    body = data[:end]
+    record = struct.pack(
+        "<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, declared, declared, size, offset
+    )
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, len(body), 1)
+    classic = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, size, offset, 0)
+    return body + record + locator + classic
+
+
 def raw_deflate(data: bytes) -> bytes:
     c = zlib.compressobj(9, zlib.DEFLATED, -15)
     return c.compress(data) + c.flush()

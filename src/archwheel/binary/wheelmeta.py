@@ -29,6 +29,7 @@ from types import MappingProxyType
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from archwheel.binary.zipread import open_zip
 from archwheel.effects import files
 from archwheel.errors import InputError
 from archwheel.facts.versions import CudaVersion
@@ -166,7 +167,7 @@ def read_wheel_metadata(path: Path) -> WheelMetadata:
     """Read a wheel's metadata from its zip; raise ``InputError`` when it cannot be read."""
     try:
         # Only a regular file is opened: a FIFO or a device would block or never end.
-        with files.open_regular(path) as handle, zipfile.ZipFile(handle) as archive:
+        with files.open_regular(path) as handle, open_zip(handle, path) as archive:
             return _read(path, archive)
     except InputError:
         raise

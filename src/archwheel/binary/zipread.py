@@ -39,6 +39,15 @@ READ_BLOCK = 1 << 20  # compressed bytes read at a time
 OUT_CHUNK = 4 << 20  # most inflated bytes produced per chunk
 FIRST_CHUNK = 64 << 10  # the first chunk is small so that non-binaries cost little
 DEFAULT_MAX_MEMBER = 16 << 30  # no real library is near this; a larger declaration is refused
+# What one archive's central directory may make a reader hold (docs/design.md, "Bad input"):
+# ``zipfile`` reads the whole directory and makes an object per member before anything else
+# runs, so both are checked in the end record first. torch 2.14.1: 13043 members, 1.6 MB.
+MAX_ARCHIVE_MEMBERS = 200_000
+MAX_DIRECTORY_BYTES = 32 << 20
+_END = struct.Struct("<4s4H2LH")
+_END_SIGNATURE = b"PK\x05\x06"
+_END64_LOCATOR = struct.Struct("<4sLQL")
+_END64 = struct.Struct("<4sQ2H2L4Q")
 
 
 class MemberError(Exception):
@@ -69,6 +78,76 @@ def unsafe_name_reason(name: str) -> str | None:
     return None
 
 
+def directory_extent(fh: BinaryIO) -> tuple[int, int] | None:
+    """The member count and central-directory size of a zip's end record, found and read as
+    ``zipfile`` finds and reads it (the record in the last 22 bytes when it has no comment,
+    else the last signature of the last 64 KiB; a zip64 record right before its locator), so
+    that the numbers checked are the ones ``zipfile`` goes on to use. None: no end record
+    (``zipfile`` then says what is wrong)."""
+    size = fh.seek(0, os.SEEK_END)
+    if size < _END.size:
+        return None
+    fh.seek(size - _END.size)
+    last = fh.read(_END.size)
+    if last[:4] == _END_SIGNATURE and last[-2:] == b"\0\0":
+        record, record_at = last, size - _END.size
+    else:
+        window = max(size - (1 << 16) - _END.size, 0)
+        fh.seek(window)
+        tail = fh.read()
+        at = tail.rfind(_END_SIGNATURE)
+        if at < 0 or at + _END.size > len(tail):
+            return None
+        record, record_at = tail[at : at + _END.size], window + at
+    fields = _END.unpack(record)
+    entries, directory_size = fields[4], fields[5]
+    locator_at = record_at - _END64_LOCATOR.size
+    if locator_at >= _END64.size:
+        fh.seek(locator_at)
+        locator = fh.read(_END64_LOCATOR.size)
+        if locator[:4] == b"PK\x06\x07":
+            fh.seek(locator_at - _END64.size)
+            raw = fh.read(_END64.size)
+            if raw[:4] == b"PK\x06\x06":
+                end64 = _END64.unpack(raw)
+                entries, directory_size = end64[7], end64[8]
+    return int(entries), int(directory_size)
+
+
+def open_zip(fh: BinaryIO, label: object, *, max_members: int | None = None) -> zipfile.ZipFile:
+    """``zipfile.ZipFile(fh)`` once the end record shows a directory within the bounds.
+
+    ``InputError`` (exit 3) naming ``label`` and the limit when the directory declares more than
+    ``max_members`` members (default ``MAX_ARCHIVE_MEMBERS``) or more than
+    ``MAX_DIRECTORY_BYTES``, or when it holds more members than allowed (the count it declares
+    may lie: ``zipfile`` reads by size). The caller closes the returned archive.
+    """
+    limit = MAX_ARCHIVE_MEMBERS if max_members is None else max_members
+    extent = directory_extent(fh)
+    fh.seek(0)
+    if extent is not None:
+        entries, directory_size = extent
+        if entries > limit:
+            raise InputError(
+                f"{label}: its zip directory declares {entries} members, above the limit "
+                f'of {limit} (docs/design.md, "Bad input"); not read'
+            )
+        if directory_size > MAX_DIRECTORY_BYTES:
+            raise InputError(
+                f"{label}: its zip directory declares {directory_size} bytes, above the "
+                f'limit of {MAX_DIRECTORY_BYTES} (docs/design.md, "Bad input"); not read'
+            )
+    archive = zipfile.ZipFile(fh)
+    count = len(archive.filelist)
+    if count > limit:
+        archive.close()
+        raise InputError(
+            f"{label}: its zip directory holds {count} members, above the limit of {limit} "
+            f'(docs/design.md, "Bad input"); not read'
+        )
+    return archive
+
+
 class WheelReader:
     """One zip archive opened for member streaming. Use as a context manager."""
 
@@ -79,7 +158,7 @@ class WheelReader:
             # Only a regular file is opened (a FIFO or a device would block or never end).
             with open_regular(path) as fh:
                 self._size = os.fstat(fh.fileno()).st_size
-                with zipfile.ZipFile(fh) as zf:
+                with open_zip(fh, path) as zf:
                     infos = zf.infolist()
         except FileNotFoundError:
             raise InputError(f"{path}: no such file") from None

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from archwheel.binary.zipread import open_zip
 from archwheel.build.recipe import SourceSpec
 from archwheel.effects.files import (
     OversizedMember,
@@ -435,7 +436,10 @@ def _unpack(archive: Path, target: Path) -> int:
     newest = 0
     count = 0
     if zipfile.is_zipfile(archive):
-        with zipfile.ZipFile(archive) as zf:
+        with (
+            open_regular(archive) as fh,
+            open_zip(fh, archive, max_members=MAX_SDIST_MEMBERS) as zf,
+        ):
             for info in zf.infolist():
                 count += 1
                 if count > MAX_SDIST_MEMBERS:

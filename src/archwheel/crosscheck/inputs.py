@@ -14,14 +14,15 @@ import tempfile
 import zipfile
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from archwheel.binary.model import FatbinEntry, InputInventory
+from archwheel.binary.zipread import open_zip
 from archwheel.crosscheck.cuobjdump import Cuobjdump, ensure_cuobjdump
-from archwheel.effects.files import OversizedMember, extract_member
+from archwheel.effects.files import OversizedMember, extract_member, open_regular
 from archwheel.errors import ArchwheelError, ToolError
 from archwheel.verdicts.crosscheck import (
     CountRow,
@@ -166,10 +167,16 @@ class _WheelFiles:
     def __init__(self, wheel: Path, workdir: Path) -> None:
         self.wheel = wheel
         self.workdir = workdir
+        self._open = ExitStack()
         try:
-            self.zip = zipfile.ZipFile(wheel)
+            handle = self._open.enter_context(open_regular(wheel))
+            self.zip = self._open.enter_context(open_zip(handle, wheel))
         except (OSError, zipfile.BadZipFile) as exc:
+            self._open.close()
             raise ToolError(f"cannot open {wheel} as a wheel for cuobjdump: {exc}") from exc
+        except ArchwheelError:
+            self._open.close()
+            raise
         self.members: dict[str, list[zipfile.ZipInfo]] = defaultdict(list)
         for info in self.zip.infolist():
             if not info.is_dir():
@@ -177,7 +184,7 @@ class _WheelFiles:
         self.counter = 0
 
     def close(self) -> None:
-        self.zip.close()
+        self._open.close()
 
     def candidates(self) -> list[str]:
         found = []

@@ -50,7 +50,9 @@ from packaging.version import InvalidVersion, Version
 
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata
+from archwheel.binary.zipread import open_zip
 from archwheel.effects.files import (
+    open_regular,
     sha256_file,
     write_bytes_atomic,
     write_json_atomic,
@@ -228,7 +230,7 @@ def read_index(index: Path) -> tuple[IndexEntry, ...]:
 
 def _core_metadata(wheel: Path) -> bytes:
     """The wheel's ``.dist-info/METADATA`` bytes (bounded)."""
-    with zipfile.ZipFile(wheel) as archive:
+    with open_regular(wheel) as handle, open_zip(handle, wheel) as archive:
         names = [
             n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")
         ]

@@ -14,14 +14,16 @@ import io
 import json
 import struct
 import tempfile
+import zipfile
 from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from archwheel.binary.scan.binary import scan_bytes_full
+from archwheel.binary.zipread import directory_extent
 from archwheel.interfaces.render.common import literal
-from tests.support.builders import Entry, container, elf64, write_zip
+from tests.support.builders import Entry, container, elf64, with_zip64_end, write_zip
 from tests.support.fuzz import FUZZ_SETTINGS, run_bounded, sealed_environment
 
 LIB = elf64([(".nv_fatbin", container(Entry(sm=80)))])
@@ -120,3 +122,54 @@ def test_generated_member_names_are_printed_literally(name: str, fmt: str) -> No
     else:
         for raw in ("\x1b", "\x07", "\r", "\u202e", "\x00"):
             assert raw not in out.getvalue() and raw not in err.getvalue()
+
+
+def _real_zip(members: int, comment: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for i in range(members):
+            archive.writestr(f"pkg/m{i}.txt", b"x")
+        archive.comment = comment
+    return buffer.getvalue()
+
+
+@st.composite
+def zip_tails(draw: st.DrawFn) -> bytes:
+    """A real zip whose last bytes (end record, zip64 records, comment) are partly redrawn:
+    forged signatures in the comment, counts and sizes overwritten, records cut short."""
+    comment = draw(
+        st.one_of(
+            st.just(b""),
+            st.binary(max_size=64),
+            st.lists(st.sampled_from([b"PK\x05\x06", b"PK\x06\x06", b"PK\x06\x07", b"\0" * 8])).map(
+                b"".join
+            ),
+        )
+    )
+    zip64 = draw(st.booleans())
+    data = _real_zip(draw(st.integers(0, 3)), b"" if zip64 else comment)
+    if zip64:
+        data = with_zip64_end(data, draw(st.integers(0, (1 << 64) - 1)))
+    data = bytearray(data)
+    for _ in range(draw(st.integers(0, 6))):
+        at = draw(st.integers(max(0, len(data) - 120), len(data) - 1))
+        patch = draw(st.sampled_from([b"\xff\xff", b"PK\x06\x07", b"PK\x06\x06", b"\0\0\0\0"]))
+        data[at : at + len(patch)] = patch
+    cut = draw(st.integers(0, 30))
+    return bytes(data[: len(data) - cut] if cut < len(data) else data)
+
+
+@FUZZ_SETTINGS
+@given(data=zip_tails())
+def test_the_zip_end_record_checked_is_the_one_zipfile_uses(data: bytes) -> None:
+    # The member-count bound is only a bound if the numbers checked are the ones zipfile then
+    # reads: its own end-record reader is the oracle (a private function, used only here).
+    try:
+        expected = zipfile._EndRecData(io.BytesIO(data))  # type: ignore[attr-defined]
+    except (zipfile.BadZipFile, OSError, struct.error):
+        return  # zipfile refuses the archive itself: nothing is parsed
+    found = directory_extent(io.BytesIO(data))
+    if expected is None:
+        assert found is None
+    else:
+        assert found == (expected[4], expected[5])

@@ -12,11 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from archwheel.binary import zipread
 from archwheel.binary.model import InputInventory, LibraryInventory, Problem
 from archwheel.binary.scan import binary
 from archwheel.binary.scan.binary import scan_bytes_full
 from archwheel.binary.scan.inputs import scan_path
-from tests.support.builders import Entry, ar_archive, container, elf64, write_zip
+from archwheel.binary.wheelmeta import read_wheel_metadata
+from archwheel.binary.zipread import WheelReader
+from archwheel.errors import InputError
+from tests.support.builders import Entry, ar_archive, container, elf64, write_zip, zip_declaring
 from tests.support.fuzz import run_bounded
 
 MAGIC = struct.pack("<I", 0xBA55ED50)
@@ -173,3 +177,55 @@ def test_names_without_an_end_cost_linear_time() -> None:
     libraries, _ = run_bounded(lambda: scan_bytes_full("lib.so", data), len(data))
     assert libraries[0].file_kind == "shared-object"
     assert time.monotonic() - started < 30
+
+
+# -- zip directories (a wheel's member count) ---------------------------------------------------
+
+
+def test_a_zip_directory_declaring_a_billion_members_is_refused_before_it_is_parsed(
+    tmp_path: Path,
+) -> None:
+    # zipfile makes an object per member of the whole directory before anything else runs;
+    # the end record's count and size are checked first (the count that zipfile itself reads).
+    wheel = zip_declaring(tmp_path / "d-1-py3-none-any.whl", [("d/a.txt", b"x")], 10**9)
+    with pytest.raises(InputError, match=r"declares 1000000000 members, above the limit of 200000"):
+        WheelReader(wheel)
+    with pytest.raises(InputError, match="declares 1000000000 members"):
+        read_wheel_metadata(wheel)
+
+
+def test_a_zip_directory_that_holds_more_members_than_it_declares_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(zipread, "MAX_ARCHIVE_MEMBERS", 20)
+    members = [(f"pkg/m{i}.txt", b"x") for i in range(21)]
+    honest = write_zip(tmp_path / "h-1-py3-none-any.whl", members)
+    with pytest.raises(InputError, match="declares 21 members, above the limit of 20"):
+        WheelReader(honest)
+    liar = zip_declaring(tmp_path / "l-1-py3-none-any.whl", members, 1)
+    with pytest.raises(InputError, match="holds 21 members, above the limit of 20"):
+        WheelReader(liar)
+    assert len(WheelReader(write_zip(tmp_path / "ok-1-py3-none-any.whl", members[:20])).members)
+
+
+def test_a_zip_directory_larger_than_the_bound_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(zipread, "MAX_DIRECTORY_BYTES", 1000)
+    wheel = write_zip(
+        tmp_path / "n-1-py3-none-any.whl", [("n" * 200 + str(i), b"x") for i in range(5)]
+    )
+    with pytest.raises(InputError, match=r"directory declares \d+ bytes, above the limit of 1000"):
+        WheelReader(wheel)
+
+
+def test_sdist_zips_are_bounded_by_the_sdist_member_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from archwheel.build import source
+
+    monkeypatch.setattr(source, "MAX_SDIST_MEMBERS", 3)
+    archive = zip_declaring(tmp_path / "pkg-1.0.zip", [("pkg-1.0/setup.py", b"")], 4)
+    with pytest.raises(InputError, match="declares 4 members, above the limit of 3"):
+        source._unpack(archive, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -21,7 +21,7 @@ from archwheel.binary.scan.inputs import MAX_PROBLEMS_PER_INPUT, scan_wheel
 from archwheel.binary.scan.pool import scan_members
 from archwheel.binary.zipread import WheelReader
 from archwheel.exit_codes import ExitCode
-from tests.support.builders import Entry, container, elf64, write_zip
+from tests.support.builders import Entry, container, elf64, write_zip, zip_declaring
 from tests.support.fuzz import watchdog
 from tests.support.wheels import make_wheel
 
@@ -67,6 +67,9 @@ BAD_INPUTS: dict[str, Make] = {
     "huge-int-toml": _write("int.toml", b"a = " + b"9" * 100_000 + b"\n"),
     "negative-ar-size": _negative_ar,
     "random-bytes": _write("noise.whl", os.urandom(4096)),
+    "zip-declaring-a-billion-members": lambda folder: str(
+        zip_declaring(folder / "many-1.0-py3-none-any.whl", [("many/a.txt", b"x")], 10**9)
+    ),
 }
 
 COMMANDS: dict[str, Callable[[str, Path], list[str]]] = {
