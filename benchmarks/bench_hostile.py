@@ -33,7 +33,13 @@ ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("ARCHWHEEL_CACHE", ROOT / ".cache"))
 sys.path.insert(0, str(ROOT))
 
-from tests.support.builders import Entry, ar_archive, container, elf64  # noqa: E402
+from tests.support.builders import (  # noqa: E402
+    Entry,
+    ar_archive,
+    container,
+    elf64,
+    elf_names_without_end,
+)
 
 from archwheel.binary.model import (  # noqa: E402
     FatbinContainer,
@@ -44,22 +50,6 @@ from archwheel.binary.model import (  # noqa: E402
 
 TARGET_RATIO = 10.0
 MIB = 1 << 20
-
-
-def _names_without_end(count: int = 60000) -> bytes:
-    names = b"\0" + b"n" * (4 << 20)
-    table_at, names_at = 64, 64 + count * 64
-    table = bytearray(count * 64)
-    for i in range(1, count - 1):
-        struct.pack_into("<IIQQQQIIQQ", table, i * 64, 1, 1, 0, 0, names_at, 0, 0, 0, 1, 0)
-    struct.pack_into(
-        "<IIQQQQIIQQ", table, (count - 1) * 64, 1, 3, 0, 0, names_at, len(names), 0, 0, 1, 0
-    )
-    ident = b"\x7fELF" + bytes([2, 1, 1, 0, 0]) + b"\0" * 7
-    header = ident + struct.pack(
-        "<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, table_at, 0, 64, 0, 0, 64, count, count - 1
-    )
-    return header + bytes(table) + names
 
 
 def cases() -> dict[str, Callable[[], list[tuple[str, bytes]]]]:
@@ -82,7 +72,7 @@ def cases() -> dict[str, Callable[[], list[tuple[str, bytes]]]]:
             ("pkg/libm.a", ar_archive([(f"member{i}.o", small) for i in range(20000)]))
         ],
         "many wheel members": lambda: [(f"pkg/lib{i}.so", small) for i in range(5000)],
-        "names without an end": lambda: [("pkg/libn.so", _names_without_end())],
+        "names without an end": lambda: [("pkg/libn.so", elf_names_without_end(60000, 4 << 20))],
     }
 
 

@@ -158,6 +158,24 @@ def write_zip(path: Path, members: list[tuple[str, bytes]], *, stored: bool = Fa
     return path
 
 
+def elf_names_without_end(count: int, name_bytes: int) -> bytes:
+    """An ELF of ``count`` section headers that all name offset 1 of a name table of
+    ``name_bytes`` bytes holding no NUL after its first byte (a name search without an end)."""
+    names = b"\0" + b"n" * name_bytes
+    table_at, names_at = 64, 64 + count * 64
+    table = bytearray(count * 64)
+    for i in range(1, count - 1):
+        struct.pack_into("<IIQQQQIIQQ", table, i * 64, 1, 1, 0, 0, names_at, 0, 0, 0, 1, 0)
+    struct.pack_into(
+        "<IIQQQQIIQQ", table, (count - 1) * 64, 1, 3, 0, 0, names_at, len(names), 0, 0, 1, 0
+    )
+    ident = b"\x7fELF" + bytes([2, 1, 1, 0, 0]) + b"\0" * 7
+    header = ident + struct.pack(
+        "<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, table_at, 0, 64, 0, 0, 64, count, count - 1
+    )
+    return header + bytes(table) + names
+
+
 def zip_declaring(path: Path, members: list[tuple[str, bytes]], declared: int) -> Path:
     """A real zip of ``members`` whose end records declare ``declared`` members (see
     ``with_zip64_end``): ``zipfile`` reads the directory by its size, so the archive opens and

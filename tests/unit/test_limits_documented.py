@@ -68,13 +68,16 @@ def _module(short: str) -> str:
         "matrix.plan": "archwheel.matrix.plan",
         "commands.diff": "archwheel.interfaces.commands.diff",
         "render.common": "archwheel.interfaces.render.common",
+        "render.html": "archwheel.interfaces.render.html",
     }
     return prefixes[short]
 
 
 def test_audit_help_states_the_scanner_limits() -> None:
+    from archwheel.binary import zipread
     from archwheel.binary.scan import binary, inputs
     from archwheel.interfaces.commands.audit import DESCRIPTION
+    from archwheel.interfaces.render import common
 
     text = " ".join(DESCRIPTION.split())
     for value in (
@@ -84,5 +87,7 @@ def test_audit_help_states_the_scanner_limits() -> None:
         binary.MAX_RAW_CUBINS,
         binary.MAX_PROBLEMS_PER_LIBRARY,
         inputs.MAX_PROBLEMS_PER_INPUT,
+        zipread.MAX_ARCHIVE_MEMBERS,
+        common.MAX_LIBRARY_ROWS,
     ):
         assert str(value) in text, value

@@ -20,7 +20,15 @@ from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.binary.zipread import WheelReader
 from archwheel.errors import InputError
-from tests.support.builders import Entry, ar_archive, container, elf64, write_zip, zip_declaring
+from tests.support.builders import (
+    Entry,
+    ar_archive,
+    container,
+    elf64,
+    elf_names_without_end,
+    write_zip,
+    zip_declaring,
+)
 from tests.support.fuzz import run_bounded
 
 MAGIC = struct.pack("<I", 0xBA55ED50)
@@ -158,21 +166,7 @@ def test_entries_per_input_are_bounded(tmp_path: Path, monkeypatch: pytest.Monke
 def test_names_without_an_end_cost_linear_time() -> None:
     # 60000 section headers all naming offset 1 of a 16 MiB name table that holds no NUL: the
     # search for each name's end is bounded, not the whole table per section (hours before).
-    count = 60000
-    names = b"\0" + b"n" * (16 << 20)
-    table_at = 64
-    names_at = table_at + count * 64
-    table = bytearray(count * 64)
-    for i in range(1, count - 1):
-        struct.pack_into("<IIQQQQIIQQ", table, i * 64, 1, 1, 0, 0, names_at, 0, 0, 0, 1, 0)
-    struct.pack_into(
-        "<IIQQQQIIQQ", table, (count - 1) * 64, 1, 3, 0, 0, names_at, len(names), 0, 0, 1, 0
-    )
-    ident = b"\x7fELF" + bytes([2, 1, 1, 0, 0]) + b"\0" * 7
-    header = ident + struct.pack(
-        "<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, table_at, 0, 64, 0, 0, 64, count, count - 1
-    )
-    data = header + bytes(table) + names
+    data = elf_names_without_end(60000, 16 << 20)
     started = time.monotonic()
     libraries, _ = run_bounded(lambda: scan_bytes_full("lib.so", data), len(data))
     assert libraries[0].file_kind == "shared-object"

@@ -12,9 +12,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from archwheel.binary.model import LibraryInventory, Origin, Severity
+from archwheel.binary.model import ImageRow, LibraryInventory, Origin, Severity
 from archwheel.facts.arch import CodeKind
 from archwheel.interfaces.render.common import (
+    MAX_DETAIL_ROWS,
+    MAX_LIBRARY_ROWS,
+    bounded,
     compact,
     err_console,
     human_bytes,
@@ -22,6 +25,7 @@ from archwheel.interfaces.render.common import (
     markdown_table,
     md_code,
     md_text,
+    more_rows,
     plain,
     safe,
 )
@@ -44,6 +48,23 @@ def _arch_cells(lib: LibraryInventory, kind: CodeKind) -> list[str]:
     full = max(counts.values())
     names = sorted(counts, key=lambda a: order[a])  # type: ignore[arg-type, return-value]
     return [a if counts[a] == full or full == 1 else f"{a}({counts[a]})" for a in names]
+
+
+def shown_libraries(report: AuditReport) -> tuple[list[LibraryInventory], int]:
+    """The libraries with device code that the text, Markdown and HTML tables list (failing
+    ones first when there are too many) and how many are left out (``MAX_LIBRARY_ROWS``)."""
+    libraries = report.inventory.device_libraries
+    if report.expect is None:
+        return bounded(libraries, MAX_LIBRARY_ROWS)
+    failing = {v.library.path for v in report.failing}
+    return bounded(libraries, MAX_LIBRARY_ROWS, first=lambda lib: lib.path in failing)
+
+
+def _detail_rows(
+    libraries: Sequence[LibraryInventory],
+) -> tuple[list[tuple[LibraryInventory, ImageRow]], int]:
+    rows = [(lib, r) for lib in libraries for r in lib.images()]
+    return bounded(rows, MAX_DETAIL_ROWS)
 
 
 def _device_bytes(lib: LibraryInventory) -> int:
@@ -92,9 +113,15 @@ def render_table(reports: Sequence[AuditReport], console: Console, *, detail: bo
         if report.expect is not None:
             console.print(plain(f"expected: {report.expect}"))
         if inv.device_libraries:
-            console.print(_library_table(report))
+            libraries, hidden = shown_libraries(report)
+            console.print(_library_table(report, libraries))
+            if hidden:
+                console.print(plain(more_rows(hidden, "libraries", MAX_LIBRARY_ROWS)))
             if detail:
-                console.print(_detail_table(report))
+                rows, more = _detail_rows(libraries)
+                console.print(_detail_table(rows))
+                if more:
+                    console.print(plain(more_rows(more, "rows", MAX_DETAIL_ROWS)))
             console.print(_cost_table(report))
         else:
             console.print("no device code found")
@@ -105,7 +132,7 @@ def render_table(reports: Sequence[AuditReport], console: Console, *, detail: bo
     console.print(plain(verdict_line(reports), style=f"bold {style}"))
 
 
-def _library_table(report: AuditReport) -> Table:
+def _library_table(report: AuditReport, libraries: Sequence[LibraryInventory]) -> Table:
     with_expect = report.expect is not None
     table = Table(title="device code per library", title_justify="left", show_lines=False)
     table.add_column("library", overflow="fold", ratio=3)
@@ -116,7 +143,7 @@ def _library_table(report: AuditReport) -> Table:
         table.add_column("extra", ratio=2)
     table.add_column("device code", justify="right")
     verdicts = {v.library.path: v for v in report.libraries}
-    for lib in report.inventory.device_libraries:
+    for lib in libraries:
         row = [
             safe(lib.path),
             compact(_arch_cells(lib, CodeKind.SASS)),
@@ -130,24 +157,23 @@ def _library_table(report: AuditReport) -> Table:
     return table
 
 
-def _detail_table(report: AuditReport) -> Table:
+def _detail_table(rows: Sequence[tuple[LibraryInventory, ImageRow]]) -> Table:
     table = Table(title="images per section", title_justify="left")
     for col in ("library", "section", "kind", "arch", "count", "stored", "uncompressed", "codec"):
         table.add_column(
             col, justify="right" if col in ("count", "stored", "uncompressed") else "left"
         )
-    for lib in report.inventory.device_libraries:
-        for r in lib.images():
-            table.add_row(
-                safe(_short(lib.path)),
-                safe(r.section) + (" (raw cubin)" if r.origin is Origin.RAW_CUBIN else ""),
-                r.kind.value,
-                r.arch + (f" (PTX {','.join(map(str, r.ptx_isa))})" if r.ptx_isa else ""),
-                str(r.count),
-                human_bytes(r.stored_bytes),
-                human_bytes(r.uncompressed_bytes),
-                ",".join(c.value for c in r.compressions),
-            )
+    for lib, r in rows:
+        table.add_row(
+            safe(_short(lib.path)),
+            safe(r.section) + (" (raw cubin)" if r.origin is Origin.RAW_CUBIN else ""),
+            r.kind.value,
+            r.arch + (f" (PTX {','.join(map(str, r.ptx_isa))})" if r.ptx_isa else ""),
+            str(r.count),
+            human_bytes(r.stored_bytes),
+            human_bytes(r.uncompressed_bytes),
+            ",".join(c.value for c in r.compressions),
+        )
     return table
 
 
@@ -193,7 +219,8 @@ def render_markdown(reports: Sequence[AuditReport], *, detail: bool) -> str:
             headers += ["missing", "extra"]
         headers.append("device code")
         rows = []
-        for lib in inv.device_libraries:
+        libraries, hidden = shown_libraries(report)
+        for lib in libraries:
             row = [
                 md_code(lib.path),
                 compact(_arch_cells(lib, CodeKind.SASS)),
@@ -207,7 +234,10 @@ def render_markdown(reports: Sequence[AuditReport], *, detail: bool) -> str:
         if rows:
             out.append(markdown_table(headers, rows))
             out.append("")
+        if hidden:
+            out.extend([md_text(more_rows(hidden, "libraries", MAX_LIBRARY_ROWS)), ""])
         if detail:
+            shown_rows, more = _detail_rows(libraries)
             detail_rows = [
                 [
                     md_code(_short(lib.path)),
@@ -218,8 +248,7 @@ def render_markdown(reports: Sequence[AuditReport], *, detail: bool) -> str:
                     human_bytes(r.stored_bytes),
                     human_bytes(r.uncompressed_bytes),
                 ]
-                for lib in inv.device_libraries
-                for r in lib.images()
+                for lib, r in shown_rows
             ]
             out.append(
                 markdown_table(
@@ -228,6 +257,8 @@ def render_markdown(reports: Sequence[AuditReport], *, detail: bool) -> str:
                 )
             )
             out.append("")
+            if more:
+                out.extend([md_text(more_rows(more, "rows", MAX_DETAIL_ROWS)), ""])
         costs = report.costs()
         if costs:
             out.append(

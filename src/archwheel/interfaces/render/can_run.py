@@ -6,24 +6,42 @@ from rich.console import Console
 from rich.table import Table
 
 from archwheel.facts.catalog import load_facts
-from archwheel.interfaces.render.common import cite, md_code, md_text, safe
+from archwheel.interfaces.render.common import (
+    MAX_LIBRARY_ROWS,
+    bounded,
+    cite,
+    md_code,
+    md_text,
+    more_rows,
+    safe,
+)
 from archwheel.interfaces.render.verdict_labels import VERDICT_LABEL, VERDICT_STYLE
-from archwheel.verdicts.compat.report import CanRunReport, InputGpuVerdict
+from archwheel.verdicts.compat.report import CanRunReport, InputVerdicts, LibraryVerdict
 from archwheel.verdicts.vocabulary import Verdict
 
+_FINE = (Verdict.NATIVE, Verdict.LINK_ONLY)
 
-def _cell(v: InputGpuVerdict, library: str) -> str:
-    for lib in v.libraries:
-        if lib.library == library:
-            style = VERDICT_STYLE[lib.verdict]
-            images = [a for a, _ in lib.native_archs()] or [a for a, _ in lib.jit_archs()]
-            detail = (
-                f" {', '.join(images)}"
-                if images and lib.verdict is not Verdict.NO_KERNEL_IMAGE
-                else ""
-            )
-            return f"[{style}]{VERDICT_LABEL[lib.verdict]}[/{style}]{safe(detail)}"
-    return "-"
+
+def _cell(lib: LibraryVerdict | None) -> str:
+    if lib is None:
+        return "-"
+    style = VERDICT_STYLE[lib.verdict]
+    images = [a for a, _ in lib.native_archs()] or [a for a, _ in lib.jit_archs()]
+    detail = (
+        f" {', '.join(images)}" if images and lib.verdict is not Verdict.NO_KERNEL_IMAGE else ""
+    )
+    return f"[{style}]{VERDICT_LABEL[lib.verdict]}[/{style}]{safe(detail)}"
+
+
+def _rows(item: InputVerdicts) -> tuple[list[str], int, list[dict[str, LibraryVerdict]]]:
+    """The libraries listed (at most ``MAX_LIBRARY_ROWS``, those not fine on some GPU first),
+    how many are left out, and each GPU's verdicts by library (one lookup per cell: a wheel of
+    20000 libraries was a scan of every library per cell)."""
+    per_gpu = [{lib.library: lib for lib in v.libraries} for v in item.per_gpu]
+    libraries = [lib.library for lib in item.per_gpu[0].libraries] if item.per_gpu else []
+    unfine = {lib.library for v in item.per_gpu for lib in v.libraries if lib.verdict not in _FINE}
+    shown, hidden = bounded(libraries, MAX_LIBRARY_ROWS, first=lambda name: name in unfine)
+    return shown, hidden, per_gpu
 
 
 def can_run_table(report: CanRunReport, out: Console) -> None:
@@ -34,24 +52,26 @@ def can_run_table(report: CanRunReport, out: Console) -> None:
         table.add_column("library")
         for gpu in report.gpus:
             table.add_column(safe(gpu.label))
-        libraries = [lib.library for lib in item.per_gpu[0].libraries] if item.per_gpu else []
+        libraries, hidden, per_gpu = _rows(item)
         for library in libraries:
-            table.add_row(safe(library), *(_cell(v, library) for v in item.per_gpu))
+            table.add_row(safe(library), *(_cell(by_name.get(library)) for by_name in per_gpu))
         verdict_row = []
         for v in item.per_gpu:
             style = VERDICT_STYLE[v.verdict]
             verdict_row.append(f"[{style}]{VERDICT_LABEL[v.verdict]}[/{style}]")
         table.add_row("[bold]wheel verdict[/bold]", *verdict_row)
         out.print(table)
+        if hidden:
+            out.print(safe(more_rows(hidden, "libraries", MAX_LIBRARY_ROWS)))
         for problem in item.problems:
             out.print(f"[red]incomplete:[/red] {safe(problem)}")
         if item.per_gpu:
             runtime = item.per_gpu[0].runtime
             out.print(safe(f"runtime: {runtime.reason.text} [{runtime.reason.rule_id}]"))
-        for v in item.per_gpu:
+        for v, by_name in zip(item.per_gpu, per_gpu, strict=True):
             out.print(f"[bold]{safe(v.gpu.label)}[/bold]: {safe(v.headline())}")
-            for lib in v.libraries:
-                if lib.verdict in (Verdict.NATIVE, Verdict.LINK_ONLY):
+            for lib in (by_name[name] for name in libraries):
+                if lib.verdict in _FINE:
                     continue
                 out.print(f"  {safe(lib.library)}: {safe(lib.summary())}")
                 for reason in lib.reasons:
@@ -75,12 +95,11 @@ def can_run_markdown(report: CanRunReport) -> str:
         lines.append("")
         lines.append("| library | " + " | ".join(g.label for g in report.gpus) + " |")
         lines.append("|---|" + "---|" * len(report.gpus))
-        libraries = [lib.library for lib in item.per_gpu[0].libraries] if item.per_gpu else []
+        libraries, hidden, per_gpu = _rows(item)
         for library in libraries:
-            cells = []
-            for v in item.per_gpu:
-                lib = next(x for x in v.libraries if x.library == library)
-                cells.append(lib.summary())
+            cells = [
+                by_name[library].summary() if library in by_name else "-" for by_name in per_gpu
+            ]
             cells = [md_text(c).replace("|", "\\|") for c in cells]
             name = md_code(library).replace("|", "\\|")
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
@@ -90,9 +109,11 @@ def can_run_markdown(report: CanRunReport) -> str:
             + " |"
         )
         lines.append("")
-        for v in item.per_gpu:
+        if hidden:
+            lines.extend([md_text(more_rows(hidden, "libraries", MAX_LIBRARY_ROWS)), ""])
+        for v, by_name in zip(item.per_gpu, per_gpu, strict=True):
             lines.append(f"- **{v.gpu.label}**: {v.headline()}")
-            for lib in v.libraries:
+            for lib in (by_name[name] for name in libraries if name in by_name):
                 lines.extend(f"  - fix ({md_code(lib.library)}): {fix}" for fix in lib.fixes)
         if item.per_gpu:
             lines.append(f"- runtime: {item.per_gpu[0].runtime.reason.text}")

@@ -23,6 +23,11 @@ FORMATS = ("table", "json", "markdown")
 # The most characters of one name or message shown in text output (JSON keeps everything).
 MAX_SHOWN = 2048
 _MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*[]<>"})
+# Rows of one input's per-library tables in text, Markdown and HTML (JSON lists every library):
+# a wheel of 200000 tiny libraries must not take minutes and gigabytes to print. Real wheels are
+# far below: torch 2.14.1 has 3 libraries with device code.
+MAX_LIBRARY_ROWS = 500
+MAX_DETAIL_ROWS = 2000  # rows of ``audit --detail``'s images-per-section table
 
 
 class JsonResult(Protocol):
@@ -30,6 +35,27 @@ class JsonResult(Protocol):
 
 
 R = TypeVar("R", bound=JsonResult)
+T = TypeVar("T")
+
+
+def bounded(
+    items: Sequence[T], limit: int, *, first: Callable[[T], bool] | None = None
+) -> tuple[list[T], int]:
+    """At most ``limit`` of ``items``, in their order, and how many were left out. Over the
+    limit, the items ``first`` picks (the failing ones, say) are kept before the others."""
+    if len(items) <= limit:
+        return list(items), 0
+    if first is None:
+        return list(items[:limit]), len(items) - limit
+    picked = [i for i, item in enumerate(items) if first(item)][:limit]
+    others = [i for i, item in enumerate(items) if not first(item)][: limit - len(picked)]
+    kept = sorted(picked + others)
+    return [items[i] for i in kept], len(items) - len(kept)
+
+
+def more_rows(hidden: int, what: str, limit: int) -> str:
+    """The line that stands for the rows ``bounded`` left out."""
+    return f"... and {hidden} more {what} (at most {limit} shown; --format json lists all)"
 
 
 def literal(text: object, limit: int = MAX_SHOWN) -> str:

@@ -4,8 +4,25 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from archwheel.interfaces.render.common import compact, human_bytes, markdown_table, md_code, safe
+from archwheel.interfaces.render.common import (
+    MAX_LIBRARY_ROWS,
+    bounded,
+    compact,
+    human_bytes,
+    markdown_table,
+    md_code,
+    md_text,
+    more_rows,
+    safe,
+)
 from archwheel.verdicts.diff import DiffReport, LibraryChange
+
+
+def _changes(report: DiffReport) -> tuple[list[LibraryChange], int]:
+    """The changed libraries listed (at most ``MAX_LIBRARY_ROWS``, those that dropped an arch
+    first) and how many changed ones are left out."""
+    changed = [c for c in report.libraries if c.status != "same"]
+    return bounded(changed, MAX_LIBRARY_ROWS, first=lambda c: bool(c.dropped))
 
 
 def _text(value: str | None) -> str:
@@ -43,9 +60,8 @@ def render_table(report: DiffReport, out: Console) -> None:
         out.print(f"  {safe(key)}: {safe(_text(before))} -> {safe(_text(after))}")
     for name, before, after in report.pin_changes:
         out.print(f"  pin {safe(name)}: {safe(_text(before))} -> {safe(_text(after))}")
-    for change in report.libraries:
-        if change.status == "same":
-            continue
+    changes, hidden = _changes(report)
+    for change in changes:
         out.print(f"  {safe(change.path)}: {change.status}")
         if change.added:
             out.print(f"      added:   {compact(change.added)}")
@@ -54,6 +70,8 @@ def render_table(report: DiffReport, out: Console) -> None:
         sizes = _size_line(change)
         if sizes:
             out.print(f"      sizes:   {safe(sizes)}")
+    if hidden:
+        out.print(f"  {safe(more_rows(hidden, 'changed libraries', MAX_LIBRARY_ROWS))}")
     same = sum(1 for c in report.libraries if c.status == "same")
     if same:
         out.print(f"  {same} libraries unchanged")
@@ -73,6 +91,7 @@ def render_markdown(report: DiffReport) -> str:
             )
         )
         parts.append("")
+    listed, hidden = _changes(report)
     rows = [
         (
             md_code(c.path),
@@ -81,11 +100,12 @@ def render_markdown(report: DiffReport) -> str:
             compact(c.dropped),
             _size_line(c) or "-",
         )
-        for c in report.libraries
-        if c.status != "same"
+        for c in listed
     ]
     if rows:
         parts.append(markdown_table(("library", "change", "added", "dropped", "sizes"), rows))
+    if hidden:
+        parts.append("\n" + md_text(more_rows(hidden, "changed libraries", MAX_LIBRARY_ROWS)))
     same = sum(1 for c in report.libraries if c.status == "same")
     if same:
         parts.append(f"\n{same} libraries unchanged.")

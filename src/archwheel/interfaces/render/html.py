@@ -26,7 +26,14 @@ from archwheel import __version__
 from archwheel.binary.model import LibraryInventory
 from archwheel.errors import ToolError
 from archwheel.facts.arch import CodeKind
-from archwheel.interfaces.render.common import compact, human_bytes, literal
+from archwheel.interfaces.render.audit import shown_libraries
+from archwheel.interfaces.render.common import (
+    MAX_LIBRARY_ROWS,
+    compact,
+    human_bytes,
+    literal,
+    more_rows,
+)
 from archwheel.verdicts.audit import AuditReport, LibraryVerdict
 
 STYLE = """
@@ -45,6 +52,9 @@ details pre { background: #f6f8fa; padding: 1em; overflow-x: auto; max-height: 4
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
 code { font-size: 0.95em; }
 """
+# Bars in one input's chart: the largest libraries by stored device code (a chart of thousands
+# of bars is unreadable, and matplotlib takes minutes and gigabytes to draw 20000).
+MAX_CHART_LIBRARIES = 40
 
 
 def _figure_svg(rows: Mapping[str, Mapping[str, int]], title: str) -> str:
@@ -141,16 +151,24 @@ def _input_section(n: int, report: AuditReport) -> list[str]:
         f"{len(inv.device_libraries)} with device code{expected}: "
         f'<span class="verdict {overall[0]}">{e(overall[1])}</span></p>'
     )
-    rows = {lib.path: _costs(lib) for lib in inv.device_libraries}
-    if rows:
-        chart = _figure_svg(rows, "what each arch costs, per library")
+    libraries, hidden = shown_libraries(report)
+    costs = {lib.path: _costs(lib) for lib in inv.device_libraries}
+    if costs:
+        title = "what each arch costs, per library"
+        charted = costs
+        if len(inv.device_libraries) > MAX_CHART_LIBRARIES:
+            largest = sorted(costs, key=lambda path: -sum(costs[path].values()))
+            keep = set(largest[:MAX_CHART_LIBRARIES])
+            charted = {path: c for path, c in costs.items() if path in keep}
+            title += f" (the {len(charted)} largest of {len(inv.device_libraries)})"
+        chart = _figure_svg(charted, title)
         out.append(f'<figure class="arch-cost-chart" id="chart-{n}">{chart}</figure>')
     out.append('<table class="libraries">')
     out.append(
         "<tr><th>library</th><th>SASS</th><th>PTX / LTO-IR</th><th>extra</th>"
         "<th>device code</th><th>verdict</th></tr>"
     )
-    for lib in inv.device_libraries:
+    for lib in libraries:
         verdict = verdicts.get(lib.path)
         css, text = _verdict(report, verdict)
         sass = sorted({r.arch for r in lib.images() if r.kind is CodeKind.SASS}, key=_arch_order)
@@ -161,10 +179,12 @@ def _input_section(n: int, report: AuditReport) -> list[str]:
         out.append(
             f'<tr class="library" data-library="{e(lib.path)}"><td><code>{e(lib.path)}</code>'
             f"</td><td>{e(compact(sass))}</td><td>{e(compact(other))}</td><td>{e(extra)}</td>"
-            f'<td class="num">{e(human_bytes(sum(_costs(lib).values())))}</td>'
+            f'<td class="num">{e(human_bytes(sum(costs[lib.path].values())))}</td>'
             f'<td><span class="verdict {css}">{e(text)}</span></td></tr>'
         )
     out.append("</table>")
+    if hidden:
+        out.append(f'<p class="more">{e(more_rows(hidden, "libraries", MAX_LIBRARY_ROWS))}</p>')
     if inv.problems:
         out.append('<h3>problems</h3><ul class="problems">')
         for p in inv.problems:
