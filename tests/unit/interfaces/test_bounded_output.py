@@ -17,7 +17,10 @@ import pytest
 from archwheel.interfaces.render.common import MAX_LIBRARY_ROWS, bounded
 from archwheel.interfaces.render.html import MAX_CHART_LIBRARIES
 from tests.support.builders import Entry, container, elf64, write_zip
+from tests.support.can_load_fakes import EXT, Fakes, compile_so, fakes, make_wheel
 from tests.support.cli import CliRun
+
+__all__ = ["fakes"]  # the fixture, imported for the can-load test
 
 EXTRA = 12
 
@@ -102,6 +105,27 @@ def test_diff_lists_the_libraries_that_dropped_an_arch_first(
         listed = set(re.findall(r"pkg/lib(\d{4})\.so", out))
         assert dropping <= listed and len(listed) == MAX_LIBRARY_ROWS, fmt
         assert f"{EXTRA} more changed libraries" in out, fmt
+
+
+def test_can_load_lists_the_libraries_that_do_not_load_first(
+    cli_run: CliRun, fakes: Fakes, tmp_path: Path
+) -> None:
+    # MAX_LIBRARY_ROWS + EXTRA extension modules that need nothing from torch, and three (the
+    # last ones) that call c10::foo, which the older torch lacks: they do not load.
+    fine = compile_so(tmp_path / f"_fine.{EXT}", 'extern "C" int fine() { return 1; }\n')
+    count = MAX_LIBRARY_ROWS + EXTRA
+    files = {f"many/m{i:04d}.{EXT}": fine for i in range(count - 3)}
+    files.update({f"many/m{i:04d}.{EXT}": fakes.ext_so for i in range(count - 3, count)})
+    wheel = make_wheel(tmp_path, "many", "1.0", files, ("torch",))
+    failing = {f"{i:04d}" for i in range(count - 3, count)}
+    for fmt in ("table", "markdown"):
+        code, out, err = cli_run(
+            "can-load", str(wheel), "--with", str(fakes.torch_old), "--format", fmt
+        )
+        assert code == 1, err
+        listed = set(re.findall(r"many/m(\d{4})\.", out))
+        assert failing <= listed and len(listed) == MAX_LIBRARY_ROWS, fmt
+        assert f"{EXTRA} more libraries" in out, fmt
 
 
 def test_json_keeps_every_library(cli_run: CliRun, crowded_wheel: Path) -> None:

@@ -6,7 +6,15 @@ from collections.abc import Mapping
 
 from rich.console import Console
 
-from archwheel.interfaces.render.common import markdown_table, md_code, md_text, safe
+from archwheel.interfaces.render.common import (
+    MAX_LIBRARY_ROWS,
+    bounded,
+    markdown_table,
+    md_code,
+    md_text,
+    more_rows,
+    safe,
+)
 from archwheel.verdicts.load import LibraryLoad, LoadReport, LoadVerdict, MissingSymbol
 
 _LABEL = {
@@ -20,6 +28,13 @@ _STYLE = {LoadVerdict.LOADS: "green", LoadVerdict.FAILS: "bold red", LoadVerdict
 def symbol_text(symbol: MissingSymbol, demangled: Mapping[str, str]) -> str:
     name = demangled.get(symbol.name, symbol.name)
     return f"{name}@{symbol.version}" if symbol.version else name
+
+
+def _listed(report: LoadReport) -> tuple[list[LibraryLoad], int]:
+    """The libraries listed (at most ``MAX_LIBRARY_ROWS``, those that do not load first)."""
+    return bounded(
+        report.libraries, MAX_LIBRARY_ROWS, first=lambda lib: lib.verdict is not LoadVerdict.LOADS
+    )
 
 
 def _library_lines(lib: LibraryLoad, demangled: Mapping[str, str]) -> list[str]:
@@ -73,11 +88,14 @@ def render_table(report: LoadReport, out: Console, demangled: Mapping[str, str])
         out.print(
             "  assumed loaded by torch (from wheels not given): " + safe(", ".join(report.assumed))
         )
-    for lib in report.libraries:
+    listed, hidden = _listed(report)
+    for lib in listed:
         style = _STYLE[lib.verdict]
         out.print(f"  {safe(lib.path)}: [{style}]{_LABEL[lib.verdict]}[/]")
         for line in _library_lines(lib, demangled):
             out.print(f"      {safe(line)}")
+    if hidden:
+        out.print(f"  {safe(more_rows(hidden, 'libraries', MAX_LIBRARY_ROWS))}")
     for problem in report.problems:
         out.print(f"  problem: {safe(problem)}")
     out.print(f"verdict: [{_STYLE[report.verdict]}]{_LABEL[report.verdict]}[/]")
@@ -94,14 +112,17 @@ def render_markdown(report: LoadReport, demangled: Mapping[str, str]) -> str:
     if report.assumed:
         parts.append("- assumed loaded by torch: " + ", ".join(md_code(a) for a in report.assumed))
     parts.append("")
+    listed, hidden = _listed(report)
     rows = [
         (
             md_code(lib.path),
             _LABEL[lib.verdict],
             "<br>".join(md_text(line) for line in _library_lines(lib, demangled)) or "-",
         )
-        for lib in report.libraries
+        for lib in listed
     ]
     parts.append(markdown_table(("library", "verdict", "details"), rows))
+    if hidden:
+        parts.append("\n" + md_text(more_rows(hidden, "libraries", MAX_LIBRARY_ROWS)))
     parts.extend(f"\n- problem: {p}" for p in report.problems)
     return "\n".join(parts) + "\n"
