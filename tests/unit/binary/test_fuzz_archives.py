@@ -147,10 +147,10 @@ def zip_tails(draw: st.DrawFn) -> bytes:
         )
     )
     zip64 = draw(st.booleans())
-    data = _real_zip(draw(st.integers(0, 3)), b"" if zip64 else comment)
+    made = _real_zip(draw(st.integers(0, 3)), b"" if zip64 else comment)
     if zip64:
-        data = with_zip64_end(data, draw(st.integers(0, (1 << 64) - 1)))
-    data = bytearray(data)
+        made = with_zip64_end(made, draw(st.integers(0, (1 << 64) - 1)))
+    data = bytearray(made)
     for _ in range(draw(st.integers(0, 6))):
         at = draw(st.integers(max(0, len(data) - 120), len(data) - 1))
         patch = draw(st.sampled_from([b"\xff\xff", b"PK\x06\x07", b"PK\x06\x06", b"\0\0\0\0"]))
