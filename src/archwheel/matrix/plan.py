@@ -50,6 +50,10 @@ MATRIX_SCHEMA_VERSION = 1
 # The largest matrix file read and its deepest nesting (a real one nests 3 deep; docs/design.md).
 MAX_MATRIX_BYTES = 1 << 20
 MAX_MATRIX_NESTING = 16
+# The most cells one matrix may span (recipes x torch x python x arch lists, before exclusions):
+# a real one has tens; a 9 KB file of 200 x 200 x 150 values would plan six
+# million cells for minutes and gigabytes before saying anything.
+MAX_MATRIX_CELLS = 10_000
 AXES = ("recipe", "torch", "python", "arch")
 _FILE_AXES = {"recipes": "recipe", "torch": "torch", "python": "python", "arch": "arch"}
 
@@ -268,14 +272,20 @@ def cell_key(cell: Cell, recipe: RecipeFacts) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
+def _axes(
+    spec: MatrixSpec, facts: RecipeFacts
+) -> tuple[tuple[str | None, ...], tuple[str, ...], tuple[str, ...]]:
+    """The torch, Python and arch values one recipe's cells take."""
+    torches: tuple[str | None, ...] = (
+        (spec.torch or (facts.torch,)) if facts.torch is not None else (None,)
+    )
+    return torches, spec.python or facts.python_versions[:1], spec.arch or (facts.default_arch,)
+
+
 def _cells(spec: MatrixSpec, recipes: Mapping[str, RecipeFacts]) -> Iterable[tuple[Cell, str]]:
     for name in spec.recipes:
         facts = recipes[name]
-        torches: tuple[str | None, ...] = (
-            (spec.torch or (facts.torch,)) if facts.torch is not None else (None,)
-        )
-        pythons = spec.python or facts.python_versions[:1]
-        archs = spec.arch or (facts.default_arch,)
+        torches, pythons, archs = _axes(spec, facts)
         for torch, python, arch in product(torches, pythons, archs):
             reason = ""
             if python not in facts.python_versions:
@@ -295,6 +305,15 @@ def make_plan(
     missing = [r for r in spec.recipes if r not in recipes]
     if missing:
         raise UsageError(f"unknown recipe {missing[0]!r}")
+    spanned = 0
+    for name in spec.recipes:
+        torches, pythons, archs = _axes(spec, recipes[name])
+        spanned += len(torches) * len(pythons) * len(archs)
+    if spanned > MAX_MATRIX_CELLS:
+        raise UsageError(
+            f"the matrix spans {spanned} cells, above the limit of {MAX_MATRIX_CELLS}",
+            hint="split it into several matrices (each with its own --index), or narrow an axis",
+        )
     published: dict[str, list[str]] = {}
     for entry in index:
         if entry.cell_key:

@@ -128,6 +128,23 @@ def test_defaults_are_the_recipes() -> None:
     assert [c.cell.label for c in plan.cells] == ["kern torch 2.14.1 py3.11 [8.0;9.0]"]
 
 
+def test_a_matrix_spanning_too_many_cells_is_refused_before_any_is_planned() -> None:
+    # Issue 13: a 9 KB file of 200 torch x 200 Python x 150 arch values planned six million cells
+    # (minutes, gigabytes) before saying anything; the product is checked first.
+    from archwheel.matrix import plan
+
+    torches = tuple(f"2.14.{i}" for i in range(200))
+    pythons = tuple(f"3.{i}" for i in range(200))
+    archs = tuple(f"{a};{b}" for a in ("8.0", "8.6", "8.9") for b in ("9.0", "10.0", "12.0"))
+    spec = MatrixSpec(recipes=("kern", "other"), torch=torches, python=pythons, arch=archs)
+    spanned = 200 * 200 * 9 + 1 * 200 * 9  # "other" is not built against torch
+    with pytest.raises(UsageError, match=f"spans {spanned} cells, above the limit of 10000"):
+        make_plan(spec, RECIPES, ())
+    fits = MatrixSpec(recipes=("kern",), torch=torches[:10], python=pythons[:2], arch=archs)
+    assert plan.MAX_MATRIX_CELLS >= 10 * 2 * 9
+    assert len(make_plan(fits, RECIPES, ()).cells) == 10 * 2 * 9
+
+
 def test_unknown_recipe_and_bad_exclusion() -> None:
     with pytest.raises(UsageError, match="unknown recipe 'nope'"):
         make_plan(MatrixSpec(recipes=("nope",)), RECIPES, ())

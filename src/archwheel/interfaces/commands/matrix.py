@@ -42,6 +42,7 @@ from archwheel.interfaces.render.matrix import print_cell, print_plan, print_pub
 from archwheel.matrix.export import EXPORTS, ExportOptions, export
 from archwheel.matrix.index import Candidate, candidates_from, publish, read_index
 from archwheel.matrix.plan import (
+    MAX_MATRIX_CELLS,
     Action,
     Cell,
     MatrixPlan,
@@ -80,7 +81,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "Build every cell of a matrix (recipes x torch x Python x arch lists, less "
             "exclusions) that the index does not already hold with the same inputs, and "
             "publish each audited wheel into a PEP 503 simple index with find-links pages "
-            "per torch+CUDA."
+            f"per torch+CUDA. A matrix may span at most {MAX_MATRIX_CELLS} cells (exit 2 above; "
+            "docs/design.md)."
         ),
         epilog=MATRIX_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
