@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,8 @@ from tests.support.cli import CliRun
 __all__ = ["fakes"]  # the fixture, imported for the can-load test
 
 EXTRA = 12
+# The last three libraries of each generated wheel are the failing ones.
+FAILING = {f"{i:04d}" for i in range(MAX_LIBRARY_ROWS + EXTRA - 3, MAX_LIBRARY_ROWS + EXTRA)}
 
 
 def _dist_info(version: str) -> list[tuple[str, bytes]]:
@@ -45,6 +48,24 @@ def crowded_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_zip(folder / "crowded-1.0-py3-none-any.whl", members)
 
 
+def _assert_listed_first(
+    cli_run: CliRun,
+    argv: list[str],
+    first: set[str],
+    more: str,
+    exit_ok: Callable[[int], bool],
+    pattern: str = r"pkg/lib(\d{4})\.so",
+) -> None:
+    """In table and Markdown: exactly MAX_LIBRARY_ROWS libraries listed, ``first`` among them,
+    and the line for the EXTRA left out (``more``: what it calls them)."""
+    for fmt in ("table", "markdown"):
+        code, out, err = cli_run(*argv, "--format", fmt)
+        assert exit_ok(code) and "internal error" not in err, (fmt, code, err)
+        listed = set(re.findall(pattern, out))
+        assert first <= listed and len(listed) == MAX_LIBRARY_ROWS, fmt
+        assert f"{EXTRA} more {more}" in out, fmt
+
+
 def test_the_table_lists_the_first_libraries_and_a_line_for_the_rest(
     cli_run: CliRun, crowded_wheel: Path
 ) -> None:
@@ -58,28 +79,15 @@ def test_the_table_lists_the_first_libraries_and_a_line_for_the_rest(
 def test_failing_libraries_are_listed_first_when_rows_are_cut(
     cli_run: CliRun, crowded_wheel: Path
 ) -> None:
-    count = MAX_LIBRARY_ROWS + EXTRA
-    failing = {f"{i:04d}" for i in range(count - 3, count)}
-    for fmt in ("table", "markdown"):
-        code, out, _ = cli_run("audit", str(crowded_wheel), "--expect", "9.0", "--format", fmt)
-        assert code == 1
-        listed = set(re.findall(r"pkg/lib(\d{4})\.so", out))
-        assert failing <= listed, fmt
-        assert len(listed) == MAX_LIBRARY_ROWS, fmt
-        assert f"{EXTRA} more libraries" in out, fmt
+    argv = ["audit", str(crowded_wheel), "--expect", "9.0"]
+    _assert_listed_first(cli_run, argv, FAILING, "libraries", lambda code: code == 1)
 
 
 def test_can_run_lists_the_libraries_without_a_kernel_first(
     cli_run: CliRun, crowded_wheel: Path
 ) -> None:
-    count = MAX_LIBRARY_ROWS + EXTRA
-    failing = {f"{i:04d}" for i in range(count - 3, count)}
-    for fmt in ("table", "markdown"):
-        code, out, err = cli_run("can-run", str(crowded_wheel), "--cc", "9.0", "--format", fmt)
-        assert code != 0 and "internal error" not in err, err
-        listed = set(re.findall(r"pkg/lib(\d{4})\.so", out))
-        assert failing <= listed and len(listed) == MAX_LIBRARY_ROWS, fmt
-        assert f"{EXTRA} more libraries" in out, fmt
+    argv = ["can-run", str(crowded_wheel), "--cc", "9.0"]
+    _assert_listed_first(cli_run, argv, FAILING, "libraries", lambda code: code != 0)
 
 
 def test_diff_lists_the_libraries_that_dropped_an_arch_first(
@@ -99,12 +107,8 @@ def test_diff_lists_the_libraries_that_dropped_an_arch_first(
         for i in range(count)
     ]
     new = write_zip(tmp_path / "crowded-2.0-py3-none-any.whl", members + _dist_info("2.0"))
-    for fmt in ("table", "markdown"):
-        code, out, err = cli_run("diff", str(crowded_wheel), str(new), "--format", fmt)
-        assert code == 1, err
-        listed = set(re.findall(r"pkg/lib(\d{4})\.so", out))
-        assert dropping <= listed and len(listed) == MAX_LIBRARY_ROWS, fmt
-        assert f"{EXTRA} more changed libraries" in out, fmt
+    argv = ["diff", str(crowded_wheel), str(new)]
+    _assert_listed_first(cli_run, argv, dropping, "changed libraries", lambda code: code == 1)
 
 
 def test_can_load_lists_the_libraries_that_do_not_load_first(
@@ -117,15 +121,10 @@ def test_can_load_lists_the_libraries_that_do_not_load_first(
     files = {f"many/m{i:04d}.{EXT}": fine for i in range(count - 3)}
     files.update({f"many/m{i:04d}.{EXT}": fakes.ext_so for i in range(count - 3, count)})
     wheel = make_wheel(tmp_path, "many", "1.0", files, ("torch",))
-    failing = {f"{i:04d}" for i in range(count - 3, count)}
-    for fmt in ("table", "markdown"):
-        code, out, err = cli_run(
-            "can-load", str(wheel), "--with", str(fakes.torch_old), "--format", fmt
-        )
-        assert code == 1, err
-        listed = set(re.findall(r"many/m(\d{4})\.", out))
-        assert failing <= listed and len(listed) == MAX_LIBRARY_ROWS, fmt
-        assert f"{EXTRA} more libraries" in out, fmt
+    argv = ["can-load", str(wheel), "--with", str(fakes.torch_old)]
+    _assert_listed_first(
+        cli_run, argv, FAILING, "libraries", lambda code: code == 1, r"many/m(\d{4})\."
+    )
 
 
 def test_json_keeps_every_library(cli_run: CliRun, crowded_wheel: Path) -> None:

@@ -68,10 +68,11 @@ def can_run_table(report: CanRunReport, out: Console) -> None:
         if item.per_gpu:
             runtime = item.per_gpu[0].runtime
             out.print(safe(f"runtime: {runtime.reason.text} [{runtime.reason.rule_id}]"))
-        for v, by_name in zip(item.per_gpu, per_gpu, strict=True):
+        listed = set(libraries)
+        for v in item.per_gpu:
             out.print(f"[bold]{safe(v.gpu.label)}[/bold]: {safe(v.headline())}")
-            for lib in (by_name[name] for name in libraries):
-                if lib.verdict in _FINE:
+            for lib in v.libraries:
+                if lib.verdict in _FINE or lib.library not in listed:
                     continue
                 out.print(f"  {safe(lib.library)}: {safe(lib.summary())}")
                 for reason in lib.reasons:
@@ -111,9 +112,10 @@ def can_run_markdown(report: CanRunReport) -> str:
         lines.append("")
         if hidden:
             lines.extend([md_text(more_rows(hidden, "libraries", MAX_LIBRARY_ROWS)), ""])
-        for v, by_name in zip(item.per_gpu, per_gpu, strict=True):
+        listed = set(libraries)
+        for v in item.per_gpu:
             lines.append(f"- **{v.gpu.label}**: {v.headline()}")
-            for lib in (by_name[name] for name in libraries if name in by_name):
+            for lib in (x for x in v.libraries if x.library in listed):
                 lines.extend(f"  - fix ({md_code(lib.library)}): {fix}" for fix in lib.fixes)
         if item.per_gpu:
             lines.append(f"- runtime: {item.per_gpu[0].runtime.reason.text}")

@@ -47,8 +47,9 @@ def bounded(
         return list(items), 0
     if first is None:
         return list(items[:limit]), len(items) - limit
-    picked = [i for i, item in enumerate(items) if first(item)][:limit]
-    others = [i for i, item in enumerate(items) if not first(item)][: limit - len(picked)]
+    chosen = [first(item) for item in items]
+    picked = [i for i, yes in enumerate(chosen) if yes][:limit]
+    others = [i for i, yes in enumerate(chosen) if not yes][: limit - len(picked)]
     kept = sorted(picked + others)
     return [items[i] for i in kept], len(items) - len(kept)
 
