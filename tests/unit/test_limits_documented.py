@@ -69,6 +69,7 @@ def _module(short: str) -> str:
         "commands.diff": "archwheel.interfaces.commands.diff",
         "render.common": "archwheel.interfaces.render.common",
         "render.html": "archwheel.interfaces.render.html",
+        "render.manifest": "archwheel.interfaces.render.manifest",
     }
     return prefixes[short]
 

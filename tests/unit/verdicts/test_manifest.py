@@ -242,3 +242,30 @@ def test_unreadable_manifest_exits_3(tmp_path: Path, cli_run: CliRun) -> None:
     code, _, err = cli_run("verify", str(path))
     assert code == 3
     assert err.startswith(f"archwheel: error: {path}: not JSON")
+
+
+def test_verify_lists_at_most_the_bounded_mismatches(
+    wheels: Path, cli_run: CliRun, tmp_path: Path
+) -> None:
+    """A manifest naming many missing wheels: text and Markdown list MAX_MISMATCH_ROWS of them
+    and a line for the rest; JSON lists every one."""
+    from archwheel.interfaces.render.manifest import MAX_MISMATCH_ROWS
+
+    manifest = tmp_path / "manifest.json"
+    assert cli_run("manifest", str(_toyext(wheels)), "-o", str(manifest))[0] == 0
+    doc = json.loads(manifest.read_text())
+    (entry,) = doc["wheels"]
+    count = MAX_MISMATCH_ROWS + 7
+    doc["wheels"] = [{**entry, "file": f"gone{i:04d}-1.0-py3-none-any.whl"} for i in range(count)]
+    manifest.write_text(json.dumps(doc))
+    code, out, _ = cli_run("verify", str(manifest))
+    assert code == 1
+    listed = [line for line in out.splitlines() if ": not found" in line]
+    assert len(listed) == MAX_MISMATCH_ROWS
+    assert f"... and 7 more mismatches (at most {MAX_MISMATCH_ROWS} shown" in out
+    code, out, _ = cli_run("verify", str(manifest), "--format", "markdown")
+    assert code == 1
+    assert len([line for line in out.splitlines() if ": not found" in line]) == MAX_MISMATCH_ROWS
+    assert "and 7 more mismatches" in out
+    code, out, _ = cli_run("verify", str(manifest), "--format", "json")
+    assert len(json.loads(out)["mismatches"]) == count

@@ -28,7 +28,12 @@ from archwheel.interfaces.commands.options import (
     write_output,
 )
 from archwheel.interfaces.render.common import FORMATS, dump_json, emit_result
-from archwheel.interfaces.render.manifest import verify_markdown, verify_table, wrote_manifest
+from archwheel.interfaces.render.manifest import (
+    MAX_MISMATCH_ROWS,
+    verify_markdown,
+    verify_table,
+    wrote_manifest,
+)
 from archwheel.verdicts.manifest import (
     MAX_MANIFEST_BYTES,
     FileFacts,
@@ -47,7 +52,7 @@ examples:
   archwheel manifest torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl      (JSON on stdout)
 """
 
-VERIFY_EXAMPLES = """\
+VERIFY_EXAMPLES = f"""\
 examples:
   archwheel verify manifest.json                  the wheels next to the manifest
   archwheel verify manifest.json dist/*.whl       these files
@@ -58,7 +63,8 @@ Files are checked when wheels or --dir are given, or when --env is not. --env co
 installed versions, torch.version.cuda, the nvidia-*/cuda-* pins and the bytes of every native
 library with the tested wheels' RECORD hashes (--no-library-hashes skips the last).
 
-exit codes: 0 everything matches; 1 mismatches (all listed); 3 unreadable manifest or wheel
+exit codes: 0 everything matches; 1 mismatches (text and Markdown list {MAX_MISMATCH_ROWS},
+--format json all); 3 unreadable manifest or wheel
 (a manifest is a regular file of at most 16 MiB, nested at most 32 deep)
 """
 

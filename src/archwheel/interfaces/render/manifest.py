@@ -6,8 +6,23 @@ from pathlib import Path
 
 from rich.console import Console
 
-from archwheel.interfaces.render.common import literal, md_code, md_text, safe
-from archwheel.verdicts.manifest import VerifyReport
+from archwheel.interfaces.render.common import (
+    bounded,
+    literal,
+    md_code,
+    md_text,
+    more_rows,
+    safe,
+)
+from archwheel.verdicts.manifest import Mismatch, VerifyReport
+
+# Mismatch lines of ``verify`` in text and Markdown (JSON lists every one): a manifest naming
+# 30000 wheels that are all missing must not print 30000 lines.
+MAX_MISMATCH_ROWS = 500
+
+
+def _shown(report: VerifyReport) -> tuple[list[Mismatch], int]:
+    return bounded(report.mismatches, MAX_MISMATCH_ROWS)
 
 
 def wrote_manifest(path: Path, wheels: int) -> str:
@@ -29,13 +44,19 @@ def verify_table(report: VerifyReport, out: Console) -> None:
         f"[bold red]{len(report.mismatches)} mismatch(es)[/bold red] between "
         f"{safe(checked)} and {safe(report.manifest)}:"
     )
-    for m in report.mismatches:
+    shown, hidden = _shown(report)
+    for m in shown:
         out.print(f"  - {safe(f'[{m.what}]')} {safe(m.message)}")
+    if hidden:
+        out.print(f"  {safe(more_rows(hidden, 'mismatches', MAX_MISMATCH_ROWS))}")
 
 
 def verify_markdown(report: VerifyReport) -> str:
     if report.ok:
         return f"**OK**: matches {md_code(report.manifest)}\n"
     lines = [f"**{len(report.mismatches)} mismatch(es)** with {md_code(report.manifest)}:", ""]
-    lines.extend(f"- {m.what}: {md_text(m.message)}" for m in report.mismatches)
+    shown, hidden = _shown(report)
+    lines.extend(f"- {m.what}: {md_text(m.message)}" for m in shown)
+    if hidden:
+        lines.extend(["", md_text(more_rows(hidden, "mismatches", MAX_MISMATCH_ROWS))])
     return "\n".join(lines) + "\n"
