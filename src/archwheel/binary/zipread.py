@@ -148,8 +148,14 @@ def open_zip(fh: BinaryIO, label: object, *, max_members: int | None = None) -> 
     return archive
 
 
+def file_identity(status: os.stat_result) -> tuple[int, int, int, int]:
+    """What tells one file from another that took its place: device, inode, size, mtime."""
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+
+
 class WheelReader:
-    """One zip archive opened for member streaming. Use as a context manager."""
+    """One zip archive's directory, read for member streaming (``chunks``; or hand ``members``
+    to ``scan.pool.scan_members``). ``identity`` tells the file whose directory it is."""
 
     def __init__(self, path: Path, *, max_member_bytes: int = DEFAULT_MAX_MEMBER) -> None:
         self.path = path
@@ -157,7 +163,9 @@ class WheelReader:
         try:
             # Only a regular file is opened (a FIFO or a device would block or never end).
             with open_regular(path) as fh:
-                self._size = os.fstat(fh.fileno()).st_size
+                status = os.fstat(fh.fileno())
+                self._size = status.st_size
+                self.identity = file_identity(status)
                 with open_zip(fh, path) as zf:
                     infos = zf.infolist()
         except FileNotFoundError:
@@ -208,12 +216,19 @@ class WheelReader:
 
 
 def member_chunks(
-    path: Path, archive_size: int, member: Member, max_member_bytes: int = DEFAULT_MAX_MEMBER
+    path: Path,
+    archive_size: int,
+    member: Member,
+    max_member_bytes: int = DEFAULT_MAX_MEMBER,
+    *,
+    handle: BinaryIO | None = None,
 ) -> Iterator[bytes]:
     """Inflate one member of the zip at ``path``; raise ``MemberError`` on any defect.
 
     Needs no directory parse (worker processes get ``Member`` records). The first chunk is at
-    most 64 KiB so that callers can look at a member's first bytes and stop cheaply.
+    most 64 KiB so that callers can look at a member's first bytes and stop cheaply. With
+    ``handle`` (the archive, already open) nothing is opened: the bytes are read at their
+    offsets (``os.pread``), so that iterators of one handle never disturb each other.
     """
     if member.method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         raise MemberError(f"unsupported compression method {member.method}")
@@ -223,17 +238,18 @@ def member_chunks(
             f"{max_member_bytes} (zip bomb?)"
         )
     with contextlib.ExitStack() as stack:
-        try:
-            fh = stack.enter_context(open_regular(path))
-        except OSError as exc:  # deleted or replaced (by a FIFO, say) while it is scanned
-            raise MemberError(f"cannot read the archive: {exc.strerror or exc}") from None
-        fh.seek(member.header_offset)
-        header = fh.read(LOCAL_HEADER.size)
+        if handle is None:
+            try:
+                handle = stack.enter_context(open_regular(path))
+            except OSError as exc:  # deleted or replaced (by a FIFO, say) while it is scanned
+                raise MemberError(f"cannot read the archive: {exc.strerror or exc}") from None
+        reader = _At(handle.fileno(), member.header_offset)
+        header = reader.read(LOCAL_HEADER.size)
         if len(header) < LOCAL_HEADER.size or header[:4] != LOCAL_SIGNATURE:
             raise MemberError("local file header missing or damaged")
         fields = LOCAL_HEADER.unpack(header)
         name_len, extra_len = fields[9], fields[10]
-        local_name = fh.read(name_len)
+        local_name = reader.read(name_len)
         if (
             local_name.decode("utf-8", "replace") != member.name
             and local_name.decode("cp437", "replace") != member.name
@@ -245,11 +261,29 @@ def member_chunks(
                 f"data runs past the end of the archive (needs {member.compressed_size} "
                 f"bytes at {start}, archive is {archive_size} bytes): truncated"
             )
-        fh.seek(start)
-        yield from _inflate(fh, member)
+        yield from _inflate(_At(reader.fd, start), member)
 
 
-def _inflate(fh: BinaryIO, member: Member) -> Iterator[bytes]:
+class _At:
+    """Reads of one file descriptor from a position of its own (``os.pread``: the shared file
+    offset is neither used nor moved)."""
+
+    __slots__ = ("fd", "position")
+
+    def __init__(self, fd: int, position: int) -> None:
+        self.fd = fd
+        self.position = position
+
+    def read(self, size: int) -> bytes:
+        try:
+            data = os.pread(self.fd, size, self.position)
+        except OSError as exc:
+            raise MemberError(f"cannot read the archive: {exc.strerror or exc}") from None
+        self.position += len(data)
+        return data
+
+
+def _inflate(fh: _At, member: Member) -> Iterator[bytes]:
     read = fh.read
     remaining = member.compressed_size
     produced = 0

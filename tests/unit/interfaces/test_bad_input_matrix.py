@@ -199,6 +199,29 @@ def test_a_wheel_deleted_while_scanned_is_one_kind_of_problem(tmp_path: Path) ->
     assert not any("internal error" in m for m in messages)
 
 
+def test_a_wheel_replaced_while_scanned_is_not_read(tmp_path: Path) -> None:
+    """Another file put in the wheel's place after its directory was read (here of the same
+    size, so that only its identity tells): no member is read from it."""
+    lib = elf64([(".nv_fatbin", container(Entry(sm=80)))])
+    other = elf64([(".nv_fatbin", container(Entry(sm=90)))])
+    wheel = write_zip(tmp_path / "swap-1-py3-none-any.whl", [("pkg/liba.so", lib)])
+    reader = WheelReader(wheel)
+    swapped = write_zip(tmp_path / "swap-2.whl", [("pkg/liba.so", other)])
+    assert swapped.stat().st_size == wheel.stat().st_size
+    os.replace(swapped, wheel)
+    results = scan_members(
+        wheel, reader.archive_size, reader.members, lambda *_: None, 1, identity=reader.identity
+    )
+    assert results == {0: (None, "the archive changed while it was scanned: not read")}
+    # The same file, untouched: read as usual.
+    reader = WheelReader(wheel)
+    ((scan, message),) = scan_members(
+        wheel, reader.archive_size, reader.members, lambda *_: None, 1, identity=reader.identity
+    ).values()
+    assert message is None and scan is not None
+    assert [e.arch for e in scan.libraries[0].entries] == ["sm_90"]
+
+
 def test_problem_lines_per_input_are_bounded(tmp_path: Path) -> None:
     # Every member damaged: a problem each, but the input reports a bounded number of lines.
     broken = elf64([(".nv_fatbin", container(Entry(sm=80), declared=4096))])

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from archwheel.binary.elf import ELF_MAGIC, FormatError, Section
 from archwheel.binary.fatbin import (
@@ -719,13 +720,18 @@ def scan_member(
     member: Member,
     on_bytes: Callable[[int], None] | None,
     deep: bool = False,
+    *,
+    handle: BinaryIO | None = None,
 ) -> MemberResult:
-    """Scan one wheel member; a crash in the scanner becomes a message, never an exception."""
+    """Scan one wheel member; a crash in the scanner becomes a message, never an exception.
+
+    ``handle``: the archive already open (the in-process scans of one wheel share it).
+    """
     try:
         scan = scan_stream(
             member.name,
             member.size,
-            lambda: member_chunks(path, archive_size, member),
+            lambda: member_chunks(path, archive_size, member, handle=handle),
             on_bytes,
             deep=deep,
         )

@@ -150,7 +150,15 @@ def scan_wheel(
     members = [m for m in reader.members if all_members or not _is_text_member(m.name)]
     members = [m for m in members if m.size >= 4]
     progress = _Progress(sum(m.size for m in members), on_progress)
-    results = scan_members(path, reader.archive_size, members, progress.set, workers, deep=deep)
+    results = scan_members(
+        path,
+        reader.archive_size,
+        members,
+        progress.set,
+        workers,
+        deep=deep,
+        identity=reader.identity,
+    )
 
     unscanned = [m.name for i, m in enumerate(members) if i not in results]
     for index, member in enumerate(members):

@@ -22,10 +22,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from archwheel.binary.scan.binary import MemberResult, scan_member
-from archwheel.binary.zipread import Member
+from archwheel.binary.zipread import Member, file_identity
 from archwheel.effects import process
+from archwheel.effects.files import open_regular
 
 PARALLEL_MIN_COMPRESSED = 8 << 20
 # The most fatbin entries one input (a wheel) keeps, all members together: members not yet
@@ -228,9 +230,41 @@ def scan_members(
     workers: int | None,
     *,
     deep: bool = False,
+    identity: tuple[int, int, int, int] | None = None,
 ) -> dict[int, MemberResult]:
     """Every member's result by its index in ``members``, big ones scanned in worker processes;
-    ``progress`` hears the bytes scanned so far, all workers together."""
+    ``progress`` hears the bytes scanned so far, all workers together.
+
+    The members scanned here read one handle of the archive, opened once: a wheel of 200000
+    tiny members is not opened 200000 times, and they all read the file whose directory was
+    read (``identity``, from ``WheelReader``; without it, a file of the size read). Another
+    file in its place: the archive changed since, and no member is read.
+    """
+    with contextlib.ExitStack() as stack:
+        try:
+            handle = stack.enter_context(open_regular(path))
+        except OSError:
+            handle = None  # each member says why it cannot be read
+        if handle is not None:
+            now = file_identity(os.fstat(handle.fileno()))
+            if now[2] != archive_size or (identity is not None and now != identity):
+                changed = "the archive changed while it was scanned: not read"
+                return dict.fromkeys(range(len(members)), (None, changed))
+        return _scan_members(
+            path, archive_size, members, progress, workers, deep=deep, handle=handle
+        )
+
+
+def _scan_members(
+    path: Path,
+    archive_size: int,
+    members: list[Member],
+    progress: ProgressSink,
+    workers: int | None,
+    *,
+    deep: bool,
+    handle: BinaryIO | None,
+) -> dict[int, MemberResult]:
     results: dict[int, MemberResult] = {}
     kept_entries = 0
 
@@ -267,7 +301,7 @@ def scan_members(
             local_done += amount
             report(member.name)
 
-        keep(index, scan_member(path, archive_size, member, on_bytes, deep))
+        keep(index, scan_member(path, archive_size, member, on_bytes, deep, handle=handle))
 
     try:
         while big or small or running:
