@@ -33,13 +33,11 @@ from archwheel.facts import arch_grammars as ag
 from archwheel.facts.arch import ArchList, Target, Variant
 from archwheel.facts.catalog import load_facts
 from tests.support.components import fetch_wheel, require
-from tests.support.paths import CACHE, ROOT
-from tests.support.venvs import installed_version, make_venv, pip_install, venv_python
+from tests.support.paths import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.realwheel]
 
 CPU_TORCH_SPEC = "torch==2.13.0+cpu"
-CPU_TORCH_VENV = CACHE / "venvs" / "torch-2.13.0-cpu"
 CPP_EXTENSION = "torch/utils/cpp_extension.py"
 CMAKE_DIR = "torch/share/cmake/Caffe2/"
 SELECT = CMAKE_DIR + "Modules_CUDA_fix/upstream/FindCUDA/select_compute_arch.cmake"
@@ -175,27 +173,6 @@ CFLAGS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cpu_torch() -> Path:
-    """A venv with the CPU torch 2.13.0 wheel (offline) and its small dependencies."""
-    python = venv_python(CPU_TORCH_VENV)
-    if installed_version(python, "torch") != "2.13.0+cpu":
-        wheel = fetch_wheel(CPU_TORCH_SPEC)
-        CPU_TORCH_VENV.parent.mkdir(parents=True, exist_ok=True)
-        if CPU_TORCH_VENV.exists():
-            shutil.rmtree(CPU_TORCH_VENV)
-        make_venv(CPU_TORCH_VENV)
-        try:
-            pip_install(python, "--no-deps", str(wheel))
-            pip_install(
-                python, "filelock", "typing-extensions>=4.10.0", "setuptools>=77.0.3",
-                "sympy>=1.13.3", "networkx>=2.5.1", "jinja2", "fsspec>=0.8.5",
-            )  # fmt: skip
-        except RuntimeError as exc:
-            require(False, str(exc))
-    return python
-
-
 def run_cpp_extension(
     python: Path, source: str, cases: list[tuple[str | None, list[str]]]
 ) -> list[dict[str, Any]]:
@@ -220,11 +197,11 @@ def cpp_cases() -> list[tuple[str | None, list[str]]]:
 
 @pytest.mark.parametrize("version", ["2.13.0", "2.14.1"])
 def test_cpp_extension_model_equals_the_real_function(
-    cpu_torch: Path, shipped: dict[str, Path], version: str
+    torch_cpu_venv: Path, shipped: dict[str, Path], version: str
 ) -> None:
     source = "-" if version == "2.13.0" else str(shipped[version] / CPP_EXTENSION)
     cases = cpp_cases()
-    real = run_cpp_extension(cpu_torch, source, cases)
+    real = run_cpp_extension(torch_cpu_venv, source, cases)
     accepted = 0
     for (value, cflags), got in zip(cases, real, strict=True):
         model = ag.read(ag.CPP_EXTENSION, value, torch=version, cflags=cflags)
@@ -322,7 +299,7 @@ RENDERED = [
 
 @pytest.mark.parametrize("version", ["2.13.0", "2.14.1"])
 def test_rendered_values_are_accepted_by_the_real_readers(
-    cpu_torch: Path, cmake_driver: Path, shipped: dict[str, Path], version: str
+    torch_cpu_venv: Path, cmake_driver: Path, shipped: dict[str, Path], version: str
 ) -> None:
     checked = 0
     cases: list[tuple[str | None, list[str]]] = []
@@ -346,7 +323,7 @@ def test_rendered_values_are_accepted_by_the_real_readers(
         wanted.append(archs)
     source = "-" if version == "2.13.0" else str(shipped[version] / CPP_EXTENSION)
     for (given, _), archs, got in zip(
-        cases, wanted, run_cpp_extension(cpu_torch, source, cases), strict=True
+        cases, wanted, run_cpp_extension(torch_cpu_venv, source, cases), strict=True
     ):
         assert "flags" in got, (given, got)
         assert {f.rsplit("code=", 1)[1] for f in got["flags"]} == set(ag.image_names(archs))

@@ -208,7 +208,7 @@ def test_a_wheel_replaced_while_scanned_is_not_read(tmp_path: Path) -> None:
     reader = WheelReader(wheel)
     swapped = write_zip(tmp_path / "swap-2.whl", [("pkg/liba.so", other)])
     assert swapped.stat().st_size == wheel.stat().st_size
-    os.replace(swapped, wheel)
+    swapped.replace(wheel)
     results = scan_members(
         wheel, reader.archive_size, reader.members, lambda *_: None, 1, identity=reader.identity
     )
