@@ -387,12 +387,31 @@ def _cuda_evidence(
 def _native_hashes(
     archive: zipfile.ZipFile, dist_info: str, path: Path, warnings: list[str]
 ) -> dict[str, str]:
+    """RECORD's hashes of the native libraries the wheel holds. Rows naming a file the wheel
+    does not hold are not kept (a RECORD of 230000 invented rows made a manifest that verify
+    could not read back); libraries missing from RECORD are counted in a warning."""
     record = _read_text(archive, f"{dist_info}/RECORD", path, MAX_METADATA_BYTES * 4)
     if record is None:
         warnings.append("no RECORD: native library hashes unknown")
         return {}
+    held = {n for n in archive.namelist() if _NATIVE_LIBRARY.search(n)}
     hashes: dict[str, str] = {}
+    absent: list[str] = []
     for row in csv.reader(io.StringIO(record)):
         if len(row) >= 2 and _NATIVE_LIBRARY.search(row[0]) and row[1].startswith("sha256="):
-            hashes[row[0]] = row[1]
+            if row[0] in held:
+                hashes[row[0]] = row[1]
+            else:
+                absent.append(row[0])
+    if absent:
+        warnings.append(
+            f"RECORD lists {len(absent)} native libraries the wheel does not hold (first: "
+            f"{absent[0]}): not recorded"
+        )
+    unlisted = sorted(held - hashes.keys())
+    if unlisted:
+        warnings.append(
+            f"{len(unlisted)} native libraries have no sha256 in RECORD (first: {unlisted[0]}): "
+            "their installed bytes cannot be checked"
+        )
     return hashes

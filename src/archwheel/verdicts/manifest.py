@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -99,8 +100,8 @@ def wheel_entry(
 
 
 def build_manifest(wheels: Sequence[dict[str, Any]], facts_version: str) -> dict[str, Any]:
-    names = [w["file"] for w in wheels]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
+    counts = Counter(w["file"] for w in wheels)
+    duplicates = sorted(n for n, count in counts.items() if count > 1)
     if duplicates:
         raise InputError(f"the same wheel file name twice: {', '.join(duplicates)}")
     return {

@@ -9,6 +9,7 @@ replaced on disk.
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from archwheel.verdicts.manifest import (
     load_manifest,
     verify_environment,
 )
-from tests.support.builders import Entry, container, elf64
+from tests.support.builders import Entry, container, elf64, write_zip
 from tests.support.cli import CliRun
 from tests.support.inventory_builders import build_wheel, record_hash
 from tests.support.schemas import manifest_schema
@@ -269,3 +270,43 @@ def test_verify_lists_at_most_the_bounded_mismatches(
     assert "and 7 more mismatches" in out
     code, out, _ = cli_run("verify", str(manifest), "--format", "json")
     assert len(json.loads(out)["mismatches"]) == count
+
+
+def test_record_rows_of_libraries_the_wheel_does_not_hold_are_not_recorded(
+    tmp_path: Path, cli_run: CliRun
+) -> None:
+    """A RECORD naming libraries the wheel does not hold (230000 such rows once made an 18 MB
+    manifest that verify refused), and a library RECORD does not name: the manifest records
+    only the libraries held and listed, and warns about both."""
+    wheel = build_wheel(
+        tmp_path, "odd", "1.0", {"odd/libheld.so": LIBTOY, "odd/libunlisted.so": LIBTOY}
+    )
+    with zipfile.ZipFile(wheel) as archive:
+        members = {n: archive.read(n) for n in archive.namelist()}
+    record_name = "odd-1.0.dist-info/RECORD"
+    rows = [r for r in members[record_name].decode().splitlines() if "libunlisted" not in r]
+    rows += [f"odd/libghost{i}.so,{record_hash(b'x')},1" for i in range(3)]
+    members[record_name] = ("\n".join(rows) + "\n").encode()
+    write_zip(wheel, list(members.items()))
+    out = tmp_path / "manifest.json"
+    code, _, err = cli_run("manifest", str(wheel), "-o", str(out))
+    assert code == 0
+    (entry,) = json.loads(out.read_text())["wheels"]
+    assert entry["native_libraries"] == {"odd/libheld.so": record_hash(LIBTOY)}
+    assert "RECORD lists 3 native libraries the wheel does not hold" in err
+    assert "1 native libraries have no sha256 in RECORD (first: odd/libunlisted.so)" in err
+
+
+def test_a_manifest_verify_could_not_read_is_not_written(
+    wheels: Path, cli_run: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from archwheel.interfaces.commands import manifest as command
+
+    monkeypatch.setattr(command, "MAX_MANIFEST_BYTES", 600)  # toyext's manifest is larger
+    out = tmp_path / "manifest.json"
+    code, stdout, err = cli_run("manifest", str(_toyext(wheels)), "-o", str(out))
+    assert code == 3
+    assert "above the 600 that verify reads; not written" in err
+    assert not out.exists()
+    code, stdout, err = cli_run("manifest", str(_toyext(wheels)))
+    assert code == 3 and stdout == ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from archwheel.interfaces.commands.options import (
     check_output,
     write_output,
 )
-from archwheel.interfaces.render.common import FORMATS, dump_json, emit_result
+from archwheel.interfaces.render.common import FORMATS, emit_result, literal
 from archwheel.interfaces.render.manifest import (
     MAX_MISMATCH_ROWS,
     verify_markdown,
@@ -46,10 +47,16 @@ from archwheel.verdicts.manifest import (
     wheel_entry,
 )
 
-MANIFEST_EXAMPLES = """\
+MANIFEST_EXAMPLES = f"""\
 examples:
   archwheel manifest dist/*.whl -o manifest.json
   archwheel manifest torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl      (JSON on stdout)
+
+Native library hashes come from each wheel's RECORD: rows naming files the wheel does not hold
+are left out, and libraries RECORD does not list are counted in a warning on stderr.
+
+exit codes: 0 written; 3 an unreadable wheel, or a manifest above the {MAX_MANIFEST_BYTES}
+bytes verify reads (not written: record the wheels in several manifests)
 """
 
 VERIFY_EXAMPLES = f"""\
@@ -148,10 +155,19 @@ def run_manifest(args: argparse.Namespace) -> int:
     if request.output is not None:
         check_output(request.output)  # before hashing and scanning every wheel
     document, count = manifest_document(request.wheels)
+    text = json.dumps(document, indent=2) + "\n"
+    size = len(text.encode("utf-8"))
+    if size > MAX_MANIFEST_BYTES:
+        # verify reads at most this much: a manifest it would refuse is not written.
+        raise InputError(
+            f"the manifest of these {count} wheels would be {size} bytes, above the "
+            f"{MAX_MANIFEST_BYTES} that verify reads; not written",
+            hint="record the wheels in several manifests",
+        )
     if request.output is None:
-        dump_json(document)
+        sys.stdout.write(text)
         return 0
-    _write_atomically(request.output, document)
+    write_output(request.output, text)
     print(wrote_manifest(request.output, count))
     return 0
 
@@ -167,15 +183,13 @@ def manifest_document(wheels: tuple[Path, ...]) -> tuple[dict[str, Any], int]:
         except OSError as exc:
             raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
         metadata = read_wheel_metadata(path)
+        for warning in metadata.warnings:
+            print(f"archwheel: warning: {literal(path.name)}: {literal(warning)}", file=sys.stderr)
         inventory = scan_path(path)
         entries.append(
             wheel_entry(path.name, sha256_file(path), path.stat().st_size, metadata, inventory)
         )
     return build_manifest(entries, load_facts().facts_version), len(entries)
-
-
-def _write_atomically(path: Path, document: object) -> None:
-    write_output(path, json.dumps(document, indent=2) + "\n")
 
 
 def _file_facts(path: Path) -> FileFacts | None:
