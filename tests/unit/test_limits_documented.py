@@ -67,6 +67,7 @@ def _module(short: str) -> str:
         "build.source": "archwheel.build.source",
         "matrix.plan": "archwheel.matrix.plan",
         "commands.diff": "archwheel.interfaces.commands.diff",
+        "commands.options": "archwheel.interfaces.commands.options",
         "render.common": "archwheel.interfaces.render.common",
         "render.html": "archwheel.interfaces.render.html",
         "render.manifest": "archwheel.interfaces.render.manifest",

@@ -145,6 +145,9 @@ def test_no_bad_input_is_an_internal_error(
         (["doctor", "--timeout", "0"], "above 0"),
         (["doctor", "--timeout", "-5"], "above 0"),
         (["doctor", "--timeout", "nan"], "above 0"),
+        (["doctor", "--timeout", "1e308"], "at most 604800"),
+        (["smoke", "x.whl", "--timeout", "-1"], "above 0"),
+        (["smoke", "x.whl", "--install-timeout", "1e308"], "at most 604800"),
         (["smoke", "--device", "-1"], "0 or more"),
     ],
 )

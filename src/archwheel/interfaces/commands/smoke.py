@@ -26,6 +26,7 @@ from archwheel.interfaces.commands.options import (
     add_alias,
     add_interpreter_option,
     non_negative_int,
+    positive_number,
 )
 from archwheel.interfaces.render.common import echo_to
 from archwheel.interfaces.render.smoke import progress_line, render, unwritable_output
@@ -94,14 +95,14 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=positive_number,
         default=DEFAULT_STEP_TIMEOUT,
         metavar="SECONDS",
         help=f"time limit of each step (default {DEFAULT_STEP_TIMEOUT:g})",
     )
     parser.add_argument(
         "--install-timeout",
-        type=float,
+        type=positive_number,
         default=DEFAULT_INSTALL_TIMEOUT,
         metavar="SECONDS",
         help=f"time limit of the install (default {DEFAULT_INSTALL_TIMEOUT:g})",
