@@ -40,8 +40,8 @@ _FATBIN_MAGIC = 0xBA55ED50
 _AR_MAGIC = b"!<arch>\n"
 _MAX_SECTIONS = 65_535
 
-_ENTRY_LINE = re.compile(r"^(ELF|PTX) file\s+(\d+:\s+)?(?P<name>.+)$")
-_ENTRY_ARCH = re.compile(r"\.sm_(?P<number>\d{2,3})(?P<variant>[af]?)\.(?:cubin|ptx)$")
+_ENTRY_LINE = re.compile(r"^(ELF|PTX) file\s+([0-9]+:\s+)?(?P<name>.+)$")
+_ENTRY_ARCH = re.compile(r"\.sm_(?P<number>[0-9]{2,3})(?P<variant>[af]?)\.(?:cubin|ptx)$")
 _MEMBER_LINE = re.compile(r"^member (?P<archive>.*):(?P<member>[^:]+):$")
 NO_DEVICE_CODE = "does not contain device code"
 """What cuobjdump says (exit 255) about a file without device code: an empty listing."""

@@ -38,14 +38,16 @@ from archwheel.facts.versions import CudaVersion
 MAX_METADATA_BYTES = 16 * 1024 * 1024
 MAX_VERSION_PY_BYTES = 64 * 1024
 
-_LOCAL_CUDA = re.compile(r"(?:^|[.+])cu(\d{2,3})(?:$|[.])", re.IGNORECASE)
-_CU_SUFFIX = re.compile(r"-cu(\d{2})$")
+_LOCAL_CUDA = re.compile(r"(?:^|[.+])cu([0-9]{2,3})(?:$|[.])", re.IGNORECASE)
+_CU_SUFFIX = re.compile(r"-cu([0-9]{2})$")
 _CUDART = re.compile(
-    r"(?:^|/)libcudart(?:\.[0-9a-f]{8})?\.so\.(\d{1,2})(?:\.(\d{1,2}))?(?:\.\d+)*$"
+    r"(?:^|/)libcudart(?:\.[0-9a-f]{8})?\.so\.([0-9]{1,2})(?:\.([0-9]{1,2}))?(?:\.[0-9]+)*$"
 )
-_VERSION_PY_CUDA = re.compile(r"^cuda\s*(?::[^=]*)?=\s*['\"](\d{1,2}\.\d{1,2})['\"]", re.MULTILINE)
+_VERSION_PY_CUDA = re.compile(
+    r"^cuda\s*(?::[^=]*)?=\s*['\"]([0-9]{1,2}\.[0-9]{1,2})['\"]", re.MULTILINE
+)
 _VERSION_PY_VERSION = re.compile(r"^__version__\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
-_NATIVE_LIBRARY = re.compile(r"\.so(\.\d+)*$")
+_NATIVE_LIBRARY = re.compile(r"\.so(\.[0-9]+)*$")
 # Packages whose exact pin names the CUDA runtime a wheel was built against.
 _RUNTIME_PACKAGES = (
     "cuda-toolkit",

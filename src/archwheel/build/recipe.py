@@ -118,7 +118,7 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
 _IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*$")
 _SONAME = re.compile(r"^[A-Za-z0-9_+.-]+\.so(\.[0-9]+)*$")
-_MANYLINUX = re.compile(r"^manylinux_\d+_\d+_[a-z0-9_]+$")
+_MANYLINUX = re.compile(r"^manylinux_[0-9]+_[0-9]+_[a-z0-9_]+$")
 
 # Allowed keys per table: the schema, used for did-you-mean on unknown keys.
 SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(

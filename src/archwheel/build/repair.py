@@ -55,7 +55,7 @@ from archwheel.errors import BuildError, RecipeError
 from archwheel.facts.pytorch_official import OfficialFacts, OfficialVariant, load_official
 
 MAX_UNPACKED_BYTES = 64 << 30
-_MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_([a-z0-9_]+)$")
+_MANYLINUX = re.compile(r"^manylinux_([0-9]+)_([0-9]+)_([a-z0-9_]+)$")
 _SONAME = re.compile(r"^[A-Za-z0-9_+.-]+\.so(\.[0-9]+)*$")
 # Where the builder image is searched when ldconfig does not know a library.
 IMAGE_LIBRARY_DIRS = (

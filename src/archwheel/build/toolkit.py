@@ -94,7 +94,7 @@ def known_glibc(base_image: str) -> tuple[int, int] | None:
 
 def parse_glibc(text: str) -> tuple[int, int] | None:
     """``glibc 2.36`` (getconf) or ``ldd (Debian GLIBC 2.36-9) 2.36`` -> (2, 36)."""
-    found = re.findall(r"\b2\.(\d+)\b", text)
+    found = re.findall(r"\b2\.([0-9]+)\b", text)
     return (2, int(found[-1])) if found else None
 
 

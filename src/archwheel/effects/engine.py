@@ -143,7 +143,7 @@ def parse_version(text: str) -> tuple[int, ...]:
     for piece in text.strip().split("."):
         digits = ""
         for ch in piece:
-            if not ch.isdigit():
+            if ch not in "0123456789":  # str.isdigit takes "²", which int() refuses
                 break
             digits += ch
         if not digits:

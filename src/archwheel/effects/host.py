@@ -263,7 +263,7 @@ for d in md.distributions():
     dists[name] = d.version
     libs = []
     for f in d.files or []:
-        if re.search(r"\.so(\.\d+)*$", f.name):
+        if re.search(r"\.so(\.[0-9]+)*$", f.name):
             libs.append([str(f), str(f.locate())])
     files[name] = libs
 out = {"python": sys.executable, "python_version": platform.python_version(),
@@ -488,7 +488,7 @@ def format_cudnn(raw: Any) -> str | None:
     return f"{raw // 1000}.{raw % 1000 // 100}.{raw % 100}"
 
 
-_GENCODE = re.compile(r"arch=compute_(\d+[af]?),code=\[?([a-z_0-9,]+)\]?")
+_GENCODE = re.compile(r"arch=compute_([0-9]+[af]?),code=\[?([a-z_0-9,]+)\]?")
 
 
 def _arch_flags(data: Mapping[str, Any]) -> tuple[tuple[str, ...], str | None]:

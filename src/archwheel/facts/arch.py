@@ -79,7 +79,7 @@ class Target:
     @classmethod
     def from_name(cls, name: str) -> tuple[CodeKind, Target]:
         """Parse an image name as the audit prints it: ``sm_90a``, ``compute_120``, ``lto_90``."""
-        m = re.fullmatch(r"(sm|compute|lto)_(\d{2,3})([af]?)", name.strip())
+        m = re.fullmatch(r"(sm|compute|lto)_([0-9]{2,3})([af]?)", name.strip())
         if not m:
             raise ArchListError(f"invalid image arch name {name!r}", hint="expected e.g. sm_90a")
         kind = {"sm": CodeKind.SASS, "compute": CodeKind.PTX, "lto": CodeKind.LTOIR}[m.group(1)]
@@ -101,9 +101,9 @@ class ArchSpec:
         return self.target.dotted + ("+PTX" if self.ptx else "")
 
 
-_DOTTED = re.compile(r"^(\d{1,2})\.(\d{1,2})([af]?)(\+ptx)?$", re.IGNORECASE)
-_PREFIXED = re.compile(r"^(sm|compute)_(\d{1,3})([af]?)$", re.IGNORECASE)
-_NUMBER = re.compile(r"^(\d{1,3})([af]?)(?:-(real|virtual))?$", re.IGNORECASE)
+_DOTTED = re.compile(r"^([0-9]{1,2})\.([0-9]{1,2})([af]?)(\+ptx)?$", re.IGNORECASE)
+_PREFIXED = re.compile(r"^(sm|compute)_([0-9]{1,3})([af]?)$", re.IGNORECASE)
+_NUMBER = re.compile(r"^([0-9]{1,3})([af]?)(?:-(real|virtual))?$", re.IGNORECASE)
 _SEPARATORS = re.compile(r"[;,\s]")
 
 

@@ -15,9 +15,9 @@ from archwheel.errors import UsageError
 
 V = TypeVar("V")
 
-_CUDA_RE = re.compile(r"^(?:cuda[-_ ]?)?(\d{1,2})\.(\d{1,2})(?:\.\d+)*$", re.IGNORECASE)
-_CU_TAG_RE = re.compile(r"^cu(\d{2,3})$", re.IGNORECASE)
-_DRIVER_RE = re.compile(r"^(\d{2,4})(?:\.(\d{1,3}))?(?:\.(\d{1,3}))?$")
+_CUDA_RE = re.compile(r"^(?:cuda[-_ ]?)?([0-9]{1,2})\.([0-9]{1,2})(?:\.[0-9]+)*$", re.IGNORECASE)
+_CU_TAG_RE = re.compile(r"^cu([0-9]{2,3})$", re.IGNORECASE)
+_DRIVER_RE = re.compile(r"^([0-9]{2,4})(?:\.([0-9]{1,3}))?(?:\.([0-9]{1,3}))?$")
 
 
 def parse_or_none(parse: Callable[[str], V], text: object) -> V | None:
@@ -111,7 +111,7 @@ class PtxIsaVersion(_MajorMinor):
     def parse(cls, text: str) -> PtxIsaVersion:
         return cls(
             *_major_minor(
-                r"^(\d{1,2})\.(\d{1,2})$",
+                r"^([0-9]{1,2})\.([0-9]{1,2})$",
                 text,
                 f"invalid PTX ISA version {text!r}",
                 "expected e.g. 8.7",
@@ -128,7 +128,7 @@ class ComputeCapability(_MajorMinor):
         """Parse ``9.0`` or ``12.1``; raise ``UsageError`` otherwise (no catalog check)."""
         return cls(
             *_major_minor(
-                r"^(\d{1,2})\.(\d)$",
+                r"^([0-9]{1,2})\.([0-9])$",
                 text,
                 f"invalid compute capability {text!r}",
                 "write it as MAJOR.MINOR, e.g. 8.6",

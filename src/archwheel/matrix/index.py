@@ -76,7 +76,7 @@ METADATA_LIMIT = 4 << 20  # bytes of METADATA read at most
 # Renders a tree's index.html from the written tree (its index.json and the audit JSON beside
 # each wheel); the interfaces floor passes one with a chart, else ``landing_page`` is used.
 Landing = Callable[[Path], str]
-_LOCAL_CUDA = re.compile(r"(?:^|[._-]|pt\d+)cu(\d{2,3})(?:$|[._-])")
+_LOCAL_CUDA = re.compile(r"(?:^|[._-]|pt[0-9]+)cu([0-9]{2,3})(?:$|[._-])")
 
 
 @dataclass(frozen=True)

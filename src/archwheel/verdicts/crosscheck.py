@@ -247,7 +247,7 @@ def compare_library(
 
 
 def _arch_order(arch: str) -> tuple[int, str]:
-    match = re.search(r"_(\d+)([af]?)$", arch)
+    match = re.search(r"_([0-9]+)([af]?)$", arch)
     return (int(match.group(1)), match.group(2)) if match else (0, arch)
 
 

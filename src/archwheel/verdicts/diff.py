@@ -141,7 +141,7 @@ class DiffReport:
 
 
 def _arch_order(arch: str) -> tuple[int, int, str]:
-    m = re.search(r"(\d+)", arch)
+    m = re.search(r"([0-9]+)", arch)
     kind = 0 if arch.startswith("sm_") else 1 if arch.startswith("compute_") else 2
     return (kind, int(m.group(1)) if m else 0, arch)
 

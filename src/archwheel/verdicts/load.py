@@ -89,7 +89,7 @@ def policy_for(tags: Iterable[str]) -> Policy | None:
 
 
 def _version_key(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", text))
+    return tuple(int(p) for p in re.findall(r"[0-9]+", text))
 
 
 def version_allowed(version: str, policy: Policy) -> bool | None:
@@ -563,7 +563,7 @@ def _causes(
     fixes: list[str] = []
     torch_cuda = "libtorch_cuda.so" in torch_sonames or "libc10_cuda.so" in torch_sonames
     for name in missing_libs:
-        m = re.fullmatch(r"libcudart\.so\.(\d+)", name)
+        m = re.fullmatch(r"libcudart\.so\.([0-9]+)", name)
         if m:
             have = torch.cuda_major
             if have is not None and int(m.group(1)) != have:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from archwheel.errors import ArchListError
+from archwheel.errors import ArchListError, UsageError
 from archwheel.facts.arch import ArchList, ArchSpec, CodeKind, Target, Variant
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import ComputeCapability
@@ -153,3 +153,38 @@ def test_official_arch_lists_build_with_their_toolkits() -> None:
     for tag, arch_list in facts.official_arch_lists.items():
         toolkit = facts.toolkit(tag)
         assert ArchList.parse(arch_list).problems_with(toolkit) == [], tag
+
+
+# Python's \d and int() take any Unicode decimal digit: "８.０" (fullwidth) and "٨.٠"
+# (Arabic-Indic) were read as 8.0, which no compiler or build system reading the same text does.
+NON_ASCII_DIGITS = ["８.０", "٨.٠", "sm_８0", "８0-real", "compute_٩0"]
+
+
+@pytest.mark.parametrize("text", NON_ASCII_DIGITS)
+def test_arch_lists_take_ascii_digits_only(text: str) -> None:
+    with pytest.raises(ArchListError):
+        ArchList.parse(text)
+
+
+@pytest.mark.parametrize(
+    ("parse", "text"),
+    [
+        ("cuda", "１２.８"),
+        ("cuda", "cu１２８"),
+        ("driver", "５７０.８６.１０"),
+        ("python", "3.１２"),
+        ("cc", "８.０"),
+    ],
+)
+def test_versions_take_ascii_digits_only(parse: str, text: str) -> None:
+    from archwheel.facts.python_target import PythonTarget
+    from archwheel.facts.versions import CudaVersion, DriverVersion
+
+    parser = {
+        "cuda": CudaVersion.parse,
+        "driver": DriverVersion.parse,
+        "python": PythonTarget.parse,
+        "cc": ComputeCapability.parse,
+    }[parse]
+    with pytest.raises((ValueError, UsageError)):
+        parser(text)

@@ -97,7 +97,7 @@ def installed_wheels(python: str | None) -> list[WheelFiles]:
             except InvalidRequirement:
                 continue
             requires.append((req.name.lower(), str(req.specifier), str(req.marker or "")))
-        local = re.search(r"\+cu(\d{2,3})", dist.version)
+        local = re.search(r"\+cu([0-9]{2,3})", dist.version)
         out.append(
             WheelFiles(
                 filename=f"{dist.name} {dist.version} (installed)",
