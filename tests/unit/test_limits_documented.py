@@ -68,6 +68,7 @@ def _module(short: str) -> str:
         "matrix.plan": "archwheel.matrix.plan",
         "commands.diff": "archwheel.interfaces.commands.diff",
         "commands.options": "archwheel.interfaces.commands.options",
+        "cli": "archwheel.interfaces.cli",
         "render.common": "archwheel.interfaces.render.common",
         "render.html": "archwheel.interfaces.render.html",
         "render.manifest": "archwheel.interfaces.render.manifest",

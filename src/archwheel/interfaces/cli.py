@@ -12,9 +12,11 @@ import argparse
 import contextlib
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from archwheel import __version__
 from archwheel.errors import ArchwheelError
@@ -80,9 +82,23 @@ def _requested_command(argv: Sequence[str]) -> str | None:
     return None
 
 
+# argparse repeats a rejected value whole ("invalid int value: '999...'"): a 128 KB argument
+# made a 128 KB error line. Values are cut to this many characters in its messages.
+MAX_VALUE_SHOWN = 80
+_QUOTED = re.compile("'([^']{" + str(MAX_VALUE_SHOWN) + "})[^']+'")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, with every quoted value in its error messages cut short (its
+    subcommands' parsers are of this class too: ``add_subparsers`` takes the parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(_QUOTED.sub(r"'\1...'", message))
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser with every command, or with only the module that owns ``only``."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="archwheel",
         description=(
             "Build CUDA wheels for exactly your GPU architectures, prove what they contain, "

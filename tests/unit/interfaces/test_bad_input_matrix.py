@@ -149,6 +149,11 @@ def test_no_bad_input_is_an_internal_error(
         (["smoke", "x.whl", "--timeout", "-1"], "above 0"),
         (["smoke", "x.whl", "--install-timeout", "1e308"], "at most 604800"),
         (["smoke", "--device", "-1"], "0 or more"),
+        (["build", "--plan", "--ccache-volume", "/etc"], "is not a volume name"),
+        (["build", "--plan", "--ccache-volume", "../x"], "is not a volume name"),
+        (["matrix", "--plan", "--ccache-volume", ""], "is not a volume name"),
+        (["build", "--plan", "--ccache-size", "1e400"], "is not a size"),
+        (["build", "--recipe", "example", "--plan", "--jobs", "10" * 12], "at most 1024"),
     ],
 )
 def test_numbers_out_of_range_are_usage_errors(
@@ -156,6 +161,24 @@ def test_numbers_out_of_range_are_usage_errors(
 ) -> None:
     assert _main(argv) == ExitCode.USAGE
     assert words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["audit", "x.whl", "--workers", "9" * 100_000],
+        ["audit", "x.whl", "--format", "x" * 100_000],
+        ["x" * 100_000],
+        ["build", "--jobs", "9" * 100_000],
+    ],
+)
+def test_argparse_errors_do_not_repeat_a_huge_value(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _main(argv) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "..." in err
+    assert len(err) < 2_000
 
 
 def _small_wheel(folder: Path) -> Path:

@@ -47,6 +47,7 @@ from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ArchwheelError, UsageError
 from archwheel.exit_codes import ExitCode
 from archwheel.facts.catalog import load_facts
+from archwheel.interfaces.commands.options import ccache_size, check_jobs, volume_name
 from archwheel.interfaces.render.build import (
     build_output,
     error_log_line,
@@ -115,10 +116,16 @@ def register(subparsers: Any) -> None:
     cache = parser.add_argument_group("compiler cache")
     cache.add_argument(
         "--ccache-volume",
+        type=volume_name,
         default=DEFAULT_CCACHE_VOLUME,
         help=f"named volume of the compiler cache ({DEFAULT_CCACHE_VOLUME})",
     )
-    cache.add_argument("--ccache-size", default=DEFAULT_CCACHE_SIZE, help="ccache max size")
+    cache.add_argument(
+        "--ccache-size",
+        type=ccache_size,
+        default=DEFAULT_CCACHE_SIZE,
+        help=f"ccache max size, as ccache -M takes it ({DEFAULT_CCACHE_SIZE})",
+    )
     cache.add_argument("--no-cache", action="store_true", help="compile without the cache")
     cache.add_argument(
         "--cache-url",
@@ -324,8 +331,7 @@ def build(request: BuildRequest) -> int:
                 out.print(literal(line), markup=False)
         return int(ExitCode.VERDICT_FAILED) if comparison.unexplained else int(ExitCode.OK)
     repair = spec_for_recipe(recipe)  # [repair]: a missing pin table is refused here (exit 2)
-    if request.jobs is not None and request.jobs < 1:
-        raise UsageError("--jobs must be at least 1")
+    check_jobs(request.jobs)
     settings = EngineSettings.create(request.engine, config_dir=cache_dir())
     jobs = choose_jobs(detect_host_resources(), recipe.build.memory_per_job_gib, request.jobs)
     options = BuildOptions(

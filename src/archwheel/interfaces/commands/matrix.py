@@ -35,6 +35,7 @@ from archwheel.interfaces.commands.build import (
     build,
     cache_url_option,
 )
+from archwheel.interfaces.commands.options import check_jobs, volume_name
 from archwheel.interfaces.render.ci import to_yaml
 from archwheel.interfaces.render.common import console, dump_json, err_console
 from archwheel.interfaces.render.html import index_renderer
@@ -115,6 +116,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--no-cache", action="store_true", help="compile without the compiler cache")
     p.add_argument(
         "--ccache-volume",
+        type=volume_name,
         default=DEFAULT_CCACHE_VOLUME,
         help=f"named volume of the local compiler cache ({DEFAULT_CCACHE_VOLUME})",
     )
@@ -194,8 +196,7 @@ class MatrixRequest:
         )
         extra = tuple(parse_exclusion(e) for e in args.exclude)
         spec = MatrixSpec(spec.recipes, spec.torch, spec.python, spec.arch, spec.exclude + extra)
-        if args.jobs is not None and args.jobs < 1:
-            raise UsageError("--jobs must be at least 1")
+        check_jobs(args.jobs)
         cache_url = cache_url_option(args.cache_url, no_cache=args.no_cache)
         return cls(
             cache_url=cache_url,

@@ -8,6 +8,7 @@ stays as a hidden alias that warns. ``--index-url URL`` replaces the package ind
 from __future__ import annotations
 
 import argparse
+import re
 import stat
 import sys
 from collections.abc import Sequence
@@ -111,6 +112,40 @@ def positive_number(text: str) -> float:
             f"{text[:40]!r}: must be a number above 0 and at most {MAX_SECONDS} (a week)"
         )
     return value
+
+
+# The most compile jobs ``--jobs`` takes: ninja and make start that many compilers at once.
+MAX_JOBS = 1024
+# A named volume as Docker and podman accept one. A name starting with '/' or '.' is a host path
+# to ``-v``: a compiler cache "volume" must never be a bind mount of the host's folders.
+_VOLUME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{1,127}")
+# ccache's max_size: a number and an optional k/M/G/T (decimal) or Ki/Mi/Gi/Ti (binary) suffix.
+_CCACHE_SIZE = re.compile(r"[0-9]{1,9}(\.[0-9]{1,3})?(?:[kMGT]i?)?")
+
+
+def check_jobs(jobs: int | None) -> None:
+    """``UsageError`` unless ``jobs`` (``--jobs``) is None or 1 to ``MAX_JOBS``."""
+    if jobs is not None and not 1 <= jobs <= MAX_JOBS:
+        raise UsageError(f"--jobs must be at least 1 and at most {MAX_JOBS}, not {jobs}")
+
+
+def volume_name(text: str) -> str:
+    """An argparse type: the name of a named volume (the compiler cache's)."""
+    if not _VOLUME_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r} is not a volume name (letters, digits, '_', '.', '-'; "
+            "2 to 128 characters, starting with a letter or digit)"
+        )
+    return text
+
+
+def ccache_size(text: str) -> str:
+    """An argparse type: ccache's max size, as ``ccache -M`` takes it (20G, 500M, 1.5Ti, 0)."""
+    if not _CCACHE_SIZE.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r} is not a size (a number with k, M, G, T, Ki, Mi, Gi or Ti: 20G)"
+        )
+    return text
 
 
 def non_negative_int(text: str) -> int:
