@@ -69,6 +69,8 @@ def _module(short: str) -> str:
         "commands.diff": "archwheel.interfaces.commands.diff",
         "commands.options": "archwheel.interfaces.commands.options",
         "cli": "archwheel.interfaces.cli",
+        "effects.process": "archwheel.effects.process",
+        "effects.watchdog": "archwheel.effects.watchdog",
         "render.common": "archwheel.interfaces.render.common",
         "render.html": "archwheel.interfaces.render.html",
         "render.manifest": "archwheel.interfaces.render.manifest",

@@ -22,14 +22,16 @@ environment under test and never imports archwheel.
 from __future__ import annotations
 
 import os
+import selectors
 import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from archwheel.errors import ToolError
 
@@ -44,6 +46,12 @@ PIPE = subprocess.PIPE
 STDOUT = subprocess.STDOUT
 
 LAST_LINE_CHARS = 400
+# The most bytes ``run_program`` keeps of a program's stdout, and of its stderr; a program that
+# prints more is killed (an interpreter printing forever once took 24 GB before it was stopped).
+MAX_CAPTURE = 64 << 20
+_READ_SIZE = 1 << 16
+MAX_LINE = 1 << 20  # bytes of one line ``stream_lines`` hands on at most
+_PIPE_BUF = 512  # bytes written to a child's stdin at a time (what select promises)
 
 
 def echo_to_stderr(line: str) -> None:
@@ -76,6 +84,17 @@ class ProgramNotStarted(ToolError):
         super().__init__(f"could not run {program}: {reason}")
         self.program = program
         self.reason = reason
+
+
+class ProgramOutputTooLarge(ToolError):
+    """A program printed more than it may (``run_program``'s ``max_output``); it was killed."""
+
+    def __init__(self, what: str, stream: str, limit: int) -> None:
+        super().__init__(
+            f"{what} printed more than {limit >> 20} MiB on {stream}: stopped (is it the "
+            "program it should be?)"
+        )
+        self.limit = limit
 
 
 class ProgramTimedOut(ToolError):
@@ -123,43 +142,109 @@ def run_program(
     timeout: float | None = None,
     cwd: Path | str | None = None,
     what: str = "",
+    max_output: int = MAX_CAPTURE,
 ) -> CommandResult:
     """Run a program to completion, capturing its output.
 
     ``env`` is added to this process's environment (or replaces it with ``replace_env``).
-    A program that cannot be started, or that outlives ``timeout``, is a ``ToolError``; so is a
-    non-zero exit when ``check``.
+    A program that cannot be started, that outlives ``timeout``, or that prints more than
+    ``max_output`` bytes on stdout or on stderr (it is killed then: an interpreter that prints
+    forever must not fill this machine's memory) is a ``ToolError``; so is a non-zero exit when
+    ``check``.
     """
     program = _resolve(args[0])
     full = [program, *args[1:]]
     if echo:
         echo(quote_command(list(args)))
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             full,
-            input=input_bytes,
-            stdin=stdin if input_bytes is None else None,
-            capture_output=True,
+            stdin=subprocess.PIPE if input_bytes is not None else stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env=_environment(env, replace_env),
             cwd=cwd,
-            check=False,
-            timeout=timeout,
         )
-    except subprocess.TimeoutExpired as exc:
-        raise ProgramTimedOut(what or args[0], timeout or 0.0) from exc
     except OSError as exc:
         raise ProgramNotStarted(args[0], str(exc.strerror or exc)) from exc
+    with proc:
+        stdout, stderr, outcome = _collect(proc, input_bytes, timeout, max_output)
+    if outcome == "timeout":
+        raise ProgramTimedOut(what or args[0], timeout or 0.0)
+    if outcome:
+        raise ProgramOutputTooLarge(what or args[0], outcome, max_output)
     result = CommandResult(
         tuple(full),
         proc.returncode,
-        proc.stdout.decode(errors="replace"),
-        proc.stderr.decode(errors="replace"),
+        stdout.decode(errors="replace"),
+        stderr.decode(errors="replace"),
     )
     if check and proc.returncode != 0:
         raise ToolError(
             f"{what or shlex.join(args[:3])} failed (exit {proc.returncode}): {result.last_line()}"
         )
     return result
+
+
+def _collect(
+    proc: subprocess.Popen[bytes], data: bytes | None, timeout: float | None, limit: int
+) -> tuple[bytes, bytes, str]:
+    """Feed ``data`` to the child, read both its outputs up to ``limit`` bytes each, and wait
+    for it until ``timeout`` (one thread and a selector, as ``subprocess`` communicates on
+    POSIX). The third value: "" (it ended), "timeout", or the name of the stream that went past
+    the limit; in both of the last cases the child is killed."""
+    assert proc.stdout is not None and proc.stderr is not None
+    deadline = None if timeout is None else time.monotonic() + timeout
+    kept = {
+        proc.stdout.fileno(): ("stdout", bytearray()),
+        proc.stderr.fileno(): ("stderr", bytearray()),
+    }
+    pending = memoryview(data or b"")
+
+    def stop(outcome: str) -> tuple[bytes, bytes, str]:
+        proc.kill()
+        proc.wait()
+        return b"", b"", outcome
+
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        selector.register(proc.stderr, selectors.EVENT_READ)
+        if data is not None:
+            assert proc.stdin is not None
+            if pending:
+                selector.register(proc.stdin, selectors.EVENT_WRITE)
+            else:
+                proc.stdin.close()
+        while selector.get_map():
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                return stop("timeout")  # the child, or a child of it holding the output open
+            for key, _ in selector.select(wait):
+                stream = cast("IO[bytes]", key.fileobj)
+                if stream is proc.stdin:
+                    try:
+                        pending = pending[os.write(key.fd, pending[:_PIPE_BUF]) :]
+                    except OSError:  # it exited without reading it all
+                        pending = pending[:0]
+                    if not pending:
+                        selector.unregister(stream)
+                        stream.close()
+                    continue
+                chunk = os.read(key.fd, _READ_SIZE)
+                if not chunk:
+                    selector.unregister(stream)
+                    stream.close()
+                    continue
+                name, buffer = kept[key.fd]
+                if len(buffer) + len(chunk) > limit:
+                    return stop(name)
+                buffer += chunk
+    try:
+        proc.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return stop("timeout")
+    out, err = (bytes(buffer) for _, buffer in kept.values())
+    return out, err, ""
 
 
 def stream_lines(
@@ -194,7 +279,10 @@ def stream_lines(
     with proc:
         assert proc.stdout is not None
         try:
-            for raw in proc.stdout:
+            # At most MAX_LINE bytes at a time: a line without an end (a program printing
+            # forever without a newline) is handed on in pieces, never held whole.
+            readline = proc.stdout.readline
+            for raw in iter(lambda: readline(MAX_LINE), b""):
                 line = raw.decode(errors="replace").rstrip("\r\n")
                 if line.strip():
                     last = line.strip()

@@ -7,7 +7,9 @@ child in its own process group, waits for it with a deadline, and on a hang kill
 (SIGTERM, then SIGKILL after a grace period), so helper processes the step started die too.
 
 Output is captured into temporary files and only a bounded tail is read back, so a step that
-prints gigabytes costs neither memory nor a hang. A step reports its result through a JSON file
+prints gigabytes costs neither memory nor a hang; the files are watched while it runs, and a
+step that writes more than ``MAX_OUTPUT_BYTES`` to either is killed, so that it cannot fill the
+disk before its deadline either. A step reports its result through a JSON file
 whose path it receives (``result_path``), never through stdout, which libraries freely write to.
 """
 
@@ -23,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from archwheel.effects.process import DEVNULL, Popen, TimeoutExpired, last_line, spawn
 
@@ -33,6 +35,10 @@ STDERR_TAIL_LINES = 12
 RESULT_MAX_BYTES = 1 << 20
 # Seconds between SIGTERM and SIGKILL when a step outlives its deadline.
 KILL_GRACE_SECONDS = 3.0
+# The most bytes a step may print on stdout, and on stderr (pip's install output is under 1 MB;
+# a loop printing forever writes gigabytes a minute); checked every WATCH_SECONDS.
+MAX_OUTPUT_BYTES = 64 << 20
+WATCH_SECONDS = 0.2
 
 
 class ChildStatus(str, Enum):
@@ -133,8 +139,13 @@ class Watchdog:
                         problem=f"could not start {argv[0]}: {exc.strerror or exc}",
                     )
                 hung = False
+                flooded = None
                 try:
-                    proc.wait(timeout=command.timeout)
+                    flooded = _wait(proc, command.timeout, {"stdout": out, "stderr": err})
+                    if flooded is not None:
+                        self._kill_group(proc)
+                        if command.on_hang is not None:
+                            command.on_hang()
                 except TimeoutExpired:
                     hung = True
                     self._kill_group(proc)
@@ -163,6 +174,15 @@ class Watchdog:
             stdout_tail=stdout_tail,
             result=result,
         )
+        if flooded is not None:
+            return replace(
+                ended,
+                status=ChildStatus.CRASH,
+                problem=(
+                    f"step {command.name!r} printed more than {MAX_OUTPUT_BYTES >> 20} MiB on "
+                    f"{flooded}; its process group was killed"
+                ),
+            )
         return _judge(command, ended, hung=hung, result_problem=result_problem)
 
     def _kill_group(self, proc: Popen[bytes]) -> None:
@@ -172,6 +192,23 @@ class Watchdog:
         except TimeoutExpired:
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def _wait(proc: Popen[bytes], timeout: float, outputs: Mapping[str, IO[bytes]]) -> str | None:
+    """Wait for ``proc`` until ``timeout`` (``TimeoutExpired`` past it); the name of the output
+    that went past ``MAX_OUTPUT_BYTES`` when one did first (the caller kills it), else None."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            proc.wait(timeout=max(0.0, min(WATCH_SECONDS, left)))
+            return None
+        except TimeoutExpired:
+            if left <= WATCH_SECONDS:
+                raise
+        for name, handle in outputs.items():
+            if os.fstat(handle.fileno()).st_size > MAX_OUTPUT_BYTES:
+                return name
 
 
 def _judge(

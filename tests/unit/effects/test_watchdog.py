@@ -150,6 +150,22 @@ def test_an_output_flood_is_kept_to_a_bounded_tail() -> None:
     assert outcome.stdout_tail.rstrip().endswith("THE END")
 
 
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_step_printing_forever_is_killed_before_it_fills_the_disk(
+    stream: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from archwheel.effects import watchdog
+
+    monkeypatch.setattr(watchdog, "MAX_OUTPUT_BYTES", 4 << 20)
+    code = f"import sys\nwhile True: sys.{stream}.write('y' * 1023 + '\\n')\n"
+    started = time.monotonic()
+    outcome = Watchdog().run(_py("spew", code, timeout=120))
+    assert time.monotonic() - started < 60  # stopped by the output bound, not the deadline
+    assert outcome.status is ChildStatus.CRASH
+    assert outcome.problem is not None
+    assert f"printed more than 4 MiB on {stream}; its process group was killed" in outcome.problem
+
+
 @pytest.mark.parametrize(
     ("writer", "reason"),
     [

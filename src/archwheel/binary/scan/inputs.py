@@ -28,7 +28,7 @@ from archwheel.binary.scan.binary import (
 from archwheel.binary.scan.pool import scan_members
 from archwheel.binary.zipread import WheelReader
 from archwheel.effects.files import NotRegularFile, check_regular, open_regular
-from archwheel.effects.process import TimeoutExpired, run_program
+from archwheel.effects.process import ProgramNotStarted, ProgramTimedOut, run_program
 from archwheel.errors import InputError, ToolError
 
 # Wheel members with these suffixes are text or Python, never binaries: not even peeked at.
@@ -371,14 +371,12 @@ def scan_installed(
             check=False,
             timeout=LIST_TIMEOUT,
         )
-    except ToolError as exc:
-        if isinstance(exc.__cause__, TimeoutExpired):
-            raise ToolError(
-                f"{interpreter} took over {LIST_TIMEOUT} s to list {distribution}'s files"
-            ) from None
-        if exc.__cause__ is None or isinstance(exc.__cause__, FileNotFoundError):
-            raise ToolError(f"python interpreter {interpreter!r} not found") from None
-        raise
+    except ProgramTimedOut:
+        raise ToolError(
+            f"{interpreter} took over {LIST_TIMEOUT} s to list {distribution}'s files"
+        ) from None
+    except ProgramNotStarted as exc:
+        raise ToolError(f"python interpreter {interpreter!r} not found ({exc.reason})") from None
     if proc.returncode != 0:
         raise ToolError(
             f"{interpreter} could not list the files of {distribution}: "
