@@ -36,7 +36,7 @@ from archwheel.effects.process import (
     last_line,
     run_program,
 )
-from archwheel.errors import ToolError
+from archwheel.errors import ToolError, UsageError
 
 CUOBJDUMP_REQUIREMENT = "nvidia-cuda-cuobjdump>=13,<14"
 """The PyPI wheel installed on demand (13.x reads every target CUDA 13 compiles)."""
@@ -118,13 +118,25 @@ class Cuobjdump:
         return proc
 
 
+MAX_TIMEOUT_S = 7 * 24 * 3600  # a week: any longer limit means none (and 1e400 overflowed)
+
+
 def _timeout_from_env() -> float:
-    text = os.environ.get("ARCHWHEEL_CUOBJDUMP_TIMEOUT", "")
+    """``ARCHWHEEL_CUOBJDUMP_TIMEOUT`` in seconds (unset or empty: the default); a value that is
+    not a number above 0 and at most a week is a ``UsageError``, not silently the default."""
+    text = os.environ.get("ARCHWHEEL_CUOBJDUMP_TIMEOUT", "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_S
     try:
         value = float(text)
     except ValueError:
-        return DEFAULT_TIMEOUT_S
-    return value if value > 0 else DEFAULT_TIMEOUT_S
+        value = float("nan")
+    if not 0 < value <= MAX_TIMEOUT_S:
+        raise UsageError(
+            f"ARCHWHEEL_CUOBJDUMP_TIMEOUT={text[:40]!r}: not a number of seconds above 0 and at "
+            f"most {MAX_TIMEOUT_S}"
+        )
+    return value
 
 
 # -- finding and installing it --------------------------------------------------------------------

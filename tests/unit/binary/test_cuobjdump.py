@@ -33,7 +33,7 @@ from archwheel.crosscheck.cuobjdump import (
 )
 from archwheel.effects.engine import EngineSettings
 from archwheel.effects.paths import cache_dir
-from archwheel.errors import ToolError
+from archwheel.errors import ToolError, UsageError
 from archwheel.facts.arch import CodeKind
 from tests.support.cuobjdump_support import NV, REL, listed
 
@@ -217,8 +217,13 @@ def test_a_cuobjdump_that_cannot_start_is_reported(tmp_path: Path) -> None:
 def test_the_timeout_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ARCHWHEEL_CUOBJDUMP_TIMEOUT", "12.5")
     assert Cuobjdump(Path("cuobjdump")).timeout_s == 12.5
-    monkeypatch.setenv("ARCHWHEEL_CUOBJDUMP_TIMEOUT", "nonsense")
-    assert Cuobjdump(Path("cuobjdump")).timeout_s > 60
+    monkeypatch.setenv("ARCHWHEEL_CUOBJDUMP_TIMEOUT", "")
+    assert Cuobjdump(Path("cuobjdump")).timeout_s > 60  # the default
+    # A value that is not a limit is the user's mistake, said as such (1e400 overflowed).
+    for value in ("nonsense", "0", "-3", "nan", "inf", "1e400"):
+        monkeypatch.setenv("ARCHWHEEL_CUOBJDUMP_TIMEOUT", value)
+        with pytest.raises(UsageError, match="ARCHWHEEL_CUOBJDUMP_TIMEOUT"):
+            Cuobjdump(Path("cuobjdump"))
 
 
 def test_version_reads_the_release_line(cuobjdump: Cuobjdump) -> None:
