@@ -35,8 +35,12 @@ class ExportOptions:
     jobs: int | None = None
     cache: bool = True
     work: str = "dist/matrix"
-    # --cache-url as given; a job reads it from the environment when it names a secret
+    # --cache-url as given, when it holds no password: it is written into every cell's command
     cache_url: str | None = None
+    # A cache URL with a password is never written into the workflow: the cell jobs read it
+    # from this environment variable, set from the CI's secret store (GitHub: the secret of the
+    # same name, mapped into the job; GitLab: a masked CI/CD variable, in every job's env).
+    cache_url_secret: str | None = None
 
 
 def cell_index(planned: PlannedCell) -> str:
@@ -82,9 +86,11 @@ def github_actions(plan: MatrixPlan, options: ExportOptions) -> dict[str, Any]:
     jobs: dict[str, Any] = {}
     for planned in _cells(plan):
         index = cell_index(planned)
-        jobs[_job_id(planned)] = {
-            "name": planned.cell.label,
-            "runs-on": runner,
+        job: dict[str, Any] = {"name": planned.cell.label, "runs-on": runner}
+        if options.cache_url_secret:
+            secret = options.cache_url_secret
+            job["env"] = {secret: "${{ secrets." + secret + " }}"}
+        jobs[_job_id(planned)] = job | {
             "steps": [
                 {"uses": "actions/checkout@v5"},
                 {"name": "install archwheel", "run": _install(options)},

@@ -196,3 +196,36 @@ def test_the_cell_jobs_carry_the_shared_cache(cli_run: CliRun, tmp_path: Path) -
     for (command,) in cells.values():
         request = _request(shlex.split(command))
         assert request.cache_url is not None and request.cache_url.text == url
+
+
+def test_a_cache_password_is_never_written_into_a_workflow(cli_run: CliRun, tmp_path: Path) -> None:
+    """A cache URL with a password: the committed workflow must not hold it. The GitHub cell
+    jobs map the repository secret ARCHWHEEL_CACHE_URL into their environment (archwheel's
+    default for --cache-url), GitLab's read the masked variable of that name; the files pass
+    actionlint and the schemas."""
+    url = "redis://builder:hunter2@cache.example:6379/1"
+    for kind in ("github-actions", "gitlab-ci"):
+        out = tmp_path / f"{kind}.yml"
+        code, _, err = cli_run("matrix", *MATRIX, "--index", str(tmp_path / "i"), "--export",
+                               kind, "-o", str(out), "--cache-url", url)  # fmt: skip
+        assert code == 0, err
+        text = out.read_text()
+        assert "hunter2" not in text
+        assert "set ARCHWHEEL_CACHE_URL" in text  # the header says where it must come from
+        commands = _commands(kind, _yaml(out))
+        assert all("--cache-url" not in c for lines in commands.values() for c in lines)
+        schema = "vendor.github-workflows" if kind == "github-actions" else "vendor.gitlab-ci"
+        proc = subprocess.run(
+            [extra_tool("check-jsonschema"), "--builtin-schema", schema, str(out)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    document = _yaml(tmp_path / "github-actions.yml")
+    cells = {k: v for k, v in document["jobs"].items() if k != "publish"}
+    assert cells and all(
+        job["env"] == {"ARCHWHEEL_CACHE_URL": "${{ secrets.ARCHWHEEL_CACHE_URL }}"}
+        for job in cells.values()
+    )
+    lint = subprocess.run([extra_tool("actionlint"), str(tmp_path / "github-actions.yml")],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert lint.returncode == 0, lint.stdout + lint.stderr

@@ -218,9 +218,16 @@ class MatrixRequest:
                 jobs=args.jobs,
                 cache=not args.no_cache,
                 work=str(args.work),
-                cache_url=cache_url.text if cache_url else None,
+                # A password never goes into an exported workflow (it is committed, and shown
+                # to everyone who reads the repository): the jobs read it from a secret.
+                cache_url=cache_url.text if cache_url and not _has_password(cache_url) else None,
+                cache_url_secret=CACHE_URL_ENV if cache_url and _has_password(cache_url) else None,
             ),
         )
+
+
+def _has_password(url: CacheUrl) -> bool:
+    return url.address.password is not None
 
 
 def recipe_facts(spec: MatrixSpec) -> dict[str, RecipeFacts]:
@@ -347,6 +354,13 @@ def _export(request: MatrixRequest, plan: MatrixPlan) -> None:
         f"{len(plan.of(Action.SKIP))} already. Each job runs the one-cell archwheel matrix\n"
         "command; the publish job audits and merges their indexes (docs/matrix.md)."
     )
+    secret = request.export_options.cache_url_secret
+    if secret:
+        header += (
+            f"\nThe cache URL holds a password, so it is not written here: set {secret}\n"
+            "in the CI's secret store (GitHub: a repository secret; GitLab: a masked CI/CD "
+            "variable)."
+        )
     text = to_yaml(document, header=header)
     if request.output is not None:
         write_text_atomic(request.output, text)
