@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -157,6 +158,20 @@ def parse_version(text: str) -> tuple[int, ...]:
 # -- the engine ---------------------------------------------------------------------------------
 
 
+# What the engine may be handed as an image and as a named volume. Both go into the engine's
+# argv: an image "--privileged" or "-v/:/host" would be read as a flag (the flags end at the
+# image), a volume "/etc" as a bind mount of the host's folder.
+_IMAGE_REFERENCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}")
+_VOLUME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{1,127}")
+
+
+def check_image_reference(image: str) -> str:
+    """``image`` when it is an image reference (name[:tag][@digest]); else ``UsageError``."""
+    if not _IMAGE_REFERENCE.fullmatch(image):
+        raise UsageError(f"{image[:80]!r} is not an image reference (NAME[:TAG][@DIGEST])")
+    return image
+
+
 @dataclass(frozen=True)
 class Mount:
     """A bind mount (``source`` is a host path) or a named volume (``volume=True``)."""
@@ -173,6 +188,8 @@ class Mount:
                     f"cannot mount {value!r}: paths with ',' or '=' are not supported",
                     hint="move or link it to a path without them",
                 )
+        if self.volume and not _VOLUME_NAME.fullmatch(self.source):
+            raise UsageError(f"{self.source[:80]!r} is not a volume name")
         kind = "volume" if self.volume else "bind"
         text = f"type={kind},source={self.source},target={self.target}"
         if self.read_only:
@@ -366,7 +383,9 @@ class ContainerEngine:
         return Container(self, spec)
 
     def spec_args(self, spec: ContainerSpec, name: str) -> list[str]:
-        """``run`` flags for ``spec``: name, labels, network, user, workdir, mounts, env, GPUs."""
+        """``run`` flags for ``spec``: name, labels, network, user, workdir, mounts, env, GPUs.
+        The image, which follows them, is checked here (``check_image_reference``)."""
+        check_image_reference(spec.image)
         args = ["--name", name, "--label", LABEL]
         for key, value in sorted(spec.labels.items()):
             args += ["--label", f"{key}={value}"]

@@ -158,3 +158,29 @@ def test_sigterm_becomes_system_exit() -> None:
     with pytest.raises(SystemExit) as info:
         _terminate_self()
     assert info.value.code == 143
+
+
+@pytest.mark.parametrize("image", ["--privileged", "-v/:/host", "", "img name", "img;rm"])
+def test_an_image_that_would_be_read_as_a_flag_is_refused(image: str) -> None:
+    """The flags of `run` end at the image: an "image" starting with '-' would be one more flag
+    (--privileged, a bind mount of /)."""
+    engine = ContainerEngine(EngineSettings("docker", "/bin/true"), echo=None)
+    with pytest.raises(UsageError, match="is not an image reference"):
+        engine.run_command(ContainerSpec(image=image), ["true"], name="archwheel-t")
+
+
+@pytest.mark.parametrize("source", ["/etc", "../x", ".", "", "a"])
+def test_a_volume_that_would_be_a_bind_mount_is_refused(source: str) -> None:
+    with pytest.raises(UsageError, match="is not a volume name"):
+        Mount(source, "/cache", volume=True).flag()
+    assert Mount("archwheel-ccache", "/cache", volume=True).flag() == [
+        "--mount", "type=volume,source=archwheel-ccache,target=/cache"
+    ]  # fmt: skip
+
+
+def test_image_references_of_every_form_are_accepted() -> None:
+    engine = ContainerEngine(EngineSettings("docker", "/bin/true"), echo=None)
+    for image in ("archwheel/debian:bookworm", "registry.local:5000/team/img:1.2",
+                  "img@sha256:" + "a" * 64, "archwheel/builder:433b06ed8d2fd8aa"):  # fmt: skip
+        argv = engine.run_command(ContainerSpec(image=image), ["true"], name="archwheel-t")
+        assert argv[-2] == image
