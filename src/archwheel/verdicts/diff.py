@@ -57,19 +57,25 @@ def side_from_audit(
     pins: Mapping[str, str] | None = None,
     binaries: frozenset[str] = frozenset(),
 ) -> Side:
+    """One side of a diff from one input of an audit document (``to_json_dict``'s, or one read
+    from a file: each value is checked for its type, ``ValueError`` naming where one is not)."""
     libraries: dict[str, dict[str, ArchSize]] = {}
-    for lib in document_input.get("libraries", []):
+    for i, lib in enumerate(_objects(document_input.get("libraries", []), "libraries")):
         archs: dict[str, ArchSize] = {}
-        for image in lib.get("images", []):
-            arch = str(image["arch"])
+        where = f"libraries[{i}]"
+        for j, image in enumerate(_objects(lib.get("images", []), f"{where}.images")):
+            at = f"{where}.images[{j}]"
+            arch = _text(image.get("arch"), f"{at}.arch")
             old = archs.get(arch)
-            stored = int(image.get("stored_bytes", 0)) + (old.stored_bytes if old else 0)
-            unpacked = int(image.get("uncompressed_bytes", 0)) + (
-                old.uncompressed_bytes if old else 0
+            stored = _count(image.get("stored_bytes", 0), f"{at}.stored_bytes")
+            unpacked = _count(image.get("uncompressed_bytes", 0), f"{at}.uncompressed_bytes")
+            archs[arch] = ArchSize(
+                _text(image.get("kind", ""), f"{at}.kind", empty=True),
+                stored + (old.stored_bytes if old else 0),
+                unpacked + (old.uncompressed_bytes if old else 0),
             )
-            archs[arch] = ArchSize(str(image.get("kind", "")), stored, unpacked)
         if archs:
-            libraries[library_key(str(lib["path"]))] = archs
+            libraries[library_key(_text(lib.get("path"), f"{where}.path"))] = archs
     return Side(
         label,
         libraries,
@@ -79,6 +85,25 @@ def side_from_audit(
         versions is not None,
         frozenset(library_key(b) for b in binaries),
     )
+
+
+def _objects(value: object, where: str) -> list[Mapping[str, Any]]:
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise ValueError(f"{where} is not a list of objects")
+    return value
+
+
+def _text(value: object, where: str, *, empty: bool = False) -> str:
+    if not isinstance(value, str) or not (value or empty):
+        raise ValueError(f"{where} is not a {'' if empty else 'non-empty '}string")
+    return value
+
+
+def _count(value: object, where: str) -> int:
+    """A byte count: a whole number from 0 to 2**63 (JSON allows any, and bool is an int)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 63:
+        raise ValueError(f"{where} is not a byte count")
+    return value
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Property-based: generated recipe and manifest documents end in the documented errors only.
+"""Property-based: generated recipe, manifest and audit documents end in the documented errors
+only (audit documents: what `diff` reads).
 
 A recipe (TOML) or a manifest (JSON) comes from anywhere; whatever it holds (any value where a
 table, string or number belongs, deep nesting, huge integers, text that is not TOML or JSON), its
@@ -119,4 +120,47 @@ def manifests(draw: st.DrawFn) -> str:
 @given(text=st.one_of(manifests(), st.text(max_size=100)))
 def test_generated_manifests_fail_only_as_input_errors(text: str) -> None:
     message = _error_line(lambda: load_manifest(text, "manifest.json"))
+    assert message is None or "\n" not in message
+
+
+def _audit_document() -> dict[str, Any]:
+    from archwheel.binary.model import InputInventory
+    from archwheel.binary.scan.binary import scan_bytes
+    from archwheel.verdicts.audit import audit, audit_document
+    from tests.support.builders import Entry, container, elf64
+
+    lib = scan_bytes("pkg/lib.so", elf64([(".nv_fatbin", container(Entry(sm=80)))]))
+    inventory = InputInventory("a-1.0-py3-none-any.whl", "wheel", libraries=(lib,))
+    return audit_document([audit(inventory, None)])
+
+
+AUDIT_DOCUMENT = _audit_document()
+
+
+@st.composite
+def audit_documents(draw: st.DrawFn) -> str:
+    """An audit document (as `audit --format json` writes it) with values replaced anywhere
+    down to an image's fields."""
+    document: Any = json.loads(json.dumps(AUDIT_DOCUMENT))
+    entry = document["inputs"][0]
+    library = entry["libraries"][0]
+    image = library["images"][0]
+    for _ in range(draw(st.integers(1, 3))):
+        where = draw(st.sampled_from([document, entry, library, image]))
+        where[draw(st.sampled_from(sorted(where)))] = draw(VALUES)
+    return json.dumps(document)
+
+
+@FUZZ_SETTINGS
+@given(text=st.one_of(audit_documents(), st.text(max_size=100)))
+def test_generated_audit_documents_fail_only_as_input_errors(
+    tmp_path_factory: Any, text: str
+) -> None:
+    """What `diff` reads as an audit document: an `InputError`/`UsageError` (one line) or a
+    side; never another exception (an image of `null` was an AttributeError, exit 4)."""
+    from archwheel.interfaces.commands.diff import _from_document
+
+    path = tmp_path_factory.mktemp("audit") / "old.json"
+    path.write_text(text, encoding="utf-8", errors="surrogateescape")
+    message = _error_line(lambda: _from_document(path))
     assert message is None or "\n" not in message

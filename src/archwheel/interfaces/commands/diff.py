@@ -81,7 +81,9 @@ def _from_document(path: Path) -> Side:
     entry: dict[str, Any] = inputs[0]
     try:
         versions: dict[str, str] | None = None
-        name = str(entry.get("metadata", {}).get("file") or entry.get("source", ""))
+        metadata = entry.get("metadata")
+        file_name = metadata.get("file") if isinstance(metadata, dict) else None
+        name = str(file_name or entry.get("source", ""))
         name = name.rsplit("/", 1)[-1]
         if name.endswith(".whl"):
             try:
