@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.parser import HeaderParser
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 from urllib.parse import quote
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -52,7 +52,9 @@ from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.binary.zipread import open_zip
 from archwheel.effects.files import (
+    nesting_depth,
     open_regular,
+    read_regular,
     sha256_file,
     write_bytes_atomic,
     write_json_atomic,
@@ -139,22 +141,67 @@ class IndexEntry:
         }
 
     @classmethod
-    def from_json_dict(cls, data: dict[str, Any]) -> IndexEntry:
+    def from_json_dict(cls, data: object) -> IndexEntry:
+        """An entry of an index manifest, each field checked (``ValueError`` naming the first
+        that is wrong): manifests of CI artifacts come from anywhere, and ``file`` becomes a
+        path, so it must be a wheel's file name and nothing else (not ``../../x.whl``)."""
+        if not isinstance(data, dict):
+            raise ValueError("an entry is not an object")
+        file = _field(data, "file")
+        if not _PLAIN_NAME.fullmatch(file) or file.startswith("."):
+            raise ValueError(f"entry file {file[:80]!r} is not a wheel file name")
+        try:
+            parse_wheel_filename(file)
+        except InvalidWheelFilename:
+            raise ValueError(f"entry file {file[:80]!r} is not a wheel file name") from None
+        sha256 = _field(data, "sha256")
+        if not _SHA256.fullmatch(sha256):
+            raise ValueError(f"entry {file}: sha256 is not 64 hex digits")
+        size = data.get("size")
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size < 1 << 63:
+            raise ValueError(f"entry {file}: size is not a byte count")
+        cuda = _field(data, "cuda", optional=True)
+        torch = _field(data, "torch", optional=True)
+        try:
+            if cuda is not None:
+                CudaVersion.parse(cuda)
+            if torch is not None:
+                Version(torch)
+        except (UsageError, InvalidVersion) as exc:
+            raise ValueError(f"entry {file}: {exc}") from None
         return cls(
-            file=str(data["file"]),
-            project=str(data["project"]),
-            version=str(data["version"]),
-            sha256=str(data["sha256"]),
-            size=int(data["size"]),
-            requires_python=data.get("requires_python"),
-            metadata_sha256=data.get("metadata_sha256"),
-            torch=data.get("torch"),
-            cuda=data.get("cuda"),
-            expect=data.get("expect"),
-            cell_key=data.get("cell_key"),
+            file=file,
+            project=_field(data, "project"),
+            version=_field(data, "version"),
+            sha256=sha256,
+            size=size,
+            requires_python=_field(data, "requires_python", optional=True),
+            metadata_sha256=_field(data, "metadata_sha256", optional=True),
+            torch=torch,
+            cuda=cuda,
+            expect=_field(data, "expect", optional=True),
+            cell_key=_field(data, "cell_key", optional=True),
             provenance=bool(data.get("provenance")),
-            published_at=str(data.get("published_at", "")),
+            published_at=_field(data, "published_at", optional=True) or "",
         )
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9._+!-]{1,255}")  # a file name: no '/', no NUL
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+@overload
+def _field(data: dict[str, Any], key: str) -> str: ...
+@overload
+def _field(data: dict[str, Any], key: str, *, optional: bool) -> str | None: ...
+def _field(data: dict[str, Any], key: str, *, optional: bool = False) -> str | None:
+    """``data[key]``: a string (at most 4096 characters), or None where ``optional``."""
+    value = data.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or len(value) > 4096:
+        raise ValueError(f"entry field {key!r} is not a string")
+    return value
 
 
 @dataclass(frozen=True)
@@ -218,11 +265,25 @@ def read_index(index: Path) -> tuple[IndexEntry, ...]:
     manifest = index / CURRENT / MANIFEST
     if not manifest.exists():
         return ()
+    return tuple(_manifest_entries(manifest))
+
+
+MAX_MANIFEST_BYTES = 64 << 20  # an index manifest (index.json): 10000 entries are about 5 MB
+
+
+def _manifest_entries(path: Path) -> list[IndexEntry]:
+    """The entries of an index manifest, read bounded and checked (``InputError``, one line)."""
     try:
-        document = json.loads(manifest.read_text(encoding="utf-8"))
-        return tuple(IndexEntry.from_json_dict(e) for e in document["entries"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{manifest}: not a readable archwheel index manifest: {exc}") from None
+        document = json.loads(read_regular(path, MAX_MANIFEST_BYTES).decode("utf-8"))
+        if nesting_depth(document, 8) > 8:
+            raise ValueError("nested deeper than an index manifest is")
+        entries = document.get("entries") if isinstance(document, dict) else None
+        if not isinstance(entries, list):
+            raise ValueError("no 'entries' list")
+        return [IndexEntry.from_json_dict(e) for e in entries]
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise InputError(f"{path}: not a readable archwheel index manifest: {reason}") from None
 
 
 # -- examining one wheel --------------------------------------------------------------------------
@@ -553,6 +614,13 @@ def _trees_under(folder: Path) -> list[Path]:
     return [t for t in found if CURRENT not in t.relative_to(folder).parts]
 
 
+def _expect_of(entry: IndexEntry, manifest: Path) -> ArchList | None:
+    try:
+        return ArchList.parse(entry.expect) if entry.expect else None
+    except UsageError as exc:  # the manifest's, not the user's: an input error
+        raise InputError(f"{manifest}: entry {entry.file}: {exc.one_line()}") from None
+
+
 def candidates_from(folder: Path) -> list[Candidate]:
     """Every wheel of the archwheel index trees under ``folder`` (as CI jobs leave them), with
     what their manifest says (arch list, cell key, torch, CUDA); each is audited again when
@@ -565,11 +633,7 @@ def candidates_from(folder: Path) -> list[Candidate]:
     seen: set[tuple[str, str]] = set()
     candidates: list[Candidate] = []
     for tree in trees:
-        try:
-            document = json.loads((tree / MANIFEST).read_text(encoding="utf-8"))
-            entries = [IndexEntry.from_json_dict(e) for e in document["entries"]]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise InputError(f"{tree / MANIFEST}: not an archwheel index manifest: {exc}") from None
+        entries = _manifest_entries(tree / MANIFEST)
         for entry in entries:
             if (entry.file, entry.sha256) in seen:
                 continue
@@ -579,7 +643,7 @@ def candidates_from(folder: Path) -> list[Candidate]:
                 Candidate(
                     tree / WHEELS / entry.file,
                     provenance if provenance.is_file() else None,
-                    expect=ArchList.parse(entry.expect) if entry.expect else None,
+                    expect=_expect_of(entry, tree / MANIFEST),
                     cell_key=entry.cell_key,
                     torch=entry.torch,
                     cuda=entry.cuda,

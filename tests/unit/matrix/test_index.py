@@ -290,3 +290,61 @@ def test_the_find_links_page_names_the_torch_version_once(
         cell_key=None, provenance=False, published_at="",
     )  # fmt: skip
     assert entry.find_links_page == page
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("file", "../../outside/myext-1.0-py3-none-any.whl", "is not a wheel file name"),
+        ("file", "/etc/myext-1.0-py3-none-any.whl", "is not a wheel file name"),
+        ("file", "notawheel.txt", "is not a wheel file name"),
+        ("sha256", "x" * 64, "sha256 is not 64 hex digits"),
+        ("size", -1, "size is not a byte count"),
+        ("size", True, "size is not a byte count"),
+        ("cuda", 13, "'cuda' is not a string"),
+        ("cuda", "x.y", "invalid CUDA version"),
+        ("torch", "not a version", "Invalid version"),
+        ("expect", "9.9", "unknown compute capability 9.9"),
+        (None, None, "an entry is not an object"),
+    ],
+)
+def test_a_ci_artifacts_manifest_is_checked_before_anything_is_read(
+    tmp_path: Path, field: str | None, value: object, words: str
+) -> None:
+    """`publish --from-index` reads manifests that CI jobs left: an entry's file becomes a path,
+    so it must be a wheel's file name (a '../' entry made archwheel read a wheel outside the
+    folder); every other field has its type. Each defect is one InputError naming the file."""
+    from archwheel.errors import InputError
+    from archwheel.matrix.index import MANIFEST, WHEELS, candidates_from
+
+    outside = tmp_path / "outside"
+    wheel = make_dist(outside, "myext", "1.0")
+    published = tmp_path / "job" / "index"
+    publish(published, [Candidate(wheel)])
+    tree = (published / CURRENT).resolve()
+    artifacts = tmp_path / "artifacts"
+    copy = artifacts / tree.name
+    copy.mkdir(parents=True)
+    (copy / WHEELS).mkdir()
+    document = json.loads((tree / MANIFEST).read_text())
+    assert len(_as_the_job_left_it(tree, copy, document)) == 1  # as the job left it: fine
+    if field is None:
+        document["entries"][0] = None
+    else:
+        document["entries"][0][field] = value
+    (copy / MANIFEST).write_text(json.dumps(document))
+    with pytest.raises(InputError) as caught:
+        candidates_from(artifacts)
+    assert words in caught.value.one_line()
+    assert str(copy / MANIFEST) in caught.value.one_line()
+
+
+def _as_the_job_left_it(tree: Path, copy: Path, document: dict[str, object]) -> list[Candidate]:
+    import shutil
+
+    from archwheel.matrix.index import MANIFEST, WHEELS, candidates_from
+
+    for item in (tree / WHEELS).iterdir():
+        shutil.copy(item, copy / WHEELS / item.name)
+    (copy / MANIFEST).write_text(json.dumps(document))
+    return candidates_from(copy.parent)
