@@ -310,11 +310,22 @@ def _requires_python(metadata: bytes) -> str | None:
     return value.strip() if value and value.strip() else None
 
 
+def _provenance_text(provenance: dict[str, Any], table: str, key: str) -> str | None:
+    """``provenance[table][key]`` when it is a string; None when it is absent or not one."""
+    section = provenance.get(table)
+    value = section.get(key) if isinstance(section, dict) else None
+    return value if isinstance(value, str) else None
+
+
+MAX_PROVENANCE_BYTES = 16 << 20  # a provenance file (a build's is a few KB)
+
+
 def _load_provenance(path: Path) -> dict[str, Any]:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: not readable provenance JSON: {exc}") from None
+        document = json.loads(read_regular(path, MAX_PROVENANCE_BYTES).decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise InputError(f"{path}: not readable provenance JSON: {reason}") from None
     if not isinstance(document, dict):
         raise InputError(f"{path}: provenance is not a JSON object")
     return document
@@ -355,16 +366,21 @@ def examine(candidate: Candidate, now: str) -> _Examined | Refusal:
     digest = sha256_file(wheel)
     expect = candidate.expect
     if provenance is not None:
-        recorded = provenance.get("wheel", {}).get("sha256")
+        # The provenance comes with the wheel (from a CI artifact, say): each value it holds
+        # is checked for its type before it is believed.
+        recorded = _provenance_text(provenance, "wheel", "sha256")
         if recorded is not None and recorded != digest:
             return Refusal(
                 wheel.name,
                 f"its provenance records sha256 {recorded[:12]}..., the file has "
                 f"{digest[:12]}...: the provenance is of another build",
             )
-        requested = provenance.get("arch", {}).get("requested")
+        requested = _provenance_text(provenance, "arch", "requested")
         if expect is None and requested:
-            expect = ArchList.parse(str(requested))
+            try:
+                expect = ArchList.parse(requested)
+            except UsageError as exc:
+                return Refusal(wheel.name, f"its provenance's arch list: {exc.one_line()}")
     report = audit(scan_path(wheel), expect)
     if not report.complete:
         return Refusal(

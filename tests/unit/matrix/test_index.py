@@ -348,3 +348,29 @@ def _as_the_job_left_it(tree: Path, copy: Path, document: dict[str, object]) -> 
         shutil.copy(item, copy / WHEELS / item.name)
     (copy / MANIFEST).write_text(json.dumps(document))
     return candidates_from(copy.parent)
+
+
+@pytest.mark.parametrize(
+    ("provenance", "refused"),
+    [
+        ({"wheel": ["sha256"]}, None),  # not an object where one belongs: not believed
+        ({"wheel": {"sha256": 5}, "arch": "8.0"}, None),
+        ({"arch": {"requested": "9.9"}}, "its provenance's arch list: invalid arch '9.9'"),
+        ([], "provenance is not a JSON object"),
+    ],
+)
+def test_a_provenance_of_the_wrong_shape_is_not_believed(
+    tmp_path: Path, provenance: object, refused: str | None
+) -> None:
+    """A provenance file beside a wheel comes from the same place as the wheel: values of the
+    wrong type are not believed (a list where an object belongs was an internal error); one
+    that cannot be read, or an arch list no audit can use, refuses the wheel."""
+    wheel = make_dist(tmp_path / "w", "myext", "1.0")
+    record = tmp_path / "w" / (wheel.name + ".provenance.json")
+    record.write_text(json.dumps(provenance))
+    result = publish(tmp_path / "index", [Candidate(wheel, record)])
+    if refused is None:
+        assert [e.file for e in result.published] == [wheel.name]
+    else:
+        assert [r.wheel for r in result.refused] == [wheel.name]
+        assert refused in result.refused[0].reason
