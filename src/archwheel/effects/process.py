@@ -168,7 +168,11 @@ def run_program(
     except OSError as exc:
         raise ProgramNotStarted(args[0], str(exc.strerror or exc)) from exc
     with proc:
-        stdout, stderr, outcome = _collect(proc, input_bytes, timeout, max_output)
+        try:
+            stdout, stderr, outcome = _collect(proc, input_bytes, timeout, max_output)
+        except BaseException:  # Ctrl-C, a read error: the child must not outlive the call
+            proc.kill()
+            raise
     if outcome == "timeout":
         raise ProgramTimedOut(what or args[0], timeout or 0.0)
     if outcome:
