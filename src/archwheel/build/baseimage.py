@@ -9,6 +9,7 @@ the base image digest.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from archwheel.effects.engine import ContainerEngine
 from archwheel.effects.process import Echo, LineSink, find_program, stream_lines
-from archwheel.errors import RecipeError, ToolError
+from archwheel.errors import RecipeError, ToolError, UsageError
 
 DEFAULT_SUITE = "bookworm"
 # No mirror by default: debootstrap uses its own default. A company mirror comes from --mirror
@@ -24,6 +25,10 @@ DEFAULT_SUITE = "bookworm"
 MIRROR_ENV = "ARCHWHEEL_DEBIAN_MIRROR"
 IMAGE_REPOSITORY = "archwheel/debian"
 LABEL_BASE = "org.archwheel.base"
+
+
+_SUITE = re.compile(r"[a-z][a-z0-9-]{1,31}")
+_MIRROR = re.compile(r"https?://[A-Za-z0-9.\[\]:@-]+(/[^\s'\"]*)?|file:///[^\s'\"]*")
 
 
 def default_tag(suite: str = DEFAULT_SUITE) -> str:
@@ -57,6 +62,12 @@ def ensure_base_image(
     sink: LineSink | None = None,
 ) -> BaseImage:
     """Return the base image, making it with debootstrap when it is missing."""
+    if not _SUITE.fullmatch(suite):
+        raise UsageError(f"{suite[:80]!r} is not a Debian suite name (bookworm, trixie, ...)")
+    mirror = mirror or os.environ.get(MIRROR_ENV) or None
+    if mirror is not None and not _MIRROR.fullmatch(mirror):
+        # debootstrap takes it as a word of its command line: "--keyring=..." would be an option.
+        raise UsageError(f"{mirror[:80]!r} is not a mirror URL (http://, https:// or file:///)")
     tag = tag or default_tag(suite)
     engine.version()
     existing = engine.image_id(tag)
@@ -72,7 +83,6 @@ def ensure_base_image(
         )
     with tempfile.TemporaryDirectory(prefix="archwheel-rootfs-", dir=work_dir) as tmp:
         rootfs = Path(tmp) / "rootfs"
-        mirror = mirror or os.environ.get(MIRROR_ENV) or None
         command = [debootstrap, "--variant=minbase", suite, str(rootfs)]
         if mirror:
             command.append(mirror)

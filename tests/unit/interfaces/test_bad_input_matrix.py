@@ -153,6 +153,8 @@ def test_no_bad_input_is_an_internal_error(
         (["build", "--plan", "--ccache-volume", "../x"], "is not a volume name"),
         (["matrix", "--plan", "--ccache-volume", ""], "is not a volume name"),
         (["build", "--plan", "--ccache-size", "1e400"], "is not a size"),
+        (["base-image", "--suite=--foreign"], "is not a Debian suite name"),
+        (["base-image", "--mirror=--keyring=/tmp/k"], "is not a mirror URL"),
         (["build", "--recipe", "example", "--plan", "--jobs", "10" * 12], "at most 1024"),
     ],
 )
