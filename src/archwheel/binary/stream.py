@@ -246,3 +246,53 @@ class StreamMux:
     def wants_more(self) -> bool:
         """Whether any parser still waits for bytes ahead of the current position."""
         return bool(self._heap)
+
+
+class WholeInput:
+    """``StreamMux``'s interface over an input that is all at hand (a wheel member that fits in
+    its first chunk): each parser runs to its end as it is added, every request answered from
+    the bytes at once, as ``StreamMux`` answers requests inside the chunk at hand and, past the
+    end of the input, with the bytes that exist. Nothing is ever missed, so nothing replays."""
+
+    def __init__(self, data: bytes, on_done: Callable[[ParserOutcome], None]) -> None:
+        self._data = data
+        self._on_done = on_done
+        self._pos = 0
+        self.missed: list[_Request] = []
+
+    @property
+    def position(self) -> int:
+        return self._pos
+
+    def add(self, parser: Parser, token: object) -> None:
+        data = self._data
+        size = len(data)
+        try:
+            need = next(parser)
+            while True:
+                offset, length, more = need
+                if length < 0 or offset < 0 or length > MAX_NEED:
+                    need = parser.throw(ValueError(f"invalid request {need}"))
+                elif more and offset + length <= size and length > 0:
+                    need = parser.send(cast("bytes", memoryview(data)[offset:]))
+                else:
+                    need = parser.send(data[offset : offset + length])
+        except StopIteration as stop:
+            self._on_done(ParserOutcome(token, value=stop.value))
+        except Exception as exc:
+            self._on_done(ParserOutcome(token, error=exc))
+
+    def resume(self, request: _Request) -> None:  # pragma: no cover - nothing is ever missed
+        raise AssertionError("a whole input misses nothing")
+
+    def ahead(self, chunk: bytes) -> None:
+        pass
+
+    def feed(self, chunk: bytes) -> None:
+        self._pos += len(chunk)
+
+    def finish(self) -> None:
+        pass
+
+    def wants_more(self) -> bool:
+        return False

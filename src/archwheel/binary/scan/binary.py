@@ -51,7 +51,7 @@ from archwheel.binary.model import (
 )
 from archwheel.binary.payload import MAX_DEEP_PAYLOAD, check_payload
 from archwheel.binary.rawcubin import RawCubin, raw_cubin_parser
-from archwheel.binary.stream import Need, Parser, ParserOutcome, StreamMux
+from archwheel.binary.stream import Need, Parser, ParserOutcome, StreamMux, WholeInput
 from archwheel.binary.zipread import Member, MemberError, member_chunks
 from archwheel.effects.files import check_regular, open_regular
 from archwheel.facts.arch import CodeKind, Target, Variant
@@ -245,7 +245,9 @@ def scan_stream(
     def done(outcome: ParserOutcome) -> None:
         outcomes[outcome.token] = outcome
 
-    mux = StreamMux(done)
+    # A member that fits in its first chunk (most wheel members but the big libraries) is read
+    # without the stream's queue: the same parsers, answered from the bytes at hand.
+    mux: StreamMux | WholeInput = WholeInput(first, done) if len(first) == size else StreamMux(done)
     mux.add(layout_parser(kind, size), "layout")
     budget = _Budget()
     header_errors: list[tuple[int, str]] = []
