@@ -464,8 +464,8 @@ def _assemble(
             covered.setdefault((unit.name, section.offset), []).append((scan.offset, accepted_end))
 
     # Whether an offset lies inside some container: the furthest end of those starting before.
-    scan_starts = [s.offset for s in scans]
-    furthest = list(itertools.accumulate((s.end for s in scans), max))
+    scan_starts = [s.offset for s in scans] if header_errors else []
+    furthest = list(itertools.accumulate((s.end for s in scans), max)) if header_errors else []
     for offset, message in sorted(header_errors):
         i = bisect.bisect_right(scan_starts, offset) - 1
         if offset < accepted_end and i >= 0 and offset < furthest[i]:
@@ -538,6 +538,8 @@ def _place_raw_cubins(
     inside a raw cubin already taken. A damaged EM_CUDA header, or a cubin that runs past its
     section, is an error of the unit and is not counted.
     """
+    if not found:
+        return
     spans = sorted(spans)
     starts = [a for a, _ in spans]
     furthest = list(itertools.accumulate((b for _, b in spans), max))
