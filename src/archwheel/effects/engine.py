@@ -165,6 +165,16 @@ _IMAGE_REFERENCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}")
 _VOLUME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{1,127}")
 
 
+def check_volume_name(name: str) -> str:
+    """``name`` when Docker and podman take it as a named volume's; else ``UsageError``."""
+    if not _VOLUME_NAME.fullmatch(name):
+        raise UsageError(
+            f"{name[:80]!r} is not a volume name (letters, digits, '_', '.', '-'; 2 to 128 "
+            "characters, starting with a letter or digit)"
+        )
+    return name
+
+
 def check_image_reference(image: str) -> str:
     """``image`` when it is an image reference (name[:tag][@digest]); else ``UsageError``."""
     if not _IMAGE_REFERENCE.fullmatch(image):
@@ -188,8 +198,8 @@ class Mount:
                     f"cannot mount {value!r}: paths with ',' or '=' are not supported",
                     hint="move or link it to a path without them",
                 )
-        if self.volume and not _VOLUME_NAME.fullmatch(self.source):
-            raise UsageError(f"{self.source[:80]!r} is not a volume name")
+        if self.volume:
+            check_volume_name(self.source)
         kind = "volume" if self.volume else "bind"
         text = f"type={kind},source={self.source},target={self.target}"
         if self.read_only:

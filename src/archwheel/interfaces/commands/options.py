@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from archwheel.effects.engine import check_volume_name
 from archwheel.effects.files import write_text_atomic
 from archwheel.errors import UsageError
 
@@ -116,9 +117,6 @@ def positive_number(text: str) -> float:
 
 # The most compile jobs ``--jobs`` takes: ninja and make start that many compilers at once.
 MAX_JOBS = 1024
-# A named volume as Docker and podman accept one. A name starting with '/' or '.' is a host path
-# to ``-v``: a compiler cache "volume" must never be a bind mount of the host's folders.
-_VOLUME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{1,127}")
 # ccache's max_size: a number and an optional k/M/G/T (decimal) or Ki/Mi/Gi/Ti (binary) suffix.
 _CCACHE_SIZE = re.compile(r"[0-9]{1,9}(\.[0-9]{1,3})?(?:[kMGT]i?)?")
 
@@ -130,13 +128,12 @@ def check_jobs(jobs: int | None) -> None:
 
 
 def volume_name(text: str) -> str:
-    """An argparse type: the name of a named volume (the compiler cache's)."""
-    if not _VOLUME_NAME.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"{text[:40]!r} is not a volume name (letters, digits, '_', '.', '-'; "
-            "2 to 128 characters, starting with a letter or digit)"
-        )
-    return text
+    """An argparse type: the name of a named volume (the compiler cache's). A name starting
+    with '/' or '.' would be a host path: the cache must never be a bind mount of the host."""
+    try:
+        return check_volume_name(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def ccache_size(text: str) -> str:
