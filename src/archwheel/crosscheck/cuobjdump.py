@@ -34,6 +34,7 @@ from archwheel.effects.process import (
     ProgramNotStarted,
     ProgramTimedOut,
     last_line,
+    parse_timeout,
     run_program,
 )
 from archwheel.errors import ToolError, UsageError
@@ -118,25 +119,16 @@ class Cuobjdump:
         return proc
 
 
-MAX_TIMEOUT_S = 7 * 24 * 3600  # a week: any longer limit means none (and 1e400 overflowed)
-
-
 def _timeout_from_env() -> float:
     """``ARCHWHEEL_CUOBJDUMP_TIMEOUT`` in seconds (unset or empty: the default); a value that is
-    not a number above 0 and at most a week is a ``UsageError``, not silently the default."""
+    not a time limit (``parse_timeout``) is a ``UsageError``, not silently the default."""
     text = os.environ.get("ARCHWHEEL_CUOBJDUMP_TIMEOUT", "").strip()
     if not text:
         return DEFAULT_TIMEOUT_S
     try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value <= MAX_TIMEOUT_S:
-        raise UsageError(
-            f"ARCHWHEEL_CUOBJDUMP_TIMEOUT={text[:40]!r}: not a number of seconds above 0 and at "
-            f"most {MAX_TIMEOUT_S}"
-        )
-    return value
+        return parse_timeout(text)
+    except ValueError as exc:
+        raise UsageError(f"ARCHWHEEL_CUOBJDUMP_TIMEOUT: {exc}") from None
 
 
 # -- finding and installing it --------------------------------------------------------------------

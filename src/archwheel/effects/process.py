@@ -52,6 +52,23 @@ MAX_CAPTURE = 64 << 20
 _READ_SIZE = 1 << 16
 MAX_LINE = 1 << 20  # bytes of one line ``stream_lines`` hands on at most
 _PIPE_BUF = 512  # bytes written to a child's stdin at a time (what select promises)
+# The longest time limit a user may give (an option, an environment variable), in seconds: a
+# week. Beyond it a limit means nothing, and 1e308 overflowed the clocks it was handed to.
+MAX_TIMEOUT_S = 7 * 24 * 3600
+
+
+def parse_timeout(text: str) -> float:
+    """A time limit in seconds written by a user: a number above 0 and at most
+    ``MAX_TIMEOUT_S`` (nan and inf refused); ``ValueError`` saying so otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text[:40]!r} is not a number") from None
+    if not 0 < value <= MAX_TIMEOUT_S:
+        raise ValueError(
+            f"{text[:40]!r}: must be a number above 0 and at most {MAX_TIMEOUT_S} (a week)"
+        )
+    return value
 
 
 def echo_to_stderr(line: str) -> None:

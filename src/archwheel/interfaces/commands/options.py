@@ -17,6 +17,7 @@ from typing import Any
 
 from archwheel.effects.engine import check_volume_name
 from archwheel.effects.files import write_text_atomic
+from archwheel.effects.process import parse_timeout
 from archwheel.errors import UsageError
 
 
@@ -96,23 +97,13 @@ def write_output(path: Path, text: str) -> None:
         raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
-# The longest time limit an option takes, in seconds (a week): beyond it a limit means nothing,
-# and 1e308 overflowed the conversions of the clocks it is handed to.
-MAX_SECONDS = 7 * 24 * 3600
-
-
 def positive_number(text: str) -> float:
-    """An argparse type: a number of seconds above zero and at most ``MAX_SECONDS`` (a
-    timeout, a duration)."""
+    """An argparse type: a number of seconds above zero and at most a week (a timeout, a
+    duration: ``effects.process.parse_timeout``)."""
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
-    if not 0 < value <= MAX_SECONDS:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError(
-            f"{text[:40]!r}: must be a number above 0 and at most {MAX_SECONDS} (a week)"
-        )
-    return value
+        return parse_timeout(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 # The most compile jobs ``--jobs`` takes: ninja and make start that many compilers at once.
