@@ -77,13 +77,17 @@ class CacheUrl:
     def is_unix(self) -> bool:
         return self.address.socket_path is not None
 
+    @property
+    def has_password(self) -> bool:
+        return self.address.password is not None
+
     def redacted(self) -> str:
         """The URL without its password: what logs and provenance show."""
         a = self.address
         if self.is_unix:
             return f"redis+unix:{a.socket_path}" + (f"?db={self.db}" if self.db is not None else "")
         auth = ""
-        if a.password is not None:
+        if self.has_password:
             auth = f"{a.username}:***@" if a.username else ":***@"
         host = a.host or ""
         return f"redis://{auth}{host}:{a.port}" + (f"/{self.db}" if self.db is not None else "")

@@ -269,13 +269,14 @@ def read_index(index: Path) -> tuple[IndexEntry, ...]:
 
 
 MAX_MANIFEST_BYTES = 64 << 20  # an index manifest (index.json): 10000 entries are about 5 MB
+MAX_MANIFEST_NESTING = 8  # lists and objects inside each other (an index manifest nests 3 deep)
 
 
 def _manifest_entries(path: Path) -> list[IndexEntry]:
     """The entries of an index manifest, read bounded and checked (``InputError``, one line)."""
     try:
         document = json.loads(read_regular(path, MAX_MANIFEST_BYTES).decode("utf-8"))
-        if nesting_depth(document, 8) > 8:
+        if nesting_depth(document, MAX_MANIFEST_NESTING) > MAX_MANIFEST_NESTING:
             raise ValueError("nested deeper than an index manifest is")
         entries = document.get("entries") if isinstance(document, dict) else None
         if not isinstance(entries, list):

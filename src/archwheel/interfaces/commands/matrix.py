@@ -220,14 +220,10 @@ class MatrixRequest:
                 work=str(args.work),
                 # A password never goes into an exported workflow (it is committed, and shown
                 # to everyone who reads the repository): the jobs read it from a secret.
-                cache_url=cache_url.text if cache_url and not _has_password(cache_url) else None,
-                cache_url_secret=CACHE_URL_ENV if cache_url and _has_password(cache_url) else None,
+                cache_url=cache_url.text if cache_url and not cache_url.has_password else None,
+                cache_url_secret=CACHE_URL_ENV if cache_url and cache_url.has_password else None,
             ),
         )
-
-
-def _has_password(url: CacheUrl) -> bool:
-    return url.address.password is not None
 
 
 def recipe_facts(spec: MatrixSpec) -> dict[str, RecipeFacts]:
