@@ -158,6 +158,32 @@ def write_zip(path: Path, members: list[tuple[str, bytes]], *, stored: bool = Fa
     return path
 
 
+def overlapping_zip(path: Path, inner: bytes, *, same_header: bool = False) -> Path:
+    """A zip of two stored members whose data overlap, as the overlapping zip bombs are made:
+    the first member's data is the second member's local header and data (``same_header``: the
+    second directory entry names the first one's local header instead). Every CRC and size is
+    true, so a reader without an overlap check reads the shared bytes once per member."""
+
+    def info(name: str, data: bytes, offset: int) -> zipfile.ZipInfo:
+        made = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+        made.file_size = made.compress_size = len(data)
+        made.CRC, made.header_offset = zlib.crc32(data), offset
+        return made
+
+    header_size = len(info("pkg/a.so", b"", 0).FileHeader(False))
+    quoted = info("pkg/b.so", inner, header_size).FileHeader(False) + inner
+    first = info("pkg/a.so", quoted, 0)
+    second = info("pkg/b.so", quoted, 0) if same_header else info("pkg/b.so", inner, header_size)
+    with path.open("wb") as fh:
+        fh.write(first.FileHeader(False) + quoted)
+        archive = zipfile.ZipFile(fh, "w")
+        archive.filelist += [first, second]
+        archive.start_dir = fh.tell()
+        archive._didModify = True  # type: ignore[attr-defined]  # write its directory on close
+        archive.close()
+    return path
+
+
 def elf_names_without_end(count: int, name_bytes: int) -> bytes:
     """An ELF of ``count`` section headers that all name offset 1 of a name table of
     ``name_bytes`` bytes holding no NUL after its first byte (a name search without an end)."""

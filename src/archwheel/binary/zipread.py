@@ -44,6 +44,13 @@ DEFAULT_MAX_MEMBER = 16 << 30  # no real library is near this; a larger declarat
 # runs, so both are checked in the end record first. torch 2.14.1: 13043 members, 1.2 MB.
 MAX_ARCHIVE_MEMBERS = 200_000
 MAX_DIRECTORY_BYTES = 32 << 20
+# What the members of one archive may declare together, uncompressed: the larger of a floor and
+# a multiple of the archive's own size. Deflate reaches 1032:1, so without it a 50 MB wheel of
+# bombs (each member within its own bound) makes a reader inflate 50 GB; real wheels are far
+# below (torch 2.14.1: 2.1x, its most compressible library 24x). A member inflating past what it
+# declares is already refused, so this bounds the bytes inflated from any input.
+MAX_INFLATION_RATIO = 100
+INFLATION_FLOOR = 1 << 30
 _END = struct.Struct("<4s4H2LH")
 _END_SIGNATURE = b"PK\x05\x06"
 _END64_LOCATOR = struct.Struct("<4sLQL")
@@ -139,13 +146,51 @@ def open_zip(fh: BinaryIO, label: object, *, max_members: int | None = None) -> 
             )
     archive = zipfile.ZipFile(fh)
     count = len(archive.filelist)
-    if count > limit:
+    try:
+        if count > limit:
+            raise InputError(
+                f"{label}: its zip directory holds {count} members, above the limit of {limit} "
+                f'(docs/design.md, "Bad input"); not read'
+            )
+        _check_inflation(archive.filelist, fh.seek(0, os.SEEK_END), label)
+    except BaseException:
         archive.close()
-        raise InputError(
-            f"{label}: its zip directory holds {count} members, above the limit of {limit} "
-            f'(docs/design.md, "Bad input"); not read'
-        )
+        raise
+    fh.seek(0)
     return archive
+
+
+def _check_inflation(infos: list[zipfile.ZipInfo], archive_size: int, label: object) -> None:
+    """Refuse an archive whose members together declare more than the inflation bound."""
+    declared = sum(info.file_size for info in infos)
+    bound = max(INFLATION_FLOOR, MAX_INFLATION_RATIO * archive_size)
+    if declared > bound:
+        raise InputError(
+            f"{label}: its members declare {declared} bytes uncompressed, above the {bound} "
+            f"allowed for an archive of {archive_size} bytes (the larger of {INFLATION_FLOOR} "
+            f"and {MAX_INFLATION_RATIO}x its size: a zip bomb?) (docs/design.md, "
+            '"Bad input"); not read'
+        )
+
+
+def overlaps(infos: list[zipfile.ZipInfo], directory_at: int, archive_size: int) -> dict[int, str]:
+    """Why each member whose data overlap the next member's local header or the directory is
+    not read: the construction of the overlapping zip bombs (one member's data holds the next
+    members, so each byte is inflated once per member covering it), which CPython 3.12's
+    ``zipfile`` refuses too. Real archives have none. Data past the archive's end is left to
+    the reader (a truncated member). Keyed by the member's place in ``infos``."""
+    found: dict[int, str] = {}
+    ordered = sorted(range(len(infos)), key=lambda i: infos[i].header_offset)
+    for at, next_at in zip(ordered, [*ordered[1:], None], strict=True):
+        info, after = infos[at], None if next_at is None else infos[next_at]
+        # The least a member spans: its local header and its data (the name and the extra
+        # field, whose lengths only the local header says, come on top).
+        end = info.header_offset + LOCAL_HEADER.size + info.compress_size
+        if after is not None and after.header_offset < end:
+            found[at] = f"its data overlaps member {after.filename!r} (a zip bomb's construction)"
+        elif after is None and directory_at < end <= archive_size:
+            found[at] = "its data overlaps the zip directory (a damaged archive)"
+    return found
 
 
 def file_identity(status: os.stat_result) -> tuple[int, int, int, int]:
@@ -168,6 +213,7 @@ class WheelReader:
                 self.identity = file_identity(status)
                 with open_zip(fh, path) as zf:
                     infos = zf.infolist()
+                    directory_at = zf.start_dir
         except FileNotFoundError:
             raise InputError(f"{path}: no such file") from None
         except IsADirectoryError:
@@ -183,11 +229,12 @@ class WheelReader:
         self.members: list[Member] = []
         self.name_problems: list[tuple[str, str]] = []
         seen: set[str] = set()
-        for info in infos:
+        overlapping = overlaps(infos, directory_at, self._size)
+        for at, info in enumerate(infos):
             name = info.filename
             if info.is_dir():
                 continue
-            reason = unsafe_name_reason(name)
+            reason = unsafe_name_reason(name) or overlapping.get(at)
             if reason:
                 self.name_problems.append((name, f"{reason}; member not read"))
                 continue

@@ -6,6 +6,7 @@ unbounded allocation fails the test instead of stalling the suite.
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 from pathlib import Path
@@ -26,6 +27,7 @@ from tests.support.builders import (
     container,
     elf64,
     elf_names_without_end,
+    overlapping_zip,
     write_zip,
     zip_declaring,
 )
@@ -223,3 +225,61 @@ def test_sdist_zips_are_bounded_by_the_sdist_member_limit(
     with pytest.raises(InputError, match="declares 4 members, above the limit of 3"):
         source._unpack(archive, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("same_header", [False, True])
+def test_members_whose_data_overlap_are_not_read(tmp_path: Path, same_header: bool) -> None:
+    # The overlapping zip bomb's construction: one member's data holds the next member (its
+    # local header too), so each byte is inflated once per member that covers it. CRCs and
+    # sizes are true: only the layout tells.
+    lib = elf64([(".nv_fatbin", container(Entry(sm=80)))])
+    wheel = overlapping_zip(tmp_path / "o-1-py3-none-any.whl", lib, same_header=same_header)
+    reader = WheelReader(wheel)
+    assert reader.name_problems == [
+        (
+            "pkg/a.so",
+            "its data overlaps member 'pkg/b.so' (a zip bomb's construction); member not read",
+        )
+    ]
+    inventory = scan_path(wheel)
+    assert any(p.member == "pkg/a.so" and "overlaps" in p.message for p in inventory.problems)
+    assert not inventory.complete
+    if not same_header:  # the other member is an honest one
+        assert [lib.path for lib in inventory.device_libraries] == ["pkg/b.so"]
+
+
+def test_a_member_whose_data_runs_into_the_directory_is_not_read(tmp_path: Path) -> None:
+    wheel = write_zip(
+        tmp_path / "d-1-py3-none-any.whl",
+        [("pkg/a.so", b"x" * 100), ("pkg/b.so", b"y" * 100)],
+        stored=True,
+    )
+    data = bytearray(wheel.read_bytes())
+    central = data.rindex(b"PK\x01\x02")  # the last member's entry
+    struct.pack_into("<II", data, central + 20, 160, 160)  # compressed and uncompressed sizes
+    wheel.write_bytes(bytes(data))
+    reader = WheelReader(wheel)
+    assert [m.name for m in reader.members] == ["pkg/a.so"]
+    assert reader.name_problems == [
+        ("pkg/b.so", "its data overlaps the zip directory (a damaged archive); member not read")
+    ]
+
+
+def test_members_declaring_more_than_the_inflation_bound_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(zipread, "INFLATION_FLOOR", 1 << 20)
+    bomb = write_zip(tmp_path / "b-1-py3-none-any.whl", [("pkg/z.so", bytes(4 << 20))])
+    size = bomb.stat().st_size
+    assert size * zipread.MAX_INFLATION_RATIO < 4 << 20  # deflate packs 4 MiB of zeros far below
+    with pytest.raises(
+        InputError, match=r"declare 4194304 bytes uncompressed, above the 1048576 allowed"
+    ):
+        WheelReader(bomb)
+    # Under the floor, any ratio is fine (a small wheel of one compressible file); and a real
+    # ratio (random bytes: about 1x) at any size.
+    monkeypatch.setattr(zipread, "INFLATION_FLOOR", 4 << 20)
+    assert [m.name for m in WheelReader(bomb).members] == ["pkg/z.so"]
+    monkeypatch.setattr(zipread, "INFLATION_FLOOR", 0)
+    plain = write_zip(tmp_path / "p-1-py3-none-any.whl", [("pkg/r.so", os.urandom(1 << 20))])
+    assert [m.name for m in WheelReader(plain).members] == ["pkg/r.so"]

@@ -21,7 +21,14 @@ from archwheel.binary.scan.inputs import MAX_PROBLEMS_PER_INPUT, scan_wheel
 from archwheel.binary.scan.pool import scan_members
 from archwheel.binary.zipread import WheelReader
 from archwheel.exit_codes import ExitCode
-from tests.support.builders import Entry, container, elf64, write_zip, zip_declaring
+from tests.support.builders import (
+    Entry,
+    container,
+    elf64,
+    overlapping_zip,
+    write_zip,
+    zip_declaring,
+)
 from tests.support.fuzz import watchdog
 from tests.support.wheels import make_wheel
 
@@ -51,6 +58,16 @@ def _negative_ar(folder: Path) -> str:
     return str(write_zip(folder / "neg-1-py3-none-any.whl", [("pkg/libneg.a", member)]))
 
 
+def _declared_bomb(folder: Path) -> str:
+    # One deflated member whose directory entry declares 3 GiB: above what any wheel of this
+    # size may inflate to, refused before a byte is inflated.
+    wheel = write_zip(folder / "bomb-1-py3-none-any.whl", [("pkg/libz.so", bytes(1 << 16))])
+    data = bytearray(wheel.read_bytes())
+    struct.pack_into("<I", data, data.rindex(b"PK\x01\x02") + 24, 3 << 30)
+    wheel.write_bytes(bytes(data))
+    return str(wheel)
+
+
 BAD_INPUTS: dict[str, Make] = {
     "fifo": _fifo,
     "char-device": lambda _: "/dev/zero",
@@ -67,6 +84,10 @@ BAD_INPUTS: dict[str, Make] = {
     "huge-int-toml": _write("int.toml", b"a = " + b"9" * 100_000 + b"\n"),
     "negative-ar-size": _negative_ar,
     "random-bytes": _write("noise.whl", os.urandom(4096)),
+    "overlapping-zip": lambda folder: str(
+        overlapping_zip(folder / "over-1-py3-none-any.whl", elf64([(".nv_fatbin", container())]))
+    ),
+    "zip-declaring-a-bomb": _declared_bomb,
     "zip-declaring-a-billion-members": lambda folder: str(
         zip_declaring(folder / "many-1.0-py3-none-any.whl", [("many/a.txt", b"x")], 10**9)
     ),
