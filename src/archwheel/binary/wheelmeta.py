@@ -18,6 +18,7 @@ The most precise evidence wins, in that order; disagreements are kept as warning
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import re
 import zipfile
@@ -29,7 +30,7 @@ from types import MappingProxyType
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from archwheel.binary.zipread import open_zip
+from archwheel.binary.zipread import MemberError, WheelReader, member_chunks, open_zip
 from archwheel.effects import files
 from archwheel.errors import InputError
 from archwheel.facts.versions import CudaVersion
@@ -184,6 +185,39 @@ def read_wheel_metadata(path: Path) -> WheelMetadata:
         raise InputError(f"{path}: not a readable wheel (zip): {exc}") from None
     except (OSError, EOFError, zipfile.LargeZipFile, ValueError) as exc:
         raise InputError(f"{path}: cannot read the wheel: {exc}") from None
+
+
+@dataclass(frozen=True)
+class NativeDigests:
+    """The hashes of a wheel's native libraries taken from their bytes, not from RECORD."""
+
+    hashes: Mapping[str, str]  # member -> sha256 in RECORD's form
+    unreadable: tuple[tuple[str, str], ...] = ()  # (member, why): no hash taken
+
+
+def native_library_digests(path: Path) -> NativeDigests:
+    """The sha256 of every native library a wheel holds, from its bytes: inflated and checked
+    as the scan reads them (declared size, CRC, bounds), in RECORD's form. RECORD is the
+    builder's word; these are what an installer writes to disk."""
+    reader = WheelReader(path)
+    hashes: dict[str, str] = {}
+    unreadable: list[tuple[str, str]] = []
+    with files.open_regular(path) as handle:
+        for member in reader.members:
+            if not _NATIVE_LIBRARY.search(member.name):
+                continue
+            digest = hashlib.sha256()
+            try:
+                chunks = member_chunks(
+                    path, reader.archive_size, member, reader.max_member_bytes, handle=handle
+                )
+                for chunk in chunks:
+                    digest.update(chunk)
+            except MemberError as exc:
+                unreadable.append((member.name, str(exc)))
+                continue
+            hashes[member.name] = files.record_form(digest.hexdigest())
+    return NativeDigests(MappingProxyType(dict(sorted(hashes.items()))), tuple(unreadable))
 
 
 def sha256_file(path: Path) -> str:
@@ -413,7 +447,6 @@ def _native_hashes(
     unlisted = sorted(held - hashes.keys())
     if unlisted:
         warnings.append(
-            f"{len(unlisted)} native libraries have no sha256 in RECORD (first: {unlisted[0]}): "
-            "their installed bytes cannot be checked"
+            f"{len(unlisted)} native libraries have no sha256 in RECORD (first: {unlisted[0]})"
         )
     return hashes

@@ -59,8 +59,12 @@ def wheel_entry(
     size: int,
     metadata: WheelMetadata,
     inventory: InputInventory,
+    *,
+    native_libraries: Mapping[str, str],
 ) -> dict[str, Any]:
-    """The manifest record of one wheel."""
+    """The manifest record of one wheel; ``native_libraries``: member -> the RECORD-form
+    sha256 of its bytes (``wheelmeta.native_library_digests``), what ``verify --env`` checks
+    the installed files against."""
     libraries = []
     all_sass: set[str] = set()
     all_ptx: set[str] = set()
@@ -89,7 +93,7 @@ def wheel_entry(
         },
         "cudnn": metadata.cudnn_version,
         "nccl": metadata.nccl_version,
-        "native_libraries": dict(sorted(metadata.native_library_hashes.items())),
+        "native_libraries": dict(sorted(native_libraries.items())),
         "archs": {
             "sass": _sorted_archs(all_sass),
             "ptx": _sorted_archs(all_ptx),

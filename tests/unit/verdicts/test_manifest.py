@@ -277,7 +277,7 @@ def test_record_rows_of_libraries_the_wheel_does_not_hold_are_not_recorded(
 ) -> None:
     """A RECORD naming libraries the wheel does not hold (230000 such rows once made an 18 MB
     manifest that verify refused), and a library RECORD does not name: the manifest records
-    only the libraries held and listed, and warns about both."""
+    the libraries held, with their bytes' hashes, and warns about both."""
     wheel = build_wheel(
         tmp_path, "odd", "1.0", {"odd/libheld.so": LIBTOY, "odd/libunlisted.so": LIBTOY}
     )
@@ -292,9 +292,61 @@ def test_record_rows_of_libraries_the_wheel_does_not_hold_are_not_recorded(
     code, _, err = cli_run("manifest", str(wheel), "-o", str(out))
     assert code == 0
     (entry,) = json.loads(out.read_text())["wheels"]
-    assert entry["native_libraries"] == {"odd/libheld.so": record_hash(LIBTOY)}
+    assert entry["native_libraries"] == {
+        "odd/libheld.so": record_hash(LIBTOY),
+        "odd/libunlisted.so": record_hash(LIBTOY),
+    }
     assert "RECORD lists 3 native libraries the wheel does not hold" in err
     assert "1 native libraries have no sha256 in RECORD (first: odd/libunlisted.so)" in err
+
+
+def test_the_manifest_records_the_bytes_hashes_where_record_lies(
+    tmp_path: Path, cli_run: CliRun
+) -> None:
+    """RECORD is the builder's word: a wheel changed after it was built (or made to deceive)
+    can keep its old RECORD, and pip installs it without checking. The manifest records what the
+    member's bytes hash to, which is what lands on disk, and says where RECORD disagrees."""
+    wheel = build_wheel(
+        tmp_path, "liar", "1.0", {"liar/libone.so": LIBTOY, "liar/libtwo.so": LIBTOY}
+    )
+    with zipfile.ZipFile(wheel) as archive:
+        members = {n: archive.read(n) for n in archive.namelist()}
+    changed = LIBTOY + b"\0" * 16
+    members["liar/libtwo.so"] = changed  # RECORD still has LIBTOY's hash
+    write_zip(wheel, list(members.items()))
+    assert record_hash(LIBTOY) in members["liar-1.0.dist-info/RECORD"].decode()
+    out = tmp_path / "manifest.json"
+    code, _, err = cli_run("manifest", str(wheel), "-o", str(out))
+    assert code == 0
+    (entry,) = json.loads(out.read_text())["wheels"]
+    assert entry["native_libraries"] == {
+        "liar/libone.so": record_hash(LIBTOY),
+        "liar/libtwo.so": record_hash(changed),
+    }
+    assert "RECORD's sha256 of 1 native libraries is not the hash of their bytes" in err
+    assert "(first: liar/libtwo.so;" in err
+
+
+def test_a_library_that_cannot_be_read_has_no_hash_recorded(
+    tmp_path: Path, cli_run: CliRun
+) -> None:
+    wheel = build_wheel(tmp_path, "bad", "1.0", {"bad/libcrc.so": LIBTOY})
+    data = bytearray(wheel.read_bytes())
+    for signature, at in ((b"PK\x03\x04", 14), (b"PK\x01\x02", 16)):  # both CRC fields
+        start = 0
+        while (start := data.find(signature, start)) >= 0:
+            name_at = start + (30 if signature == b"PK\x03\x04" else 46)
+            if data[name_at : name_at + 13] == b"bad/libcrc.so":
+                data[start + at : start + at + 4] = b"\xde\xad\xbe\xef"
+            start += 4
+    wheel.write_bytes(bytes(data))
+    out = tmp_path / "manifest.json"
+    code, _, err = cli_run("manifest", str(wheel), "-o", str(out))
+    assert code == 0
+    (entry,) = json.loads(out.read_text())["wheels"]
+    assert entry["native_libraries"] == {}
+    assert entry["archs"]["audit_complete"] is False
+    assert "bad/libcrc.so: cannot be read (CRC mismatch" in err
 
 
 def test_a_manifest_verify_could_not_read_is_not_written(

@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from archwheel.binary.scan.inputs import scan_path
-from archwheel.binary.wheelmeta import read_wheel_metadata, sha256_file
+from archwheel.binary.wheelmeta import (
+    NativeDigests,
+    WheelMetadata,
+    native_library_digests,
+    read_wheel_metadata,
+    sha256_file,
+)
 from archwheel.effects.files import (
     FileTooLarge,
     check_regular,
@@ -52,8 +58,9 @@ examples:
   archwheel manifest dist/*.whl -o manifest.json
   archwheel manifest torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl      (JSON on stdout)
 
-Native library hashes come from each wheel's RECORD: rows naming files the wheel does not hold
-are left out, and libraries RECORD does not list are counted in a warning on stderr.
+Native library hashes are taken from the libraries' bytes (what an installer writes to disk);
+where the wheel's RECORD says otherwise, a warning on stderr says so, as it does for RECORD rows
+naming files the wheel does not hold and libraries RECORD does not list.
 
 exit codes: 0 written; 3 an unreadable wheel, or a manifest above the {MAX_MANIFEST_BYTES}
 bytes verify reads (not written: record the wheels in several manifests)
@@ -68,7 +75,7 @@ examples:
 
 Files are checked when wheels or --dir are given, or when --env is not. --env compares the
 installed versions, torch.version.cuda, the nvidia-*/cuda-* pins and the bytes of every native
-library with the tested wheels' RECORD hashes (--no-library-hashes skips the last).
+library with the tested wheels' hashes of them (--no-library-hashes skips the last).
 
 exit codes: 0 everything matches; 1 mismatches (text and Markdown list {MAX_MISMATCH_ROWS},
 --format json all); 3 unreadable manifest or wheel
@@ -82,8 +89,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="record wheels (checksums, versions, CUDA pins, arch inventory) in a manifest",
         description=(
             "Per wheel: file name, sha256, size, name, version, tags, the CUDA version it "
-            "targets, its nvidia-*/cuda-* requirement pins, cuDNN/NCCL versions, the RECORD "
-            "hashes of its native libraries and the arch inventory from the audit."
+            "targets, its nvidia-*/cuda-* requirement pins, cuDNN/NCCL versions, the sha256 "
+            "of each native library's bytes and the arch inventory from the audit."
         ),
         epilog=MANIFEST_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -186,10 +193,37 @@ def manifest_document(wheels: tuple[Path, ...]) -> tuple[dict[str, Any], int]:
         for warning in metadata.warnings:
             print(f"archwheel: warning: {literal(path.name)}: {literal(warning)}", file=sys.stderr)
         inventory = scan_path(path)
+        digests = native_library_digests(path)
+        for warning in _digest_warnings(metadata, digests):
+            print(f"archwheel: warning: {literal(path.name)}: {literal(warning)}", file=sys.stderr)
         entries.append(
-            wheel_entry(path.name, sha256_file(path), path.stat().st_size, metadata, inventory)
+            wheel_entry(
+                path.name,
+                sha256_file(path),
+                path.stat().st_size,
+                metadata,
+                inventory,
+                native_libraries=digests.hashes,
+            )
         )
     return build_manifest(entries, load_facts().facts_version), len(entries)
+
+
+def _digest_warnings(metadata: WheelMetadata, digests: NativeDigests) -> list[str]:
+    """Where the libraries' bytes and RECORD disagree, and the libraries not hashed."""
+    recorded = metadata.native_library_hashes
+    differ = sorted(n for n, h in digests.hashes.items() if n in recorded and recorded[n] != h)
+    warnings = [
+        f"{name}: cannot be read ({why}): its hash is not recorded"
+        for name, why in digests.unreadable
+    ]
+    if differ:
+        warnings.append(
+            f"RECORD's sha256 of {len(differ)} native libraries is not the hash of their bytes "
+            f"(first: {differ[0]}; the wheel was changed after it was built?): the manifest "
+            "records the bytes' hashes"
+        )
+    return warnings
 
 
 def _file_facts(path: Path) -> FileFacts | None:
