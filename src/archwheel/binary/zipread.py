@@ -188,7 +188,7 @@ def overlaps(infos: list[zipfile.ZipInfo], directory_at: int, archive_size: int)
         end = info.header_offset + LOCAL_HEADER.size + info.compress_size
         if after is not None and after.header_offset < end:
             found[at] = f"its data overlaps member {after.filename!r} (a zip bomb's construction)"
-        elif after is None and directory_at < end <= archive_size:
+        elif info.header_offset < directory_at < end <= archive_size:
             found[at] = "its data overlaps the zip directory (a damaged archive)"
     return found
 
