@@ -66,6 +66,7 @@ def _module(short: str) -> str:
         "build.recipe": "archwheel.build.recipe",
         "build.source": "archwheel.build.source",
         "matrix.plan": "archwheel.matrix.plan",
+        "matrix.index": "archwheel.matrix.index",
         "commands.diff": "archwheel.interfaces.commands.diff",
         "commands.options": "archwheel.interfaces.commands.options",
         "cli": "archwheel.interfaces.cli",

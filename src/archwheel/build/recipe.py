@@ -36,10 +36,11 @@ from archwheel.build.torch_pin import (
     find_torch_pin,
 )
 from archwheel.effects.files import (
+    DocumentUnreadable,
     FileTooLarge,
     check_regular,
     is_pseudo,
-    nesting_depth,
+    parse_document,
     read_regular,
 )
 from archwheel.errors import ArchListError, RecipeError, UsageError
@@ -428,17 +429,10 @@ def load_recipe(
     except OSError as exc:
         raise RecipeError(f"cannot read recipe {path}: {exc.strerror or exc}") from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise RecipeError(f"{path}: not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise RecipeError(f"{path}: invalid TOML: {exc}") from None
-    except RecursionError:
-        raise RecipeError(f"{path}: nested deeper than the limit of {MAX_RECIPE_NESTING}") from None
-    except ValueError as exc:  # an integer of thousands of digits
-        raise RecipeError(f"{path}: invalid TOML: {exc}") from None
-    if nesting_depth(data, MAX_RECIPE_NESTING) > MAX_RECIPE_NESTING:
-        raise RecipeError(f"{path}: nested deeper than the limit of {MAX_RECIPE_NESTING}")
+        document = parse_document(raw, MAX_RECIPE_NESTING, toml=True)
+    except DocumentUnreadable as exc:
+        raise RecipeError(f"{path}: {exc}") from None
+    data = cast("dict[str, Any]", document)  # TOML's top level is always a table
     return parse_recipe(data, origin=path, raw=raw, facts=facts, torch_cuda=torch_cuda)
 
 

@@ -20,11 +20,17 @@ import json
 import os
 import shutil
 import stat
+import sys
 import tempfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, BinaryIO
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
 
 HASH_BLOCK = 1 << 20
 # Filesystems whose files report a size they do not have, block, or never end.
@@ -129,6 +135,45 @@ def nesting_depth(document: object, stop: int) -> int:
             return deepest
         pending.extend((child, depth) for child in children)
     return deepest
+
+
+class DocumentUnreadable(ValueError):
+    """A JSON document that cannot be read or parsed; the message is one line, without the
+    path (the caller names the file and what it should have been)."""
+
+
+def parse_document(raw: bytes | str, nesting: int, *, toml: bool = False) -> object:
+    """A JSON (or TOML) document parsed so that a hostile text cannot make a traceback: not
+    UTF-8, not JSON/TOML, an integer of thousands of digits, nesting deeper than ``nesting``
+    (or than the stack) are ``DocumentUnreadable``, in one line."""
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError:
+        raise DocumentUnreadable("not UTF-8 text") from None
+    try:
+        document: object = tomllib.loads(text) if toml else json.loads(text)
+    except RecursionError:
+        raise DocumentUnreadable(f"nested deeper than the limit of {nesting}") from None
+    except ValueError as exc:  # not JSON or TOML, or an integer of thousands of digits
+        raise DocumentUnreadable(f"not {'TOML' if toml else 'JSON'}: {exc}") from None
+    if nesting_depth(document, nesting) > nesting:
+        raise DocumentUnreadable(f"nested deeper than the limit of {nesting}")
+    return document
+
+
+def read_json(path: Path | str, limit: int, nesting: int) -> object:
+    """The JSON document in a regular file of at most ``limit`` bytes, nested at most
+    ``nesting`` deep; ``DocumentUnreadable`` says in one line why not (no such file, not a
+    regular file, larger than the limit, not UTF-8, not JSON, nested too deep)."""
+    try:
+        raw = read_regular(path, limit)
+    except FileTooLarge:
+        raise DocumentUnreadable(f"larger than {limit} bytes") from None
+    except FileNotFoundError:
+        raise DocumentUnreadable("no such file") from None
+    except OSError as exc:
+        raise DocumentUnreadable(f"cannot read: {exc.strerror or exc}") from None
+    return parse_document(raw, nesting)
 
 
 def read_regular(path: Path | str, limit: int) -> bytes:

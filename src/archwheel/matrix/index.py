@@ -31,7 +31,6 @@ import contextlib
 import fcntl
 import hashlib
 import html
-import json
 import os
 import re
 import secrets
@@ -52,9 +51,9 @@ from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.binary.zipread import open_zip
 from archwheel.effects.files import (
-    nesting_depth,
+    DocumentUnreadable,
     open_regular,
-    read_regular,
+    read_json,
     sha256_file,
     write_bytes_atomic,
     write_json_atomic,
@@ -275,16 +274,13 @@ MAX_MANIFEST_NESTING = 8  # lists and objects inside each other (an index manife
 def _manifest_entries(path: Path) -> list[IndexEntry]:
     """The entries of an index manifest, read bounded and checked (``InputError``, one line)."""
     try:
-        document = json.loads(read_regular(path, MAX_MANIFEST_BYTES).decode("utf-8"))
-        if nesting_depth(document, MAX_MANIFEST_NESTING) > MAX_MANIFEST_NESTING:
-            raise ValueError("nested deeper than an index manifest is")
+        document = read_json(path, MAX_MANIFEST_BYTES, MAX_MANIFEST_NESTING)
         entries = document.get("entries") if isinstance(document, dict) else None
         if not isinstance(entries, list):
             raise ValueError("no 'entries' list")
         return [IndexEntry.from_json_dict(e) for e in entries]
-    except (OSError, ValueError, RecursionError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise InputError(f"{path}: not a readable archwheel index manifest: {reason}") from None
+    except ValueError as exc:  # DocumentUnreadable, or an entry's field
+        raise InputError(f"{path}: not a readable archwheel index manifest: {exc}") from None
 
 
 # -- examining one wheel --------------------------------------------------------------------------
@@ -319,14 +315,14 @@ def _provenance_text(provenance: dict[str, Any], table: str, key: str) -> str | 
 
 
 MAX_PROVENANCE_BYTES = 16 << 20  # a provenance file (a build's is a few KB)
+MAX_PROVENANCE_NESTING = 32  # lists and objects inside each other (a build's nests 4 deep)
 
 
 def _load_provenance(path: Path) -> dict[str, Any]:
     try:
-        document = json.loads(read_regular(path, MAX_PROVENANCE_BYTES).decode("utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise InputError(f"{path}: not readable provenance JSON: {reason}") from None
+        document = read_json(path, MAX_PROVENANCE_BYTES, MAX_PROVENANCE_NESTING)
+    except DocumentUnreadable as exc:
+        raise InputError(f"{path}: not readable provenance JSON: {exc}") from None
     if not isinstance(document, dict):
         raise InputError(f"{path}: provenance is not a JSON object")
     return document

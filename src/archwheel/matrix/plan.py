@@ -34,17 +34,17 @@ from dataclasses import dataclass, field
 from enum import Enum
 from itertools import product
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from archwheel.effects.files import FileTooLarge, nesting_depth, read_regular
+from archwheel.effects.files import DocumentUnreadable, FileTooLarge, parse_document, read_regular
 from archwheel.errors import UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.matrix.index import IndexEntry
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    pass
 else:  # pragma: no cover
-    import tomli as tomllib
+    pass
 
 MATRIX_SCHEMA_VERSION = 1
 # The largest matrix file read and its deepest nesting (a real one nests 3 deep; docs/design.md).
@@ -217,15 +217,10 @@ def load_matrix(path: Path) -> MatrixSpec:
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the matrix file: {exc.strerror}") from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not UTF-8 text") from None
-    except RecursionError:
-        raise UsageError(f"{path}: nested deeper than the limit of {MAX_MATRIX_NESTING}") from None
-    except ValueError as exc:  # invalid TOML, or an integer of thousands of digits
-        raise UsageError(f"{path}: not valid TOML: {exc}") from None
-    if nesting_depth(data, MAX_MATRIX_NESTING) > MAX_MATRIX_NESTING:
-        raise UsageError(f"{path}: nested deeper than the limit of {MAX_MATRIX_NESTING}")
+        document = parse_document(raw, MAX_MATRIX_NESTING, toml=True)
+    except DocumentUnreadable as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    data = cast("dict[str, Any]", document)  # TOML's top level is always a table
     if data.get("schema_version", MATRIX_SCHEMA_VERSION) != MATRIX_SCHEMA_VERSION:
         raise UsageError(f"{path}: schema_version must be {MATRIX_SCHEMA_VERSION}")
     unknown = set(data) - {"schema_version", "matrix"}

@@ -11,7 +11,6 @@ Everything here is pure: files are hashed and environments probed by the callers
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -26,7 +25,7 @@ from packaging.version import InvalidVersion, Version
 from archwheel import __version__
 from archwheel.binary.model import InputInventory
 from archwheel.binary.wheelmeta import WheelMetadata
-from archwheel.effects.files import nesting_depth
+from archwheel.effects.files import DocumentUnreadable, parse_document
 from archwheel.errors import InputError
 from archwheel.facts.arch import CodeKind, Target
 
@@ -123,17 +122,15 @@ def build_manifest(wheels: Sequence[dict[str, Any]], facts_version: str) -> dict
 def load_manifest(text: str, origin: str) -> dict[str, Any]:
     """Parse and validate a manifest; ``InputError`` names the first bad key."""
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{origin}: not JSON: {exc}") from None
-    except RecursionError:
-        raise InputError(
-            f"{origin}: nested deeper than any manifest (limit {MAX_NESTING})"
-        ) from None
-    except ValueError as exc:  # an integer of thousands of digits
-        raise InputError(f"{origin}: not a manifest: {exc}") from None
-    if nesting_depth(doc, MAX_NESTING) > MAX_NESTING:
-        raise InputError(f"{origin}: nested deeper than the limit of {MAX_NESTING}")
+        doc = parse_document(text, MAX_NESTING)
+    except DocumentUnreadable as exc:
+        raise InputError(f"{origin}: {exc}: not a manifest") from None
+    return manifest_from_document(doc, origin)
+
+
+def manifest_from_document(doc: object, origin: str) -> dict[str, Any]:
+    """Validate a parsed manifest (``effects.files.read_json``); ``InputError`` names the first
+    bad key."""
     if not isinstance(doc, dict) or doc.get("kind") != MANIFEST_KIND:
         raise InputError(f"{origin}: not an archwheel manifest (kind != {MANIFEST_KIND!r})")
     if doc.get("schema_version") != MANIFEST_SCHEMA_VERSION:

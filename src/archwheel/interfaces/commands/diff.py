@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata
-from archwheel.effects.files import FileTooLarge, nesting_depth, read_regular
+from archwheel.effects.files import DocumentUnreadable, read_json
 from archwheel.errors import InputError, UsageError
 from archwheel.interfaces.render.common import FORMATS, console, dump_json
 from archwheel.interfaces.render.diff import render_markdown, render_table
@@ -56,20 +55,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _from_document(path: Path) -> Side:
     try:
-        document = json.loads(read_regular(path, MAX_DOCUMENT_BYTES).decode("utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except FileTooLarge:
+        document = read_json(path, MAX_DOCUMENT_BYTES, MAX_NESTING)
+    except DocumentUnreadable as exc:
         raise InputError(
-            f"{path}: larger than {MAX_DOCUMENT_BYTES} bytes: not an audit report"
+            f"{path}: {exc}", hint="diff reads the reports of archwheel audit --format json"
         ) from None
-    except RecursionError:
-        raise InputError(f"{path}: nested deeper than the limit of {MAX_NESTING}") from None
-    except (OSError, ValueError) as exc:  # not UTF-8, not JSON, an integer of 5000 digits
-        reason = exc.strerror if isinstance(exc, OSError) else exc
-        raise InputError(f"{path}: not a readable JSON document ({reason})") from None
-    if nesting_depth(document, MAX_NESTING) > MAX_NESTING:
-        raise InputError(f"{path}: nested deeper than the limit of {MAX_NESTING}")
     inputs = document.get("inputs") if isinstance(document, dict) else None
     if not isinstance(inputs, list) or not all(isinstance(i, dict) for i in inputs):
         raise InputError(

@@ -19,10 +19,10 @@ from archwheel.binary.wheelmeta import (
     sha256_file,
 )
 from archwheel.effects.files import (
-    FileTooLarge,
+    DocumentUnreadable,
     check_regular,
     open_regular,
-    read_regular,
+    read_json,
     record_form,
     sha256_stream,
 )
@@ -43,11 +43,12 @@ from archwheel.interfaces.render.manifest import (
 )
 from archwheel.verdicts.manifest import (
     MAX_MANIFEST_BYTES,
+    MAX_NESTING,
     FileFacts,
     InstalledEnvironment,
     VerifyReport,
     build_manifest,
-    load_manifest,
+    manifest_from_document,
     verify_environment,
     verify_files,
     wheel_entry,
@@ -255,16 +256,12 @@ def run_verify(args: argparse.Namespace) -> int:
 def verify(request: VerifyRequest) -> VerifyReport:
     """Every difference between the manifest and the files, the environment, or both."""
     try:
-        text = read_regular(request.manifest, MAX_MANIFEST_BYTES).decode("utf-8")
-    except FileTooLarge:
+        document = read_json(request.manifest, MAX_MANIFEST_BYTES, MAX_NESTING)
+    except DocumentUnreadable as exc:
         raise InputError(
-            f"{request.manifest}: larger than {MAX_MANIFEST_BYTES} bytes: not a manifest"
+            f"{request.manifest}: {exc}", hint="verify reads what archwheel manifest writes"
         ) from None
-    except OSError as exc:
-        raise InputError(f"{request.manifest}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{request.manifest}: not UTF-8 text: not a manifest") from None
-    manifest = load_manifest(text, str(request.manifest))
+    manifest = manifest_from_document(document, str(request.manifest))
     check_files = bool(request.wheels) or request.dir is not None or not request.env
     mismatches = []
     files_checked: list[str] = []
