@@ -183,14 +183,24 @@ def overlaps(infos: list[zipfile.ZipInfo], directory_at: int, archive_size: int)
     ordered = sorted(range(len(infos)), key=lambda i: infos[i].header_offset)
     for at, next_at in zip(ordered, [*ordered[1:], None], strict=True):
         info, after = infos[at], None if next_at is None else infos[next_at]
-        # The least a member spans: its local header and its data (the name and the extra
-        # field, whose lengths only the local header says, come on top).
-        end = info.header_offset + LOCAL_HEADER.size + info.compress_size
+        # What a member spans at least: its local header, its name (the local header must
+        # name it as the directory does) and its data; the extra field, whose length only the
+        # local header says, comes on top.
+        end = info.header_offset + LOCAL_HEADER.size + _name_bytes(info) + info.compress_size
         if after is not None and after.header_offset < end:
             found[at] = f"its data overlaps member {after.filename!r} (a zip bomb's construction)"
         elif info.header_offset < directory_at < end <= archive_size:
             found[at] = "its data overlaps the zip directory (a damaged archive)"
     return found
+
+
+def _name_bytes(info: zipfile.ZipInfo) -> int:
+    """How many bytes a member's name takes in its headers (``zipfile`` decodes it as UTF-8
+    when flag 0x800 says so, else as cp437, which maps every byte)."""
+    try:
+        return len(info.orig_filename.encode("utf-8" if info.flag_bits & 0x800 else "cp437"))
+    except UnicodeEncodeError:  # pragma: no cover - a decoded name always encodes back
+        return 0
 
 
 def file_identity(status: os.stat_result) -> tuple[int, int, int, int]:
