@@ -152,6 +152,9 @@ class InputInventory:
     members_scanned: int = 0
     bytes_scanned: int = 0
     metadata: dict[str, str] = field(default_factory=dict)  # e.g. wheel name/version
+    # Wheel member -> hex sha256 of its bytes, for the binary members read whole; only from a
+    # scan asked for them (``scan_path(..., digests=True)``).
+    member_digests: dict[str, str] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:

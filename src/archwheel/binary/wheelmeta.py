@@ -195,16 +195,24 @@ class NativeDigests:
     unreadable: tuple[tuple[str, str], ...] = ()  # (member, why): no hash taken
 
 
-def native_library_digests(path: Path) -> NativeDigests:
+def native_library_digests(path: Path, known: Mapping[str, str] | None = None) -> NativeDigests:
     """The sha256 of every native library a wheel holds, from its bytes: inflated and checked
     as the scan reads them (declared size, CRC, bounds), in RECORD's form. RECORD is the
-    builder's word; these are what an installer writes to disk."""
+    builder's word; these are what an installer writes to disk.
+
+    ``known``: member -> hex sha256 already taken (a scan's ``member_digests``, hashed as it
+    inflated them); only the others are read here (a ``.so`` that is no ELF, say).
+    """
+    known = known or {}
     reader = WheelReader(path)
     hashes: dict[str, str] = {}
     unreadable: list[tuple[str, str]] = []
     with files.open_regular(path) as handle:
         for member in reader.members:
             if not _NATIVE_LIBRARY.search(member.name):
+                continue
+            if member.name in known:
+                hashes[member.name] = files.record_form(known[member.name])
                 continue
             digest = hashlib.sha256()
             try:

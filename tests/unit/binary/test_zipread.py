@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 import zipfile
@@ -158,8 +159,8 @@ def test_worker_processes_and_serial_scan_agree(
     started: list[str] = []
     real_start = scan_module._start_worker
 
-    def counting_start(*args: Any) -> Any:
-        worker = real_start(*args)
+    def counting_start(*args: Any, **named: Any) -> Any:
+        worker = real_start(*args, **named)
         started.append(type(worker).__name__)
         return worker
 
@@ -168,6 +169,12 @@ def test_worker_processes_and_serial_scan_agree(
     assert started  # worker processes really ran
     assert set(started) == {"_ForkedWorker" if fork else "_SpawnedWorker"}
     assert one.libraries == three.libraries
+    # Hashed as they are inflated, in this process and in the workers alike: every binary
+    # member read whole (the truncated ELF too: its member's bytes are all there).
+    expected = {name: hashlib.sha256(data).hexdigest() for name, data in members}
+    assert scan_path(wheel, workers=1, digests=True).member_digests == expected
+    assert scan_path(wheel, workers=3, digests=True).member_digests == expected
+    assert three.member_digests == {}  # only when asked
     assert one.problems == three.problems
     assert one.problems  # the truncated member is reported either way
 

@@ -11,6 +11,7 @@ Each container found becomes a ``FatbinContainer`` of the library, holding its e
 from __future__ import annotations
 
 import bisect
+import hashlib
 import itertools
 import re
 from collections import Counter
@@ -214,6 +215,7 @@ class BinaryScan:
     libraries: list[LibraryInventory] = field(default_factory=list)
     notes: list[tuple[str | None, Note]] = field(default_factory=list)  # (unit name, note)
     bytes_read: int = 0
+    sha256: str | None = None  # hex, with ``digest``: of every byte, when all were read whole
 
 
 def scan_stream(
@@ -223,8 +225,12 @@ def scan_stream(
     on_bytes: Callable[[int], None] | None = None,
     *,
     deep: bool = False,
+    digest: bool = False,
 ) -> BinaryScan | None:
     """Scan one binary delivered as chunks; None when it is not a binary at all.
+
+    ``digest``: also hash the bytes as they pass (``BinaryScan.sha256``, set only when every
+    byte was read and the delivery raised nothing: for a wheel member, its CRC held).
 
     ``open_chunks`` must return a fresh iterator each call: a replay pass re-reads the input
     when a parser asks for bytes the first pass has already dropped. ``MemberError`` raised by
@@ -301,8 +307,11 @@ def scan_stream(
     tail = b""
     elf_tail = b""
     chunk = first
+    hasher = hashlib.sha256() if digest else None
     try:
         while chunk:
+            if hasher is not None:
+                hasher.update(chunk)
             base = mux.position
             mux.ahead(chunk)  # containers inside this chunk are read as they are found
             if tail:
@@ -335,6 +344,8 @@ def scan_stream(
         read_error = str(exc)
     finally:
         _close(chunks)
+    if hasher is not None and read_error is None and result.bytes_read == size:
+        result.sha256 = hasher.hexdigest()
     mux.finish()
     replays = 0
     while mux.missed and read_error is None and replays < MAX_REPLAYS:
@@ -725,11 +736,13 @@ def scan_member(
     on_bytes: Callable[[int], None] | None,
     deep: bool = False,
     *,
+    digest: bool = False,
     handle: BinaryIO | None = None,
 ) -> MemberResult:
     """Scan one wheel member; a crash in the scanner becomes a message, never an exception.
 
-    ``handle``: the archive already open (the in-process scans of one wheel share it).
+    ``handle``: the archive already open (the in-process scans of one wheel share it);
+    ``digest``: as ``scan_stream``'s.
     """
     try:
         scan = scan_stream(
@@ -738,6 +751,7 @@ def scan_member(
             lambda: member_chunks(path, archive_size, member, handle=handle),
             on_bytes,
             deep=deep,
+            digest=digest,
         )
     except Exception as exc:  # a bug must not lose the rest of the wheel
         return None, f"internal error: {type(exc).__name__}: {exc}"

@@ -109,6 +109,7 @@ class _Found:
         self.problems: list[Problem] = []
         self.scanned = 0
         self.bytes_read = 0
+        self.digests: dict[str, str] = {}
 
     def problem(self, message: str, member: str) -> None:
         self.problems.append(Problem(self.source, message, member=member))
@@ -119,6 +120,8 @@ class _Found:
             return
         self.scanned += 1
         self.bytes_read += scan.bytes_read
+        if scan.sha256 is not None:
+            self.digests[member] = scan.sha256
         self.libraries.extend(scan.libraries)
         self.problems.extend(problems_of(self.source, member, scan))
 
@@ -131,6 +134,7 @@ class _Found:
             members_scanned=self.scanned,
             bytes_scanned=self.bytes_read,
             metadata=dict(metadata or {}),
+            member_digests=self.digests,
         )
 
 
@@ -141,8 +145,10 @@ def scan_wheel(
     workers: int | None = None,
     all_members: bool = False,
     deep: bool = False,
+    digests: bool = False,
 ) -> InputInventory:
-    """Scan every binary member of a wheel (any zip), streamed, in parallel."""
+    """Scan every binary member of a wheel (any zip), streamed, in parallel; ``digests``: and
+    hash each binary member read whole (``InputInventory.member_digests``)."""
     found = _Found(str(path))
     reader = WheelReader(path)
     for name, why in reader.name_problems:
@@ -157,6 +163,7 @@ def scan_wheel(
         progress.set,
         workers,
         deep=deep,
+        digest=digests,
         identity=reader.identity,
     )
 
@@ -299,10 +306,12 @@ def scan_path(
     workers: int | None = None,
     all_members: bool = False,
     deep: bool = False,
+    digests: bool = False,
 ) -> InputInventory:
     """Scan a wheel (or any zip), a directory, or a single file, detected from the path.
 
-    ``deep`` also decompresses every payload and checks it against its header (slow).
+    ``deep`` also decompresses every payload and checks it against its header (slow);
+    ``digests`` also hashes a wheel's binary members (``InputInventory.member_digests``).
     """
     p = Path(path)
     try:
@@ -320,7 +329,12 @@ def scan_path(
         raise InputError(f"{p}: cannot read ({exc.strerror or exc})") from None
     if head.startswith(b"PK") or p.suffix == ".whl":
         return scan_wheel(
-            p, on_progress=on_progress, workers=workers, all_members=all_members, deep=deep
+            p,
+            on_progress=on_progress,
+            workers=workers,
+            all_members=all_members,
+            deep=deep,
+            digests=digests,
         )
     libraries, problems = scan_file(p, deep=deep)
     if not libraries and not problems:

@@ -73,7 +73,7 @@ class _ForkedWorker(_Worker):
     """
 
     def __init__(
-        self, path: Path, archive_size: int, index: int, member: Member, deep: bool
+        self, path: Path, archive_size: int, index: int, member: Member, deep: bool, *, digest: bool
     ) -> None:
         self.index = index
         self.member = member
@@ -91,7 +91,9 @@ class _ForkedWorker(_Worker):
                     done += amount
                     struct.pack_into("<Q", self._counter, 0, done)
 
-                payload = pickle.dumps(scan_member(path, archive_size, member, on_bytes, deep))
+                payload = pickle.dumps(
+                    scan_member(path, archive_size, member, on_bytes, deep, digest=digest)
+                )
                 view = memoryview(payload)
                 while view:
                     view = view[os.write(write_fd, view) :]
@@ -163,7 +165,7 @@ class _SpawnedWorker(_Worker):
     """A fresh ``python -m archwheel.binary.scan.worker``; progress arrives as stderr lines."""
 
     def __init__(
-        self, path: Path, archive_size: int, index: int, member: Member, deep: bool
+        self, path: Path, archive_size: int, index: int, member: Member, deep: bool, *, digest: bool
     ) -> None:
         self.index = index
         self.member = member
@@ -176,7 +178,7 @@ class _SpawnedWorker(_Worker):
             stderr=process.PIPE,
         )
         assert self.proc.stdin is not None
-        self.proc.stdin.write(pickle.dumps((str(path), archive_size, member, deep)))
+        self.proc.stdin.write(pickle.dumps((str(path), archive_size, member, deep, digest)))
         self.proc.stdin.close()
         self._threads = [
             threading.Thread(target=self._read_result, daemon=True),
@@ -216,10 +218,12 @@ class _SpawnedWorker(_Worker):
         self.proc.wait()
 
 
-def _start_worker(path: Path, archive_size: int, index: int, member: Member, deep: bool) -> _Worker:
+def _start_worker(
+    path: Path, archive_size: int, index: int, member: Member, deep: bool, *, digest: bool
+) -> _Worker:
     if hasattr(os, "fork") and threading.active_count() == 1 and FORK_WORKERS:
-        return _ForkedWorker(path, archive_size, index, member, deep)
-    return _SpawnedWorker(path, archive_size, index, member, deep)
+        return _ForkedWorker(path, archive_size, index, member, deep, digest=digest)
+    return _SpawnedWorker(path, archive_size, index, member, deep, digest=digest)
 
 
 def scan_members(
@@ -230,6 +234,7 @@ def scan_members(
     workers: int | None,
     *,
     deep: bool = False,
+    digest: bool = False,
     identity: tuple[int, int, int, int] | None = None,
 ) -> dict[int, MemberResult]:
     """Every member's result by its index in ``members``, big ones scanned in worker processes;
@@ -251,7 +256,7 @@ def scan_members(
                 changed = "the archive changed while it was scanned: not read"
                 return dict.fromkeys(range(len(members)), (None, changed))
         return _scan_members(
-            path, archive_size, members, progress, workers, deep=deep, handle=handle
+            path, archive_size, members, progress, workers, deep=deep, digest=digest, handle=handle
         )
 
 
@@ -263,6 +268,7 @@ def _scan_members(
     workers: int | None,
     *,
     deep: bool,
+    digest: bool,
     handle: BinaryIO | None,
 ) -> dict[int, MemberResult]:
     results: dict[int, MemberResult] = {}
@@ -301,14 +307,21 @@ def _scan_members(
             local_done += amount
             report(member.name)
 
-        keep(index, scan_member(path, archive_size, member, on_bytes, deep, handle=handle))
+        keep(
+            index,
+            scan_member(path, archive_size, member, on_bytes, deep, digest=digest, handle=handle),
+        )
 
     try:
         while big or small or running:
             while big and len(running) < slots:
                 index = big.popleft()
                 try:
-                    running.append(_start_worker(path, archive_size, index, members[index], deep))
+                    running.append(
+                        _start_worker(
+                            path, archive_size, index, members[index], deep, digest=digest
+                        )
+                    )
                 except OSError:
                     slots = 0  # cannot start processes here: scan everything in this one
                     scan_here(index)

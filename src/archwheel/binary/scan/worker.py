@@ -1,8 +1,8 @@
 """Worker process for parallel wheel scans: ``python -m archwheel.binary.scan.worker``.
 
-Reads a pickled ``(wheel path, archive size, Member, deep)`` on stdin, scans that member, writes
-the pickled result on stdout and its progress (bytes inflated so far) as lines on stderr. Started
-by ``archwheel.binary.scan.pool`` where forking is not safe.
+Reads a pickled ``(wheel path, archive size, Member, deep, digest)`` on stdin, scans that
+member, writes the pickled result on stdout and its progress (bytes inflated so far) as lines
+on stderr. Started by ``archwheel.binary.scan.pool`` where forking is not safe.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ PROGRESS_STEP = 16 << 20
 
 
 def main() -> int:
-    path, archive_size, member, deep = pickle.load(sys.stdin.buffer)  # noqa: S301 - our parent
+    path, archive_size, member, deep, digest = pickle.load(sys.stdin.buffer)  # noqa: S301 - our parent
     done = 0
     reported = 0
 
@@ -29,7 +29,7 @@ def main() -> int:
             sys.stderr.write(f"{done}\n")
             sys.stderr.flush()
 
-    result = scan_member(Path(path), archive_size, member, on_bytes, deep)
+    result = scan_member(Path(path), archive_size, member, on_bytes, deep, digest=digest)
     sys.stdout.buffer.write(pickle.dumps(result))
     return 0
 

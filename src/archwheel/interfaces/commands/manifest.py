@@ -193,8 +193,8 @@ def manifest_document(wheels: tuple[Path, ...]) -> tuple[dict[str, Any], int]:
         metadata = read_wheel_metadata(path)
         for warning in metadata.warnings:
             print(f"archwheel: warning: {literal(path.name)}: {literal(warning)}", file=sys.stderr)
-        inventory = scan_path(path)
-        digests = native_library_digests(path)
+        inventory = scan_path(path, digests=True)  # hashed as they are inflated
+        digests = native_library_digests(path, inventory.member_digests)
         for warning in _digest_warnings(metadata, digests):
             print(f"archwheel: warning: {literal(path.name)}: {literal(warning)}", file=sys.stderr)
         entries.append(
