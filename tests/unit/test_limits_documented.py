@@ -71,6 +71,7 @@ def _module(short: str) -> str:
         "commands.options": "archwheel.interfaces.commands.options",
         "cli": "archwheel.interfaces.cli",
         "effects.process": "archwheel.effects.process",
+        "effects.net": "archwheel.effects.net",
         "effects.watchdog": "archwheel.effects.watchdog",
         "render.common": "archwheel.interfaces.render.common",
         "render.html": "archwheel.interfaces.render.html",

@@ -27,6 +27,8 @@ from urllib.parse import unquote, urljoin, urlparse
 from packaging.utils import canonicalize_name
 
 from archwheel.build.recipe import SourceSpec
+from archwheel.effects.files import read_regular
+from archwheel.effects.net import paced_blocks
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import Echo, run_program
 from archwheel.errors import InputError, RecipeError, ToolError
@@ -124,15 +126,24 @@ def fetch_page(index: str, project: str, pip: PipSettings) -> list[IndexFile] | 
         html = folder / "index.html"
         if not html.is_file():
             return None
-        return parse_simple_page(html.read_bytes(), "text/html", html.as_uri())
+        try:
+            body = read_regular(html, MAX_PAGE_BYTES)
+        except OSError as exc:
+            raise ToolError(f"cannot read the package index page {html}: {exc}") from None
+        return parse_simple_page(body, "text/html", html.as_uri())
     request = urllib.request.Request(page, headers={"Accept": JSON_ACCEPT})  # noqa: S310
     cafile = str(pip.ca_bundle) if pip.ca_bundle else None
     context = ssl.create_default_context(cafile=cafile)
     try:
         with urllib.request.urlopen(request, timeout=60, context=context) as response:  # noqa: S310
-            body = response.read(MAX_PAGE_BYTES + 1)
-            if len(body) > MAX_PAGE_BYTES:
-                raise ToolError(f"{page} is larger than {MAX_PAGE_BYTES} bytes")
+            blocks: list[bytes] = []
+            total = 0
+            for block in paced_blocks(response):  # a server that trickles bytes is given up
+                total += len(block)
+                if total > MAX_PAGE_BYTES:
+                    raise ToolError(f"{page} is larger than {MAX_PAGE_BYTES} bytes")
+                blocks.append(block)
+            body = b"".join(blocks)
             return parse_simple_page(body, response.headers.get("Content-Type", ""), page)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:

@@ -37,6 +37,7 @@ from archwheel.effects.files import (
     open_regular,
     sha256_file,
 )
+from archwheel.effects.net import paced_blocks
 from archwheel.effects.process import Echo, echo_to_stderr, last_line, run_program
 from archwheel.errors import BuildError, InputError, ToolError, UsageError
 
@@ -384,7 +385,7 @@ def _fetch(location: str, target: Path, echo: Echo | None) -> None:
             atomic_writer(target) as out,
         ):
             total = 0
-            for block in iter(lambda: response.read(1 << 20), b""):
+            for block in paced_blocks(response):  # a server that trickles bytes is given up
                 total += len(block)
                 if total > MAX_SDIST_BYTES:
                     raise InputError(f"{location} is larger than {MAX_SDIST_BYTES} bytes")
