@@ -27,7 +27,12 @@ from pathlib import Path
 
 from archwheel.binary.elf import ELF_MAGIC, FormatError, parse_elf_header
 from archwheel.binary.zipread import Member, MemberError, member_chunks
-from archwheel.effects.files import NotRegularFile, check_regular
+from archwheel.effects.files import (
+    DocumentUnreadable,
+    NotRegularFile,
+    check_regular,
+    parse_document,
+)
 
 PT_LOAD = 1
 PT_DYNAMIC = 2
@@ -661,7 +666,6 @@ class InstalledDistribution:
 def read_installed_dynamic(python: str | None = None) -> tuple[InstalledDistribution, ...]:
     """torch and the nvidia-*/cuda-* distributions installed for ``python`` (default: this
     interpreter), their shared libraries read from disk."""
-    import json
     import sys
 
     from archwheel.effects.process import run_program
@@ -671,19 +675,48 @@ def read_installed_dynamic(python: str | None = None) -> tuple[InstalledDistribu
     result = run_program(
         [interpreter, "-c", _INSTALLED_PROBE], echo=None, timeout=120, what=f"{interpreter} probe"
     )
+    # The interpreter is the user's: its answer is read as untrusted input.
+    unexpected = f"unexpected output from {interpreter} listing its packages"
     try:
-        entries = json.loads(result.stdout)
-    except json.JSONDecodeError:
-        raise ToolError(f"unexpected output from {interpreter} listing its packages") from None
+        entries = parse_document(result.stdout, 8)
+    except DocumentUnreadable as exc:
+        raise ToolError(f"{unexpected} ({exc})") from None
+    if not isinstance(entries, list) or not all(_is_installed_entry(e) for e in entries):
+        raise ToolError(f"{unexpected} (not the probe's list of distributions)")
     found: list[InstalledDistribution] = []
     for entry in entries:
         root = Path(entry["root"])
-        libraries = tuple(
-            read_file_dynamic(root / f, f) for f in entry["files"] if is_library_member(f)
-        )
+        libraries = tuple(_read_installed(root, f) for f in entry["files"] if is_library_member(f))
         found.append(
             InstalledDistribution(
-                str(entry["name"]), str(entry["version"]), tuple(entry["requires"]), libraries
+                entry["name"], entry["version"], tuple(entry["requires"]), libraries
             )
         )
     return tuple(found)
+
+
+def _is_installed_entry(entry: object) -> bool:
+    """One distribution as ``_INSTALLED_PROBE`` writes it: strings, and lists of strings."""
+    if not isinstance(entry, dict):
+        return False
+    texts = all(isinstance(entry.get(k), str) for k in ("name", "version", "root"))
+    lists = all(
+        isinstance(entry.get(k), list) and all(isinstance(x, str) for x in entry[k])
+        for k in ("requires", "files")
+    )
+    return texts and lists
+
+
+def _read_installed(root: Path, member: str) -> DynamicInfo:
+    """A distribution's library, read only when it resolves inside the distribution's root
+    (a listed path with '..', an absolute one or a link out of it is not followed)."""
+    path = root / member
+    try:
+        inside = path.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError):
+        inside = False
+    if Path(member).is_absolute() or ".." in Path(member).parts or not inside:
+        return DynamicInfo(
+            member, 0, "unreadable", problems=("lies outside its distribution: not read",)
+        )
+    return read_file_dynamic(path, member)

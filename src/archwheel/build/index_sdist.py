@@ -14,7 +14,6 @@ The download itself, the sha256 check and the safe unpacking are ``build/source.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import ssl
 import sys
@@ -22,12 +21,13 @@ import urllib.request
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urljoin, urlparse
 
 from packaging.utils import canonicalize_name
 
 from archwheel.build.recipe import SourceSpec
-from archwheel.effects.files import read_regular
+from archwheel.effects.files import DocumentUnreadable, parse_document, read_regular
 from archwheel.effects.net import paced_blocks
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import Echo, run_program
@@ -35,6 +35,7 @@ from archwheel.errors import InputError, RecipeError, ToolError
 
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
 MAX_PAGE_BYTES = 64 << 20
+MAX_PAGE_NESTING = 16  # a PEP 691 page nests 4 deep
 
 
 @dataclass(frozen=True)
@@ -66,17 +67,40 @@ class _Anchors(HTMLParser):
             self._href = None
 
 
+def _is_index_file(entry: object) -> bool:
+    """A PEP 691 file entry: a dict with a string filename and url (hashes: a dict, if any)."""
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("filename"), str)
+        and isinstance(entry.get("url"), str)
+        and isinstance(entry.get("hashes") or {}, dict)
+    )
+
+
+def _sha256_of(entry: dict[str, Any]) -> str | None:
+    digest = (entry.get("hashes") or {}).get("sha256")
+    return digest if isinstance(digest, str) else None
+
+
 def parse_simple_page(body: bytes, content_type: str, page_url: str) -> list[IndexFile]:
     """The files of one project page of a simple index, JSON (PEP 691) or HTML (PEP 503)."""
     if "json" in content_type:
-        data = json.loads(body)
+        try:
+            data = parse_document(body, MAX_PAGE_NESTING)
+        except DocumentUnreadable as exc:
+            raise ToolError(f"the package index page {page_url} is unreadable: {exc}") from None
+        files = data.get("files", []) if isinstance(data, dict) else None
+        if not isinstance(files, list) or not all(_is_index_file(f) for f in files):
+            raise ToolError(f"the package index page {page_url} is not a PEP 691 project page")
         return [
             IndexFile(
-                str(f["filename"]),
-                urljoin(page_url, str(f["url"])),
-                (f.get("hashes") or {}).get("sha256"),
+                f["filename"],
+                urljoin(page_url, f["url"]),
+                sha256
+                if isinstance(sha256 := (f.get("hashes") or {}).get("sha256"), str)
+                else None,
             )
-            for f in data.get("files", [])
+            for f in files
         ]
     parser = _Anchors()
     parser.feed(body.decode("utf-8", "replace"))

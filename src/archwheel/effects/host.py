@@ -29,6 +29,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from archwheel.effects.files import DocumentUnreadable, parse_document
 from archwheel.effects.process import (
     ProgramNotStarted,
     ProgramTimedOut,
@@ -403,10 +404,13 @@ class PythonProbe:
                 raise ProbeFailed(f"cannot run {executable}: {exc.reason}") from None
         for line in proc.stdout.splitlines():
             if line.startswith(_MARKER):
+                # The interpreter is the user's: its answer is read as untrusted input.
                 try:
-                    data: dict[str, Any] = json.loads(line[len(_MARKER) :])
-                except json.JSONDecodeError:
-                    break
+                    data = parse_document(line[len(_MARKER) :], MAX_PROBE_NESTING)
+                except DocumentUnreadable as exc:
+                    raise ProbeFailed(f"{probe} probe's answer is unreadable: {exc}") from None
+                if not isinstance(data, dict):
+                    raise ProbeFailed(f"{probe} probe answered JSON that is not an object")
                 return data
         tail = last_line(proc.stderr, limit=300)
         how = (
@@ -420,13 +424,9 @@ class PythonProbe:
         errors: list[ProbeError] = []
         try:
             env = self._run(_DISTRIBUTIONS_SCRIPT, "python", json.dumps(self.also))
+            distributions, native = _environment_fields(env)
         except ProbeFailed as exc:
             return PythonEnvironment(self.python, None, errors=(ProbeError("python", str(exc)),))
-        distributions = {str(k): str(v) for k, v in dict(env.get("distributions", {})).items()}
-        native = {
-            str(k): tuple((str(a), str(b)) for a, b in v)
-            for k, v in dict(env.get("native_files", {})).items()
-        }
         torch = TorchInfo(installed=False)
         if "torch" in distributions and with_torch:
             try:
@@ -441,8 +441,8 @@ class PythonProbe:
         elif "torch" in distributions:
             torch = TorchInfo(installed=True, version=distributions["torch"])
         return PythonEnvironment(
-            python=str(env.get("python", self.python)),
-            python_version=env.get("python_version"),
+            python=_field_text(env, "python") or self.python,
+            python_version=_field_text(env, "python_version"),
             distributions=MappingProxyType(distributions),
             native_files=MappingProxyType(native),
             torch=torch,
@@ -450,31 +450,73 @@ class PythonProbe:
         )
 
 
+MAX_PROBE_NESTING = 16  # lists and objects inside each other in a probe's answer (it writes 3)
+
+
+def _field_text(data: Mapping[str, Any], key: str) -> str | None:
+    """``data[key]`` when it is a string; None when it is absent or anything else."""
+    value = data.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _environment_fields(
+    env: Mapping[str, Any],
+) -> tuple[dict[str, str], dict[str, tuple[tuple[str, str], ...]]]:
+    """The distributions (name -> version) and native files of the python probe's answer,
+    ``ProbeFailed`` naming the field when the answer is not of the probe script's shape (the
+    interpreter is the user's: anything may come back)."""
+    distributions = env.get("distributions", {})
+    if not isinstance(distributions, dict) or not all(
+        isinstance(v, str) for v in distributions.values()
+    ):
+        raise ProbeFailed("python probe answered 'distributions' that are not names and versions")
+    native_files = env.get("native_files", {})
+    native: dict[str, tuple[tuple[str, str], ...]] = {}
+    if not isinstance(native_files, dict):
+        raise ProbeFailed("python probe answered 'native_files' that is not an object")
+    for name, pairs in native_files.items():
+        if not isinstance(pairs, list) or not all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
+            for p in pairs
+        ):
+            raise ProbeFailed(
+                f"python probe answered 'native_files' of {name!r} that are not paths"
+            )
+        native[str(name)] = tuple((a, b) for a, b in pairs)
+    return {str(k): v for k, v in distributions.items()}, native
+
+
 def torch_info(data: Mapping[str, Any], installed_version: str) -> TorchInfo:
-    """Turn the torch probe's raw answer into a ``TorchInfo`` (pure; tested directly)."""
+    """Turn the torch probe's raw answer into a ``TorchInfo`` (pure; tested directly). A field
+    of the wrong type is unknown (None), as if the probe had not found it."""
+    raw_errors = data.get("errors")
     errors = tuple(
-        ProbeError(f"torch.{k}", str(v)) for k, v in dict(data.get("errors", {})).items()
+        ProbeError(f"torch.{k}", str(v))
+        for k, v in (raw_errors.items() if isinstance(raw_errors, dict) else ())
     )
-    if data.get("import_error"):
+    import_error = data.get("import_error")
+    if import_error:
         return TorchInfo(
             installed=True,
             version=installed_version,
-            import_error=str(data["import_error"]),
-            errors=(ProbeError("torch", f"import torch failed: {data['import_error']}"),),
+            import_error=str(import_error),
+            errors=(ProbeError("torch", f"import torch failed: {import_error}"),),
         )
     flags, source = _arch_flags(data)
     nccl = data.get("nccl")
+    available = data.get("cuda_available")
+    count = data.get("device_count")
     return TorchInfo(
         installed=True,
-        version=str(data.get("version") or installed_version),
-        location=data.get("location"),
-        cuda=data.get("cuda"),
+        version=_field_text(data, "version") or installed_version,
+        location=_field_text(data, "location"),
+        cuda=_field_text(data, "cuda"),
         cudnn=format_cudnn(data.get("cudnn")),
         nccl=".".join(str(p) for p in nccl) if isinstance(nccl, list) and nccl else None,
         arch_flags=flags,
         arch_flags_source=source,
-        cuda_available=data.get("cuda_available"),
-        device_count=data.get("device_count"),
+        cuda_available=available if isinstance(available, bool) else None,
+        device_count=count if isinstance(count, int) and not isinstance(count, bool) else None,
         errors=errors,
     )
 

@@ -16,7 +16,6 @@ whose path it receives (``result_path``), never through stdout, which libraries 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import tempfile
@@ -27,11 +26,13 @@ from enum import Enum
 from pathlib import Path
 from typing import IO, Any
 
+from archwheel.effects.files import DocumentUnreadable, read_json
 from archwheel.effects.process import DEVNULL, Popen, TimeoutExpired, last_line, spawn
 
 # How much of a step's stderr and stdout is kept, and the largest result file read back.
 OUTPUT_TAIL_BYTES = 8192
 STDERR_TAIL_LINES = 12
+RESULT_MAX_NESTING = 32  # lists and objects inside each other (a step's result nests 3 deep)
 RESULT_MAX_BYTES = 1 << 20
 # Seconds between SIGTERM and SIGKILL when a step outlives its deadline.
 KILL_GRACE_SECONDS = 3.0
@@ -287,9 +288,9 @@ def _read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
         return None, "it wrote no result"
     if size > RESULT_MAX_BYTES:
         return None, f"its result file is too large ({size} bytes)"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    try:  # written by code the tested wheel runs in: untrusted like any input
+        data = read_json(path, RESULT_MAX_BYTES, RESULT_MAX_NESTING)
+    except DocumentUnreadable as exc:
         return None, f"its result is not valid JSON ({exc})"
     if not isinstance(data, dict):
         return None, "its result is not a JSON object"

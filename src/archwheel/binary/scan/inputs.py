@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeGuard
 
 from archwheel.binary.model import InputInventory, LibraryInventory, Problem, Severity
 from archwheel.binary.scan import pool
@@ -27,7 +27,13 @@ from archwheel.binary.scan.binary import (
 )
 from archwheel.binary.scan.pool import scan_members
 from archwheel.binary.zipread import WheelReader
-from archwheel.effects.files import NotRegularFile, check_regular, open_regular
+from archwheel.effects.files import (
+    DocumentUnreadable,
+    NotRegularFile,
+    check_regular,
+    open_regular,
+    parse_document,
+)
 from archwheel.effects.process import ProgramNotStarted, ProgramTimedOut, run_program
 from archwheel.errors import InputError, ToolError
 
@@ -396,17 +402,24 @@ def scan_installed(
             f"{interpreter} could not list the files of {distribution}: "
             f"{proc.stderr.strip().splitlines()[-1:] or proc.returncode}"
         )
+    # The interpreter is the user's: its answer is read as untrusted input.
+    unexpected = f"unexpected output from {interpreter} listing {distribution}"
     try:
-        info = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise ToolError(f"unexpected output from {interpreter} listing {distribution}") from None
+        info = parse_document(proc.stdout, 8)
+    except DocumentUnreadable as exc:
+        raise ToolError(f"{unexpected} ({exc})") from None
+    if not isinstance(info, dict):
+        raise ToolError(f"{unexpected} (not a JSON object)")
     if info.get("error") == "not-found":
         raise InputError(
             f"{distribution} is not installed in {interpreter}",
             hint="install it, or point --python at the environment that has it",
         )
-    files = [Path(f) for f in info["files"]]
-    roots = [Path(r).resolve() for r in info.get("roots", [])]
+    listed, listed_roots = info.get("files"), info.get("roots", [])
+    if not (_texts(listed) and _texts(listed_roots)):
+        raise ToolError(f"{unexpected} (no lists of files and roots)")
+    files = [Path(f) for f in listed]
+    roots = [Path(r).resolve() for r in listed_roots]
     outside = [f for f in files if not _inside(f, roots)]
     files = [f for f in files if f not in set(outside)]
     existing = [f for f in files if f.is_file()]
@@ -452,6 +465,11 @@ def scan_installed(
             "python": interpreter,
         },
     )
+
+
+def _texts(value: object) -> TypeGuard[list[str]]:
+    """Whether ``value`` is a list of strings."""
+    return isinstance(value, list) and all(isinstance(x, str) for x in value)
 
 
 def _inside(path: Path, roots: list[Path]) -> bool:

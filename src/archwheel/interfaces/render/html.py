@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 from archwheel import __version__
 from archwheel.binary.model import LibraryInventory
+from archwheel.effects.files import DocumentUnreadable, read_json
 from archwheel.errors import ToolError
 from archwheel.facts.arch import CodeKind
 from archwheel.interfaces.render.audit import shown_libraries
@@ -55,6 +56,9 @@ code { font-size: 0.95em; }
 # Bars in one input's chart: the largest libraries by stored device code (a chart of thousands
 # of bars is unreadable, and matplotlib takes minutes and gigabytes to draw 20000).
 MAX_CHART_LIBRARIES = 40
+# A provenance or index document read beside what is rendered (a build's is a few KB).
+MAX_SIDE_DOCUMENT_BYTES = 16 << 20
+MAX_SIDE_DOCUMENT_NESTING = 32
 
 
 def _figure_svg(rows: Mapping[str, Mapping[str, int]], title: str) -> str:
@@ -120,9 +124,9 @@ def _verdict(report: AuditReport, verdict: LibraryVerdict | None) -> tuple[str, 
 def _provenance(source: str) -> dict[str, Any] | None:
     path = Path(source)
     beside = path.with_name(path.name + ".provenance.json")
-    try:
-        document = json.loads(beside.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:  # a regular file, bounded (a FIFO of that name must not block the report)
+        document = read_json(beside, MAX_SIDE_DOCUMENT_BYTES, MAX_SIDE_DOCUMENT_NESTING)
+    except DocumentUnreadable:
         return None
     return document if isinstance(document, dict) else None
 
@@ -224,8 +228,8 @@ def page(title: str, body: Sequence[str]) -> str:
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        document = read_json(path, MAX_SIDE_DOCUMENT_BYTES, MAX_SIDE_DOCUMENT_NESTING)
+    except DocumentUnreadable:
         return None
     return document if isinstance(document, dict) else None
 
