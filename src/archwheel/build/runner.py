@@ -89,6 +89,7 @@ from archwheel.build.wheel_label import relabel_wheel
 from archwheel.effects.engine import Container, ContainerEngine, ContainerSpec, Mount
 from archwheel.effects.files import (
     copy_file_atomic,
+    open_regular,
     sha256_file,
     write_json_atomic,
     write_text_atomic,
@@ -184,11 +185,36 @@ class _Built:
 _STATS_LOG_LIMIT = 64 * 1024 * 1024
 
 
+def _built_wheels(dist: Path) -> list[Path]:
+    """The wheels the build left in its dist folder: regular files only. The work folder is
+    written by the build (a recipe's command, an sdist's setup.py) and read by archwheel on the
+    host: a link there (to a host file, or a folder) is refused, not followed."""
+    if dist.is_symlink():
+        raise BuildError(f"the build made {DIST} a symbolic link; archwheel does not follow it")
+    if not dist.is_dir():
+        return []
+    found: list[Path] = []
+    with os.scandir(dist) as entries:
+        for entry in entries:
+            if not entry.name.endswith(".whl"):
+                continue
+            if not entry.is_file(follow_symlinks=False):
+                raise BuildError(
+                    f"the build left {entry.name} in {DIST} as a link or a special file, not "
+                    "a wheel file; archwheel does not follow it"
+                )
+            found.append(Path(entry.path))
+    return sorted(found)
+
+
 def _read_compiles(work: Path) -> tuple[CompileRecord, ...]:
     """The per-file record of the compile step (ccache's stats log in the work folder)."""
     path = work / STATS_LOG.removeprefix(BUILD + "/")
     try:
-        with path.open("rb") as log:
+        # The work folder is the build's: a link or a FIFO there is not followed or waited on.
+        if path.is_symlink():
+            return ()
+        with open_regular(path) as log:
             text = log.read(_STATS_LOG_LIMIT).decode("utf-8", "replace")
     except OSError:
         return ()
@@ -633,7 +659,7 @@ class BuildRunner:
 
             self.output.stage("package", "re-pack the wheel deterministically")
             mark = time.monotonic()
-            built = sorted((work / DIST.removeprefix(BUILD + "/")).glob("*.whl"))
+            built = _built_wheels(work / DIST.removeprefix(BUILD + "/"))
             if len(built) != 1:
                 found = ", ".join(p.name for p in built) or "none"
                 raise BuildError(
@@ -650,8 +676,12 @@ class BuildRunner:
             wheel = built[0]
             if plan.torch is not None:
                 # What it was built against: +pt2.14.1cu130 and Requires-Dist torch==2.14.1.
+                # Written to staging, never into the work folder (the build's, links and all).
                 wheel = relabel_wheel(
-                    wheel, work / "relabelled", plan.torch.local_version, plan.torch.pin_requirement
+                    wheel,
+                    staging / "relabelled",
+                    plan.torch.local_version,
+                    plan.torch.pin_requirement,
                 )
             staged = staging / wheel.name
             repack_wheel(wheel, staged, plan.source.source_date_epoch)

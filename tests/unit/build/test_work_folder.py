@@ -1,0 +1,58 @@
+"""The build's work folder is written by the build (a recipe's command, an sdist's setup.py,
+inside the container) and read by archwheel on the host, often as root: nothing there is
+followed out of it or waited on. The runner's readers of it, on real links and FIFOs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from archwheel.build import runner
+from archwheel.build.plan import BUILD
+from archwheel.build.remote_cache import STATS_LOG
+from archwheel.errors import BuildError
+from tests.support.fuzz import watchdog
+
+
+def test_the_built_wheel_must_be_a_regular_file(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    host_file = tmp_path / "host-secret"
+    host_file.write_bytes(b"PK\x05\x06" + b"\0" * 18)
+    (dist / "demo-1.0-py3-none-any.whl").symlink_to(host_file)
+    with pytest.raises(BuildError, match="as a link or a special file"):
+        runner._built_wheels(dist)
+    (dist / "demo-1.0-py3-none-any.whl").unlink()
+    os.mkfifo(dist / "demo-1.0-py3-none-any.whl")
+    with pytest.raises(BuildError, match="as a link or a special file"):
+        runner._built_wheels(dist)
+    (dist / "demo-1.0-py3-none-any.whl").unlink()
+    (dist / "demo-1.0-py3-none-any.whl").write_bytes(b"wheel")
+    (dist / "notes.txt").symlink_to(host_file)  # not a wheel: not looked at
+    assert runner._built_wheels(dist) == [dist / "demo-1.0-py3-none-any.whl"]
+
+
+def test_a_dist_folder_made_a_link_is_refused(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "demo-1.0-py3-none-any.whl").write_bytes(b"wheel")
+    (tmp_path / "dist").symlink_to(elsewhere)
+    with pytest.raises(BuildError, match="a symbolic link"):
+        runner._built_wheels(tmp_path / "dist")
+    assert runner._built_wheels(tmp_path / "missing") == []
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_the_compile_log_is_not_waited_on_or_followed(tmp_path: Path, kind: str) -> None:
+    log = tmp_path / STATS_LOG.removeprefix(BUILD + "/")
+    log.parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(log)
+    else:
+        target = tmp_path / "host.log"
+        target.write_text("# /build/src/a.cpp\ncache_miss\n")  # read, it would be one record
+        log.symlink_to(target)
+    with watchdog(20):
+        assert runner._read_compiles(tmp_path) == ()
