@@ -38,6 +38,8 @@ from archwheel.facts.versions import CudaVersion
 # Metadata files are small; a larger one is hostile or broken, and is not read past this.
 MAX_METADATA_BYTES = 16 * 1024 * 1024
 MAX_VERSION_PY_BYTES = 64 * 1024
+MAX_REQUIREMENTS = 10_000  # Requires-Dist lines read from METADATA (torch 2.14.1: 30)
+MAX_WARNINGS_SHOWN = 20  # lines of one kind of warning; the rest are counted on one more line
 
 _LOCAL_CUDA = re.compile(r"(?:^|[.+])cu([0-9]{2,3})(?:$|[.])", re.IGNORECASE)
 _CU_SUFFIX = re.compile(r"-cu([0-9]{2})$")
@@ -348,12 +350,24 @@ def _tags(
 
 
 def _requirements(lines: list[str], warnings: list[str]) -> tuple[Pin, ...]:
+    """The Requires-Dist pins, at most ``MAX_REQUIREMENTS``; the unparseable ones are warnings,
+    the first ``MAX_WARNINGS_SHOWN`` of them each on a line, the rest counted."""
     pins: list[Pin] = []
+    if len(lines) > MAX_REQUIREMENTS:
+        warnings.append(
+            f"METADATA lists {len(lines)} Requires-Dist, above the limit of {MAX_REQUIREMENTS}: "
+            "the rest are not read"
+        )
+        lines = lines[:MAX_REQUIREMENTS]
+    unparseable = 0
     for line in lines:
         try:
             req = Requirement(line)
         except InvalidRequirement as exc:
-            warnings.append(f"unparseable Requires-Dist {line!r}: {exc}")
+            unparseable += 1
+            if unparseable <= MAX_WARNINGS_SHOWN:
+                why = next(iter(str(exc).splitlines()), "")
+                warnings.append(f"unparseable Requires-Dist {line[:200]!r}: {why}")
             continue
         pins.append(
             Pin(
@@ -362,6 +376,10 @@ def _requirements(lines: list[str], warnings: list[str]) -> tuple[Pin, ...]:
                 extras=tuple(sorted(req.extras)),
                 marker=str(req.marker) if req.marker else "",
             )
+        )
+    if unparseable > MAX_WARNINGS_SHOWN:
+        warnings.append(
+            f"... and {unparseable - MAX_WARNINGS_SHOWN} more unparseable Requires-Dist"
         )
     return tuple(pins)
 

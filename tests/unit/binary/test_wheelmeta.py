@@ -9,6 +9,8 @@ import pytest
 
 from archwheel.binary.wheelmeta import (
     MAX_METADATA_BYTES,
+    MAX_REQUIREMENTS,
+    MAX_WARNINGS_SHOWN,
     read_wheel_metadata,
     sha256_file,
 )
@@ -151,6 +153,25 @@ def test_metadata_larger_than_allowed_is_refused(tmp_path: Path) -> None:
         )
     with pytest.raises(InputError, match="more than the"):
         read_wheel_metadata(path)
+
+
+def test_requirements_and_their_warnings_are_bounded(tmp_path: Path) -> None:
+    # 30000 unparseable Requires-Dist (540 KB of METADATA) were 30000 warning lines.
+    requires = "".join(f"Requires-Dist: bad name {i} !!\n" for i in range(MAX_REQUIREMENTS * 3))
+    requires += "Requires-Dist: nvidia-cublas==13.0.0\n"  # past the limit: not read
+    path = write_zip(
+        tmp_path / "many-1-py3-none-any.whl",
+        [("many-1.dist-info/METADATA", f"Name: many\nVersion: 1\n{requires}".encode())],
+    )
+    meta = read_wheel_metadata(path)
+    assert len(meta.warnings) <= MAX_WARNINGS_SHOWN + 3
+    assert f"lists {MAX_REQUIREMENTS * 3 + 1} Requires-Dist, above the limit" in meta.warnings[0]
+    assert (
+        f"... and {MAX_REQUIREMENTS - MAX_WARNINGS_SHOWN} more unparseable Requires-Dist"
+        in meta.warnings
+    )
+    assert all("\n" not in w for w in meta.warnings)
+    assert meta.requires == ()
 
 
 def test_lying_declared_size_is_caught(tmp_path: Path) -> None:

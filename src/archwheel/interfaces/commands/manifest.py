@@ -12,6 +12,7 @@ from typing import Any
 
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import (
+    MAX_WARNINGS_SHOWN,
     NativeDigests,
     WheelMetadata,
     native_library_digests,
@@ -216,8 +217,13 @@ def _digest_warnings(metadata: WheelMetadata, digests: NativeDigests) -> list[st
     differ = sorted(n for n, h in digests.hashes.items() if n in recorded and recorded[n] != h)
     warnings = [
         f"{name}: cannot be read ({why}): its hash is not recorded"
-        for name, why in digests.unreadable
+        for name, why in digests.unreadable[:MAX_WARNINGS_SHOWN]
     ]
+    if len(digests.unreadable) > MAX_WARNINGS_SHOWN:
+        warnings.append(
+            f"... and {len(digests.unreadable) - MAX_WARNINGS_SHOWN} more libraries that cannot "
+            "be read (no hash recorded)"
+        )
     if differ:
         warnings.append(
             f"RECORD's sha256 of {len(differ)} native libraries is not the hash of their bytes "
