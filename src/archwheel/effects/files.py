@@ -138,8 +138,8 @@ def nesting_depth(document: object, stop: int) -> int:
 
 
 class DocumentUnreadable(ValueError):
-    """A JSON document that cannot be read or parsed; the message is one line, without the
-    path (the caller names the file and what it should have been)."""
+    """A JSON or TOML document that cannot be read or parsed; the message is one line, without
+    the path (the caller names the file and what it should have been)."""
 
 
 def parse_document(raw: bytes | str, nesting: int, *, toml: bool = False) -> object:
