@@ -28,7 +28,7 @@ from packaging.utils import canonicalize_name
 
 from archwheel.build.recipe import SourceSpec
 from archwheel.effects.files import DocumentUnreadable, parse_document, read_regular
-from archwheel.effects.net import paced_blocks
+from archwheel.effects.net import TooLarge, paced_blocks
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import Echo, run_program
 from archwheel.errors import InputError, RecipeError, ToolError
@@ -160,19 +160,15 @@ def fetch_page(index: str, project: str, pip: PipSettings) -> list[IndexFile] | 
     context = ssl.create_default_context(cafile=cafile)
     try:
         with urllib.request.urlopen(request, timeout=60, context=context) as response:  # noqa: S310
-            blocks: list[bytes] = []
-            total = 0
-            for block in paced_blocks(response):  # a server that trickles bytes is given up
-                total += len(block)
-                if total > MAX_PAGE_BYTES:
-                    raise ToolError(f"{page} is larger than {MAX_PAGE_BYTES} bytes")
-                blocks.append(block)
-            body = b"".join(blocks)
+            # A server that trickles bytes is given up; so is a page past the bound.
+            body = b"".join(paced_blocks(response, limit=MAX_PAGE_BYTES))
             return parse_simple_page(body, response.headers.get("Content-Type", ""), page)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             return None
         raise ToolError(f"the package index answered {exc.code} for {page}") from None
+    except TooLarge:
+        raise ToolError(f"{page} is larger than {MAX_PAGE_BYTES} bytes") from None
     except OSError as exc:
         raise ToolError(f"cannot read the package index page {page}: {exc}") from None
 

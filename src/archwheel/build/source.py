@@ -37,7 +37,7 @@ from archwheel.effects.files import (
     open_regular,
     sha256_file,
 )
-from archwheel.effects.net import paced_blocks
+from archwheel.effects.net import TooLarge, paced_blocks
 from archwheel.effects.process import Echo, echo_to_stderr, last_line, run_program
 from archwheel.errors import BuildError, InputError, ToolError, UsageError
 
@@ -384,12 +384,11 @@ def _fetch(location: str, target: Path, echo: Echo | None) -> None:
             urllib.request.urlopen(location, timeout=120, context=context) as response,  # noqa: S310
             atomic_writer(target) as out,
         ):
-            total = 0
-            for block in paced_blocks(response):  # a server that trickles bytes is given up
-                total += len(block)
-                if total > MAX_SDIST_BYTES:
-                    raise InputError(f"{location} is larger than {MAX_SDIST_BYTES} bytes")
+            # A server that trickles bytes is given up; so is an sdist past the bound.
+            for block in paced_blocks(response, limit=MAX_SDIST_BYTES):
                 out.write(block)
+    except TooLarge:
+        raise InputError(f"{location} is larger than {MAX_SDIST_BYTES} bytes") from None
     except OSError as exc:
         raise ToolError(f"could not download {location}: {exc}") from None
 

@@ -28,20 +28,28 @@ class TooSlow(TransferError):
     """The server sent less than the least rate over a window."""
 
 
+class TooLarge(TransferError):
+    """The answer went past the size its reader accepts."""
+
+
 class _Readable(Protocol):
     def read1(self, size: int = ..., /) -> bytes: ...
 
 
 def paced_blocks(
-    response: _Readable, *, clock: Callable[[], float] = time.monotonic
+    response: _Readable, *, limit: int, clock: Callable[[], float] = time.monotonic
 ) -> Iterator[bytes]:
-    """The body of ``response`` in blocks as they arrive, ``TooSlow`` when fewer than
-    ``MIN_BYTES_PER_WINDOW`` bytes came in a window of ``RATE_WINDOW_S`` seconds,
-    ``TransferError`` when the connection ends before the length the server announced (which
-    ``read1``, unlike ``read``, does not say)."""
+    """The body of ``response`` in blocks as they arrive: ``TooLarge`` past ``limit`` bytes,
+    ``TooSlow`` when fewer than ``MIN_BYTES_PER_WINDOW`` bytes came in a window of
+    ``RATE_WINDOW_S`` seconds, ``TransferError`` when the connection ends before the length the
+    server announced (which ``read1``, unlike ``read``, does not say)."""
     started = clock()
     arrived = 0
+    total = 0
     while block := _read1(response):
+        total += len(block)
+        if total > limit:
+            raise TooLarge(f"larger than {limit} bytes")
         arrived += len(block)
         now = clock()
         if now - started >= RATE_WINDOW_S:

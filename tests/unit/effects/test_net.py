@@ -20,7 +20,7 @@ import pytest
 from archwheel.build import index_sdist, source
 from archwheel.effects import net
 from archwheel.effects.pipconfig import PipSettings
-from archwheel.errors import ToolError
+from archwheel.errors import InputError, ToolError
 
 BODY = b"x" * 300_000
 
@@ -71,7 +71,15 @@ def short_windows(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_fast_answer_is_read_whole(server: str) -> None:
     with urllib.request.urlopen(f"{server}/fast", timeout=10) as response:
-        assert b"".join(net.paced_blocks(response)) == BODY
+        assert b"".join(net.paced_blocks(response, limit=len(BODY))) == BODY
+
+
+def test_an_answer_past_its_limit_is_refused(server: str) -> None:
+    with (
+        urllib.request.urlopen(f"{server}/fast", timeout=10) as response,
+        pytest.raises(net.TooLarge, match=f"larger than {len(BODY) - 1} bytes"),
+    ):
+        b"".join(net.paced_blocks(response, limit=len(BODY) - 1))
 
 
 def test_a_trickle_is_given_up_within_two_windows(server: str) -> None:
@@ -80,7 +88,7 @@ def test_a_trickle_is_given_up_within_two_windows(server: str) -> None:
         urllib.request.urlopen(f"{server}/trickle", timeout=10) as response,
         pytest.raises(net.TooSlow, match=r"fewer than 1000 per 0 s: too slow"),
     ):
-        b"".join(net.paced_blocks(response))
+        b"".join(net.paced_blocks(response, limit=len(BODY)))
     assert time.monotonic() - start < 5  # the 10 s socket timeout never fired
 
 
@@ -89,7 +97,7 @@ def test_an_answer_cut_short_is_an_error(server: str) -> None:
         urllib.request.urlopen(f"{server}/cut", timeout=10) as response,
         pytest.raises(net.TransferError, match="ended 150000 bytes before the announced length"),
     ):
-        b"".join(net.paced_blocks(response))
+        b"".join(net.paced_blocks(response, limit=len(BODY)))
 
 
 def test_an_sdist_download_that_trickles_fails_and_leaves_nothing(
@@ -104,3 +112,19 @@ def test_an_sdist_download_that_trickles_fails_and_leaves_nothing(
 def test_an_index_page_that_trickles_fails(server: str) -> None:
     with pytest.raises(ToolError, match=r"cannot read the package index page .*too slow"):
         index_sdist.fetch_page(f"{server}/trickle/", "demo", PipSettings())
+
+
+def test_an_sdist_past_its_bound_fails_and_leaves_nothing(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(source, "MAX_SDIST_BYTES", 1000)
+    target = tmp_path / "demo-1.0.tar.gz"
+    with pytest.raises(InputError, match=r"demo-1\.0\.tar\.gz is larger than 1000 bytes"):
+        source._fetch(f"{server}/fast/demo-1.0.tar.gz", target, None)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_index_page_past_its_bound_fails(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_sdist, "MAX_PAGE_BYTES", 1000)
+    with pytest.raises(ToolError, match="/fast/demo/ is larger than 1000 bytes"):
+        index_sdist.fetch_page(f"{server}/fast/", "demo", PipSettings())
