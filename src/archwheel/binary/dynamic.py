@@ -31,6 +31,7 @@ from archwheel.effects.files import (
     DocumentUnreadable,
     NotRegularFile,
     check_regular,
+    is_text_list,
     parse_document,
 )
 
@@ -700,11 +701,7 @@ def _is_installed_entry(entry: object) -> bool:
     if not isinstance(entry, dict):
         return False
     texts = all(isinstance(entry.get(k), str) for k in ("name", "version", "root"))
-    lists = all(
-        isinstance(entry.get(k), list) and all(isinstance(x, str) for x in entry[k])
-        for k in ("requires", "files")
-    )
-    return texts and lists
+    return texts and all(is_text_list(entry.get(k)) for k in ("requires", "files"))
 
 
 def _read_installed(root: Path, member: str) -> DynamicInfo:

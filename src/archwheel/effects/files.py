@@ -25,7 +25,7 @@ import tempfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, BinaryIO, TypeGuard
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -159,6 +159,12 @@ def parse_document(raw: bytes | str, nesting: int, *, toml: bool = False) -> obj
     if nesting_depth(document, nesting) > nesting:
         raise DocumentUnreadable(f"nested deeper than the limit of {nesting}")
     return document
+
+
+def is_text_list(value: object) -> TypeGuard[list[str]]:
+    """Whether a parsed document's ``value`` is a list of strings (a shape check of untrusted
+    JSON: the readers of program answers check their fields with it)."""
+    return isinstance(value, list) and all(isinstance(x, str) for x in value)
 
 
 def read_json(path: Path | str, limit: int, nesting: int) -> object:

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from archwheel.effects.files import DocumentUnreadable, parse_document
+from archwheel.effects.files import DocumentUnreadable, is_text_list, parse_document
 from archwheel.effects.process import (
     ProgramNotStarted,
     ProgramTimedOut,
@@ -475,10 +475,7 @@ def _environment_fields(
     if not isinstance(native_files, dict):
         raise ProbeFailed("python probe answered 'native_files' that is not an object")
     for name, pairs in native_files.items():
-        if not isinstance(pairs, list) or not all(
-            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
-            for p in pairs
-        ):
+        if not isinstance(pairs, list) or not all(is_text_list(p) and len(p) == 2 for p in pairs):
             raise ProbeFailed(
                 f"python probe answered 'native_files' of {name!r} that are not paths"
             )

@@ -14,7 +14,6 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeGuard
 
 from archwheel.binary.model import InputInventory, LibraryInventory, Problem, Severity
 from archwheel.binary.scan import pool
@@ -31,6 +30,7 @@ from archwheel.effects.files import (
     DocumentUnreadable,
     NotRegularFile,
     check_regular,
+    is_text_list,
     open_regular,
     parse_document,
 )
@@ -416,7 +416,7 @@ def scan_installed(
             hint="install it, or point --python at the environment that has it",
         )
     listed, listed_roots = info.get("files"), info.get("roots", [])
-    if not (_texts(listed) and _texts(listed_roots)):
+    if not (is_text_list(listed) and is_text_list(listed_roots)):
         raise ToolError(f"{unexpected} (no lists of files and roots)")
     files = [Path(f) for f in listed]
     roots = [Path(r).resolve() for r in listed_roots]
@@ -465,11 +465,6 @@ def scan_installed(
             "python": interpreter,
         },
     )
-
-
-def _texts(value: object) -> TypeGuard[list[str]]:
-    """Whether ``value`` is a list of strings."""
-    return isinstance(value, list) and all(isinstance(x, str) for x in value)
 
 
 def _inside(path: Path, roots: list[Path]) -> bool:
