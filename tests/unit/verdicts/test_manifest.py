@@ -272,6 +272,20 @@ def test_verify_lists_at_most_the_bounded_mismatches(
     assert len(json.loads(out)["mismatches"]) == count
 
 
+def _members(wheel: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(wheel) as archive:
+        return {n: archive.read(n) for n in archive.namelist()}
+
+
+def _manifest_entry(wheel: Path, tmp_path: Path, cli_run: CliRun) -> tuple[dict[str, Any], str]:
+    """The one wheel's manifest entry, as `archwheel manifest -o` writes it, and stderr."""
+    out = tmp_path / "manifest.json"
+    code, _, err = cli_run("manifest", str(wheel), "-o", str(out))
+    assert code == 0
+    (entry,) = json.loads(out.read_text())["wheels"]
+    return entry, err
+
+
 def test_record_rows_of_libraries_the_wheel_does_not_hold_are_not_recorded(
     tmp_path: Path, cli_run: CliRun
 ) -> None:
@@ -281,17 +295,13 @@ def test_record_rows_of_libraries_the_wheel_does_not_hold_are_not_recorded(
     wheel = build_wheel(
         tmp_path, "odd", "1.0", {"odd/libheld.so": LIBTOY, "odd/libunlisted.so": LIBTOY}
     )
-    with zipfile.ZipFile(wheel) as archive:
-        members = {n: archive.read(n) for n in archive.namelist()}
+    members = _members(wheel)
     record_name = "odd-1.0.dist-info/RECORD"
     rows = [r for r in members[record_name].decode().splitlines() if "libunlisted" not in r]
     rows += [f"odd/libghost{i}.so,{record_hash(b'x')},1" for i in range(3)]
     members[record_name] = ("\n".join(rows) + "\n").encode()
     write_zip(wheel, list(members.items()))
-    out = tmp_path / "manifest.json"
-    code, _, err = cli_run("manifest", str(wheel), "-o", str(out))
-    assert code == 0
-    (entry,) = json.loads(out.read_text())["wheels"]
+    entry, err = _manifest_entry(wheel, tmp_path, cli_run)
     assert entry["native_libraries"] == {
         "odd/libheld.so": record_hash(LIBTOY),
         "odd/libunlisted.so": record_hash(LIBTOY),
@@ -309,16 +319,12 @@ def test_the_manifest_records_the_bytes_hashes_where_record_lies(
     wheel = build_wheel(
         tmp_path, "liar", "1.0", {"liar/libone.so": LIBTOY, "liar/libtwo.so": LIBTOY}
     )
-    with zipfile.ZipFile(wheel) as archive:
-        members = {n: archive.read(n) for n in archive.namelist()}
+    members = _members(wheel)
     changed = LIBTOY + b"\0" * 16
     members["liar/libtwo.so"] = changed  # RECORD still has LIBTOY's hash
     write_zip(wheel, list(members.items()))
     assert record_hash(LIBTOY) in members["liar-1.0.dist-info/RECORD"].decode()
-    out = tmp_path / "manifest.json"
-    code, _, err = cli_run("manifest", str(wheel), "-o", str(out))
-    assert code == 0
-    (entry,) = json.loads(out.read_text())["wheels"]
+    entry, err = _manifest_entry(wheel, tmp_path, cli_run)
     assert entry["native_libraries"] == {
         "liar/libone.so": record_hash(LIBTOY),
         "liar/libtwo.so": record_hash(changed),
@@ -340,10 +346,7 @@ def test_a_library_that_cannot_be_read_has_no_hash_recorded(
                 data[start + at : start + at + 4] = b"\xde\xad\xbe\xef"
             start += 4
     wheel.write_bytes(bytes(data))
-    out = tmp_path / "manifest.json"
-    code, _, err = cli_run("manifest", str(wheel), "-o", str(out))
-    assert code == 0
-    (entry,) = json.loads(out.read_text())["wheels"]
+    entry, err = _manifest_entry(wheel, tmp_path, cli_run)
     assert entry["native_libraries"] == {}
     assert entry["archs"]["audit_complete"] is False
     assert "bad/libcrc.so: cannot be read (CRC mismatch" in err
