@@ -669,7 +669,7 @@ def read_installed_dynamic(python: str | None = None) -> tuple[InstalledDistribu
     interpreter), their shared libraries read from disk."""
     import sys
 
-    from archwheel.effects.process import run_program
+    from archwheel.effects.process import MAX_ANSWER_NESTING, run_program
     from archwheel.errors import ToolError
 
     interpreter = python or sys.executable
@@ -679,7 +679,7 @@ def read_installed_dynamic(python: str | None = None) -> tuple[InstalledDistribu
     # The interpreter is the user's: its answer is read as untrusted input.
     unexpected = f"unexpected output from {interpreter} listing its packages"
     try:
-        entries = parse_document(result.stdout, 8)
+        entries = parse_document(result.stdout, MAX_ANSWER_NESTING)
     except DocumentUnreadable as exc:
         raise ToolError(f"{unexpected} ({exc})") from None
     if not isinstance(entries, list) or not all(_is_installed_entry(e) for e in entries):

@@ -31,6 +31,7 @@ from typing import Any
 
 from archwheel.effects.files import DocumentUnreadable, is_text_list, parse_document
 from archwheel.effects.process import (
+    MAX_ANSWER_NESTING,
     ProgramNotStarted,
     ProgramTimedOut,
     last_line,
@@ -406,7 +407,7 @@ class PythonProbe:
             if line.startswith(_MARKER):
                 # The interpreter is the user's: its answer is read as untrusted input.
                 try:
-                    data = parse_document(line[len(_MARKER) :], MAX_PROBE_NESTING)
+                    data = parse_document(line[len(_MARKER) :], MAX_ANSWER_NESTING)
                 except DocumentUnreadable as exc:
                     raise ProbeFailed(f"{probe} probe's answer is unreadable: {exc}") from None
                 if not isinstance(data, dict):
@@ -448,9 +449,6 @@ class PythonProbe:
             torch=torch,
             errors=tuple(errors),
         )
-
-
-MAX_PROBE_NESTING = 16  # lists and objects inside each other in a probe's answer (it writes 3)
 
 
 def _field_text(data: Mapping[str, Any], key: str) -> str | None:

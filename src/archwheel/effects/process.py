@@ -51,6 +51,9 @@ LAST_LINE_CHARS = 400
 MAX_CAPTURE = 64 << 20
 _READ_SIZE = 1 << 16
 MAX_LINE = 1 << 20  # bytes of one line ``stream_lines`` hands on at most
+# Lists and objects inside each other in the JSON answer of a probe archwheel runs in a user's
+# interpreter (the probes write 3): one bound for every such answer, read as untrusted input.
+MAX_ANSWER_NESTING = 16
 _PIPE_BUF = 512  # bytes written to a child's stdin at a time (what select promises)
 # The longest time limit a user may give (an option, an environment variable), in seconds: a
 # week. Beyond it a limit means nothing, and 1e308 overflowed the clocks it was handed to.

@@ -34,7 +34,12 @@ from archwheel.effects.files import (
     open_regular,
     parse_document,
 )
-from archwheel.effects.process import ProgramNotStarted, ProgramTimedOut, run_program
+from archwheel.effects.process import (
+    MAX_ANSWER_NESTING,
+    ProgramNotStarted,
+    ProgramTimedOut,
+    run_program,
+)
 from archwheel.errors import InputError, ToolError
 
 # Wheel members with these suffixes are text or Python, never binaries: not even peeked at.
@@ -405,7 +410,7 @@ def scan_installed(
     # The interpreter is the user's: its answer is read as untrusted input.
     unexpected = f"unexpected output from {interpreter} listing {distribution}"
     try:
-        info = parse_document(proc.stdout, 8)
+        info = parse_document(proc.stdout, MAX_ANSWER_NESTING)
     except DocumentUnreadable as exc:
         raise ToolError(f"{unexpected} ({exc})") from None
     if not isinstance(info, dict):
