@@ -150,12 +150,23 @@ class IndexEntry:
         if not _PLAIN_NAME.fullmatch(file) or file.startswith("."):
             raise ValueError(f"entry file {file[:80]!r} is not a wheel file name")
         try:
-            parse_wheel_filename(file)
+            name, version, _build, _tags = parse_wheel_filename(file)
         except InvalidWheelFilename:
             raise ValueError(f"entry file {file[:80]!r} is not a wheel file name") from None
         sha256 = _field(data, "sha256")
         if not _SHA256.fullmatch(sha256):
             raise ValueError(f"entry {file}: sha256 is not 64 hex digits")
+        # The project names a folder of the simple index and the version is the file's: each
+        # must be what the file name says (a project '../../x' made a page outside the tree).
+        project = _field(data, "project")
+        if project != canonicalize_name(name):
+            raise ValueError(f"entry {file}: project {project[:80]!r} is not the file's ({name})")
+        if _field(data, "version") != str(version):
+            raise ValueError(f"entry {file}: version is not the file's ({version})")
+        metadata_sha256 = _field(data, "metadata_sha256", optional=True)
+        if metadata_sha256 is not None and not _SHA256.fullmatch(metadata_sha256):
+            # It goes into the pages' attributes as it is.
+            raise ValueError(f"entry {file}: metadata_sha256 is not 64 hex digits")
         size = data.get("size")
         if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size < 1 << 63:
             raise ValueError(f"entry {file}: size is not a byte count")
@@ -170,12 +181,12 @@ class IndexEntry:
             raise ValueError(f"entry {file}: {exc}") from None
         return cls(
             file=file,
-            project=_field(data, "project"),
-            version=_field(data, "version"),
+            project=project,
+            version=str(version),
             sha256=sha256,
             size=size,
             requires_python=_field(data, "requires_python", optional=True),
-            metadata_sha256=_field(data, "metadata_sha256", optional=True),
+            metadata_sha256=metadata_sha256,
             torch=torch,
             cuda=cuda,
             expect=_field(data, "expect", optional=True),

@@ -299,6 +299,10 @@ def test_the_find_links_page_names_the_torch_version_once(
         ("file", "/etc/myext-1.0-py3-none-any.whl", "is not a wheel file name"),
         ("file", "notawheel.txt", "is not a wheel file name"),
         ("sha256", "x" * 64, "sha256 is not 64 hex digits"),
+        ("project", "../../../outside", "project '../../../outside' is not the file's (myext)"),
+        ("project", "other", "project 'other' is not the file's (myext)"),
+        ("version", "2.0", "version is not the file's (1.0)"),
+        ("metadata_sha256", '0" onmouseover="x', "metadata_sha256 is not 64 hex digits"),
         ("size", -1, "size is not a byte count"),
         ("size", True, "size is not a byte count"),
         ("cuda", 13, "'cuda' is not a string"),
@@ -374,3 +378,24 @@ def test_a_provenance_of_the_wrong_shape_is_not_believed(
     else:
         assert [r.wheel for r in result.refused] == [wheel.name]
         assert refused in result.refused[0].reason
+
+
+def test_an_index_whose_manifest_was_tampered_with_is_not_published_into(tmp_path: Path) -> None:
+    """An index folder restored from a CI cache or artifact is input too: an entry whose
+    project climbs out of the tree made publish create a folder and a page outside the index
+    (each project is a folder of simple/). Now it is one InputError and nothing is written."""
+    from archwheel.errors import InputError
+    from archwheel.matrix.index import MANIFEST
+
+    index = tmp_path / "index"
+    publish(index, [Candidate(make_dist(tmp_path / "w", "myext", "1.0"))])
+    manifest = (index / CURRENT).resolve() / MANIFEST
+    document = json.loads(manifest.read_text())
+    document["entries"][0]["project"] = "../../../../escaped"
+    manifest.write_text(json.dumps(document))
+    trees_before = sorted((index / TREES).iterdir())
+    with pytest.raises(InputError) as caught:
+        publish(index, [Candidate(make_dist(tmp_path / "w", "other", "1.0"))])
+    assert "project '../../../../escaped' is not the file's (myext)" in caught.value.one_line()
+    assert not list(tmp_path.rglob("escaped"))
+    assert sorted((index / TREES).iterdir()) == trees_before
