@@ -281,9 +281,17 @@ def _unpack(wheel: Path, into: Path) -> list[str]:
             if total > MAX_UNPACKED_BYTES:
                 raise RepairError(f"repair: {wheel.name} unpacks to more than 64 GiB")
             target = into / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(info) as src, target.open("wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(info) as src, target.open("wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+            except OSError as exc:
+                # Members that conflict (a file and a folder of one name), a name too long
+                # for the file system: the wheel's, said as such.
+                raise RepairError(
+                    f"repair: {wheel.name}: cannot unpack member {name[:200]!r}: "
+                    f"{exc.strerror or exc}"
+                ) from None
             mode = (info.external_attr >> 16) & 0o777
             target.chmod(0o755 if mode & 0o111 else 0o644)
             names.append(name)

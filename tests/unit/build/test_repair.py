@@ -297,6 +297,33 @@ def test_a_hostile_wheel_is_refused_and_nothing_is_written(tmp_path: Path) -> No
     assert list(out.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("members", "words"),
+    [
+        (("evil/x", "evil/x/y.so"), "cannot unpack member 'evil/x/y.so': File exists"),
+        (("evil/x/y.so", "evil/x"), "cannot unpack member 'evil/x': Is a directory"),
+        ((f"evil/{'n' * 300}.so",), "File name too long"),
+    ],
+)
+def test_members_the_file_system_cannot_hold_are_the_wheel_s_error(
+    tmp_path: Path, members: tuple[str, ...], words: str
+) -> None:
+    """The wheel repaired is what the build left (an sdist's setup.py wrote it): members that
+    conflict or that no file system holds were an OSError that named a staging path, not the
+    wheel; now a RepairError naming the member, and the staging folder is removed."""
+    wheel = tmp_path / "evil-1.0-py3-none-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("evil-1.0.dist-info/METADATA", "Name: evil\n")
+        for member in members:
+            zf.writestr(member, b"data")
+    out = tmp_path / "out"
+    with pytest.raises(RepairError) as caught:
+        repair_wheel(wheel, out, RepairSpec("t"))
+    assert words in str(caught.value)
+    assert wheel.name in str(caught.value)
+    assert list(out.iterdir()) == []
+
+
 def test_an_extension_of_torch_takes_torch_folders_and_pin(tmp_path: Path) -> None:
     data = {
         **RECIPE,
