@@ -79,6 +79,34 @@ def test_the_browser_renders_chart_rows_verdicts_and_provenance(
     assert pixels.shape[0] > 500 and pixels.std() > 0.05  # drawn, not a blank page
 
 
+NAMES_THE_CHART_MUST_NOT_READ = (
+    "kern/lib$\\frac$.so",  # mathtext matplotlib cannot parse: a ValueError, exit 4
+    "kern/lib$x^2$.so",  # mathtext it can: typeset, not the name
+    "kern/lib\x1b[31mred.so",  # a control character: a missing glyph
+    "kern/lib</text><script>alert(1)</script>.so",
+)
+
+
+def test_the_chart_shows_every_name_as_it_is(cli_run: CliRun, tmp_path: Path) -> None:
+    """The chart's labels are the input's names: shown as text (the literal form, as in the
+    tables), never read as mathtext or markup."""
+    import html
+
+    from archwheel.interfaces.render.common import literal
+
+    libraries = {name.removeprefix("kern/"): device_library(80) for name in
+                 NAMES_THE_CHART_MUST_NOT_READ}  # fmt: skip
+    wheel = make_dist(tmp_path, "kern", "1.0", platform_tag="linux_x86_64", libraries=libraries)
+    page = tmp_path / "report.html"
+    code, _, err = cli_run("audit", str(wheel), "--format", "html", "-o", str(page))
+    assert code == 0, err
+    svg = re.search(r"<svg.*?</svg>", page.read_text(), re.S)
+    assert svg is not None and "<script" not in svg.group(0)
+    labels = {html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg.group(0))}
+    for name in NAMES_THE_CHART_MUST_NOT_READ:
+        assert literal(name) in labels
+
+
 def test_without_matplotlib_it_says_how_to_get_it(wheel: Path, tmp_path: Path) -> None:
     page = tmp_path / "report.html"
     code = (

@@ -95,6 +95,22 @@ def test_audit_output_file_is_complete(
     assert "lib[/]x.so" in text and text.rstrip().splitlines()[-1].startswith("verdict:")
 
 
+def test_audit_html_shows_names_literally(
+    cli_run: CliRun, hostile_wheel: Path, tmp_path: Path
+) -> None:
+    """In the HTML report too, table and chart: each name in its literal form, HTML-escaped."""
+    import html
+
+    page = tmp_path / "report.html"
+    code, _, err = cli_run("audit", str(hostile_wheel), "--format", "html", "-o", str(page))
+    assert code == 3, err
+    text = page.read_text(encoding="utf-8")
+    _assert_no_raw_controls(text)
+    shown = html.unescape(text)
+    for name in HOSTILE:
+        assert literal(name) in shown, name
+
+
 def test_error_lines_escape_controls_and_cut_huge_arguments(cli_run: CliRun) -> None:
     code, _, err = cli_run("audit", "missing\x1b]0;owned\x07" + "x" * 200_000 + ".whl")
     assert code == 3

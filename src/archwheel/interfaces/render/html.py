@@ -84,12 +84,17 @@ def _figure_svg(rows: Mapping[str, Mapping[str, int]], title: str) -> str:
         axes = figure.add_subplot()
         left = [0.0] * len(libraries)
         colours = matplotlib.colormaps["tab20"]
+        # One bar per position, labelled with the name as text: names come from the input,
+        # and as categories two names cut alike would share a bar, and matplotlib would read
+        # '$...$' in a name as mathtext (typeset, or a ValueError for '$\frac$').
+        positions = list(range(len(libraries)))
         for n, arch in enumerate(archs):
             widths = [rows[lib].get(arch, 0) / scale for lib in libraries]
-            axes.barh(libraries, widths, left=left, label=arch, color=colours(n % 20))
+            axes.barh(positions, widths, left=left, label=arch, color=colours(n % 20))
             left = [a + b for a, b in zip(left, widths, strict=True)]
+        axes.set_yticks(positions, labels=[literal(lib) for lib in libraries], parse_math=False)
         axes.set_xlabel(f"stored device code ({unit})")
-        axes.set_title(title)
+        axes.set_title(title, parse_math=False)
         axes.invert_yaxis()
         if archs:
             axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
