@@ -57,3 +57,27 @@ def test_cli_documents_and_bad_input(cli_run: CliRun, tmp_path: Path) -> None:
     assert code == 2 and "holds 2 audited inputs" in err
     code, _out, err = cli_run("diff", str(tmp_path / "missing.whl"), str(new))
     assert code == 3 and "no such file" in err
+
+
+def test_another_archwheel_report_is_not_read_as_an_empty_build(
+    cli_run: CliRun, tmp_path: Path
+) -> None:
+    """can-run's JSON report has an 'inputs' list too (so has can-load's): read as an audit, it
+    was a build without libraries, and `diff report.json new.whl` said "no arch lost" (exit 0),
+    a CI gate passed on the wrong file. Now each is refused as not an audit document."""
+    from tests.support.index_wheels import device_library, make_dist
+
+    wheel = make_dist(tmp_path, "x", "1.0", libraries={"a.so": device_library(80)})
+    _code, out, err = cli_run("can-run", str(wheel), "--cc", "8.0", "--format", "json")
+    assert json.loads(out)["inputs"], err
+    report = tmp_path / "can-run.json"
+    report.write_text(out)
+    code, _out, err = cli_run("diff", str(report), str(wheel))
+    assert code == 3, err
+    assert f"{report}: not an audit document but a can-run report" in err
+    hollow = tmp_path / "hollow.json"
+    document = _document({"x/a.so": [("sass", "sm_80", 10)]})
+    del document["inputs"][0]["libraries"]  # type: ignore[index]
+    hollow.write_text(json.dumps(document))
+    code, _out, err = cli_run("diff", str(hollow), str(wheel))
+    assert code == 3 and "its input has no 'libraries' list" in err

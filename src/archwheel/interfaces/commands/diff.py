@@ -13,7 +13,7 @@ from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.effects.files import DocumentUnreadable, read_json
 from archwheel.errors import InputError, UsageError
-from archwheel.interfaces.render.common import FORMATS, console, dump_json
+from archwheel.interfaces.render.common import FORMATS, console, dump_json, literal
 from archwheel.interfaces.render.diff import render_markdown, render_table
 from archwheel.verdicts.audit import audit
 from archwheel.verdicts.diff import Side, diff, side_from_audit
@@ -66,9 +66,24 @@ def _from_document(path: Path) -> Side:
             f"{path}: not an audit document (no 'inputs' list)",
             hint="write one with archwheel audit WHEEL --format json",
         )
+    # Other archwheel reports have an 'inputs' list too (can-run's, can-load's): read as an
+    # audit, one would be an empty build, and "no arch lost" a gate passed on the wrong file.
+    kind = document.get("kind")
+    if kind is not None or not all(isinstance(document.get(k), bool) for k in ("ok", "complete")):
+        what = f" but a {literal(kind)[:40]} report" if isinstance(kind, str) else ""
+        raise InputError(
+            f"{path}: not an audit document{what} (no 'ok' and 'complete' verdicts)",
+            hint="write one with archwheel audit WHEEL --format json",
+        )
     if len(inputs) != 1:
         raise UsageError(f"{path}: holds {len(inputs)} audited inputs; diff compares one with one")
     entry: dict[str, Any] = inputs[0]
+    if not isinstance(entry.get("libraries"), list) or not isinstance(entry.get("complete"), bool):
+        raise InputError(
+            f"{path}: not an audit document (its input has no 'libraries' list or no "
+            "'complete' verdict)",
+            hint="write one with archwheel audit WHEEL --format json",
+        )
     try:
         versions: dict[str, str] | None = None
         metadata = entry.get("metadata")
