@@ -60,7 +60,9 @@ def _from_document(path: Path) -> Side:
         raise InputError(
             f"{path}: {exc}", hint="diff reads the reports of archwheel audit --format json"
         ) from None
-    inputs = document.get("inputs") if isinstance(document, dict) else None
+    if not isinstance(document, dict):
+        document = {}
+    inputs = document.get("inputs")
     if not isinstance(inputs, list) or not all(isinstance(i, dict) for i in inputs):
         raise InputError(
             f"{path}: not an audit document (no 'inputs' list)",
