@@ -72,6 +72,7 @@ def _module(short: str) -> str:
         "cli": "archwheel.interfaces.cli",
         "effects.process": "archwheel.effects.process",
         "effects.net": "archwheel.effects.net",
+        "effects.redis_relay": "archwheel.effects.redis_relay",
         "effects.watchdog": "archwheel.effects.watchdog",
         "render.common": "archwheel.interfaces.render.common",
         "render.html": "archwheel.interfaces.render.html",

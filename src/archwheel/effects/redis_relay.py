@@ -17,6 +17,7 @@ import contextlib
 import socket
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -59,19 +60,36 @@ def _command(*parts: str) -> bytes:
     return b"".join(out)
 
 
-def _reply(sock: socket.socket) -> bytes:
+MAX_REPLY = 4096  # bytes of a one-line reply (+PONG, +OK, -ERR ...) read at most
+LATE = "the server did not answer in time"
+
+
+def _reply(sock: socket.socket, deadline: float | None = None) -> bytes:
+    """The first line the server answers. With ``deadline`` (a ``time.monotonic()`` value) the
+    whole reply must come by then: a socket timeout bounds each ``recv`` only, and a server
+    sending a byte a little faster than it would wait 4096 times as long."""
     data = b""
     while not data.endswith(b"\r\n"):
-        chunk = sock.recv(512)
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(LATE)
+            sock.settimeout(left)
+        try:
+            chunk = sock.recv(512)
+        except TimeoutError:
+            raise TimeoutError(LATE) from None
         if not chunk:
             raise OSError("the server closed the connection")
         data += chunk
-        if len(data) > 4096:
+        if len(data) > MAX_REPLY:
             break
     return data.split(b"\r\n", 1)[0]
 
 
-def _authenticate(sock: socket.socket, address: RedisAddress) -> str | None:
+def _authenticate(
+    sock: socket.socket, address: RedisAddress, deadline: float | None = None
+) -> str | None:
     """Send AUTH when the address has a password; None when accepted (or not needed)."""
     if address.password is None:
         return None
@@ -81,22 +99,24 @@ def _authenticate(sock: socket.socket, address: RedisAddress) -> str | None:
         else ("AUTH", address.password)
     )
     sock.sendall(_command(*auth))
-    answer = _reply(sock)
+    answer = _reply(sock, deadline)
     if not answer.startswith(b"+OK"):
         return f"AUTH refused: {answer.decode(errors='replace')[:80]}"
     return None
 
 
 def probe(address: RedisAddress, timeout: float = PROBE_TIMEOUT_S) -> str | None:
-    """None when the server answers PING; else why not, in a few words."""
+    """None when the server answers PING; else why not, in a few words. The whole exchange
+    (connect, AUTH, PING) takes at most about ``timeout``, however the server paces it."""
+    deadline = time.monotonic() + timeout
     try:
         with address.connect(timeout) as sock:
             sock.settimeout(timeout)
-            refused = _authenticate(sock, address)
+            refused = _authenticate(sock, address, deadline)
             if refused:
                 return refused
             sock.sendall(_command("PING"))
-            answer = _reply(sock)
+            answer = _reply(sock, deadline)
     except (TimeoutError, OSError) as exc:
         return exc.strerror or str(exc) or type(exc).__name__
     if not answer.startswith(b"+PONG"):
@@ -173,7 +193,8 @@ class UnixRelay:
     def _serve(self, client: socket.socket) -> None:
         try:
             server = self.address.connect(CONNECT_TIMEOUT_S)
-            if _authenticate(server, self.address) is not None:
+            deadline = time.monotonic() + CONNECT_TIMEOUT_S
+            if _authenticate(server, self.address, deadline) is not None:
                 server.close()
                 raise OSError("AUTH refused")
         except OSError:

@@ -57,3 +57,40 @@ def test_relay_to_a_down_server_closes_the_client() -> None:
             answer = b""
         assert answer == b""  # closed: ccache counts a remote error and compiles on its own
         assert relay.failures == 1
+
+
+def test_a_server_that_trickles_its_answer_is_given_up_in_time() -> None:
+    """A socket timeout bounds each recv only: a server sending its reply a byte at a time,
+    each a little sooner than the timeout, kept the probe (and so a build's start) waiting up
+    to 4096 timeouts. The probe's whole exchange now has a deadline."""
+    import threading
+    import time
+
+    from tests.support.fuzz import watchdog
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    stop = threading.Event()
+
+    def trickle() -> None:
+        client, _ = listener.accept()
+        with client:
+            client.recv(64)  # the PING
+            while not stop.is_set():
+                try:
+                    client.sendall(b"P")
+                except OSError:
+                    return
+                time.sleep(0.2)
+
+    server = threading.Thread(target=trickle, daemon=True)
+    server.start()
+    try:
+        with watchdog(20):
+            why = probe(RedisAddress("127.0.0.1", listener.getsockname()[1]), timeout=1.0)
+        assert why == "the server did not answer in time"
+    finally:
+        stop.set()
+        listener.close()
+        server.join(timeout=5)
