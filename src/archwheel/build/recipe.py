@@ -114,12 +114,12 @@ RESERVED_ENV = frozenset(
     }
 )
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
-_IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*$")
-_SONAME = re.compile(r"^[A-Za-z0-9_+.-]+\.so(\.[0-9]+)*$")
-_MANYLINUX = re.compile(r"^manylinux_[0-9]+_[0-9]+_[a-z0-9_]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
+_IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}\Z")
+_IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*\Z")
+_SONAME = re.compile(r"^[A-Za-z0-9_+.-]+\.so(\.[0-9]+)*\Z")
+_MANYLINUX = re.compile(r"^manylinux_[0-9]+_[0-9]+_[a-z0-9_]+\Z")
 
 # Allowed keys per table: the schema, used for did-you-mean on unknown keys.
 SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(

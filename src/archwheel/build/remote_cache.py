@@ -61,7 +61,7 @@ _TCP = re.compile(
     r"^redis://(?:(?P<auth>[^@/]*)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)"
     r"(?::(?P<port>[0-9]{1,5}))?(?:/(?P<db>[0-9]{1,3}))?/?$"
 )
-_UNIX = re.compile(r"^redis\+unix:(?://)?(?P<path>/[^?|#]+?)(?:\?db=(?P<db>[0-9]{1,3}))?$")
+_UNIX = re.compile(r"^redis\+unix:(?://)?(?P<path>/[^?|#]+?)(?:\?db=(?P<db>[0-9]{1,3}))?\Z")
 
 
 @dataclass(frozen=True)

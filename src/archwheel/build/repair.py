@@ -55,8 +55,8 @@ from archwheel.errors import BuildError, RecipeError
 from archwheel.facts.pytorch_official import OfficialFacts, OfficialVariant, load_official
 
 MAX_UNPACKED_BYTES = 64 << 30
-_MANYLINUX = re.compile(r"^manylinux_([0-9]+)_([0-9]+)_([a-z0-9_]+)$")
-_SONAME = re.compile(r"^[A-Za-z0-9_+.-]+\.so(\.[0-9]+)*$")
+_MANYLINUX = re.compile(r"^manylinux_([0-9]+)_([0-9]+)_([a-z0-9_]+)\Z")
+_SONAME = re.compile(r"^[A-Za-z0-9_+.-]+\.so(\.[0-9]+)*\Z")
 # Where the builder image is searched when ldconfig does not know a library.
 IMAGE_LIBRARY_DIRS = (
     "/usr/lib64",

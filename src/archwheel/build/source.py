@@ -45,7 +45,7 @@ ZIP_EPOCH_MIN = 315532800  # 1980-01-01: the earliest timestamp a zip entry can 
 MAX_SDIST_BYTES = 4 << 30
 MAX_SDIST_MEMBERS = 500_000
 MAX_UNPACKED_BYTES = 8 << 30  # the members' sizes added up: a sparse 10 GB member is refused
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}\Z")
 _COMPLETE = ".archwheel-complete"  # the marker of a finished cache folder
 _SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".nox", ".venv", ".mypy_cache"})
 

@@ -40,7 +40,7 @@ from archwheel.facts.versions import CudaVersion
 TORCH_WHEELS = "torch-wheels"  # under the archwheel cache folder
 # Components the compiler needs on top of what torch itself pins (cuda-toolkit extras).
 COMPILE_EXTRAS = ("cccl", "crt", "nvcc", "nvvm")
-_CU_LABEL = re.compile(r"^cu([0-9]{2,3})$")
+_CU_LABEL = re.compile(r"^cu([0-9]{2,3})\Z")
 _VERSION_PY_CUDA = re.compile(r"^cuda\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", re.M)
 _VERSION_PY_VERSION = re.compile(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", re.M)
 _DEFAULT_LABEL = "pt{torch}cu{cuda_nodot}"
@@ -52,7 +52,7 @@ _NOT_FOUND = (
     "require a different python version",
     "ResolutionImpossible",
 )
-_LOCAL_LABEL = re.compile(r"^[a-z0-9]+(\.[a-z0-9]+)*$")
+_LOCAL_LABEL = re.compile(r"^[a-z0-9]+(\.[a-z0-9]+)*\Z")
 
 
 @dataclass(frozen=True)

@@ -101,9 +101,9 @@ class ArchSpec:
         return self.target.dotted + ("+PTX" if self.ptx else "")
 
 
-_DOTTED = re.compile(r"^([0-9]{1,2})\.([0-9]{1,2})([af]?)(\+ptx)?$", re.IGNORECASE)
-_PREFIXED = re.compile(r"^(sm|compute)_([0-9]{1,3})([af]?)$", re.IGNORECASE)
-_NUMBER = re.compile(r"^([0-9]{1,3})([af]?)(?:-(real|virtual))?$", re.IGNORECASE)
+_DOTTED = re.compile(r"^([0-9]{1,2})\.([0-9]{1,2})([af]?)(\+ptx)?\Z", re.IGNORECASE)
+_PREFIXED = re.compile(r"^(sm|compute)_([0-9]{1,3})([af]?)\Z", re.IGNORECASE)
+_NUMBER = re.compile(r"^([0-9]{1,3})([af]?)(?:-(real|virtual))?\Z", re.IGNORECASE)
 _SEPARATORS = re.compile(r"[;,\s]")
 
 

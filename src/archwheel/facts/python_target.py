@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 FIRST_FREE_THREADED = (3, 13)
-_TEXT = re.compile(r"^3\.([0-9]{1,2})(t?)$")
+_TEXT = re.compile(r"^3\.([0-9]{1,2})(t?)\Z")
 
 
 @dataclass(frozen=True)

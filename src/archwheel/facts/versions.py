@@ -15,9 +15,9 @@ from archwheel.errors import UsageError
 
 V = TypeVar("V")
 
-_CUDA_RE = re.compile(r"^(?:cuda[-_ ]?)?([0-9]{1,2})\.([0-9]{1,2})(?:\.[0-9]+)*$", re.IGNORECASE)
-_CU_TAG_RE = re.compile(r"^cu([0-9]{2,3})$", re.IGNORECASE)
-_DRIVER_RE = re.compile(r"^([0-9]{2,4})(?:\.([0-9]{1,3}))?(?:\.([0-9]{1,3}))?$")
+_CUDA_RE = re.compile(r"^(?:cuda[-_ ]?)?([0-9]{1,2})\.([0-9]{1,2})(?:\.[0-9]+)*\Z", re.IGNORECASE)
+_CU_TAG_RE = re.compile(r"^cu([0-9]{2,3})\Z", re.IGNORECASE)
+_DRIVER_RE = re.compile(r"^([0-9]{2,4})(?:\.([0-9]{1,3}))?(?:\.([0-9]{1,3}))?\Z")
 
 
 def parse_or_none(parse: Callable[[str], V], text: object) -> V | None:

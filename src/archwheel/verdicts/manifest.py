@@ -37,8 +37,8 @@ MAX_MANIFEST_BYTES = 16 << 20
 MAX_NESTING = 32  # lists and objects inside each other (a real manifest nests 4 deep)
 MAX_FILE_NAME = 255
 
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_RECORD_HASH = re.compile(r"^sha256=[A-Za-z0-9_-]{43}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
+_RECORD_HASH = re.compile(r"^sha256=[A-Za-z0-9_-]{43}\Z")
 
 
 # -- building -----------------------------------------------------------------------------------

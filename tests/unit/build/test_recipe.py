@@ -252,6 +252,35 @@ def test_broken_recipe_names_file_and_key(
     assert message in text
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('NVCC_LAUNCHER = "ccache"', '"NVCC_LAUNCHER\\n" = "ccache"',
+         "is not a valid environment variable name"),
+        ('base_image = "archwheel/debian:bookworm"',
+         'base_image = "archwheel/debian:bookworm\\n"', "is not an image reference"),
+        ('path = "src"', 'sdist = "https://example.org/x.tar.gz"\nsha256 = "' + "a" * 64 + '\\n"',
+         "64 hexadecimal"),
+        ('variable = "CUDA_GENCODE_FLAGS"', 'variable = "CUDA_GENCODE_FLAGS\\n"', "cannot be used"),
+        ('default = "8.0;9.0"', 'default = "8.0;sm_90\\n;9.0"', ""),
+    ],
+)  # fmt: skip
+def test_a_value_with_a_trailing_newline_is_not_the_value(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    """Validation patterns were anchored with '$', which also matches before a final newline:
+    an env name "X\\n", an image "name:tag\\n" or a sha256 with a newline passed as valid and
+    reached docker's command line and the cache's paths. Each is refused now (an arch list
+    splits on whitespace, so there the newline only separates items)."""
+    path = broken(tmp_path, old, new)
+    if not message:
+        assert str(load_recipe(path).arch.default) == "8.0;9.0"
+        return
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    assert message in info.value.one_line()
+
+
 def test_missing_table(tmp_path: Path) -> None:
     path = write(tmp_path, VALID[: VALID.index("[build]")])
     with pytest.raises(RecipeError, match=r"demo.toml: build: missing table"):

@@ -167,6 +167,7 @@ def test_the_yaml_writer_round_trips_awkward_values(tmp_path: Path) -> None:
         "yes": ["3.11", "3.10", "no", "null", "a: b", "#x", "${{ !cancelled() }}", "é\nz"],
         "n": {"nested": [{"k": 1, "flag": True}, [], "x"]},
         "key with space": "'quoted'",
+        "key_ending_in_a_newline\n": "its '$' anchor let it through unquoted",
     }
     path = tmp_path / "x.yml"
     path.write_text(to_yaml(document, header="a header\n\nwith a blank line"))

@@ -224,6 +224,7 @@ _GOOD: dict[str, Any] = {
         (lambda d: d.update(wheels=[]), "'wheels' must be a non-empty list"),
         (lambda d: d["wheels"][0].update(file="../../etc/passwd"), "must be a bare file name"),
         (lambda d: d["wheels"][0].update(sha256="xyz"), "not a hex sha256"),
+        (lambda d: d["wheels"][0].update(sha256="a" * 64 + "\n"), "not a hex sha256"),
         (lambda d: d["wheels"][0].update(size="1"), "size: missing or not a int"),
         (lambda d: d["wheels"][0].update(native_libraries={"x.so": "md5=1"}), "not a sha256= hash"),
     ],
