@@ -58,6 +58,7 @@ def _module(short: str) -> str:
         "zipread": "archwheel.binary.zipread",
         "payload": "archwheel.binary.payload",
         "wheelmeta": "archwheel.binary.wheelmeta",
+        "dynamic": "archwheel.binary.dynamic",
         "scan.binary": "archwheel.binary.scan.binary",
         "rawcubin": "archwheel.binary.rawcubin",
         "scan.inputs": "archwheel.binary.scan.inputs",

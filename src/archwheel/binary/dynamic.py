@@ -51,7 +51,10 @@ STT_NAMES = {0: "notype", 1: "object", 2: "func", 3: "section", 4: "file", 5: "c
 # Bounds against lying headers: far above real libraries (libtorch_cpu.so: 75 000 dynamic
 # symbols, a 5 MiB .dynstr), low enough that a broken file cannot exhaust memory.
 MAX_TABLE = 256 << 20  # one table (string table, symbol table ...)
-MAX_SYMBOLS = 4_000_000
+MAX_SYMBOLS = 1_000_000  # dynamic symbols of one library (about 150 MB once read)
+# Symbols kept for all the libraries of one wheel together: each library bounded alone, a
+# 1 MB wheel of ten libraries of repeated symbol tables would still hold gigabytes.
+MAX_SYMBOLS_PER_INPUT = 4_000_000
 MAX_DYNAMIC_ENTRIES = 65536
 MAX_VERSION_ENTRIES = 65536
 WHOLE_LIMIT = 32 << 20  # a member up to this size is inflated into memory in one piece
@@ -236,6 +239,9 @@ def _versions_needed(
     by_index: dict[int, tuple[str, str]] = {}
     needs: list[tuple[str, tuple[str, ...]]] = []
     pos = off
+    # One budget for the whole table: each file's versions bounded alone, 65536 files of
+    # 65536 versions each (all pointing at one run of entries, 2 MiB) were 4 billion reads.
+    left = MAX_VERSION_ENTRIES
     for _ in range(min(count, MAX_VERSION_ENTRIES)):
         _v, cnt, vn_file, vn_aux, vn_next = struct.unpack(
             "<HHIII", _checked(read, pos, 16, size, "version needs (.gnu.version_r)")
@@ -243,7 +249,12 @@ def _versions_needed(
         file = _c_string(strtab, vn_file)
         names: list[str] = []
         aux = pos + vn_aux
-        for _ in range(min(cnt, MAX_VERSION_ENTRIES)):
+        if cnt > left:
+            raise FormatError(
+                f"version needs (.gnu.version_r) hold more than {MAX_VERSION_ENTRIES} versions"
+            )
+        left -= cnt
+        for _ in range(cnt):
             _hash, _flags, other, vna_name, vna_next = struct.unpack(
                 "<IHHII", _checked(read, aux, 16, size, "version needs (.gnu.version_r)")
             )
@@ -354,7 +365,9 @@ def _parse_dynamic_segment(
             read, size, off, tags.get(DT_VERDEFNUM, 1), strtab
         )
     undefined: list[UndefinedSymbol] = []
-    exports: dict[str, tuple[str | None, ...]] = {}
+    # name -> its versions, each once, in the table's order (a tuple grown per symbol was
+    # quadratic in a table of one name repeated).
+    exported: dict[str, dict[str | None, None]] = {}
     if DT_SYMTAB in tags:
         count = _symbol_count(read, size, is64, segments, tags)
         if count > MAX_SYMBOLS:
@@ -391,7 +404,8 @@ def _parse_dynamic_segment(
                 )
             else:
                 version = def_index.get(index) if index >= 2 else None
-                exports[name] = (*exports.get(name, ()), version)
+                exported.setdefault(name, {})[version] = None
+    exports = {name: tuple(versions) for name, versions in exported.items()}
     return DynamicInfo(
         path=path,
         size=size,
@@ -600,11 +614,39 @@ def _member_job(args: tuple[Path, int, Member]) -> DynamicInfo:
     return read_member_dynamic(*args)
 
 
-def read_wheel_dynamic(path: Path, workers: int | None = None) -> tuple[DynamicInfo, ...]:
+def _symbols_kept(info: DynamicInfo) -> int:
+    return len(info.undefined) + sum(len(versions) for versions in info.exports.values())
+
+
+class _SymbolBudget:
+    """At most ``limit`` symbols kept for one input: a library read past it is kept as a
+    problem only (its symbols dropped as soon as it arrives)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def admit(self, info: DynamicInfo) -> DynamicInfo:
+        count = _symbols_kept(info)
+        if self.used + count <= self.limit:
+            self.used += count
+            return info
+        return DynamicInfo(
+            info.path, info.size, info.file_kind, info.is_dynamic, info.machine,
+            problems=(f"not read: the input's libraries hold more than {self.limit} dynamic "
+                      "symbols together",),
+        )  # fmt: skip
+
+
+def read_wheel_dynamic(
+    path: Path, workers: int | None = None, *, max_symbols: int = MAX_SYMBOLS_PER_INPUT
+) -> tuple[DynamicInfo, ...]:
     """Every shared library of a wheel (member order), read as ``read_member_dynamic`` does.
 
     Large members are read by forked worker processes (the inflater holds the GIL) where fork
-    is safe (POSIX, this process single-threaded); elsewhere one after the other.
+    is safe (POSIX, this process single-threaded); elsewhere one after the other. The symbols
+    kept for all of them together are bounded by ``max_symbols`` (the small members in member
+    order, then the large ones, largest first).
     """
     import threading
     from concurrent.futures import ProcessPoolExecutor
@@ -615,6 +657,7 @@ def read_wheel_dynamic(path: Path, workers: int | None = None) -> tuple[DynamicI
     members = [m for m in reader.members if is_library_member(m.name)]
     big = [m for m in members if m.size > PARALLEL_MIN_BYTES]
     results: dict[str, DynamicInfo] = {}
+    budget = _SymbolBudget(max_symbols)
     count = workers if workers is not None else min(4, os.cpu_count() or 1)
     if big and count > 1 and hasattr(os, "fork") and threading.active_count() == 1:
         import multiprocessing
@@ -627,12 +670,14 @@ def read_wheel_dynamic(path: Path, workers: int | None = None) -> tuple[DynamicI
             }
             for m in members:
                 if m.name not in futures:
-                    results[m.name] = read_member_dynamic(path, reader.archive_size, m)
+                    results[m.name] = budget.admit(
+                        read_member_dynamic(path, reader.archive_size, m)
+                    )
             for name, future in futures.items():
-                results[name] = future.result()
+                results[name] = budget.admit(future.result())
     else:
         for m in members:
-            results[m.name] = read_member_dynamic(path, reader.archive_size, m)
+            results[m.name] = budget.admit(read_member_dynamic(path, reader.archive_size, m))
     return tuple(results[m.name] for m in members)
 
 
@@ -685,9 +730,12 @@ def read_installed_dynamic(python: str | None = None) -> tuple[InstalledDistribu
     if not isinstance(entries, list) or not all(_is_installed_entry(e) for e in entries):
         raise ToolError(f"{unexpected} (not the probe's list of distributions)")
     found: list[InstalledDistribution] = []
+    budget = _SymbolBudget(MAX_SYMBOLS_PER_INPUT)  # one environment: one input
     for entry in entries:
         root = Path(entry["root"])
-        libraries = tuple(_read_installed(root, f) for f in entry["files"] if is_library_member(f))
+        libraries = tuple(
+            budget.admit(_read_installed(root, f)) for f in entry["files"] if is_library_member(f)
+        )
         found.append(
             InstalledDistribution(
                 entry["name"], entry["version"], tuple(entry["requires"]), libraries

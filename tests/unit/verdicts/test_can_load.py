@@ -329,7 +329,7 @@ def _bad_elf_cases(fakes: Fakes) -> dict[str, tuple[bytes, str]]:
             seg = next(s for s in loads if s.vaddr <= address < s.vaddr + s.filesz)
             offset = address - seg.vaddr + seg.offset
             # DT_HASH: nchain; DT_GNU_HASH: symoffset (both the second word) far too large
-            struct.pack_into("<I", damaged, offset + 4, 3_000_000)
+            struct.pack_into("<I", damaged, offset + 4, 900_000)
     cases["symtab-past-the-end"] = (bytes(damaged), "dynamic symbol table (.dynsym) claims")
     return cases
 

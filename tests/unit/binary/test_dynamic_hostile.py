@@ -1,0 +1,65 @@
+"""The loader's view of hostile libraries: real gcc-built libraries whose dynamic tables were
+rewritten (tests/support/hostile_elf.py). Each table's records are bounded together, not one
+by one, and no work is quadratic in a repeated record."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+from archwheel.binary.dynamic import MAX_VERSION_ENTRIES, read_file_dynamic, read_wheel_dynamic
+from tests.support.can_load_fakes import Fakes, make_wheel
+from tests.support.cli import CliRun
+from tests.support.fuzz import watchdog
+from tests.support.hostile_elf import one_name_symbols, version_needs_bomb
+
+
+def test_version_needs_are_bounded_in_all(tmp_path: Path) -> None:
+    """65536 version-needs records of 65535 versions each, all pointing at one run of
+    entries (2 MiB): bounded per record, that was 4 billion reads and as many list items (a
+    97 KB wheel held `can-load` for hours). Now the table's versions are counted together."""
+    with watchdog(60):
+        info = read_file_dynamic(version_needs_bomb(tmp_path))
+    assert info.problems == (
+        f"version needs (.gnu.version_r) hold more than {MAX_VERSION_ENTRIES} versions",
+    )
+
+
+def test_one_name_exported_many_times_is_one_entry(tmp_path: Path) -> None:
+    """120000 exported symbols of one name: the versions of a name were a tuple copied at
+    every symbol (quadratic: 64000 symbols took 4.5 s, the bound of 1000000 days). Now each
+    version of a name is kept once."""
+    with watchdog(60):
+        info = read_file_dynamic(one_name_symbols(tmp_path, 120_000))
+    assert info.complete, info.problems
+    assert info.exports["hello"] == (None,)
+
+
+def test_the_symbols_of_one_wheel_are_bounded_together(tmp_path: Path) -> None:
+    """Each library is bounded alone (MAX_SYMBOLS); a wheel of many such libraries is
+    bounded too: past the input's budget a library is kept as a problem, its symbols
+    dropped."""
+    library = one_name_symbols(tmp_path, 100_000, undefined=True).read_bytes()
+    wheel = tmp_path / "many-1.0-py3-none-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        for n in range(3):
+            zf.writestr(f"many/lib{n}.so", library)
+    libraries = read_wheel_dynamic(wheel, workers=1, max_symbols=250_000)
+    assert [len(lib.undefined) for lib in libraries] == [99_999, 99_999, 0]
+    assert libraries[2].problems == (
+        "not read: the input's libraries hold more than 250000 dynamic symbols together",
+    )
+    assert all(lib.complete for lib in libraries[:2])
+
+
+def test_can_load_of_the_version_needs_bomb_ends_with_a_problem(
+    cli_run: CliRun, fakes: Fakes, tmp_path: Path
+) -> None:
+    """The 97 KB wheel of the bomb against a torch (the g++-built stand-in): one problem, exit 3,
+    in about a second (it was hours)."""
+    library = version_needs_bomb(tmp_path)
+    wheel = make_wheel(tmp_path, "evil", "1.0", {"evil/libevil.so": library}, ("torch",))
+    with watchdog(120):
+        code, out, err = cli_run("can-load", str(wheel), "--with", str(fakes.torch_new))
+    assert code == 3, err
+    assert "version needs (.gnu.version_r) hold more than 65536 versions" in out
