@@ -15,7 +15,7 @@ from tests.support.components import require
 MARKER = b"ARCHWHEEL-HOSTILE-TABLES"
 ROOM = 3 << 20  # bytes of the array the rewritten tables live in
 
-DT_HASH, DT_SYMTAB = 4, 6
+DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ = 4, 5, 6, 10
 DT_GNU_HASH = 0x6FFFFEF5
 DT_VERSYM = 0x6FFFFFF0
 DT_VERNEED, DT_VERNEEDNUM = 0x6FFFFFFE, 0x6FFFFFFF
@@ -117,3 +117,28 @@ def _has_tag(lib: _Library, tag: int) -> bool:
         struct.unpack_from("<q", lib.data, at)[0] == tag
         for at in range(lib.dynamic, lib.dynamic + lib.dynamic_size, 16)
     )
+
+
+def symbols_naming(folder: Path, count: int, name: bytes, *, spread: bool = False) -> Path:
+    """``count`` exported symbols whose names lie in ``name``, appended to the library's own
+    string table (a new table in the array): each at the start of ``name``, or with
+    ``spread`` the i-th at byte i of it (offsets 0, 1, 2 ... into one long name)."""
+    lib = _Library(folder)
+    strtab, strsize = next((s[2], s[3]) for s in lib._sections() if s[0] == b".dynstr")
+    table = lib.room + 16
+    names = table + count * 24
+    own = bytes(lib.data[strtab : strtab + strsize])
+    assert names + len(own) + len(name) <= lib.room + ROOM
+    lib.data[names : names + len(own) + len(name)] = own + name
+    struct.pack_into("<II", lib.data, lib.room, 1, count)  # DT_HASH: 1 bucket, count chains
+    for i in range(1, count):
+        at = len(own) + (i % max(1, len(name)) if spread else 0)
+        struct.pack_into("<IBBHQQ", lib.data, table + 24 * i, at, 0x12, 0, 1, 0, 0)
+    hash_tag = DT_GNU_HASH if _has_tag(lib, DT_GNU_HASH) else DT_HASH
+    lib.set_tag(hash_tag, lib.room_address, new_tag=DT_HASH)
+    lib.set_tag(DT_SYMTAB, lib.room_address + 16)
+    lib.set_tag(DT_STRTAB, lib.room_address + (names - lib.room))
+    lib.set_tag(DT_STRSZ, len(own) + len(name))
+    if _has_tag(lib, DT_VERSYM):
+        lib.set_tag(DT_VERSYM, 0, new_tag=0x6FFFFFF5)
+    return lib.write(folder / "libnames.so")

@@ -57,6 +57,7 @@ MAX_SYMBOLS = 1_000_000  # dynamic symbols of one library (about 150 MB once rea
 MAX_SYMBOLS_PER_INPUT = 4_000_000
 MAX_DYNAMIC_ENTRIES = 65536
 MAX_VERSION_ENTRIES = 65536
+MAX_NAME_BYTES = 65536  # one name of the dynamic string table (torch 2.14.1's longest: 1995)
 WHOLE_LIMIT = 32 << 20  # a member up to this size is inflated into memory in one piece
 PREFIX_LIMIT = 16 << 20  # of a larger member, its first 16 MiB are kept (.dynsym sits there)
 MAX_PASSES = 6
@@ -119,11 +120,47 @@ class _Segment:
     filesz: int
 
 
-def _c_string(table: bytes, offset: int) -> str:
-    if offset >= len(table):
-        raise FormatError(f"string offset {offset} outside the string table ({len(table)} bytes)")
-    end = table.find(b"\0", offset)
-    return table[offset : end if end >= 0 else len(table)].decode("utf-8", "replace")
+class _Strings:
+    """The names of one library's dynamic string table, each offset decoded once.
+
+    A name is at most ``MAX_NAME_BYTES`` long, and the names read take at most twice the
+    table's bytes (plus 1 MiB) together: a million symbols pointing at one 30 MB name without
+    a NUL were a million copies of it, and offsets 0, 1, 2 ... into one long name are
+    quadratic (linkers merge a name's tail with a longer one's, so that alone is not refused).
+    """
+
+    def __init__(self, table: bytes) -> None:
+        self.table = table
+        self._decoded: dict[int, str] = {}
+        self.budget = 2 * len(table) + (1 << 20)
+        self._left = self.budget
+
+    def __call__(self, offset: int) -> str:
+        known = self._decoded.get(offset)
+        if known is not None:
+            return known
+        table = self.table
+        if offset >= len(table):
+            raise FormatError(
+                f"string offset {offset} outside the string table ({len(table)} bytes)"
+            )
+        end = table.find(b"\0", offset, offset + MAX_NAME_BYTES + 1)
+        if end < 0:
+            if offset + MAX_NAME_BYTES < len(table):
+                raise FormatError(
+                    f"a name at offset {offset} of the dynamic string table is longer than "
+                    f"{MAX_NAME_BYTES} bytes"
+                )
+            end = len(table)
+        self._left -= end - offset
+        if self._left < 0:
+            raise FormatError(
+                f"the names of the dynamic string table take more than {self.budget} bytes "
+                f"once read (the table has {len(table)})"
+            )
+        text = table[offset:end].decode("utf-8", "replace")
+        self._decoded[offset] = text
+        return text
 
 
 def _checked(read: Read, offset: int, length: int, size: int, what: str) -> bytes:
@@ -234,7 +271,7 @@ def _symbol_count(
 
 
 def _versions_needed(
-    read: Read, size: int, off: int, count: int, strtab: bytes
+    read: Read, size: int, off: int, count: int, strtab: _Strings
 ) -> tuple[dict[int, tuple[str, str]], list[tuple[str, tuple[str, ...]]]]:
     by_index: dict[int, tuple[str, str]] = {}
     needs: list[tuple[str, tuple[str, ...]]] = []
@@ -246,7 +283,7 @@ def _versions_needed(
         _v, cnt, vn_file, vn_aux, vn_next = struct.unpack(
             "<HHIII", _checked(read, pos, 16, size, "version needs (.gnu.version_r)")
         )
-        file = _c_string(strtab, vn_file)
+        file = strtab(vn_file)
         names: list[str] = []
         aux = pos + vn_aux
         if cnt > left:
@@ -258,7 +295,7 @@ def _versions_needed(
             _hash, _flags, other, vna_name, vna_next = struct.unpack(
                 "<IHHII", _checked(read, aux, 16, size, "version needs (.gnu.version_r)")
             )
-            name = _c_string(strtab, vna_name)
+            name = strtab(vna_name)
             names.append(name)
             by_index[other & 0x7FFF] = (file, name)
             if not vna_next:
@@ -272,7 +309,7 @@ def _versions_needed(
 
 
 def _versions_defined(
-    read: Read, size: int, off: int, count: int, strtab: bytes
+    read: Read, size: int, off: int, count: int, strtab: _Strings
 ) -> tuple[dict[int, str], list[str]]:
     by_index: dict[int, str] = {}
     names: list[str] = []
@@ -285,7 +322,7 @@ def _versions_defined(
             (vda_name, _next) = struct.unpack(
                 "<II", _checked(read, pos + vd_aux, 8, size, "version definitions")
             )
-            name = _c_string(strtab, vda_name)
+            name = strtab(vda_name)
             if not flags & 1:  # VER_FLG_BASE: the file's own name, not a version
                 by_index[ndx & 0x7FFF] = name
                 names.append(name)
@@ -342,14 +379,14 @@ def _parse_dynamic_segment(
     if DT_STRTAB not in tags or DT_STRSZ not in tags:
         raise FormatError("dynamic section has no string table (DT_STRTAB/DT_STRSZ)")
     str_off = _to_offset(segments, tags[DT_STRTAB], "DT_STRTAB")
-    strtab = _checked(read, str_off, tags[DT_STRSZ], size, "dynamic string table (.dynstr)")
-    needed = tuple(_c_string(strtab, v) for t, v in entries if t == DT_NEEDED)
-    soname = _c_string(strtab, tags[DT_SONAME]) if DT_SONAME in tags else None
+    strtab = _Strings(
+        _checked(read, str_off, tags[DT_STRSZ], size, "dynamic string table (.dynstr)")
+    )
+    needed = tuple(strtab(v) for t, v in entries if t == DT_NEEDED)
+    soname = strtab(tags[DT_SONAME]) if DT_SONAME in tags else None
 
     def paths(tag: int) -> tuple[str, ...]:
-        return tuple(
-            p for t, v in entries if t == tag for p in _c_string(strtab, v).split(":") if p
-        )
+        return tuple(p for t, v in entries if t == tag for p in strtab(v).split(":") if p)
 
     bind_now = bool(tags.get(DT_FLAGS, 0) & DF_BIND_NOW or tags.get(DT_FLAGS_1, 0) & DF_1_NOW)
     need_index: dict[int, tuple[str, str]] = {}
@@ -393,7 +430,7 @@ def _parse_dynamic_segment(
             bind = info >> 4
             if bind == 0:  # local
                 continue
-            name = _c_string(strtab, st_name)
+            name = strtab(st_name)
             index = versym[i] & 0x7FFF if versym else 1
             if shndx == 0:
                 file, version = need_index.get(index, (None, None))

@@ -7,11 +7,16 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from archwheel.binary.dynamic import MAX_VERSION_ENTRIES, read_file_dynamic, read_wheel_dynamic
+from archwheel.binary.dynamic import (
+    MAX_NAME_BYTES,
+    MAX_VERSION_ENTRIES,
+    read_file_dynamic,
+    read_wheel_dynamic,
+)
 from tests.support.can_load_fakes import Fakes, make_wheel
 from tests.support.cli import CliRun
 from tests.support.fuzz import watchdog
-from tests.support.hostile_elf import one_name_symbols, version_needs_bomb
+from tests.support.hostile_elf import one_name_symbols, symbols_naming, version_needs_bomb
 
 
 def test_version_needs_are_bounded_in_all(tmp_path: Path) -> None:
@@ -50,6 +55,25 @@ def test_the_symbols_of_one_wheel_are_bounded_together(tmp_path: Path) -> None:
         "not read: the input's libraries hold more than 250000 dynamic symbols together",
     )
     assert all(lib.complete for lib in libraries[:2])
+
+
+def test_a_name_without_an_end_is_refused_not_copied(tmp_path: Path) -> None:
+    """1000 symbols naming one 2 MiB run without a NUL were 1000 copies of it (2 GB; a
+    million symbols and a 30 MB table, terabytes). A name is at most 64 KiB."""
+    info = read_file_dynamic(symbols_naming(tmp_path, 1000, b"A" * (2 << 20)))
+    assert len(info.problems) == 1
+    assert (
+        f"of the dynamic string table is longer than {MAX_NAME_BYTES} bytes" in (info.problems[0])
+    )
+
+
+def test_names_read_are_bounded_by_the_table(tmp_path: Path) -> None:
+    """60000 symbols at offsets 0, 1, 2 ... of one 60000-byte name: each a suffix of it (as a
+    linker's tail merging makes them), 1.8 GB together. The names read are bounded by twice
+    the table's bytes, plus 1 MiB."""
+    info = read_file_dynamic(symbols_naming(tmp_path, 60000, b"B" * 60000 + b"\0", spread=True))
+    assert len(info.problems) == 1
+    assert "the names of the dynamic string table take more than" in info.problems[0]
 
 
 def test_can_load_of_the_version_needs_bomb_ends_with_a_problem(
