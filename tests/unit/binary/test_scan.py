@@ -254,6 +254,28 @@ def test_deep_accepts_consistent_payloads() -> None:
     ) == []  # fmt: skip
 
 
+def test_deep_inflates_a_bounded_total_per_binary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each payload is bounded alone (64 MiB), but a zstd frame of 64 MiB of zeros is 2 KB:
+    thousands in a few MB made `audit --deep` run for hours. What one binary's payloads inflate
+    to together is bounded (the larger of 1 GiB and 64x its size): past it the rest are not
+    checked, one problem says so. The floor is lowered here to keep the test small."""
+    from archwheel.binary.scan import binary
+
+    monkeypatch.setattr(binary, "DEEP_INFLATION_FLOOR", 1 << 20)
+    cubin = cubin_bytes(90) + bytes(300_000)  # a cubin padded to 300 KB: 4 fit in 1 MiB
+    packed = zstd(cubin)
+    entry = Entry(sm=90, flags=0x11 | ZSTD, payload=packed, compressed_size=len(packed),
+                  uncompressed_size=len(cubin))  # fmt: skip
+    data = elf64([(".nv_fatbin", container(*[entry] * 10))])
+    assert 64 * len(data) < 1 << 20  # the floor is the bound here
+    libraries, problems = scan_bytes_full("lib.so", data, deep=True)
+    assert [p.message for p in problems] == [
+        "--deep: the payloads of this binary inflate to more than 1048576 bytes together (the "
+        "larger of 1 GiB and 64x its size); the rest are not checked"
+    ]
+    assert len(libraries[0].entries) == 10  # every entry is still listed
+
+
 @pytest.mark.parametrize(
     ("entry", "fragment"),
     [

@@ -75,17 +75,25 @@ MAX_ENTRIES_PER_CONTAINER = 1 << 14
 MAX_ENTRIES = 1 << 18  # entries per binary, all containers together
 MAX_LIVE_PARSERS = 4096  # container parsers waiting for bytes at once
 MAX_RAW_CUBINS = 1 << 16  # ELF magics (raw cubin candidates) examined per binary
+# What --deep inflates for one binary, all payloads together: the larger of 1 GiB and 64x the
+# binary's size (libtorch_cuda.so: 5.0 GiB from 479 MiB, 10.7x). Each payload alone is bounded
+# (payload.MAX_DEEP_PAYLOAD), and a zstd frame of 64 MiB of zeros is 2 KB: thousands of them
+# in a few MB made `audit --deep` run for hours.
+DEEP_INFLATION_FLOOR = 1 << 30
+MAX_DEEP_INFLATION_RATIO = 64
 
 
 class _Budget:
     """What one binary's scan has spent of its bounds, and the limits it has hit (one note each)."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int = 0) -> None:
         self.candidates = 0
         self.elf_candidates = 0
         self.entries = 0
         self.live = 0
         self.hit: dict[str, str] = {}
+        self.inflation_limit = max(DEEP_INFLATION_FLOOR, MAX_DEEP_INFLATION_RATIO * size)
+        self.inflated = 0  # bytes --deep's payloads may inflate to, declared, so far
 
     def limit(self, key: str, message: str) -> None:
         self.hit.setdefault(key, message)
@@ -182,9 +190,18 @@ def _container_parser(
             )
             if deep and len(headers) > before:
                 entry = entry_header(*headers[-1])
+                inflates = 0 if entry.compression is Compression.NONE else entry.uncompressed_size
                 if entry.padded_size > MAX_DEEP_PAYLOAD:
                     payload_errors.append(f"entry at {entry.offset:#x}: payload too large to check")
+                elif budget.inflated + inflates > budget.inflation_limit:
+                    budget.limit(
+                        "deep",
+                        f"--deep: the payloads of this binary inflate to more than "
+                        f"{budget.inflation_limit} bytes together (the larger of 1 GiB and "
+                        f"{MAX_DEEP_INFLATION_RATIO}x its size); the rest are not checked",
+                    )
                 else:
+                    budget.inflated += inflates
                     payload = yield Need(entry.payload_start, entry.padded_size)
                     problem = check_payload(entry, payload)
                     if problem:
@@ -255,7 +272,7 @@ def scan_stream(
     # without the stream's queue: the same parsers, answered from the bytes at hand.
     mux: StreamMux | WholeInput = WholeInput(first, done) if len(first) == size else StreamMux(done)
     mux.add(layout_parser(kind, size), "layout")
-    budget = _Budget()
+    budget = _Budget(size)
     header_errors: list[tuple[int, str]] = []
 
     def candidate(start: int, chunk: bytes, at: int) -> None:
