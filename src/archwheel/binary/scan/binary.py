@@ -233,6 +233,7 @@ class BinaryScan:
     notes: list[tuple[str | None, Note]] = field(default_factory=list)  # (unit name, note)
     bytes_read: int = 0
     sha256: str | None = None  # hex, with ``digest``: of every byte, when all were read whole
+    inflated: int = 0  # bytes --deep's payloads inflated to (as declared), all together
 
 
 def scan_stream(
@@ -385,6 +386,7 @@ def scan_stream(
     if read_error:
         result.notes.append((None, Note(Severity.ERROR, read_error)))
     result.notes.extend((None, Note(Severity.ERROR, m)) for m in budget.hit.values())
+    result.inflated = budget.inflated
     _assemble(label, kind, size, outcomes, result, header_errors=header_errors)
     return result
 
