@@ -276,12 +276,13 @@ def test_deep_inflates_a_bounded_total_per_binary(monkeypatch: pytest.MonkeyPatc
     assert len(libraries[0].entries) == 10  # every entry is still listed
 
 
+@pytest.mark.parametrize("form", ["wheel", "directory"])
 def test_deep_inflates_a_bounded_total_per_input(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, form: str
 ) -> None:
-    """Many small binaries, each under its own bound (1 GiB at least), add up: a wheel's
-    payloads are bounded together too (the larger of 1 GiB and 64x its members' size). Past it
-    the members scanned next are not checked, and the member where it ran out says so."""
+    """Many small binaries, each under its own bound (1 GiB at least), add up: an input's
+    payloads are bounded together too (the larger of 1 GiB and 64x its binaries' size). Past
+    it the binaries scanned next are not checked, and the one where it ran out says so."""
     from archwheel.binary.scan import binary
     from archwheel.binary.scan.inputs import scan_path
     from tests.support.builders import write_zip
@@ -294,17 +295,23 @@ def test_deep_inflates_a_bounded_total_per_input(
                   uncompressed_size=len(cubin))  # fmt: skip
     library = elf64([(".nv_fatbin", container(*[entry] * 4))])  # 1.2 MB inflated each
     assert 64 * 5 * len(library) < 2 << 20
-    wheel = write_zip(tmp_path / "x-1.0-py3-none-any.whl",
-                      [(f"x/lib{n}.so", library) for n in range(5)])  # fmt: skip
-    inventory = scan_path(wheel, workers=1, deep=True)
+    members = [(f"x/lib{n}.so", library) for n in range(5)]
+    if form == "wheel":
+        target = write_zip(tmp_path / "x-1.0-py3-none-any.whl", members)
+    else:
+        target = tmp_path / "tree"
+        for name, data in members:
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            (target / name).write_bytes(data)
+    inventory = scan_path(target, workers=1, deep=True)
     messages = [p.message for p in inventory.problems]
     mismatches = [m for m in messages if "header says sm_80, the cubin says sm_90" in m]
-    assert len(mismatches) == 2 * 4  # two members checked: 2.4 MB > 2 MiB
+    assert len(mismatches) == 2 * 4  # two binaries checked: 2.4 MB > 2 MiB
     stopped = [m for m in messages if m.startswith("--deep: the payloads of this input")]
     assert stopped == [
         "--deep: the payloads of this input inflate to more than 2097152 bytes together (the "
-        "larger of 1 GiB and 64x its members' size); the members scanned after this one are "
-        "not checked"
+        "larger of 1 GiB and 64x the size of its binaries); the binaries scanned after this "
+        "one are not checked"
     ]
     assert len(inventory.libraries) == 5 and not inventory.complete
 

@@ -236,6 +236,29 @@ class BinaryScan:
     inflated: int = 0  # bytes --deep's payloads inflated to (as declared), all together
 
 
+class InputInflation:
+    """--deep's bound for one input (a wheel, a directory), all its binaries together: each
+    binary is bounded alone (the larger of 1 GiB and 64x its size), and many small ones would
+    still add up to terabytes."""
+
+    def __init__(self, total_size: int) -> None:
+        self.limit = max(DEEP_INFLATION_FLOOR, MAX_DEEP_INFLATION_RATIO * total_size)
+        self.inflated = 0
+
+    def passed_with(self, scan: BinaryScan) -> bool:
+        """Count what ``scan`` inflated; True, and a note on ``scan``, when that passes the
+        bound: the binaries scanned after it are not to be checked."""
+        self.inflated += scan.inflated
+        if self.inflated <= self.limit:
+            return False
+        scan.notes.append((None, Note(Severity.ERROR, (
+            f"--deep: the payloads of this input inflate to more than {self.limit} bytes "
+            f"together (the larger of 1 GiB and {MAX_DEEP_INFLATION_RATIO}x the size of its "
+            "binaries); the binaries scanned after this one are not checked"
+        ))))  # fmt: skip
+        return True
+
+
 def scan_stream(
     label: str,
     size: int,

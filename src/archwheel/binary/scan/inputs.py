@@ -19,6 +19,7 @@ from archwheel.binary.model import InputInventory, LibraryInventory, Problem, Se
 from archwheel.binary.scan import pool
 from archwheel.binary.scan.binary import (
     BinaryScan,
+    InputInflation,
     file_chunks,
     problems_of,
     scan_file,
@@ -290,6 +291,7 @@ def scan_files(
         except OSError as exc:
             found.problem(f"cannot read: {exc.strerror or exc}", str(f))
     progress = _Progress(sum(sizes.values()), on_progress)
+    inflation = InputInflation(sum(sizes.values()))
     for f, size in sizes.items():
         try:
             relative = f.relative_to(root).as_posix()
@@ -306,6 +308,8 @@ def scan_files(
         except OSError as exc:
             found.problem(f"cannot read: {exc.strerror or exc}", relative)
             continue
+        if deep and scan is not None and inflation.passed_with(scan):
+            deep = False
         found.add(relative, scan)
     return found.inventory(kind)
 

@@ -24,10 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from archwheel.binary.layout import Note
-from archwheel.binary.model import Severity
-from archwheel.binary.scan import binary
-from archwheel.binary.scan.binary import MemberResult, scan_member
+from archwheel.binary.scan.binary import InputInflation, MemberResult, scan_member
 from archwheel.binary.zipread import Member, file_identity
 from archwheel.effects import process
 from archwheel.effects.files import open_regular
@@ -276,29 +273,18 @@ def _scan_members(
 ) -> dict[int, MemberResult]:
     results: dict[int, MemberResult] = {}
     kept_entries = 0
-    # --deep's inflation is bounded per binary and for the input: many small binaries, each
-    # under its own bound (1 GiB at least), would still add up to terabytes.
-    inflated = 0
-    inflation_limit = max(
-        binary.DEEP_INFLATION_FLOOR, binary.MAX_DEEP_INFLATION_RATIO * sum(m.size for m in members)
-    )
+    inflation = InputInflation(sum(m.size for m in members))
 
     def keep(index: int, result: MemberResult) -> None:
-        nonlocal kept_entries, inflated, deep
+        nonlocal kept_entries, deep
         results[index] = result
         scan = result[0]
         kept_entries += sum(len(lib.entries) for lib in scan.libraries) if scan else 0
         if kept_entries > MAX_ENTRIES_PER_INPUT:
             big.clear()  # the rest stays unscanned: the caller reports the limit
             small.clear()
-        inflated += scan.inflated if scan else 0
-        if deep and scan is not None and inflated > inflation_limit:
+        if deep and scan is not None and inflation.passed_with(scan):
             deep = False  # the members scanned from now on are not checked
-            scan.notes.append((None, Note(Severity.ERROR, (
-                f"--deep: the payloads of this input inflate to more than {inflation_limit} "
-                f"bytes together (the larger of 1 GiB and {binary.MAX_DEEP_INFLATION_RATIO}x "
-                "its members' size); the members scanned after this one are not checked"
-            ))))  # fmt: skip
 
     slots = (workers or default_workers()) - 1
     by_size = sorted(range(len(members)), key=lambda i: -members[i].compressed_size)
