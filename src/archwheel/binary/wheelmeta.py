@@ -305,7 +305,7 @@ def _read_text(archive: zipfile.ZipFile, member: str, path: Path, limit: int) ->
     try:
         with archive.open(info) as handle:
             data = handle.read(limit + 1)
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+    except files.ZIP_MEMBER_ERRORS as exc:
         raise InputError(f"{path}!{member}: cannot read: {exc}") from None
     if len(data) > limit:
         raise InputError(f"{path}!{member}: larger than its declared size (zip bomb?)")

@@ -244,7 +244,7 @@ class WheelReader:
             name = info.filename
             if info.is_dir():
                 continue
-            reason = unsafe_name_reason(name) or overlapping.get(at)
+            reason = unsafe_name_reason(name) or overlapping.get(at) or _unreadable_flags(info)
             if reason:
                 self.name_problems.append((name, f"{reason}; member not read"))
                 continue
@@ -270,6 +270,19 @@ class WheelReader:
     @property
     def archive_size(self) -> int:
         return self._size
+
+
+# General-purpose flag bits no installer reads past: pip's zipfile refuses such a member, so
+# the audit must not read it as if it were plain (what it found would not be what installs).
+_ENCRYPTED, _PATCHED, _STRONG_ENCRYPTION = 0x1, 0x20, 0x40
+
+
+def _unreadable_flags(info: zipfile.ZipInfo) -> str | None:
+    if info.flag_bits & (_ENCRYPTED | _STRONG_ENCRYPTION):
+        return "encrypted member (no installer can read it)"
+    if info.flag_bits & _PATCHED:
+        return "compressed patched data (zip flag bit 5: no installer can read it)"
+    return None
 
 
 def member_chunks(

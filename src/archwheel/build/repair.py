@@ -49,7 +49,7 @@ from archwheel.binary.elf import ELF_MAGIC
 from archwheel.build.recipe import Recipe, pinned_torch
 from archwheel.build.reproducible import repack_wheel
 from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
-from archwheel.effects.files import record_form
+from archwheel.effects.files import ZIP_MEMBER_ERRORS, record_form
 from archwheel.effects.process import find_program, run_program
 from archwheel.errors import BuildError, RecipeError
 from archwheel.facts.pytorch_official import OfficialFacts, OfficialVariant, load_official
@@ -285,12 +285,12 @@ def _unpack(wheel: Path, into: Path) -> list[str]:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with archive.open(info) as src, target.open("wb") as dst:
                     shutil.copyfileobj(src, dst, 1 << 20)
-            except OSError as exc:
+            except ZIP_MEMBER_ERRORS as exc:
                 # Members that conflict (a file and a folder of one name), a name too long
-                # for the file system: the wheel's, said as such.
+                # for the file system, a member zipfile does not read: the wheel's, said so.
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
                 raise RepairError(
-                    f"repair: {wheel.name}: cannot unpack member {name[:200]!r}: "
-                    f"{exc.strerror or exc}"
+                    f"repair: {wheel.name}: cannot unpack member {name[:200]!r}: {reason}"
                 ) from None
             mode = (info.external_attr >> 16) & 0o777
             target.chmod(0o755 if mode & 0o111 else 0o644)

@@ -31,6 +31,7 @@ from pathlib import Path, PurePosixPath
 from archwheel.binary.zipread import open_zip
 from archwheel.build.recipe import SourceSpec
 from archwheel.effects.files import (
+    ZIP_MEMBER_ERRORS,
     OversizedMember,
     atomic_writer,
     extract_member,
@@ -454,6 +455,10 @@ def _unpack(archive: Path, target: Path) -> int:
                     extract_member(zf, info, dest)
                 except OversizedMember as exc:
                     raise InputError(f"{archive}: {exc}; refusing to unpack") from None
+                except ZIP_MEMBER_ERRORS as exc:
+                    raise InputError(
+                        f"{archive}: member {info.filename[:200]!r} cannot be unpacked: {exc}"
+                    ) from None
                 import calendar
 
                 newest = max(newest, calendar.timegm((*info.date_time, 0, 0, -1)))

@@ -31,6 +31,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from archwheel.effects.files import ZIP_MEMBER_ERRORS
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import LineSink, run_program
 from archwheel.errors import RecipeError, ToolError, UsageError
@@ -233,7 +234,7 @@ def read_torch_wheel(path: Path) -> TorchWheel:
                 raise ToolError(f"{path.name} is not a torch wheel (no METADATA or version.py)")
             metadata = archive.read(meta_name).decode("utf-8", "replace")
             version_py = archive.read("torch/version.py").decode("utf-8", "replace")
-    except (zipfile.BadZipFile, OSError) as exc:
+    except ZIP_MEMBER_ERRORS as exc:
         raise ToolError(f"cannot read the torch wheel {path}: {exc}") from None
     requires = tuple(
         line.partition(":")[2].strip()

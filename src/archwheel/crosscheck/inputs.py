@@ -22,7 +22,12 @@ from typing import Protocol
 from archwheel.binary.model import FatbinEntry, InputInventory
 from archwheel.binary.zipread import open_zip
 from archwheel.crosscheck.cuobjdump import Cuobjdump, ensure_cuobjdump
-from archwheel.effects.files import OversizedMember, extract_member, open_regular
+from archwheel.effects.files import (
+    ZIP_MEMBER_ERRORS,
+    OversizedMember,
+    extract_member,
+    open_regular,
+)
 from archwheel.errors import ArchwheelError, ToolError
 from archwheel.verdicts.crosscheck import (
     CountRow,
@@ -37,6 +42,8 @@ MAX_EXTRACTED_BYTES = 16 << 30
 """A wheel member larger than this (declared) is not extracted for cuobjdump."""
 
 _DEVICE_CODE_MAGICS = (b"\x7fELF", b"!<arch>\n", b"\x50\xed\x55\xba")
+
+_UNREADABLE: tuple[type[Exception], ...] = (*ZIP_MEMBER_ERRORS, ValueError)
 
 
 @dataclass
@@ -192,7 +199,7 @@ class _WheelFiles:
             try:
                 with self.zip.open(infos[-1]) as f:
                     head = f.read(8)
-            except (OSError, zipfile.BadZipFile, NotImplementedError, ValueError):
+            except _UNREADABLE:
                 found.append(name)  # unreadable: let materialize report it
                 continue
             if head.startswith(_DEVICE_CODE_MAGICS):

@@ -23,6 +23,7 @@ import stat
 import sys
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, BinaryIO, TypeGuard
@@ -251,6 +252,15 @@ def copy_file_atomic(source: Path, target: Path) -> None:
     """Copy ``source``'s bytes to ``target``; a reader sees the old file or the whole new one."""
     with source.open("rb") as src, atomic_writer(target) as dst:
         shutil.copyfileobj(src, dst, HASH_BLOCK)
+
+
+# What reading one zip member may raise, beside the bounds archwheel checks itself: a damaged
+# archive (BadZipFile, EOFError, zlib.error), the file system (OSError), and a member zipfile
+# does not read (encrypted: RuntimeError; patched data or another method: NotImplementedError).
+# An encrypted METADATA made every command that reads it end with an internal error.
+ZIP_MEMBER_ERRORS: tuple[type[Exception], ...] = (
+    zipfile.BadZipFile, OSError, EOFError, zlib.error, RuntimeError, NotImplementedError,
+)  # fmt: skip
 
 
 class OversizedMember(ValueError):

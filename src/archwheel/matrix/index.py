@@ -35,7 +35,6 @@ import os
 import re
 import secrets
 import shutil
-import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -51,6 +50,7 @@ from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.binary.zipread import open_zip
 from archwheel.effects.files import (
+    ZIP_MEMBER_ERRORS,
     DocumentUnreadable,
     open_regular,
     read_json,
@@ -355,6 +355,10 @@ def _cuda_of(candidate: Candidate, version: str, meta_cuda: CudaVersion | None) 
     return str(CudaVersion.parse("cu" + m.group(1))) if m else None
 
 
+# What examining a wheel may meet: archwheel's own errors, and a member zipfile cannot read.
+_NOT_EXAMINED: tuple[type[Exception], ...] = (ArchwheelError, *ZIP_MEMBER_ERRORS)
+
+
 def examine(candidate: Candidate, now: str) -> _Examined | Refusal:
     """Audit one wheel and read what the index needs from it; a Refusal says why not."""
     wheel = candidate.wheel
@@ -369,7 +373,7 @@ def examine(candidate: Candidate, now: str) -> _Examined | Refusal:
         metadata = _core_metadata(wheel)
         requires_python = _requires_python(metadata)
         provenance = _load_provenance(candidate.provenance) if candidate.provenance else None
-    except (ArchwheelError, OSError, zipfile.BadZipFile) as exc:
+    except _NOT_EXAMINED as exc:
         return Refusal(wheel.name, exc.one_line() if isinstance(exc, ArchwheelError) else str(exc))
     digest = sha256_file(wheel)
     expect = candidate.expect

@@ -124,6 +124,32 @@ def test_unsupported_method(tmp_path: Path) -> None:
     assert inv.problems[0].severity is Severity.ERROR
 
 
+@pytest.mark.parametrize(
+    ("bit", "words"),
+    [
+        (0x1, "encrypted member (no installer can read it)"),
+        (0x40, "encrypted member (no installer can read it)"),
+        (0x20, "compressed patched data (zip flag bit 5: no installer can read it)"),
+    ],
+)
+def test_members_flagged_as_no_installer_reads_them_are_not_read(
+    tmp_path: Path, bit: int, words: str
+) -> None:
+    """pip's zipfile refuses an encrypted or patched member; the audit read its bytes as plain
+    and could say OK of a wheel that does not install (or read ciphertext as device code)."""
+    wheel = tmp_path / "x-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("pkg/a.so", LIB)
+    data = bytearray(wheel.read_bytes())
+    for magic, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        where = data.index(magic) + at
+        struct.pack_into("<H", data, where, struct.unpack_from("<H", data, where)[0] | bit)
+    wheel.write_bytes(bytes(data))
+    inv = scan_path(wheel)
+    assert [p.message for p in inv.problems] == [f"{words}; member not read"]
+    assert inv.problems[0].member == "pkg/a.so" and not inv.libraries
+
+
 def test_duplicate_members(tmp_path: Path) -> None:
     wheel = tmp_path / "x.whl"
     with zipfile.ZipFile(wheel, "w") as zf:

@@ -68,6 +68,31 @@ def _declared_bomb(folder: Path) -> str:
     return str(wheel)
 
 
+def _encrypted(folder: Path) -> str:
+    # Every member flagged encrypted (zip flag bit 0), its METADATA too: pip's zipfile refuses
+    # to read them; they ended manifest, can-run, can-load, diff and publish with an internal
+    # error (zipfile's RuntimeError).
+    wheel = write_zip(
+        folder / "enc-1.0-py3-none-any.whl",
+        [
+            ("enc/libz.so", elf64([(".nv_fatbin", container(Entry(sm=80)))])),
+            ("enc-1.0.dist-info/METADATA", b"Metadata-Version: 2.1\nName: enc\nVersion: 1.0\n"),
+            ("enc-1.0.dist-info/WHEEL", b"Wheel-Version: 1.0\nTag: py3-none-any\n"),
+            ("enc-1.0.dist-info/RECORD", b""),
+        ],
+    )
+    data = bytearray(wheel.read_bytes())
+    for magic, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        start = 0
+        while (found := data.find(magic, start)) >= 0:
+            struct.pack_into(
+                "<H", data, found + at, struct.unpack_from("<H", data, found + at)[0] | 1
+            )
+            start = found + 4
+    wheel.write_bytes(bytes(data))
+    return str(wheel)
+
+
 BAD_INPUTS: dict[str, Make] = {
     "fifo": _fifo,
     "char-device": lambda _: "/dev/zero",
@@ -88,6 +113,7 @@ BAD_INPUTS: dict[str, Make] = {
         overlapping_zip(folder / "over-1-py3-none-any.whl", elf64([(".nv_fatbin", container())]))
     ),
     "zip-declaring-a-bomb": _declared_bomb,
+    "encrypted-members": _encrypted,
     "zip-declaring-a-billion-members": lambda folder: str(
         zip_declaring(folder / "many-1.0-py3-none-any.whl", [("many/a.txt", b"x")], 10**9)
     ),
