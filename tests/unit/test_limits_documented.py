@@ -64,6 +64,7 @@ def _module(short: str) -> str:
         "scan.inputs": "archwheel.binary.scan.inputs",
         "scan.pool": "archwheel.binary.scan.pool",
         "verdicts.manifest": "archwheel.verdicts.manifest",
+        "verdicts.load": "archwheel.verdicts.load",
         "build.recipe": "archwheel.build.recipe",
         "build.source": "archwheel.build.source",
         "matrix.plan": "archwheel.matrix.plan",

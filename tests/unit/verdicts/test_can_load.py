@@ -374,3 +374,45 @@ def test_bad_with_arguments_are_usage_errors(fakes: Fakes, cli_run: CliRun, tmp_
         assert "Traceback" not in err
         errors = [ln for ln in err.splitlines() if ln.startswith("archwheel: error")]
         assert len(errors) == 1 and words in errors[0], (args, err)
+
+
+def _chain(count: int) -> tuple[object, object]:
+    """A wheel of ``count`` libraries, each needing the next (RPATH $ORIGIN), and a torch."""
+    from archwheel.binary.dynamic import DynamicInfo
+    from archwheel.verdicts.load import WheelFiles
+
+    libraries = tuple(
+        DynamicInfo(
+            f"x/lib{i}.so", 100, "shared-object", True, 62, soname=f"lib{i}.so",
+            needed=(f"lib{i + 1}.so",) if i + 1 < count else (), rpath=("$ORIGIN",),
+        )
+        for i in range(count)
+    )  # fmt: skip
+    wheel = WheelFiles("x-1.0-py3-none-linux_x86_64.whl", "x", "1.0", ("py3-none-linux_x86_64",),
+                       libraries)  # fmt: skip
+    torch_c = DynamicInfo(f"torch/_C.{EXT}", 100, "shared-object", True, 62)
+    torch = WheelFiles("torch-2.14.1-cp311-cp311-linux_x86_64.whl", "torch", "2.14.1",
+                       ("cp311-cp311-linux_x86_64",), (torch_c,))  # fmt: skip
+    return wheel, torch
+
+
+def test_the_loader_model_of_a_wheel_has_a_bounded_cost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each library closes over its DT_NEEDED and each name is searched along the RPATHs of the
+    chain that loaded it: for libraries that need one another in a chain that is cubic (500:
+    105 s, 1000: 14 minutes). The model has a budget of steps; the libraries it does not reach
+    are 'unknown', each saying why. (The budget is lowered here to keep the test short.)"""
+    from archwheel.verdicts import load
+    from tests.support.fuzz import watchdog
+
+    monkeypatch.setattr(load, "MAX_LOAD_STEPS", 200_000)
+    wheel, torch = _chain(300)
+    with watchdog(60):
+        report = load.judge_load(wheel, torch)  # type: ignore[arg-type]
+    verdicts = [lib.verdict.value for lib in report.libraries]
+    assert len(verdicts) == 300 and verdicts[0] == "loads" and verdicts[-1] == "unknown"
+    assert report.libraries[-1].problems == (
+        "not judged: modelling the loader for this wheel took more than 200000 steps (a "
+        "dependency graph or symbol tables far beyond a real wheel's)",
+    )
+    short, torch = _chain(20)  # a small wheel of the same shape is judged whole
+    assert {lib.verdict.value for lib in load.judge_load(short, torch).libraries} == {"loads"}  # type: ignore[arg-type]
