@@ -536,11 +536,21 @@ def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
     simple = tree / "simple"
     simple.mkdir()
     write_text_atomic(simple / "index.html", simple_root_page(entries))
-    for project in sorted({e.project for e in entries}):
+    # Each page from its own entries (filtering all entries for each page was quadratic in
+    # an index of many projects).
+    by_project: dict[str, list[IndexEntry]] = {}
+    by_page: dict[str, list[IndexEntry]] = {}
+    for e in entries:
+        by_project.setdefault(e.project, []).append(e)
+        if e.find_links_page:
+            by_page.setdefault(e.find_links_page, []).append(e)
+    for project in sorted(by_project):
         (simple / project).mkdir()
-        write_text_atomic(simple / project / "index.html", project_page(project, entries))
-    for page in sorted({p for e in entries if (p := e.find_links_page)}):
-        write_text_atomic(tree / page, find_links_page(page, entries))
+        write_text_atomic(
+            simple / project / "index.html", project_page(project, by_project[project])
+        )
+    for page in sorted(by_page):
+        write_text_atomic(tree / page, find_links_page(page, by_page[page]))
     write_json_atomic(
         tree / MANIFEST,
         {
