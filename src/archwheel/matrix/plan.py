@@ -54,6 +54,7 @@ MAX_MATRIX_NESTING = 16
 # a real one has tens; a 9 KB file of 200 x 200 x 150 values would plan six
 # million cells for minutes and gigabytes before saying anything.
 MAX_MATRIX_CELLS = 10_000
+MAX_MATRIX_EXCLUSIONS = 1000  # [[matrix.exclude]] tables and --exclude options together
 AXES = ("recipe", "torch", "python", "arch")
 _FILE_AXES = {"recipes": "recipe", "torch": "torch", "python": "python", "arch": "arch"}
 
@@ -308,6 +309,14 @@ def make_plan(
         raise UsageError(
             f"the matrix spans {spanned} cells, above the limit of {MAX_MATRIX_CELLS}",
             hint="split it into several matrices (each with its own --index), or narrow an axis",
+        )
+    if len(spec.exclude) > MAX_MATRIX_EXCLUSIONS:
+        # Each cell is matched against each exclusion: 10000 cells x the 30000 exclusions a
+        # 1 MiB file holds would be minutes of planning.
+        raise UsageError(
+            f"the matrix has {len(spec.exclude)} exclusions, above the limit of "
+            f"{MAX_MATRIX_EXCLUSIONS}",
+            hint="narrow an axis instead, or split the matrix",
         )
     published: dict[str, list[str]] = {}
     for entry in index:

@@ -145,6 +145,16 @@ def test_a_matrix_spanning_too_many_cells_is_refused_before_any_is_planned() -> 
     assert len(make_plan(fits, RECIPES, ()).cells) == 10 * 2 * 9
 
 
+def test_too_many_exclusions_are_refused_before_any_cell_is_planned() -> None:
+    """Each cell is matched against each exclusion: a 1 MiB file holds 30000 of them, and with
+    10000 cells that was minutes of planning. More than 1000 is a usage error."""
+    many = tuple(parse_exclusion(f"python=3.{n}") for n in range(1001))
+    spec = MatrixSpec(recipes=("kern",), exclude=many)
+    with pytest.raises(UsageError, match="has 1001 exclusions, above the limit of 1000"):
+        make_plan(spec, RECIPES, ())
+    assert len(make_plan(MatrixSpec(recipes=("kern",), exclude=many[:1000]), RECIPES, ()).cells)
+
+
 def test_unknown_recipe_and_bad_exclusion() -> None:
     with pytest.raises(UsageError, match="unknown recipe 'nope'"):
         make_plan(MatrixSpec(recipes=("nope",)), RECIPES, ())
