@@ -670,16 +670,26 @@ def candidates_from(folder: Path) -> list[Candidate]:
         raise InputError(f"{folder}: holds no archwheel index (no {MANIFEST} beside a wheels/)")
     seen: set[tuple[str, str]] = set()
     candidates: list[Candidate] = []
+    root = folder.resolve()
     for tree in trees:
         entries = _manifest_entries(tree / MANIFEST)
         for entry in entries:
             if (entry.file, entry.sha256) in seen:
                 continue
             seen.add((entry.file, entry.sha256))
+            wheel = tree / WHEELS / entry.file
             provenance = tree / WHEELS / (entry.file + PROVENANCE_SUFFIX)
+            for path in (wheel, provenance):
+                # The folder is a CI artifact: a link in it is not followed out of it (one to
+                # a wheel elsewhere on this machine would publish that wheel).
+                if (path.is_symlink() or path.exists()) and not path.resolve().is_relative_to(root):
+                    raise InputError(
+                        f"{tree / MANIFEST}: entry {entry.file}: {path} leads out of {folder} "
+                        "(a link): not followed"
+                    )
             candidates.append(
                 Candidate(
-                    tree / WHEELS / entry.file,
+                    wheel,
                     provenance if provenance.is_file() else None,
                     expect=_expect_of(entry, tree / MANIFEST),
                     cell_key=entry.cell_key,

@@ -399,3 +399,43 @@ def test_an_index_whose_manifest_was_tampered_with_is_not_published_into(tmp_pat
     assert "project '../../../../escaped' is not the file's (myext)" in caught.value.one_line()
     assert not list(tmp_path.rglob("escaped"))
     assert sorted((index / TREES).iterdir()) == trees_before
+
+
+@pytest.mark.parametrize("link", ["wheel", "tree"])
+def test_a_link_out_of_the_artifacts_folder_is_not_followed(tmp_path: Path, link: str) -> None:
+    """`publish --from-index` reads a CI artifact folder: a wheel there that is a link to a
+    wheel elsewhere on this machine published that wheel. Now it is one InputError, and
+    nothing is published; a tree that is a linked folder is not walked into."""
+    import shutil
+
+    from archwheel.errors import InputError
+    from archwheel.matrix.index import WHEELS, candidates_from
+
+    wheel = make_dist(tmp_path / "made", "secretx", "1.0")
+    published = tmp_path / "job"
+    publish(published, [Candidate(wheel)])
+    tree = (published / CURRENT).resolve()
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    if link == "wheel":
+        copy = artifacts / "t1"
+        shutil.copytree(tree, copy)
+        (copy / WHEELS / wheel.name).unlink()
+        (copy / WHEELS / wheel.name).symlink_to(wheel)
+    else:
+        (artifacts / "t1").symlink_to(tree, target_is_directory=True)
+    with pytest.raises(InputError) as caught:
+        candidates_from(artifacts)
+    if link == "wheel":
+        assert f"{wheel.name}: " in caught.value.one_line()
+        assert "leads out of" in caught.value.one_line()
+        assert "not followed" in caught.value.one_line()
+    else:  # the walk of the folder does not enter a linked folder: nothing is read from it
+        assert "holds no archwheel index" in caught.value.one_line()
+    inside = artifacts / "inside"
+    shutil.copytree(tree, inside)  # a real copy inside the folder is read as before
+    if link == "wheel":
+        shutil.rmtree(artifacts / "t1")
+    else:
+        (artifacts / "t1").unlink()
+    assert [c.wheel.name for c in candidates_from(artifacts)] == [wheel.name]
