@@ -414,17 +414,14 @@ def judge_load(
         problems.append(f"{torch.filename}: no torch/_C*.so: cannot model `import torch`")
     try:
         torch_order, torch_found = _closure(world, roots, policy_libs, load=True)
-    except _TooMuchWork:
-        return _not_judged(wheel, torch, others, problems, "`import torch`")
-    for path, rows in torch_found.items():
-        for r in rows:
-            if r.how == "missing":
-                world.assumed.setdefault(r.needed, posixpath.basename(path))
-    global_roots = [r for r in roots if r.endswith("libtorch_global_deps.so")]
-    try:
+        for path, rows in torch_found.items():
+            for r in rows:
+                if r.how == "missing":
+                    world.assumed.setdefault(r.needed, posixpath.basename(path))
+        global_roots = [r for r in roots if r.endswith("libtorch_global_deps.so")]
         global_scope, _ = _closure(world, global_roots, policy_libs, load=False)
     except _TooMuchWork:
-        return _not_judged(wheel, torch, others, problems, "`import torch`")
+        return _not_judged(wheel, torch, others, problems)
     assumed = sorted(world.assumed)
     # 2. each library of the wheel
     results: list[LibraryLoad] = []
@@ -467,11 +464,11 @@ def _out_of_steps() -> str:
 
 
 def _not_judged(
-    wheel: WheelFiles, torch: WheelFiles, others: Sequence[WheelFiles], problems: list[str],
-    what: str,
-) -> LoadReport:  # fmt: skip
-    """The report when the model ran out of steps before the wheel's libraries were reached."""
-    message = f"{what} not modelled: it took more than {MAX_LOAD_STEPS} steps"
+    wheel: WheelFiles, torch: WheelFiles, others: Sequence[WheelFiles], problems: list[str]
+) -> LoadReport:
+    """The report when the model ran out of steps in `import torch`, before the wheel's own
+    libraries were reached."""
+    message = f"`import torch` not modelled: it took more than {MAX_LOAD_STEPS} steps"
     results = tuple(
         LibraryLoad(lib.path, LoadVerdict.UNKNOWN, problems=(message,))
         for lib in wheel.libraries

@@ -83,6 +83,11 @@ DEEP_INFLATION_FLOOR = 1 << 30
 MAX_DEEP_INFLATION_RATIO = 64
 
 
+def _deep_inflation_limit(size: int) -> int:
+    """What --deep may inflate for ``size`` bytes of binaries (one binary, or one input's)."""
+    return max(DEEP_INFLATION_FLOOR, MAX_DEEP_INFLATION_RATIO * size)
+
+
 class _Budget:
     """What one binary's scan has spent of its bounds, and the limits it has hit (one note each)."""
 
@@ -92,7 +97,7 @@ class _Budget:
         self.entries = 0
         self.live = 0
         self.hit: dict[str, str] = {}
-        self.inflation_limit = max(DEEP_INFLATION_FLOOR, MAX_DEEP_INFLATION_RATIO * size)
+        self.inflation_limit = _deep_inflation_limit(size)
         self.inflated = 0  # bytes --deep's payloads may inflate to, declared, so far
 
     def limit(self, key: str, message: str) -> None:
@@ -242,7 +247,7 @@ class InputInflation:
     still add up to terabytes."""
 
     def __init__(self, total_size: int) -> None:
-        self.limit = max(DEEP_INFLATION_FLOOR, MAX_DEEP_INFLATION_RATIO * total_size)
+        self.limit = _deep_inflation_limit(total_size)
         self.inflated = 0
 
     def passed_with(self, scan: BinaryScan) -> bool:
