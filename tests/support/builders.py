@@ -202,6 +202,21 @@ def elf_names_without_end(count: int, name_bytes: int) -> bytes:
     return header + bytes(table) + names
 
 
+def with_zip_flags(path: Path, bits: int) -> Path:
+    """The zip at ``path`` with the general-purpose flag ``bits`` set in every local and central
+    header (bit 0: encrypted, bit 5: patched data, bit 6: strong encryption); nothing else
+    changes, so the bytes still read back as they were written."""
+    data = bytearray(path.read_bytes())
+    for magic, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        start = 0
+        while (found := data.find(magic, start)) >= 0:
+            flags = struct.unpack_from("<H", data, found + at)[0]
+            struct.pack_into("<H", data, found + at, flags | bits)
+            start = found + 4
+    path.write_bytes(bytes(data))
+    return path
+
+
 def zip_declaring(path: Path, members: list[tuple[str, bytes]], declared: int) -> Path:
     """A real zip of ``members`` whose end records declare ``declared`` members (see
     ``with_zip64_end``): ``zipfile`` reads the directory by its size, so the archive opens and

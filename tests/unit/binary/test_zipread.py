@@ -16,7 +16,7 @@ from archwheel.binary.scan import pool as scan_module
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.zipread import MemberError, WheelReader, member_chunks, unsafe_name_reason
 from archwheel.errors import InputError
-from tests.support.builders import Entry, container, elf64, write_zip
+from tests.support.builders import Entry, container, elf64, with_zip_flags, write_zip
 
 LIB = elf64([(".nv_fatbin", container(Entry(sm=90)))])
 
@@ -140,12 +140,7 @@ def test_members_flagged_as_no_installer_reads_them_are_not_read(
     wheel = tmp_path / "x-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("pkg/a.so", LIB)
-    data = bytearray(wheel.read_bytes())
-    for magic, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
-        where = data.index(magic) + at
-        struct.pack_into("<H", data, where, struct.unpack_from("<H", data, where)[0] | bit)
-    wheel.write_bytes(bytes(data))
-    inv = scan_path(wheel)
+    inv = scan_path(with_zip_flags(wheel, bit))
     assert [p.message for p in inv.problems] == [f"{words}; member not read"]
     assert inv.problems[0].member == "pkg/a.so" and not inv.libraries
 

@@ -98,17 +98,14 @@ def test_a_local_sdist_above_the_size_limit_is_refused(
 
 def test_an_sdist_zip_member_zipfile_cannot_read_is_an_input_error(tmp_path: Path) -> None:
     """An encrypted member of a zip sdist was zipfile's RuntimeError: an internal error."""
-    import struct
     import zipfile
+
+    from tests.support.builders import with_zip_flags
 
     archive = tmp_path / "x-1.0.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr("x-1.0/setup.py", "print('hi')\n")
-    data = bytearray(archive.read_bytes())
-    for magic, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
-        where = data.index(magic) + at
-        struct.pack_into("<H", data, where, struct.unpack_from("<H", data, where)[0] | 1)
-    archive.write_bytes(bytes(data))
+    with_zip_flags(archive, 0x1)
     with pytest.raises(
         InputError, match=r"member 'x-1.0/setup.py' cannot be unpacked: .*encrypted"
     ):

@@ -26,6 +26,7 @@ from tests.support.builders import (
     container,
     elf64,
     overlapping_zip,
+    with_zip_flags,
     write_zip,
     zip_declaring,
 )
@@ -81,16 +82,7 @@ def _encrypted(folder: Path) -> str:
             ("enc-1.0.dist-info/RECORD", b""),
         ],
     )
-    data = bytearray(wheel.read_bytes())
-    for magic, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
-        start = 0
-        while (found := data.find(magic, start)) >= 0:
-            struct.pack_into(
-                "<H", data, found + at, struct.unpack_from("<H", data, found + at)[0] | 1
-            )
-            start = found + 4
-    wheel.write_bytes(bytes(data))
-    return str(wheel)
+    return str(with_zip_flags(wheel, 0x1))
 
 
 BAD_INPUTS: dict[str, Make] = {
