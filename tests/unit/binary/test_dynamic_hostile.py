@@ -22,7 +22,7 @@ from tests.support.hostile_elf import one_name_symbols, symbols_naming, version_
 def test_version_needs_are_bounded_in_all(tmp_path: Path) -> None:
     """65536 version-needs records of 65535 versions each, all pointing at one run of
     entries (2 MiB): bounded per record, that was 4 billion reads and as many list items (a
-    97 KB wheel held `can-load` for hours). Now the table's versions are counted together."""
+    97 KB wheel held `can-load` past the 30 s it was given). Now the table's versions are counted together."""
     with watchdog(60):
         info = read_file_dynamic(version_needs_bomb(tmp_path))
     assert info.problems == (
@@ -32,7 +32,7 @@ def test_version_needs_are_bounded_in_all(tmp_path: Path) -> None:
 
 def test_one_name_exported_many_times_is_one_entry(tmp_path: Path) -> None:
     """120000 exported symbols of one name: the versions of a name were a tuple copied at
-    every symbol (quadratic: 64000 symbols took 4.5 s, the bound of 1000000 days). Now each
+    every symbol (quadratic: 64000 symbols took 4.5 s; the bound of 1000000 would take days). Now each
     version of a name is kept once."""
     with watchdog(60):
         info = read_file_dynamic(one_name_symbols(tmp_path, 120_000))

@@ -256,7 +256,7 @@ def test_deep_accepts_consistent_payloads() -> None:
 
 def test_deep_inflates_a_bounded_total_per_binary(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each payload is bounded alone (64 MiB), but a zstd frame of 64 MiB of zeros is 2 KB:
-    thousands in a few MB made `audit --deep` run for hours. What one binary's payloads inflate
+    thousands in a few MB would inflate terabytes (estimated). What one binary's payloads inflate
     to together is bounded (the larger of 1 GiB and 64x its size): past it the rest are not
     checked, one problem says so. The floor is lowered here to keep the test small."""
     from archwheel.binary.scan import binary

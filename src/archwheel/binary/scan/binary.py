@@ -78,7 +78,7 @@ MAX_RAW_CUBINS = 1 << 16  # ELF magics (raw cubin candidates) examined per binar
 # What --deep inflates for one binary, all payloads together: the larger of 1 GiB and 64x the
 # binary's size (libtorch_cuda.so: 5.0 GiB from 479 MiB, 10.7x). Each payload alone is bounded
 # (payload.MAX_DEEP_PAYLOAD), and a zstd frame of 64 MiB of zeros is 2 KB: thousands of them
-# in a few MB made `audit --deep` run for hours.
+# in a few MB would make `audit --deep` inflate terabytes (estimated, not run).
 DEEP_INFLATION_FLOOR = 1 << 30
 MAX_DEEP_INFLATION_RATIO = 64
 
