@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 from archwheel.facts.arch import CodeKind, Target
 from archwheel.facts.versions import PtxIsaVersion
@@ -56,9 +57,13 @@ class Problem:
         return f"{where}: {self.message}".translate(_ONE_LINE)
 
 
-@dataclass(frozen=True)
-class FatbinEntry:
-    """One image inside a fatbin container."""
+class FatbinEntry(NamedTuple):
+    """One image inside a fatbin container.
+
+    A named tuple, not a frozen dataclass: a library may hold 2^18 entries, and a frozen
+    dataclass costs about 1 us to make against 0.2 us (docs/performance.md, "Hostile input").
+    Immutable and compared by value all the same; no field may be named like a tuple method.
+    """
 
     section: str  # ELF section holding the container, e.g. ".nv_fatbin"; "" for raw fatbins
     offset: int  # offset of the entry header within the library file
@@ -77,10 +82,9 @@ class FatbinEntry:
         return self.target.name(self.kind)
 
 
-@dataclass(frozen=True)
-class FatbinContainer:
+class FatbinContainer(NamedTuple):
     """One fatbin container: the unit the CUDA runtime picks an image for (one per translation
-    unit), with the entries read from it in file order."""
+    unit), with the entries read from it in file order. A named tuple, as ``FatbinEntry``."""
 
     section: str  # ELF section holding it, as in ``FatbinEntry.section``
     offset: int  # offset of the container header within the library file
