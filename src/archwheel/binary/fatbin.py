@@ -279,10 +279,16 @@ _PTX_ISAS: dict[tuple[int, int], PtxIsaVersion] = {}
 _COMPRESSIONS = {bits: _compression(bits) for bits in (0, *(1 << n for n in range(24)))}
 
 
+# At most this many of each are kept: PTX ISA versions come from the input (2^32 of them).
+_MAX_SHARED = 4096
+
+
 def _target(sm: int, flags: int) -> Target:
     key = (sm, flags & _BOTH_VARIANTS)
     found = _TARGETS.get(key)
     if found is None:
+        if len(_TARGETS) >= _MAX_SHARED:
+            _TARGETS.clear()
         found = _TARGETS.setdefault(key, Target(ComputeCapability.from_number(sm), _variant(flags)))
     return found
 
@@ -290,8 +296,21 @@ def _target(sm: int, flags: int) -> Target:
 def _ptx_isa(major: int, minor: int) -> PtxIsaVersion:
     found = _PTX_ISAS.get((major, minor))
     if found is None:
+        if len(_PTX_ISAS) >= _MAX_SHARED:
+            _PTX_ISAS.clear()
         found = _PTX_ISAS.setdefault((major, minor), PtxIsaVersion(major, minor))
     return found
+
+
+def describe(
+    kind_code: int, sm: int, flags: int, vmajor: int, vminor: int
+) -> tuple[CodeKind, Target, Compression, PtxIsaVersion | None]:
+    """An entry's kind, target, compression and PTX ISA from its checked header fields, the
+    values ``entry_from_raw`` gives it (the compiled scan asks for them once per distinct
+    header: ``binary/_speedups.c``)."""
+    kind = KINDS[kind_code]
+    ptx = _ptx_isa(vmajor, vminor) if kind is CodeKind.PTX else None
+    return kind, _target(sm, flags), _COMPRESSIONS[flags & _COMPRESSION_BITS], ptx
 
 
 def entry_model(header: EntryHeader, section: str) -> FatbinEntry:

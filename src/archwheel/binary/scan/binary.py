@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from archwheel.binary import speedups
 from archwheel.binary.elf import ELF_MAGIC, FormatError, Section
 from archwheel.binary.fatbin import (
     CONTAINER_MAGIC_BYTES,
@@ -292,6 +293,15 @@ def scan_stream(
     kind = sniff(first)
     if kind is None:
         return None
+    if kind == "elf" and not deep and size <= speedups.WHOLE_MAX and speedups.COMPILED:
+        pieces, ended = _gathered(first, chunks, size)
+        if ended is None and sum(len(p) for p in pieces) == size:
+            data = first if len(pieces) == 1 else b"".join(pieces)
+            found = speedups.scan_whole_elf(data, _bounds())
+            if found is not None:
+                _close(chunks)
+                return _whole(label, size, found, pieces, data, on_bytes=on_bytes, digest=digest)
+        chunks = _again(pieces[1:], ended, chunks)
     outcomes: dict[object, ParserOutcome] = {}
 
     def done(outcome: ParserOutcome) -> None:
@@ -417,6 +427,66 @@ def scan_stream(
     result.inflated = budget.inflated
     _assemble(label, kind, size, outcomes, result, header_errors=header_errors)
     return result
+
+
+def _bounds() -> speedups.Bounds:
+    """This module's bounds, as the compiled scan applies them (read at each call)."""
+    return speedups.Bounds(MAX_CONTAINERS, MAX_ENTRIES_PER_CONTAINER, MAX_ENTRIES, MAX_RAW_CUBINS)
+
+
+def _gathered(
+    first: bytes, chunks: Iterator[bytes], size: int
+) -> tuple[list[bytes], MemberError | None]:
+    """Every chunk of a binary of ``size`` bytes, ``first`` included, and the ``MemberError``
+    that ended them, if one did (a wheel member's CRC is checked after its last chunk)."""
+    pieces = [first]
+    total = len(first)
+    try:
+        while total <= size:
+            piece = next(chunks, b"")
+            if not piece:
+                break
+            pieces.append(piece)
+            total += len(piece)
+    except MemberError as exc:
+        return pieces, exc
+    return pieces, None
+
+
+def _again(
+    pieces: list[bytes], pending: MemberError | None, rest: Iterator[bytes]
+) -> Iterator[bytes]:
+    """The chunks ``_gathered`` took, its error, then the rest: for the Python scan."""
+    try:
+        yield from pieces
+        if pending is not None:
+            raise pending
+        yield from rest
+    finally:
+        _close(rest)
+
+
+def _whole(
+    label: str,
+    size: int,
+    found: tuple[str, tuple[FatbinContainer, ...], tuple[FatbinEntry, ...]],
+    pieces: list[bytes],
+    data: bytes,
+    *,
+    on_bytes: Callable[[int], None] | None,
+    digest: bool,
+) -> BinaryScan:
+    """The scan of a binary the compiled scan read whole (``speedups.scan_whole_elf``)."""
+    file_kind, containers, entries = found
+    if on_bytes:
+        for piece in pieces:
+            on_bytes(len(piece))
+    library = LibraryInventory(label, file_kind, size, entries, containers)
+    return BinaryScan(
+        libraries=[library],
+        bytes_read=size,
+        sha256=hashlib.sha256(data).hexdigest() if digest else None,
+    )
 
 
 def _close(chunks: Iterator[bytes]) -> None:

@@ -1,0 +1,18 @@
+"""The one compiled part of archwheel: an optional accelerator of the binary scan.
+
+Everything else is in pyproject.toml. ``optional=True``: where no C compiler is at hand the
+install goes on without it, and the scan runs in Python alone (docs/performance.md).
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "archwheel.binary._speedups",
+            sources=["src/archwheel/binary/_speedups.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        )
+    ]
+)

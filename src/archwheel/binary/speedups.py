@@ -1,0 +1,62 @@
+"""The compiled scan of a whole, clean ELF64 binary, when it is built (``_speedups.c``).
+
+An accelerator only: ``scan_whole_elf`` answers for a binary the Python scan would read with no
+problem at all, and None for anything else, which the Python scan then reads as always. Where
+it is not built (no C compiler at install time), or ``ARCHWHEEL_PURE_PYTHON=1`` is set, every
+binary takes the Python scan: the same results, slower on binaries dense in containers
+(docs/performance.md, "Hostile input").
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import NamedTuple
+
+from archwheel.binary.elf import ET_NAMES
+from archwheel.binary.fatbin import describe
+from archwheel.binary.model import FatbinContainer, FatbinEntry, Origin
+
+# Binaries up to this size are gathered whole for the compiled scan (bigger ones stream).
+WHOLE_MAX = 16 << 20
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("ARCHWHEEL_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from archwheel.binary import _speedups
+    except ImportError:
+        return None
+    _speedups.configure(FatbinEntry, FatbinContainer, describe, Origin.FATBIN)
+    return _speedups
+
+
+COMPILED: ModuleType | None = _load()
+
+
+class Bounds(NamedTuple):
+    """The Python scan's bounds on one binary (scan/binary.py), which the compiled scan keeps:
+    past any of them it answers None, and the Python scan reports the limit."""
+
+    containers: int
+    entries_per_container: int
+    entries: int
+    raw_cubins: int
+
+
+def scan_whole_elf(
+    data: bytes, bounds: Bounds
+) -> tuple[str, tuple[FatbinContainer, ...], tuple[FatbinEntry, ...]] | None:
+    """(file kind, containers, entries) of ``data``, a whole ELF binary, when the compiled scan
+    is built and the Python scan would find exactly these and no problem; else None."""
+    if COMPILED is None:
+        return None
+    found = COMPILED.scan_elf(data, *bounds)
+    if found is None:
+        return None
+    e_type, interpreter, containers, entries = found
+    kind = ET_NAMES.get(e_type, "unknown-elf")
+    if kind == "shared-object" and interpreter:
+        kind = "executable"
+    return kind, tuple(containers), tuple(entries)
