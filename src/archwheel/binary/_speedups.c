@@ -1,4 +1,4 @@
-/* archwheel.binary._speedups: the scan of one whole, clean ELF64 binary in one call.
+/* archwheel.binary._speedups: the scan of one whole, clean ELF64 binary or ar archive.
  *
  * An accelerator, never a second definition: scan/binary.py's streaming scan is the reference,
  * and this routine answers only when that scan would report nothing but the containers and
@@ -69,7 +69,7 @@ typedef struct {
     uint32_t type;
     Py_ssize_t index;   /* position in the section table */
     int fatbin;         /* named .nv_fatbin or __nv_relfatbin */
-    PyObject *label;    /* borrowed from labels */
+    PyObject *label;    /* its name */
     Py_ssize_t acc_first, acc_count; /* the accepted containers it holds (index sections) */
 } Sect;
 
@@ -78,11 +78,6 @@ typedef struct {
     Py_ssize_t first, count; /* its entries in the entry arrays */
     int error;               /* a header that failed, or the walk stopped early */
 } Scan;
-
-typedef struct {
-    uint64_t offset;
-    unsigned char *header; /* points into the buffer: 64 bytes */
-} Raw;
 
 static int by_offset_then_size(const void *a, const void *b) {
     const Sect *x = *(const Sect *const *)a, *y = *(const Sect *const *)b;
@@ -218,280 +213,457 @@ static int embedded_cubin(const unsigned char *buf, uint64_t len, uint64_t at) {
     return u16(h + 18) == EM_CUDA;
 }
 
-#define FALLBACK() do { result = Py_None; Py_INCREF(result); goto done; } while (0)
-#define FAIL() do { result = NULL; goto done; } while (0)
+enum { OK = 0, LEAVE = 1, ERR = -1 }; /* LEAVE: the Python scan reads it; ERR: exception set */
 
-static PyObject *scan_elf(PyObject *self, PyObject *args) {
-    Py_buffer view;
+/* Append to a growable array of PyMem memory; ERR (MemoryError) when it cannot grow. */
+#define PUSH(array, count, cap, value)                                                   \
+    do {                                                                                 \
+        if ((count) == (cap)) {                                                          \
+            Py_ssize_t grown_cap = (cap) ? 2 * (cap) : 16;                               \
+            void *grown = PyMem_Realloc((array), (size_t)grown_cap * sizeof(*(array)));  \
+            if (!grown) { PyErr_NoMemory(); return ERR; }                                \
+            (array) = grown;                                                             \
+            (cap) = grown_cap;                                                           \
+        }                                                                                \
+        (array)[(count)++] = (value);                                                    \
+    } while (0)
+
+typedef struct {
+    uint64_t start, end; /* absolute */
+    PyObject *name;      /* "" for the file itself, the member name in an archive */
+    Sect *sects;
+    Py_ssize_t nsects;
+    Sect **kept; /* the section index */
+    Py_ssize_t nkept;
+    int e_type, interp;
+    PyObject *containers, *entries;
+} Unit;
+
+typedef struct {
+    const unsigned char *buf;
+    uint64_t len;
     Py_ssize_t max_containers, max_per_container, max_entries, max_raw_cubins;
-    if (!PyArg_ParseTuple(args, "y*nnnn", &view, &max_containers, &max_per_container,
-                          &max_entries, &max_raw_cubins))
-        return NULL;
-    const unsigned char *buf = view.buf;
-    uint64_t len = (uint64_t)view.len;
-    PyObject *result = NULL, *labels = NULL, *containers = NULL, *entries = NULL;
-    Sect *sects = NULL;
-    Sect **kept = NULL;
-    Scan *scans = NULL;
-    uint64_t *errors = NULL, *elf_hits = NULL;
-    uint64_t *acc_off = NULL, *acc_end = NULL, *acc_prefix = NULL; /* accepted containers */
-    Py_ssize_t nacc = 0;
-    Py_ssize_t nscans = 0, nerrors = 0, nelf = 0, nkept = 0;
-    uint64_t *entry_at = NULL; /* each walked entry's offset */
-    Py_ssize_t nentries = 0;
+    Unit *units;
+    Py_ssize_t nunits, cap_units;
+    PyObject *unit_names; /* a set: units of one name would share their lists (scan/binary) */
+    Scan *scans;
+    Py_ssize_t nscans, cap_scans;
+    uint64_t *errors; /* magics that are no container header */
+    Py_ssize_t nerrors, cap_errors;
+    uint64_t *entry_at; /* every entry walked, in file order */
+    Py_ssize_t nentries, cap_entries;
+    uint64_t *cubins; /* embedded ELF headers that parse as CUDA ones */
+    Py_ssize_t ncubins, cap_cubins;
+    uint64_t *acc_off, *acc_end, *acc_prefix; /* the accepted containers, in file order */
+    Py_ssize_t nacc;
+} Ctx;
 
-    if (!entry_type) { PyErr_SetString(PyExc_RuntimeError, "configure() first"); goto done; }
-    /* The ELF header: 64-bit little-endian, no CUDA machine, a section table in the file. */
-    if (len < 64 || memcmp(buf, ELF_MAGIC, 4) || buf[4] != 2 || buf[5] != 1) FALLBACK();
-    uint16_t e_type = u16(buf + 16), e_machine = u16(buf + 18);
-    uint64_t phoff = u64(buf + 32), shoff = u64(buf + 40);
-    uint16_t phentsize = u16(buf + 54), phnum = u16(buf + 56);
-    uint16_t shentsize = u16(buf + 58), shnum = u16(buf + 60), shstrndx = u16(buf + 62);
-    if (e_machine == EM_CUDA) FALLBACK();
-    if (shoff && shentsize != 64) FALLBACK();
-    int interp = 0;
-    if (e_type == 3 && phnum > 0 && phnum <= 4096 && phoff < len && phentsize >= 4) {
-        uint64_t have = len - phoff, want = (uint64_t)phnum * phentsize;
-        if (have > want) have = want;
-        for (uint64_t i = 0; i < phnum && i < have / phentsize; i++)
-            if (u32(buf + phoff + i * phentsize) == PT_INTERP) { interp = 1; break; }
+/* One ELF image at [base, base + size), as layout.elf_unit reads it, into u. Everything it
+ * reads must lie inside the image (the Python scan may read past it: left to it). */
+static int elf_unit(Ctx *c, uint64_t base, uint64_t size, Unit *u) {
+    const unsigned char *img = c->buf + base;
+    u->start = base;
+    u->end = base + size;
+    if (size < 64 || memcmp(img, ELF_MAGIC, 4) || img[4] != 2 || img[5] != 1) return LEAVE;
+    uint16_t e_type = u16(img + 16), e_machine = u16(img + 18);
+    uint64_t phoff = u64(img + 32), shoff = u64(img + 40);
+    uint16_t phentsize = u16(img + 54), phnum = u16(img + 56);
+    uint16_t shentsize = u16(img + 58), shnum = u16(img + 60), shstrndx = u16(img + 62);
+    if (e_machine == EM_CUDA) return LEAVE; /* a cubin */
+    if (shoff && shentsize != 64) return LEAVE;
+    u->e_type = e_type;
+    u->interp = 0;
+    if (e_type == 3 && phnum > 0 && phnum <= 4096 && phoff < size && phentsize >= 4) {
+        if ((uint64_t)phnum * phentsize > size - phoff) return LEAVE;
+        for (uint64_t i = 0; i < phnum; i++)
+            if (u32(img + phoff + i * phentsize) == PT_INTERP) { u->interp = 1; break; }
     }
-    if (shoff == 0 || shoff >= len) FALLBACK();
-    if (shnum == 0 || shstrndx == 0xFFFF) FALLBACK(); /* extended numbering */
-    if ((uint64_t)shnum * 64 > len - shoff) FALLBACK();
-    if (!(shstrndx > 0 && shstrndx < shnum)) FALLBACK();
-    const unsigned char *table = buf + shoff;
+    if (shoff == 0 || shoff >= size) return LEAVE;
+    if (shnum == 0 || shstrndx == 0xFFFF) return LEAVE; /* extended numbering */
+    if ((uint64_t)shnum * 64 > size - shoff) return LEAVE;
+    if (!(shstrndx > 0 && shstrndx < shnum)) return LEAVE;
+    const unsigned char *table = img + shoff;
     const unsigned char *strtab = table + (uint64_t)shstrndx * 64;
     uint64_t names_at = u64(strtab + 24), names_len = u64(strtab + 32);
-    if (names_at >= len) FALLBACK();
+    if (names_at >= size) return LEAVE;
     if (names_len > MAX_SHSTRTAB) names_len = MAX_SHSTRTAB;
-    if (names_len > len - names_at) names_len = len - names_at;
-    const unsigned char *names = buf + names_at;
+    if (names_len > size - names_at) names_len = size - names_at;
+    const unsigned char *names = img + names_at;
 
     /* The sections, named as elf.name_sections names them (each name offset decoded once). */
-    sects = PyMem_Calloc(shnum, sizeof(Sect));
-    kept = PyMem_Calloc(shnum, sizeof(Sect *));
-    labels = PyDict_New();
-    if (!sects || !kept || !labels) { PyErr_NoMemory(); FAIL(); }
-    Py_ssize_t nsects = 0;
-    for (Py_ssize_t i = 0; i < shnum; i++) {
+    u->sects = PyMem_Calloc(shnum, sizeof(Sect));
+    u->kept = PyMem_Calloc(shnum, sizeof(Sect *));
+    if (!u->sects || !u->kept) { PyErr_NoMemory(); return ERR; }
+    PyObject *labels = PyDict_New();
+    if (!labels) return ERR;
+    int status = OK;
+    for (Py_ssize_t i = 0; i < shnum && status == OK; i++) {
         const unsigned char *r = table + i * 64;
         uint32_t name_off = u32(r), type = u32(r + 4);
-        uint64_t offset = u64(r + 24), size = u64(r + 32);
-        if (type != SHT_NOBITS && (offset > len || size > len - offset)) FALLBACK(); /* past the end */
-        if (!size) continue;
-        if (name_off >= names_len) FALLBACK(); /* "<section i>": left to the Python scan */
-        PyObject *key = PyLong_FromUnsignedLong(name_off);
-        if (!key) FAIL();
-        PyObject *label = PyDict_GetItemWithError(labels, key);
-        int fatbin = 0;
+        uint64_t offset = u64(r + 24), sh_size = u64(r + 32);
+        if (type != SHT_NOBITS && (offset > size || sh_size > size - offset)) { status = LEAVE; break; }
+        if (!sh_size) continue;
+        if (name_off >= names_len) { status = LEAVE; break; } /* "<section i>" */
+        if (type == SHT_NOBITS && offset > UINT64_MAX - base - sh_size) { status = LEAVE; break; }
         uint64_t stop = names_len - name_off < MAX_NAME ? names_len : name_off + MAX_NAME;
         const unsigned char *start = names + name_off;
         const unsigned char *nul = memchr(start, 0, stop - name_off);
         uint64_t n = nul ? (uint64_t)(nul - start) : stop - name_off;
-        if ((n == 10 && !memcmp(start, ".nv_fatbin", 10)) || (n == 14 && !memcmp(start, "__nv_relfatbin", 14)))
-            fatbin = 1;
         if ((n == 8 && !memcmp(start, "(fatbin)", 8)) || (n == 12 && !memcmp(start, "(no section)", 12))) {
-            Py_DECREF(key);
-            FALLBACK(); /* a name the scan gives a meaning of its own */
+            status = LEAVE; /* a name the scan gives a meaning of its own */
+            break;
         }
+        PyObject *key = PyLong_FromUnsignedLong(name_off);
+        if (!key) { status = ERR; break; }
+        PyObject *label = PyDict_GetItemWithError(labels, key);
         if (!label) {
-            if (PyErr_Occurred()) { Py_DECREF(key); FAIL(); }
+            if (PyErr_Occurred()) { Py_DECREF(key); status = ERR; break; }
             label = PyUnicode_DecodeUTF8((const char *)start, (Py_ssize_t)n, "replace");
-            if (!label || PyDict_SetItem(labels, key, label) < 0) { Py_XDECREF(label); Py_DECREF(key); FAIL(); }
+            if (!label || PyDict_SetItem(labels, key, label) < 0) {
+                Py_XDECREF(label); Py_DECREF(key); status = ERR; break;
+            }
             Py_DECREF(label); /* labels holds it */
         }
         Py_DECREF(key);
-        Sect *s = &sects[nsects++];
-        s->offset = offset;
-        s->size = size;
-        s->end = offset + size; /* NOBITS sections may lie past the file; never read */
-        if (type == SHT_NOBITS && (offset > UINT64_MAX - size)) FALLBACK();
+        Py_INCREF(label);
+        Sect *s = &u->sects[u->nsects++];
+        s->offset = base + offset;
+        s->size = sh_size;
+        s->end = base + offset + sh_size;
         s->type = type;
         s->index = i;
-        s->fatbin = fatbin;
-        s->label = label;
+        s->fatbin = (n == 10 && !memcmp(start, ".nv_fatbin", 10)) ||
+                    (n == 14 && !memcmp(start, "__nv_relfatbin", 14));
+        s->label = label; /* a reference of its own */
     }
+    Py_DECREF(labels);
+    if (status != OK) return status;
     /* The section index: sections with bytes in the file, by offset (larger first), none
      * overlapping one kept before it (layout.Unit._section_index). */
     Py_ssize_t nfile = 0;
-    for (Py_ssize_t i = 0; i < nsects; i++)
-        if (sects[i].type != SHT_NOBITS) kept[nfile++] = &sects[i];
-    qsort(kept, (size_t)nfile, sizeof(Sect *), by_offset_then_size);
+    for (Py_ssize_t i = 0; i < u->nsects; i++)
+        if (u->sects[i].type != SHT_NOBITS) u->kept[nfile++] = &u->sects[i];
+    qsort(u->kept, (size_t)nfile, sizeof(Sect *), by_offset_then_size);
     for (Py_ssize_t i = 0; i < nfile; i++)
-        if (!nkept || kept[i]->offset >= kept[nkept - 1]->end) kept[nkept++] = kept[i];
+        if (!u->nkept || u->kept[i]->offset >= u->kept[u->nkept - 1]->end) u->kept[u->nkept++] = u->kept[i];
+    return OK;
+}
 
-    /* Every container magic, walked as scan_stream walks it. */
-    Py_ssize_t cap_scans = 16, cap_errors = 16, cap_entries = 64, cap_elf = 16;
-    scans = PyMem_Malloc(cap_scans * sizeof(Scan));
-    errors = PyMem_Malloc(cap_errors * sizeof(uint64_t));
-    entry_at = PyMem_Malloc(cap_entries * sizeof(uint64_t));
-    elf_hits = PyMem_Malloc(cap_elf * sizeof(uint64_t));
-    if (!scans || !errors || !entry_at || !elf_hits) { PyErr_NoMemory(); FAIL(); }
+static int add_unit(Ctx *c, uint64_t base, uint64_t size, PyObject *name) {
+    /* name: a new reference, given to the unit */
+    Unit blank;
+    memset(&blank, 0, sizeof blank);
+    int known = PySet_Contains(c->unit_names, name);
+    if (known) { Py_DECREF(name); return known < 0 ? ERR : LEAVE; }
+    if (PySet_Add(c->unit_names, name) < 0) { Py_DECREF(name); return ERR; }
+    blank.name = name;
+    if (c->nunits == c->cap_units) {
+        Py_ssize_t cap = c->cap_units ? 2 * c->cap_units : 4;
+        Unit *grown = PyMem_Realloc(c->units, (size_t)cap * sizeof(Unit));
+        if (!grown) { Py_DECREF(name); PyErr_NoMemory(); return ERR; }
+        c->units = grown;
+        c->cap_units = cap;
+    }
+    c->units[c->nunits++] = blank; /* owned from here: freed with the context */
+    return elf_unit(c, base, size, &c->units[c->nunits - 1]);
+}
+
+static int all_digits(const unsigned char *p, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (p[i] < '0' || p[i] > '9') return 0;
+    return 1;
+}
+
+static const char AR_SPACE[] = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"; /* what str.rstrip() strips */
+
+/* A System V / GNU ar archive, as layout.ar_layout reads it: one unit per ELF member. */
+static int ar_units(Ctx *c) {
+    const unsigned char *buf = c->buf;
+    uint64_t len = c->len;
+    if (len < 8 || memcmp(buf, "!<arch>\n", 8)) return LEAVE; /* thin: a warning */
+    const unsigned char *long_names = NULL;
+    uint64_t long_len = 0;
+    uint64_t pos = 8;
+    while (len - pos >= 60) {
+        const unsigned char *h = buf + pos;
+        if (h[58] != '`' || h[59] != '\n') return LEAVE; /* a damaged header */
+        Py_ssize_t rn = 16;
+        for (int i = 0; i < 16; i++)
+            if (h[i] >= 0x80) return LEAVE; /* decoded with replacement characters */
+        while (rn > 0 && memchr(AR_SPACE, h[rn - 1], sizeof AR_SPACE - 1)) rn--;
+        /* The size: ASCII digits between spaces (layout._decimal); anything else a problem. */
+        Py_ssize_t lo = 48, hi = 58;
+        while (lo < hi && h[lo] == ' ') lo++;
+        while (hi > lo && h[hi - 1] == ' ') hi--;
+        uint64_t member = 0;
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            if (h[i] < '0' || h[i] > '9') return LEAVE;
+            if (member > len) return LEAVE; /* runs past the end, whatever the rest says */
+            member = member * 10 + (uint64_t)(h[i] - '0');
+        }
+        if (c->nunits >= 65536) return LEAVE; /* layout.MAX_AR_MEMBERS */
+        uint64_t data = pos + 60;
+        if (member > len - data) return LEAVE; /* truncated */
+        const unsigned char *name = NULL;
+        uint64_t name_len = 0;
+        int utf8 = 0;
+        if ((rn == 1 && h[0] == '/') || (rn == 7 && !memcmp(h, "/SYM64/", 7))) {
+            name_len = 0; /* the symbol table */
+        } else if (rn == 2 && h[0] == '/' && h[1] == '/') {
+            long_names = buf + data;
+            long_len = member < MAX_SHSTRTAB ? member : MAX_SHSTRTAB;
+        } else if (rn >= 3 && !memcmp(h, "#1/", 3)) {
+            return LEAVE; /* BSD names */
+        } else if (rn >= 2 && h[0] == '/' && all_digits(h + 1, rn - 1)) {
+            uint64_t index = 0;
+            int huge = 0;
+            for (Py_ssize_t i = 1; i < rn; i++) {
+                if (index > long_len) { huge = 1; break; }
+                index = index * 10 + (uint64_t)(h[i] - '0');
+            }
+            if (!huge && index < long_len) {
+                uint64_t stop = long_len - index < MAX_NAME ? long_len : index + MAX_NAME;
+                name = long_names + index;
+                name_len = stop - index;
+                for (uint64_t i = 0; i + 1 < stop - index; i++)
+                    if (name[i] == '/' && name[i + 1] == '\n') { name_len = i; break; }
+                utf8 = 1;
+            }
+        } else {
+            name = h;
+            name_len = (uint64_t)rn;
+            while (name_len > 0 && name[name_len - 1] == '/') name_len--;
+        }
+        if (name_len && member > 0) {
+            if (len - data >= 4 && !memcmp(buf + data, ELF_MAGIC, 4)) {
+                PyObject *text = utf8 ? PyUnicode_DecodeUTF8((const char *)name, (Py_ssize_t)name_len, "replace")
+                                      : PyUnicode_DecodeASCII((const char *)name, (Py_ssize_t)name_len, "strict");
+                if (!text) return ERR;
+                int status = add_unit(c, data, member, text);
+                if (status != OK) return status;
+            } else if (len - data >= 4 && !memcmp(buf + data, CONTAINER_MAGIC, 4)) {
+                return LEAVE; /* a raw fatbin member */
+            }
+        }
+        uint64_t next = data + member + (member & 1);
+        pos = next > pos + 60 ? next : pos + 60;
+        if (pos > len) break;
+    }
+    return OK;
+}
+
+/* Every container magic in the file, walked as scan_stream walks it (each one, even those
+ * inside another container or outside any unit: the entry bound counts them all). */
+static int walk_containers(Ctx *c) {
+    const unsigned char *buf = c->buf, *cursor = buf;
+    uint64_t len = c->len;
     Py_ssize_t candidates = 0;
-    const unsigned char *cursor = buf;
     while ((cursor = memmem(cursor, len - (uint64_t)(cursor - buf), CONTAINER_MAGIC, 4))) {
         uint64_t at = (uint64_t)(cursor - buf);
         cursor += 4;
-        if (++candidates > max_containers) FALLBACK();
+        if (++candidates > c->max_containers) return LEAVE;
         int64_t size = container_size(buf, len, at);
         if (size == -1) {
-            if (nerrors == cap_errors) {
-                cap_errors *= 2;
-                uint64_t *grown = PyMem_Realloc(errors, cap_errors * sizeof(uint64_t));
-                if (!grown) { PyErr_NoMemory(); FAIL(); }
-                errors = grown;
-            }
-            errors[nerrors++] = at;
+            PUSH(c->errors, c->nerrors, c->cap_errors, at);
             continue;
         }
-        if (size < 0 || (uint64_t)size > len - at - 16) FALLBACK(); /* the file ends inside it */
+        if (size < 0 || (uint64_t)size > len - at - 16) return LEAVE; /* the file ends inside */
         uint64_t end = at + 16 + (uint64_t)size, position = at + 16;
-        if (nscans == cap_scans) {
-            cap_scans *= 2;
-            Scan *grown = PyMem_Realloc(scans, cap_scans * sizeof(Scan));
-            if (!grown) { PyErr_NoMemory(); FAIL(); }
-            scans = grown;
-        }
-        Scan *sc = &scans[nscans++];
-        sc->offset = at;
-        sc->end = end;
-        sc->first = nentries;
-        sc->count = 0;
-        sc->error = 0;
+        Scan scan = {at, end, c->nentries, 0, 0};
         while (position < end) {
-            if (end - position < ENTRY_HEADER_MIN) FALLBACK(); /* a header past the container */
-            if (!entry_ok(buf + position, position, end)) { sc->error = 1; break; }
-            if (sc->count >= max_per_container || nentries >= max_entries) FALLBACK();
-            if (nentries == cap_entries) {
-                cap_entries *= 2;
-                uint64_t *grown = PyMem_Realloc(entry_at, cap_entries * sizeof(uint64_t));
-                if (!grown) { PyErr_NoMemory(); FAIL(); }
-                entry_at = grown;
-            }
-            entry_at[nentries++] = position;
-            sc->count++;
+            if (end - position < ENTRY_HEADER_MIN) return LEAVE; /* a header past the container */
+            if (!entry_ok(buf + position, position, end)) { scan.error = 1; break; }
+            if (scan.count >= c->max_per_container || c->nentries >= c->max_entries) return LEAVE;
+            PUSH(c->entry_at, c->nentries, c->cap_entries, position);
+            scan.count++;
             position += u32(buf + position + 4) + u64(buf + position + 8);
         }
+        PUSH(c->scans, c->nscans, c->cap_scans, scan);
     }
-    /* Every embedded ELF magic: a raw cubin candidate. */
+    /* Every embedded ELF magic: a raw cubin candidate (counted, as the Python scan's bound). */
     Py_ssize_t elf_candidates = 0;
     cursor = buf + 1;
     while (len > 1 && (cursor = memmem(cursor, len - (uint64_t)(cursor - buf), ELF_MAGIC, 4))) {
         uint64_t at = (uint64_t)(cursor - buf);
         cursor += 4;
-        if (++elf_candidates > max_raw_cubins) FALLBACK();
-        if (!embedded_cubin(buf, len, at)) continue;
-        if (nelf == cap_elf) {
-            cap_elf *= 2;
-            uint64_t *grown = PyMem_Realloc(elf_hits, cap_elf * sizeof(uint64_t));
-            if (!grown) { PyErr_NoMemory(); FAIL(); }
-            elf_hits = grown;
-        }
-        elf_hits[nelf++] = at;
+        if (++elf_candidates > c->max_raw_cubins) return LEAVE;
+        if (embedded_cubin(buf, len, at)) PUSH(c->cubins, c->ncubins, c->cap_cubins, at);
     }
+    return OK;
+}
 
-    /* Assembly, as scan/binary._assemble: containers in offset order, none inside one taken. */
-    containers = PyList_New(0);
-    entries = PyList_New(0);
-    acc_off = PyMem_Malloc((nscans + 1) * sizeof(uint64_t));
-    acc_end = PyMem_Malloc((nscans + 1) * sizeof(uint64_t));
-    acc_prefix = PyMem_Malloc((nscans + 1) * sizeof(uint64_t));
-    if (!containers || !entries) FAIL();
-    if (!acc_off || !acc_end || !acc_prefix) { PyErr_NoMemory(); FAIL(); }
-    acc_prefix[0] = 0;
+static Unit *unit_at(Ctx *c, uint64_t offset) {
+    Py_ssize_t lo = 0, hi = c->nunits;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (offset < c->units[mid].start) hi = mid; else lo = mid + 1;
+    }
+    if (lo == 0) return NULL;
+    Unit *u = &c->units[lo - 1];
+    return offset < u->end ? u : NULL;
+}
+
+static int inside_accepted(Ctx *c, uint64_t offset) {
+    Py_ssize_t lo = 0, hi = c->nacc;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (offset < c->acc_off[mid]) hi = mid; else lo = mid + 1;
+    }
+    return lo > 0 && offset < c->acc_end[lo - 1];
+}
+
+/* Assembly, as scan/binary._assemble: containers in offset order, none inside one taken, each
+ * in its unit and section; then what would be a problem there sends the binary back. */
+static int assemble(Ctx *c) {
+    const unsigned char *buf = c->buf;
+    for (Py_ssize_t i = 0; i < c->nunits; i++) {
+        if (!(c->units[i].containers = PyList_New(0)) || !(c->units[i].entries = PyList_New(0))) return ERR;
+    }
+    c->acc_off = PyMem_Malloc((size_t)(c->nscans + 1) * sizeof(uint64_t));
+    c->acc_end = PyMem_Malloc((size_t)(c->nscans + 1) * sizeof(uint64_t));
+    c->acc_prefix = PyMem_Malloc((size_t)(c->nscans + 1) * sizeof(uint64_t));
+    if (!c->acc_off || !c->acc_end || !c->acc_prefix) { PyErr_NoMemory(); return ERR; }
+    c->acc_prefix[0] = 0;
     uint64_t accepted_end = 0;
     int any_accepted = 0;
-    Py_ssize_t elf_next = 0;
-    for (Py_ssize_t i = 0; i < nscans; i++) {
-        Scan *sc = &scans[i];
+    for (Py_ssize_t i = 0; i < c->nscans; i++) {
+        Scan *sc = &c->scans[i];
         if (any_accepted && sc->offset < accepted_end) continue;
-        Sect *s = section_at(kept, nkept, sc->offset);
+        Unit *u = unit_at(c, sc->offset);
+        if (!u) continue;
+        Sect *s = section_at(u->kept, u->nkept, sc->offset);
         if (sc->error) {
-            if (sc->count || (s && s->fatbin)) FALLBACK(); /* a damaged container: a problem */
+            if (sc->count || (s && s->fatbin)) return LEAVE; /* a damaged container */
             continue; /* random bytes that happened to hold the magic */
         }
-        uint64_t limit = s ? s->end : len;
-        if (sc->end > limit) FALLBACK();
-        /* An embedded cubin header before this container and after the last: not inside any
-         * container, so the Python scan would read it. */
-        while (elf_next < nelf && elf_hits[elf_next] < sc->offset) {
-            if (!any_accepted || elf_hits[elf_next] >= accepted_end) FALLBACK();
-            elf_next++;
-        }
-        while (elf_next < nelf && elf_hits[elf_next] < sc->end) elf_next++; /* inside: data */
-        PyObject *name = s ? s->label : NULL;
-        if (!name) FALLBACK(); /* "(no section)": left to the Python scan */
+        if (!s) return LEAVE; /* "(no section)" */
+        if (sc->end > s->end) return LEAVE; /* past its section */
         PyObject *kept_entries = PyTuple_New(sc->count);
-        if (!kept_entries) FAIL();
+        if (!kept_entries) return ERR;
         for (Py_ssize_t j = 0; j < sc->count; j++) {
-            uint64_t at = entry_at[sc->first + j];
-            if (u64(buf + at + 40) & ~KNOWN_FLAGS) { Py_DECREF(kept_entries); FALLBACK(); }
-            PyObject *e = make_entry(buf + at, at, name);
-            if (!e) { Py_DECREF(kept_entries); FAIL(); }
+            uint64_t at = c->entry_at[sc->first + j];
+            if (u64(buf + at + 40) & ~KNOWN_FLAGS) { Py_DECREF(kept_entries); return LEAVE; }
+            PyObject *e = make_entry(buf + at, at - u->start, s->label);
+            if (!e) { Py_DECREF(kept_entries); return ERR; }
             PyTuple_SET_ITEM(kept_entries, j, e);
-            if (PyList_Append(entries, e) < 0) { Py_DECREF(kept_entries); FAIL(); }
+            if (PyList_Append(u->entries, e) < 0) { Py_DECREF(kept_entries); return ERR; }
         }
         PyObject *items[4];
-        Py_INCREF(name);
-        items[0] = name;
-        items[1] = PyLong_FromUnsignedLongLong(sc->offset);
+        Py_INCREF(s->label);
+        items[0] = s->label;
+        items[1] = PyLong_FromUnsignedLongLong(sc->offset - u->start);
         items[2] = PyLong_FromUnsignedLongLong(sc->end - sc->offset);
         items[3] = kept_entries;
-        PyObject *c = named(container_type, items, 4);
-        if (!c) FAIL();
-        int appended = PyList_Append(containers, c);
-        Py_DECREF(c);
-        if (appended < 0) FAIL();
+        PyObject *made = named(container_type, items, 4);
+        if (!made) return ERR;
+        int appended = PyList_Append(u->containers, made);
+        Py_DECREF(made);
+        if (appended < 0) return ERR;
         accepted_end = sc->end;
         any_accepted = 1;
-        if (!s->acc_count) s->acc_first = nacc;
+        if (!s->acc_count) s->acc_first = c->nacc;
         s->acc_count++;
-        acc_off[nacc] = sc->offset;
-        acc_end[nacc] = sc->end;
-        acc_prefix[nacc + 1] = acc_prefix[nacc] + (sc->end - sc->offset);
-        nacc++;
+        c->acc_off[c->nacc] = sc->offset;
+        c->acc_end[c->nacc] = sc->end;
+        c->acc_prefix[c->nacc + 1] = c->acc_prefix[c->nacc] + (sc->end - sc->offset);
+        c->nacc++;
     }
-    for (; elf_next < nelf; elf_next++)
-        if (!any_accepted || elf_hits[elf_next] >= accepted_end) FALLBACK();
+    /* A CUDA ELF header in a unit, not its own and not inside a container: a raw cubin. */
+    for (Py_ssize_t i = 0; i < c->ncubins; i++) {
+        Unit *u = unit_at(c, c->cubins[i]);
+        if (u && c->cubins[i] != u->start && !inside_accepted(c, c->cubins[i])) return LEAVE;
+    }
     /* A magic that is no container header, inside a fatbin section: a damaged header. */
-    for (Py_ssize_t i = 0; i < nerrors; i++) {
-        Sect *s = section_at(kept, nkept, errors[i]);
-        if (s && s->fatbin) FALLBACK();
+    for (Py_ssize_t i = 0; i < c->nerrors; i++) {
+        Unit *u = unit_at(c, c->errors[i]);
+        Sect *s = u ? section_at(u->kept, u->nkept, c->errors[i]) : NULL;
+        if (s && s->fatbin) return LEAVE;
     }
     /* Fatbin sections whose bytes no container explains (scan/binary._uncovered): the
      * containers found in the index section at the same offset, clipped to this one. */
-    for (Py_ssize_t i = 0; i < nsects; i++) {
-        Sect *f = &sects[i];
-        if (!f->fatbin) continue;
-        uint64_t covered = 0;
-        Sect *k = section_at(kept, nkept, f->offset);
-        if (k && k->offset == f->offset && k->acc_count) {
-            Py_ssize_t lo = k->acc_first, hi = k->acc_first + k->acc_count;
-            while (lo < hi) { /* the first container starting at or after f's end */
-                Py_ssize_t mid = lo + (hi - lo) / 2;
-                if (acc_off[mid] < f->end) lo = mid + 1; else hi = mid;
+    for (Py_ssize_t k = 0; k < c->nunits; k++) {
+        Unit *u = &c->units[k];
+        for (Py_ssize_t i = 0; i < u->nsects; i++) {
+            Sect *f = &u->sects[i];
+            if (!f->fatbin) continue;
+            uint64_t covered = 0;
+            Sect *x = section_at(u->kept, u->nkept, f->offset);
+            if (x && x->offset == f->offset && x->acc_count) {
+                Py_ssize_t lo = x->acc_first, hi = x->acc_first + x->acc_count;
+                while (lo < hi) { /* the first container starting at or after f's end */
+                    Py_ssize_t mid = lo + (hi - lo) / 2;
+                    if (c->acc_off[mid] < f->end) lo = mid + 1; else hi = mid;
+                }
+                covered = c->acc_prefix[lo] - c->acc_prefix[x->acc_first];
+                if (lo > x->acc_first && c->acc_end[lo - 1] > f->end) covered -= c->acc_end[lo - 1] - f->end;
             }
-            covered = acc_prefix[lo] - acc_prefix[k->acc_first];
-            if (lo > k->acc_first && acc_end[lo - 1] > f->end) covered -= acc_end[lo - 1] - f->end;
+            if (f->size - covered > ALIGNMENT_SLACK) return LEAVE;
         }
-        if (f->size - covered > ALIGNMENT_SLACK) FALLBACK();
     }
-    result = Py_BuildValue("(iiOO)", (int)e_type, interp, containers, entries);
+    return OK;
+}
 
-done:
-    Py_XDECREF(labels);
-    Py_XDECREF(containers);
-    Py_XDECREF(entries);
-    PyMem_Free(sects);
-    PyMem_Free(kept);
-    PyMem_Free(scans);
-    PyMem_Free(errors);
-    PyMem_Free(elf_hits);
-    PyMem_Free(entry_at);
-    PyMem_Free(acc_off);
-    PyMem_Free(acc_end);
-    PyMem_Free(acc_prefix);
+static void release(Ctx *c) {
+    for (Py_ssize_t i = 0; i < c->nunits; i++) {
+        Unit *u = &c->units[i];
+        Py_XDECREF(u->name);
+        Py_XDECREF(u->containers);
+        Py_XDECREF(u->entries);
+        for (Py_ssize_t j = 0; j < u->nsects; j++) Py_XDECREF(u->sects[j].label);
+        PyMem_Free(u->sects);
+        PyMem_Free(u->kept);
+    }
+    PyMem_Free(c->units);
+    Py_XDECREF(c->unit_names);
+    PyMem_Free(c->scans);
+    PyMem_Free(c->errors);
+    PyMem_Free(c->entry_at);
+    PyMem_Free(c->cubins);
+    PyMem_Free(c->acc_off);
+    PyMem_Free(c->acc_end);
+    PyMem_Free(c->acc_prefix);
+}
+
+static PyObject *scan_whole(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Ctx c;
+    memset(&c, 0, sizeof c);
+    if (!PyArg_ParseTuple(args, "y*nnnn", &view, &c.max_containers, &c.max_per_container,
+                          &c.max_entries, &c.max_raw_cubins))
+        return NULL;
+    if (!entry_type) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_RuntimeError, "configure() first");
+        return NULL;
+    }
+    c.buf = view.buf;
+    c.len = (uint64_t)view.len;
+    PyObject *result = NULL;
+    int status = (c.unit_names = PySet_New(NULL)) ? OK : ERR;
+    if (status == OK) {
+        if (c.len >= 4 && !memcmp(c.buf, ELF_MAGIC, 4)) {
+            PyObject *none = PyUnicode_FromStringAndSize("", 0);
+            status = none ? add_unit(&c, 0, c.len, none) : ERR;
+        } else {
+            status = ar_units(&c);
+        }
+    }
+    if (status == OK) status = walk_containers(&c);
+    if (status == OK) status = assemble(&c);
+    if (status == OK) {
+        result = PyList_New(c.nunits);
+        for (Py_ssize_t i = 0; result && i < c.nunits; i++) {
+            Unit *u = &c.units[i];
+            PyObject *row = Py_BuildValue("(OiiKOO)", u->name, u->e_type, u->interp,
+                                          (unsigned long long)(u->end - u->start), u->containers, u->entries);
+            if (!row) Py_CLEAR(result);
+            else PyList_SET_ITEM(result, i, row);
+        }
+    } else if (status == LEAVE) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    release(&c);
     PyBuffer_Release(&view);
     return result;
 }
@@ -517,15 +689,15 @@ static PyObject *configure(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(entry_type, container_type, describe, origin): the model the scan returns."},
-    {"scan_elf", scan_elf, METH_VARARGS,
-     "scan_elf(data, max_containers, max_entries_per_container, max_entries, max_raw_cubins)\n"
-     "-> (e_type, has_interpreter, containers, entries) | None: one whole ELF64\n"
-     "binary, when the full scan would report exactly that and no problem; else None."},
+    {"scan_whole", scan_whole, METH_VARARGS,
+     "scan_whole(data, max_containers, max_entries_per_container, max_entries, max_raw_cubins)\n"
+     "-> [(unit name, e_type, has_interpreter, size, containers, entries)] | None: a whole ELF64\n"
+     "binary or ar archive, when the Python scan would report exactly that and no problem."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "archwheel.binary._speedups",
-                                    "The scan of a whole, clean ELF64 binary in C (an accelerator).",
+                                    "The scan of a whole, clean ELF64 binary or ar archive in C (an accelerator).",
                                     -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }

@@ -8,11 +8,11 @@ def configure(
     describe: Callable[[int, int, int, int, int], tuple[object, object, object, object]],
     origin: object,
 ) -> None: ...
-def scan_elf(
+def scan_whole(
     data: bytes,
     max_containers: int,
     max_entries_per_container: int,
     max_entries: int,
     max_raw_cubins: int,
     /,
-) -> tuple[int, int, list[FatbinContainer], list[FatbinEntry]] | None: ...
+) -> list[tuple[str, int, int, int, list[FatbinContainer], list[FatbinEntry]]] | None: ...

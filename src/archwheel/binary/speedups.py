@@ -1,6 +1,7 @@
-"""The compiled scan of a whole, clean ELF64 binary, when it is built (``_speedups.c``).
+"""The compiled scan of a whole, clean ELF64 binary or ar archive, when it is built
+(``_speedups.c``).
 
-An accelerator only: ``scan_whole_elf`` answers for a binary the Python scan would read with no
+An accelerator only: ``scan_whole`` answers for a binary the Python scan would read with no
 problem at all, and None for anything else, which the Python scan then reads as always. Where
 it is not built (no C compiler at install time), or ``ARCHWHEEL_PURE_PYTHON=1`` is set, every
 binary takes the Python scan: the same results, slower on binaries dense in containers
@@ -45,18 +46,23 @@ class Bounds(NamedTuple):
     raw_cubins: int
 
 
-def scan_whole_elf(
-    data: bytes, bounds: Bounds
-) -> tuple[str, tuple[FatbinContainer, ...], tuple[FatbinEntry, ...]] | None:
-    """(file kind, containers, entries) of ``data``, a whole ELF binary, when the compiled scan
-    is built and the Python scan would find exactly these and no problem; else None."""
+Unit = tuple[str, str, int, tuple[FatbinContainer, ...], tuple[FatbinEntry, ...]]
+"""One library the compiled scan read: its name in the archive ("" for the file itself), its
+file kind, its size, its containers and its entries (offsets from the library's first byte)."""
+
+
+def scan_whole(data: bytes, bounds: Bounds) -> list[Unit] | None:
+    """The libraries of ``data``, a whole ELF binary or ar archive, when the compiled scan is
+    built and the Python scan would find exactly these and no problem; else None."""
     if COMPILED is None:
         return None
-    found = COMPILED.scan_elf(data, *bounds)
+    found = COMPILED.scan_whole(data, *bounds)
     if found is None:
         return None
-    e_type, interpreter, containers, entries = found
-    kind = ET_NAMES.get(e_type, "unknown-elf")
-    if kind == "shared-object" and interpreter:
-        kind = "executable"
-    return kind, tuple(containers), tuple(entries)
+    units: list[Unit] = []
+    for name, e_type, interpreter, size, containers, entries in found:
+        kind = ET_NAMES.get(e_type, "unknown-elf")
+        if kind == "shared-object" and interpreter:
+            kind = "executable"
+        units.append((name, kind, size, tuple(containers), tuple(entries)))
+    return units

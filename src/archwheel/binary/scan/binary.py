@@ -293,11 +293,11 @@ def scan_stream(
     kind = sniff(first)
     if kind is None:
         return None
-    if kind == "elf" and not deep and size <= speedups.WHOLE_MAX and speedups.COMPILED:
+    if kind != "fatbin" and not deep and size <= speedups.WHOLE_MAX and speedups.COMPILED:
         pieces, ended = _gathered(first, chunks, size)
         if ended is None and sum(len(p) for p in pieces) == size:
             data = first if len(pieces) == 1 else b"".join(pieces)
-            found = speedups.scan_whole_elf(data, _bounds())
+            found = speedups.scan_whole(data, _bounds())
             if found is not None:
                 _close(chunks)
                 return _whole(label, size, found, pieces, data, on_bytes=on_bytes, digest=digest)
@@ -469,21 +469,24 @@ def _again(
 def _whole(
     label: str,
     size: int,
-    found: tuple[str, tuple[FatbinContainer, ...], tuple[FatbinEntry, ...]],
+    found: list[speedups.Unit],
     pieces: list[bytes],
     data: bytes,
     *,
     on_bytes: Callable[[int], None] | None,
     digest: bool,
 ) -> BinaryScan:
-    """The scan of a binary the compiled scan read whole (``speedups.scan_whole_elf``)."""
-    file_kind, containers, entries = found
+    """The scan of a binary the compiled scan read whole (``speedups.scan_whole``)."""
     if on_bytes:
         for piece in pieces:
             on_bytes(len(piece))
-    library = LibraryInventory(label, file_kind, size, entries, containers)
     return BinaryScan(
-        libraries=[library],
+        libraries=[
+            LibraryInventory(
+                f"{label}({name})" if name else label, file_kind, unit_size, entries, containers
+            )
+            for name, file_kind, unit_size, containers, entries in found
+        ],
         bytes_read=size,
         sha256=hashlib.sha256(data).hexdigest() if digest else None,
     )

@@ -1,0 +1,195 @@
+"""The compiled scan (``binary/_speedups.c``) against the Python scan it accelerates.
+
+The compiled scan answers only for a binary the Python scan reads with no problem, and must
+then answer exactly what the Python scan says: the same libraries, containers and entries, in
+the same order, with the same values. Anything else it must leave to the Python scan (None).
+Checked on generated binaries of every shape the scan knows, on mutations of them (fields,
+bytes, truncation, splices: most mutants are damaged, and some stay clean in new ways), and,
+in tests/integration/realwheel, on the real wheels.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given
+
+from archwheel.binary import speedups
+from archwheel.binary.scan import binary
+from archwheel.binary.scan.binary import BinaryScan, scan_stream
+from tests.support.builders import Entry, ar_archive, container, elf64
+from tests.support.fuzz import FUZZ_SETTINGS, Mutant, mutated, seed
+
+CUBIN = elf64([(".text.kernel", b"\0" * 32)], e_type=2, machine=190, e_flags=0x5A)
+HOST = elf64([(".text", b"\x90" * 16)])
+ZSTD, LZ4, ARCH_SPECIFIC, FAMILY = 0x8000, 0x2000, 0x100000, 0x200000
+
+# Each clean: the compiled scan must answer for it (test_the_compiled_scan_answers_for_clean_ones).
+CLEAN = {
+    "one container": elf64([(".nv_fatbin", container(Entry(sm=80), Entry(kind=1, sm=90)))]),
+    "kinds and flags": elf64(
+        [
+            (
+                ".nv_fatbin",
+                container(
+                    Entry(kind=1, sm=90, version=(8, 7)),
+                    Entry(kind=1, sm=100, version=(9, 0), flags=0x11 | FAMILY),
+                    Entry(kind=8, sm=120, flags=0x11 | 0x10000),
+                    Entry(
+                        sm=90,
+                        flags=0x11 | ARCH_SPECIFIC | ZSTD,
+                        compressed_size=40,
+                        uncompressed_size=4000,
+                        payload=b"z" * 40,
+                    ),
+                    Entry(sm=86, flags=0x11 | LZ4, compressed_size=24, payload=b"l" * 24),
+                    Entry(sm=75, header_size=72, payload=b"p" * 100),
+                ),
+            )
+        ]
+    ),
+    "two sections": elf64(
+        [
+            (".text", b"\x90" * 40),
+            (".nv_fatbin", container(Entry(sm=75)) + container(Entry(sm=86))),
+            ("__nv_relfatbin", container(Entry(sm=90, payload=b"x" * 200))),
+        ]
+    ),
+    "elsewhere": elf64([(".cask_resource", b"\1" * 24 + container(Entry(sm=80)) + b"\2" * 8)]),
+    "names first": elf64([(".nv_fatbin", container(Entry(sm=89)))], names_first=True),
+    "empty container": elf64([(".nv_fatbin", container())]),
+    "no device code": HOST,
+    "executable": elf64([(".nv_fatbin", container(Entry(sm=80)))], e_type=2),
+    "relocatable": elf64([(".nv_fatbin", container(Entry(sm=80)))], e_type=1),
+    "nested": elf64([(".nv_fatbin", container(Entry(payload=container(Entry(sm=90)))))]),
+    "cubin in an entry": elf64([(".nv_fatbin", container(Entry(sm=90, payload=CUBIN)))]),
+    "host elf as data": elf64([(".rodata", HOST)]),
+    "magic in code": elf64([(".text", struct.pack("<IHHQ", 0xBA55ED50, 2, 16, 64) + b"\0" * 8)]),
+    "nobits": elf64([(".bss", b"\0" * 64), (".nv_fatbin", container(Entry()))], nobits=(".bss",)),
+    "many": elf64([(".nv_fatbin", container(Entry(sm=80, payload=b"")) * 300)] * 20),
+    "archive": ar_archive(
+        [
+            ("a.o", elf64([(".nv_fatbin", container(Entry(sm=80)))])),
+            ("b.o", elf64([(".nvFatBinSegment", b"\0" * 24), (".nv_fatbin", container())])),
+            ("a_rather_long_member_name.o", elf64([(".nv_fatbin", container(Entry(sm=90)))])),
+            ("host.o", HOST),
+            ("notes.txt", b"plain text, not an object"),
+        ]
+    ),
+}
+# Each read with a problem or a special meaning: the compiled scan must leave it alone.
+LEFT = {
+    "raw cubin": elf64([(".nv_fatbin", b""), (".rodata", CUBIN)]),
+    "a cubin": CUBIN,
+    "gap": elf64([(".nv_fatbin", container(Entry()) + b"\0" * 64)]),
+    "damaged entry": elf64([(".nv_fatbin", container(Entry(marker=0x0202)))]),
+    "unknown flags": elf64([(".nv_fatbin", container(Entry(flags=0x11 | 1 << 40)))]),
+    "past its section": elf64([(".nv_fatbin", container(Entry(), declared=4096))]),
+    "no section table": elf64([(".nv_fatbin", container(Entry()))], shoff_override=0),
+    "section table past the end": elf64([(".nv_fatbin", b"")], shoff_override=1 << 40),
+    "damaged header": elf64([(".nv_fatbin", container(Entry(), version=2))]),
+    "thin archive": b"!<thin>\n",
+}
+SEEDS = [seed(name, data) for name, data in {**CLEAN, **LEFT}.items()]
+
+
+def _scan(data: bytes, chunk: int = 1 << 20) -> BinaryScan | None:
+    def open_chunks() -> Iterator[bytes]:
+        for start in range(0, len(data), chunk):
+            yield data[start : start + chunk]
+
+    return scan_stream("m.so", len(data), open_chunks)
+
+
+def _said(scan: BinaryScan | None) -> object:
+    if scan is None:
+        return None
+    return (scan.libraries, sorted(scan.notes, key=repr), scan.bytes_read)
+
+
+def _python_only(data: bytes, monkeypatch: pytest.MonkeyPatch, chunk: int = 1 << 20) -> object:
+    with monkeypatch.context() as patch:
+        patch.setattr(speedups, "COMPILED", None)
+        return _said(_scan(data, chunk))
+
+
+def _answers(data: bytes) -> bool:
+    return speedups.scan_whole(data, binary._bounds()) is not None
+
+
+def test_the_compiled_scan_is_built() -> None:
+    """Built by every install with a C compiler (setup.py); a missing one is a build bug here."""
+    if os.environ.get("ARCHWHEEL_PURE_PYTHON", "") not in ("", "0"):
+        pytest.skip("ARCHWHEEL_PURE_PYTHON is set: this run tests the Python scan alone")
+    assert speedups.COMPILED is not None, "binary/_speedups.c is not built: pip install -e ."
+
+
+@pytest.mark.parametrize("name", sorted(CLEAN))
+def test_the_compiled_scan_answers_for_clean_ones(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = CLEAN[name]
+    assert _answers(data), f"{name}: left to the Python scan"
+    reference = _python_only(data, monkeypatch)
+    assert reference is not None and not reference[1]  # type: ignore[index]
+    assert _said(_scan(data)) == reference
+
+
+@pytest.mark.parametrize("name", sorted(LEFT))
+def test_the_compiled_scan_leaves_the_others(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = LEFT[name]
+    assert not _answers(data), f"{name}: the compiled scan answered"
+    assert _said(_scan(data)) == _python_only(data, monkeypatch)
+
+
+@FUZZ_SETTINGS
+@given(mutant=mutated(SEEDS))
+def test_mutants_are_scanned_alike_compiled_or_not(mutant: Mutant) -> None:
+    data = mutant.data
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        assert _said(_scan(data)) == _python_only(data, monkeypatch)
+
+
+@FUZZ_SETTINGS
+@given(mutant=mutated(SEEDS))
+def test_mutants_in_chunks_are_scanned_as_python_scans_them_whole(mutant: Mutant) -> None:
+    # The compiled scan reads a binary gathered from its chunks; the Python scan streams them.
+    data = mutant.data
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        assert _said(_scan(data, chunk=97)) == _python_only(data, monkeypatch, chunk=97)
+
+
+def test_the_bounds_are_the_python_scans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past a bound the compiled scan leaves the binary to the Python scan, which says so."""
+    data = elf64([(".nv_fatbin", container(*[Entry(sm=80, payload=b"")] * 10) * 5)])
+    assert _answers(data)
+    for bound, value in [
+        ("MAX_ENTRIES", 49),
+        ("MAX_ENTRIES_PER_CONTAINER", 9),
+        ("MAX_CONTAINERS", 4),
+    ]:
+        with monkeypatch.context() as patch:
+            patch.setattr(binary, bound, value)
+            assert not _answers(data), bound
+            scan = _scan(data)
+            assert scan is not None and any("limit" in n.message for _, n in scan.notes), bound
+    hosts = elf64([(".rodata", HOST * 3), (".nv_fatbin", container(Entry()))])
+    assert _answers(hosts)
+    monkeypatch.setattr(binary, "MAX_RAW_CUBINS", 2)
+    assert not _answers(hosts)
+
+
+@pytest.mark.parametrize("size", [0, 1, 15, 16, 63, 64, 65])
+def test_short_and_odd_buffers_are_left_alone(size: int) -> None:
+    data = (b"\x7fELF\x02\x01\x01" + b"\0" * 100)[:size]
+    assert not _answers(data)
+
+
+def test_a_section_table_entry_naming_past_the_name_table_is_left_alone() -> None:
+    data = bytearray(elf64([(".nv_fatbin", container(Entry()))]))
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    struct.pack_into("<I", data, shoff + 64, 1 << 20)  # section 1's name offset
+    assert not _answers(bytes(data))
