@@ -285,6 +285,56 @@ def _unreadable_flags(info: zipfile.ZipInfo) -> str | None:
     return None
 
 
+# A member whose sizes are both at most this is read in one go when all is regular about it.
+SMALL_MEMBER = FIRST_CHUNK
+_LOCAL_SLACK = 256  # extra-field bytes read along with a small member's local header
+
+
+def small_member(fd: int, archive_size: int, member: Member) -> bytes | None:
+    """A small member's bytes, read with one ``pread``, inflated in one call and its CRC held,
+    when everything about it is regular; None otherwise, and ``member_chunks`` then reads it
+    and says what is wrong. A wheel of 200000 tiny members pays one read each, no generator.
+    """
+    if (
+        member.size > SMALL_MEMBER
+        or member.compressed_size > SMALL_MEMBER
+        or member.method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+    ):
+        return None
+    name = member.name.encode("utf-8", "surrogateescape")
+    try:
+        block = os.pread(
+            fd, LOCAL_HEADER.size + len(name) + _LOCAL_SLACK + member.compressed_size,
+            member.header_offset,
+        )  # fmt: skip
+    except OSError:
+        return None
+    if len(block) < LOCAL_HEADER.size or block[:4] != LOCAL_SIGNATURE:
+        return None
+    name_len, extra_len = LOCAL_HEADER.unpack_from(block)[9:11]
+    start = LOCAL_HEADER.size + name_len + extra_len
+    end = start + member.compressed_size
+    if (
+        block[LOCAL_HEADER.size : LOCAL_HEADER.size + name_len] != name
+        or end > len(block)
+        or member.header_offset + end > archive_size
+    ):
+        return None
+    if member.method == zipfile.ZIP_STORED:
+        data = block[start:end]
+        if member.compressed_size != member.size:
+            return None
+    else:
+        inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+        try:
+            data = inflater.decompress(block[start:end], member.size + 1)
+        except _ZLIB_ERROR:
+            return None
+        if len(data) != member.size or not inflater.eof or inflater.unconsumed_tail:
+            return None
+    return data if zlib.crc32(data) == member.crc else None
+
+
 def member_chunks(
     path: Path,
     archive_size: int,

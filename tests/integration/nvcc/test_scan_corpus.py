@@ -129,3 +129,18 @@ def test_scanning_the_corpus_folder_finds_every_fixture(
     inventory = scan.scan_path(nvcc_corpus.root)
     files = {split_library_path(lib.path)[0] for lib in inventory.device_libraries}
     assert files == {f.name for f in nvcc_corpus.fixtures}
+
+
+@pytest.mark.parametrize("name", [s.name for s in SPECS])
+def test_the_compiled_scan_reads_nvcc_output_as_the_python_scan(
+    scan: SimpleNamespace, nvcc_corpus: NvccCorpus, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real nvcc 13 output, read by the compiled scan (binary/_speedups.c) and without it."""
+    from archwheel.binary import speedups
+
+    path = nvcc_corpus[name].path
+    compiled = scan.scan_path(path, workers=1)
+    with monkeypatch.context() as patch:
+        patch.setattr(speedups, "COMPILED", None)
+        python = scan.scan_path(path, workers=1)
+    assert compiled == python

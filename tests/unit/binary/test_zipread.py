@@ -243,3 +243,70 @@ def test_read_wheel_dynamic_reads_a_library_deflated_at_any_level(
     (info,) = read_wheel_dynamic(path)
     assert info.file_kind != "unreadable", info.problems
     assert not any("deflate" in p for p in info.problems), info.problems
+
+
+# -- small members, read in one go (zipread.small_member) -----------------------------------------
+
+
+def _small(path: Path, member: Any) -> tuple[bytes | None, bytes | str]:
+    """small_member's answer, and what member_chunks reads (its bytes, or its error)."""
+    from archwheel.binary.zipread import small_member
+
+    size = path.stat().st_size
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        quick = small_member(fd, size, member)
+    finally:
+        os.close(fd)
+    try:
+        full: bytes | str = b"".join(member_chunks(path, size, member))
+    except MemberError as exc:
+        full = str(exc)
+    return quick, full
+
+
+@pytest.mark.parametrize("stored", [False, True])
+def test_a_regular_small_member_is_read_in_one_go(tmp_path: Path, stored: bool) -> None:
+    wheel = write_zip(
+        tmp_path / "w.whl", [("pkg/lib.so", LIB), ("pkg/b.so", LIB * 3)], stored=stored
+    )
+    for member in WheelReader(wheel).members:
+        quick, full = _small(wheel, member)
+        assert quick == full and isinstance(quick, bytes) and len(quick) == member.size
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"crc": 0x12345678},  # the directory's CRC: the bytes do not match it
+        {"name": "pkg/other.so"},  # the local header names another file
+        {"size": len(LIB) - 1},  # inflates past its declared size
+        {"size": len(LIB) + 1},  # inflates to fewer bytes than declared
+        {"compressed_size": 20},  # the deflate stream does not end in its bytes
+        {"header_offset": 7},  # no local header there
+        {"method": 12},  # bzip2: not read here
+    ],
+)
+def test_an_irregular_small_member_is_left_to_member_chunks(
+    tmp_path: Path, change: dict[str, Any]
+) -> None:
+    import dataclasses
+
+    wheel = write_zip(tmp_path / "w.whl", [("pkg/lib.so", LIB)])
+    (member,) = WheelReader(wheel).members
+    quick, full = _small(wheel, dataclasses.replace(member, **change))
+    assert quick is None
+    assert isinstance(full, str)  # member_chunks says what is wrong, as before
+
+
+def test_a_small_member_past_the_archive_end_or_with_a_long_extra_is_left(tmp_path: Path) -> None:
+    wheel = tmp_path / "w.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        info = zipfile.ZipInfo("pkg/lib.so")
+        info.extra = struct.pack("<HH", 0xCAFE, 1000) + b"x" * 1000  # past the read slack
+        zf.writestr(info, LIB, compress_type=zipfile.ZIP_DEFLATED)
+    (member,) = WheelReader(wheel).members
+    quick, full = _small(wheel, member)
+    assert quick is None and full == LIB  # regular, read the long way
+    scan = scan_path(wheel, workers=1)
+    assert scan.complete and len(scan.libraries) == 1

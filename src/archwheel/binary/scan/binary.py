@@ -54,7 +54,7 @@ from archwheel.binary.model import (
 from archwheel.binary.payload import MAX_DEEP_PAYLOAD, check_payload
 from archwheel.binary.rawcubin import RawCubin, raw_cubin_parser
 from archwheel.binary.stream import Need, Parser, ParserOutcome, StreamMux, WholeInput
-from archwheel.binary.zipread import Member, MemberError, member_chunks
+from archwheel.binary.zipread import Member, MemberError, member_chunks, small_member
 from archwheel.effects.files import check_regular, open_regular
 from archwheel.facts.arch import CodeKind, Target, Variant
 from archwheel.facts.catalog import load_facts
@@ -865,14 +865,20 @@ def scan_member(
     ``digest``: as ``scan_stream``'s.
     """
     try:
-        scan = scan_stream(
-            member.name,
-            member.size,
-            lambda: member_chunks(path, archive_size, member, handle=handle),
-            on_bytes,
-            deep=deep,
-            digest=digest,
-        )
+        data = None if handle is None else small_member(handle.fileno(), archive_size, member)
+        if data is None:
+            scan = scan_stream(
+                member.name,
+                member.size,
+                lambda: member_chunks(path, archive_size, member, handle=handle),
+                on_bytes,
+                deep=deep,
+                digest=digest,
+            )
+        else:  # read whole, and sound: scanned from the bytes at hand
+            scan = scan_stream(
+                member.name, member.size, lambda: iter((data,)), on_bytes, deep=deep, digest=digest
+            )
     except Exception as exc:  # a bug must not lose the rest of the wheel
         return None, f"internal error: {type(exc).__name__}: {exc}"
     return scan, None
