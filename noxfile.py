@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import sysconfig
 from pathlib import Path
 
 import nox
@@ -62,6 +63,12 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
+    # The compiled scan (src/archwheel/binary/_speedups.c): its warnings are errors too.
+    include = sysconfig.get_paths()["include"]
+    session.run(
+        "gcc", "-fsyntax-only", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror",
+        f"-I{include}", "src/archwheel/binary/_speedups.c", external=True,
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHON)

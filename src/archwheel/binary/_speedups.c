@@ -146,7 +146,14 @@ static PyObject *described(const unsigned char *p) {
     return found;
 }
 
-/* A tuple subclass instance (a NamedTuple of the model) holding items, stolen. */
+/* A tuple subclass instance (a NamedTuple of the model) holding items, stolen.
+ *
+ * Made untracked by the cyclic garbage collector: an entry or a container is immutable and
+ * refers only to objects made before it (numbers, names, the shared kinds and targets, the
+ * entries of a container), so it can be in no reference cycle, and the collector has nothing
+ * to find in it. Tracked, the 2^18 entries one binary may hold made every collection while the
+ * scan runs walk them all: half the compiled scan's time (docs/performance.md). CPython untracks
+ * its own tuples of untracked items for the same reason; freeing one works as for any tuple. */
 static PyObject *named(PyObject *type, PyObject **items, Py_ssize_t n) {
     PyObject *obj = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
     if (!obj) {
@@ -157,6 +164,7 @@ static PyObject *named(PyObject *type, PyObject **items, Py_ssize_t n) {
         if (!items[i]) { Py_DECREF(obj); for (Py_ssize_t j = i + 1; j < n; j++) Py_XDECREF(items[j]); return NULL; }
         PyTuple_SET_ITEM(obj, i, items[i]);
     }
+    PyObject_GC_UnTrack(obj);
     return obj;
 }
 
@@ -548,6 +556,7 @@ static int assemble(Ctx *c) {
             PyTuple_SET_ITEM(kept_entries, j, e);
             if (PyList_Append(u->entries, e) < 0) { Py_DECREF(kept_entries); return ERR; }
         }
+        PyObject_GC_UnTrack(kept_entries); /* entries only: no cycle through it (see named) */
         PyObject *items[4];
         Py_INCREF(s->label);
         items[0] = s->label;
@@ -624,6 +633,13 @@ static void release(Ctx *c) {
     PyMem_Free(c->acc_prefix);
 }
 
+/* elf.ElfHeader.file_kind, and layout.elf_unit's PIE executable: a borrowed reference. */
+static PyObject *kind_names[6];
+static PyObject *file_kind(int e_type, int interp) {
+    if (e_type == 3) return kind_names[interp ? 2 : 3];
+    return kind_names[e_type >= 1 && e_type <= 4 ? e_type : 5];
+}
+
 static PyObject *scan_whole(PyObject *self, PyObject *args) {
     Py_buffer view;
     Ctx c;
@@ -654,8 +670,17 @@ static PyObject *scan_whole(PyObject *self, PyObject *args) {
         result = PyList_New(c.nunits);
         for (Py_ssize_t i = 0; result && i < c.nunits; i++) {
             Unit *u = &c.units[i];
-            PyObject *row = Py_BuildValue("(OiiKOO)", u->name, u->e_type, u->interp,
-                                          (unsigned long long)(u->end - u->start), u->containers, u->entries);
+            PyObject *containers = PyList_AsTuple(u->containers);
+            PyObject *entries = PyList_AsTuple(u->entries);
+            PyObject *row = NULL;
+            if (containers && entries) {
+                PyObject_GC_UnTrack(containers); /* containers only (see named) */
+                PyObject_GC_UnTrack(entries);
+                row = Py_BuildValue("(OOKOO)", u->name, file_kind(u->e_type, u->interp),
+                                    (unsigned long long)(u->end - u->start), containers, entries);
+            }
+            Py_XDECREF(containers);
+            Py_XDECREF(entries);
             if (!row) Py_CLEAR(result);
             else PyList_SET_ITEM(result, i, row);
         }
@@ -691,7 +716,7 @@ static PyMethodDef methods[] = {
      "configure(entry_type, container_type, describe, origin): the model the scan returns."},
     {"scan_whole", scan_whole, METH_VARARGS,
      "scan_whole(data, max_containers, max_entries_per_container, max_entries, max_raw_cubins)\n"
-     "-> [(unit name, e_type, has_interpreter, size, containers, entries)] | None: a whole ELF64\n"
+     "-> [(unit name, file kind, size, containers, entries)] | None: a whole ELF64\n"
      "binary or ar archive, when the Python scan would report exactly that and no problem."},
     {NULL, NULL, 0, NULL},
 };
@@ -700,4 +725,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "archwheel.binary._sp
                                     "The scan of a whole, clean ELF64 binary or ar archive in C (an accelerator).",
                                     -1, methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__speedups(void) {
+    static const char *names[6] = {"", "relocatable", "executable", "shared-object", "core", "unknown-elf"};
+    for (int i = 0; i < 6; i++)
+        if (!kind_names[i] && !(kind_names[i] = PyUnicode_InternFromString(names[i]))) return NULL;
+    return PyModule_Create(&module);
+}

@@ -14,7 +14,6 @@ import os
 from types import ModuleType
 from typing import NamedTuple
 
-from archwheel.binary.elf import ET_NAMES
 from archwheel.binary.fatbin import describe
 from archwheel.binary.model import FatbinContainer, FatbinEntry, Origin
 
@@ -56,13 +55,5 @@ def scan_whole(data: bytes, bounds: Bounds) -> list[Unit] | None:
     built and the Python scan would find exactly these and no problem; else None."""
     if COMPILED is None:
         return None
-    found = COMPILED.scan_whole(data, *bounds)
-    if found is None:
-        return None
-    units: list[Unit] = []
-    for name, e_type, interpreter, size, containers, entries in found:
-        kind = ET_NAMES.get(e_type, "unknown-elf")
-        if kind == "shared-object" and interpreter:
-            kind = "executable"
-        units.append((name, kind, size, tuple(containers), tuple(entries)))
-    return units
+    found: list[Unit] | None = COMPILED.scan_whole(data, *bounds)
+    return found

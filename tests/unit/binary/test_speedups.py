@@ -64,6 +64,8 @@ CLEAN = {
     "no device code": HOST,
     "executable": elf64([(".nv_fatbin", container(Entry(sm=80)))], e_type=2),
     "relocatable": elf64([(".nv_fatbin", container(Entry(sm=80)))], e_type=1),
+    "core": elf64([(".nv_fatbin", container(Entry(sm=80)))], e_type=4),
+    "unknown type": elf64([(".nv_fatbin", container(Entry(sm=80)))], e_type=0x1234),
     "nested": elf64([(".nv_fatbin", container(Entry(payload=container(Entry(sm=90)))))]),
     "cubin in an entry": elf64([(".nv_fatbin", container(Entry(sm=90, payload=CUBIN)))]),
     "host elf as data": elf64([(".rodata", HOST)]),
