@@ -7,6 +7,7 @@ that need something external (a container engine, a GPU) say so and fail with a 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import sysconfig
 from pathlib import Path
@@ -69,6 +70,54 @@ def lint(session: nox.Session) -> None:
         "gcc", "-fsyntax-only", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror",
         f"-I{include}", "src/archwheel/binary/_speedups.c", external=True,
     )  # fmt: skip
+
+
+# The property tests of the scan, run on the compiled scan built with sanitizers.
+SANITIZED_TESTS = [
+    "tests/unit/binary/test_speedups.py",
+    "tests/unit/binary/test_fuzz_chunking.py",
+    "tests/unit/binary/test_fuzz_archives.py",
+    "tests/unit/binary/test_scan.py",
+    "tests/unit/binary/test_hostile_bounds.py",
+]
+
+
+@nox.session(python=PYTHON)
+def sanitize(session: nox.Session) -> None:
+    """The compiled scan (src/archwheel/binary/_speedups.c) under AddressSanitizer and UBSan.
+
+    Builds it with both in place of the installed one, runs the scan's property tests on it
+    (`ARCHWHEEL_FUZZ_EXAMPLES`, default 1000 here) and puts the installed one back. A memory
+    error or undefined behaviour stops the run with the sanitizer's report.
+    """
+    _install(session, "test")
+    found = session.run(
+        "python", "-c", "import archwheel.binary._speedups as m; print(m.__file__)", silent=True
+    )
+    target = Path(str(found).strip().splitlines()[-1])
+    saved = target.with_name(target.name + ".saved")
+    shutil.copy2(target, saved)
+    try:
+        session.run(
+            "gcc", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+            "-fno-omit-frame-pointer", "-fPIC", "-shared", f"-I{sysconfig.get_paths()['include']}",
+            "src/archwheel/binary/_speedups.c", "-o", str(target), external=True,
+        )  # fmt: skip
+        # The build holds the sanitizers' checks (else the run below would prove nothing).
+        session.run("bash", "-c", f"nm -D {target} | grep -q __asan_report_load", external=True)
+        runtimes = [
+            str(session.run("gcc", f"-print-file-name={lib}", silent=True, external=True)).strip()
+            for lib in ("libasan.so", "libubsan.so")
+        ]
+        env = {
+            "LD_PRELOAD": ":".join(runtimes),
+            "ASAN_OPTIONS": "detect_leaks=0",  # CPython's own allocations are not ours to judge
+            "ARCHWHEEL_FUZZ_EXAMPLES": os.environ.get("ARCHWHEEL_FUZZ_EXAMPLES", "1000"),
+            "ARCHWHEEL_CACHE": str(CACHE),
+        }
+        session.run("pytest", "-q", "-p", "no:cacheprovider", *SANITIZED_TESTS, env=env)
+    finally:
+        shutil.move(saved, target)
 
 
 @nox.session(python=PYTHON)

@@ -53,6 +53,7 @@ def test_every_documented_limit_matches_the_code() -> None:
 def _module(short: str) -> str:
     prefixes = {
         "stream": "archwheel.binary.stream",
+        "speedups": "archwheel.binary.speedups",
         "elf": "archwheel.binary.elf",
         "layout": "archwheel.binary.layout",
         "zipread": "archwheel.binary.zipread",
