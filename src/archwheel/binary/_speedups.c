@@ -312,7 +312,7 @@ static int elf_unit(Ctx *c, uint64_t base, uint64_t size, Unit *u) {
         if (type != SHT_NOBITS && (offset > size || sh_size > size - offset)) { status = LEAVE; break; }
         if (!sh_size) continue;
         if (name_off >= names_len) { status = LEAVE; break; } /* "<section i>" */
-        if (type == SHT_NOBITS && offset > UINT64_MAX - base - sh_size) { status = LEAVE; break; }
+        if (sh_size > UINT64_MAX - base || offset > UINT64_MAX - base - sh_size) { status = LEAVE; break; }
         uint64_t stop = names_len - name_off < MAX_NAME ? names_len : name_off + MAX_NAME;
         const unsigned char *start = names + name_off;
         const unsigned char *nul = memchr(start, 0, stop - name_off);

@@ -195,3 +195,16 @@ def test_a_section_table_entry_naming_past_the_name_table_is_left_alone() -> Non
     shoff = struct.unpack_from("<Q", data, 0x28)[0]
     struct.pack_into("<I", data, shoff + 64, 1 << 20)  # section 1's name offset
     assert not _answers(bytes(data))
+
+
+def test_a_nobits_fatbin_section_of_any_size_is_read_as_the_python_scan_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # NOBITS sections hold no bytes of the file: their offset and size are never checked
+    # against it, and their end may lie past 2^64 (Python's integers; C's must not wrap).
+    for size in (8, 4096, (1 << 64) - 1):
+        data = bytearray(elf64([(".nv_fatbin", b"\0" * 8)], nobits=(".nv_fatbin",)))
+        shoff = struct.unpack_from("<Q", data, 0x28)[0]
+        struct.pack_into("<QQ", data, shoff + 64 + 24, (1 << 63) + 5, size)
+        assert _said(_scan(bytes(data))) == _python_only(bytes(data), monkeypatch), size
+        assert _answers(bytes(data)) is (size <= 16), size
