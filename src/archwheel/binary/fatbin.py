@@ -305,9 +305,9 @@ def _ptx_isa(major: int, minor: int) -> PtxIsaVersion:
 def describe(
     kind_code: int, sm: int, flags: int, vmajor: int, vminor: int
 ) -> tuple[CodeKind, Target, Compression, PtxIsaVersion | None]:
-    """An entry's kind, target, compression and PTX ISA from its checked header fields, the
-    values ``entry_from_raw`` gives it (the compiled scan asks for them once per distinct
-    header: ``binary/_speedups.c``)."""
+    """An entry's kind, target, compression and PTX ISA from its checked header fields: for
+    ``entry_from_raw``, and for the compiled scan, which asks once per distinct header
+    (``binary/_speedups.c``)."""
     kind = KINDS[kind_code]
     ptx = _ptx_isa(vmajor, vminor) if kind is CodeKind.PTX else None
     return kind, _target(sm, flags), _COMPRESSIONS[flags & _COMPRESSION_BITS], ptx
@@ -327,8 +327,7 @@ def entry_from_raw(raw: RawEntry, section: str, shift: int = 0) -> FatbinEntry:
     offset, fields = raw
     (kind_code, _marker, header_size, padded, compressed, _descriptor, vminor, vmajor, sm,
      _id_off, _id_len, flags, _reserved, uncompressed) = fields  # fmt: skip
-    kind = KINDS[kind_code]
-    compression = _COMPRESSIONS[flags & _COMPRESSION_BITS]
+    kind, target, compression, ptx_isa = describe(kind_code, sm, flags, vmajor, vminor)
     if compression is Compression.NONE:
         uncompressed = padded
     elif not uncompressed:
@@ -337,10 +336,10 @@ def entry_from_raw(raw: RawEntry, section: str, shift: int = 0) -> FatbinEntry:
         section,
         offset - shift,
         kind,
-        _target(sm, flags),
+        target,
         compression,
         header_size + padded,
         uncompressed,
-        _ptx_isa(vmajor, vminor) if kind is CodeKind.PTX else None,
+        ptx_isa,
         flags,
     )

@@ -295,12 +295,14 @@ def scan_stream(
         return None
     if kind != "fatbin" and not deep and size <= speedups.WHOLE_MAX and speedups.COMPILED:
         pieces, ended = _gathered(first, chunks, size)
-        if ended is None and sum(len(p) for p in pieces) == size:
+        if ended is None:
             data = first if len(pieces) == 1 else b"".join(pieces)
-            found = speedups.scan_whole(data, _bounds())
+            found = speedups.scan_whole(data, _bounds()) if len(data) == size else None
             if found is not None:
                 _close(chunks)
-                return _whole(label, size, found, pieces, data, on_bytes=on_bytes, digest=digest)
+                if on_bytes:
+                    on_bytes(size)
+                return _whole(label, found, data, digest=digest)
         chunks = _again(pieces[1:], ended, chunks)
     outcomes: dict[object, ParserOutcome] = {}
 
@@ -466,20 +468,8 @@ def _again(
         _close(rest)
 
 
-def _whole(
-    label: str,
-    size: int,
-    found: list[speedups.Unit],
-    pieces: list[bytes],
-    data: bytes,
-    *,
-    on_bytes: Callable[[int], None] | None,
-    digest: bool,
-) -> BinaryScan:
+def _whole(label: str, found: list[speedups.Unit], data: bytes, *, digest: bool) -> BinaryScan:
     """The scan of a binary the compiled scan read whole (``speedups.scan_whole``)."""
-    if on_bytes:
-        for piece in pieces:
-            on_bytes(len(piece))
     return BinaryScan(
         libraries=[
             LibraryInventory(
@@ -487,7 +477,7 @@ def _whole(
             )
             for name, file_kind, unit_size, containers, entries in found
         ],
-        bytes_read=size,
+        bytes_read=len(data),
         sha256=hashlib.sha256(data).hexdigest() if digest else None,
     )
 
