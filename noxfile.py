@@ -101,7 +101,7 @@ def sanitize(session: nox.Session) -> None:
         session.run(
             "gcc", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
             "-fno-omit-frame-pointer", "-fPIC", "-shared", f"-I{sysconfig.get_paths()['include']}",
-            "src/archwheel/binary/_speedups.c", "-o", str(target), external=True,
+            "src/archwheel/binary/_speedups.c", "-lz", "-o", str(target), external=True,
         )  # fmt: skip
         # The build holds the sanitizers' checks (else the run below would prove nothing).
         session.run("bash", "-c", f"nm -D {target} | grep -q __asan_report_load", external=True)

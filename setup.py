@@ -12,6 +12,8 @@ setup(
             "archwheel.binary._speedups",
             sources=["src/archwheel/binary/_speedups.c"],
             optional=True,
+            # zlib: small wheel members are inflated in C, by the library CPython's zipfile uses.
+            libraries=["z"],
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
         )
     ]

@@ -19,6 +19,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
+#include <zlib.h>
 
 /* The Python scan's bounds (elf.py, layout.py); those of scan/binary.py are arguments. */
 #define MAX_SHSTRTAB (16u << 20)
@@ -640,20 +643,21 @@ static PyObject *file_kind(int e_type, int interp) {
     return kind_names[e_type >= 1 && e_type <= 4 ? e_type : 5];
 }
 
-static PyObject *scan_whole(PyObject *self, PyObject *args) {
-    Py_buffer view;
+typedef struct {
+    Py_ssize_t max_containers, max_per_container, max_entries, max_raw_cubins;
+} Bounds;
+
+/* The scan of buf as one whole binary: a new reference to its list of units, to None (LEAVE:
+ * the Python scan reads it), or NULL with an exception set. */
+static PyObject *scan_buffer(const unsigned char *buf, uint64_t len, const Bounds *b) {
     Ctx c;
     memset(&c, 0, sizeof c);
-    if (!PyArg_ParseTuple(args, "y*nnnn", &view, &c.max_containers, &c.max_per_container,
-                          &c.max_entries, &c.max_raw_cubins))
-        return NULL;
-    if (!entry_type) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_RuntimeError, "configure() first");
-        return NULL;
-    }
-    c.buf = view.buf;
-    c.len = (uint64_t)view.len;
+    c.max_containers = b->max_containers;
+    c.max_per_container = b->max_per_container;
+    c.max_entries = b->max_entries;
+    c.max_raw_cubins = b->max_raw_cubins;
+    c.buf = buf;
+    c.len = len;
     PyObject *result = NULL;
     int status = (c.unit_names = PySet_New(NULL)) ? OK : ERR;
     if (status == OK) {
@@ -689,6 +693,323 @@ static PyObject *scan_whole(PyObject *self, PyObject *args) {
         Py_INCREF(result);
     }
     release(&c);
+    return result;
+}
+
+static PyObject *scan_whole(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Bounds b;
+    if (!PyArg_ParseTuple(args, "y*nnnn", &view, &b.max_containers, &b.max_per_container,
+                          &b.max_entries, &b.max_raw_cubins))
+        return NULL;
+    if (!entry_type) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_RuntimeError, "configure() first");
+        return NULL;
+    }
+    PyObject *result = scan_buffer(view.buf, (uint64_t)view.len, &b);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ---- Small wheel members, read, inflated and scanned in one call ----------------------------
+ *
+ * As zipread.small_member reads one (one pread of its local header, name, some extra-field
+ * slack and its data; one inflate; its CRC), then as scan_stream scans the bytes whole. The
+ * inflater is zlib's, the one CPython's zipfile (and so pip) inflates wheels with. Anything
+ * irregular about a member is left: the Python path reads it again and says what is wrong. */
+
+#define LOCAL_HEADER_SIZE 30
+
+typedef struct {
+    unsigned char *block, *out;
+    size_t block_cap, out_cap;
+    z_stream z;
+    int z_ready;
+} Reader;
+
+/* A member's integer field, or -1 (error cleared) when it is none or does not fit. */
+static int64_t field(PyObject *member, Py_ssize_t i) {
+    PyObject *v = PyTuple_GET_ITEM(member, i);
+    if (!PyLong_Check(v)) return -1;
+    long long x = PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred()) { PyErr_Clear(); return -1; }
+    return x < 0 ? -1 : (int64_t)x;
+}
+
+static int grow(unsigned char **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return 0;
+    unsigned char *grown = PyMem_Realloc(*buf, need);
+    if (!grown) { PyErr_NoMemory(); return -1; }
+    *buf = grown;
+    *cap = need;
+    return 0;
+}
+
+/* The bytes of one member (into r->out, *n of them) when all is regular about it: 1; 0 when
+ * it is left to the Python path; -1 with an exception set. */
+static int read_member(Reader *r, int fd, uint64_t archive_size, PyObject *member,
+                       uint64_t small_max, uint64_t slack, const unsigned char **data, uint64_t *n) {
+    PyObject *name = PyTuple_GET_ITEM(member, 0);
+    int64_t size = field(member, 1), csize = field(member, 2), method = field(member, 3);
+    int64_t crc = field(member, 4), offset = field(member, 5);
+    if (!PyUnicode_Check(name) || size < 0 || csize < 0 || method < 0 || crc < 0 || offset < 0)
+        return 0;
+    if ((uint64_t)size > small_max || (uint64_t)csize > small_max || (method != 0 && method != 8))
+        return 0;
+    Py_ssize_t name_len;
+    const char *name_bytes = PyUnicode_AsUTF8AndSize(name, &name_len);
+    PyObject *encoded = NULL;
+    if (!name_bytes) { /* surrogates: the bytes they stand for (surrogateescape) */
+        PyErr_Clear();
+        encoded = PyUnicode_AsEncodedString(name, "utf-8", "surrogateescape");
+        if (!encoded) { PyErr_Clear(); return 0; }
+        name_bytes = PyBytes_AS_STRING(encoded);
+        name_len = PyBytes_GET_SIZE(encoded);
+    }
+    size_t want = LOCAL_HEADER_SIZE + (size_t)name_len + (size_t)slack + (size_t)csize;
+    int verdict = 0;
+    if (grow(&r->block, &r->block_cap, want) < 0) { verdict = -1; goto done; }
+    ssize_t got;
+    do {
+        got = pread(fd, r->block, want, (off_t)offset);
+    } while (got < 0 && errno == EINTR);
+    if (got < LOCAL_HEADER_SIZE || memcmp(r->block, "PK\x03\x04", 4)) goto done;
+    uint64_t local_name = u16(r->block + 26), local_extra = u16(r->block + 28);
+    uint64_t start = LOCAL_HEADER_SIZE + local_name + local_extra, end = start + (uint64_t)csize;
+    if (local_name != (uint64_t)name_len || LOCAL_HEADER_SIZE + local_name > (uint64_t)got ||
+        memcmp(r->block + LOCAL_HEADER_SIZE, name_bytes, (size_t)name_len))
+        goto done;
+    if (end > (uint64_t)got || (uint64_t)offset > archive_size || end > archive_size - (uint64_t)offset)
+        goto done;
+    const unsigned char *bytes;
+    if (method == 0) {
+        if (csize != size) goto done;
+        bytes = r->block + start;
+    } else {
+        if (grow(&r->out, &r->out_cap, (size_t)size + 1) < 0) { verdict = -1; goto done; }
+        if (!r->z_ready) {
+            memset(&r->z, 0, sizeof r->z);
+            if (inflateInit2(&r->z, -MAX_WBITS) != Z_OK) { PyErr_NoMemory(); verdict = -1; goto done; }
+            r->z_ready = 1;
+        } else if (inflateReset(&r->z) != Z_OK) {
+            goto done;
+        }
+        r->z.next_in = r->block + start;
+        r->z.avail_in = (uInt)csize;
+        r->z.next_out = r->out;
+        r->z.avail_out = (uInt)size + 1;
+        /* The stream must end, having made exactly the declared size; bytes after its end are
+         * allowed, as zlib's decompressobj keeps them as unused_data. */
+        if (inflate(&r->z, Z_FINISH) != Z_STREAM_END || r->z.total_out != (uLong)size) goto done;
+        bytes = r->out;
+    }
+    if (crc32(0L, bytes, (uInt)size) != (uLong)crc) goto done;
+    *data = bytes;
+    *n = (uint64_t)size;
+    verdict = 1;
+done:
+    Py_XDECREF(encoded);
+    return verdict;
+}
+
+/* layout.sniff: whether the scan reads these bytes at all (ELF, ar, a fatbin). */
+static int binary_kind(const unsigned char *p, uint64_t n) {
+    if (n >= 4 && !memcmp(p, ELF_MAGIC, 4)) return 1;
+    if (n >= 8 && (!memcmp(p, "!<arch>\n", 8) || !memcmp(p, "!<thin>\n", 8))) return 1;
+    if (n >= 4 && !memcmp(p, CONTAINER_MAGIC, 4)) return 2;
+    return 0;
+}
+
+static PyObject *scan_members(PyObject *self, PyObject *args) {
+    int fd;
+    unsigned long long archive_size, small_max, slack;
+    PyObject *members;
+    Bounds b;
+    if (!PyArg_ParseTuple(args, "iKOKKnnnn", &fd, &archive_size, &members, &small_max, &slack,
+                          &b.max_containers, &b.max_per_container, &b.max_entries, &b.max_raw_cubins))
+        return NULL;
+    if (!entry_type) {
+        PyErr_SetString(PyExc_RuntimeError, "configure() first");
+        return NULL;
+    }
+    if (small_max > (1u << 24) || slack > (1u << 16)) {
+        PyErr_SetString(PyExc_ValueError, "small members are at most 16 MiB, slack at most 64 KiB");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(members, "members must be a sequence");
+    if (!seq) return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    PyObject *result = PyList_New(count);
+    Reader r;
+    memset(&r, 0, sizeof r);
+    for (Py_ssize_t i = 0; result && i < count; i++) {
+        PyObject *member = items[i], *answer = NULL;
+        if (!PyTuple_Check(member) || PyTuple_GET_SIZE(member) < 6) {
+            PyErr_SetString(PyExc_TypeError, "a member is a (name, size, compressed size, method, crc, offset) tuple");
+            Py_CLEAR(result);
+            break;
+        }
+        const unsigned char *data = NULL;
+        uint64_t n = 0;
+        int read = read_member(&r, fd, archive_size, member, small_max, slack, &data, &n);
+        if (read < 0) { Py_CLEAR(result); break; }
+        if (read == 0) {
+            answer = Py_None; /* left: the Python path reads it and says why */
+            Py_INCREF(answer);
+        } else {
+            int kind = binary_kind(data, n);
+            if (kind == 0) {
+                answer = Py_False; /* no binary: nothing to scan */
+                Py_INCREF(answer);
+            } else {
+                answer = kind == 1 ? scan_buffer(data, n, &b) : (Py_INCREF(Py_None), Py_None);
+                if (answer == Py_None) { /* read, but the Python scan reads the bytes */
+                    Py_DECREF(answer);
+                    answer = PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)n);
+                }
+            }
+        }
+        if (!answer) { Py_CLEAR(result); break; }
+        PyList_SET_ITEM(result, i, answer);
+    }
+    if (r.z_ready) inflateEnd(&r.z);
+    PyMem_Free(r.block);
+    PyMem_Free(r.out);
+    Py_DECREF(seq);
+    return result;
+}
+
+/* ---- A zip's central directory, when it is plain -----------------------------------------
+ *
+ * zipread.WheelReader reads a wheel's directory with CPython's zipfile, then checks every
+ * member (its name, flags, overlaps, duplicates). This reads the directory bytes the end
+ * record points at and answers only for a plain one, where zipfile (3.10 on) reads exactly
+ * these fields and the checks find nothing: every record whole and in place, the records
+ * filling the directory exactly, names of printable ASCII (the same under UTF-8 and cp437, no
+ * NUL), no zip64 field or sentinel, extra fields only of kinds no zipfile version interprets,
+ * an extract version zipfile reads, no encrypted or patched member, no unsafe or duplicate
+ * name, no member overlapping the next or the directory. Anything else: None, and zipfile
+ * reads the archive as before. */
+
+#define CENTRAL_SIZE 46
+
+typedef struct {
+    uint64_t offset, end;
+    Py_ssize_t index;
+} Span;
+
+static int by_span_offset(const void *a, const void *b) {
+    const Span *x = a, *y = b;
+    if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+    return x->index < y->index ? -1 : (x->index > y->index);
+}
+
+/* What zipread.unsafe_name_reason refuses, for a name of printable ASCII. */
+static int unsafe_name(const unsigned char *name, uint64_t n) {
+    if (name[0] == '/' || name[0] == '\\' || (n > 1 && name[1] == ':')) return 1;
+    uint64_t part = 0; /* the start of the current component ('/' and '\\' both divide) */
+    for (uint64_t i = 0; i <= n; i++) {
+        if (i == n || name[i] == '/' || name[i] == '\\') {
+            if (i - part == 2 && name[part] == '.' && name[part + 1] == '.') return 1;
+            part = i + 1;
+        }
+    }
+    return 0;
+}
+
+/* Extra fields zipfile skips in every version: Info-ZIP's extended timestamp and Unix
+ * owner, NTFS times, the JAR marker. Any other kind (zip64's 0x0001, the Unicode path
+ * 0x7075 that zipfile 3.12 reads as the name ...) leaves the directory to zipfile. */
+static int plain_extra(const unsigned char *p, uint64_t n) {
+    while (n >= 4) {
+        uint16_t tp = u16(p), ln = u16(p + 2);
+        if ((uint64_t)ln + 4 > n) return 0;
+        if (tp != 0x5455 && tp != 0x7875 && tp != 0x000a && tp != 0xcafe) return 0;
+        p += 4 + ln;
+        n -= 4 + (uint64_t)ln;
+    }
+    return n == 0;
+}
+
+static PyObject *plain_directory(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    unsigned long long start_dir, archive_size;
+    PyObject *member_type;
+    if (!PyArg_ParseTuple(args, "y*KKO", &view, &start_dir, &archive_size, &member_type)) return NULL;
+    if (!PyType_Check(member_type) || !PyType_IsSubtype((PyTypeObject *)member_type, &PyTuple_Type)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "the member type must be a tuple subclass");
+        return NULL;
+    }
+    const unsigned char *buf = view.buf;
+    uint64_t len = (uint64_t)view.len, pos = 0, declared = 0;
+    Span *spans = NULL;
+    Py_ssize_t nspans = 0, cap = 0;
+    PyObject *members = PyList_New(0), *names = PySet_New(NULL), *result = NULL;
+    int status = members && names ? OK : ERR;
+    while (status == OK && pos < len) {
+        const unsigned char *r = buf + pos;
+        if (len - pos < CENTRAL_SIZE || memcmp(r, "PK\x01\x02", 4)) { status = LEAVE; break; }
+        uint16_t flags = u16(r + 8), method = u16(r + 10);
+        uint32_t crc = u32(r + 16), csize = u32(r + 20), usize = u32(r + 24), offset = u32(r + 42);
+        uint64_t nlen = u16(r + 28), xlen = u16(r + 30), clen = u16(r + 32);
+        if (r[6] > 63 || CENTRAL_SIZE + nlen + xlen + clen > len - pos) { status = LEAVE; break; }
+        if (csize == 0xFFFFFFFFu || usize == 0xFFFFFFFFu || offset == 0xFFFFFFFFu) { status = LEAVE; break; }
+        if (flags & (0x1 | 0x20 | 0x40)) { status = LEAVE; break; } /* encrypted, patched */
+        const unsigned char *name = r + CENTRAL_SIZE;
+        if (nlen == 0) { status = LEAVE; break; }
+        for (uint64_t i = 0; i < nlen; i++)
+            if (name[i] < 0x20 || name[i] > 0x7e) { status = LEAVE; break; }
+        if (status != OK || unsafe_name(name, nlen) || !plain_extra(name + nlen, xlen)) { status = LEAVE; break; }
+        PyObject *text = PyUnicode_DecodeASCII((const char *)name, (Py_ssize_t)nlen, "strict");
+        if (!text) { status = ERR; break; }
+        int seen = PySet_Contains(names, text);
+        if (seen != 0 || PySet_Add(names, text) < 0) {
+            Py_DECREF(text);
+            status = seen > 0 ? LEAVE : ERR;
+            break;
+        }
+        if (nspans == cap) {
+            Py_ssize_t grown_cap = cap ? 2 * cap : 64;
+            Span *grown = PyMem_Realloc(spans, (size_t)grown_cap * sizeof(Span));
+            if (!grown) { Py_DECREF(text); PyErr_NoMemory(); status = ERR; break; }
+            spans = grown;
+            cap = grown_cap;
+        }
+        spans[nspans].offset = offset;
+        spans[nspans].end = (uint64_t)offset + 30 + nlen + csize; /* header, name, data */
+        spans[nspans].index = nspans;
+        nspans++;
+        declared += usize;
+        if (name[nlen - 1] == '/') { /* a folder: not a member to read */
+            Py_DECREF(text);
+        } else {
+            PyObject *items[6] = {text, PyLong_FromUnsignedLong(usize), PyLong_FromUnsignedLong(csize),
+                                  PyLong_FromUnsignedLong(method), PyLong_FromUnsignedLong(crc),
+                                  PyLong_FromUnsignedLong(offset)};
+            PyObject *member = named(member_type, items, 6);
+            if (!member || PyList_Append(members, member) < 0) { Py_XDECREF(member); status = ERR; break; }
+            Py_DECREF(member);
+        }
+        pos += CENTRAL_SIZE + nlen + xlen + clen;
+    }
+    if (status == OK) { /* zipread.overlaps finds nothing */
+        qsort(spans, (size_t)nspans, sizeof(Span), by_span_offset);
+        for (Py_ssize_t i = 0; i < nspans; i++) {
+            if (i + 1 < nspans && spans[i + 1].offset < spans[i].end) { status = LEAVE; break; }
+            if (spans[i].offset < start_dir && start_dir < spans[i].end && spans[i].end <= archive_size) {
+                status = LEAVE;
+                break;
+            }
+        }
+    }
+    if (status == OK) result = Py_BuildValue("(OK)", members, (unsigned long long)declared);
+    else if (status == LEAVE) { result = Py_None; Py_INCREF(result); }
+    Py_XDECREF(members);
+    Py_XDECREF(names);
+    PyMem_Free(spans);
     PyBuffer_Release(&view);
     return result;
 }
@@ -718,6 +1039,15 @@ static PyMethodDef methods[] = {
      "scan_whole(data, max_containers, max_entries_per_container, max_entries, max_raw_cubins)\n"
      "-> [(unit name, file kind, size, containers, entries)] | None: a whole ELF64\n"
      "binary or ar archive, when the Python scan would report exactly that and no problem."},
+    {"plain_directory", plain_directory, METH_VARARGS,
+     "plain_directory(directory, start_dir, archive_size, member_type) -> ([member], declared) | None:\n"
+     "a zip's central directory, when zipfile would read exactly these members and\n"
+     "zipread.WheelReader's checks would find nothing; None for anything else."},
+    {"scan_members", scan_members, METH_VARARGS,
+     "scan_members(fd, archive_size, members, small_max, slack, max_containers,\n"
+     "max_entries_per_container, max_entries, max_raw_cubins) -> [None | False | bytes | units]:\n"
+     "small wheel members read, inflated and scanned; None: left to the Python path, False:\n"
+     "no binary, bytes: read whole for the Python scan, units: as scan_whole's."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,6 +1,9 @@
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Literal, TypeVar
 
 from archwheel.binary.model import FatbinContainer, FatbinEntry
+
+_M = TypeVar("_M", bound=tuple[object, ...])
 
 def configure(
     entry_type: type[FatbinEntry],
@@ -16,3 +19,23 @@ def scan_whole(
     max_raw_cubins: int,
     /,
 ) -> list[tuple[str, str, int, tuple[FatbinContainer, ...], tuple[FatbinEntry, ...]]] | None: ...
+def scan_members(
+    fd: int,
+    archive_size: int,
+    members: Sequence[tuple[str, int, int, int, int, int]],
+    small_max: int,
+    slack: int,
+    max_containers: int,
+    max_entries_per_container: int,
+    max_entries: int,
+    max_raw_cubins: int,
+    /,
+) -> list[
+    list[tuple[str, str, int, tuple[FatbinContainer, ...], tuple[FatbinEntry, ...]]]
+    | bytes
+    | Literal[False]
+    | None
+]: ...
+def plain_directory(
+    directory: bytes, start_dir: int, archive_size: int, member_type: type[_M], /
+) -> tuple[list[_M], int] | None: ...

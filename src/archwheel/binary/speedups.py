@@ -11,11 +11,14 @@ binary takes the Python scan: the same results, slower on binaries dense in cont
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from types import ModuleType
-from typing import NamedTuple
+from typing import Literal, NamedTuple, TypeVar
 
 from archwheel.binary.fatbin import describe
 from archwheel.binary.model import FatbinContainer, FatbinEntry, Origin
+
+_Member = TypeVar("_Member", bound=tuple[object, ...])
 
 # Binaries up to this size are gathered whole for the compiled scan (bigger ones stream).
 WHOLE_MAX = 16 << 20
@@ -56,4 +59,41 @@ def scan_whole(data: bytes, bounds: Bounds) -> list[Unit] | None:
     if COMPILED is None:
         return None
     found: list[Unit] | None = COMPILED.scan_whole(data, *bounds)
+    return found
+
+
+def scan_members(
+    fd: int,
+    archive_size: int,
+    members: Sequence[tuple[str, int, int, int, int, int]],
+    *,
+    small_max: int,
+    slack: int,
+    bounds: Bounds,
+) -> list[list[Unit] | bytes | Literal[False] | None] | None:
+    """Small wheel members (``zipread.Member``), each read, inflated and scanned as
+    ``zipread.small_member`` and ``scan_whole`` would: per member its libraries; or its bytes,
+    read whole and sound, when only the Python scan reads them; False when they are no binary
+    (``layout.sniff``); None when anything about it is irregular (the Python path reads it and
+    says what). None for them all when the compiled scan is not built."""
+    if COMPILED is None:
+        return None
+    answers: list[list[Unit] | bytes | Literal[False] | None] = COMPILED.scan_members(
+        fd, archive_size, members, small_max, slack, *bounds
+    )
+    return answers
+
+
+def plain_directory(
+    directory: bytes, start_dir: int, archive_size: int, member_type: type[_Member]
+) -> tuple[list[_Member], int] | None:
+    """A zip's members (``member_type``: ``zipread.Member``, made from (name, size,
+    compressed size, method, CRC, header offset)) and the uncompressed bytes all its entries
+    declare, when ``directory`` (the central directory, at ``start_dir``) is plain: see
+    ``_speedups.c``. None when it is not, or the compiled part is not built."""
+    if COMPILED is None:
+        return None
+    found: tuple[list[_Member], int] | None = COMPILED.plain_directory(
+        directory, start_dir, archive_size, member_type
+    )
     return found

@@ -13,10 +13,10 @@ import os
 import struct
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import BinaryIO, NamedTuple, cast
 
+from archwheel.binary import speedups
 from archwheel.effects.files import NotRegularFile, open_regular
 from archwheel.errors import InputError
 
@@ -61,8 +61,10 @@ class MemberError(Exception):
     """A member that cannot be read completely; the message is one line."""
 
 
-@dataclass(frozen=True)
-class Member:
+class Member(NamedTuple):
+    """One member as the directory declares it. A named tuple: a wheel may hold 200000 members,
+    and the compiled reader (``_speedups.scan_members``) takes their fields by position."""
+
     name: str
     size: int  # declared uncompressed size
     compressed_size: int
@@ -127,32 +129,24 @@ def open_zip(fh: BinaryIO, label: object, *, max_members: int | None = None) -> 
     ``InputError`` (exit 3) naming ``label`` and the limit when the directory declares more than
     ``max_members`` members (default ``MAX_ARCHIVE_MEMBERS``) or more than
     ``MAX_DIRECTORY_BYTES``, or when it holds more members than allowed (the count it declares
-    may lie: ``zipfile`` reads by size). The caller closes the returned archive.
+    may lie: ``zipfile`` reads by size). ``zipfile.BadZipFile`` for an archive ``zipfile``
+    cannot read (also one it says it does not implement, such as an extract version past
+    6.3). The caller closes the returned archive.
     """
     limit = MAX_ARCHIVE_MEMBERS if max_members is None else max_members
     extent = directory_extent(fh)
     fh.seek(0)
     if extent is not None:
-        entries, directory_size = extent
-        if entries > limit:
-            raise InputError(
-                f"{label}: its zip directory declares {entries} members, above the limit "
-                f'of {limit} (docs/design.md, "Bad input"); not read'
-            )
-        if directory_size > MAX_DIRECTORY_BYTES:
-            raise InputError(
-                f"{label}: its zip directory declares {directory_size} bytes, above the "
-                f'limit of {MAX_DIRECTORY_BYTES} (docs/design.md, "Bad input"); not read'
-            )
-    archive = zipfile.ZipFile(fh)
-    count = len(archive.filelist)
+        _check_extent(*extent, limit, label)
     try:
-        if count > limit:
-            raise InputError(
-                f"{label}: its zip directory holds {count} members, above the limit of {limit} "
-                f'(docs/design.md, "Bad input"); not read'
-            )
-        _check_inflation(archive.filelist, fh.seek(0, os.SEEK_END), label)
+        archive = zipfile.ZipFile(fh)
+    except NotImplementedError as exc:  # a user's file, not a bug here
+        raise zipfile.BadZipFile(str(exc)) from None
+    try:
+        _check_count(len(archive.filelist), limit, label)
+        _check_inflation(
+            sum(info.file_size for info in archive.filelist), fh.seek(0, os.SEEK_END), label
+        )
     except BaseException:
         archive.close()
         raise
@@ -160,9 +154,64 @@ def open_zip(fh: BinaryIO, label: object, *, max_members: int | None = None) -> 
     return archive
 
 
-def _check_inflation(infos: list[zipfile.ZipInfo], archive_size: int, label: object) -> None:
+def _check_extent(entries: int, directory_size: int, limit: int, label: object) -> None:
+    """Refuse a directory whose end record declares more members or bytes than the bounds."""
+    if entries > limit:
+        raise InputError(
+            f"{label}: its zip directory declares {entries} members, above the limit "
+            f'of {limit} (docs/design.md, "Bad input"); not read'
+        )
+    if directory_size > MAX_DIRECTORY_BYTES:
+        raise InputError(
+            f"{label}: its zip directory declares {directory_size} bytes, above the "
+            f'limit of {MAX_DIRECTORY_BYTES} (docs/design.md, "Bad input"); not read'
+        )
+
+
+def _check_count(count: int, limit: int, label: object) -> None:
+    if count > limit:
+        raise InputError(
+            f"{label}: its zip directory holds {count} members, above the limit of {limit} "
+            f'(docs/design.md, "Bad input"); not read'
+        )
+
+
+def plain_directory(fh: BinaryIO, archive_size: int, label: object) -> list[Member] | None:
+    """The members of a plain zip (no comment, no zip64, nothing before its first member), as
+    ``WheelReader`` would list them with ``zipfile``, read by the compiled reader
+    (``speedups.plain_directory``) when it is built and the directory is plain and sound
+    throughout; None otherwise (``zipfile`` then reads it). The bounds are checked as
+    ``open_zip`` checks them, with the same messages."""
+    if speedups.COMPILED is None or archive_size < _END.size:
+        return None
+    fd = fh.fileno()
+    record = os.pread(fd, _END.size, archive_size - _END.size)
+    if len(record) != _END.size or record[:4] != _END_SIGNATURE:
+        return None
+    _, disk, disk_start, here, entries, directory_size, directory_at, comment = _END.unpack(record)
+    if comment or disk or disk_start or here != entries:
+        return None
+    if directory_at + directory_size != archive_size - _END.size:
+        return None  # bytes before the first member, or a directory out of place
+    if archive_size >= _END.size + _END64_LOCATOR.size:
+        locator = os.pread(fd, 4, archive_size - _END.size - _END64_LOCATOR.size)
+        if locator == b"PK\x06\x07":
+            return None  # zip64: zipfile reads the other record
+    _check_extent(entries, directory_size, MAX_ARCHIVE_MEMBERS, label)
+    directory = os.pread(fd, directory_size, directory_at)
+    if len(directory) != directory_size:
+        return None
+    found = speedups.plain_directory(directory, directory_at, archive_size, Member)
+    if found is None:
+        return None
+    members, declared = found
+    _check_count(len(members), MAX_ARCHIVE_MEMBERS, label)
+    _check_inflation(declared, archive_size, label)
+    return members
+
+
+def _check_inflation(declared: int, archive_size: int, label: object) -> None:
     """Refuse an archive whose members together declare more than the inflation bound."""
-    declared = sum(info.file_size for info in infos)
     bound = max(INFLATION_FLOOR, MAX_INFLATION_RATIO * archive_size)
     if declared > bound:
         raise InputError(
@@ -180,6 +229,8 @@ def overlaps(infos: list[zipfile.ZipInfo], directory_at: int, archive_size: int)
     ``zipfile`` refuses too. Real archives have none. Data past the archive's end is left to
     the reader (a truncated member). Keyed by the member's place in ``infos``."""
     found: dict[int, str] = {}
+    if not infos:  # an empty archive (its directory holds nothing)
+        return found
     ordered = sorted(range(len(infos)), key=lambda i: infos[i].header_offset)
     for at, next_at in zip(ordered, [*ordered[1:], None], strict=True):
         info, after = infos[at], None if next_at is None else infos[next_at]
@@ -215,12 +266,18 @@ class WheelReader:
     def __init__(self, path: Path, *, max_member_bytes: int = DEFAULT_MAX_MEMBER) -> None:
         self.path = path
         self.max_member_bytes = max_member_bytes
+        self.members: list[Member] = []
+        self.name_problems: list[tuple[str, str]] = []
         try:
             # Only a regular file is opened (a FIFO or a device would block or never end).
             with open_regular(path) as fh:
                 status = os.fstat(fh.fileno())
                 self._size = status.st_size
                 self.identity = file_identity(status)
+                plain = plain_directory(fh, self._size, path)
+                if plain is not None:
+                    self.members = plain
+                    return
                 with open_zip(fh, path) as zf:
                     infos = zf.infolist()
                     directory_at = zf.start_dir
@@ -236,13 +293,11 @@ class WheelReader:
                 f"{path}: not a readable zip archive ({exc})",
                 hint="the file is truncated or corrupt: download it again",
             ) from None
-        self.members: list[Member] = []
-        self.name_problems: list[tuple[str, str]] = []
         seen: set[str] = set()
         overlapping = overlaps(infos, directory_at, self._size)
         for at, info in enumerate(infos):
             name = info.filename
-            if info.is_dir():
+            if name.endswith("/"):  # a folder (not ``is_dir()``: it fails on an empty name)
                 continue
             reason = unsafe_name_reason(name) or overlapping.get(at) or _unreadable_flags(info)
             if reason:
@@ -287,7 +342,7 @@ def _unreadable_flags(info: zipfile.ZipInfo) -> str | None:
 
 # A member whose sizes are both at most this is read in one go when all is regular about it.
 SMALL_MEMBER = FIRST_CHUNK
-_LOCAL_SLACK = 256  # extra-field bytes read along with a small member's local header
+LOCAL_SLACK = 256  # extra-field bytes read along with a small member's local header
 
 
 def small_member(fd: int, archive_size: int, member: Member) -> bytes | None:
@@ -304,7 +359,7 @@ def small_member(fd: int, archive_size: int, member: Member) -> bytes | None:
     name = member.name.encode("utf-8", "surrogateescape")
     try:
         block = os.pread(
-            fd, LOCAL_HEADER.size + len(name) + _LOCAL_SLACK + member.compressed_size,
+            fd, LOCAL_HEADER.size + len(name) + LOCAL_SLACK + member.compressed_size,
             member.header_offset,
         )  # fmt: skip
     except OSError:

@@ -290,11 +290,10 @@ def test_a_regular_small_member_is_read_in_one_go(tmp_path: Path, stored: bool) 
 def test_an_irregular_small_member_is_left_to_member_chunks(
     tmp_path: Path, change: dict[str, Any]
 ) -> None:
-    import dataclasses
 
     wheel = write_zip(tmp_path / "w.whl", [("pkg/lib.so", LIB)])
     (member,) = WheelReader(wheel).members
-    quick, full = _small(wheel, dataclasses.replace(member, **change))
+    quick, full = _small(wheel, member._replace(**change))
     assert quick is None
     assert isinstance(full, str)  # member_chunks says what is wrong, as before
 

@@ -24,12 +24,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from archwheel.binary.scan.binary import InputInflation, MemberResult, scan_member
+from archwheel.binary.scan.binary import (
+    InputInflation,
+    MemberResult,
+    scan_member,
+    scan_small_members,
+    small_enough,
+)
 from archwheel.binary.zipread import Member, file_identity
 from archwheel.effects import process
 from archwheel.effects.files import open_regular
 
 PARALLEL_MIN_COMPRESSED = 8 << 20
+# Small members are read in batches of this many (``scan_small_members``): one compiled call
+# each, and the entry bound checked between them.
+SMALL_BATCH = 256
 # The most fatbin entries one input (a wheel) keeps, all members together: members not yet
 # scanned when it is reached are left unscanned (memory stays bounded; docs/design.md).
 MAX_ENTRIES_PER_INPUT = 1 << 20
@@ -275,16 +284,23 @@ def _scan_members(
     kept_entries = 0
     inflation = InputInflation(sum(m.size for m in members))
 
-    def keep(index: int, result: MemberResult) -> None:
+    def keep(index: int, result: MemberResult) -> bool:
+        """Keep one result; False once the entry bound is passed (the rest stays unscanned:
+        the caller reports the limit)."""
         nonlocal kept_entries, deep
         results[index] = result
         scan = result[0]
-        kept_entries += sum(len(lib.entries) for lib in scan.libraries) if scan else 0
+        if scan is None:
+            return True
+        for lib in scan.libraries:
+            kept_entries += len(lib.entries)
         if kept_entries > MAX_ENTRIES_PER_INPUT:
-            big.clear()  # the rest stays unscanned: the caller reports the limit
+            big.clear()
             small.clear()
-        if deep and scan is not None and inflation.passed_with(scan):
+            return False
+        if deep and inflation.passed_with(scan):
             deep = False  # the members scanned from now on are not checked
+        return True
 
     slots = (workers or default_workers()) - 1
     by_size = sorted(range(len(members)), key=lambda i: -members[i].compressed_size)
@@ -315,6 +331,29 @@ def _scan_members(
             scan_member(path, archive_size, member, on_bytes, deep, digest=digest, handle=handle),
         )
 
+    def batchable(index: int) -> bool:
+        return handle is not None and not deep and not digest and small_enough(members[index])
+
+    def scan_batch() -> None:
+        """The small members at the front of ``small``, up to ``SMALL_BATCH``, in one call."""
+        nonlocal local_done
+        assert handle is not None
+        run: list[int] = []
+        while small and len(run) < SMALL_BATCH and batchable(small[0]):
+            run.append(small.popleft())
+
+        def on_bytes(amount: int) -> None:
+            nonlocal local_done
+            local_done += amount
+            report(members[run[-1]].name)
+
+        found = scan_small_members(
+            path, archive_size, [members[i] for i in run], on_bytes, handle=handle
+        )
+        for index, result in zip(run, found, strict=True):
+            if not keep(index, result):
+                break
+
     try:
         while big or small or running:
             while big and len(running) < slots:
@@ -339,6 +378,8 @@ def _scan_members(
                     keep(worker.index, outcome)
             if big:
                 scan_here(big.popleft())
+            elif small and batchable(small[0]):
+                scan_batch()
             elif small:
                 scan_here(small.popleft())
             elif running:
