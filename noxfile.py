@@ -72,9 +72,12 @@ def lint(session: nox.Session) -> None:
     )  # fmt: skip
 
 
-# The property tests of the scan, run on the compiled scan built with sanitizers.
+# The property tests of the scan and the zip reader, run on the compiled part built with
+# sanitizers.
 SANITIZED_TESTS = [
     "tests/unit/binary/test_speedups.py",
+    "tests/unit/binary/test_speedups_zip.py",
+    "tests/unit/binary/test_zipread.py",
     "tests/unit/binary/test_fuzz_chunking.py",
     "tests/unit/binary/test_fuzz_archives.py",
     "tests/unit/binary/test_scan.py",

@@ -887,8 +887,9 @@ static PyObject *scan_members(PyObject *self, PyObject *args) {
  * member (its name, flags, overlaps, duplicates). This reads the directory bytes the end
  * record points at and answers only for a plain one, where zipfile (3.10 on) reads exactly
  * these fields and the checks find nothing: every record whole and in place, the records
- * filling the directory exactly, names of printable ASCII (the same under UTF-8 and cp437, no
- * NUL), no zip64 field or sentinel, extra fields only of kinds no zipfile version interprets,
+ * filling the directory exactly, names that decode (UTF-8 where flag 0x800 says so, else
+ * cp437, as zipfile decodes them) and hold no NUL (zipfile would cut them), no zip64 field or
+ * sentinel, extra fields only of kinds no zipfile version interprets,
  * an extract version zipfile reads, no encrypted or patched member, no unsafe or duplicate
  * name, no member overlapping the next or the directory. Anything else: None, and zipfile
  * reads the archive as before. */
@@ -906,9 +907,12 @@ static int by_span_offset(const void *a, const void *b) {
     return x->index < y->index ? -1 : (x->index > y->index);
 }
 
-/* What zipread.unsafe_name_reason refuses, for a name of printable ASCII. */
-static int unsafe_name(const unsigned char *name, uint64_t n) {
-    if (name[0] == '/' || name[0] == '\\' || (n > 1 && name[1] == ':')) return 1;
+/* What zipread.unsafe_name_reason refuses: text is the name decoded, name its bytes (where
+ * '/', '\\' and '.' are those characters in UTF-8 and cp437 alike). */
+static int unsafe_name(PyObject *text, const unsigned char *name, uint64_t n) {
+    Py_UCS4 first = PyUnicode_READ_CHAR(text, 0);
+    if (first == '/' || first == '\\') return 1;
+    if (PyUnicode_GET_LENGTH(text) > 1 && PyUnicode_READ_CHAR(text, 1) == ':') return 1;
     uint64_t part = 0; /* the start of the current component ('/' and '\\' both divide) */
     for (uint64_t i = 0; i <= n; i++) {
         if (i == n || name[i] == '/' || name[i] == '\\') {
@@ -935,9 +939,10 @@ static int plain_extra(const unsigned char *p, uint64_t n) {
 
 static PyObject *plain_directory(PyObject *self, PyObject *args) {
     Py_buffer view;
-    unsigned long long start_dir, archive_size;
+    unsigned long long start_dir, concat, archive_size;
     PyObject *member_type;
-    if (!PyArg_ParseTuple(args, "y*KKO", &view, &start_dir, &archive_size, &member_type)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*KKKO", &view, &start_dir, &concat, &archive_size, &member_type))
+        return NULL;
     if (!PyType_Check(member_type) || !PyType_IsSubtype((PyTypeObject *)member_type, &PyTuple_Type)) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_TypeError, "the member type must be a tuple subclass");
@@ -959,12 +964,19 @@ static PyObject *plain_directory(PyObject *self, PyObject *args) {
         if (csize == 0xFFFFFFFFu || usize == 0xFFFFFFFFu || offset == 0xFFFFFFFFu) { status = LEAVE; break; }
         if (flags & (0x1 | 0x20 | 0x40)) { status = LEAVE; break; } /* encrypted, patched */
         const unsigned char *name = r + CENTRAL_SIZE;
-        if (nlen == 0) { status = LEAVE; break; }
-        for (uint64_t i = 0; i < nlen; i++)
-            if (name[i] < 0x20 || name[i] > 0x7e) { status = LEAVE; break; }
-        if (status != OK || unsafe_name(name, nlen) || !plain_extra(name + nlen, xlen)) { status = LEAVE; break; }
-        PyObject *text = PyUnicode_DecodeASCII((const char *)name, (Py_ssize_t)nlen, "strict");
-        if (!text) { status = ERR; break; }
+        if (nlen == 0 || memchr(name, 0, nlen) || !plain_extra(name + nlen, xlen)) { status = LEAVE; break; }
+        int ascii = 1;
+        for (uint64_t i = 0; i < nlen && ascii; i++) ascii = name[i] < 0x80;
+        PyObject *text = ascii ? PyUnicode_DecodeASCII((const char *)name, (Py_ssize_t)nlen, "strict")
+                         : PyUnicode_Decode((const char *)name, (Py_ssize_t)nlen,
+                                            flags & 0x800 ? "utf-8" : "cp437", "strict");
+        if (!text) { /* zipfile fails on it too (bad UTF-8): its message, not ours */
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) { status = ERR; break; }
+            PyErr_Clear();
+            status = LEAVE;
+            break;
+        }
+        if (unsafe_name(text, name, nlen)) { Py_DECREF(text); status = LEAVE; break; }
         int seen = PySet_Contains(names, text);
         if (seen != 0 || PySet_Add(names, text) < 0) {
             Py_DECREF(text);
@@ -978,8 +990,9 @@ static PyObject *plain_directory(PyObject *self, PyObject *args) {
             spans = grown;
             cap = grown_cap;
         }
-        spans[nspans].offset = offset;
-        spans[nspans].end = (uint64_t)offset + 30 + nlen + csize; /* header, name, data */
+        uint64_t at = (uint64_t)offset + concat; /* concat < 2^63: no wrap */
+        spans[nspans].offset = at;
+        spans[nspans].end = at + 30 + nlen + csize; /* header, name, data */
         spans[nspans].index = nspans;
         nspans++;
         declared += usize;
@@ -988,7 +1001,7 @@ static PyObject *plain_directory(PyObject *self, PyObject *args) {
         } else {
             PyObject *items[6] = {text, PyLong_FromUnsignedLong(usize), PyLong_FromUnsignedLong(csize),
                                   PyLong_FromUnsignedLong(method), PyLong_FromUnsignedLong(crc),
-                                  PyLong_FromUnsignedLong(offset)};
+                                  PyLong_FromUnsignedLongLong(at)};
             PyObject *member = named(member_type, items, 6);
             if (!member || PyList_Append(members, member) < 0) { Py_XDECREF(member); status = ERR; break; }
             Py_DECREF(member);
@@ -996,7 +1009,7 @@ static PyObject *plain_directory(PyObject *self, PyObject *args) {
         pos += CENTRAL_SIZE + nlen + xlen + clen;
     }
     if (status == OK) { /* zipread.overlaps finds nothing */
-        qsort(spans, (size_t)nspans, sizeof(Span), by_span_offset);
+        if (nspans > 1) qsort(spans, (size_t)nspans, sizeof(Span), by_span_offset);
         for (Py_ssize_t i = 0; i < nspans; i++) {
             if (i + 1 < nspans && spans[i + 1].offset < spans[i].end) { status = LEAVE; break; }
             if (spans[i].offset < start_dir && start_dir < spans[i].end && spans[i].end <= archive_size) {
@@ -1040,7 +1053,8 @@ static PyMethodDef methods[] = {
      "-> [(unit name, file kind, size, containers, entries)] | None: a whole ELF64\n"
      "binary or ar archive, when the Python scan would report exactly that and no problem."},
     {"plain_directory", plain_directory, METH_VARARGS,
-     "plain_directory(directory, start_dir, archive_size, member_type) -> ([member], declared) | None:\n"
+     "plain_directory(directory, start_dir, concat, archive_size, member_type)\n"
+     "-> ([member], declared) | None:\n"
      "a zip's central directory, when zipfile would read exactly these members and\n"
      "zipread.WheelReader's checks would find nothing; None for anything else."},
     {"scan_members", scan_members, METH_VARARGS,

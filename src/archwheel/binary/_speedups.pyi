@@ -37,5 +37,5 @@ def scan_members(
     | None
 ]: ...
 def plain_directory(
-    directory: bytes, start_dir: int, archive_size: int, member_type: type[_M], /
+    directory: bytes, start_dir: int, concat: int, archive_size: int, member_type: type[_M], /
 ) -> tuple[list[_M], int] | None: ...

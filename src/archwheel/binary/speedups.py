@@ -85,15 +85,16 @@ def scan_members(
 
 
 def plain_directory(
-    directory: bytes, start_dir: int, archive_size: int, member_type: type[_Member]
+    directory: bytes, start_dir: int, concat: int, archive_size: int, member_type: type[_Member]
 ) -> tuple[list[_Member], int] | None:
     """A zip's members (``member_type``: ``zipread.Member``, made from (name, size,
     compressed size, method, CRC, header offset)) and the uncompressed bytes all its entries
-    declare, when ``directory`` (the central directory, at ``start_dir``) is plain: see
-    ``_speedups.c``. None when it is not, or the compiled part is not built."""
+    declare, when ``directory`` (the central directory, at ``start_dir``; ``concat``: the bytes
+    before the archive, added to every offset) is plain: see ``_speedups.c``. None when it is
+    not, or the compiled part is not built."""
     if COMPILED is None:
         return None
     found: tuple[list[_Member], int] | None = COMPILED.plain_directory(
-        directory, start_dir, archive_size, member_type
+        directory, start_dir, concat, archive_size, member_type
     )
     return found

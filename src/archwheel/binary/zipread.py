@@ -177,31 +177,50 @@ def _check_count(count: int, limit: int, label: object) -> None:
 
 
 def plain_directory(fh: BinaryIO, archive_size: int, label: object) -> list[Member] | None:
-    """The members of a plain zip (no comment, no zip64, nothing before its first member), as
-    ``WheelReader`` would list them with ``zipfile``, read by the compiled reader
+    """The members of a plain zip (one disk, a directory whose every record and name reads the
+    same in every zipfile version), as ``WheelReader`` would list them, read by the compiled reader
     (``speedups.plain_directory``) when it is built and the directory is plain and sound
     throughout; None otherwise (``zipfile`` then reads it). The bounds are checked as
     ``open_zip`` checks them, with the same messages."""
     if speedups.COMPILED is None or archive_size < _END.size:
         return None
     fd = fh.fileno()
-    record = os.pread(fd, _END.size, archive_size - _END.size)
-    if len(record) != _END.size or record[:4] != _END_SIGNATURE:
+    end_at = archive_size - _END.size
+    record = os.pread(fd, _END.size, end_at)
+    if len(record) != _END.size:
         return None
-    _, disk, disk_start, here, entries, directory_size, directory_at, comment = _END.unpack(record)
-    if comment or disk or disk_start or here != entries:
+    if record[:4] != _END_SIGNATURE or record[-2:] != b"\0\0":
+        # A comment, or no record: the last signature in the last 64 KiB, as zipfile finds it.
+        window = max(archive_size - (1 << 16) + 1 - _END.size, 0)
+        tail = os.pread(fd, archive_size - window, window)
+        at = tail.rfind(_END_SIGNATURE)
+        if at < 0 or at + _END.size > len(tail):
+            return None
+        record, end_at = tail[at : at + _END.size], window + at
+    _, disk, disk_start, here, entries, directory_size, directory_at, _ = _END.unpack(record)
+    if end_at >= _END64_LOCATOR.size:
+        locator = os.pread(fd, _END64_LOCATOR.size, end_at - _END64_LOCATOR.size)
+        if locator[:4] == b"PK\x06\x07":  # zip64: zipfile reads the record before the locator
+            _, locator_disk, _, disks = _END64_LOCATOR.unpack(locator)
+            end_at -= _END64_LOCATOR.size + _END64.size
+            if locator_disk or disks > 1 or end_at < 0:
+                return None
+            raw = os.pread(fd, _END64.size, end_at)
+            if len(raw) != _END64.size or raw[:4] != b"PK\x06\x06":
+                return None
+            fields = _END64.unpack(raw)
+            disk, disk_start, here, entries, directory_size, directory_at = fields[4:]
+    # Bytes before the first member (a self-extracting stub) shift every offset, as zipfile
+    # reads them; a directory declared past its record is not plain.
+    concat = end_at - directory_size - directory_at
+    if disk or disk_start or here != entries or concat < 0:
         return None
-    if directory_at + directory_size != archive_size - _END.size:
-        return None  # bytes before the first member, or a directory out of place
-    if archive_size >= _END.size + _END64_LOCATOR.size:
-        locator = os.pread(fd, 4, archive_size - _END.size - _END64_LOCATOR.size)
-        if locator == b"PK\x06\x07":
-            return None  # zip64: zipfile reads the other record
+    directory_at += concat
     _check_extent(entries, directory_size, MAX_ARCHIVE_MEMBERS, label)
     directory = os.pread(fd, directory_size, directory_at)
     if len(directory) != directory_size:
         return None
-    found = speedups.plain_directory(directory, directory_at, archive_size, Member)
+    found = speedups.plain_directory(directory, directory_at, concat, archive_size, Member)
     if found is None:
         return None
     members, declared = found

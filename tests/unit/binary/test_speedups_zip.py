@@ -181,7 +181,7 @@ def _zip_seeds() -> list[Seed]:
 
 def _zip_anchors(data: bytes) -> tuple[int, ...]:
     found = {0, len(data) - 1}
-    for magic in (b"PK\x03\x04", b"PK\x01\x02", b"PK\x05\x06"):
+    for magic in (b"PK\x03\x04", b"PK\x01\x02", b"PK\x05\x06", b"PK\x06\x06", b"PK\x06\x07"):
         at = data.find(magic)
         while at >= 0:
             found.update((at, at + 26, at + 30))
@@ -233,16 +233,59 @@ CLEAN_ARCHIVES = {
     "stored": {"stored": tuple(MEMBERS)},
     "folders": {"folders": ("pkg/", "pkg/sub/")},
     "timestamps": {"extra": TIMESTAMP},
+    "zip64 end record": {},
+    "comment": {},
+    "prefixed": {},
+    "utf-8 names": {},
+    "cp437 names": {},
 }
+NON_ASCII = {f"pkg/lib{c}.so": LIBRARY for c in "é✓"} | {"pkg/data\u00b5.bin": b"\1" * 9}
+
+
+def _clean(path: Path, name: str) -> Path:
+    _write(path, NON_ASCII if "names" in name else MEMBERS, **CLEAN_ARCHIVES[name])  # type: ignore[arg-type]
+    data = bytearray(path.read_bytes())
+    if name == "zip64 end record":
+        data = bytearray(_with_zip64_end(bytes(data)))
+    elif name == "comment":
+        struct.pack_into("<H", data, _end_at(bytes(data)) + 20, 5)
+        data += b"hello"
+    elif name == "prefixed":  # a self-extracting stub before the archive
+        data = bytearray(b"#!/bin/sh\nexit 0\n") + data
+    elif name == "cp437 names":  # the UTF-8 flag cleared: the same bytes read as cp437
+        for magic, flag_at in ((b"PK\x01\x02", 8), (b"PK\x03\x04", 6)):
+            at = data.find(magic)
+            while at >= 0:
+                struct.pack_into("<H", data, at + flag_at, 0)
+                at = data.find(magic, at + 1)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _with_zip64_end(data: bytes) -> bytes:
+    """The archive with the end records zipfile writes past 65535 members (or 4 GiB): a zip64
+    record and its locator, and the classic record's fields at their maximum."""
+    end = _end_at(data)
+    fields = struct.unpack_from("<4s4H2LH", data, end)
+    entries, size, offset = fields[4], fields[5], fields[6]
+    record = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, entries, entries, size,
+                         offset)  # fmt: skip
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, end, 1)
+    classic = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF,
+                          0xFFFFFFFF, 0)  # fmt: skip
+    return data[:end] + record + locator + classic
 
 
 @pytest.mark.parametrize("name", sorted(CLEAN_ARCHIVES))
 def test_a_plain_directory_is_read_as_zipfile_reads_it(tmp_path: Path, name: str) -> None:
-    path = _write(tmp_path / "w.whl", MEMBERS, **CLEAN_ARCHIVES[name])  # type: ignore[arg-type]
+    path = _clean(tmp_path / "w.whl", name)
     assert _plain(path), f"{name}: left to zipfile"
     said = _read(path)
     assert said == _read_with_zipfile(path)
-    assert [m.name for m in said[0]] == list(MEMBERS)  # type: ignore[index]
+    names = [m.name for m in said[0]]  # type: ignore[index]
+    if name == "cp437 names":
+        names = [n.encode("cp437").decode("utf-8") for n in names]
+    assert names == list(NON_ASCII if "names" in name else MEMBERS)
 
 
 def _end_at(data: bytes) -> int:
@@ -259,10 +302,13 @@ def _central_at(data: bytes, index: int = 0) -> int:
 def _shape(tmp_path: Path, name: str) -> Path:
     path = tmp_path / "w.whl"
     members = dict(MEMBERS)
-    if name == "unsafe names":
-        members = {"../evil.so": LIBRARY, "/abs.so": LIBRARY, "C:x.so": LIBRARY, "a\\..\\b": b"x"}
-    elif name == "non-ascii name":
-        members = {"pkg/libé.so": LIBRARY}
+    if name.startswith("unsafe name "):
+        members = {name.removeprefix("unsafe name "): LIBRARY}
+    elif name == "bad utf-8 name":
+        _write(path, {"pkg/lib\u00e9.so": LIBRARY})
+        raw = path.read_bytes()
+        path.write_bytes(raw.replace("\u00e9".encode(), b"\xe9\xff"))
+        return path
     elif name == "duplicate names":
         with zipfile.ZipFile(path, "w") as zf:
             zf.writestr("pkg/a.so", LIBRARY)
@@ -282,12 +328,7 @@ def _shape(tmp_path: Path, name: str) -> Path:
     _write(path, members)
     data = bytearray(path.read_bytes())
     end, central = _end_at(bytes(data)), _central_at(bytes(data))
-    if name == "comment":
-        data[end + 20 : end + 22] = struct.pack("<H", 5)
-        data += b"hello"
-    elif name == "prefixed":
-        data = bytearray(b"#!/bin/sh\n") + data
-    elif name == "encrypted":
+    if name == "encrypted":
         struct.pack_into("<H", data, central + 8, 1)
     elif name == "version 7.0":
         data[central + 6] = 70
@@ -304,8 +345,10 @@ def _shape(tmp_path: Path, name: str) -> Path:
 
 
 LEFT_ARCHIVES = [
-    "comment", "prefixed", "encrypted", "version 7.0", "overlap", "overlaps the directory",
-    "unsafe names", "non-ascii name", "duplicate names", "zip64 extra", "unicode path extra",
+    "encrypted", "version 7.0", "overlap", "overlaps the directory", "duplicate names",
+    "zip64 extra", "unicode path extra", "bad utf-8 name", "unsafe name ../evil.so",
+    "unsafe name /abs.so", "unsafe name \\abs.so", "unsafe name C:x.so", "unsafe name é:x.so",
+    "unsafe name a\\..\\b.so", "unsafe name a/../b.so", "unsafe name ..",
 ]  # fmt: skip
 
 
@@ -347,9 +390,9 @@ def test_the_directory_bounds_are_checked_as_open_zip_checks_them(
 
 def _directory_seeds() -> list[Seed]:
     seeds = []
-    for name, shape in CLEAN_ARCHIVES.items():
+    for name in CLEAN_ARCHIVES:
         with tempfile.TemporaryDirectory() as box:
-            data = _write(Path(box) / "w.whl", MEMBERS, **shape).read_bytes()  # type: ignore[arg-type]
+            data = _clean(Path(box) / "w.whl", name).read_bytes()
         central = _central_at(data)
         seeds.append(Seed(name, data, tuple(p for p in _zip_anchors(data) if p >= central)))
     return seeds
