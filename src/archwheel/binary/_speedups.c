@@ -889,7 +889,7 @@ static PyObject *scan_members(PyObject *self, PyObject *args) {
  * these fields and the checks find nothing: every record whole and in place, the records
  * filling the directory exactly, names that decode (UTF-8 where flag 0x800 says so, else
  * cp437, as zipfile decodes them) and hold no NUL (zipfile would cut them), no zip64 field or
- * sentinel, extra fields only of kinds no zipfile version interprets,
+ * sentinel, no extra field of a kind zipfile interprets,
  * an extract version zipfile reads, no encrypted or patched member, no unsafe or duplicate
  * name, no member overlapping the next or the directory. Anything else: None, and zipfile
  * reads the archive as before. */
@@ -923,14 +923,16 @@ static int unsafe_name(PyObject *text, const unsigned char *name, uint64_t n) {
     return 0;
 }
 
-/* Extra fields zipfile skips in every version: Info-ZIP's extended timestamp and Unix
- * owner, NTFS times, the JAR marker. Any other kind (zip64's 0x0001, the Unicode path
- * 0x7075 that zipfile 3.12 reads as the name ...) leaves the directory to zipfile. */
+/* Extra fields as zipfile reads them: a sequence of (kind, length) blocks, which must fill the
+ * field exactly here. zipfile interprets two kinds: zip64 sizes and offsets (0x0001, every
+ * version) and the Info-ZIP Unicode path (0x7075, from 3.12, which replaces the name): those
+ * leave the directory to zipfile. Every other kind (timestamps, Unix owners, NTFS times,
+ * alignment padding ...) only adds to a member's metadata, which nothing here reads. */
 static int plain_extra(const unsigned char *p, uint64_t n) {
     while (n >= 4) {
         uint16_t tp = u16(p), ln = u16(p + 2);
         if ((uint64_t)ln + 4 > n) return 0;
-        if (tp != 0x5455 && tp != 0x7875 && tp != 0x000a && tp != 0xcafe) return 0;
+        if (tp == 0x0001 || tp == 0x7075) return 0;
         p += 4 + ln;
         n -= 4 + (uint64_t)ln;
     }

@@ -233,6 +233,7 @@ CLEAN_ARCHIVES = {
     "stored": {"stored": tuple(MEMBERS)},
     "folders": {"folders": ("pkg/", "pkg/sub/")},
     "timestamps": {"extra": TIMESTAMP},
+    "other extra fields": {"extra": struct.pack("<HH", 0xD935, 4) + b"\0" * 4 + TIMESTAMP},
     "zip64 end record": {},
     "comment": {},
     "prefixed": {},
@@ -325,6 +326,10 @@ def _shape(tmp_path: Path, name: str) -> Path:
         return path
     elif name == "unicode path extra":
         return _write(path, MEMBERS, extra=struct.pack("<HHB", 0x7075, 5, 1) + b"\0" * 4)
+    elif name == "malformed extra":
+        return _write(path, MEMBERS, extra=struct.pack("<HH", 0x5455, 40) + b"x")
+    elif name == "extra with a tail":
+        return _write(path, MEMBERS, extra=TIMESTAMP + b"\0\0")
     _write(path, members)
     data = bytearray(path.read_bytes())
     end, central = _end_at(bytes(data)), _central_at(bytes(data))
@@ -346,7 +351,7 @@ def _shape(tmp_path: Path, name: str) -> Path:
 
 LEFT_ARCHIVES = [
     "encrypted", "version 7.0", "overlap", "overlaps the directory", "duplicate names",
-    "zip64 extra", "unicode path extra", "bad utf-8 name", "unsafe name ../evil.so",
+    "zip64 extra", "unicode path extra", "malformed extra", "extra with a tail", "bad utf-8 name", "unsafe name ../evil.so",
     "unsafe name /abs.so", "unsafe name \\abs.so", "unsafe name C:x.so", "unsafe name é:x.so",
     "unsafe name a\\..\\b.so", "unsafe name a/../b.so", "unsafe name ..",
 ]  # fmt: skip
