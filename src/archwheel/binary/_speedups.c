@@ -14,7 +14,7 @@
  * entries and sections as the Python scan's bounds allow.
  */
 #define PY_SSIZE_T_CLEAN
-#define _GNU_SOURCE
+#define _GNU_SOURCE 1 /* as pyconfig.h defines it (3.10 defines it again) */
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -750,7 +750,7 @@ static int grow(unsigned char **buf, size_t *cap, size_t need) {
  * it is left to the Python path; -1 with an exception set. */
 static int read_member(Reader *r, int fd, uint64_t archive_size, PyObject *member,
                        uint64_t small_max, uint64_t slack, const unsigned char **data, uint64_t *n) {
-    PyObject *name = PyTuple_GET_ITEM(member, 0);
+    PyObject *name = PyTuple_GET_ITEM(member, 6); /* the name its headers hold */
     int64_t size = field(member, 1), csize = field(member, 2), method = field(member, 3);
     int64_t crc = field(member, 4), offset = field(member, 5);
     if (!PyUnicode_Check(name) || size < 0 || csize < 0 || method < 0 || crc < 0 || offset < 0)
@@ -846,8 +846,9 @@ static PyObject *scan_members(PyObject *self, PyObject *args) {
     memset(&r, 0, sizeof r);
     for (Py_ssize_t i = 0; result && i < count; i++) {
         PyObject *member = items[i], *answer = NULL;
-        if (!PyTuple_Check(member) || PyTuple_GET_SIZE(member) < 6) {
-            PyErr_SetString(PyExc_TypeError, "a member is a (name, size, compressed size, method, crc, offset) tuple");
+        if (!PyTuple_Check(member) || PyTuple_GET_SIZE(member) < 7) {
+            PyErr_SetString(PyExc_TypeError, "a member is a (name, size, compressed size, method, crc, "
+                                             "offset, header name) tuple");
             Py_CLEAR(result);
             break;
         }
@@ -923,16 +924,45 @@ static int unsafe_name(PyObject *text, const unsigned char *name, uint64_t n) {
     return 0;
 }
 
+/* What zipread.unsafe_name_reason refuses, for a name known only as text (a Unicode Path). */
+static int unsafe_text(PyObject *text) {
+    PyObject *bytes = PyUnicode_AsUTF8String(text);
+    if (!bytes) { PyErr_Clear(); return 1; }
+    int unsafe = unsafe_name(text, (const unsigned char *)PyBytes_AS_STRING(bytes), (uint64_t)PyBytes_GET_SIZE(bytes));
+    Py_DECREF(bytes);
+    return unsafe;
+}
+
 /* Extra fields as zipfile reads them: a sequence of (kind, length) blocks, which must fill the
- * field exactly here. zipfile interprets two kinds: zip64 sizes and offsets (0x0001, every
- * version) and the Info-ZIP Unicode path (0x7075, from 3.12, which replaces the name): those
- * leave the directory to zipfile. Every other kind (timestamps, Unix owners, NTFS times,
- * alignment padding ...) only adds to a member's metadata, which nothing here reads. */
-static int plain_extra(const unsigned char *p, uint64_t n) {
+ * field exactly here. zipfile interprets two kinds. Zip64 sizes and offsets (0x0001, every
+ * version) leave the directory to zipfile. The Info-ZIP Unicode Path (0x7075) renames the
+ * member where this Python's zipfile reads it (unicode_path: 3.12 on) and its version is 1 and
+ * its CRC that of the name's bytes: *renamed is then that name (a new reference), and anything
+ * zipfile would fail or warn on leaves it. Every other kind (timestamps, Unix owners, NTFS
+ * times, alignment padding ...) only adds to a member's metadata, which nothing here reads.
+ * 1: plain; 0: left; -1: an exception is set. */
+static int plain_extra(const unsigned char *p, uint64_t n, int unicode_path, const unsigned char *name,
+                       uint64_t nlen, PyObject **renamed) {
     while (n >= 4) {
         uint16_t tp = u16(p), ln = u16(p + 2);
         if ((uint64_t)ln + 4 > n) return 0;
-        if (tp == 0x0001 || tp == 0x7075) return 0;
+        if (tp == 0x0001) return 0;
+        if (tp == 0x7075 && unicode_path) {
+            if (ln < 5) return 0; /* zipfile: "Corrupt unicode path extra field" */
+            if (p[4] == 1 && u32(p + 5) == (uint32_t)crc32(0L, name, (uInt)nlen)) {
+                PyObject *text = PyUnicode_DecodeUTF8((const char *)p + 9, (Py_ssize_t)ln - 5, "strict");
+                if (!text) {
+                    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -1;
+                    PyErr_Clear();
+                    return 0;
+                }
+                if (!PyUnicode_GET_LENGTH(text) || PyUnicode_FindChar(text, 0, 0, PyUnicode_GET_LENGTH(text), 1) != -1) {
+                    Py_DECREF(text); /* empty: a warning; a NUL: cut short */
+                    return 0;
+                }
+                Py_XSETREF(*renamed, text); /* the last such field names it */
+            }
+        }
         p += 4 + ln;
         n -= 4 + (uint64_t)ln;
     }
@@ -943,7 +973,9 @@ static PyObject *plain_directory(PyObject *self, PyObject *args) {
     Py_buffer view;
     unsigned long long start_dir, concat, archive_size;
     PyObject *member_type;
-    if (!PyArg_ParseTuple(args, "y*KKKO", &view, &start_dir, &concat, &archive_size, &member_type))
+    int unicode_path;
+    if (!PyArg_ParseTuple(args, "y*KKKOp", &view, &start_dir, &concat, &archive_size, &member_type,
+                          &unicode_path))
         return NULL;
     if (!PyType_Check(member_type) || !PyType_IsSubtype((PyTypeObject *)member_type, &PyTuple_Type)) {
         PyBuffer_Release(&view);
@@ -966,29 +998,37 @@ static PyObject *plain_directory(PyObject *self, PyObject *args) {
         if (csize == 0xFFFFFFFFu || usize == 0xFFFFFFFFu || offset == 0xFFFFFFFFu) { status = LEAVE; break; }
         if (flags & (0x1 | 0x20 | 0x40)) { status = LEAVE; break; } /* encrypted, patched */
         const unsigned char *name = r + CENTRAL_SIZE;
-        if (nlen == 0 || memchr(name, 0, nlen) || !plain_extra(name + nlen, xlen)) { status = LEAVE; break; }
+        if (nlen == 0 || memchr(name, 0, nlen)) { status = LEAVE; break; }
+        PyObject *renamed = NULL;
+        int extra = plain_extra(name + nlen, xlen, unicode_path, name, nlen, &renamed);
+        if (extra <= 0) { Py_XDECREF(renamed); status = extra < 0 ? ERR : LEAVE; break; }
         int ascii = 1;
         for (uint64_t i = 0; i < nlen && ascii; i++) ascii = name[i] < 0x80;
         PyObject *text = ascii ? PyUnicode_DecodeASCII((const char *)name, (Py_ssize_t)nlen, "strict")
                          : PyUnicode_Decode((const char *)name, (Py_ssize_t)nlen,
                                             flags & 0x800 ? "utf-8" : "cp437", "strict");
         if (!text) { /* zipfile fails on it too (bad UTF-8): its message, not ours */
+            Py_XDECREF(renamed);
             if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) { status = ERR; break; }
             PyErr_Clear();
             status = LEAVE;
             break;
         }
-        if (unsafe_name(text, name, nlen)) { Py_DECREF(text); status = LEAVE; break; }
-        int seen = PySet_Contains(names, text);
-        if (seen != 0 || PySet_Add(names, text) < 0) {
+        PyObject *called = renamed ? renamed : text; /* what zipfile names it */
+        if (unsafe_name(text, name, nlen) || (renamed && unsafe_text(renamed))) {
+            Py_DECREF(text); Py_XDECREF(renamed); status = LEAVE; break;
+        }
+        int seen = PySet_Contains(names, called);
+        if (seen != 0 || PySet_Add(names, called) < 0) {
             Py_DECREF(text);
+            Py_XDECREF(renamed);
             status = seen > 0 ? LEAVE : ERR;
             break;
         }
         if (nspans == cap) {
             Py_ssize_t grown_cap = cap ? 2 * cap : 64;
             Span *grown = PyMem_Realloc(spans, (size_t)grown_cap * sizeof(Span));
-            if (!grown) { Py_DECREF(text); PyErr_NoMemory(); status = ERR; break; }
+            if (!grown) { Py_DECREF(text); Py_XDECREF(renamed); PyErr_NoMemory(); status = ERR; break; }
             spans = grown;
             cap = grown_cap;
         }
@@ -998,13 +1038,15 @@ static PyObject *plain_directory(PyObject *self, PyObject *args) {
         spans[nspans].index = nspans;
         nspans++;
         declared += usize;
-        if (name[nlen - 1] == '/') { /* a folder: not a member to read */
-            Py_DECREF(text);
+        if (PyUnicode_READ_CHAR(called, PyUnicode_GET_LENGTH(called) - 1) == '/') {
+            Py_DECREF(text); /* a folder: not a member to read */
+            Py_XDECREF(renamed);
         } else {
-            PyObject *items[6] = {text, PyLong_FromUnsignedLong(usize), PyLong_FromUnsignedLong(csize),
+            if (!renamed) Py_INCREF(text); /* the name and the header name: one string */
+            PyObject *items[7] = {called, PyLong_FromUnsignedLong(usize), PyLong_FromUnsignedLong(csize),
                                   PyLong_FromUnsignedLong(method), PyLong_FromUnsignedLong(crc),
-                                  PyLong_FromUnsignedLongLong(at)};
-            PyObject *member = named(member_type, items, 6);
+                                  PyLong_FromUnsignedLongLong(at), text};
+            PyObject *member = named(member_type, items, 7);
             if (!member || PyList_Append(members, member) < 0) { Py_XDECREF(member); status = ERR; break; }
             Py_DECREF(member);
         }
@@ -1055,7 +1097,7 @@ static PyMethodDef methods[] = {
      "-> [(unit name, file kind, size, containers, entries)] | None: a whole ELF64\n"
      "binary or ar archive, when the Python scan would report exactly that and no problem."},
     {"plain_directory", plain_directory, METH_VARARGS,
-     "plain_directory(directory, start_dir, concat, archive_size, member_type)\n"
+     "plain_directory(directory, start_dir, concat, archive_size, member_type, unicode_path)\n"
      "-> ([member], declared) | None:\n"
      "a zip's central directory, when zipfile would read exactly these members and\n"
      "zipread.WheelReader's checks would find nothing; None for anything else."},

@@ -22,7 +22,7 @@ def scan_whole(
 def scan_members(
     fd: int,
     archive_size: int,
-    members: Sequence[tuple[str, int, int, int, int, int]],
+    members: Sequence[tuple[str, int, int, int, int, int, str]],
     small_max: int,
     slack: int,
     max_containers: int,
@@ -37,5 +37,11 @@ def scan_members(
     | None
 ]: ...
 def plain_directory(
-    directory: bytes, start_dir: int, concat: int, archive_size: int, member_type: type[_M], /
+    directory: bytes,
+    start_dir: int,
+    concat: int,
+    archive_size: int,
+    member_type: type[_M],
+    unicode_path: bool,
+    /,
 ) -> tuple[list[_M], int] | None: ...

@@ -65,7 +65,7 @@ def scan_whole(data: bytes, bounds: Bounds) -> list[Unit] | None:
 def scan_members(
     fd: int,
     archive_size: int,
-    members: Sequence[tuple[str, int, int, int, int, int]],
+    members: Sequence[tuple[str, int, int, int, int, int, str]],
     *,
     small_max: int,
     slack: int,
@@ -85,16 +85,24 @@ def scan_members(
 
 
 def plain_directory(
-    directory: bytes, start_dir: int, concat: int, archive_size: int, member_type: type[_Member]
+    directory: bytes,
+    start_dir: int,
+    concat: int,
+    archive_size: int,
+    member_type: type[_Member],
+    *,
+    unicode_path: bool,
 ) -> tuple[list[_Member], int] | None:
     """A zip's members (``member_type``: ``zipread.Member``, made from (name, size,
-    compressed size, method, CRC, header offset)) and the uncompressed bytes all its entries
+    compressed size, method, CRC, header offset, header name); ``unicode_path``: whether this
+    Python's zipfile names members by an Info-ZIP Unicode Path field) and the uncompressed
+    bytes all its entries
     declare, when ``directory`` (the central directory, at ``start_dir``; ``concat``: the bytes
     before the archive, added to every offset) is plain: see ``_speedups.c``. None when it is
     not, or the compiled part is not built."""
     if COMPILED is None:
         return None
     found: tuple[list[_Member], int] | None = COMPILED.plain_directory(
-        directory, start_dir, concat, archive_size, member_type
+        directory, start_dir, concat, archive_size, member_type, unicode_path
     )
     return found

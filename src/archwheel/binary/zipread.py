@@ -8,7 +8,9 @@ names are checked (``..``, absolute paths, duplicates) although nothing is ever 
 
 from __future__ import annotations
 
+import binascii
 import contextlib
+import io
 import os
 import struct
 import zipfile
@@ -65,12 +67,13 @@ class Member(NamedTuple):
     """One member as the directory declares it. A named tuple: a wheel may hold 200000 members,
     and the compiled reader (``_speedups.scan_members``) takes their fields by position."""
 
-    name: str
+    name: str  # as zipfile names it (from 3.12, an Info-ZIP Unicode Path field may rename it)
     size: int  # declared uncompressed size
     compressed_size: int
     method: int
     crc: int
     header_offset: int
+    header_name: str  # the name its headers hold, decoded: what its local header must say
 
 
 def unsafe_name_reason(name: str) -> str | None:
@@ -176,6 +179,21 @@ def _check_count(count: int, limit: int, label: object) -> None:
         )
 
 
+def _reads_unicode_path() -> bool:
+    """Whether this Python's ``zipfile`` names a member by its Info-ZIP Unicode Path extra field
+    (0x7075: CPython 3.12 on), asked of ``zipfile`` itself with a zip of one member."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        info = zipfile.ZipInfo("a")
+        info.extra = struct.pack("<HHBL", 0x7075, 6, 1, binascii.crc32(b"a")) + b"b"
+        zf.writestr(info, b"")
+    with zipfile.ZipFile(buffer) as zf:
+        return zf.infolist()[0].filename == "b"
+
+
+READS_UNICODE_PATH = _reads_unicode_path()
+
+
 def plain_directory(fh: BinaryIO, archive_size: int, label: object) -> list[Member] | None:
     """The members of a plain zip (one disk, a directory whose every record and name reads the
     same in every zipfile version), as ``WheelReader`` would list them, read by the compiled reader
@@ -220,7 +238,9 @@ def plain_directory(fh: BinaryIO, archive_size: int, label: object) -> list[Memb
     directory = os.pread(fd, directory_size, directory_at)
     if len(directory) != directory_size:
         return None
-    found = speedups.plain_directory(directory, directory_at, concat, archive_size, Member)
+    found = speedups.plain_directory(
+        directory, directory_at, concat, archive_size, Member, unicode_path=READS_UNICODE_PATH
+    )
     if found is None:
         return None
     members, declared = found
@@ -318,7 +338,12 @@ class WheelReader:
             name = info.filename
             if name.endswith("/"):  # a folder (not ``is_dir()``: it fails on an empty name)
                 continue
-            reason = unsafe_name_reason(name) or overlapping.get(at) or _unreadable_flags(info)
+            reason = (
+                unsafe_name_reason(name)
+                or (unsafe_name_reason(info.orig_filename) if info.orig_filename != name else None)
+                or overlapping.get(at)
+                or _unreadable_flags(info)
+            )
             if reason:
                 self.name_problems.append((name, f"{reason}; member not read"))
                 continue
@@ -334,6 +359,7 @@ class WheelReader:
                     method=info.compress_type,
                     crc=info.CRC,
                     header_offset=info.header_offset,
+                    header_name=info.orig_filename,
                 )
             )
 
@@ -375,7 +401,7 @@ def small_member(fd: int, archive_size: int, member: Member) -> bytes | None:
         or member.method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
     ):
         return None
-    name = member.name.encode("utf-8", "surrogateescape")
+    name = member.header_name.encode("utf-8", "surrogateescape")
     try:
         block = os.pread(
             fd, LOCAL_HEADER.size + len(name) + LOCAL_SLACK + member.compressed_size,
@@ -445,8 +471,8 @@ def member_chunks(
         name_len, extra_len = fields[9], fields[10]
         local_name = reader.read(name_len)
         if (
-            local_name.decode("utf-8", "replace") != member.name
-            and local_name.decode("cp437", "replace") != member.name
+            local_name.decode("utf-8", "replace") != member.header_name
+            and local_name.decode("cp437", "replace") != member.header_name
         ):
             raise MemberError("local header names a different file than the directory")
         start = member.header_offset + LOCAL_HEADER.size + name_len + extra_len

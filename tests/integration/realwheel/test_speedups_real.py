@@ -38,8 +38,8 @@ def test_a_real_wheel_is_scanned_alike_compiled_or_not(
     directories: list[bool] = []
     plain_directory = speedups.plain_directory
 
-    def directory(*args: Any) -> Any:
-        found = plain_directory(*args)
+    def directory(*args: Any, **kwargs: Any) -> Any:
+        found = plain_directory(*args, **kwargs)
         directories.append(found is not None)
         return found
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -324,8 +325,10 @@ def _shape(tmp_path: Path, name: str) -> Path:
         struct.pack_into("<I", data, central + 20, 0xFFFFFFFF)
         path.write_bytes(bytes(data))
         return path
-    elif name == "unicode path extra":
-        return _write(path, MEMBERS, extra=struct.pack("<HHB", 0x7075, 5, 1) + b"\0" * 4)
+    elif name == "unicode path extra":  # 3.12 on: named by it; before: the field is skipped
+        return _write(
+            path, {"pkg/lib.so": LIBRARY}, extra=_unicode_path(b"pkg/lib.so", "pkg/lib\u00e9.so")
+        )
     elif name == "malformed extra":
         return _write(path, MEMBERS, extra=struct.pack("<HH", 0x5455, 40) + b"x")
     elif name == "extra with a tail":
@@ -351,7 +354,7 @@ def _shape(tmp_path: Path, name: str) -> Path:
 
 LEFT_ARCHIVES = [
     "encrypted", "version 7.0", "overlap", "overlaps the directory", "duplicate names",
-    "zip64 extra", "unicode path extra", "malformed extra", "extra with a tail", "bad utf-8 name", "unsafe name ../evil.so",
+    "zip64 extra", "malformed extra", "extra with a tail", "bad utf-8 name", "unsafe name ../evil.so",
     "unsafe name /abs.so", "unsafe name \\abs.so", "unsafe name C:x.so", "unsafe name é:x.so",
     "unsafe name a\\..\\b.so", "unsafe name a/../b.so", "unsafe name ..",
 ]  # fmt: skip
@@ -421,3 +424,57 @@ def test_an_empty_archive_holds_no_member_either_way(tmp_path: Path) -> None:
     zipfile.ZipFile(path, "w").close()
     assert _plain(path)
     assert _read(path) == ([], []) == _read_with_zipfile(path)  # zipfile's way failed before
+
+
+def _unicode_path(raw: bytes, name: str | bytes, version: int = 1) -> bytes:
+    """An Info-ZIP Unicode Path extra field naming the member ``name`` (0x7075)."""
+    text = name.encode() if isinstance(name, str) else name
+    data = struct.pack("<BL", version, zlib.crc32(raw)) + text
+    return struct.pack("<HH", 0x7075, len(data)) + data
+
+
+def test_a_unicode_path_field_is_read_as_this_python_s_zipfile_reads_it(tmp_path: Path) -> None:
+    path = _shape(tmp_path, "unicode path extra")
+    assert _plain(path)
+    said = _read(path)
+    assert said == _read_with_zipfile(path)
+    assert isinstance(said, tuple)
+    member: Member = said[0][0]
+    renames = zipread.READS_UNICODE_PATH
+    assert member.name == ("pkg/lib\u00e9.so" if renames else "pkg/lib.so")
+    assert member.header_name == "pkg/lib.so"
+    assert _batch(path, [member]) == _one_by_one(path, [member])  # its local header names it
+
+
+@pytest.mark.parametrize(
+    ("field", "named"),
+    [
+        (_unicode_path(b"pkg/lib.so", "pkg/lib\u00e9.so"), "pkg/lib\u00e9.so"),
+        (_unicode_path(b"pkg/lib.so", "pkg/x.so", version=2), "pkg/lib.so"),
+        (_unicode_path(b"other", "pkg/x.so"), "pkg/lib.so"),  # not this name's CRC
+        (_unicode_path(b"pkg/lib.so", "pkg/x.so") + _unicode_path(b"pkg/lib.so", "y"), "y"),
+        (_unicode_path(b"pkg/lib.so", ""), None),  # zipfile warns
+        (_unicode_path(b"pkg/lib.so", "a\0b"), None),  # zipfile cuts it
+        (_unicode_path(b"pkg/lib.so", "../x.so"), None),  # unsafe
+        (struct.pack("<HHB", 0x7075, 1, 1), None),  # zipfile: corrupt
+        (_unicode_path(b"pkg/lib.so", b"\xff\xfe"), None),  # not UTF-8
+    ],
+)
+def test_the_unicode_path_rules_of_zipfile_3_12(field: bytes, named: str | None) -> None:
+    """Where zipfile renames by the field (3.12 on), whatever this interpreter's is."""
+    with tempfile.TemporaryDirectory() as box:
+        path = _write(Path(box) / "w.whl", {"pkg/lib.so": LIBRARY}, extra=field)
+        data = path.read_bytes()
+    end = _end_at(data)
+    size, at = struct.unpack_from("<LL", data, end + 12)
+    for unicode_path in (True, False):
+        found = speedups.plain_directory(
+            data[at : at + size], at, 0, len(data), Member, unicode_path=unicode_path
+        )
+        if not unicode_path:
+            assert found is not None and found[0][0].name == "pkg/lib.so"
+        elif named is None:
+            assert found is None
+        else:
+            assert found is not None and found[0][0].name == named
+            assert found[0][0].header_name == "pkg/lib.so"

@@ -279,7 +279,7 @@ def test_a_regular_small_member_is_read_in_one_go(tmp_path: Path, stored: bool) 
     "change",
     [
         {"crc": 0x12345678},  # the directory's CRC: the bytes do not match it
-        {"name": "pkg/other.so"},  # the local header names another file
+        {"header_name": "pkg/other.so"},  # the local header names another file
         {"size": len(LIB) - 1},  # inflates past its declared size
         {"size": len(LIB) + 1},  # inflates to fewer bytes than declared
         {"compressed_size": 20},  # the deflate stream does not end in its bytes
