@@ -81,12 +81,15 @@ def _bounded(problems: list[Problem], source: str) -> tuple[Problem, ...]:
 
 
 def _is_text_member(name: str) -> bool:
-    base = name.rsplit("/", 1)[-1]
-    dot = base.rfind(".")
-    if dot > 0 and base[dot:].lower() in TEXT_SUFFIXES:
+    # Index arithmetic, no splitting: this runs for each of up to 200000 members.
+    slash = name.rfind("/")
+    dot = name.rfind(".")
+    if dot > slash + 1 and name[dot:].lower() in TEXT_SUFFIXES:
         return True
-    parent = name[: len(name) - len(base) - 1].rsplit("/", 1)[-1]
-    return parent.endswith(".dist-info") and base in DIST_INFO_FILES
+    if ".dist-info/" not in name:
+        return False
+    base = name[slash + 1 :]
+    return name[:slash].endswith(".dist-info") and base in DIST_INFO_FILES
 
 
 class _Progress:
@@ -165,8 +168,9 @@ def scan_wheel(
     reader = WheelReader(path)
     for name, why in reader.name_problems:
         found.problem(why, name)
-    members = [m for m in reader.members if all_members or not _is_text_member(m.name)]
-    members = [m for m in members if m.size >= 4]
+    members = [
+        m for m in reader.members if m.size >= 4 and (all_members or not _is_text_member(m.name))
+    ]
     progress = _Progress(sum(m.size for m in members), on_progress)
     results = scan_members(
         path,
@@ -179,14 +183,16 @@ def scan_wheel(
         identity=reader.identity,
     )
 
-    unscanned = [m.name for i, m in enumerate(members) if i not in results]
+    unscanned = []
     for index, member in enumerate(members):
-        if index not in results:
+        result = results.get(index)
+        if result is None:
+            unscanned.append(member.name)
             continue
-        scan, error = results[index]
+        scan, error = result
         if error:
             found.problem(error, member.name)
-        else:
+        elif scan is not None:
             found.add(member.name, scan)
     if unscanned:
         found.problem(

@@ -31,7 +31,7 @@ from archwheel.binary.scan.binary import (
     scan_small_members,
     small_enough,
 )
-from archwheel.binary.zipread import Member, file_identity
+from archwheel.binary.zipread import SMALL_MEMBER, Member, file_identity
 from archwheel.effects import process
 from archwheel.effects.files import open_regular
 
@@ -339,7 +339,10 @@ def _scan_members(
         nonlocal local_done
         assert handle is not None
         run: list[int] = []
-        while small and len(run) < SMALL_BATCH and batchable(small[0]):
+        while small and len(run) < SMALL_BATCH:
+            member = members[small[0]]
+            if member.size > SMALL_MEMBER or member.compressed_size > SMALL_MEMBER:
+                break
             run.append(small.popleft())
 
         def on_bytes(amount: int) -> None:
@@ -351,7 +354,9 @@ def _scan_members(
             path, archive_size, [members[i] for i in run], on_bytes, handle=handle
         )
         for index, result in zip(run, found, strict=True):
-            if not keep(index, result):
+            if result[0] is None:  # no binary, or a message: no entries to count
+                results[index] = result
+            elif not keep(index, result):
                 break
 
     try:
