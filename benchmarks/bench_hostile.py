@@ -351,7 +351,8 @@ def main(argv: list[str]) -> int:
                 directory = _directory_seconds(wheel) / (size / MIB) / ref_per_mib
                 results[name]["zip_directory_ratio"] = directory
             unit = "MiB of wheel" if name in BY_FILE else "MiB"
-            by_file = f"; per MiB of wheel file: {file_ratio:.1f}x" if name in SHOW_FILE_RATIO else ""
+            shown = name in SHOW_FILE_RATIO
+            by_file = f"; per MiB of wheel file: {file_ratio:.1f}x" if shown else ""
             print(f"{name:22} {size / MIB:7.1f} {unit} {seconds:7.2f} s "
                   f"{1000 * per_mib:8.2f} ms/MiB  {ratio:6.1f}x the reference "
                   f"(making the returned objects in Python: {floor:5.1f}x{by_file})")  # fmt: skip
