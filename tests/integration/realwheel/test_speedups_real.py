@@ -27,41 +27,32 @@ def test_a_real_wheel_is_scanned_alike_compiled_or_not(
     which: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     wheel: Path = request.getfixturevalue(which)
-    answered = []
-    scan_whole = speedups.scan_whole
-
-    def counted(data: bytes, bounds: speedups.Bounds) -> list[speedups.Unit] | None:
-        found = scan_whole(data, bounds)
-        answered.append(found is not None)
-        return found
-
-    directories: list[bool] = []
-    plain_directory = speedups.plain_directory
-
-    def directory(*args: Any, **kwargs: Any) -> Any:
-        found = plain_directory(*args, **kwargs)
-        directories.append(found is not None)
-        return found
-
-    small: list[object] = []
-    scan_members = speedups.scan_members
-
-    def members(*args: Any, **kwargs: Any) -> Any:
-        found = scan_members(*args, **kwargs)
-        small.extend(found or [])
-        return found
-
     with monkeypatch.context() as patch:
-        patch.setattr(speedups, "scan_whole", counted)
-        patch.setattr(speedups, "plain_directory", directory)
-        patch.setattr(speedups, "scan_members", members)
+        whole = _record(patch, "scan_whole")
+        directories = _record(patch, "plain_directory")
+        batches = _record(patch, "scan_members")
         compiled = scan_path(wheel, workers=1)
     with monkeypatch.context() as patch:
         patch.setattr(speedups, "COMPILED", None)
         python = scan_path(wheel, workers=1)
     assert compiled.complete, [p.one_line() for p in compiled.problems]
     assert compiled == python
-    answered += [isinstance(found, list) for found in small]
+    small = [found for batch in batches for found in batch]
+    answered = [found is not None for found in whole] + [isinstance(f, list) for f in small]
     assert sum(answered) >= 1, f"the compiled scan answered for none of {len(answered)} binaries"
-    assert directories == [True], "the wheel's directory was left to zipfile"
+    assert [found is not None for found in directories] == [True], "directory left to zipfile"
     assert any(found is not None for found in small), f"no small member read of {len(small)}"
+
+
+def _record(patch: pytest.MonkeyPatch, name: str) -> list[Any]:
+    """Every answer ``speedups.<name>`` gives while ``patch`` holds."""
+    answers: list[Any] = []
+    original = getattr(speedups, name)
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        found = original(*args, **kwargs)
+        answers.append(found)
+        return found
+
+    patch.setattr(speedups, name, recorded)
+    return answers
