@@ -85,6 +85,30 @@ def _encrypted(folder: Path) -> str:
     return str(with_zip_flags(wheel, 0x1))
 
 
+def _empty_archive(folder: Path) -> str:
+    # A zip whose directory holds nothing: the overlap check failed on it (ValueError, exit 4).
+    path = folder / "empty-1.0-py3-none-any.whl"
+    zipfile.ZipFile(path, "w").close()
+    return str(path)
+
+
+def _extract_version_7(folder: Path) -> str:
+    # A member needing "version 7.0" to extract: zipfile raises NotImplementedError (was exit 4).
+    wheel = write_zip(folder / "v7-1.0-py3-none-any.whl", [("pkg/libz.so", b"\x7fELF" * 16)])
+    data = bytearray(wheel.read_bytes())
+    data[data.rindex(b"PK\x01\x02") + 6] = 70
+    wheel.write_bytes(bytes(data))
+    return str(wheel)
+
+
+def _empty_member_name(folder: Path) -> str:
+    # A member named "": zipfile's is_dir() indexes its last character (IndexError, exit 4).
+    path = folder / "noname-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(zipfile.ZipInfo(""), b"abcd")
+    return str(path)
+
+
 BAD_INPUTS: dict[str, Make] = {
     "fifo": _fifo,
     "char-device": lambda _: "/dev/zero",
@@ -106,6 +130,9 @@ BAD_INPUTS: dict[str, Make] = {
     ),
     "zip-declaring-a-bomb": _declared_bomb,
     "encrypted-members": _encrypted,
+    "empty-archive": _empty_archive,
+    "zip-extract-version-7": _extract_version_7,
+    "empty-member-name": _empty_member_name,
     "zip-declaring-a-billion-members": lambda folder: str(
         zip_declaring(folder / "many-1.0-py3-none-any.whl", [("many/a.txt", b"x")], 10**9)
     ),
