@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from archwheel.binary.model import LibraryInventory
+from archwheel.binary.scan.binary import BinaryScan, scan_stream
 from archwheel.errors import ArchwheelError
 
 WATCHDOG_S = 60
@@ -116,6 +117,23 @@ def mutated(draw: Callable[..., Any], seeds: list[Seed]) -> Mutant:
             data[position:position] = data[anchor : anchor + length]
             edits.append(f"splice {anchor:#x}+{length}->{position:#x}")
     return Mutant(original.name, bytes(data), tuple(edits))
+
+
+def scan_in_chunks(data: bytes, chunk: int = 1 << 20, *, deep: bool = False) -> BinaryScan | None:
+    """``scan_stream`` of ``data`` delivered in chunks of ``chunk`` bytes (the last shorter)."""
+
+    def open_chunks() -> Iterator[bytes]:
+        for start in range(0, len(data), chunk):
+            yield data[start : start + chunk]
+
+    return scan_stream("m.so", len(data), open_chunks, deep=deep)
+
+
+def said(scan: BinaryScan | None) -> object:
+    """What a scan reports, comparable: its libraries, its notes (sorted), its bytes read."""
+    if scan is None:
+        return None
+    return (scan.libraries, sorted(scan.notes, key=repr), scan.bytes_read)
 
 
 # -- the promises ---------------------------------------------------------------------------------

@@ -9,14 +9,11 @@ files, archives, raw cubins and nested containers, delivered whole and in chunks
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from hypothesis import given
 from hypothesis import strategies as st
 
-from archwheel.binary.scan.binary import BinaryScan, scan_stream
 from tests.support.builders import Entry, ar_archive, container, elf64
-from tests.support.fuzz import FUZZ_SETTINGS, Mutant, mutated, seed
+from tests.support.fuzz import FUZZ_SETTINGS, Mutant, mutated, said, scan_in_chunks, seed
 
 CUBIN = elf64([(".text.kernel", b"\0" * 32)], e_type=2, machine=190, e_flags=0x5A)
 SEEDS = [
@@ -46,20 +43,6 @@ SEEDS = [
 ]
 
 
-def _scan(data: bytes, chunk: int, deep: bool) -> BinaryScan | None:
-    def open_chunks() -> Iterator[bytes]:
-        for start in range(0, len(data), chunk):
-            yield data[start : start + chunk]
-
-    return scan_stream("m.so", len(data), open_chunks, deep=deep)
-
-
-def _said(scan: BinaryScan | None) -> object:
-    if scan is None:
-        return None
-    return (scan.libraries, sorted(scan.notes, key=repr), scan.bytes_read)
-
-
 @FUZZ_SETTINGS
 @given(mutant=mutated(SEEDS), chunk=st.integers(8, 4096), deep=st.booleans())
 def test_a_binary_whole_and_in_chunks_is_scanned_alike(
@@ -68,20 +51,20 @@ def test_a_binary_whole_and_in_chunks_is_scanned_alike(
     # Chunks of 8 bytes at least: the kind of binary is told from its first chunk (a magic of
     # up to 8 bytes; real readers deliver at least 64 KiB, or the whole member, first).
     data = mutant.data
-    whole = _scan(data, max(len(data), 1), deep)  # one chunk: read without the queue
+    whole = scan_in_chunks(data, max(len(data), 1), deep=deep)  # one chunk: read without the queue
     if len(data) > 8:
         chunk = min(chunk, len(data) - 1)  # two chunks at least: through the stream's queue
-    assert _said(_scan(data, chunk, deep)) == _said(whole)
+    assert said(scan_in_chunks(data, chunk, deep=deep)) == said(whole)
 
 
 def test_the_seeds_hold_device_code() -> None:
     """The property means something only if the seeds are read as binaries with entries."""
     for s in SEEDS:
-        scan = _scan(s.data, len(s.data), False)
+        scan = scan_in_chunks(s.data, len(s.data))
         assert scan is not None and scan.libraries, s.name
     entries = [
         sum(len(lib.entries) for lib in scan.libraries)
         for s in SEEDS
-        if (scan := _scan(s.data, len(s.data), False)) is not None
+        if (scan := scan_in_chunks(s.data, len(s.data))) is not None
     ]
     assert sum(1 for count in entries if count) >= 4

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import given
@@ -20,9 +19,8 @@ from hypothesis import strategies as st
 
 from archwheel.binary import speedups
 from archwheel.binary.scan import binary
-from archwheel.binary.scan.binary import BinaryScan, scan_stream
 from tests.support.builders import Entry, ar_archive, container, elf64
-from tests.support.fuzz import FUZZ_SETTINGS, Mutant, mutated, seed
+from tests.support.fuzz import FUZZ_SETTINGS, Mutant, mutated, said, scan_in_chunks, seed
 
 CUBIN = elf64([(".text.kernel", b"\0" * 32)], e_type=2, machine=190, e_flags=0x5A)
 HOST = elf64([(".text", b"\x90" * 16)])
@@ -99,24 +97,10 @@ LEFT = {
 SEEDS = [seed(name, data) for name, data in {**CLEAN, **LEFT}.items()]
 
 
-def _scan(data: bytes, chunk: int = 1 << 20) -> BinaryScan | None:
-    def open_chunks() -> Iterator[bytes]:
-        for start in range(0, len(data), chunk):
-            yield data[start : start + chunk]
-
-    return scan_stream("m.so", len(data), open_chunks)
-
-
-def _said(scan: BinaryScan | None) -> object:
-    if scan is None:
-        return None
-    return (scan.libraries, sorted(scan.notes, key=repr), scan.bytes_read)
-
-
 def _python_only(data: bytes, monkeypatch: pytest.MonkeyPatch, chunk: int = 1 << 20) -> object:
     with monkeypatch.context() as patch:
         patch.setattr(speedups, "COMPILED", None)
-        return _said(_scan(data, chunk))
+        return said(scan_in_chunks(data, chunk))
 
 
 def _answers(data: bytes) -> bool:
@@ -138,14 +122,14 @@ def test_the_compiled_scan_answers_for_clean_ones(
     assert _answers(data), f"{name}: left to the Python scan"
     reference = _python_only(data, monkeypatch)
     assert reference is not None and not reference[1]  # type: ignore[index]
-    assert _said(_scan(data)) == reference
+    assert said(scan_in_chunks(data)) == reference
 
 
 @pytest.mark.parametrize("name", sorted(LEFT))
 def test_the_compiled_scan_leaves_the_others(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     data = LEFT[name]
     assert not _answers(data), f"{name}: the compiled scan answered"
-    assert _said(_scan(data)) == _python_only(data, monkeypatch)
+    assert said(scan_in_chunks(data)) == _python_only(data, monkeypatch)
 
 
 @FUZZ_SETTINGS
@@ -155,7 +139,7 @@ def test_mutants_are_scanned_alike_compiled_or_not(mutant: Mutant, chunk: int) -
     # Python scan streams them; in one chunk both read it whole.
     data = mutant.data
     with pytest.MonkeyPatch.context() as monkeypatch:
-        assert _said(_scan(data, chunk)) == _python_only(data, monkeypatch, chunk)
+        assert said(scan_in_chunks(data, chunk)) == _python_only(data, monkeypatch, chunk)
 
 
 def test_the_bounds_are_the_python_scans(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -170,7 +154,7 @@ def test_the_bounds_are_the_python_scans(monkeypatch: pytest.MonkeyPatch) -> Non
         with monkeypatch.context() as patch:
             patch.setattr(binary, bound, value)
             assert not _answers(data), bound
-            scan = _scan(data)
+            scan = scan_in_chunks(data)
             assert scan is not None and any("limit" in n.message for _, n in scan.notes), bound
     hosts = elf64([(".rodata", HOST * 3), (".nv_fatbin", container(Entry()))])
     assert _answers(hosts)
@@ -200,5 +184,5 @@ def test_a_nobits_fatbin_section_of_any_size_is_read_as_the_python_scan_reads_it
         data = bytearray(elf64([(".nv_fatbin", b"\0" * 8)], nobits=(".nv_fatbin",)))
         shoff = struct.unpack_from("<Q", data, 0x28)[0]
         struct.pack_into("<QQ", data, shoff + 64 + 24, (1 << 63) + 5, size)
-        assert _said(_scan(bytes(data))) == _python_only(bytes(data), monkeypatch), size
+        assert said(scan_in_chunks(bytes(data))) == _python_only(bytes(data), monkeypatch), size
         assert _answers(bytes(data)) is (size <= 16), size
