@@ -974,8 +974,9 @@ static PyObject *plain_directory(PyObject *self, PyObject *args) {
     unsigned long long start_dir, concat, archive_size;
     PyObject *member_type;
     int unicode_path;
-    if (!PyArg_ParseTuple(args, "y*KKKOp", &view, &start_dir, &concat, &archive_size, &member_type,
-                          &unicode_path))
+    Py_ssize_t entries; /* as the end record declares: more or fewer records are not plain */
+    if (!PyArg_ParseTuple(args, "y*KKKOpn", &view, &start_dir, &concat, &archive_size, &member_type,
+                          &unicode_path, &entries))
         return NULL;
     if (!PyType_Check(member_type) || !PyType_IsSubtype((PyTypeObject *)member_type, &PyTuple_Type)) {
         PyBuffer_Release(&view);
@@ -990,7 +991,10 @@ static PyObject *plain_directory(PyObject *self, PyObject *args) {
     int status = members && names ? OK : ERR;
     while (status == OK && pos < len) {
         const unsigned char *r = buf + pos;
-        if (len - pos < CENTRAL_SIZE || memcmp(r, "PK\x01\x02", 4)) { status = LEAVE; break; }
+        if (len - pos < CENTRAL_SIZE || memcmp(r, "PK\x01\x02", 4) || nspans >= entries) {
+            status = LEAVE;
+            break;
+        }
         uint16_t flags = u16(r + 8), method = u16(r + 10);
         uint32_t crc = u32(r + 16), csize = u32(r + 20), usize = u32(r + 24), offset = u32(r + 42);
         uint64_t nlen = u16(r + 28), xlen = u16(r + 30), clen = u16(r + 32);
@@ -1052,6 +1056,7 @@ static PyObject *plain_directory(PyObject *self, PyObject *args) {
         }
         pos += CENTRAL_SIZE + nlen + xlen + clen;
     }
+    if (status == OK && nspans != entries) status = LEAVE;
     if (status == OK) { /* zipread.overlaps finds nothing */
         if (nspans > 1) qsort(spans, (size_t)nspans, sizeof(Span), by_span_offset);
         for (Py_ssize_t i = 0; i < nspans; i++) {
@@ -1097,7 +1102,8 @@ static PyMethodDef methods[] = {
      "-> [(unit name, file kind, size, containers, entries)] | None: a whole ELF64\n"
      "binary or ar archive, when the Python scan would report exactly that and no problem."},
     {"plain_directory", plain_directory, METH_VARARGS,
-     "plain_directory(directory, start_dir, concat, archive_size, member_type, unicode_path)\n"
+     "plain_directory(directory, start_dir, concat, archive_size, member_type, unicode_path,\n"
+     "entries)\n"
      "-> ([member], declared) | None:\n"
      "a zip's central directory, when zipfile would read exactly these members and\n"
      "zipread.WheelReader's checks would find nothing; None for anything else."},

@@ -43,5 +43,6 @@ def plain_directory(
     archive_size: int,
     member_type: type[_M],
     unicode_path: bool,
+    entries: int,
     /,
 ) -> tuple[list[_M], int] | None: ...

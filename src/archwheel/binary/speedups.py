@@ -92,10 +92,12 @@ def plain_directory(
     member_type: type[_Member],
     *,
     unicode_path: bool,
+    entries: int,
 ) -> tuple[list[_Member], int] | None:
     """A zip's members (``member_type``: ``zipread.Member``, made from (name, size,
     compressed size, method, CRC, header offset, header name); ``unicode_path``: whether this
-    Python's zipfile names members by an Info-ZIP Unicode Path field) and the uncompressed
+    Python's zipfile names members by an Info-ZIP Unicode Path field; ``entries``: how many
+    records the end record declares, which the directory must hold) and the uncompressed
     bytes all its entries
     declare, when ``directory`` (the central directory, at ``start_dir``; ``concat``: the bytes
     before the archive, added to every offset) is plain: see ``_speedups.c``. None when it is
@@ -103,6 +105,6 @@ def plain_directory(
     if COMPILED is None:
         return None
     found: tuple[list[_Member], int] | None = COMPILED.plain_directory(
-        directory, start_dir, concat, archive_size, member_type, unicode_path
+        directory, start_dir, concat, archive_size, member_type, unicode_path, entries
     )
     return found

@@ -239,7 +239,13 @@ def plain_directory(fh: BinaryIO, archive_size: int, label: object) -> list[Memb
     if len(directory) != directory_size:
         return None
     found = speedups.plain_directory(
-        directory, directory_at, concat, archive_size, Member, unicode_path=READS_UNICODE_PATH
+        directory,
+        directory_at,
+        concat,
+        archive_size,
+        Member,
+        unicode_path=READS_UNICODE_PATH,
+        entries=entries,
     )
     if found is None:
         return None
