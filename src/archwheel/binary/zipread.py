@@ -195,11 +195,11 @@ READS_UNICODE_PATH = _reads_unicode_path()
 
 
 def plain_directory(fh: BinaryIO, archive_size: int, label: object) -> list[Member] | None:
-    """The members of a plain zip (one disk, a directory whose every record and name reads the
-    same in every zipfile version), as ``WheelReader`` would list them, read by the compiled reader
-    (``speedups.plain_directory``) when it is built and the directory is plain and sound
-    throughout; None otherwise (``zipfile`` then reads it). The bounds are checked as
-    ``open_zip`` checks them, with the same messages."""
+    """The members of a plain zip, as ``WheelReader`` would list them through this Python's
+    ``zipfile``, read by the compiled reader (``speedups.plain_directory``) when it is built and
+    the directory is plain and sound throughout (docs/design.md, "The compiled scan"); None
+    otherwise, and ``zipfile`` reads it. The bounds are checked as ``open_zip`` checks them,
+    with the same messages."""
     if speedups.COMPILED is None or archive_size < _END.size:
         return None
     fd = fh.fileno()

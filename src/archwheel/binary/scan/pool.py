@@ -31,7 +31,7 @@ from archwheel.binary.scan.binary import (
     scan_small_members,
     small_enough,
 )
-from archwheel.binary.zipread import SMALL_MEMBER, Member, file_identity
+from archwheel.binary.zipread import Member, file_identity
 from archwheel.effects import process
 from archwheel.effects.files import open_regular
 
@@ -339,10 +339,7 @@ def _scan_members(
         nonlocal local_done
         assert handle is not None
         run: list[int] = []
-        while small and len(run) < SMALL_BATCH:
-            member = members[small[0]]
-            if member.size > SMALL_MEMBER or member.compressed_size > SMALL_MEMBER:
-                break
+        while small and len(run) < SMALL_BATCH and small_enough(members[small[0]]):
             run.append(small.popleft())
 
         def on_bytes(amount: int) -> None:
