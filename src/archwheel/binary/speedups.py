@@ -98,10 +98,9 @@ def plain_directory(
     compressed size, method, CRC, header offset, header name); ``unicode_path``: whether this
     Python's zipfile names members by an Info-ZIP Unicode Path field; ``entries``: how many
     records the end record declares, which the directory must hold) and the uncompressed
-    bytes all its entries
-    declare, when ``directory`` (the central directory, at ``start_dir``; ``concat``: the bytes
-    before the archive, added to every offset) is plain: see ``_speedups.c``. None when it is
-    not, or the compiled part is not built."""
+    bytes all its entries declare, when ``directory`` (the central directory, at
+    ``start_dir``; ``concat``: the bytes before the archive, added to every offset) is plain:
+    see ``_speedups.c``. None when it is not, or the compiled part is not built."""
     if COMPILED is None:
         return None
     found: tuple[list[_Member], int] | None = COMPILED.plain_directory(

@@ -351,9 +351,7 @@ def _scan_members(
             path, archive_size, [members[i] for i in run], on_bytes, handle=handle
         )
         for index, result in zip(run, found, strict=True):
-            if result[0] is None:  # no binary, or a message: no entries to count
-                results[index] = result
-            elif not keep(index, result):
+            if not keep(index, result):
                 break
 
     try:
