@@ -33,16 +33,16 @@ TARGET_WARM_RATIO = 3.0
 
 def prepare_images() -> None:
     """Make the base and builder images now, so no measured build pays for them."""
-    from archwheel.build.baseimage import ensure_base_image
-    from archwheel.build.builder_image import (
+    from archwheel.effects.engine import ContainerEngine, EngineSettings
+    from archwheel.effects.paths import docker_dir, recipe_dirs
+    from archwheel.effects.pipconfig import PipSettings
+    from archwheel.wheelbuild.baseimage import ensure_base_image
+    from archwheel.wheelbuild.builder_image import (
         BuilderImageSpec,
         context_hash,
         ensure_builder_image,
     )
-    from archwheel.build.recipe import find_recipe
-    from archwheel.effects.engine import ContainerEngine, EngineSettings
-    from archwheel.effects.paths import docker_dir, recipe_dirs
-    from archwheel.effects.pipconfig import PipSettings
+    from archwheel.wheelbuild.recipe import find_recipe
 
     recipe = find_recipe("example", recipe_dirs())
     engine = ContainerEngine(EngineSettings.create("docker"), echo=None)

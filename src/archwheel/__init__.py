@@ -6,7 +6,7 @@ The package is layered in floors; a module imports only from its own floor and t
 
 5. ``archwheel.interfaces``: the command line (argv -> typed request -> one call) and ``render/``
    (every human text, JSON and Markdown of every command).
-4. the use cases, side by side: ``archwheel.build`` (recipes, containers, the audit gate,
+4. the use cases, side by side: ``archwheel.wheelbuild`` (recipes, containers, the audit gate,
    provenance), ``archwheel.smoke`` (real kernels in an isolated environment), ``archwheel.doctor``
    (this host's GPUs and torch), ``archwheel.crosscheck`` (NVIDIA's cuobjdump as an oracle).
 3. ``archwheel.verdicts``: pure judgements over inspection results (audit, can-run, recommend,

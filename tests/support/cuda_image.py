@@ -20,10 +20,10 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-from archwheel.build.builder_image import download_toolchain
-from archwheel.build.recipe import ToolchainSpec, pypi_toolchains
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild.builder_image import download_toolchain
+from archwheel.wheelbuild.recipe import ToolchainSpec, pypi_toolchains
 
 DOCKERFILE_DIR = Path(__file__).resolve().parent / "data" / "cuda-in-image"
 REPOSITORY = "archwheel-test/cuda-in-image"

@@ -14,7 +14,7 @@ FLOORS = {
     "effects": 1,
     "binary": 2,
     "verdicts": 3,
-    "build": 4,
+    "wheelbuild": 4,
     "smoke": 4,
     "doctor": 4,
     "crosscheck": 4,
@@ -89,11 +89,11 @@ def test_checker_sees_an_upward_import(tmp_path: Path) -> None:
 
 def test_checker_sees_a_sibling_use_case(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
-    probe.write_text("from archwheel.build.recipe import load_recipe\n")
+    probe.write_text("from archwheel.wheelbuild.recipe import load_recipe\n")
     global PACKAGE  # noqa: PLW0603
     saved, PACKAGE = PACKAGE, tmp_path
     try:
-        assert violations_of("smoke", probe) == ["probe.py imports the sibling use case build"]
+        assert violations_of("smoke", probe) == ["probe.py imports the sibling use case wheelbuild"]
         assert violations_of("interfaces", probe) == []
     finally:
         PACKAGE = saved

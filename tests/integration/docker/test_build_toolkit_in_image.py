@@ -22,18 +22,18 @@ from pathlib import Path
 import pytest
 
 from archwheel.binary.scan.inputs import scan_path
-from archwheel.build.builder_image import (
+from archwheel.effects.engine import ContainerEngine, EngineSettings
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.facts.arch import CodeKind
+from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild.builder_image import (
     BuilderImageSpec,
     context_hash,
     ensure_builder_image,
     probe_base_toolkit,
     probe_toolchain,
 )
-from archwheel.build.recipe import ToolchainSpec
-from archwheel.effects.engine import ContainerEngine, EngineSettings
-from archwheel.effects.pipconfig import PipSettings
-from archwheel.facts.arch import CodeKind
-from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild.recipe import ToolchainSpec
 from tests.support.containers_support import containers_created, containers_with_label
 from tests.support.cuda_image import REPOSITORY, build_cuda_in_image
 from tests.support.paths import CACHE, ROOT

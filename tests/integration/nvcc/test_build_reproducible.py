@@ -1,5 +1,5 @@
 """Reproducible wheels: nvcc's own determinism (the re-pack and the comparison are in
-tests/unit/build/test_build_reproducible.py).
+tests/unit/wheelbuild/test_build_reproducible.py).
 """
 
 from __future__ import annotations

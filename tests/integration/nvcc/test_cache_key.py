@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.build.remote_cache import launcher_script, toolkit_id_command
 from archwheel.effects.redis_relay import RedisAddress, UnixRelay
+from archwheel.wheelbuild.remote_cache import launcher_script, toolkit_id_command
 from tests.support.components import require
 from tests.support.redis_server import RedisServer, redis_server
 

@@ -28,16 +28,16 @@ import pytest
 
 from archwheel.binary.dynamic import read_wheel_dynamic
 from archwheel.binary.wheelmeta import read_wheel_metadata
-from archwheel.build.recipe import load_recipe
-from archwheel.build.repair import (
+from archwheel.effects.process import run_program
+from archwheel.facts.pytorch_official import load_official
+from archwheel.wheelbuild.recipe import load_recipe
+from archwheel.wheelbuild.repair import (
     RepairSpec,
     official_torch_spec,
     repair_wheel,
     spec_for_recipe,
     tool_path,
 )
-from archwheel.effects.process import run_program
-from archwheel.facts.pytorch_official import load_official
 from tests.support.components import TORCH_2_15_SPEC, TORCH_SPEC, fetch_wheel, require
 from tests.support.paths import ROOT
 from tests.support.repair_wheels import write_wheel

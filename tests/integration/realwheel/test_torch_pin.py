@@ -6,18 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.build.toolkit import (
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.errors import RecipeError
+from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild.toolkit import (
     manylinux_platforms,
 )
-from archwheel.build.torch_pin import (
+from archwheel.wheelbuild.torch_pin import (
     TORCH_WHEELS,
     fetch_torch_wheel,
     find_torch_pin,
     read_torch_wheel,
 )
-from archwheel.effects.pipconfig import PipSettings
-from archwheel.errors import RecipeError
-from archwheel.facts.versions import CudaVersion
 from tests.support.torch_pin_support import TOOLKIT_PIN
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.build import index_sdist, source
 from archwheel.effects import net
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import InputError, ToolError
+from archwheel.wheelbuild import index_sdist, source
 
 BODY = b"x" * 300_000
 

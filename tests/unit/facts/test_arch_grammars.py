@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from archwheel.build.plan import check_arch_list
-from archwheel.build.recipe import load_recipe, pinned_torch
 from archwheel.errors import ArchListError, RecipeError
 from archwheel.facts import arch_grammars as ag
 from archwheel.facts.arch import ArchList
 from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild.plan import check_arch_list
+from archwheel.wheelbuild.recipe import load_recipe, pinned_torch
 from tests.support.cli import CliRun
 from tests.support.paths import ROOT
 
@@ -300,7 +300,7 @@ def recipe_file(tmp_path: Path, arch: str, requirements: str = '"torch==2.14.1"'
     return path
 
 
-# (A CUDA build of torch: a +cpu pin in a CUDA extension is refused, tests/unit/build/test_torch_pin.py.)
+# (A CUDA build of torch: a +cpu pin in a CUDA extension is refused, tests/unit/wheelbuild/test_torch_pin.py.)
 def test_a_torch_format_extension_is_read_by_cpp_extension_of_the_pinned_torch(
     tmp_path: Path,
 ) -> None:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from archwheel.build.recipe import load_recipe
 from archwheel.effects.process import quote_command
 from archwheel.interfaces.render.build import build_output
 from archwheel.interfaces.render.common import literal, md_code, safe
+from archwheel.wheelbuild.recipe import load_recipe
 from tests.support.builders import Entry, container, elf64, write_zip
 from tests.support.cli import CliRun
 from tests.support.paths import ROOT

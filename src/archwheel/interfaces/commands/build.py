@@ -17,24 +17,6 @@ from typing import Any
 
 from rich.console import Console
 
-from archwheel.build.baseimage import DEFAULT_SUITE, MIRROR_ENV, ensure_base_image
-from archwheel.build.index_sdist import locate_sdist
-from archwheel.build.jobs import choose_jobs, detect_host_resources
-from archwheel.build.official import compare_official
-from archwheel.build.plan import (
-    DEFAULT_CCACHE_SIZE,
-    DEFAULT_CCACHE_VOLUME,
-    BuildOptions,
-    build_user,
-    check_arch_list,
-    make_plan,
-)
-from archwheel.build.recipe import Recipe, find_recipe, load_recipe, recipe_files, with_torch
-from archwheel.build.remote_cache import CACHE_URL_ENV, CacheUrl, parse_cache_url
-from archwheel.build.repair import spec_for_recipe
-from archwheel.build.runner import BuildRunner
-from archwheel.build.source import resolve_source
-from archwheel.build.toolkit import prepare_torch, with_torch_cuda
 from archwheel.effects.engine import (
     ENGINES,
     ContainerEngine,
@@ -60,6 +42,24 @@ from archwheel.interfaces.render.build import (
     progress,
 )
 from archwheel.interfaces.render.common import echo_to, literal
+from archwheel.wheelbuild.baseimage import DEFAULT_SUITE, MIRROR_ENV, ensure_base_image
+from archwheel.wheelbuild.index_sdist import locate_sdist
+from archwheel.wheelbuild.jobs import choose_jobs, detect_host_resources
+from archwheel.wheelbuild.official import compare_official
+from archwheel.wheelbuild.plan import (
+    DEFAULT_CCACHE_SIZE,
+    DEFAULT_CCACHE_VOLUME,
+    BuildOptions,
+    build_user,
+    check_arch_list,
+    make_plan,
+)
+from archwheel.wheelbuild.recipe import Recipe, find_recipe, load_recipe, recipe_files, with_torch
+from archwheel.wheelbuild.remote_cache import CACHE_URL_ENV, CacheUrl, parse_cache_url
+from archwheel.wheelbuild.repair import spec_for_recipe
+from archwheel.wheelbuild.runner import BuildRunner
+from archwheel.wheelbuild.source import resolve_source
+from archwheel.wheelbuild.toolkit import prepare_torch, with_torch_cuda
 
 BUILD_EPILOG = """\
 examples:

@@ -17,11 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from archwheel import __version__
-from archwheel.build.plan import DEFAULT_CCACHE_SIZE, DEFAULT_CCACHE_VOLUME, check_arch_list
-from archwheel.build.provenance import provenance_path
-from archwheel.build.recipe import Recipe, find_recipe, with_torch
-from archwheel.build.remote_cache import CACHE_URL_ENV, CacheUrl
-from archwheel.build.source import resolve_source
 from archwheel.effects.engine import ENGINES, EngineName
 from archwheel.effects.files import write_text_atomic
 from archwheel.effects.paths import cache_dir, recipe_dirs
@@ -54,6 +49,11 @@ from archwheel.matrix.plan import (
     parse_exclusion,
 )
 from archwheel.matrix.run import CellBuilder, CellOutput, run_matrix
+from archwheel.wheelbuild.plan import DEFAULT_CCACHE_SIZE, DEFAULT_CCACHE_VOLUME, check_arch_list
+from archwheel.wheelbuild.provenance import provenance_path
+from archwheel.wheelbuild.recipe import Recipe, find_recipe, with_torch
+from archwheel.wheelbuild.remote_cache import CACHE_URL_ENV, CacheUrl
+from archwheel.wheelbuild.source import resolve_source
 
 MATRIX_EPILOG = """\
 examples:

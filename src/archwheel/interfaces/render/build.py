@@ -12,10 +12,10 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from archwheel.build.baseimage import BaseImage
-from archwheel.build.plan import BuildPlan
-from archwheel.build.runner import BuildOutput, BuildResult
 from archwheel.interfaces.render.common import echo_to, literal, safe
+from archwheel.wheelbuild.baseimage import BaseImage
+from archwheel.wheelbuild.plan import BuildPlan
+from archwheel.wheelbuild.runner import BuildOutput, BuildResult
 
 BUILD_SCHEMA_VERSION = 1
 

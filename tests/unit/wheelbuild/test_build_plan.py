@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.build.jobs import GIB, HostResources, choose_jobs, detect_host_resources
-from archwheel.build.plan import (
+from archwheel.effects.pipconfig import CONTAINER_CA_PATH, PipSettings, local_folder
+from archwheel.errors import ArchListError, RecipeError, UsageError
+from archwheel.interfaces.render.build import plan_json
+from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs, detect_host_resources
+from archwheel.wheelbuild.plan import (
     FALLBACK_BUILD_USER,
     BuildOptions,
     BuildPlan,
@@ -17,11 +20,8 @@ from archwheel.build.plan import (
     check_arch_list,
     make_plan,
 )
-from archwheel.build.recipe import Recipe, load_recipe
-from archwheel.build.source import ResolvedSource
-from archwheel.effects.pipconfig import CONTAINER_CA_PATH, PipSettings, local_folder
-from archwheel.errors import ArchListError, RecipeError, UsageError
-from archwheel.interfaces.render.build import plan_json
+from archwheel.wheelbuild.recipe import Recipe, load_recipe
+from archwheel.wheelbuild.source import ResolvedSource
 from tests.support.cli import CliRun
 from tests.support.paths import ROOT
 
@@ -391,7 +391,7 @@ def _example_with(tmp_path: Path, line: str) -> Path:
 
 
 def test_base_image_pin_is_read_planned_and_checked(tmp_path: Path) -> None:
-    from archwheel.build.baseimage import check_base_image_pin
+    from archwheel.wheelbuild.baseimage import check_base_image_pin
 
     pin = "sha256:" + "ab" * 32
     recipe = load_recipe(_example_with(tmp_path, f'base_image_id = "{pin}"'))
@@ -415,7 +415,7 @@ def test_a_malformed_base_image_pin_is_refused(tmp_path: Path, value: str) -> No
 
 
 def test_provenance_records_the_pin() -> None:
-    from archwheel.build.provenance import ImageRecord
+    from archwheel.wheelbuild.provenance import ImageRecord
 
     record = ImageRecord("b:1", "sha256:" + "a" * 64, "x:1", "sha256:" + "b" * 64, (), "sha256:p")
     assert record.base_pinned_id == "sha256:p"

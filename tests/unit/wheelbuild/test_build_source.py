@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.build.recipe import SourceSpec
-from archwheel.build.source import ZIP_EPOCH_MIN, content_hash, resolve_source, safe_unpack
 from archwheel.errors import InputError, UsageError
+from archwheel.wheelbuild.recipe import SourceSpec
+from archwheel.wheelbuild.source import ZIP_EPOCH_MIN, content_hash, resolve_source, safe_unpack
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",

@@ -10,16 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.build.jobs import GIB, HostResources, choose_jobs
-from archwheel.build.plan import (
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.errors import UsageError
+from archwheel.exit_codes import EXIT_USAGE
+from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
+from archwheel.wheelbuild.plan import (
     BuildOptions,
     BuildPlan,
     check_arch_list,
     make_plan,
     without_remote_cache,
 )
-from archwheel.build.recipe import load_recipe
-from archwheel.build.remote_cache import (
+from archwheel.wheelbuild.recipe import load_recipe
+from archwheel.wheelbuild.remote_cache import (
     KEYED_VARIABLES,
     LAUNCHER_DIR,
     REMOTE_MOUNT,
@@ -28,10 +31,7 @@ from archwheel.build.remote_cache import (
     parse_cache_url,
     parse_stats_log,
 )
-from archwheel.build.source import ResolvedSource
-from archwheel.effects.pipconfig import PipSettings
-from archwheel.errors import UsageError
-from archwheel.exit_codes import EXIT_USAGE
+from archwheel.wheelbuild.source import ResolvedSource
 from tests.support.cli import CliRun
 from tests.support.components import require
 from tests.support.paths import ROOT

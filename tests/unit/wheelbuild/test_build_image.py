@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.build.builder_image import (
+from archwheel.errors import RecipeError, ToolError
+from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild.builder_image import (
     BuilderImageSpec,
     ImageToolkit,
     check_base_toolkit,
@@ -16,9 +18,7 @@ from archwheel.build.builder_image import (
     parse_probe,
     parse_toolkit_probe,
 )
-from archwheel.build.recipe import load_recipe
-from archwheel.errors import RecipeError, ToolError
-from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild.recipe import load_recipe
 from tests.support.paths import ROOT
 
 DEBIAN_PYPI_PROBE = """\

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from archwheel.binary.zipread import open_zip
-from archwheel.build.recipe import SourceSpec
 from archwheel.effects.files import (
     ZIP_MEMBER_ERRORS,
     OversizedMember,
@@ -41,6 +40,7 @@ from archwheel.effects.files import (
 from archwheel.effects.net import TooLarge, paced_blocks
 from archwheel.effects.process import Echo, echo_to_stderr, last_line, run_program
 from archwheel.errors import BuildError, InputError, ToolError, UsageError
+from archwheel.wheelbuild.recipe import SourceSpec
 
 ZIP_EPOCH_MIN = 315532800  # 1980-01-01: the earliest timestamp a zip entry can carry
 MAX_SDIST_BYTES = 4 << 30

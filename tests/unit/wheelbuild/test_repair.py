@@ -20,8 +20,10 @@ import pytest
 
 from archwheel.binary.dynamic import read_file_dynamic, read_wheel_dynamic
 from archwheel.binary.wheelmeta import read_wheel_metadata
-from archwheel.build.recipe import parse_recipe
-from archwheel.build.repair import (
+from archwheel.errors import RecipeError
+from archwheel.facts.pytorch_official import load_official
+from archwheel.wheelbuild.recipe import parse_recipe
+from archwheel.wheelbuild.repair import (
     RepairError,
     RepairSpec,
     add_requirements,
@@ -30,8 +32,6 @@ from archwheel.build.repair import (
     rpath_for,
     spec_for_recipe,
 )
-from archwheel.errors import RecipeError
-from archwheel.facts.pytorch_official import load_official
 from tests.support.cli import CliRun
 from tests.support.repair_wheels import DemoWheels, build_demo_wheels
 from tests.support.venvs import make_venv, pip_install

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.build.index_sdist import locate_sdist, parse_simple_page, sdist_names
-from archwheel.build.recipe import SourceSpec
-from archwheel.build.source import resolve_source
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import InputError, RecipeError
+from archwheel.wheelbuild.index_sdist import locate_sdist, parse_simple_page, sdist_names
+from archwheel.wheelbuild.recipe import SourceSpec
+from archwheel.wheelbuild.source import resolve_source
 
 
 def make_index(root: Path, project: str, files: dict[str, bytes], *, hashes: bool = True) -> str:

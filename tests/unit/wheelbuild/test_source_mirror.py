@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.build.recipe import parse_recipe
-from archwheel.build.source import resolve_source
 from archwheel.errors import RecipeError, ToolError
+from archwheel.wheelbuild.recipe import parse_recipe
+from archwheel.wheelbuild.source import resolve_source
 from tests.support.cli import CliRun
 from tests.support.components import require
 
@@ -139,9 +139,9 @@ def test_mirror_key_checks(tmp_path: Path) -> None:
 
 
 def test_git_mirror_flag() -> None:
-    from archwheel.build.recipe import load_recipe
     from archwheel.errors import UsageError
     from archwheel.interfaces.commands.build import with_git_mirrors
+    from archwheel.wheelbuild.recipe import load_recipe
     from tests.support.paths import ROOT
 
     pytorch = load_recipe(ROOT / "recipes" / "pytorch-2.14.1-cu130.toml")

@@ -37,55 +37,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TextIO
 
-from archwheel.build.baseimage import (
-    check_base_image_pin,
-    ensure_base_image,
-    is_local_base,
-    suite_of,
-)
-from archwheel.build.builder_image import (
-    BuilderImage,
-    BuilderImageSpec,
-    Toolchain,
-    check_base_toolkit,
-    check_toolchain,
-    context_hash,
-    ensure_builder_image,
-    probe_base_toolkit,
-    probe_toolchain,
-)
-from archwheel.build.failures import out_of_memory_error, out_of_memory_evidence
-from archwheel.build.gate import (
-    AuditGate,
-    GateVerdict,
-    LoadGate,
-    LoadGateVerdict,
-    audit_gate,
-    load_gate,
-)
-from archwheel.build.plan import (
-    BUILD,
-    BUILD_SRC,
-    CCACHE,
-    DIST,
-    FILE_LIST,
-    BuildPlan,
-    without_remote_cache,
-)
-from archwheel.build.provenance import ImageRecord, provenance_document, provenance_path
-from archwheel.build.remote_cache import (
-    LAUNCHER_DIR,
-    REMOTE_MOUNT,
-    STATS_LOG,
-    CacheCounts,
-    CompileRecord,
-    launcher_script,
-    parse_stats_log,
-)
-from archwheel.build.repair import repair_step, spec_for_recipe
-from archwheel.build.reproducible import WheelComparison, compare_wheels, repack_wheel
-from archwheel.build.toolkit import ensure_torch_image, image_glibc, manylinux_platforms
-from archwheel.build.wheel_label import relabel_wheel
 from archwheel.effects.engine import Container, ContainerEngine, ContainerSpec, Mount
 from archwheel.effects.files import (
     copy_file_atomic,
@@ -97,6 +48,55 @@ from archwheel.effects.files import (
 from archwheel.effects.redis_relay import UnixRelay, probe
 from archwheel.errors import BuildError, ToolError
 from archwheel.facts.python_target import PythonTarget
+from archwheel.wheelbuild.baseimage import (
+    check_base_image_pin,
+    ensure_base_image,
+    is_local_base,
+    suite_of,
+)
+from archwheel.wheelbuild.builder_image import (
+    BuilderImage,
+    BuilderImageSpec,
+    Toolchain,
+    check_base_toolkit,
+    check_toolchain,
+    context_hash,
+    ensure_builder_image,
+    probe_base_toolkit,
+    probe_toolchain,
+)
+from archwheel.wheelbuild.failures import out_of_memory_error, out_of_memory_evidence
+from archwheel.wheelbuild.gate import (
+    AuditGate,
+    GateVerdict,
+    LoadGate,
+    LoadGateVerdict,
+    audit_gate,
+    load_gate,
+)
+from archwheel.wheelbuild.plan import (
+    BUILD,
+    BUILD_SRC,
+    CCACHE,
+    DIST,
+    FILE_LIST,
+    BuildPlan,
+    without_remote_cache,
+)
+from archwheel.wheelbuild.provenance import ImageRecord, provenance_document, provenance_path
+from archwheel.wheelbuild.remote_cache import (
+    LAUNCHER_DIR,
+    REMOTE_MOUNT,
+    STATS_LOG,
+    CacheCounts,
+    CompileRecord,
+    launcher_script,
+    parse_stats_log,
+)
+from archwheel.wheelbuild.repair import repair_step, spec_for_recipe
+from archwheel.wheelbuild.reproducible import WheelComparison, compare_wheels, repack_wheel
+from archwheel.wheelbuild.toolkit import ensure_torch_image, image_glibc, manylinux_platforms
+from archwheel.wheelbuild.wheel_label import relabel_wheel
 
 _PROGRESS = re.compile(r"^\s*\[(\d+)/(\d+)\]")
 _CCACHE_STAT = re.compile(r"^(\w+)\s+(\d+)$")

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.build import source
-from archwheel.build.recipe import SourceSpec
-from archwheel.build.source import resolve_source, safe_unpack
 from archwheel.errors import InputError
+from archwheel.wheelbuild import source
+from archwheel.wheelbuild.recipe import SourceSpec
+from archwheel.wheelbuild.source import resolve_source, safe_unpack
 from tests.support.fuzz import watchdog
 
 

@@ -6,15 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.build.recipe import load_recipe, with_torch
-from archwheel.build.toolkit import (
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.errors import RecipeError, UsageError
+from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild.recipe import load_recipe, with_torch
+from archwheel.wheelbuild.toolkit import (
     TorchBuild,
     manylinux_platforms,
     parse_glibc,
     prepare_torch,
     torch_image_tag,
 )
-from archwheel.build.torch_pin import (
+from archwheel.wheelbuild.torch_pin import (
     TORCH_WHEELS,
     cached_torch_wheel,
     check_torch_wheel,
@@ -25,9 +28,6 @@ from archwheel.build.torch_pin import (
     local_label,
     read_torch_wheel,
 )
-from archwheel.effects.pipconfig import PipSettings
-from archwheel.errors import RecipeError, UsageError
-from archwheel.facts.versions import CudaVersion
 from tests.support.paths import ROOT
 from tests.support.torch_pin_support import TOOLKIT_PIN, fake_torch_wheel
 
@@ -228,9 +228,9 @@ def test_shipped_torch_scatter_recipe_loads() -> None:
 
 
 def test_plan_against_a_pinned_torch_reuses_the_torch_image_site_packages(tmp_path: Path) -> None:
-    from archwheel.build.jobs import GIB, HostResources, choose_jobs
-    from archwheel.build.plan import BuildOptions, check_arch_list, make_plan
-    from archwheel.build.source import ResolvedSource
+    from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
+    from archwheel.wheelbuild.plan import BuildOptions, check_arch_list, make_plan
+    from archwheel.wheelbuild.source import ResolvedSource
 
     folder = tmp_path / "cache" / TORCH_WHEELS
     folder.mkdir(parents=True)
@@ -262,7 +262,7 @@ def test_plan_against_a_pinned_torch_reuses_the_torch_image_site_packages(tmp_pa
 
 
 def test_free_threaded_python_takes_only_its_own_cached_torch_wheel(tmp_path: Path) -> None:
-    from archwheel.build.torch_pin import TorchPin, cached_torch_wheel, python_tag
+    from archwheel.wheelbuild.torch_pin import TorchPin, cached_torch_wheel, python_tag
 
     assert python_tag("3.14t") == "cp314-cp314t"
     assert python_tag("3.14") == "cp314-cp314"

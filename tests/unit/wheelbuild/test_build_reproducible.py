@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.build.reproducible import compare_wheels, repack_wheel
 from archwheel.effects.files import sha256_file
 from archwheel.errors import BuildError, InputError
+from archwheel.wheelbuild.reproducible import compare_wheels, repack_wheel
 
 MEMBERS = {
     "pkg/__init__.py": b"print('hi')\n",

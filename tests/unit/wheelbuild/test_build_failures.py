@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from archwheel.build.failures import out_of_memory_error, out_of_memory_evidence
 from archwheel.exit_codes import EXIT_BUILD
+from archwheel.wheelbuild.failures import out_of_memory_error, out_of_memory_evidence
 
 
 def test_oom_killer_line_from_the_compiler_driver_is_found() -> None:

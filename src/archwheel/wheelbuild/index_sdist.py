@@ -26,12 +26,12 @@ from urllib.parse import unquote, urljoin, urlparse
 
 from packaging.utils import canonicalize_name
 
-from archwheel.build.recipe import SourceSpec
 from archwheel.effects.files import DocumentUnreadable, parse_document, read_regular
 from archwheel.effects.net import TooLarge, paced_blocks
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import Echo, run_program
 from archwheel.errors import InputError, RecipeError, ToolError
+from archwheel.wheelbuild.recipe import SourceSpec
 
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
 MAX_PAGE_BYTES = 64 << 20

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.build import runner
-from archwheel.build.plan import BUILD
-from archwheel.build.remote_cache import STATS_LOG
 from archwheel.errors import BuildError
+from archwheel.wheelbuild import runner
+from archwheel.wheelbuild.plan import BUILD
+from archwheel.wheelbuild.remote_cache import STATS_LOG
 from tests.support.fuzz import watchdog
 
 

@@ -34,15 +34,21 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from archwheel.build.baseimage import is_local_base, suite_of
-from archwheel.build.recipe import (
+from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.effects.process import LineSink
+from archwheel.errors import BuildError, RecipeError, ToolError
+from archwheel.facts.catalog import CudaFacts
+from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild.baseimage import is_local_base, suite_of
+from archwheel.wheelbuild.recipe import (
     Recipe,
     ToolchainSpec,
     load_recipe,
     pypi_toolchains,
     with_torch,
 )
-from archwheel.build.torch_pin import (
+from archwheel.wheelbuild.torch_pin import (
     TorchPin,
     TorchWheel,
     check_torch_wheel,
@@ -51,12 +57,6 @@ from archwheel.build.torch_pin import (
     local_label,
     read_torch_wheel,
 )
-from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
-from archwheel.effects.pipconfig import PipSettings
-from archwheel.effects.process import LineSink
-from archwheel.errors import BuildError, RecipeError, ToolError
-from archwheel.facts.catalog import CudaFacts
-from archwheel.facts.versions import CudaVersion
 
 TORCH_REPOSITORY = "archwheel/torch"
 TORCH_IMAGE_FORMAT = 1
@@ -160,7 +160,7 @@ def toolkit_requirement_for(wheel: TorchWheel, toolchain: ToolchainSpec) -> str 
 
 
 def torch_env_script() -> str:
-    return resources.files("archwheel.build").joinpath("data/torch-env.sh").read_text()
+    return resources.files("archwheel.wheelbuild").joinpath("data/torch-env.sh").read_text()
 
 
 def torch_image_tag(build: TorchBuild, builder_image_id: str) -> str:

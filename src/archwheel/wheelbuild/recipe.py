@@ -28,13 +28,6 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from archwheel.build.torch_pin import (
-    DEFAULT_LABEL_TEMPLATE,
-    TorchOptions,
-    check_label_cuda,
-    check_label_template,
-    find_torch_pin,
-)
 from archwheel.effects.files import (
     DocumentUnreadable,
     FileTooLarge,
@@ -50,6 +43,13 @@ from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.python_target import PythonTarget
 from archwheel.facts.pytorch_official import load_official
 from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild.torch_pin import (
+    DEFAULT_LABEL_TEMPLATE,
+    TorchOptions,
+    check_label_cuda,
+    check_label_template,
+    find_torch_pin,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -719,7 +719,7 @@ def _parse_torch(
 @cache
 def pypi_toolchains() -> Mapping[int, Mapping[str, Any]]:
     """The PyPI toolchain data (``build/data/pypi_toolchains.toml``) by CUDA major."""
-    text = resources.files("archwheel.build").joinpath("data/pypi_toolchains.toml").read_text()
+    text = resources.files("archwheel.wheelbuild").joinpath("data/pypi_toolchains.toml").read_text()
     data = tomllib.loads(text)
     return MappingProxyType({int(k): v for k, v in data["toolchain"].items()})
 

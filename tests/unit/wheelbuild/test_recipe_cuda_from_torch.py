@@ -12,8 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.build.jobs import GIB, HostResources, choose_jobs
-from archwheel.build.plan import (
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.errors import ArchListError, RecipeError
+from archwheel.facts import arch_grammars
+from archwheel.facts.catalog import load_facts
+from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
+from archwheel.wheelbuild.plan import (
     CCACHE_NAMES,
     COMPILER_LAUNCHERS,
     BuildOptions,
@@ -21,15 +26,10 @@ from archwheel.build.plan import (
     check_arch_list,
     make_plan,
 )
-from archwheel.build.recipe import Recipe, load_recipe
-from archwheel.build.source import ResolvedSource
-from archwheel.build.toolkit import prepare_torch, with_torch_cuda
-from archwheel.build.torch_pin import TORCH_WHEELS
-from archwheel.effects.pipconfig import PipSettings
-from archwheel.errors import ArchListError, RecipeError
-from archwheel.facts import arch_grammars
-from archwheel.facts.catalog import load_facts
-from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild.recipe import Recipe, load_recipe
+from archwheel.wheelbuild.source import ResolvedSource
+from archwheel.wheelbuild.toolkit import prepare_torch, with_torch_cuda
+from archwheel.wheelbuild.torch_pin import TORCH_WHEELS
 from tests.support.paths import ROOT
 from tests.support.torch_pin_support import fake_torch_wheel
 

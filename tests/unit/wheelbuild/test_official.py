@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from archwheel.build.official import compare_official
-from archwheel.build.recipe import load_recipe, parse_recipe
 from archwheel.facts.pytorch_official import load_official
+from archwheel.wheelbuild.official import compare_official
+from archwheel.wheelbuild.recipe import load_recipe, parse_recipe
 from tests.support.cli import CliRun
 from tests.support.paths import ROOT
 

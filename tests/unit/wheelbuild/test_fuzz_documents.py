@@ -17,9 +17,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from archwheel.build.recipe import load_recipe, parse_recipe
 from archwheel.errors import ArchwheelError
 from archwheel.verdicts.manifest import load_manifest
+from archwheel.wheelbuild.recipe import load_recipe, parse_recipe
 from tests.support.fuzz import FUZZ_SETTINGS
 from tests.support.paths import ROOT
 

@@ -25,13 +25,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from archwheel.build.recipe import ToolchainSpec, pypi_toolchains
 from archwheel.effects.engine import ContainerEngine, ContainerSpec
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import LineSink, last_line, run_program
 from archwheel.errors import RecipeError, ToolError
 from archwheel.facts.python_target import PythonTarget
 from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild.recipe import ToolchainSpec, pypi_toolchains
 
 BUILDER_REPOSITORY = "archwheel/builder"
 CONTEXT_FILES = ("Dockerfile", "provision.sh", "probe.sh", "find-cuda.sh")

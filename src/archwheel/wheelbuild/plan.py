@@ -31,17 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from archwheel.build.jobs import JobCount
-from archwheel.build.recipe import Recipe
-from archwheel.build.remote_cache import (
-    LAUNCHER_DIR,
-    STATS_LOG,
-    CacheUrl,
-    describe_remote,
-    toolkit_id_command,
-)
-from archwheel.build.source import ResolvedSource
-from archwheel.build.toolkit import TorchBuild
 from archwheel.effects.engine import EngineName, Mount
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ArchListError
@@ -49,6 +38,17 @@ from archwheel.facts.arch import ArchList
 from archwheel.facts.arch_grammars import parse_arch_list
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.python_target import PythonTarget
+from archwheel.wheelbuild.jobs import JobCount
+from archwheel.wheelbuild.recipe import Recipe
+from archwheel.wheelbuild.remote_cache import (
+    LAUNCHER_DIR,
+    STATS_LOG,
+    CacheUrl,
+    describe_remote,
+    toolkit_id_command,
+)
+from archwheel.wheelbuild.source import ResolvedSource
+from archwheel.wheelbuild.toolkit import TorchBuild
 
 SRC = "/src"
 BUILD = "/build"

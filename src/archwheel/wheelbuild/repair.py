@@ -46,13 +46,13 @@ from packaging.utils import canonicalize_name
 
 from archwheel.binary.dynamic import is_library_member, read_file_dynamic
 from archwheel.binary.elf import ELF_MAGIC
-from archwheel.build.recipe import Recipe, pinned_torch
-from archwheel.build.reproducible import repack_wheel
 from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
 from archwheel.effects.files import ZIP_MEMBER_ERRORS, record_form
 from archwheel.effects.process import find_program, run_program
 from archwheel.errors import BuildError, RecipeError
 from archwheel.facts.pytorch_official import OfficialFacts, OfficialVariant, load_official
+from archwheel.wheelbuild.recipe import Recipe, pinned_torch
+from archwheel.wheelbuild.reproducible import repack_wheel
 
 MAX_UNPACKED_BYTES = 64 << 30
 _MANYLINUX = re.compile(r"^manylinux_([0-9]+)_([0-9]+)_([a-z0-9_]+)\Z")

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from archwheel.build.recipe import Recipe, pinned_torch
-from archwheel.build.repair import spec_for_recipe
 from archwheel.facts.pytorch_official import OfficialFacts, OfficialVariant, load_official
+from archwheel.wheelbuild.recipe import Recipe, pinned_torch
+from archwheel.wheelbuild.repair import spec_for_recipe
 
 EXTRA_REQUIREMENTS = "PYTORCH_EXTRA_INSTALL_REQUIREMENTS"
 
