@@ -191,7 +191,9 @@ class Table:
     def where(self, key: str | int | None = None) -> str:
         """The key (None: this table) as messages write it."""
         parts = (*self.path, key) if key is not None else self.path
-        if self.toml_keys and parts and (len(parts) > 1 or key is None):
+        # "[build] env.PATH", "[build]"; an array's item stays dotted ("wheels[1].size")
+        plain = len(parts) > 1 and isinstance(parts[1], int)
+        if self.toml_keys and parts and (len(parts) > 1 or key is None) and not plain:
             head, *rest = parts
             return f"[{head}]" + (" " + _dotted(rest) if rest else "")
         return _dotted(parts)

@@ -86,7 +86,7 @@ def _sha256_of(entry: dict[str, Any]) -> str | None:
 def parse_simple_page(body: bytes, content_type: str, page_url: str) -> list[IndexFile]:
     """The files of one project page of a simple index, JSON (PEP 691) or HTML (PEP 503)."""
     if "json" in content_type:
-        where = f"the package index page {page_url}"
+        where = f"the package index page {page_url} is unreadable"
         data = load_document(body, origin=where, nesting=MAX_PAGE_NESTING, error=ToolError)
         files = data.get("files", []) if isinstance(data, dict) else None
         if not isinstance(files, list) or not all(_is_index_file(f) for f in files):
