@@ -42,7 +42,7 @@ def prepare_images() -> None:
         context_hash,
         ensure_builder_image,
     )
-    from archwheel.wheelbuild.recipe import find_recipe
+    from archwheel.wheelbuild.recipe_lookup import find_recipe
 
     recipe = find_recipe("example", recipe_dirs())
     engine = ContainerEngine(EngineSettings.create("docker"), echo=None)

@@ -23,7 +23,8 @@ from pathlib import Path
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.builder_image import download_toolchain
-from archwheel.wheelbuild.recipe import ToolchainSpec, pypi_toolchains
+from archwheel.wheelbuild.recipe import pypi_toolchains
+from archwheel.wheelbuild.recipe_model import ToolchainSpec
 
 DOCKERFILE_DIR = Path(__file__).resolve().parent / "data" / "cuda-in-image"
 REPOSITORY = "archwheel-test/cuda-in-image"

@@ -27,13 +27,8 @@ from pathlib import Path
 
 from archwheel.binary.elf import ELF_MAGIC, FormatError, parse_elf_header
 from archwheel.binary.zipread import Member, MemberError, member_chunks
-from archwheel.effects.files import (
-    DocumentUnreadable,
-    NotRegularFile,
-    check_regular,
-    is_text_list,
-    parse_document,
-)
+from archwheel.effects.files import NotRegularFile, check_regular, is_text_list
+from archwheel.facts.documents import load_document
 
 PT_LOAD = 1
 PT_DYNAMIC = 2
@@ -760,10 +755,9 @@ def read_installed_dynamic(python: str | None = None) -> tuple[InstalledDistribu
     )
     # The interpreter is the user's: its answer is read as untrusted input.
     unexpected = f"unexpected output from {interpreter} listing its packages"
-    try:
-        entries = parse_document(result.stdout, MAX_ANSWER_NESTING)
-    except DocumentUnreadable as exc:
-        raise ToolError(f"{unexpected} ({exc})") from None
+    entries = load_document(
+        result.stdout, origin=unexpected, nesting=MAX_ANSWER_NESTING, error=ToolError
+    )
     if not isinstance(entries, list) or not all(_is_installed_entry(e) for e in entries):
         raise ToolError(f"{unexpected} (not the probe's list of distributions)")
     found: list[InstalledDistribution] = []

@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import stat
-import sys
 import tempfile
 import zipfile
 import zlib
@@ -28,12 +27,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, BinaryIO, TypeGuard
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+from archwheel.errors import InputError
+from archwheel.facts import documents
+from archwheel.facts.documents import (
+    ErrorFactory,
+    load_document,
+    parse_document,
+    unreadable,
+)
 
 HASH_BLOCK = 1 << 20
+# What ``read_json`` raises (its callers in interfaces/ catch it from here; ``read_document``
+# names the file itself and raises the caller's error).
+DocumentUnreadable = documents.DocumentUnreadable
 # Filesystems whose files report a size they do not have, block, or never end.
 PSEUDO_FILESYSTEMS = ("/proc", "/sys")
 
@@ -117,70 +123,54 @@ def open_regular(path: Path | str) -> Iterator[BinaryIO]:
         yield handle
 
 
-def nesting_depth(document: object, stop: int) -> int:
-    """How deeply lists and dicts nest in a parsed JSON or TOML ``document`` (iteratively, so a
-    hostile document cannot exhaust the stack); counting stops past ``stop``."""
-    deepest = 0
-    pending: list[tuple[object, int]] = [(document, 0)]
-    while pending:
-        value, depth = pending.pop()
-        if isinstance(value, dict):
-            children: Iterator[object] = iter(value.values())
-        elif isinstance(value, list):
-            children = iter(value)
-        else:
-            continue
-        depth += 1
-        deepest = max(deepest, depth)
-        if deepest > stop:
-            return deepest
-        pending.extend((child, depth) for child in children)
-    return deepest
-
-
-class DocumentUnreadable(ValueError):
-    """A JSON or TOML document that cannot be read or parsed; the message is one line, without
-    the path (the caller names the file and what it should have been)."""
-
-
-def parse_document(raw: bytes | str, nesting: int, *, toml: bool = False) -> object:
-    """A JSON (or TOML) document parsed so that a hostile text cannot make a traceback: not
-    UTF-8, not JSON/TOML, an integer of thousands of digits, nesting deeper than ``nesting``
-    (or than the stack) are ``DocumentUnreadable``, in one line."""
-    try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-    except UnicodeDecodeError:
-        raise DocumentUnreadable("not UTF-8 text") from None
-    try:
-        document: object = tomllib.loads(text) if toml else json.loads(text)
-    except RecursionError:
-        raise DocumentUnreadable(f"nested deeper than the limit of {nesting}") from None
-    except ValueError as exc:  # not JSON or TOML, or an integer of thousands of digits
-        raise DocumentUnreadable(f"not {'TOML' if toml else 'JSON'}: {exc}") from None
-    if nesting_depth(document, nesting) > nesting:
-        raise DocumentUnreadable(f"nested deeper than the limit of {nesting}")
-    return document
-
-
 def is_text_list(value: object) -> TypeGuard[list[str]]:
     """Whether a parsed document's ``value`` is a list of strings (a shape check of untrusted
     JSON: the readers of program answers check their fields with it)."""
     return isinstance(value, list) and all(isinstance(x, str) for x in value)
 
 
-def read_json(path: Path | str, limit: int, nesting: int) -> object:
-    """The JSON document in a regular file of at most ``limit`` bytes, nested at most
-    ``nesting`` deep; ``DocumentUnreadable`` says in one line why not (no such file, not a
-    regular file, larger than the limit, not UTF-8, not JSON, nested too deep)."""
+def _read_text(path: Path | str, limit: int, what: str) -> bytes:
+    """The bytes of a document file; ``DocumentUnreadable`` (one line) when there are none."""
     try:
-        raw = read_regular(path, limit)
+        return read_regular(path, limit)
     except FileTooLarge:
-        raise DocumentUnreadable(f"larger than {limit} bytes") from None
+        raise DocumentUnreadable(
+            f"larger than {limit} bytes" + (f"; not {what}" if what else "")
+        ) from None
     except FileNotFoundError:
-        raise DocumentUnreadable("no such file") from None
+        raise DocumentUnreadable("does not exist (no such file)") from None
     except OSError as exc:
         raise DocumentUnreadable(f"cannot read: {exc.strerror or exc}") from None
-    return parse_document(raw, nesting)
+
+
+def read_document(
+    path: Path | str,
+    limit: int,
+    nesting: int,
+    *,
+    toml: bool = False,
+    error: ErrorFactory = InputError,
+    what: str = "",
+    origin: object = None,
+) -> tuple[object, bytes]:
+    """The JSON (or TOML) document in a regular file of at most ``limit`` bytes, nested at most
+    ``nesting`` deep, and its bytes. Anything else is ``error("{file}: {problem}")``, one line
+    (no such file, not a regular file, larger than the limit, not UTF-8, not JSON/TOML, a JSON
+    key given twice, nested too deep); ``what`` ("a recipe") is said of a file too large to be
+    one; ``origin`` names the file in the message (default: ``path``)."""
+    where = path if origin is None else origin
+    try:
+        raw = _read_text(path, limit, what)
+    except DocumentUnreadable as exc:
+        raise unreadable(where, str(exc), error) from None
+    return load_document(raw, origin=where, nesting=nesting, toml=toml, error=error), raw
+
+
+def read_json(path: Path | str, limit: int, nesting: int) -> object:
+    """The JSON document in a regular file of at most ``limit`` bytes, nested at most
+    ``nesting`` deep; ``DocumentUnreadable`` says in one line why not, without the file (for
+    callers that name the file themselves; ``read_document`` names it)."""
+    return parse_document(_read_text(path, limit, ""), nesting)
 
 
 def read_regular(path: Path | str, limit: int) -> bytes:

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from archwheel.effects.files import DocumentUnreadable, is_text_list, parse_document
+from archwheel.effects.files import is_text_list
 from archwheel.effects.process import (
     MAX_ANSWER_NESTING,
     ProgramNotStarted,
@@ -38,6 +38,7 @@ from archwheel.effects.process import (
     run_program,
 )
 from archwheel.facts.catalog import load_facts
+from archwheel.facts.documents import load_document
 from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersion, parse_or_none
 
 _MARKER = "@@archwheel-probe@@"
@@ -406,10 +407,12 @@ class PythonProbe:
         for line in proc.stdout.splitlines():
             if line.startswith(_MARKER):
                 # The interpreter is the user's: its answer is read as untrusted input.
-                try:
-                    data = parse_document(line[len(_MARKER) :], MAX_ANSWER_NESTING)
-                except DocumentUnreadable as exc:
-                    raise ProbeFailed(f"{probe} probe's answer is unreadable: {exc}") from None
+                data = load_document(
+                    line[len(_MARKER) :],
+                    origin=f"{probe} probe's answer",
+                    nesting=MAX_ANSWER_NESTING,
+                    error=ProbeFailed,
+                )
                 if not isinstance(data, dict):
                     raise ProbeFailed(f"{probe} probe answered JSON that is not an object")
                 return data

@@ -26,7 +26,7 @@ from enum import Enum
 from pathlib import Path
 from typing import IO, Any
 
-from archwheel.effects.files import DocumentUnreadable, read_json
+from archwheel.effects.files import read_document
 from archwheel.effects.process import DEVNULL, Popen, TimeoutExpired, last_line, spawn
 
 # How much of a step's stderr and stdout is kept, and the largest result file read back.
@@ -289,8 +289,8 @@ def _read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     if size > RESULT_MAX_BYTES:
         return None, f"its result file is too large ({size} bytes)"
     try:  # written by code the tested wheel runs in: untrusted like any input
-        data = read_json(path, RESULT_MAX_BYTES, RESULT_MAX_NESTING)
-    except DocumentUnreadable as exc:
+        data, _ = read_document(path, RESULT_MAX_BYTES, RESULT_MAX_NESTING, error=ValueError)
+    except ValueError as exc:
         return None, f"its result is not valid JSON ({exc})"
     if not isinstance(data, dict):
         return None, "its result is not a JSON object"

@@ -9,16 +9,15 @@ arch-list conventions. The data file is validated on load; a malformed file rais
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from importlib import resources
-from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from archwheel.errors import FactsError, UsageError
+from archwheel.facts.documents import Table, load_document
 from archwheel.facts.versions import (
     ComputeCapability,
     CudaVersion,
@@ -26,12 +25,9 @@ from archwheel.facts.versions import (
     PtxIsaVersion,
 )
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
 FACTS_SCHEMA_VERSION = 1
+MAX_FACTS_NESTING = 16  # tables and arrays inside each other (the data file nests 3 deep)
+_V = TypeVar("_V", CudaVersion, DriverVersion, PtxIsaVersion)
 
 
 @dataclass(frozen=True)
@@ -243,84 +239,72 @@ def _boundary_ok(wanted: str, model: str) -> bool:
 # -- loading -----------------------------------------------------------------------------------
 
 
-class _Reader:
-    """Typed access to the raw TOML with errors that name the key."""
+def _cc(table: Table, key: str) -> ComputeCapability:
+    """The compute capability written at ``key`` ("9.0")."""
+    return _parse_cc(table, key, table.text(key))
 
-    def __init__(self, origin: str) -> None:
-        self.origin = origin
 
-    def fail(self, where: str, what: str) -> FactsError:
-        return FactsError(f"{self.origin}: {where}: {what}")
+def _parse_cc(table: Table, key: str, text: object) -> ComputeCapability:
+    if not isinstance(text, str):
+        raise table.fail(key, f"compute capability must be a string, not {text!r}")
+    try:
+        return ComputeCapability.parse(text)
+    except UsageError as exc:
+        raise table.fail(key, exc.message) from None
 
-    def get(self, table: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
-        if key not in table:
-            raise self.fail(where, f"missing key {key!r}")
-        value = table[key]
-        if not isinstance(value, kind):
-            raise self.fail(where, f"{key!r} must be a {kind.__name__}")
-        return value
 
-    def cc(self, text: Any, where: str) -> ComputeCapability:
-        if not isinstance(text, str):
-            raise self.fail(where, f"compute capability must be a string, not {text!r}")
-        try:
-            return ComputeCapability.parse(text)
-        except UsageError as exc:
-            raise self.fail(where, exc.message) from None
+def _ccs(table: Table, key: str, *, required: bool = False) -> frozenset[ComputeCapability]:
+    """The list of compute capabilities at ``key`` (empty where absent, unless required)."""
+    return frozenset(_parse_cc(table, key, v) for v in table.texts(key, None if required else ()))
 
-    def ccs(self, values: Any, where: str) -> frozenset[ComputeCapability]:
-        if not isinstance(values, list):
-            raise self.fail(where, "must be a list of compute capabilities")
-        return frozenset(self.cc(v, where) for v in values)
+
+def _version(table: Table, key: str, kind: type[_V]) -> _V:
+    """A version (CUDA, driver, PTX ISA) written as a string at ``key``."""
+    try:
+        return kind.parse(table.text(key))
+    except UsageError as exc:
+        raise table.fail(None, exc.message) from None
 
 
 def parse_facts(data: Mapping[str, Any], origin: str = "cuda_facts.toml") -> CudaFacts:
-    """Validate raw facts data and build the frozen model."""
-    r = _Reader(origin)
+    """Validate raw facts data and build the frozen model; ``FactsError`` names the key."""
+    top = Table(data, origin, FactsError, toml=True)
     if data.get("schema_version") != FACTS_SCHEMA_VERSION:
-        raise r.fail("schema_version", f"expected {FACTS_SCHEMA_VERSION}")
+        raise top.fail("schema_version", f"expected {FACTS_SCHEMA_VERSION}")
     caps: dict[ComputeCapability, CapabilityInfo] = {}
-    for i, row in enumerate(r.get(data, "compute_capability", list, "top level")):
-        where = f"compute_capability[{i}]"
-        cc = r.cc(r.get(row, "cc", str, where), where)
+    for row in top.tables("compute_capability", required=True):
+        cc = _cc(row, "cc")
         caps[cc] = CapabilityInfo(
             cc=cc,
-            family=r.get(row, "family", str, where),
-            note=str(row.get("note", "")),
-            verified=bool(row.get("verified", True)),
+            family=row.text("family"),
+            note=row.text("note", ""),
+            verified=row.flag("verified", True),
         )
     gpus: list[GpuModel] = []
-    for i, row in enumerate(r.get(data, "gpu", list, "top level")):
-        where = f"gpu[{i}]"
-        cc = r.cc(r.get(row, "cc", str, where), where)
+    for row in top.tables("gpu", required=True):
+        cc = _cc(row, "cc")
         if cc not in caps:
-            raise r.fail(where, f"compute capability {cc} is not in compute_capability")
-        gpus.extend(GpuModel(name=n, cc=cc) for n in r.get(row, "names", list, where))
+            raise row.fail(None, f"compute capability {cc} is not in compute_capability")
+        gpus.extend(GpuModel(name=n, cc=cc) for n in row.texts("names", None))
     toolkits: list[Toolkit] = []
-    for i, row in enumerate(r.get(data, "toolkit", list, "top level")):
-        where = f"toolkit[{i}]"
-        try:
-            version = CudaVersion.parse(r.get(row, "version", str, where))
-            min_driver = DriverVersion.parse(r.get(row, "min_driver", str, where))
-            compat_driver = DriverVersion.parse(r.get(row, "compat_driver", str, where))
-            ptx_isa = PtxIsaVersion.parse(r.get(row, "ptx_isa", str, where))
-        except UsageError as exc:
-            raise r.fail(where, exc.message) from None
-        targets = r.ccs(r.get(row, "targets", list, where), where + ".targets")
-        arch_specific = r.ccs(row.get("arch_specific", []), where + ".arch_specific")
-        family_specific = r.ccs(row.get("family_specific", []), where + ".family_specific")
+    for row in top.tables("toolkit", required=True):
+        version = _version(row, "version", CudaVersion)
+        min_driver = _version(row, "min_driver", DriverVersion)
+        compat_driver = _version(row, "compat_driver", DriverVersion)
+        ptx_isa = _version(row, "ptx_isa", PtxIsaVersion)
+        targets = _ccs(row, "targets", required=True)
+        arch_specific = _ccs(row, "arch_specific")
+        family_specific = _ccs(row, "family_specific")
         for cc in targets | arch_specific | family_specific:
             if cc not in caps:
-                raise r.fail(where, f"target {cc} is not in compute_capability")
+                raise row.fail(None, f"target {cc} is not in compute_capability")
         if not (arch_specific | family_specific) <= targets:
-            raise r.fail(where, "'a'/'f' targets must also be plain targets")
-        removed = {
-            str(name): tuple(sorted(r.ccs(ccs, f"{where}.removed.{name}")))
-            for name, ccs in dict(row.get("removed", {})).items()
-        }
+            raise row.fail(None, "'a'/'f' targets must also be plain targets")
+        removed_table = row.table("removed")
+        removed = {name: tuple(sorted(_ccs(removed_table, name))) for name in removed_table}
+        renamed_table = row.table("renamed")
         renamed = {
-            r.cc(old, where + ".renamed"): r.cc(new, where + ".renamed")
-            for old, new in dict(row.get("renamed", {})).items()
+            _parse_cc(renamed_table, old, old): _cc(renamed_table, old) for old in renamed_table
         }
         toolkits.append(
             Toolkit(
@@ -333,55 +317,51 @@ def parse_facts(data: Mapping[str, Any], origin: str = "cuda_facts.toml") -> Cud
                 ptx_isa=ptx_isa,
                 removed=MappingProxyType(removed),
                 renamed=MappingProxyType(renamed),
-                verified=bool(row.get("verified", True)),
+                verified=row.flag("verified", True),
             )
         )
     toolkits.sort(key=lambda tk: tk.version)
+    if not top.has("ptx_isa_driver"):
+        raise top.missing("ptx_isa_driver")
+    if not top.has("driver_cuda"):
+        raise top.missing("driver_cuda")
     try:
         ptx_isa_driver = {
             PtxIsaVersion.parse(k): CudaVersion.parse(v)
-            for k, v in r.get(data, "ptx_isa_driver", dict, "top level").items()
+            for k, v in top.text_map("ptx_isa_driver").items()
         }
-        driver_cuda = {
-            int(k): CudaVersion.parse(v)
-            for k, v in r.get(data, "driver_cuda", dict, "top level").items()
-        }
+        driver_cuda = {int(k): CudaVersion.parse(v) for k, v in top.text_map("driver_cuda").items()}
     except (UsageError, ValueError) as exc:
-        raise r.fail("ptx_isa_driver/driver_cuda", str(exc)) from None
+        raise top.fail("ptx_isa_driver/driver_cuda", str(exc)) from None
     integrated: dict[ComputeCapability, IntegratedGpu] = {}
-    for i, row in enumerate(data.get("integrated", [])):
-        where = f"integrated[{i}]"
-        cc = r.cc(r.get(row, "cc", str, where), where)
+    for row in top.tables("integrated"):
+        cc = _cc(row, "cc")
         if cc not in caps:
-            raise r.fail(where, f"compute capability {cc} is not in compute_capability")
-        same_as = r.cc(row["same_as"], where) if "same_as" in row else None
-        since = None
-        if "desktop_cubins_from" in row:
-            try:
-                since = CudaVersion.parse(r.get(row, "desktop_cubins_from", str, where))
-            except UsageError as exc:
-                raise r.fail(where, exc.message) from None
+            raise row.fail(None, f"compute capability {cc} is not in compute_capability")
+        same_as = _cc(row, "same_as") if row.has("same_as") else None
+        since = (
+            _version(row, "desktop_cubins_from", CudaVersion)
+            if row.has("desktop_cubins_from")
+            else None
+        )
         integrated[cc] = IntegratedGpu(cc, same_as, since)
     for cc, info in integrated.items():
         if info.same_as is not None and info.same_as not in integrated:
-            raise r.fail("integrated", f"{cc} is the same device as {info.same_as}, not listed")
-    pytorch = r.get(data, "pytorch", dict, "top level")
-    names = r.get(pytorch, "arch_names", list, "pytorch")
+            raise top.fail("integrated", f"{cc} is the same device as {info.same_as}, not listed")
+    pytorch = top.table("pytorch", required=True)
+    names = pytorch.typed("arch_names", list)
+    if not all(isinstance(n, list) and len(n) == 2 for n in names):
+        raise pytorch.expected("arch_names", "a list of [name, arch list] pairs")
     torch_arch_names = tuple((str(a), str(b)) for a, b in names)
-    official = {str(k): str(v) for k, v in dict(pytorch.get("official_arch_lists", {})).items()}
-    first_release = {str(k): str(v) for k, v in dict(pytorch.get("first_release", {})).items()}
-    list_sources = {
-        str(k): str(v) for k, v in dict(pytorch.get("official_arch_list_sources", {})).items()
-    }
+    official = pytorch.text_map("official_arch_lists")
+    list_sources = pytorch.text_map("official_arch_list_sources")
     missing_source = sorted(set(official) - set(list_sources))
     if missing_source:
-        raise r.fail("pytorch.official_arch_list_sources", f"no source for {missing_source}")
-    pipeline = {str(k): str(v) for k, v in dict(pytorch.get("pipeline_arch_lists", {})).items()}
-    releases = {str(k): str(v) for k, v in dict(pytorch.get("releases", {})).items()}
+        raise pytorch.fail("official_arch_list_sources", f"no source for {missing_source}")
     return CudaFacts(
-        facts_version=r.get(data, "facts_version", str, "top level"),
-        sources=MappingProxyType(dict(r.get(data, "sources", dict, "top level"))),
-        rules=MappingProxyType(dict(r.get(data, "rules", dict, "top level"))),
+        facts_version=top.text("facts_version"),
+        sources=MappingProxyType(top.text_map("sources")),
+        rules=MappingProxyType(top.text_map("rules")),
         capabilities=MappingProxyType(caps),
         gpus=tuple(gpus),
         toolkits=tuple(toolkits),
@@ -389,28 +369,19 @@ def parse_facts(data: Mapping[str, Any], origin: str = "cuda_facts.toml") -> Cud
         driver_cuda=MappingProxyType(driver_cuda),
         torch_arch_names=torch_arch_names,
         official_arch_lists=MappingProxyType(official),
-        torch_first_release=MappingProxyType(first_release),
+        torch_first_release=MappingProxyType(pytorch.text_map("first_release")),
         integrated=MappingProxyType(integrated),
         official_arch_list_sources=MappingProxyType(list_sources),
-        pipeline_arch_lists=MappingProxyType(pipeline),
-        torch_releases=MappingProxyType(releases),
+        pipeline_arch_lists=MappingProxyType(pytorch.text_map("pipeline_arch_lists")),
+        torch_releases=MappingProxyType(pytorch.text_map("releases")),
     )
-
-
-def load_facts_file(path: Path) -> CudaFacts:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise FactsError(f"{path}: cannot read the CUDA facts: {exc}") from None
-    return parse_facts(data, origin=str(path))
 
 
 @cache
 def load_facts() -> CudaFacts:
     """The facts shipped with archwheel (cached; the objects are immutable)."""
-    text = resources.files("archwheel.facts").joinpath("cuda_facts.toml").read_text("utf-8")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise FactsError(f"cuda_facts.toml: {exc}") from None
-    return parse_facts(data)
+    text = resources.files("archwheel.facts").joinpath("cuda_facts.toml").read_bytes()
+    document = load_document(
+        text, origin="cuda_facts.toml", nesting=MAX_FACTS_NESTING, toml=True, error=FactsError
+    )
+    return parse_facts(cast("dict[str, Any]", document))  # TOML's top level is a table

@@ -9,25 +9,21 @@ A malformed data file is a ``FactsError`` naming the key.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from packaging.requirements import InvalidRequirement, Requirement
 
 from archwheel.errors import FactsError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+from archwheel.facts.documents import Table, load_document
 
 DATA_FILE = "pytorch_official.toml"
 SCHEMA_VERSION = 1
+MAX_NESTING = 16  # tables and arrays inside each other (the data file nests 4 deep)
 
 
 @dataclass(frozen=True)
@@ -94,103 +90,95 @@ class OfficialFacts:
         return tuple(sorted(v.key for v in self.variants.values()))
 
 
-def _strs(where: str, value: object) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise FactsError(f"{DATA_FILE}: {where} must be a list of strings")
-    return tuple(value)
-
-
-def _text(where: str, table: Mapping[str, Any], key: str, default: str | None = None) -> str:
-    value = table.get(key, default)
-    if not isinstance(value, str):
-        raise FactsError(f"{DATA_FILE}: {where}.{key} must be a string")
-    return value
+def _relative_folders(table: Table, key: str) -> tuple[str, ...]:
+    folders = table.texts(key, None)
+    if any(f.startswith("/") or ".." in f.split("/") for f in folders):
+        raise table.fail(key, "must be relative to site-packages")
+    return folders
 
 
 def parse_official(data: Mapping[str, Any]) -> OfficialFacts:
-    """Validate the parsed data file."""
+    """Validate the parsed data file; ``FactsError`` names the key."""
+    top = Table(data, DATA_FILE, FactsError, toml=True)
     if data.get("schema_version") != SCHEMA_VERSION:
-        raise FactsError(f"{DATA_FILE}: schema_version must be {SCHEMA_VERSION}")
+        raise top.expected("schema_version", str(SCHEMA_VERSION))
     sources: dict[str, Source] = {}
-    for key, table in dict(data.get("sources", {})).items():
-        where = f"sources.{key}"
-        if not isinstance(table, dict):
-            raise FactsError(f"{DATA_FILE}: {where} must be a table")
+    source_tables = top.table("sources")
+    for key in source_tables:
+        table = source_tables.table(key)
         source = Source(
             key,
-            _text(where, table, "file"),
-            _text(where, table, "commit", ""),
-            _text(where, table, "sha256", ""),
-            _text(where, table, "note", ""),
+            table.text("file"),
+            table.text("commit", ""),
+            table.text("sha256", ""),
+            table.text("note", ""),
         )
         if not source.commit and not source.sha256:
-            raise FactsError(f"{DATA_FILE}: {where} needs a commit or a sha256")
+            raise table.fail(None, "needs a commit or a sha256")
         sources[key] = source
 
-    def source_of(where: str, key: object) -> Source:
-        if not isinstance(key, str) or key not in sources:
-            raise FactsError(f"{DATA_FILE}: {where}: unknown source {key!r}")
-        return sources[key]
+    def source_of(table: Table, key: str, name: object = None) -> Source:
+        """The source named at ``key`` (or ``name``, written there)."""
+        name = table.data.get(key) if name is None else name
+        if not isinstance(name, str) or name not in sources:
+            raise table.fail(key, f"unknown source {name!r}")
+        return sources[name]
 
     layouts: dict[str, tuple[tuple[str, ...], Source]] = {}
-    for key, table in dict(data.get("layouts", {})).items():
-        where = f"layouts.{key}"
-        folders = _strs(f"{where}.folders", table.get("folders"))
-        if any(f.startswith("/") or ".." in f.split("/") for f in folders):
-            raise FactsError(f"{DATA_FILE}: {where}.folders must be relative to site-packages")
-        layouts[key] = (folders, source_of(where, table.get("source")))
+    layout_tables = top.table("layouts")
+    for key in layout_tables:
+        table = layout_tables.table(key)
+        layouts[key] = (_relative_folders(table, "folders"), source_of(table, "source"))
 
     variants: dict[tuple[str, str], OfficialVariant] = {}
-    for release, by_variant in dict(data.get("releases", {})).items():
-        for name, table in dict(by_variant).items():
-            where = f"releases.{release}.{name}"
-            cuda = _text(where, table, "cuda")
-            layout = _text(where, table, "layout")
+    releases = top.table("releases")
+    for release in releases:
+        by_variant = releases.table(release)
+        for name in by_variant:
+            table = by_variant.table(name)
+            cuda = table.text("cuda")
+            layout = table.text("layout")
             if layout not in layouts:
-                raise FactsError(f"{DATA_FILE}: {where}.layout: unknown layout {layout!r}")
-            requirements = _strs(f"{where}.requirements", table.get("requirements", []))
+                raise table.fail("layout", f"unknown layout {layout!r}")
+            requirements = table.texts("requirements")
             for line in requirements:
                 try:
                     Requirement(line)
                 except InvalidRequirement as exc:
-                    raise FactsError(f"{DATA_FILE}: {where}.requirements: {exc}") from None
+                    raise table.fail("requirements", str(exc)) from None
             env: dict[str, Setting] = {}
-            for var, pair in dict(table.get("env", {})).items():
-                values = _strs(f"{where}.env.{var}", pair)
+            env_table = table.table("env")
+            for var in env_table:
+                values = env_table.texts(var, None)
                 if len(values) != 2:
-                    raise FactsError(f"{DATA_FILE}: {where}.env.{var} must be [value, source]")
-                env[var] = Setting(var, values[0], source_of(f"{where}.env.{var}", values[1]))
+                    raise env_table.expected(var, "[value, source]")
+                env[var] = Setting(var, values[0], source_of(env_table, var, values[1]))
             unset: dict[str, Source] = {}
-            for var, key in dict(table.get("unset", {})).items():
+            unset_table = table.table("unset")
+            for var in unset_table:
                 if var in env:
-                    raise FactsError(f"{DATA_FILE}: {where}.unset.{var} is also in env")
-                unset[var] = source_of(f"{where}.unset.{var}", key)
-            flag = table.get("in_official_matrix", True)
-            if not isinstance(flag, bool):
-                raise FactsError(f"{DATA_FILE}: {where}.in_official_matrix must be true or false")
+                    raise unset_table.fail(var, "is also in env")
+                unset[var] = source_of(unset_table, var)
             variants[(release, cuda)] = OfficialVariant(
                 release=release,
                 variant=name,
                 cuda=cuda,
-                in_official_matrix=flag,
+                in_official_matrix=table.flag("in_official_matrix", True),
                 rpath_folders=layouts[layout][0],
                 rpath_source=layouts[layout][1],
-                platform=_text(where, table, "platform"),
-                bundle=_strs(f"{where}.bundle", table.get("bundle", [])),
-                library_folder=_text(where, table, "library_folder"),
+                platform=table.text("platform"),
+                bundle=table.texts("bundle"),
+                library_folder=table.text("library_folder"),
                 requirements=requirements,
-                requirements_source=source_of(where, table.get("requirements_source")),
-                provided=frozenset(_strs(f"{where}.provided", table.get("provided", []))),
-                driver=frozenset(_strs(f"{where}.driver", table.get("driver", []))),
+                requirements_source=source_of(table, "requirements_source"),
+                provided=frozenset(table.texts("provided")),
+                driver=frozenset(table.texts("driver")),
                 env=MappingProxyType(env),
-                libraries=frozenset(_strs(f"{where}.libraries", table.get("libraries", []))),
+                libraries=frozenset(table.texts("libraries")),
                 unset=MappingProxyType(unset),
-                host=frozenset(_strs(f"{where}.host", table.get("host", []))),
+                host=frozenset(table.texts("host")),
             )
-    deliberate = dict(data.get("deliberate", {}))
-    for var, why in deliberate.items():
-        if not isinstance(why, str):
-            raise FactsError(f"{DATA_FILE}: deliberate.{var} must be a string")
+    deliberate = top.text_map("deliberate")
     return OfficialFacts(
         MappingProxyType(sources), MappingProxyType(variants), MappingProxyType(deliberate)
     )
@@ -199,9 +187,8 @@ def parse_official(data: Mapping[str, Any]) -> OfficialFacts:
 @cache
 def load_official() -> OfficialFacts:
     """The packaged table (cached)."""
-    text = resources.files("archwheel.facts").joinpath(DATA_FILE).read_text(encoding="utf-8")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise FactsError(f"{DATA_FILE}: invalid TOML: {exc}") from None
-    return parse_official(data)
+    raw = resources.files("archwheel.facts").joinpath(DATA_FILE).read_bytes()
+    document = load_document(
+        raw, origin=DATA_FILE, nesting=MAX_NESTING, toml=True, error=FactsError
+    )
+    return parse_official(cast("dict[str, Any]", document))  # TOML's top level is a table

@@ -51,9 +51,8 @@ from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.binary.zipread import open_zip
 from archwheel.effects.files import (
     ZIP_MEMBER_ERRORS,
-    DocumentUnreadable,
     open_regular,
-    read_json,
+    read_document,
     sha256_file,
     write_bytes_atomic,
     write_json_atomic,
@@ -284,13 +283,15 @@ MAX_MANIFEST_NESTING = 8  # lists and objects inside each other (an index manife
 
 def _manifest_entries(path: Path) -> list[IndexEntry]:
     """The entries of an index manifest, read bounded and checked (``InputError``, one line)."""
+    document, _ = read_document(
+        path, MAX_MANIFEST_BYTES, MAX_MANIFEST_NESTING, what="an archwheel index manifest"
+    )
     try:
-        document = read_json(path, MAX_MANIFEST_BYTES, MAX_MANIFEST_NESTING)
         entries = document.get("entries") if isinstance(document, dict) else None
         if not isinstance(entries, list):
             raise ValueError("no 'entries' list")
         return [IndexEntry.from_json_dict(e) for e in entries]
-    except ValueError as exc:  # DocumentUnreadable, or an entry's field
+    except ValueError as exc:  # an entry's field
         raise InputError(f"{path}: not a readable archwheel index manifest: {exc}") from None
 
 
@@ -330,10 +331,9 @@ MAX_PROVENANCE_NESTING = 32  # lists and objects inside each other (a build's ne
 
 
 def _load_provenance(path: Path) -> dict[str, Any]:
-    try:
-        document = read_json(path, MAX_PROVENANCE_BYTES, MAX_PROVENANCE_NESTING)
-    except DocumentUnreadable as exc:
-        raise InputError(f"{path}: not readable provenance JSON: {exc}") from None
+    document, _ = read_document(
+        path, MAX_PROVENANCE_BYTES, MAX_PROVENANCE_NESTING, what="provenance JSON"
+    )
     if not isinstance(document, dict):
         raise InputError(f"{path}: provenance is not a JSON object")
     return document

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -36,15 +35,11 @@ from itertools import product
 from pathlib import Path
 from typing import Any, cast
 
-from archwheel.effects.files import DocumentUnreadable, FileTooLarge, parse_document, read_regular
+from archwheel.effects.files import read_document
 from archwheel.errors import UsageError
 from archwheel.facts.arch import ArchList
+from archwheel.facts.documents import Table
 from archwheel.matrix.index import IndexEntry
-
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover
-    pass
 
 MATRIX_SCHEMA_VERSION = 1
 # The largest matrix file read and its deepest nesting (a real one nests 3 deep; docs/design.md).
@@ -186,14 +181,6 @@ class MatrixPlan:
 # -- reading a matrix file ------------------------------------------------------------------------
 
 
-def _strings(value: object, where: str) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise UsageError(f"{where} must be a string or a list of strings")
-
-
 def parse_exclusion(text: str, where: str = "--exclude") -> Exclusion:
     """``python=3.12,arch=8.0;9.0`` (commas separate keys; an arch list keeps its own ';')."""
     values: dict[str, str] = {}
@@ -211,44 +198,24 @@ def parse_exclusion(text: str, where: str = "--exclude") -> Exclusion:
 
 def load_matrix(path: Path) -> MatrixSpec:
     """Read and validate a matrix file; every message names the file and the key."""
-    try:
-        raw = read_regular(path, MAX_MATRIX_BYTES)  # FIFOs, devices, /proc refused by type
-    except FileTooLarge:
-        raise UsageError(f"{path}: larger than {MAX_MATRIX_BYTES} bytes; not a matrix") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the matrix file: {exc.strerror}") from None
-    try:
-        document = parse_document(raw, MAX_MATRIX_NESTING, toml=True)
-    except DocumentUnreadable as exc:
-        raise UsageError(f"{path}: {exc}") from None
-    data = cast("dict[str, Any]", document)  # TOML's top level is always a table
-    if data.get("schema_version", MATRIX_SCHEMA_VERSION) != MATRIX_SCHEMA_VERSION:
-        raise UsageError(f"{path}: schema_version must be {MATRIX_SCHEMA_VERSION}")
-    unknown = set(data) - {"schema_version", "matrix"}
-    if unknown:
-        raise UsageError(f"{path}: unknown table or key {sorted(unknown)[0]!r}")
-    table = data.get("matrix")
-    if not isinstance(table, dict):
-        raise UsageError(f"{path}: no [matrix] table")
-    axes: dict[str, tuple[str, ...]] = {}
+    document, _ = read_document(  # FIFOs, devices, /proc refused by type
+        path, MAX_MATRIX_BYTES, MAX_MATRIX_NESTING, toml=True, error=UsageError, what="a matrix"
+    )
+    # TOML's top level is always a table
+    top = Table(cast("dict[str, Any]", document), str(path), UsageError, toml=True)
+    if top.data.get("schema_version", MATRIX_SCHEMA_VERSION) != MATRIX_SCHEMA_VERSION:
+        raise top.expected("schema_version", str(MATRIX_SCHEMA_VERSION))
+    for key in top.unknown(("schema_version", "matrix")):
+        raise top.fail(None, f"unknown table or key {key!r}", hint="known: matrix, schema_version")
+    if not top.has("matrix"):
+        raise top.fail(None, "no [matrix] table")
+    table = top.table("matrix").refuse_unknown([*_FILE_AXES, "exclude"])
+    axes = {key: table.texts(key, single=True) for key in _FILE_AXES if table.has(key)}
     exclusions: list[Exclusion] = []
-    for key, value in table.items():
-        if key == "exclude":
-            if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-                raise UsageError(f"{path}: matrix.exclude must be an array of tables")
-            for n, item in enumerate(value):
-                where = f"{path}: matrix.exclude[{n}]"
-                bad = set(item) - set(AXES)
-                if bad or not item:
-                    raise UsageError(f"{where}: keys must be among {', '.join(AXES)}")
-                exclusions.append(Exclusion({k: str(v) for k, v in item.items()}))
-        elif key in _FILE_AXES:
-            axes[key] = _strings(value, f"{path}: matrix.{key}")
-        else:
-            raise UsageError(
-                f"{path}: unknown key matrix.{key}",
-                hint=f"keys: {', '.join([*_FILE_AXES, 'exclude'])}",
-            )
+    for item in table.tables("exclude"):
+        if item.unknown(AXES) or not item.data:
+            raise item.fail(None, f"keys must be among {', '.join(AXES)}")
+        exclusions.append(Exclusion({k: str(v) for k, v in item.data.items()}))
     return MatrixSpec(exclude=tuple(exclusions), **axes)
 
 

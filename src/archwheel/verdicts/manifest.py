@@ -25,9 +25,9 @@ from packaging.version import InvalidVersion, Version
 from archwheel import __version__
 from archwheel.binary.model import InputInventory
 from archwheel.binary.wheelmeta import WheelMetadata
-from archwheel.effects.files import DocumentUnreadable, parse_document
 from archwheel.errors import InputError
 from archwheel.facts.arch import CodeKind, Target
+from archwheel.facts.documents import Table, load_document
 
 MANIFEST_SCHEMA_VERSION = 1
 MANIFEST_KIND = "archwheel-manifest"
@@ -121,11 +121,12 @@ def build_manifest(wheels: Sequence[dict[str, Any]], facts_version: str) -> dict
 
 def load_manifest(text: str, origin: str) -> dict[str, Any]:
     """Parse and validate a manifest; ``InputError`` names the first bad key."""
-    try:
-        doc = parse_document(text, MAX_NESTING)
-    except DocumentUnreadable as exc:
-        raise InputError(f"{origin}: {exc}: not a manifest") from None
+    doc = load_document(text, origin=origin, nesting=MAX_NESTING, error=_not_a_manifest)
     return manifest_from_document(doc, origin)
+
+
+def _not_a_manifest(message: str) -> InputError:
+    return InputError(f"{message}: not a manifest")
 
 
 def manifest_from_document(doc: object, origin: str) -> dict[str, Any]:
@@ -142,10 +143,7 @@ def manifest_from_document(doc: object, origin: str) -> dict[str, Any]:
     wheels = doc.get("wheels")
     if not isinstance(wheels, list) or not wheels:
         raise InputError(f"{origin}: 'wheels' must be a non-empty list")
-    for index, wheel in enumerate(wheels):
-        where = f"{origin}: wheels[{index}]"
-        if not isinstance(wheel, dict):
-            raise InputError(f"{where}: must be an object")
+    for wheel in Table(doc, origin, InputError).tables("wheels"):
         for key, kind in (
             ("file", str),
             ("sha256", str),
@@ -156,21 +154,15 @@ def manifest_from_document(doc: object, origin: str) -> dict[str, Any]:
             ("requires_cuda", dict),
             ("native_libraries", dict),
         ):
-            if not isinstance(wheel.get(key), kind) or isinstance(wheel.get(key), bool):
-                raise InputError(f"{where}.{key}: missing or not a {kind.__name__}")
-        if (
-            any(c in wheel["file"] for c in "/\\\0")
-            or wheel["file"] in ("", ".", "..")
-            or len(wheel["file"]) > MAX_FILE_NAME
-        ):
-            raise InputError(
-                f"{where}.file: must be a bare file name, not {wheel['file'][:MAX_FILE_NAME]!r}"
-            )
-        if not _SHA256.match(wheel["sha256"]):
-            raise InputError(f"{where}.sha256: not a hex sha256")
-        for member, digest in wheel["native_libraries"].items():
+            wheel.typed(key, kind)
+        file = wheel.data["file"]
+        if any(c in file for c in "/\\\0") or file in ("", ".", "..") or len(file) > MAX_FILE_NAME:
+            raise wheel.fail("file", f"must be a bare file name, not {file[:MAX_FILE_NAME]!r}")
+        if not _SHA256.match(wheel.data["sha256"]):
+            raise wheel.fail("sha256", "not a hex sha256")
+        for member, digest in wheel.data["native_libraries"].items():
             if not isinstance(digest, str) or not _RECORD_HASH.match(digest):
-                raise InputError(f"{where}.native_libraries[{member!r}]: not a sha256= hash")
+                raise wheel.fail("native_libraries", f"{member!r}: not a sha256= hash")
     return doc
 
 

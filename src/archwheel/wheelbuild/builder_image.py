@@ -31,7 +31,8 @@ from archwheel.effects.process import LineSink, last_line, run_program
 from archwheel.errors import RecipeError, ToolError
 from archwheel.facts.python_target import PythonTarget
 from archwheel.facts.versions import CudaVersion
-from archwheel.wheelbuild.recipe import ToolchainSpec, pypi_toolchains
+from archwheel.wheelbuild.recipe import pypi_toolchains
+from archwheel.wheelbuild.recipe_model import ToolchainSpec
 
 BUILDER_REPOSITORY = "archwheel/builder"
 CONTEXT_FILES = ("Dockerfile", "provision.sh", "probe.sh", "find-cuda.sh")

@@ -26,12 +26,13 @@ from urllib.parse import unquote, urljoin, urlparse
 
 from packaging.utils import canonicalize_name
 
-from archwheel.effects.files import DocumentUnreadable, parse_document, read_regular
+from archwheel.effects.files import read_regular
 from archwheel.effects.net import TooLarge, paced_blocks
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import Echo, run_program
 from archwheel.errors import InputError, RecipeError, ToolError
-from archwheel.wheelbuild.recipe import SourceSpec
+from archwheel.facts.documents import load_document
+from archwheel.wheelbuild.recipe_model import SourceSpec
 
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
 MAX_PAGE_BYTES = 64 << 20
@@ -85,10 +86,8 @@ def _sha256_of(entry: dict[str, Any]) -> str | None:
 def parse_simple_page(body: bytes, content_type: str, page_url: str) -> list[IndexFile]:
     """The files of one project page of a simple index, JSON (PEP 691) or HTML (PEP 503)."""
     if "json" in content_type:
-        try:
-            data = parse_document(body, MAX_PAGE_NESTING)
-        except DocumentUnreadable as exc:
-            raise ToolError(f"the package index page {page_url} is unreadable: {exc}") from None
+        where = f"the package index page {page_url} is unreadable"
+        data = load_document(body, origin=where, nesting=MAX_PAGE_NESTING, error=ToolError)
         files = data.get("files", []) if isinstance(data, dict) else None
         if not isinstance(files, list) or not all(_is_index_file(f) for f in files):
             raise ToolError(f"the package index page {page_url} is not a PEP 691 project page")

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from archwheel.facts.pytorch_official import OfficialFacts, OfficialVariant, load_official
-from archwheel.wheelbuild.recipe import Recipe, pinned_torch
+from archwheel.wheelbuild.recipe_model import Recipe
+from archwheel.wheelbuild.recipe_torch import pinned_torch
 from archwheel.wheelbuild.repair import spec_for_recipe
 
 EXTRA_REQUIREMENTS = "PYTORCH_EXTRA_INSTALL_REQUIREMENTS"

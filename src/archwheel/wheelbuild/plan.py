@@ -39,7 +39,7 @@ from archwheel.facts.arch_grammars import parse_arch_list
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.python_target import PythonTarget
 from archwheel.wheelbuild.jobs import JobCount
-from archwheel.wheelbuild.recipe import Recipe
+from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.remote_cache import (
     LAUNCHER_DIR,
     STATS_LOG,

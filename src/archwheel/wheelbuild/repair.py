@@ -51,7 +51,8 @@ from archwheel.effects.files import ZIP_MEMBER_ERRORS, record_form
 from archwheel.effects.process import find_program, run_program
 from archwheel.errors import BuildError, RecipeError
 from archwheel.facts.pytorch_official import OfficialFacts, OfficialVariant, load_official
-from archwheel.wheelbuild.recipe import Recipe, pinned_torch
+from archwheel.wheelbuild.recipe_model import Recipe
+from archwheel.wheelbuild.recipe_torch import pinned_torch
 from archwheel.wheelbuild.reproducible import repack_wheel
 
 MAX_UNPACKED_BYTES = 64 << 30

@@ -40,7 +40,7 @@ from archwheel.effects.files import (
 from archwheel.effects.net import TooLarge, paced_blocks
 from archwheel.effects.process import Echo, echo_to_stderr, last_line, run_program
 from archwheel.errors import BuildError, InputError, ToolError, UsageError
-from archwheel.wheelbuild.recipe import SourceSpec
+from archwheel.wheelbuild.recipe_model import SourceSpec
 
 ZIP_EPOCH_MIN = 315532800  # 1980-01-01: the earliest timestamp a zip entry can carry
 MAX_SDIST_BYTES = 4 << 30

@@ -41,13 +41,9 @@ from archwheel.errors import BuildError, RecipeError, ToolError
 from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.baseimage import is_local_base, suite_of
-from archwheel.wheelbuild.recipe import (
-    Recipe,
-    ToolchainSpec,
-    load_recipe,
-    pypi_toolchains,
-    with_torch,
-)
+from archwheel.wheelbuild.recipe import load_recipe, pypi_toolchains
+from archwheel.wheelbuild.recipe_model import Recipe, ToolchainSpec
+from archwheel.wheelbuild.recipe_torch import with_torch
 from archwheel.wheelbuild.torch_pin import (
     TorchPin,
     TorchWheel,

@@ -33,7 +33,7 @@ from archwheel.wheelbuild.builder_image import (
     probe_base_toolkit,
     probe_toolchain,
 )
-from archwheel.wheelbuild.recipe import ToolchainSpec
+from archwheel.wheelbuild.recipe_model import ToolchainSpec
 from tests.support.containers_support import containers_created, containers_with_label
 from tests.support.cuda_image import REPOSITORY, build_cuda_in_image
 from tests.support.paths import CACHE, ROOT

@@ -15,7 +15,7 @@ from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ToolError
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.builder_image import DEFAULT_PLATFORMS, download_toolchain
-from archwheel.wheelbuild.recipe import ToolchainSpec
+from archwheel.wheelbuild.recipe_model import ToolchainSpec
 from archwheel.wheelbuild.toolkit import manylinux_platforms
 
 pytestmark = [pytest.mark.realwheel, pytest.mark.slow]

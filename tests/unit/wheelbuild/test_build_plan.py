@@ -20,7 +20,8 @@ from archwheel.wheelbuild.plan import (
     check_arch_list,
     make_plan,
 )
-from archwheel.wheelbuild.recipe import Recipe, load_recipe
+from archwheel.wheelbuild.recipe import load_recipe
+from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.source import ResolvedSource
 from tests.support.cli import CliRun
 from tests.support.paths import ROOT

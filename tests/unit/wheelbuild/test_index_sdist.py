@@ -14,7 +14,7 @@ import pytest
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import InputError, RecipeError
 from archwheel.wheelbuild.index_sdist import locate_sdist, parse_simple_page, sdist_names
-from archwheel.wheelbuild.recipe import SourceSpec
+from archwheel.wheelbuild.recipe_model import SourceSpec
 from archwheel.wheelbuild.source import resolve_source
 
 

@@ -26,7 +26,8 @@ from archwheel.wheelbuild.plan import (
     check_arch_list,
     make_plan,
 )
-from archwheel.wheelbuild.recipe import Recipe, load_recipe
+from archwheel.wheelbuild.recipe import load_recipe
+from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.source import ResolvedSource
 from archwheel.wheelbuild.toolkit import prepare_torch, with_torch_cuda
 from archwheel.wheelbuild.torch_pin import TORCH_WHEELS

@@ -15,7 +15,7 @@ import pytest
 
 from archwheel.errors import InputError
 from archwheel.wheelbuild import source
-from archwheel.wheelbuild.recipe import SourceSpec
+from archwheel.wheelbuild.recipe_model import SourceSpec
 from archwheel.wheelbuild.source import resolve_source, safe_unpack
 from tests.support.fuzz import watchdog
 

@@ -9,7 +9,8 @@ import pytest
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import RecipeError, UsageError
 from archwheel.facts.versions import CudaVersion
-from archwheel.wheelbuild.recipe import load_recipe, with_torch
+from archwheel.wheelbuild.recipe import load_recipe
+from archwheel.wheelbuild.recipe_torch import with_torch
 from archwheel.wheelbuild.toolkit import (
     TorchBuild,
     manylinux_platforms,

@@ -28,12 +28,10 @@ from archwheel.binary.scan.binary import (
 from archwheel.binary.scan.pool import scan_members
 from archwheel.binary.zipread import WheelReader
 from archwheel.effects.files import (
-    DocumentUnreadable,
     NotRegularFile,
     check_regular,
     is_text_list,
     open_regular,
-    parse_document,
 )
 from archwheel.effects.process import (
     MAX_ANSWER_NESTING,
@@ -42,6 +40,7 @@ from archwheel.effects.process import (
     run_program,
 )
 from archwheel.errors import InputError, ToolError
+from archwheel.facts.documents import load_document
 
 # Wheel members with these suffixes are text or Python, never binaries: not even peeked at.
 # (`--all-members` peeks at everything.)
@@ -419,10 +418,9 @@ def scan_installed(
         )
     # The interpreter is the user's: its answer is read as untrusted input.
     unexpected = f"unexpected output from {interpreter} listing {distribution}"
-    try:
-        info = parse_document(proc.stdout, MAX_ANSWER_NESTING)
-    except DocumentUnreadable as exc:
-        raise ToolError(f"{unexpected} ({exc})") from None
+    info = load_document(
+        proc.stdout, origin=unexpected, nesting=MAX_ANSWER_NESTING, error=ToolError
+    )
     if not isinstance(info, dict):
         raise ToolError(f"{unexpected} (not a JSON object)")
     if info.get("error") == "not-found":

@@ -54,7 +54,10 @@ from archwheel.wheelbuild.plan import (
     check_arch_list,
     make_plan,
 )
-from archwheel.wheelbuild.recipe import Recipe, find_recipe, load_recipe, recipe_files, with_torch
+from archwheel.wheelbuild.recipe import load_recipe
+from archwheel.wheelbuild.recipe_lookup import find_recipe, recipe_files
+from archwheel.wheelbuild.recipe_model import Recipe
+from archwheel.wheelbuild.recipe_torch import with_torch
 from archwheel.wheelbuild.remote_cache import CACHE_URL_ENV, CacheUrl, parse_cache_url
 from archwheel.wheelbuild.repair import spec_for_recipe
 from archwheel.wheelbuild.runner import BuildRunner

@@ -51,7 +51,9 @@ from archwheel.matrix.plan import (
 from archwheel.matrix.run import CellBuilder, CellOutput, run_matrix
 from archwheel.wheelbuild.plan import DEFAULT_CCACHE_SIZE, DEFAULT_CCACHE_VOLUME, check_arch_list
 from archwheel.wheelbuild.provenance import provenance_path
-from archwheel.wheelbuild.recipe import Recipe, find_recipe, with_torch
+from archwheel.wheelbuild.recipe_lookup import find_recipe
+from archwheel.wheelbuild.recipe_model import Recipe
+from archwheel.wheelbuild.recipe_torch import with_torch
 from archwheel.wheelbuild.remote_cache import CACHE_URL_ENV, CacheUrl
 from archwheel.wheelbuild.source import resolve_source
 
