@@ -37,7 +37,7 @@ from archwheel.effects.files import (
     read_regular,
 )
 from archwheel.errors import ArchListError, RecipeError, UsageError
-from archwheel.facts import arch_grammars
+from archwheel.facts import arch_consumers, arch_grammars
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.python_target import PythonTarget
@@ -75,15 +75,15 @@ ARCH_FORMATS: Mapping[str, str] = MappingProxyType(
 # The consumer a format implies when [arch] consumer is not given (torch: by recipe kind), and
 # the format each consumer implies (docs/building-extensions.md, "Who reads the arch list").
 DEFAULT_CONSUMER: Mapping[str, str] = MappingProxyType(
-    {"cmake": arch_grammars.CMAKE, "gencode": arch_grammars.NVCC}
+    {"cmake": arch_consumers.CMAKE, "gencode": arch_consumers.NVCC}
 )
 CONSUMER_FORMAT: Mapping[str, ArchFormat] = MappingProxyType(
     {
-        arch_grammars.TORCH_CMAKE: "torch",
-        arch_grammars.CPP_EXTENSION: "torch",
-        arch_grammars.CMAKE_FINDCUDA: "torch",
-        arch_grammars.CMAKE: "cmake",
-        arch_grammars.NVCC: "gencode",
+        arch_consumers.TORCH_CMAKE: "torch",
+        arch_consumers.CPP_EXTENSION: "torch",
+        arch_consumers.CMAKE_FINDCUDA: "torch",
+        arch_consumers.CMAKE: "cmake",
+        arch_consumers.NVCC: "gencode",
     }
 )
 DEFAULT_ARCH_VARIABLE: Mapping[str, str] = MappingProxyType(
@@ -248,7 +248,7 @@ class ArchInput:
     variable: str
     format: ArchFormat
     default: ArchList
-    consumer: str = arch_grammars.NVCC
+    consumer: str = arch_consumers.NVCC
     torch: str | None = None
     cuda: CudaVersion | None = None
 
@@ -882,7 +882,7 @@ def pinned_torch(requirements: Iterable[str]) -> str | None:
 def _parse_arch(
     table: _Table, toolchain: ToolchainSpec, kind: RecipeKind, torch: str | None, facts: CudaFacts
 ) -> ArchInput:
-    grammars = arch_grammars.load_grammars()
+    grammars = arch_consumers.load_grammars()
     consumer = table.opt_str("consumer")
     if consumer is not None and consumer not in grammars.consumers:
         close = difflib.get_close_matches(consumer, grammars.consumers, n=1, cutoff=0.5)
@@ -909,7 +909,7 @@ def _parse_arch(
         )
     if consumer is None:
         torch_reader = (
-            arch_grammars.TORCH_CMAKE if kind == "pytorch" else arch_grammars.CPP_EXTENSION
+            arch_consumers.TORCH_CMAKE if kind == "pytorch" else arch_consumers.CPP_EXTENSION
         )
         consumer = DEFAULT_CONSUMER.get(fmt, torch_reader)
     default_variable = (
