@@ -37,7 +37,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from archwheel.binary.dynamic import DynamicInfo, UndefinedSymbol, read_wheel_dynamic
+from archwheel.binary.dynamic import DynamicInfo, UndefinedSymbol
+from archwheel.binary.dynamic_wheel import read_wheel_dynamic
 from archwheel.binary.wheelmeta import read_wheel_metadata
 
 SITE = "site-packages"
