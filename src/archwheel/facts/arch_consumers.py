@@ -57,10 +57,6 @@ DEFAULT_VARIABLE: Mapping[str, str] = MappingProxyType(
     }
 )
 
-# the sources named for the consumers without a versioned file
-CMAKE_DOC = "CMake's CUDA_ARCHITECTURES (prop_tgt/CUDA_ARCHITECTURES)"
-NVCC_DOC = "nvcc's -gencode/-arch options"
-
 
 # -- the data -----------------------------------------------------------------------------------
 
@@ -72,6 +68,21 @@ class CmakeName:
     name: str
     arch_bin: tuple[str, ...]
     arch_ptx: tuple[str, ...]
+
+
+# PyTorch's copy: message(SEND_ERROR "Found ... FLAGS: ${arch_name} "), its trailing blank left out
+TORCH_CMAKE_UNKNOWN = "Found Unknown CUDA Architecture Name in CUDA_SELECT_NVCC_ARCH_FLAGS: {name}"
+
+
+@dataclass(frozen=True)
+class SelectComputeArch:
+    """What one copy of ``select_compute_arch.cmake`` (PyTorch's of a release, or CMake's own)
+    applies to an arch list: its numeric pattern, its names, its error for an unknown name."""
+
+    source: str  # the file, as readings name it ("torch 2.14.1 .../select_compute_arch.cmake")
+    number_regex: str
+    names: tuple[CmakeName, ...]
+    unknown_error: str  # "{name}" for the name
 
 
 @dataclass(frozen=True)
@@ -93,9 +104,21 @@ class TorchGrammar:
             s + "+PTX" for s in self.cpp_extension_supported
         )
 
+    @property
+    def select_compute_arch(self) -> SelectComputeArch:
+        """PyTorch's ``select_compute_arch.cmake`` of this release."""
+        return SelectComputeArch(
+            f"torch {self.torch} {self.cmake_file}",
+            self.cmake_number_regex,
+            self.cmake_names,
+            TORCH_CMAKE_UNKNOWN,
+        )
+
 
 @dataclass(frozen=True)
 class ProjectEntry:
+    """One entry a project's variable acts on: the SASS target it adds, from which CUDA on."""
+
     entry: str
     target: Target
     min_cuda: CudaVersion
@@ -122,6 +145,13 @@ class FindCudaGrammar:
     number_regex: str
     names: tuple[CmakeName, ...]
     unknown_error: str  # its SEND_ERROR for an unknown name, "{name}" for the name
+
+    @property
+    def select_compute_arch(self) -> SelectComputeArch:
+        """CMake's ``select_compute_arch.cmake`` of this release."""
+        return SelectComputeArch(
+            f"CMake {self.cmake} {self.file}", self.number_regex, self.names, self.unknown_error
+        )
 
 
 @dataclass(frozen=True)

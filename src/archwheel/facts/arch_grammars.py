@@ -38,26 +38,25 @@ from archwheel.errors import ArchListError
 from archwheel.facts.arch import ArchList, ArchSpec, Target, Variant
 from archwheel.facts.arch_consumers import (
     CMAKE,
-    CMAKE_DOC,
     CMAKE_FINDCUDA,
     CPP_EXTENSION,
     NVCC,
-    NVCC_DOC,
     TORCH_CMAKE,
     Grammars,
     cmake_regex,
     load_grammars,
 )
 from archwheel.facts.arch_readers import (
+    CMAKE_DOC,
+    NVCC_DOC,
     Finding,
     Reading,
     image_names,
     read_cmake,
     read_cpp_extension,
-    read_findcuda,
     read_nvcc,
     read_project,
-    read_torch_cmake,
+    read_select_compute_arch,
 )
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.versions import CudaVersion
@@ -79,10 +78,11 @@ def read(
     """What ``consumer`` makes of ``value`` as written (None: the variable is unset)."""
     g, var = _grammar_of(consumer, grammars, variable)
     if consumer == TORCH_CMAKE:
-        reading = read_torch_cmake(value, g.for_torch(torch), var)
+        tables = g.for_torch(torch).select_compute_arch
+        reading = read_select_compute_arch(value, tables, var, consumer)
     elif consumer == CMAKE_FINDCUDA:
         assert g.findcuda is not None  # check_consumer refused it otherwise
-        reading = read_findcuda(value, g.findcuda, var)
+        reading = read_select_compute_arch(value, g.findcuda.select_compute_arch, var, consumer)
     elif consumer == CPP_EXTENSION:
         reading = read_cpp_extension(value, g.for_torch(torch), tuple(cflags), var)
     elif consumer == CMAKE:

@@ -1,7 +1,7 @@
 """What each consumer of an arch list makes of a value: one reader per grammar.
 
-``read_torch_cmake`` and ``read_findcuda`` follow ``CUDA_SELECT_NVCC_ARCH_FLAGS`` step by step
-(PyTorch's ``select_compute_arch.cmake`` and CMake's own FindCUDA copy), ``read_cpp_extension``
+``read_select_compute_arch`` follows ``CUDA_SELECT_NVCC_ARCH_FLAGS`` step by step (with the tables
+of PyTorch's ``select_compute_arch.cmake`` or of CMake's own FindCUDA copy), ``read_cpp_extension``
 follows ``torch.utils.cpp_extension._get_cuda_arch_flags``, ``read_cmake`` CMake's
 ``CUDA_ARCHITECTURES``, ``read_nvcc`` plain ``-gencode``/``-arch`` flags and ``read_project`` a
 project's own variable (``FLASH_ATTN_CUDA_ARCHS``). Each returns a ``Reading``: the images the
@@ -21,21 +21,22 @@ from typing import Literal
 from archwheel.facts.arch import ArchList, ArchSpec, CodeKind, Target
 from archwheel.facts.arch_consumers import (
     CMAKE,
-    CMAKE_DOC,
     CMAKE_FINDCUDA,
     CPP_EXTENSION,
     NVCC,
-    NVCC_DOC,
-    TORCH_CMAKE,
     CmakeName,
-    FindCudaGrammar,
     ProjectGrammar,
+    SelectComputeArch,
     TorchGrammar,
     cmake_regex,
 )
 from archwheel.facts.versions import CudaVersion
 
 FindingKind = Literal["reject", "drop", "ignore", "reinterpret"]
+
+# the sources the readings of CMake and nvcc name (they read no versioned file)
+CMAKE_DOC = "CMake's CUDA_ARCHITECTURES (prop_tgt/CUDA_ARCHITECTURES)"
+NVCC_DOC = "nvcc's -gencode/-arch options"
 
 
 @dataclass(frozen=True)
@@ -151,48 +152,12 @@ def _cmake_false(value: str) -> bool:
     )
 
 
-# PyTorch's copy: message(SEND_ERROR "Found ... FLAGS: ${arch_name} "), its trailing blank left out
-TORCH_CMAKE_UNKNOWN = "Found Unknown CUDA Architecture Name in CUDA_SELECT_NVCC_ARCH_FLAGS: {name}"
-
-
-def read_torch_cmake(value: str | None, g: TorchGrammar, variable: str) -> Reading:
-    """``torch_cuda_get_nvcc_gencode_flag`` -> ``CUDA_SELECT_NVCC_ARCH_FLAGS``, step by step."""
-    src = f"torch {g.torch} {g.cmake_file}"
-    return _select_compute_arch(
-        value,
-        g.cmake_number_regex,
-        g.cmake_names,
-        variable,
-        consumer=TORCH_CMAKE,
-        src=src,
-        unknown_error=TORCH_CMAKE_UNKNOWN,
-    )
-
-
-def read_findcuda(value: str | None, g: FindCudaGrammar, variable: str) -> Reading:
-    """CMake's own ``CUDA_SELECT_NVCC_ARCH_FLAGS``: the same steps, CMake's pattern and names."""
-    src = f"CMake {g.cmake} {g.file}"
-    return _select_compute_arch(
-        value,
-        g.number_regex,
-        g.names,
-        variable,
-        consumer=CMAKE_FINDCUDA,
-        src=src,
-        unknown_error=g.unknown_error,
-    )
-
-
-def _select_compute_arch(
-    value: str | None,
-    number_regex: str,
-    cmake_names: tuple[CmakeName, ...],
-    variable: str,
-    *,
-    consumer: str,
-    src: str,
-    unknown_error: str,
+def read_select_compute_arch(
+    value: str | None, tables: SelectComputeArch, variable: str, consumer: str
 ) -> Reading:
+    """``CUDA_SELECT_NVCC_ARCH_FLAGS`` step by step, with the tables of one copy of it: PyTorch's
+    (reached through ``torch_cuda_get_nvcc_gencode_flag``) or CMake's own FindCUDA module."""
+    src = tables.source
     # set(TORCH_CUDA_ARCH_LIST $ENV{...}); cuda_select_nvcc_arch_flags(v ${TORCH_CUDA_ARCH_LIST}):
     # the unquoted expansion splits on ';' and drops empty elements.
     argn = ";".join(p for p in (value or "").split(";") if p)
@@ -215,8 +180,8 @@ def _select_compute_arch(
             "builds its own default target",
         )
         return _reading(consumer, variable, value, src, [finding])
-    number = cmake_regex(number_regex)
-    names = {n.name: n for n in cmake_names}
+    number = cmake_regex(tables.number_regex)
+    names = {n.name: n for n in tables.names}
     bins: list[str] = []
     ptxs: list[str] = []
     findings: list[Finding] = []
@@ -243,7 +208,7 @@ def _select_compute_arch(
                     "CMake stops with 'Unknown arguments specified'",
                 )
             )
-            first = cmake_names[0].name
+            first = tables.names[0].name
             error = error or (
                 f'if given arguments: "STREQUAL" "{first}" Unknown arguments specified'
             )
@@ -253,7 +218,7 @@ def _select_compute_arch(
             if consumer == CMAKE_FINDCUDA:
                 rule = rule.replace("X.Y, X.Ya, X.Yf, X.Y(X.Y)", "X.Y (one-digit X), X.Y(X.Y)")
             findings.append(Finding("reject", item, rule))
-            error = error or unknown_error.replace("{name}", arch_name)
+            error = error or tables.unknown_error.replace("{name}", arch_name)
             continue
         bins.extend(arch_bin)
         if add_ptx:
