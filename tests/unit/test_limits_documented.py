@@ -60,7 +60,7 @@ def _module(short: str) -> str:
         "payload": "archwheel.binary.payload",
         "wheelmeta": "archwheel.binary.wheelmeta",
         "dynamic": "archwheel.binary.dynamic",
-        "scan.binary": "archwheel.binary.scan.binary",
+        "scan.bounds": "archwheel.binary.scan.bounds",
         "rawcubin": "archwheel.binary.rawcubin",
         "scan.inputs": "archwheel.binary.scan.inputs",
         "scan.pool": "archwheel.binary.scan.pool",
@@ -86,17 +86,17 @@ def _module(short: str) -> str:
 
 def test_audit_help_states_the_scanner_limits() -> None:
     from archwheel.binary import zipread
-    from archwheel.binary.scan import binary, inputs
+    from archwheel.binary.scan import bounds, inputs
     from archwheel.interfaces.commands.audit import DESCRIPTION
     from archwheel.interfaces.render import common
 
     text = " ".join(DESCRIPTION.split())
     for value in (
-        binary.MAX_CONTAINERS,
-        binary.MAX_ENTRIES,
-        binary.MAX_ENTRIES_PER_CONTAINER,
-        binary.MAX_RAW_CUBINS,
-        binary.MAX_PROBLEMS_PER_LIBRARY,
+        bounds.MAX_CONTAINERS,
+        bounds.MAX_ENTRIES,
+        bounds.MAX_ENTRIES_PER_CONTAINER,
+        bounds.MAX_RAW_CUBINS,
+        bounds.MAX_PROBLEMS_PER_LIBRARY,
         inputs.MAX_PROBLEMS_PER_INPUT,
         zipread.MAX_ARCHIVE_MEMBERS,
         common.MAX_LIBRARY_ROWS,

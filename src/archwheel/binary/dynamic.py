@@ -8,25 +8,21 @@ the ``PT_LOAD`` segments. Every offset and size is checked against the file size
 that points past the file is a one-line problem, never a traceback, and no read is larger than
 ``MAX_TABLE``.
 
-Reading is random access through a ``read(offset, length)`` callable. Files are read with
-``pread``. A wheel member is a deflate stream, so ``read_member_dynamic`` streams it once and keeps
-only the ranges the parser needs (``.dynsym`` sits at the start of a library, ``.dynamic`` after
-the code, and patchelf moves ``.dynstr`` to the end, as in torch's own libraries): memory stays
-bounded by the tables' sizes (at most ``MAX_TABLE`` each, plus a ``PREFIX_LIMIT`` prefix), and a
-range the first pass could not know in time is fetched by a second pass that stops at its end.
+Reading is random access through a ``read(offset, length)`` callable. Files on disk are read
+with ``pread`` (``read_file_dynamic``), and so are the libraries of an installed environment
+(``read_installed_dynamic``); a wheel's members are streamed from the zip by ``dynamic_wheel``.
+The symbols kept for one input (a wheel, an environment) are bounded together (``SymbolBudget``).
 """
 
 from __future__ import annotations
 
-import bisect
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from archwheel.binary.elf import ELF_MAGIC, FormatError, parse_elf_header
-from archwheel.binary.zipread import Member, MemberError, member_chunks
 from archwheel.effects.files import NotRegularFile, check_regular, is_text_list
 from archwheel.facts.documents import load_document
 
@@ -53,9 +49,6 @@ MAX_SYMBOLS_PER_INPUT = 4_000_000
 MAX_DYNAMIC_ENTRIES = 65536
 MAX_VERSION_ENTRIES = 65536
 MAX_NAME_BYTES = 65536  # one name of the dynamic string table (torch 2.14.1's longest: 1995)
-WHOLE_LIMIT = 32 << 20  # a member up to this size is inflated into memory in one piece
-PREFIX_LIMIT = 16 << 20  # of a larger member, its first 16 MiB are kept (.dynsym sits there)
-MAX_PASSES = 6
 
 
 class Missing(Exception):
@@ -109,7 +102,7 @@ class DynamicInfo:
 
 
 @dataclass
-class _Segment:
+class Segment:
     vaddr: int
     offset: int
     filesz: int
@@ -172,21 +165,21 @@ def _checked(read: Read, offset: int, length: int, size: int, what: str) -> byte
     return data
 
 
-def _to_offset(segments: list[_Segment], vaddr: int, what: str) -> int:
+def to_offset(segments: list[Segment], vaddr: int, what: str) -> int:
     for s in segments:
         if s.vaddr <= vaddr < s.vaddr + s.filesz:
             return vaddr - s.vaddr + s.offset
     raise FormatError(f"{what} address {vaddr:#x} lies in no loadable segment of the file")
 
 
-def _segment_end(segments: list[_Segment], offset: int) -> int:
+def segment_end(segments: list[Segment], offset: int) -> int:
     for s in segments:
         if s.offset <= offset < s.offset + s.filesz:
             return s.offset + s.filesz
     return offset
 
 
-def program_headers(read: Read, size: int) -> tuple[bool, list[_Segment], _Segment | None]:
+def program_headers(read: Read, size: int) -> tuple[bool, list[Segment], Segment | None]:
     """``(is64, PT_LOAD segments, PT_DYNAMIC)``; raises ``FormatError``."""
     header = parse_elf_header(read(0, 64))
     if header.phnum == 0:
@@ -196,7 +189,7 @@ def program_headers(read: Read, size: int) -> tuple[bool, list[_Segment], _Segme
     table = _checked(
         read, header.phoff, header.phnum * header.phentsize, size, "program header table"
     )
-    loads: list[_Segment] = []
+    loads: list[Segment] = []
     dynamic = None
     for i in range(header.phnum):
         base = i * header.phentsize
@@ -207,13 +200,13 @@ def program_headers(read: Read, size: int) -> tuple[bool, list[_Segment], _Segme
         else:
             p_type, p_offset, p_vaddr, _pa, p_filesz = struct.unpack_from("<IIIII", table, base)
         if p_type == PT_LOAD:
-            loads.append(_Segment(p_vaddr, p_offset, p_filesz))
+            loads.append(Segment(p_vaddr, p_offset, p_filesz))
         elif p_type == PT_DYNAMIC:
-            dynamic = _Segment(p_vaddr, p_offset, p_filesz)
+            dynamic = Segment(p_vaddr, p_offset, p_filesz)
     return header.is64, loads, dynamic
 
 
-def _dynamic_entries(read: Read, size: int, is64: bool, dyn: _Segment) -> list[tuple[int, int]]:
+def dynamic_entries(read: Read, size: int, is64: bool, dyn: Segment) -> list[tuple[int, int]]:
     entsize = 16 if is64 else 8
     count = min(dyn.filesz // entsize, MAX_DYNAMIC_ENTRIES)
     data = _checked(read, dyn.offset, count * entsize, size, "dynamic section")
@@ -229,15 +222,15 @@ def _dynamic_entries(read: Read, size: int, is64: bool, dyn: _Segment) -> list[t
 
 
 def _symbol_count(
-    read: Read, size: int, is64: bool, segments: list[_Segment], tags: dict[int, int]
+    read: Read, size: int, is64: bool, segments: list[Segment], tags: dict[int, int]
 ) -> int:
     if DT_HASH in tags:
-        off = _to_offset(segments, tags[DT_HASH], "DT_HASH")
+        off = to_offset(segments, tags[DT_HASH], "DT_HASH")
         _nbucket, nchain = struct.unpack("<II", _checked(read, off, 8, size, "hash table"))
         return int(nchain)
     if DT_GNU_HASH not in tags:
         raise FormatError("no hash table (DT_HASH or DT_GNU_HASH): symbol count unknown")
-    off = _to_offset(segments, tags[DT_GNU_HASH], "DT_GNU_HASH")
+    off = to_offset(segments, tags[DT_GNU_HASH], "DT_GNU_HASH")
     nbuckets, symoffset, bloom_size, _shift = struct.unpack(
         "<IIII", _checked(read, off, 16, size, "GNU hash table")
     )
@@ -364,16 +357,16 @@ def _parse_dynamic_segment(
     kind: str,
     machine: int,
     is64: bool,
-    segments: list[_Segment],
-    dyn: _Segment,
+    segments: list[Segment],
+    dyn: Segment,
 ) -> DynamicInfo:
-    entries = _dynamic_entries(read, size, is64, dyn)
+    entries = dynamic_entries(read, size, is64, dyn)
     tags: dict[int, int] = {}
     for tag, value in entries:
         tags.setdefault(tag, value)
     if DT_STRTAB not in tags or DT_STRSZ not in tags:
         raise FormatError("dynamic section has no string table (DT_STRTAB/DT_STRSZ)")
-    str_off = _to_offset(segments, tags[DT_STRTAB], "DT_STRTAB")
+    str_off = to_offset(segments, tags[DT_STRTAB], "DT_STRTAB")
     strtab = _Strings(
         _checked(read, str_off, tags[DT_STRSZ], size, "dynamic string table (.dynstr)")
     )
@@ -387,12 +380,12 @@ def _parse_dynamic_segment(
     need_index: dict[int, tuple[str, str]] = {}
     needs: list[tuple[str, tuple[str, ...]]] = []
     if DT_VERNEED in tags:
-        off = _to_offset(segments, tags[DT_VERNEED], "DT_VERNEED")
+        off = to_offset(segments, tags[DT_VERNEED], "DT_VERNEED")
         need_index, needs = _versions_needed(read, size, off, tags.get(DT_VERNEEDNUM, 1), strtab)
     def_index: dict[int, str] = {}
     definitions: list[str] = []
     if DT_VERDEF in tags:
-        off = _to_offset(segments, tags[DT_VERDEF], "DT_VERDEF")
+        off = to_offset(segments, tags[DT_VERDEF], "DT_VERDEF")
         def_index, definitions = _versions_defined(
             read, size, off, tags.get(DT_VERDEFNUM, 1), strtab
         )
@@ -407,11 +400,11 @@ def _parse_dynamic_segment(
         entsize = tags.get(DT_SYMENT, 24 if is64 else 16)
         if entsize != (24 if is64 else 16):
             raise FormatError(f"dynamic symbol entry size {entsize}, expected {24 if is64 else 16}")
-        sym_off = _to_offset(segments, tags[DT_SYMTAB], "DT_SYMTAB")
+        sym_off = to_offset(segments, tags[DT_SYMTAB], "DT_SYMTAB")
         table = _checked(read, sym_off, count * entsize, size, "dynamic symbol table (.dynsym)")
         versym: tuple[int, ...] = ()
         if DT_VERSYM in tags:
-            v_off = _to_offset(segments, tags[DT_VERSYM], "DT_VERSYM")
+            v_off = to_offset(segments, tags[DT_VERSYM], "DT_VERSYM")
             raw = _checked(read, v_off, count * 2, size, "symbol versions (.gnu.version)")
             versym = struct.unpack(f"<{count}H", raw)
         fmt = "<IBBHQQ" if is64 else "<IIIBBH"
@@ -483,154 +476,7 @@ def read_file_dynamic(path: Path, label: str | None = None) -> DynamicInfo:
         os.close(fd)
 
 
-class _Capture:
-    """Byte ranges kept from a stream; ``read`` answers from them or raises ``Missing``."""
-
-    def __init__(self) -> None:
-        self.starts: list[int] = []
-        self.pieces: list[bytes] = []
-
-    def add(self, start: int, data: bytes) -> None:
-        i = bisect.bisect_left(self.starts, start)
-        self.starts.insert(i, start)
-        self.pieces.insert(i, data)
-
-    def read(self, offset: int, length: int) -> bytes:
-        i = bisect.bisect_right(self.starts, offset) - 1
-        # several pieces may start before offset: the latest that covers the range wins
-        while i >= 0:
-            start, piece = self.starts[i], self.pieces[i]
-            if offset + length <= start + len(piece):
-                return piece[offset - start : offset - start + length]
-            i -= 1
-        raise Missing(offset, length)
-
-
-def _stream_ranges(
-    chunks: Iterator[bytes],
-    ranges: list[tuple[int, int]],
-    capture: _Capture,
-    on_chunk: Callable[[int], list[tuple[int, int]]] | None = None,
-    more: Callable[[], bool] = lambda: False,
-) -> None:
-    """Stream once; keep every byte of ``ranges``, which ``on_chunk(position)`` may extend
-    with ranges still ahead; stop when nothing is pending and ``more()`` says none will come."""
-    pending: list[tuple[int, int, list[bytes]]] = [(lo, hi, []) for lo, hi in ranges if hi > lo]
-    pos = 0
-    for chunk in chunks:
-        end = pos + len(chunk)
-        still: list[tuple[int, int, list[bytes]]] = []
-        for lo, hi, parts in pending:
-            if lo < end and hi > pos:
-                parts.append(chunk[max(lo, pos) - pos : min(hi, end) - pos])
-            if hi <= end:
-                capture.add(lo, b"".join(parts))
-            else:
-                still.append((lo, hi, parts))
-        pending = still
-        pos = end
-        if on_chunk is not None:
-            pending.extend((lo, hi, []) for lo, hi in on_chunk(end) if hi > lo >= end)
-        if not pending and not more():
-            return
-    for lo, _hi, parts in pending:  # end of stream: keep what exists
-        capture.add(lo, b"".join(parts))
-
-
-def read_member_dynamic(path: Path, archive_size: int, member: Member) -> DynamicInfo:
-    """The loader's view of one wheel member, streamed; bounded memory (see the module doc)."""
-    size = member.size
-
-    def chunks() -> Iterator[bytes]:
-        return member_chunks(path, archive_size, member)
-
-    try:
-        if size <= WHOLE_LIMIT:
-            data = b"".join(chunks())
-            return parse_dynamic(lambda o, n: data[o : o + n], size, member.name)
-        capture = _Capture()
-        head = min(size, 64 << 10)
-        state: dict[str, object] = {}
-
-        def on_chunk(end: int) -> list[tuple[int, int]]:
-            if "dyn" not in state:
-                if end < head:
-                    return []
-                # The program headers say where PT_DYNAMIC is: keep it when the stream passes.
-                state["dyn"] = None
-                try:
-                    _is64, loads, dyn = program_headers(capture.read, size)
-                except (FormatError, Missing, struct.error):
-                    state["tables"] = True
-                    return []
-                state["loads"] = loads
-                state["dyn"] = dyn
-                if dyn is None:
-                    state["tables"] = True
-                    return []
-                return [(dyn.offset, dyn.offset + min(dyn.filesz, 16 * MAX_DYNAMIC_ENTRIES))]
-            seen = state["dyn"]
-            if "tables" in state or not isinstance(seen, _Segment):
-                return []
-            if end < seen.offset + seen.filesz:
-                return []
-            state["tables"] = True
-            return _ahead_ranges(capture, size, seen, state.get("loads"))
-
-        _stream_ranges(
-            chunks(),
-            [(0, head), (0, min(size, PREFIX_LIMIT))],
-            capture,
-            on_chunk,
-            lambda: "tables" not in state,
-        )
-        for _ in range(MAX_PASSES):
-            try:
-                return parse_dynamic(capture.read, size, member.name)
-            except Missing as miss:
-                lo = miss.offset
-                hi = min(size, max(miss.offset + miss.length, miss.offset + (1 << 20)))
-                _stream_ranges(chunks(), [(lo, hi)], capture)
-        return DynamicInfo(
-            member.name, size, "shared-object", True, problems=("tables scattered too widely",)
-        )
-    except MemberError as exc:
-        return DynamicInfo(member.name, size, "unreadable", problems=(str(exc),))
-
-
-def _ahead_ranges(
-    capture: _Capture, size: int, dyn: _Segment, loads: object
-) -> list[tuple[int, int]]:
-    """Once PT_DYNAMIC is read: the tables it names that still lie ahead (patchelf layouts)."""
-    if not isinstance(loads, list):
-        return []
-    try:
-        head = parse_elf_header(capture.read(0, 64))
-        entries = _dynamic_entries(capture.read, size, head.is64, dyn)
-    except (FormatError, Missing, struct.error):
-        return []
-    tags: dict[int, int] = {}
-    for tag, value in entries:
-        tags.setdefault(tag, value)
-    out: list[tuple[int, int]] = []
-    for tag in (DT_STRTAB, DT_GNU_HASH, DT_HASH, DT_SYMTAB, DT_VERSYM, DT_VERNEED, DT_VERDEF):
-        if tag not in tags:
-            continue
-        try:
-            off = _to_offset(loads, tags[tag], "table")
-        except FormatError:
-            continue
-        if tag == DT_STRTAB and DT_STRSZ in tags:
-            end = off + min(tags[DT_STRSZ], MAX_TABLE)
-        else:
-            end = min(_segment_end(loads, off), off + MAX_TABLE)
-        out.append((off, min(end, size)))
-    return out
-
-
-# -- whole wheels ------------------------------------------------------------------------------
-
-PARALLEL_MIN_BYTES = 16 << 20  # members inflating to more than this go to worker processes
+# -- inputs: which members are libraries, and the symbols kept for one input ---------------
 
 
 def is_library_member(name: str) -> bool:
@@ -642,15 +488,11 @@ def is_library_member(name: str) -> bool:
     return bool(sep and head and all(p.isdigit() for p in tail.split(".") if p) and tail)
 
 
-def _member_job(args: tuple[Path, int, Member]) -> DynamicInfo:
-    return read_member_dynamic(*args)
-
-
 def _symbols_kept(info: DynamicInfo) -> int:
     return len(info.undefined) + sum(len(versions) for versions in info.exports.values())
 
 
-class _SymbolBudget:
+class SymbolBudget:
     """At most ``limit`` symbols kept for one input: a library read past it is kept as a
     problem only (its symbols dropped as soon as it arrives)."""
 
@@ -668,49 +510,6 @@ class _SymbolBudget:
             problems=(f"not read: the input's libraries hold more than {self.limit} dynamic "
                       "symbols together",),
         )  # fmt: skip
-
-
-def read_wheel_dynamic(
-    path: Path, workers: int | None = None, *, max_symbols: int = MAX_SYMBOLS_PER_INPUT
-) -> tuple[DynamicInfo, ...]:
-    """Every shared library of a wheel (member order), read as ``read_member_dynamic`` does.
-
-    Large members are read by forked worker processes (the inflater holds the GIL) where fork
-    is safe (POSIX, this process single-threaded); elsewhere one after the other. The symbols
-    kept for all of them together are bounded by ``max_symbols`` (the small members in member
-    order, then the large ones, largest first).
-    """
-    import threading
-    from concurrent.futures import ProcessPoolExecutor
-
-    from archwheel.binary.zipread import WheelReader
-
-    reader = WheelReader(path)
-    members = [m for m in reader.members if is_library_member(m.name)]
-    big = [m for m in members if m.size > PARALLEL_MIN_BYTES]
-    results: dict[str, DynamicInfo] = {}
-    budget = _SymbolBudget(max_symbols)
-    count = workers if workers is not None else min(4, os.cpu_count() or 1)
-    if big and count > 1 and hasattr(os, "fork") and threading.active_count() == 1:
-        import multiprocessing
-
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=min(count, len(big)), mp_context=context) as pool:
-            jobs = sorted(big, key=lambda m: -m.size)
-            futures = {
-                m.name: pool.submit(_member_job, (path, reader.archive_size, m)) for m in jobs
-            }
-            for m in members:
-                if m.name not in futures:
-                    results[m.name] = budget.admit(
-                        read_member_dynamic(path, reader.archive_size, m)
-                    )
-            for name, future in futures.items():
-                results[name] = budget.admit(future.result())
-    else:
-        for m in members:
-            results[m.name] = budget.admit(read_member_dynamic(path, reader.archive_size, m))
-    return tuple(results[m.name] for m in members)
 
 
 # -- an installed environment ------------------------------------------------------------------
@@ -761,7 +560,7 @@ def read_installed_dynamic(python: str | None = None) -> tuple[InstalledDistribu
     if not isinstance(entries, list) or not all(_is_installed_entry(e) for e in entries):
         raise ToolError(f"{unexpected} (not the probe's list of distributions)")
     found: list[InstalledDistribution] = []
-    budget = _SymbolBudget(MAX_SYMBOLS_PER_INPUT)  # one environment: one input
+    budget = SymbolBudget(MAX_SYMBOLS_PER_INPUT)  # one environment: one input
     for entry in entries:
         root = Path(entry["root"])
         libraries = tuple(

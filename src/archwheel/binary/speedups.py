@@ -39,7 +39,7 @@ COMPILED: ModuleType | None = _load()
 
 
 class Bounds(NamedTuple):
-    """The Python scan's bounds on one binary (scan/binary.py), which the compiled scan keeps:
+    """The Python scan's bounds on one binary (scan/bounds.py), which the compiled scan keeps:
     past any of them it answers None, and the Python scan reports the limit."""
 
     containers: int

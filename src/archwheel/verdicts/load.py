@@ -21,6 +21,10 @@ The model (docs/verdicts.md, "can-load"):
    each be defined by the file they name ("version `X' not found"). System libraries are judged
    by the host's own copy where one was given (its exports) and by the policy's symbol versions
    (what the wheel's platform tag promises).
+
+The search of steps 1 to 3 (install paths, ld.so's search path, the breadth-first closure, symbol
+lookup in a scope) is ``load_world``; this module models ``import torch``, checks each library's
+versions and symbols, and writes the verdict with its causes and fixes (``LoadReport``).
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -37,10 +40,21 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from archwheel.binary.dynamic import DynamicInfo, UndefinedSymbol, read_wheel_dynamic
+from archwheel.binary.dynamic import DynamicInfo
+from archwheel.binary.dynamic_wheel import read_wheel_dynamic
 from archwheel.binary.wheelmeta import read_wheel_metadata
+from archwheel.verdicts.load_world import (
+    TORCH_NAME,
+    Resolution,
+    TooMuchWork,
+    World,
+    closure,
+    could_be_system,
+    defined_in,
+    find_by_name,
+    install_path,
+)
 
-SITE = "site-packages"
 MAX_LISTED = 20  # missing symbols listed per library; the count says how many in all
 
 
@@ -134,24 +148,6 @@ def read_wheel_files(path: Path) -> WheelFiles:
         requires=tuple((p.name, p.specifier, p.marker) for p in meta.requires),
         cuda_major=meta.cuda_major,
     )
-
-
-def install_path(member: str) -> str | None:
-    """Where pip puts a wheel member, relative to the environment's root (None: not in site)."""
-    parts = member.split("/")
-    if len(parts) > 2 and parts[0].endswith(".data"):
-        if parts[1] in ("purelib", "platlib"):
-            return posixpath.join(SITE, *parts[2:])
-        return None
-    return posixpath.join(SITE, member)
-
-
-@dataclass(frozen=True)
-class Resolution:
-    needed: str
-    how: str  # "loaded" (by import torch), "wheel", "package", "system", "assumed", "missing"
-    path: str | None = None  # installed path for "loaded"/"wheel"
-    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -256,92 +252,6 @@ class LoadReport:
 MAX_LOAD_STEPS = 5_000_000
 
 
-class _TooMuchWork(Exception):
-    """The model's steps ran out (``MAX_LOAD_STEPS``)."""
-
-
-class _World:
-    def __init__(
-        self,
-        wheels: Sequence[WheelFiles],
-        system: Mapping[str, DynamicInfo],
-        own: WheelFiles | None = None,
-    ) -> None:
-        self.steps_left = MAX_LOAD_STEPS
-        self.objects: dict[str, DynamicInfo] = {}
-        for wheel in wheels:
-            for lib in wheel.libraries:
-                where = install_path(lib.path)
-                if where is not None and lib.is_dynamic:
-                    self.objects.setdefault(where, lib)
-        # The judged wheel's own libraries by soname and file name: a name the search path does
-        # not reach is satisfied once the package has loaded that library itself.
-        # Only for the judged wheel's own objects: `import torch` runs before the package loads.
-        self.own: dict[str, str] = {}
-        for lib in own.libraries if own is not None else ():
-            where = install_path(lib.path)
-            if where is not None and lib.is_dynamic:
-                self.own.setdefault(posixpath.basename(where), where)
-                if lib.soname:
-                    self.own.setdefault(lib.soname, where)
-        self.system = system
-        self.loaded: dict[str, str] = {}  # soname or file name -> installed path
-        self.assumed: dict[str, str] = {}  # name -> who needed it
-
-    def spend(self, steps: int) -> None:
-        self.steps_left -= steps
-        if self.steps_left < 0:
-            raise _TooMuchWork
-
-    def mark_loaded(self, path: str) -> None:
-        info = self.objects[path]
-        self.loaded.setdefault(posixpath.basename(path), path)
-        if info.soname:
-            self.loaded.setdefault(info.soname, path)
-
-    def resolve(
-        self, name: str, path: str, chain: Sequence[str], policy_libs: frozenset[str]
-    ) -> Resolution:
-        if name in self.loaded:
-            return Resolution(name, "loaded", self.loaded[name])
-        self.spend(1 + len(chain))
-        info = self.objects[path]
-        origin = posixpath.dirname(path)
-        dirs: list[str] = []
-        if not info.runpath:
-            for p in (path, *reversed(chain)):
-                o = self.objects.get(p)
-                if o is not None and not o.runpath:
-                    dirs.extend(_expand(d, posixpath.dirname(p)) for d in o.rpath)
-        dirs.extend(_expand(d, origin) for d in info.runpath)
-        self.spend(len(dirs))
-        for d in dict.fromkeys(dirs):  # each folder once: a chain of one folder names it often
-            if d.startswith("/"):
-                continue  # an absolute build path: not on the user's machine
-            candidate = posixpath.normpath(posixpath.join(d, name))
-            if candidate in self.objects:
-                return Resolution(name, "wheel", candidate)
-        if name in policy_libs or name.startswith(("ld-linux", "libpython")):
-            return Resolution(name, "system")
-        if name in self.own and self.own[name] != path and path in self.own.values():
-            return Resolution(
-                name,
-                "package",
-                self.own[name],
-                detail=f"not on {posixpath.basename(path)}'s search path: satisfied only once the "
-                f"package has loaded {self.own[name]} itself (as torchaudio's _load_lib does); "
-                "opened first, this library fails",
-            )
-        if name in self.assumed:
-            return Resolution(name, "assumed", detail=f"needed by {self.assumed[name]}")
-        return Resolution(name, "missing")
-
-
-def _expand(entry: str, origin: str) -> str:
-    text = entry.replace("${ORIGIN}", "$ORIGIN")
-    return text.replace("$ORIGIN", origin) if "$ORIGIN" in text else text
-
-
 def _torch_roots(torch: WheelFiles) -> list[str]:
     roots = []
     for lib in torch.libraries:
@@ -351,48 +261,6 @@ def _torch_roots(torch: WheelFiles) -> list[str]:
         if lib.path == "torch/lib/libtorch_global_deps.so":
             roots.append(lib.path)
     return [p for r in roots if (p := install_path(r)) is not None]
-
-
-def _closure(
-    world: _World, roots: Sequence[str], policy_libs: frozenset[str], *, load: bool
-) -> tuple[list[str], dict[str, list[Resolution]]]:
-    """Breadth-first over DT_NEEDED from ``roots``: the load order and each object's resolutions."""
-    order: list[str] = []
-    found: dict[str, list[Resolution]] = {}
-    queue: deque[tuple[str, tuple[str, ...]]] = deque((r, ()) for r in roots)
-    seen = set(roots)
-    while queue:
-        path, chain = queue.popleft()
-        world.spend(1)
-        order.append(path)
-        if load:
-            world.mark_loaded(path)
-        rows: list[Resolution] = []
-        for name in world.objects[path].needed:
-            r = world.resolve(name, path, chain, policy_libs)
-            rows.append(r)
-            if r.path and r.path not in seen:
-                seen.add(r.path)
-                queue.append((r.path, (*chain, path)))
-        found[path] = rows
-    return order, found
-
-
-_STD_NAME = re.compile(
-    r"^_Z(?:T[VTIS]|GV|Th|Tv|GR)?N?[KVr]*(?:St|S[aisod]|9__gnu_cxx|10__cxxabiv1|N10__cxxabiv1)"
-    r"|^_Z(?:nw|na|dl|da)[a-zA-Z]|^_ZT[IS]P?K?[a-z]$|^_ZGTt"
-)
-
-
-# c10::, at::, torch::, caffe2:: names: only torch's own libraries define them, never a CUDA
-# library or a system one.
-_TORCH_NAME = re.compile(r"^_Z(?:T[VTIS])?N?[KVr]*(?:3c10|2at|5torch|6caffe2)")
-
-
-def _could_be_system(name: str) -> bool:
-    """A symbol a system library (libc, libstdc++, libgcc_s, libm) could define: C names and
-    the C++ standard library's (``std::``, ``__gnu_cxx::``, ``__cxxabiv1::``, ``operator new``)."""
-    return not name.startswith("_Z") or bool(_STD_NAME.match(name))
 
 
 def judge_load(
@@ -407,21 +275,26 @@ def judge_load(
     policy_libs = (
         policy.libraries if policy else frozenset(_policies()["manylinux_2_17_x86_64"].libraries)
     )
-    world = _World([wheel, torch, *others], system, own=wheel)
+    world = World(
+        [lib for w in (wheel, torch, *others) for lib in w.libraries],
+        system,
+        own=wheel.libraries,
+        steps=MAX_LOAD_STEPS,
+    )
     # 1. import torch
     roots = _torch_roots(torch)
     problems: list[str] = []
     if not roots:
         problems.append(f"{torch.filename}: no torch/_C*.so: cannot model `import torch`")
     try:
-        torch_order, torch_found = _closure(world, roots, policy_libs, load=True)
+        torch_order, torch_found = closure(world, roots, policy_libs, load=True)
         for path, rows in torch_found.items():
             for r in rows:
                 if r.how == "missing":
                     world.assumed.setdefault(r.needed, posixpath.basename(path))
         global_roots = [r for r in roots if r.endswith("libtorch_global_deps.so")]
-        global_scope, _ = _closure(world, global_roots, policy_libs, load=False)
-    except _TooMuchWork:
+        global_scope, _ = closure(world, global_roots, policy_libs, load=False)
+    except TooMuchWork:
         return _not_judged(wheel, torch, others, problems)
     assumed = sorted(world.assumed)
     # 2. each library of the wheel
@@ -445,7 +318,7 @@ def judge_load(
                     )
                 )  # fmt: skip
                 continue
-            except _TooMuchWork:
+            except TooMuchWork:
                 out_of_steps = True
         results.append(LibraryLoad(lib.path, LoadVerdict.UNKNOWN, problems=(_out_of_steps(),)))
     facts, conflicts = _metadata_facts(wheel, torch)
@@ -478,7 +351,7 @@ def _not_judged(
     return LoadReport(wheel, torch, tuple(others), results, (), (), (), (*problems, message))
 
 
-def _all_exports(world: _World, order: Iterable[str]) -> set[str]:
+def _all_exports(world: World, order: Iterable[str]) -> set[str]:
     names: set[str] = set()
     for p in order:
         names.update(world.objects[p].exports)
@@ -486,7 +359,7 @@ def _all_exports(world: _World, order: Iterable[str]) -> set[str]:
 
 
 def _judge_library(
-    world: _World,
+    world: World,
     lib: DynamicInfo,
     where: str,
     *,
@@ -498,7 +371,7 @@ def _judge_library(
     torch_exports: set[str],
     torch_sonames: set[str],
 ) -> LibraryLoad:
-    order, found = _closure(world, [where], policy_libs, load=False)
+    order, found = closure(world, [where], policy_libs, load=False)
     resolutions = tuple(found[where])
     missing_libs = tuple(
         dict.fromkeys(r.needed for rows in found.values() for r in rows if r.how == "missing")
@@ -511,7 +384,7 @@ def _judge_library(
     missing_versions: list[tuple[str, str]] = []
     too_new: list[tuple[str, str]] = []
     for file, versions in lib.version_needs:
-        target = _find_by_name(world, file, found)
+        target = find_by_name(world, file, found)
         for v in versions:
             if (
                 policy is not None
@@ -535,16 +408,16 @@ def _judge_library(
             continue
         checked += 1
         world.spend(len(scope))
-        if _defined_in(sym, scope):
+        if defined_in(sym, scope):
             continue
         if sym.version_file in assumed_names:
             continue
         if sym.version_file in missing_libs:
             unverified += 1  # belongs to a library that is missing: the loader stops there
             continue
-        if _could_be_system(sym.name) and system_names:
+        if could_be_system(sym.name) and system_names:
             world.spend(len(system_infos))
-            if _defined_in(sym, system_infos):
+            if defined_in(sym, system_infos):
                 continue
             if sym.version_file in unchecked_system_names or (
                 sym.version_file is None and unchecked_system_names
@@ -553,7 +426,7 @@ def _judge_library(
         if (
             (assumed_names or missing_libs)
             and sym.version is None
-            and not _TORCH_NAME.match(sym.name)
+            and not TORCH_NAME.match(sym.name)
         ):
             unverified += 1
             continue
@@ -579,28 +452,6 @@ def _judge_library(
         tuple(missing_versions), tuple(dict.fromkeys(too_new)), unverified, checked, causes,
         fixes, tuple(problems),
     )  # fmt: skip
-
-
-def _find_by_name(
-    world: _World, name: str, found: Mapping[str, Sequence[Resolution]]
-) -> DynamicInfo | None:
-    for rows in found.values():
-        for r in rows:
-            if r.needed == name and r.path:
-                return world.objects[r.path]
-    return None
-
-
-def _defined_in(sym: UndefinedSymbol, scope: Iterable[DynamicInfo]) -> bool:
-    for obj in scope:
-        versions = obj.exports.get(sym.name)
-        if versions is None:
-            continue
-        if sym.version is None or sym.version in versions or not obj.version_definitions:
-            return True
-        if None in versions and not obj.version_definitions:
-            return True
-    return False
 
 
 def _causes(
@@ -643,7 +494,7 @@ def _causes(
     if missing_libs and not causes:
         causes.append(f"needed libraries found nowhere: {', '.join(missing_libs)}")
         fixes.append("give the wheels that provide them with --with, or bundle them")
-    torchy = [s for s in missing if _TORCH_NAME.match(s.name)]
+    torchy = [s for s in missing if TORCH_NAME.match(s.name)]
     abi = [s for s in missing if "cxx11" in s.name and _abi_twin(s.name, torch_exports)]
     if abi:
         causes.append("C++ ABI mismatch (_GLIBCXX_USE_CXX11_ABI differs from torch's)")

@@ -27,7 +27,7 @@ from packaging.version import InvalidVersion, Version
 
 from archwheel.effects.files import check_regular, is_pseudo, read_document
 from archwheel.errors import ArchListError, RecipeError, UsageError
-from archwheel.facts import arch_grammars
+from archwheel.facts import arch_consumers
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.documents import Table
@@ -550,7 +550,7 @@ def _parse_toolchain(
 def _parse_arch(
     table: Table, toolchain: ToolchainSpec, kind: RecipeKind, torch: str | None, facts: CudaFacts
 ) -> ArchInput:
-    grammars = arch_grammars.load_grammars()
+    grammars = arch_consumers.load_grammars()
     consumer = table.opt_text("consumer")
     if consumer is not None and consumer not in grammars.consumers:
         close = difflib.get_close_matches(consumer, grammars.consumers, n=1, cutoff=0.5)
@@ -577,7 +577,7 @@ def _parse_arch(
         )
     if consumer is None:
         torch_reader = (
-            arch_grammars.TORCH_CMAKE if kind == "pytorch" else arch_grammars.CPP_EXTENSION
+            arch_consumers.TORCH_CMAKE if kind == "pytorch" else arch_consumers.CPP_EXTENSION
         )
         consumer = DEFAULT_CONSUMER.get(fmt, torch_reader)
     default_variable = (

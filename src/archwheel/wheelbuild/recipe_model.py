@@ -18,7 +18,7 @@ from typing import Any, Literal
 from packaging.version import InvalidVersion, Version
 
 from archwheel.errors import RecipeError
-from archwheel.facts import arch_grammars
+from archwheel.facts import arch_consumers, arch_grammars
 from archwheel.facts.arch import ArchList
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.torch_pin import TorchOptions
@@ -38,15 +38,15 @@ ARCH_FORMATS: Mapping[str, str] = MappingProxyType(
 # The consumer a format implies when [arch] consumer is not given (torch: by recipe kind), and
 # the format each consumer implies (docs/building-extensions.md, "Who reads the arch list").
 DEFAULT_CONSUMER: Mapping[str, str] = MappingProxyType(
-    {"cmake": arch_grammars.CMAKE, "gencode": arch_grammars.NVCC}
+    {"cmake": arch_consumers.CMAKE, "gencode": arch_consumers.NVCC}
 )
 CONSUMER_FORMAT: Mapping[str, ArchFormat] = MappingProxyType(
     {
-        arch_grammars.TORCH_CMAKE: "torch",
-        arch_grammars.CPP_EXTENSION: "torch",
-        arch_grammars.CMAKE_FINDCUDA: "torch",
-        arch_grammars.CMAKE: "cmake",
-        arch_grammars.NVCC: "gencode",
+        arch_consumers.TORCH_CMAKE: "torch",
+        arch_consumers.CPP_EXTENSION: "torch",
+        arch_consumers.CMAKE_FINDCUDA: "torch",
+        arch_consumers.CMAKE: "cmake",
+        arch_consumers.NVCC: "gencode",
     }
 )
 DEFAULT_ARCH_VARIABLE: Mapping[str, str] = MappingProxyType(
@@ -146,7 +146,7 @@ class ArchInput:
     variable: str
     format: ArchFormat
     default: ArchList
-    consumer: str = arch_grammars.NVCC
+    consumer: str = arch_consumers.NVCC
     torch: str | None = None
     cuda: CudaVersion | None = None
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.facts import arch_grammars
+from archwheel.facts import arch_consumers, arch_grammars
 from tests.support.containers_support import containers_with_label
 from tests.support.extension_builds import device_images
 
@@ -148,7 +148,7 @@ def test_cmake_drove_nvcc_with_the_requested_arch_only(built: Built) -> None:
     arch = built.provenance["arch"]
     assert isinstance(arch, dict) and arch["value"] == ARCH
     (printed,) = re.findall(r'CUDA_ARCH_FLAGS: "([^"]*)"', built.log)
-    model = arch_grammars.read(arch_grammars.CMAKE_FINDCUDA, str(arch["value"]))
+    model = arch_grammars.read(arch_consumers.CMAKE_FINDCUDA, str(arch["value"]))
     assert tuple(printed.split(";")) == model.flags
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.binary.dynamic import read_wheel_dynamic
+from archwheel.binary.dynamic_wheel import read_wheel_dynamic
 from tests.support.paths import ROOT
 from tests.support.venvs import make_venv, pip_install
 

@@ -29,7 +29,9 @@ from typing import Any
 import pytest
 
 from archwheel.errors import ArchListError
+from archwheel.facts import arch_consumers as ac
 from archwheel.facts import arch_grammars as ag
+from archwheel.facts import arch_readers as ar
 from archwheel.facts.arch import ArchList, Target, Variant
 from archwheel.facts.catalog import load_facts
 from tests.support.components import fetch_wheel, require
@@ -118,12 +120,12 @@ def shipped(wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -
 
 @pytest.mark.parametrize("version", ["2.13.0", "2.14.1"])
 def test_stored_tables_equal_the_shipped_files(shipped: dict[str, Path], version: str) -> None:
-    grammar = ag.load_grammars().for_torch(version)
+    grammar = ac.load_grammars().for_torch(version)
     assert grammar.torch == version
-    names, supported = ag.cpp_extension_tables((shipped[version] / CPP_EXTENSION).read_text())
+    names, supported = ac.cpp_extension_tables((shipped[version] / CPP_EXTENSION).read_text())
     assert names == grammar.cpp_extension_names
     assert supported == grammar.cpp_extension_supported
-    regex, cmake_names = ag.cmake_tables((shipped[version] / SELECT).read_text())
+    regex, cmake_names = ac.cmake_tables((shipped[version] / SELECT).read_text())
     assert regex == grammar.cmake_number_regex
     assert cmake_names == grammar.cmake_names
     assert grammar.cmake_file.startswith(SELECT)
@@ -131,7 +133,7 @@ def test_stored_tables_equal_the_shipped_files(shipped: dict[str, Path], version
 
 
 def test_the_versions_differ_where_the_files_do(shipped: dict[str, Path]) -> None:
-    old, new = (ag.load_grammars().for_torch(v) for v in ("2.13.0", "2.14.1"))
+    old, new = (ac.load_grammars().for_torch(v) for v in ("2.13.0", "2.14.1"))
     assert "10.7" in new.cpp_extension_supported and "10.7" not in old.cpp_extension_supported
     assert "Rubin" in {n.name for n in new.cmake_names} - {n.name for n in old.cmake_names}
 
@@ -204,7 +206,7 @@ def test_cpp_extension_model_equals_the_real_function(
     real = run_cpp_extension(torch_cpu_venv, source, cases)
     accepted = 0
     for (value, cflags), got in zip(cases, real, strict=True):
-        model = ag.read(ag.CPP_EXTENSION, value, torch=version, cflags=cflags)
+        model = ag.read(ac.CPP_EXTENSION, value, torch=version, cflags=cflags)
         where = f"torch {version}, TORCH_CUDA_ARCH_LIST={value!r}, cflags={cflags}"
         if "error" in got:
             assert model.error == got["error"], where
@@ -262,7 +264,7 @@ def test_torch_cmake_model_equals_the_real_cmake(
     accepted = 0
     for value in LISTS + CMAKE_EDGES:
         rc, flags = run_torch_cmake(shipped[version], cmake_driver, value)
-        model = ag.read(ag.TORCH_CMAKE, value, torch=version)
+        model = ag.read(ac.TORCH_CMAKE, value, torch=version)
         where = f"torch {version}, TORCH_CUDA_ARCH_LIST={value!r}"
         assert (rc != 0) == (model.error is not None), where
         if rc == 0:
@@ -281,7 +283,7 @@ def test_all_and_common_depend_on_the_cuda_version(
     assert any("sm_35" in f or "sm_50" in f for f in flags)  # removed in CUDA 13.0
     rc_old, flags_old = run_torch_cmake(shipped["2.14.1"], cmake_driver, value, cuda="12.4")
     assert rc_old == 0 and flags_old != flags
-    model = ag.read(ag.TORCH_CMAKE, value, torch="2.14.1")
+    model = ag.read(ac.TORCH_CMAKE, value, torch="2.14.1")
     assert [f.kind for f in model.findings] == ["reinterpret"]
 
 
@@ -306,7 +308,7 @@ def test_rendered_values_are_accepted_by_the_real_readers(
     wanted: list[ArchList] = []
     for text in RENDERED:
         archs = ArchList.parse(text)
-        rendered = ag.render(ag.TORCH_CMAKE, archs, torch=version)
+        rendered = ag.render(ac.TORCH_CMAKE, archs, torch=version)
         rc, flags = run_torch_cmake(shipped[version], cmake_driver, rendered)
         assert rc == 0, rendered
         images = {f.rsplit("code=", 1)[1] for f in flags if f.startswith("arch=")}
@@ -315,7 +317,7 @@ def test_rendered_values_are_accepted_by_the_real_readers(
         }, rendered
         checked += 1
         try:
-            value = ag.render(ag.CPP_EXTENSION, archs, torch=version)
+            value = ag.render(ac.CPP_EXTENSION, archs, torch=version)
         except ArchListError:
             assert any(s.target.variant is Variant.FAMILY_SPECIFIC for s in archs)
             continue
@@ -326,7 +328,7 @@ def test_rendered_values_are_accepted_by_the_real_readers(
         cases, wanted, run_cpp_extension(torch_cpu_venv, source, cases), strict=True
     ):
         assert "flags" in got, (given, got)
-        assert {f.rsplit("code=", 1)[1] for f in got["flags"]} == set(ag.image_names(archs))
+        assert {f.rsplit("code=", 1)[1] for f in got["flags"]} == set(ar.image_names(archs))
         checked += 1
     assert checked >= 10
 
@@ -403,13 +405,13 @@ FINDCUDA_PROJECT = (
 )
 
 
-def findcuda_grammar() -> ag.FindCudaGrammar:
-    grammar = ag.load_grammars().findcuda
+def findcuda_grammar() -> ac.FindCudaGrammar:
+    grammar = ac.load_grammars().findcuda
     assert grammar is not None
     return grammar
 
 
-def findcuda_member(grammar: ag.FindCudaGrammar) -> str:
+def findcuda_member(grammar: ac.FindCudaGrammar) -> str:
     """Where the wheel holds the module: cmake/data/share/cmake-3.31/Modules/FindCUDA/..."""
     major, minor, _ = grammar.cmake.split(".")
     return f"cmake/data/share/cmake-{major}.{minor}/" + grammar.file.split(" ")[0]
@@ -456,10 +458,10 @@ def words(text: str) -> str:
 def test_stored_findcuda_tables_equal_the_cmake_wheels_file(findcuda: Path) -> None:
     grammar = findcuda_grammar()
     text = findcuda.read_text()
-    regex, names = ag.cmake_tables(text)
+    regex, names = ac.cmake_tables(text)
     assert regex == grammar.number_regex
     assert names == grammar.names
-    assert ag.cmake_unknown_error(text) == grammar.unknown_error
+    assert ac.cmake_unknown_error(text) == grammar.unknown_error
     assert "Fermi" in {n.name for n in names} and "Hopper" not in {n.name for n in names}
     recipe = (ROOT / "recipes" / "torchopt-0.7.3.toml").read_text()
     assert f'"cmake=={grammar.cmake}"' in recipe  # the module of the cmake the recipe builds with
@@ -469,7 +471,7 @@ def test_findcuda_model_equals_the_real_cmake(findcuda: Path) -> None:
     accepted = rejected = 0
     for value in FINDCUDA_LISTS:
         rc, flags, output = run_findcuda(findcuda, value)
-        model = ag.read(ag.CMAKE_FINDCUDA, value)
+        model = ag.read(ac.CMAKE_FINDCUDA, value)
         where = f"CMake FindCUDA, TORCH_CUDA_ARCH_LIST={value!r}"
         assert "reinterpret" not in [f.kind for f in model.findings], where
         assert (rc != 0) == (model.error is not None), where
@@ -496,7 +498,7 @@ def test_findcuda_all_and_common_depend_on_the_cuda_version(findcuda: Path, valu
     assert built - load_facts().toolkit("13.0").targets
     rc_old, flags_old, _ = run_findcuda(findcuda, value, cuda="10.2")
     assert rc_old == 0 and flags_old != flags
-    model = ag.read(ag.CMAKE_FINDCUDA, value)
+    model = ag.read(ac.CMAKE_FINDCUDA, value)
     assert [f.kind for f in model.findings] == ["reinterpret"]
 
 
@@ -517,10 +519,10 @@ def test_findcuda_auto_without_a_gpu_is_the_common_list(findcuda: Path, tmp_path
         assert proc.returncode == 0, output[-2000:]
         assert "Automatic GPU detection failed" in output, value
         assert cmake_flags(output) == common, value
-        model = ag.read(ag.CMAKE_FINDCUDA, value)
+        model = ag.read(ac.CMAKE_FINDCUDA, value)
         assert [f.kind for f in model.findings] == ["reinterpret"], value
         assert "'Common' list" in model.findings[0].rule
-    assert [f.kind for f in ag.read(ag.CMAKE_FINDCUDA, None).findings] == ["reinterpret"]
+    assert [f.kind for f in ag.read(ac.CMAKE_FINDCUDA, None).findings] == ["reinterpret"]
 
 
 FINDCUDA_RENDERED = ["9.0", "8.0;9.0+PTX", "7.5;8.0;8.6+PTX", "8.0+PTX;8.6+PTX", "compute_90"]
@@ -530,12 +532,12 @@ def test_findcuda_rendered_values_are_accepted_by_the_real_cmake(findcuda: Path)
     for text in FINDCUDA_RENDERED:
         archs = ArchList.parse(text)
         try:
-            rendered = ag.render(ag.CMAKE_FINDCUDA, archs)
+            rendered = ag.render(ac.CMAKE_FINDCUDA, archs)
         except ArchListError:
             assert any(not s.sass for s in archs), text  # PTX without SASS: not expressible
-            archs = ag.nearest(ag.CMAKE_FINDCUDA, archs)
-            rendered = ag.render(ag.CMAKE_FINDCUDA, archs)
+            archs = ag.nearest(ac.CMAKE_FINDCUDA, archs)
+            rendered = ag.render(ac.CMAKE_FINDCUDA, archs)
         rc, flags, output = run_findcuda(findcuda, rendered)
         assert rc == 0, output[-2000:]
         images = {f.rsplit("code=", 1)[1] for f in flags if f.startswith("arch=")}
-        assert images == set(ag.image_names(archs)), rendered
+        assert images == set(ar.image_names(archs)), rendered

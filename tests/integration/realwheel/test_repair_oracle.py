@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.binary.dynamic import read_wheel_dynamic
+from archwheel.binary.dynamic_wheel import read_wheel_dynamic
 from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.effects.process import run_program
 from archwheel.facts.pytorch_official import load_official

@@ -7,12 +7,8 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from archwheel.binary.dynamic import (
-    MAX_NAME_BYTES,
-    MAX_VERSION_ENTRIES,
-    read_file_dynamic,
-    read_wheel_dynamic,
-)
+from archwheel.binary.dynamic import MAX_NAME_BYTES, MAX_VERSION_ENTRIES, read_file_dynamic
+from archwheel.binary.dynamic_wheel import read_wheel_dynamic
 from tests.support.can_load_fakes import Fakes, make_wheel
 from tests.support.cli import CliRun
 from tests.support.fuzz import watchdog

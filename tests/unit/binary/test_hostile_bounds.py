@@ -15,7 +15,7 @@ import pytest
 
 from archwheel.binary import zipread
 from archwheel.binary.model import InputInventory, LibraryInventory, Problem
-from archwheel.binary.scan import binary
+from archwheel.binary.scan import binary, bounds
 from archwheel.binary.scan.binary import scan_bytes_full
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata
@@ -80,19 +80,19 @@ def test_negative_ar_size_as_a_wheel_member(tmp_path: Path) -> None:
 
 
 def test_entries_per_container_are_bounded() -> None:
-    count = binary.MAX_ENTRIES_PER_CONTAINER + 100
+    count = bounds.MAX_ENTRIES_PER_CONTAINER + 100
     body = container(*[Entry(sm=80, payload=b"") for _ in range(count)])
     data = elf64([(".nv_fatbin", body)])
     libraries, problems = _scan(data)
-    assert len(libraries[0].entries) == binary.MAX_ENTRIES_PER_CONTAINER
+    assert len(libraries[0].entries) == bounds.MAX_ENTRIES_PER_CONTAINER
     limits = [p.message for p in problems if "(limit)" in p.message]
-    assert limits and str(binary.MAX_ENTRIES_PER_CONTAINER) in limits[0]
+    assert limits and str(bounds.MAX_ENTRIES_PER_CONTAINER) in limits[0]
     assert all(p.source == "lib.a" for p in problems)
 
 
 def test_entries_per_binary_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     # The real bound needs 16 MiB of headers; the same code path with a smaller bound.
-    monkeypatch.setattr(binary, "MAX_ENTRIES", 500)
+    monkeypatch.setattr(bounds, "MAX_ENTRIES", 500)
     body = b"".join(container(*[Entry(sm=80, payload=b"")] * 100) for _ in range(8))
     libraries, problems = _scan(elf64([(".nv_fatbin", body)]))
     assert len(libraries[0].entries) == 500
@@ -101,23 +101,23 @@ def test_entries_per_binary_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_container_candidates_are_bounded_with_one_problem(tmp_path: Path) -> None:
     # Empty containers are legal (16 bytes each): a small wheel could hold millions of them.
-    count = binary.MAX_CONTAINERS + 5000
+    count = bounds.MAX_CONTAINERS + 5000
     body = container() * count
     data = elf64([(".nv_fatbin", body)])
     wheel = write_zip(tmp_path / "w-1-py3-none-any.whl", [("pkg/libbig.so", data)])
     assert wheel.stat().st_size < len(data) // 50
     inventory: InputInventory = run_bounded(lambda: scan_path(wheel, workers=1), len(data))
     [lib] = inventory.libraries
-    assert len(lib.containers) == binary.MAX_CONTAINERS
+    assert len(lib.containers) == bounds.MAX_CONTAINERS
     limits = [p for p in inventory.problems if "(limit)" in p.message]
-    assert len(limits) == 1 and str(binary.MAX_CONTAINERS) in limits[0].message
+    assert len(limits) == 1 and str(bounds.MAX_CONTAINERS) in limits[0].message
     assert limits[0].member == "pkg/libbig.so"
 
 
 def test_nested_container_parsers_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     # Each container's first entry carries the next container: all wait for their second.
     # Containers inside the chunk at hand are read at once; small chunks make them wait.
-    monkeypatch.setattr(binary, "MAX_LIVE_PARSERS", 50)
+    monkeypatch.setattr(bounds, "MAX_LIVE_PARSERS", 50)
     monkeypatch.setattr(binary, "FILE_CHUNK", 256)
     data = container(Entry(sm=80))
     for _ in range(200):

@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 
 from archwheel.binary.model import InputInventory, LibraryInventory, Origin, Problem, Severity
-from archwheel.binary.scan import binary
+from archwheel.binary.scan import bounds
 from archwheel.binary.scan.binary import scan_bytes_full
 from archwheel.facts.versions import ComputeCapability
 from archwheel.verdicts.audit import audit, audit_document
@@ -133,7 +133,7 @@ def test_a_cubin_inside_a_fatbin_entry_is_counted_once() -> None:
 
 
 def test_raw_cubin_candidates_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(binary, "MAX_RAW_CUBINS", 3)
+    monkeypatch.setattr(bounds, "MAX_RAW_CUBINS", 3)
     lib, problems = _scan(_host(*[cubin(90, "sm_90")] * 6))
     assert len(lib.entries) == 3
     limits = [p for p in problems if "(limit)" in p.message]

@@ -259,9 +259,9 @@ def test_deep_inflates_a_bounded_total_per_binary(monkeypatch: pytest.MonkeyPatc
     thousands in a few MB would inflate terabytes (estimated). What one binary's payloads inflate
     to together is bounded (the larger of 1 GiB and 64x its size): past it the rest are not
     checked, one problem says so. The floor is lowered here to keep the test small."""
-    from archwheel.binary.scan import binary
+    from archwheel.binary.scan import bounds
 
-    monkeypatch.setattr(binary, "DEEP_INFLATION_FLOOR", 1 << 20)
+    monkeypatch.setattr(bounds, "DEEP_INFLATION_FLOOR", 1 << 20)
     cubin = cubin_bytes(90) + bytes(300_000)  # a cubin padded to 300 KB: 4 fit in 1 MiB
     packed = zstd(cubin)
     entry = Entry(sm=90, flags=0x11 | ZSTD, payload=packed, compressed_size=len(packed),
@@ -283,11 +283,11 @@ def test_deep_inflates_a_bounded_total_per_input(
     """Many small binaries, each under its own bound (1 GiB at least), add up: an input's
     payloads are bounded together too (the larger of 1 GiB and 64x its binaries' size). Past
     it the binaries scanned next are not checked, and the one where it ran out says so."""
-    from archwheel.binary.scan import binary
+    from archwheel.binary.scan import bounds
     from archwheel.binary.scan.inputs import scan_path
     from tests.support.builders import write_zip
 
-    monkeypatch.setattr(binary, "DEEP_INFLATION_FLOOR", 2 << 20)
+    monkeypatch.setattr(bounds, "DEEP_INFLATION_FLOOR", 2 << 20)
     cubin = cubin_bytes(90) + bytes(300_000)
     packed = zstd(cubin)
     # The header says sm_80, the cubin sm_90: each checked payload is one problem.

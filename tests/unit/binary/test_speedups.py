@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from archwheel.binary import speedups
-from archwheel.binary.scan import binary
+from archwheel.binary.scan import bounds
 from tests.support.builders import Entry, ar_archive, container, elf64
 from tests.support.fuzz import FUZZ_SETTINGS, Mutant, mutated, said, scan_in_chunks, seed
 
@@ -104,7 +104,7 @@ def _python_only(data: bytes, monkeypatch: pytest.MonkeyPatch, chunk: int = 1 <<
 
 
 def _answers(data: bytes) -> bool:
-    return speedups.scan_whole(data, binary._bounds()) is not None
+    return speedups.scan_whole(data, bounds.compiled_bounds()) is not None
 
 
 def test_the_compiled_scan_is_built() -> None:
@@ -152,13 +152,13 @@ def test_the_bounds_are_the_python_scans(monkeypatch: pytest.MonkeyPatch) -> Non
         ("MAX_CONTAINERS", 4),
     ]:
         with monkeypatch.context() as patch:
-            patch.setattr(binary, bound, value)
+            patch.setattr(bounds, bound, value)
             assert not _answers(data), bound
             scan = scan_in_chunks(data)
             assert scan is not None and any("limit" in n.message for _, n in scan.notes), bound
     hosts = elf64([(".rodata", HOST * 3), (".nv_fatbin", container(Entry()))])
     assert _answers(hosts)
-    monkeypatch.setattr(binary, "MAX_RAW_CUBINS", 2)
+    monkeypatch.setattr(bounds, "MAX_RAW_CUBINS", 2)
     assert not _answers(hosts)
 
 

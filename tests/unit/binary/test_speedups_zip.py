@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given
 
 from archwheel.binary import speedups, zipread
-from archwheel.binary.scan import binary
+from archwheel.binary.scan import bounds
 from archwheel.binary.scan.binary import MemberResult, scan_member, scan_small_members
 from archwheel.binary.zipread import Member, WheelReader
 from archwheel.errors import InputError
@@ -101,7 +101,7 @@ def _answers(path: Path, members: list[Member]) -> list[Any]:
             members,
             small_max=zipread.SMALL_MEMBER,
             slack=zipread.LOCAL_SLACK,
-            bounds=binary._bounds(),
+            bounds=bounds.compiled_bounds(),
         )
     assert found is not None
     return found
@@ -167,7 +167,14 @@ def test_a_big_member_or_an_unreadable_handle_is_left(tmp_path: Path) -> None:
     assert _answers(path, members) == [None]
     assert _batch(path, members) == _one_by_one(path, members)
     with pytest.raises(TypeError):
-        speedups.scan_members(-1, 1, [("x", 1)], small_max=1, slack=1, bounds=binary._bounds())  # type: ignore[list-item]
+        speedups.scan_members(
+            -1,
+            1,
+            [("x", 1)],  # type: ignore[list-item]
+            small_max=1,
+            slack=1,
+            bounds=bounds.compiled_bounds(),
+        )
 
 
 def _zip_seeds() -> list[Seed]:

@@ -234,7 +234,7 @@ def test_members_deflated_by_zlib_at_any_level_read_back_whole(tmp_path: Path, l
 def test_read_wheel_dynamic_reads_a_library_deflated_at_any_level(
     tmp_path: Path, level: int
 ) -> None:
-    from archwheel.binary.dynamic import read_wheel_dynamic
+    from archwheel.binary.dynamic_wheel import read_wheel_dynamic
 
     lib = elf64([(".data", _compressible(67_000, 7))])
     path = tmp_path / f"level{level}.whl"

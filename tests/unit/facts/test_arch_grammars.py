@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from archwheel.errors import ArchListError, RecipeError
+from archwheel.facts import arch_consumers as ac
 from archwheel.facts import arch_grammars as ag
 from archwheel.facts.arch import ArchList
 from archwheel.facts.versions import CudaVersion
@@ -24,7 +25,7 @@ from archwheel.wheelbuild.recipe_torch import pinned_torch
 from tests.support.cli import CliRun
 from tests.support.paths import ROOT
 
-CONSUMERS = ag.load_grammars().consumers
+CONSUMERS = ac.load_grammars().consumers
 
 
 def images(consumer: str, value: str | None, **kw: object) -> tuple[str, ...]:
@@ -37,8 +38,8 @@ def images(consumer: str, value: str | None, **kw: object) -> tuple[str, ...]:
 
 
 def test_ampere_ptx_is_cmake_syntax_that_cpp_extension_breaks_on() -> None:
-    assert images(ag.TORCH_CMAKE, "Ampere+PTX") == ("compute_80", "compute_86", "sm_80", "sm_86")
-    reading = ag.read(ag.CPP_EXTENSION, "Ampere+PTX")
+    assert images(ac.TORCH_CMAKE, "Ampere+PTX") == ("compute_80", "compute_86", "sm_80", "sm_86")
+    reading = ag.read(ac.CPP_EXTENSION, "Ampere+PTX")
     assert reading.error == "ValueError: Unknown CUDA arch (8.6+PTX+PTX) or GPU not supported"
     assert "replaced as substrings" in reading.findings[0].rule
     assert "Ampere becomes 8.0;8.6+PTX" in reading.findings[0].rule
@@ -60,8 +61,8 @@ def test_ampere_ptx_is_cmake_syntax_that_cpp_extension_breaks_on() -> None:
 def test_names_mean_different_targets(
     name: str, cmake: tuple[str, ...], cpp_extension: tuple[str, ...]
 ) -> None:
-    assert images(ag.TORCH_CMAKE, name, torch="2.14.1") == cmake
-    assert images(ag.CPP_EXTENSION, name, torch="2.14.1") == cpp_extension
+    assert images(ac.TORCH_CMAKE, name, torch="2.14.1") == cmake
+    assert images(ac.CPP_EXTENSION, name, torch="2.14.1") == cpp_extension
 
 
 @pytest.mark.parametrize(
@@ -79,62 +80,62 @@ def test_names_mean_different_targets(
     ],
 )
 def test_cpp_extension_rejections_name_the_rule(value: str, why: str) -> None:
-    reading = ag.read(ag.CPP_EXTENSION, value, torch="2.14.1")
+    reading = ag.read(ac.CPP_EXTENSION, value, torch="2.14.1")
     assert reading.fails and not reading.images
     assert reading.error is not None and reading.error.startswith("ValueError: Unknown CUDA arch")
     assert why in " ".join(f.rule for f in reading.findings)
 
 
 def test_torch_cmake_takes_what_cpp_extension_refuses() -> None:
-    assert images(ag.TORCH_CMAKE, "10.0f;12.0f+PTX") == ("compute_120f", "sm_100f", "sm_120f")
-    assert images(ag.TORCH_CMAKE, "8.0;9.0;") == ("sm_80", "sm_90")
-    assert images(ag.TORCH_CMAKE, "8.0\t9.0+PTX") == ("compute_90", "sm_80", "sm_90")
-    assert images(ag.TORCH_CMAKE, "8.6(8.0)") == ("sm_86",)
-    reading = ag.read(ag.TORCH_CMAKE, "8.6(8.0)")
+    assert images(ac.TORCH_CMAKE, "10.0f;12.0f+PTX") == ("compute_120f", "sm_100f", "sm_120f")
+    assert images(ac.TORCH_CMAKE, "8.0;9.0;") == ("sm_80", "sm_90")
+    assert images(ac.TORCH_CMAKE, "8.0\t9.0+PTX") == ("compute_90", "sm_80", "sm_90")
+    assert images(ac.TORCH_CMAKE, "8.6(8.0)") == ("sm_86",)
+    reading = ag.read(ac.TORCH_CMAKE, "8.6(8.0)")
     assert reading.flags == ("-gencode", "arch=compute_80,code=sm_86")
 
 
 @pytest.mark.parametrize("value", ["hopper", "8.0+ptx", "sm_90", "90", "8.0,9.0", "Hopper+PTX+PTX"])
 def test_torch_cmake_stops_on_unknown_names(value: str) -> None:
-    reading = ag.read(ag.TORCH_CMAKE, value)
+    reading = ag.read(ac.TORCH_CMAKE, value)
     assert reading.error is not None
     assert reading.error.startswith("Found Unknown CUDA Architecture Name")
 
 
 @pytest.mark.parametrize("value", ["", None, "All", "Common", "Auto"])
 def test_torch_cmake_machine_dependent_lists_are_reinterpretations(value: str | None) -> None:
-    reading = ag.read(ag.TORCH_CMAKE, value)
+    reading = ag.read(ac.TORCH_CMAKE, value)
     assert [f.kind for f in reading.findings] == ["reinterpret"]
 
 
 def test_cpp_extension_ignores_the_variable_when_the_extension_names_an_arch() -> None:
-    reading = ag.read(ag.CPP_EXTENSION, "8.0;9.0", cflags=["-O3", "-Xcompiler", "-march=native"])
+    reading = ag.read(ac.CPP_EXTENSION, "8.0;9.0", cflags=["-O3", "-Xcompiler", "-march=native"])
     assert [f.kind for f in reading.findings] == ["ignore"]
     assert "'-march=native' contains 'arch'" in reading.findings[0].rule
-    named = ag.read(ag.CPP_EXTENSION, "8.0", cflags=["-DTORCH_EXTENSION_NAME=arch_ops"])
+    named = ag.read(ac.CPP_EXTENSION, "8.0", cflags=["-DTORCH_EXTENSION_NAME=arch_ops"])
     assert named.ok  # the extension-name define is skipped, as in the real code
 
 
 @pytest.mark.parametrize("value", [None, "", "native"])
 def test_cpp_extension_without_a_list_fails_on_a_gpu_less_machine(value: str | None) -> None:
-    reading = ag.read(ag.CPP_EXTENSION, value)
+    reading = ag.read(ac.CPP_EXTENSION, value)
     assert reading.error == "IndexError: list index out of range"
 
 
 def test_the_torch_version_selects_the_grammar() -> None:
-    g = ag.load_grammars()
+    g = ac.load_grammars()
     assert g.for_torch("2.14.1+cu130").torch == "2.14.1"
     assert g.for_torch("2.15.0").torch == "2.14.1"
     assert g.for_torch("2.13.5").torch == "2.13.0"
     assert g.for_torch("2.10.0").torch == "2.13.0"  # older than any read: the oldest
     assert g.for_torch(None).torch == "2.14.1"
-    assert ag.read(ag.CPP_EXTENSION, "Rubin", torch="2.13.0").fails
-    assert images(ag.CPP_EXTENSION, "Rubin", torch="2.14.1") == ("compute_107", "sm_107")
+    assert ag.read(ac.CPP_EXTENSION, "Rubin", torch="2.13.0").fails
+    assert images(ac.CPP_EXTENSION, "Rubin", torch="2.14.1") == ("compute_107", "sm_107")
     with pytest.raises(ArchListError, match="invalid torch version"):
         g.for_torch("two")
 
 
-@pytest.mark.parametrize("consumer", [ag.TORCH_CMAKE, ag.CMAKE_FINDCUDA])
+@pytest.mark.parametrize("consumer", [ac.TORCH_CMAKE, ac.CMAKE_FINDCUDA])
 def test_cmake_readers_read_the_text_as_cmake_does(consumer: str) -> None:
     # CMake's '$' is the end of the text: a trailing newline stays part of the entry
     assert ag.read(consumer, "8.0\n").fails
@@ -146,7 +147,7 @@ def test_cmake_readers_read_the_text_as_cmake_does(consumer: str) -> None:
 
 
 def test_cmakes_findcuda_stops_in_its_own_words() -> None:
-    reading = ag.read(ag.CMAKE_FINDCUDA, "Hopper")
+    reading = ag.read(ac.CMAKE_FINDCUDA, "Hopper")
     assert reading.error == "Unknown CUDA Architecture Name Hopper in CUDA_SELECT_NVCC_ARCH_FLAGS"
 
 
@@ -160,35 +161,35 @@ def test_cmake_tables_read_quoted_arguments() -> None:
           set(arch_ptx 3.5)
           message(SEND_ERROR "Unknown CUDA Architecture Name ${arch_name} in X")
         """)
-    regex, names = ag.cmake_tables(source)
+    regex, names = ac.cmake_tables(source)
     assert regex == r"^([0-9]\.[0-9])$"
     assert names == (
-        ag.CmakeName("Fermi", ("2.0", "2.1(2.0)"), ()),
-        ag.CmakeName("Kepler", ("3.0", "3.5"), ("3.5",)),
+        ac.CmakeName("Fermi", ("2.0", "2.1(2.0)"), ()),
+        ac.CmakeName("Kepler", ("3.0", "3.5"), ("3.5",)),
     )
-    assert ag.cmake_unknown_error(source) == "Unknown CUDA Architecture Name {name} in X"
+    assert ac.cmake_unknown_error(source) == "Unknown CUDA Architecture Name {name} in X"
 
 
 # -- CMake, nvcc and project grammars -------------------------------------------------------------
 
 
 def test_cmake_architectures() -> None:
-    assert images(ag.CMAKE, "80-real;90") == ("compute_90", "sm_80", "sm_90")
-    assert images(ag.CMAKE, "90a-real;100f-virtual") == ("compute_100f", "sm_90a")
-    assert ag.read(ag.CMAKE, "8.0;9.0").fails
+    assert images(ac.CMAKE, "80-real;90") == ("compute_90", "sm_80", "sm_90")
+    assert images(ac.CMAKE, "90a-real;100f-virtual") == ("compute_100f", "sm_90a")
+    assert ag.read(ac.CMAKE, "8.0;9.0").fails
     for special in ("all", "all-major", "native"):
-        assert [f.kind for f in ag.read(ag.CMAKE, special).findings] == ["reinterpret"]
-    assert [f.kind for f in ag.read(ag.CMAKE, "OFF").findings] == ["ignore"]
-    assert ag.read(ag.CMAKE, "").fails
+        assert [f.kind for f in ag.read(ac.CMAKE, special).findings] == ["reinterpret"]
+    assert [f.kind for f in ag.read(ac.CMAKE, "OFF").findings] == ["ignore"]
+    assert ag.read(ac.CMAKE, "").fails
 
 
 def test_nvcc_flags() -> None:
     flags = "-gencode=arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]"
-    assert images(ag.NVCC, flags) == ("compute_90", "sm_80", "sm_90")
-    assert images(ag.NVCC, "-arch=sm_120") == ("compute_120", "sm_120")
-    assert ag.read(ag.NVCC, "-O3").fails
-    assert [f.kind for f in ag.read(ag.NVCC, "-arch=native").findings] == ["reinterpret"]
-    assert ag.read(ag.NVCC, "-arch=sm_99").fails  # no GPU has compute capability 9.9
+    assert images(ac.NVCC, flags) == ("compute_90", "sm_80", "sm_90")
+    assert images(ac.NVCC, "-arch=sm_120") == ("compute_120", "sm_120")
+    assert ag.read(ac.NVCC, "-O3").fails
+    assert [f.kind for f in ag.read(ac.NVCC, "-arch=native").findings] == ["reinterpret"]
+    assert ag.read(ac.NVCC, "-arch=sm_99").fails  # no GPU has compute capability 9.9
 
 
 def test_flash_attn_drops_what_it_does_not_list() -> None:
@@ -208,19 +209,19 @@ def test_flash_attn_drops_what_it_does_not_list() -> None:
 @pytest.mark.parametrize(
     ("consumer", "value"),
     [
-        (ag.TORCH_CMAKE, "8.0;9.0a;10.0f;12.0+PTX"),
-        (ag.CPP_EXTENSION, "8.0;9.0a;12.0+PTX"),
-        (ag.CMAKE, "80-real;90a-real;100f-real;120"),
-        (ag.NVCC, None),
+        (ac.TORCH_CMAKE, "8.0;9.0a;10.0f;12.0+PTX"),
+        (ac.CPP_EXTENSION, "8.0;9.0a;12.0+PTX"),
+        (ac.CMAKE, "80-real;90a-real;100f-real;120"),
+        (ac.NVCC, None),
         ("flash-attn", None),
     ],
 )
 def test_render_round_trips(consumer: str, value: str | None) -> None:
     wanted = {
-        ag.TORCH_CMAKE: "8.0;9.0a;10.0f;12.0+PTX",
-        ag.CPP_EXTENSION: "8.0;9.0a;12.0+PTX",
-        ag.CMAKE: "8.0;9.0a;10.0f;12.0+PTX",
-        ag.NVCC: "8.0;9.0a;10.0f;12.0+PTX",
+        ac.TORCH_CMAKE: "8.0;9.0a;10.0f;12.0+PTX",
+        ac.CPP_EXTENSION: "8.0;9.0a;12.0+PTX",
+        ac.CMAKE: "8.0;9.0a;10.0f;12.0+PTX",
+        ac.NVCC: "8.0;9.0a;10.0f;12.0+PTX",
         "flash-attn": "8.0;9.0;12.0",
     }[consumer]
     archs = ArchList.parse(wanted)
@@ -233,10 +234,10 @@ def test_render_round_trips(consumer: str, value: str | None) -> None:
 @pytest.mark.parametrize(
     ("consumer", "value", "rule", "near"),
     [
-        (ag.CPP_EXTENSION, "8.0;10.0f", "family-specific 'f'", "nearest list it accepts: 8.0;10.0"),
-        (ag.CPP_EXTENSION, "8.0;8.8", "8.8 is not in torch 2.14.1", "nearest list it accepts: 8.0"),
-        (ag.CPP_EXTENSION, "compute_90", "PTX without SASS", "nearest list it accepts: 9.0+PTX"),
-        (ag.TORCH_CMAKE, "8.0;compute_90", "PTX without SASS", "accepts: 8.0;9.0+PTX"),
+        (ac.CPP_EXTENSION, "8.0;10.0f", "family-specific 'f'", "nearest list it accepts: 8.0;10.0"),
+        (ac.CPP_EXTENSION, "8.0;8.8", "8.8 is not in torch 2.14.1", "nearest list it accepts: 8.0"),
+        (ac.CPP_EXTENSION, "compute_90", "PTX without SASS", "nearest list it accepts: 9.0+PTX"),
+        (ac.TORCH_CMAKE, "8.0;compute_90", "PTX without SASS", "accepts: 8.0;9.0+PTX"),
         ("flash-attn", "8.0;8.6", "no entry for sm_86", "accepts: 8.0 (FLASH_ATTN_CUDA_ARCHS=80)"),
         ("flash-attn", "9.0+PTX", "adds no PTX", "accepts: 9.0 (FLASH_ATTN_CUDA_ARCHS=90)"),
         ("flash-attn", "8.6", "no entry for sm_86", "it accepts none of these targets"),
@@ -306,7 +307,7 @@ def test_a_torch_format_extension_is_read_by_cpp_extension_of_the_pinned_torch(
     tmp_path: Path,
 ) -> None:
     recipe = load_recipe(recipe_file(tmp_path, 'default = "8.0;9.0+PTX"', '"torch==2.13.0+cu130"'))
-    assert recipe.arch.consumer == ag.CPP_EXTENSION
+    assert recipe.arch.consumer == ac.CPP_EXTENSION
     assert recipe.arch.variable == "TORCH_CUDA_ARCH_LIST"
     assert recipe.arch.torch == "2.13.0+cu130"
     with pytest.raises(ArchListError, match=r"8\.8 is not in torch 2\.13\.0's supported list"):
@@ -339,9 +340,9 @@ def test_bad_arch_tables_are_refused_at_load_time(tmp_path: Path, arch: str, mes
 
 def test_schema_1_recipes_keep_their_readers() -> None:
     root = ROOT / "recipes"
-    assert load_recipe(root / "example.toml").arch.consumer == ag.NVCC
+    assert load_recipe(root / "example.toml").arch.consumer == ac.NVCC
     pytorch = load_recipe(root / "pytorch-2.14.1-cu130.toml")
-    assert (pytorch.arch.consumer, pytorch.arch.torch) == (ag.TORCH_CMAKE, "2.14.1")
+    assert (pytorch.arch.consumer, pytorch.arch.torch) == (ac.TORCH_CMAKE, "2.14.1")
 
 
 def test_pinned_torch() -> None:

@@ -11,14 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.binary.dynamic import (
-    DT_STRSZ,
-    parse_dynamic,
-    program_headers,
-    read_file_dynamic,
-    read_member_dynamic,
-    read_wheel_dynamic,
-)
+from archwheel.binary.dynamic import DT_STRSZ, parse_dynamic, program_headers, read_file_dynamic
+from archwheel.binary.dynamic_wheel import read_member_dynamic, read_wheel_dynamic
 from archwheel.binary.zipread import WheelReader
 from archwheel.verdicts.load import policy_for, version_allowed
 from tests.support.builders import write_zip

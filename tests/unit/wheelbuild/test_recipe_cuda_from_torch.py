@@ -14,7 +14,7 @@ import pytest
 
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ArchListError, RecipeError
-from archwheel.facts import arch_grammars
+from archwheel.facts import arch_consumers, arch_grammars
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
@@ -198,14 +198,14 @@ def test_the_cmake_recipe_refuses_what_cmakes_own_findcuda_rejects(tmp_path: Pat
 
 
 def test_cmakes_findcuda_reads_numbers_and_names_its_own_way() -> None:
-    nine = arch_grammars.read(arch_grammars.CMAKE_FINDCUDA, "9.0")
+    nine = arch_grammars.read(arch_consumers.CMAKE_FINDCUDA, "9.0")
     assert nine.ok and nine.flags == ("-gencode", "arch=compute_90,code=sm_90")
     # PyTorch's copy: Ampere is 8.0 and 8.6, Hopper is 9.0; CMake's: Ampere 8.0, no Hopper.
-    assert arch_grammars.read(arch_grammars.CMAKE_FINDCUDA, "Ampere").images == ("sm_80",)
-    assert arch_grammars.read(arch_grammars.TORCH_CMAKE, "Ampere").images == ("sm_80", "sm_86")
-    assert not arch_grammars.read(arch_grammars.CMAKE_FINDCUDA, "Hopper").ok
-    assert arch_grammars.read(arch_grammars.TORCH_CMAKE, "10.0").ok
-    assert not arch_grammars.read(arch_grammars.CMAKE_FINDCUDA, "10.0").ok
+    assert arch_grammars.read(arch_consumers.CMAKE_FINDCUDA, "Ampere").images == ("sm_80",)
+    assert arch_grammars.read(arch_consumers.TORCH_CMAKE, "Ampere").images == ("sm_80", "sm_86")
+    assert not arch_grammars.read(arch_consumers.CMAKE_FINDCUDA, "Hopper").ok
+    assert arch_grammars.read(arch_consumers.TORCH_CMAKE, "10.0").ok
+    assert not arch_grammars.read(arch_consumers.CMAKE_FINDCUDA, "10.0").ok
 
 
 def plan_steps(recipe: Recipe, tmp_path: Path, **options: object) -> dict[str, str]:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.binary.dynamic import read_file_dynamic, read_wheel_dynamic
+from archwheel.binary.dynamic import read_file_dynamic
+from archwheel.binary.dynamic_wheel import read_wheel_dynamic
 from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.errors import RecipeError
 from archwheel.facts.pytorch_official import load_official

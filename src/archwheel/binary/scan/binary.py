@@ -1,59 +1,38 @@
 """Scan one binary: an ELF file, an ar archive, a cubin, a raw fatbin, or one wheel member.
 
-One pass over the binary's bytes does all the work: the bytes are searched for the container
-magic, each candidate is parsed by a small parser that asks only for the headers it needs, and
-the ELF (or ar) layout is parsed alongside to say which section each container sits in. Device
-code outside ``.nv_fatbin`` (cuBLASLt's ``.cask_resource``, cuFFT's ``.ldata`` ...) is found the
-same way. Payloads are never decompressed: the entry headers say everything the audit reports.
-Each container found becomes a ``FatbinContainer`` of the library, holding its entries.
+One pass over the binary's bytes does all the work (``scan_stream``): the bytes are searched for
+the container magic, each candidate is parsed by a small parser that asks only for the headers
+it needs (``containers``), and the ELF (or ar) layout is parsed alongside to say which section
+each container sits in; ``assemble`` then places each container found in its library as a
+``FatbinContainer`` holding its entries. Device code outside ``.nv_fatbin`` (cuBLASLt's
+``.cask_resource``, cuFFT's ``.ldata`` ...) is found the same way. Payloads are never
+decompressed: the entry headers say everything the audit reports. What one binary may make the
+scan hold is bounded (``bounds``); a whole, clean binary goes to the compiled scan
+(``speedups.scan_whole``) with the same bounds.
+
+The bytes come from a file (``scan_file``), memory (``scan_bytes``) or a wheel member
+(``scan_member``; small members in one compiled call, ``scan_small_members``).
 """
 
 from __future__ import annotations
 
-import bisect
 import hashlib
-import itertools
 import re
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from archwheel.binary import speedups
-from archwheel.binary.elf import ELF_MAGIC, FormatError, Section
-from archwheel.binary.fatbin import (
-    CONTAINER_MAGIC_BYTES,
-    ENTRY_HEADER_MIN,
-    KNOWN_FLAGS,
-    RawEntry,
-    container_entries_size,
-    entry_from_raw,
-    entry_header,
-    walk_entries,
-)
-from archwheel.binary.layout import (
-    FATBIN_SECTIONS,
-    NO_SECTION,
-    RAW_FATBIN_SECTION,
-    FileLayout,
-    Note,
-    Unit,
-    layout_parser,
-    sniff,
-)
-from archwheel.binary.model import (
-    Compression,
-    FatbinContainer,
-    FatbinEntry,
-    LibraryInventory,
-    Origin,
-    Problem,
-    Severity,
-)
-from archwheel.binary.payload import MAX_DEEP_PAYLOAD, check_payload
-from archwheel.binary.rawcubin import RawCubin, raw_cubin_parser
-from archwheel.binary.stream import Need, Parser, ParserOutcome, StreamMux, WholeInput
+from archwheel.binary.elf import ELF_MAGIC, FormatError
+from archwheel.binary.fatbin import CONTAINER_MAGIC_BYTES, container_entries_size
+from archwheel.binary.layout import Note, layout_parser, sniff
+from archwheel.binary.model import LibraryInventory, Problem, Severity
+from archwheel.binary.rawcubin import raw_cubin_parser
+from archwheel.binary.scan import bounds
+from archwheel.binary.scan.assemble import assemble
+from archwheel.binary.scan.containers import container_at_hand, container_parser
+from archwheel.binary.stream import ParserOutcome, StreamMux, WholeInput
 from archwheel.binary.zipread import (
     LOCAL_SLACK,
     SMALL_MEMBER,
@@ -63,179 +42,12 @@ from archwheel.binary.zipread import (
     small_member,
 )
 from archwheel.effects.files import check_regular, open_regular
-from archwheel.facts.arch import CodeKind, Target, Variant
-from archwheel.facts.catalog import load_facts
-from archwheel.facts.versions import ComputeCapability
 
 FILE_CHUNK = 4 << 20
 # re's literal search is about twice as fast as bytes.find on binary code.
 _MAGIC_RE = re.compile(re.escape(CONTAINER_MAGIC_BYTES))
 _ELF_RE = re.compile(re.escape(ELF_MAGIC))
 MAX_REPLAYS = 2
-MAX_PROBLEMS_PER_LIBRARY = 20
-# Gaps inside a fatbin section larger than this are bytes no valid container explains.
-ALIGNMENT_SLACK = 16
-# Bounds on what one binary's bytes can make the scanner hold (docs/design.md, "Bad input").
-# Real libraries are far below them: torch 2.14.1's biggest library has 475 containers of a
-# handful of entries each.
-MAX_CONTAINERS = 1 << 16  # container candidates (magic hits) examined per binary
-MAX_ENTRIES_PER_CONTAINER = 1 << 14
-MAX_ENTRIES = 1 << 18  # entries per binary, all containers together
-MAX_LIVE_PARSERS = 4096  # container parsers waiting for bytes at once
-MAX_RAW_CUBINS = 1 << 16  # ELF magics (raw cubin candidates) examined per binary
-# What --deep inflates for one binary, all payloads together: the larger of 1 GiB and 64x the
-# binary's size (libtorch_cuda.so: 5.0 GiB from 479 MiB, 10.7x). Each payload alone is bounded
-# (payload.MAX_DEEP_PAYLOAD), and a zstd frame of 64 MiB of zeros is 2 KB: thousands of them
-# in a few MB would make `audit --deep` inflate terabytes (estimated, not run).
-DEEP_INFLATION_FLOOR = 1 << 30
-MAX_DEEP_INFLATION_RATIO = 64
-
-
-def _deep_inflation_limit(size: int) -> int:
-    """What --deep may inflate for ``size`` bytes of binaries (one binary, or one input's)."""
-    return max(DEEP_INFLATION_FLOOR, MAX_DEEP_INFLATION_RATIO * size)
-
-
-class _Budget:
-    """What one binary's scan has spent of its bounds, and the limits it has hit (one note each)."""
-
-    def __init__(self, size: int = 0) -> None:
-        self.candidates = 0
-        self.elf_candidates = 0
-        self.entries = 0
-        self.live = 0
-        self.hit: dict[str, str] = {}
-        self.inflation_limit = _deep_inflation_limit(size)
-        self.inflated = 0  # bytes --deep's payloads may inflate to, declared, so far
-
-    def limit(self, key: str, message: str) -> None:
-        self.hit.setdefault(key, message)
-
-
-@dataclass
-class _ContainerScan:
-    offset: int
-    end: int
-    headers: list[RawEntry]
-    error: str | None
-    error_at: int = 0  # where the error was met
-    payload_errors: tuple[str, ...] = ()  # --deep: payloads that disagree with their headers
-
-
-def _walk(
-    offset: int,
-    end: int,
-    position: int,
-    headers: list[RawEntry],
-    view: bytes | memoryview,
-    *,
-    base: int,
-    budget: _Budget,
-    one: bool = False,
-) -> tuple[int, _ContainerScan | None]:
-    """Read the container's entries from ``position`` on while their headers lie in ``view``
-    (first byte at ``base``); at most one with ``one``. Returns where it stopped and the finished
-    scan, or None when the next header needs bytes past ``view`` (or ``one`` was read)."""
-    view_end = base + len(view)
-    while position < end:
-        if position + ENTRY_HEADER_MIN > view_end:
-            return position, None
-        per_container = MAX_ENTRIES_PER_CONTAINER - len(headers)
-        room = min(per_container, MAX_ENTRIES - budget.entries)
-        before = len(headers)
-        position, error = walk_entries(
-            view, base, position, end, headers, room=min(room, 1) if one else room
-        )
-        budget.entries += len(headers) - before
-        if error is not None:
-            return position, _ContainerScan(offset, end, headers, error, position)
-        if room <= 0 and position < end:  # the next header is valid but finds no room
-            limit = (
-                f"more than {MAX_ENTRIES_PER_CONTAINER} entries in one container"
-                if per_container <= 0
-                else f"more than {MAX_ENTRIES} fatbin entries in one binary"
-            )
-            message = f"container at {offset:#x}: {limit}; the rest are not read (limit)"
-            return position, _ContainerScan(offset, end, headers, message, position)
-        if one and position < end:
-            return position, None
-    return position, _ContainerScan(offset, end, headers, None)
-
-
-def _at_hand(offset: int, chunk: bytes, base: int, budget: _Budget) -> _ContainerScan | None:
-    """The container at ``offset`` read straight from ``chunk`` (first byte at ``base``) when
-    it lies in it whole, as its parser would read it; None: it needs a parser (and more bytes).
-
-    Most containers of most binaries lie inside one chunk: no parser, no request, no queue.
-    """
-    end = offset + 16 + container_entries_size(chunk[offset - base : offset - base + 16], offset)
-    if end > base + len(chunk):
-        return None
-    headers: list[RawEntry] = []
-    _, scan = _walk(offset, end, offset + 16, headers, chunk, base=base, budget=budget)
-    if scan is None:  # a header that would need bytes past the container: let a parser say it
-        budget.entries -= len(headers)
-    return scan
-
-
-def _container_parser(
-    offset: int, deep: bool = False, budget: _Budget | None = None, head: bytes = b""
-) -> Parser:
-    """Parse the container at ``offset``; ``head``: its 16 header bytes when already at hand.
-
-    The entry headers are asked for with ``Need(..., more=True)``: inside the chunk at hand the
-    answer is the rest of the chunk, and ``_walk`` takes every header it holds at once.
-    """
-    budget = budget or _Budget()
-    budget.live += 1
-    try:
-        raw = head if len(head) == 16 else (yield Need(offset, 16))
-        end = offset + 16 + container_entries_size(raw, offset)  # FormatError: not a container
-        headers: list[RawEntry] = []
-        payload_errors: list[str] = []
-        position = offset + 16
-        view: bytes | memoryview = b""
-        base = position
-        while True:
-            before = len(headers)
-            position, scan = _walk(
-                offset, end, position, headers, view, base=base, budget=budget, one=deep
-            )
-            if deep and len(headers) > before:
-                entry = entry_header(*headers[-1])
-                inflates = 0 if entry.compression is Compression.NONE else entry.uncompressed_size
-                if entry.padded_size > MAX_DEEP_PAYLOAD:
-                    payload_errors.append(f"entry at {entry.offset:#x}: payload too large to check")
-                elif budget.inflated + inflates > budget.inflation_limit:
-                    budget.limit(
-                        "deep",
-                        f"--deep: the payloads of this binary inflate to more than "
-                        f"{budget.inflation_limit} bytes together (the larger of 1 GiB and "
-                        f"{MAX_DEEP_INFLATION_RATIO}x its size); the rest are not checked",
-                    )
-                else:
-                    budget.inflated += inflates
-                    payload = yield Need(entry.payload_start, entry.padded_size)
-                    problem = check_payload(entry, payload)
-                    if problem:
-                        payload_errors.append(problem)
-            if scan is not None:
-                scan.payload_errors = tuple(payload_errors)
-                return scan
-            view = yield Need(position, ENTRY_HEADER_MIN, more=True)
-            base = position
-            if len(view) < ENTRY_HEADER_MIN:
-                return _ContainerScan(
-                    offset,
-                    end,
-                    headers,
-                    f"container at {offset:#x} declares {end - offset - 16} bytes but the "
-                    f"file ends inside it (entry at {position:#x})",
-                    position,
-                    tuple(payload_errors),
-                )
-    finally:
-        budget.live -= 1
 
 
 @dataclass
@@ -255,7 +67,7 @@ class InputInflation:
     still add up to terabytes."""
 
     def __init__(self, total_size: int) -> None:
-        self.limit = _deep_inflation_limit(total_size)
+        self.limit = bounds.deep_inflation_limit(total_size)
         self.inflated = 0
 
     def passed_with(self, scan: BinaryScan) -> bool:
@@ -266,7 +78,7 @@ class InputInflation:
             return False
         scan.notes.append((None, Note(Severity.ERROR, (
             f"--deep: the payloads of this input inflate to more than {self.limit} bytes "
-            f"together (the larger of 1 GiB and {MAX_DEEP_INFLATION_RATIO}x the size of its "
+            f"together (the larger of 1 GiB and {bounds.MAX_DEEP_INFLATION_RATIO}x the size of its "
             "binaries); the binaries scanned after this one are not checked"
         ))))  # fmt: skip
         return True
@@ -304,7 +116,9 @@ def scan_stream(
         pieces, ended = _gathered(first, chunks, size)
         if ended is None:
             data = first if len(pieces) == 1 else b"".join(pieces)
-            found = speedups.scan_whole(data, _bounds()) if len(data) == size else None
+            found = (
+                speedups.scan_whole(data, bounds.compiled_bounds()) if len(data) == size else None
+            )
             if found is not None:
                 _close(chunks)
                 if on_bytes:
@@ -321,15 +135,15 @@ def scan_stream(
     # without the stream's queue: the same parsers, answered from the bytes at hand.
     mux: StreamMux | WholeInput = WholeInput(first, done) if len(first) == size else StreamMux(done)
     mux.add(layout_parser(kind, size), "layout")
-    budget = _Budget(size)
+    budget = bounds.Budget(size)
     header_errors: list[tuple[int, str]] = []
 
     def candidate(start: int, chunk: bytes, at: int) -> None:
         """A container magic at absolute ``start`` (``at`` in ``chunk``, -1 when split)."""
-        if budget.candidates >= MAX_CONTAINERS:
+        if budget.candidates >= bounds.MAX_CONTAINERS:
             budget.limit(
                 "containers",
-                f"more than {MAX_CONTAINERS} fatbin container candidates: "
+                f"more than {bounds.MAX_CONTAINERS} fatbin container candidates: "
                 "the rest are not read (limit)",
             )
             return
@@ -343,27 +157,28 @@ def scan_stream(
                 header_errors.append((start, str(exc)))
                 return
         if head and not deep:
-            scan = _at_hand(start, chunk, start - at, budget)
+            scan = container_at_hand(start, chunk, start - at, budget)
             if scan is not None:
                 outcomes[start] = ParserOutcome(start, value=scan)
                 return
-        if budget.live >= MAX_LIVE_PARSERS:
+        if budget.live >= bounds.MAX_LIVE_PARSERS:
             budget.limit(
                 "live",
-                f"more than {MAX_LIVE_PARSERS} fatbin containers nested in each other: "
+                f"more than {bounds.MAX_LIVE_PARSERS} fatbin containers nested in each other: "
                 "the rest are not read (limit)",
             )
             return
-        mux.add(_container_parser(start, deep, budget, head), start)
+        mux.add(container_parser(start, deep, budget, head), start)
 
     def elf_candidate(start: int) -> None:
         """An ELF magic at absolute ``start``: perhaps a raw cubin (offset 0 is the file)."""
         if start == 0:
             return
-        if budget.elf_candidates >= MAX_RAW_CUBINS:
+        if budget.elf_candidates >= bounds.MAX_RAW_CUBINS:
             budget.limit(
                 "raw-cubins",
-                f"more than {MAX_RAW_CUBINS} embedded ELF headers: the rest are not read (limit)",
+                f"more than {bounds.MAX_RAW_CUBINS} embedded ELF headers: "
+                "the rest are not read (limit)",
             )
             return
         budget.elf_candidates += 1
@@ -395,7 +210,7 @@ def scan_stream(
             fed = 0
             for match in _MAGIC_RE.finditer(chunk):
                 hit = match.start()
-                if budget.live >= MAX_LIVE_PARSERS and hit > fed:
+                if budget.live >= bounds.MAX_LIVE_PARSERS and hit > fed:
                     # Let the parsers waiting so far read up to here: most of them finish.
                     mux.feed(chunk[fed:hit])
                     fed = hit
@@ -435,13 +250,16 @@ def scan_stream(
         result.notes.append((None, Note(Severity.ERROR, read_error)))
     result.notes.extend((None, Note(Severity.ERROR, m)) for m in budget.hit.values())
     result.inflated = budget.inflated
-    _assemble(label, kind, size, outcomes, result, header_errors=header_errors)
+    assemble(
+        label,
+        kind,
+        size,
+        outcomes,
+        libraries=result.libraries,
+        binary_notes=result.notes,
+        header_errors=header_errors,
+    )
     return result
-
-
-def _bounds() -> speedups.Bounds:
-    """This module's bounds, as the compiled scan applies them (read at each call)."""
-    return speedups.Bounds(MAX_CONTAINERS, MAX_ENTRIES_PER_CONTAINER, MAX_ENTRIES, MAX_RAW_CUBINS)
 
 
 def _gathered(
@@ -497,276 +315,6 @@ def _close(chunks: Iterator[bytes]) -> None:
     close = getattr(chunks, "close", None)
     if close:
         close()
-
-
-def _assemble(
-    label: str,
-    kind: str,
-    size: int,
-    outcomes: dict[object, ParserOutcome],
-    result: BinaryScan,
-    *,
-    header_errors: list[tuple[int, str]],
-) -> None:
-    layout_outcome = outcomes.pop("layout", None)
-    layout: FileLayout
-    if layout_outcome is None or layout_outcome.error is not None or layout_outcome.value is None:
-        why = layout_outcome.error if layout_outcome else "its structure could not be read"
-        result.notes.append((None, Note(Severity.ERROR, f"layout unreadable: {why}")))
-        layout = FileLayout(kind, (Unit("", 0, size, "unknown"),))
-    else:
-        layout = layout_outcome.value
-    result.notes.extend((None, n) for n in layout.problems)
-
-    scans: list[_ContainerScan] = []
-    raw_cubins: list[RawCubin] = []
-    for token, outcome in outcomes.items():
-        if isinstance(token, tuple):
-            if isinstance(outcome.value, RawCubin):
-                raw_cubins.append(outcome.value)
-            continue  # None: no cubin there; a read error: the bytes ended (not a cubin)
-        if not isinstance(token, int):
-            continue
-        if isinstance(outcome.value, _ContainerScan):
-            scans.append(outcome.value)
-        elif isinstance(outcome.error, FormatError):
-            header_errors.append((token, str(outcome.error)))
-        elif outcome.error is not None:
-            message = f"internal error reading the container at {token:#x}: {outcome.error!r}"
-            result.notes.append((None, Note(Severity.ERROR, message)))
-    scans.sort(key=lambda s: s.offset)
-
-    per_unit: dict[str, list[FatbinEntry]] = {u.name: [] for u in layout.units}
-    per_unit_containers: dict[str, list[FatbinContainer]] = {u.name: [] for u in layout.units}
-    covered: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    unit_notes: dict[str, list[Note]] = {u.name: list(u.problems) for u in layout.units}
-    accepted_end = -1
-    accepted_spans: list[tuple[int, int]] = []
-    unit: Unit | None = None
-    section: Section | None = None
-    for scan in scans:
-        if scan.offset < accepted_end:
-            continue  # inside an accepted container's payload: data, not a container
-        # Containers follow on in one section: the last lookup answers most of them.
-        if section is None or not section.offset <= scan.offset < section.end:
-            unit = layout.unit_at(scan.offset)
-            if unit is None:
-                continue
-            section = unit.section_at(scan.offset)
-        elif unit is None:
-            continue
-        name = section.name if section else NO_SECTION
-        meant = name in FATBIN_SECTIONS or name == RAW_FATBIN_SECTION
-        if scan.error and not scan.headers and not meant:
-            continue  # random bytes that happened to hold the magic
-        notes = unit_notes[unit.name]
-        limit = section.end if section else unit.end
-        if scan.end > limit:
-            notes.append(
-                Note(
-                    Severity.ERROR,
-                    f"container at {scan.offset - unit.start:#x} in {name} declares "
-                    f"{scan.end - scan.offset - 16} bytes of entries but only "
-                    f"{max(0, limit - scan.offset - 16)} remain in the section",
-                )
-            )
-        if scan.error and scan.error_at < limit:
-            notes.append(Note(Severity.ERROR, f"in {name}: {_relative(scan.error, unit)}"))
-        if scan.payload_errors:
-            notes.extend(
-                Note(Severity.ERROR, f"in {name}: {_relative(e, unit)}")
-                for e in scan.payload_errors
-            )
-        shift = unit.start
-        kept = tuple(
-            [
-                entry_from_raw(h, name, shift)
-                for h in scan.headers
-                if h[0] + h[1][2] + h[1][3] <= limit  # the entry's end
-            ]
-        )
-        per_unit[unit.name] += kept
-        per_unit_containers[unit.name].append(
-            FatbinContainer(name, scan.offset - unit.start, scan.end - scan.offset, kept)
-        )
-        accepted_end = min(scan.end, limit)
-        accepted_spans.append((scan.offset, accepted_end))
-        if section is not None:
-            covered.setdefault((unit.name, section.offset), []).append((scan.offset, accepted_end))
-
-    # Whether an offset lies inside some container: the furthest end of those starting before.
-    scan_starts = [s.offset for s in scans] if header_errors else []
-    furthest = list(itertools.accumulate((s.end for s in scans), max)) if header_errors else []
-    for offset, message in sorted(header_errors):
-        i = bisect.bisect_right(scan_starts, offset) - 1
-        if offset < accepted_end and i >= 0 and offset < furthest[i]:
-            continue
-        unit = layout.unit_at(offset)
-        section = unit.section_at(offset) if unit else None
-        if unit is not None and section is not None and section.name in FATBIN_SECTIONS:
-            notes = unit_notes[unit.name]
-            notes.append(Note(Severity.ERROR, f"in {section.name}: {_relative(message, unit)}"))
-
-    _place_raw_cubins(raw_cubins, accepted_spans, layout, per_unit, unit_notes)
-
-    for unit in layout.units:
-        notes = unit_notes[unit.name]
-        for section in unit.sections:
-            if section.name not in FATBIN_SECTIONS and section.name != RAW_FATBIN_SECTION:
-                continue
-            gap = _uncovered(section.offset, section.end, covered.get((unit.name, section.offset)))
-            if gap > ALIGNMENT_SLACK:
-                notes.append(
-                    Note(
-                        Severity.ERROR,
-                        f"{gap} bytes of {section.name} are not inside any valid fatbin "
-                        "container (damaged container header?)",
-                    )
-                )
-        entries = per_unit[unit.name]
-        if unit.file_kind == "cubin" and unit.cubin_sm:
-            entries.append(_cubin_entry(unit))
-            notes.append(
-                Note(
-                    Severity.WARNING,
-                    "standalone cubin: its ELF header does not record an 'a'/'f' suffix, "
-                    f"reported as sm_{unit.cubin_sm}",
-                )
-            )
-        unknown = Counter(e.flags & ~KNOWN_FLAGS for e in entries if e.flags & ~KNOWN_FLAGS)
-        for bits, count in sorted(unknown.items()):
-            notes.append(
-                Note(
-                    Severity.ERROR,
-                    f"unknown fatbin flag bits {bits:#x} on {count} entries: reported as read, "
-                    "but their meaning is unknown to this archwheel version",
-                )
-            )
-        path = label if not unit.name else f"{label}({unit.name})"
-        result.libraries.append(
-            LibraryInventory(
-                path=path,
-                file_kind=unit.file_kind,
-                size=unit.end - unit.start,
-                entries=tuple(sorted(entries, key=lambda e: e.offset)),
-                containers=tuple(per_unit_containers[unit.name]),
-            )
-        )
-        result.notes.extend((unit.name or None, n) for n in _limit(notes))
-
-
-def _place_raw_cubins(
-    found: list[RawCubin],
-    spans: list[tuple[int, int]],
-    layout: FileLayout,
-    per_unit: dict[str, list[FatbinEntry]],
-    unit_notes: dict[str, list[Note]],
-) -> None:
-    """Raw cubins become entries of their unit, unless they are not raw at all.
-
-    Skipped: an ELF header at a unit's start (the file or archive member itself), one inside a
-    fatbin container (an uncompressed entry's payload: already counted as that entry), one
-    inside a raw cubin already taken. A damaged EM_CUDA header, or a cubin that runs past its
-    section, is an error of the unit and is not counted.
-    """
-    if not found:
-        return
-    spans = sorted(spans)
-    starts = [a for a, _ in spans]
-    furthest = list(itertools.accumulate((b for _, b in spans), max))
-    taken_end = -1
-    suffixed = load_facts().suffixed_capabilities
-    unsure: dict[str, list[str]] = {}  # unit -> archs whose 'a'/'f' suffix is unknown
-    for cubin in sorted(found, key=lambda c: c.offset):
-        unit = layout.unit_at(cubin.offset)
-        if unit is None or cubin.offset == unit.start or cubin.offset < taken_end:
-            continue
-        i = bisect.bisect_right(starts, cubin.offset) - 1
-        if i >= 0 and cubin.offset < furthest[i]:
-            continue
-        section = unit.section_at(cubin.offset)
-        name = section.name if section else NO_SECTION
-        where = f"raw cubin at {cubin.offset - unit.start:#x} in {name}"
-        notes = unit_notes[unit.name]
-        if cubin.error:
-            notes.append(Note(Severity.ERROR, f"{where}: damaged ELF cubin ({cubin.error})"))
-            continue
-        limit = section.end if section else unit.end
-        if cubin.offset + cubin.size > limit:
-            notes.append(
-                Note(
-                    Severity.ERROR,
-                    f"{where} spans {cubin.size} bytes but only "
-                    f"{limit - cubin.offset} remain in the section: truncated, not counted",
-                )
-            )
-            continue
-        taken_end = cubin.offset + cubin.size
-        cc = ComputeCapability.from_number(cubin.sm)
-        if not cubin.suffix_known and cc in suffixed:
-            unsure.setdefault(unit.name, []).append(f"sm_{cubin.sm}")
-        per_unit[unit.name].append(
-            FatbinEntry(
-                section=name,
-                offset=cubin.offset - unit.start,
-                kind=CodeKind.SASS,
-                target=Target(cc, Variant(cubin.suffix)),
-                compression=Compression.NONE,
-                stored_bytes=cubin.size,
-                uncompressed_bytes=cubin.size,
-                origin=Origin.RAW_CUBIN,
-            )
-        )
-    for name, archs in unsure.items():
-        shown = ", ".join(sorted(set(archs), key=lambda a: int(a[3:])))
-        unit_notes[name].append(
-            Note(
-                Severity.WARNING,
-                f"{len(archs)} raw cubins ({shown}) record no 'a'/'f' suffix (neither e_flags "
-                "nor a ptxas note says it): reported plain",
-            )
-        )
-
-
-def _relative(message: str, unit: Unit) -> str:
-    return message if not unit.start else f"{message} (offsets in the archive)"
-
-
-def _cubin_entry(unit: Unit) -> FatbinEntry:
-    assert unit.cubin_sm is not None
-    size = unit.end - unit.start
-    return FatbinEntry(
-        section="(cubin)",
-        offset=0,
-        kind=CodeKind.SASS,
-        target=Target(ComputeCapability.from_number(unit.cubin_sm), Variant.PLAIN),
-        compression=Compression.NONE,
-        stored_bytes=size,
-        uncompressed_bytes=size,
-        origin=Origin.CUBIN_FILE,
-    )
-
-
-def _uncovered(start: int, end: int, spans: list[tuple[int, int]] | None) -> int:
-    covered = 0
-    cursor = start
-    for span_start, span_end in sorted(spans or []):
-        lo, hi = max(span_start, cursor), min(span_end, end)
-        if hi > lo:
-            covered += hi - lo
-            cursor = hi
-    return (end - start) - covered
-
-
-def _limit(notes: list[Note]) -> list[Note]:
-    unique = list(dict.fromkeys(notes))
-    if len(unique) <= MAX_PROBLEMS_PER_LIBRARY:
-        return unique
-    rest = len(unique) - MAX_PROBLEMS_PER_LIBRARY
-    severity = (
-        Severity.ERROR if any(n.severity is Severity.ERROR for n in unique) else (Severity.WARNING)
-    )
-    return [*unique[:MAX_PROBLEMS_PER_LIBRARY], Note(severity, f"... and {rest} more problems")]
 
 
 def problems_of(source: str, member: str | None, scan: BinaryScan) -> list[Problem]:
@@ -917,7 +465,7 @@ def scan_small_members(
             members,
             small_max=SMALL_MEMBER,
             slack=LOCAL_SLACK,
-            bounds=_bounds(),
+            bounds=bounds.compiled_bounds(),
         )
     except Exception:  # a bug in the compiled part: each member is read as before
         answers = None

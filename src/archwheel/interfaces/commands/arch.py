@@ -16,12 +16,8 @@ from rich.console import Console
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.errors import InputError, UsageError
 from archwheel.exit_codes import EXIT_OK, EXIT_USAGE
-from archwheel.facts.arch_grammars import (
-    ConsumerView,
-    consumer_views,
-    load_grammars,
-    parse_arch_list,
-)
+from archwheel.facts.arch_consumers import load_grammars
+from archwheel.facts.arch_grammars import ConsumerView, consumer_views, parse_arch_list
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.versions import CudaVersion
 from archwheel.interfaces.render.arch import (
