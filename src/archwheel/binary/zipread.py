@@ -14,12 +14,13 @@ import io
 import os
 import struct
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO, NamedTuple, cast
+from typing import BinaryIO, NamedTuple, Protocol, cast
 
 from archwheel.binary import speedups
 from archwheel.effects.files import NotRegularFile, open_regular
+from archwheel.effects.net import TransferError
 from archwheel.errors import InputError
 
 # ISA-L (python-isal) inflates about twice as fast as zlib and computes CRC-32 about 5x faster;
@@ -34,6 +35,21 @@ except ImportError:  # pragma: no cover - platforms without isal wheels
     INFLATE_BACKEND = "zlib"
 
 _ZLIB_ERROR = cast("type[Exception]", zlib.error)
+
+Pread = Callable[[int, int], bytes]  # (length, offset) -> bytes: ``os.pread`` without the fd
+
+
+class Source(Protocol):
+    """An archive that is not a local file (``effects.ranged``: a file on a package index):
+    read at any offset by ``pread``, and as a seekable file object by ``reader()``."""
+
+    url: str
+    size: int
+
+    def pread(self, length: int, offset: int) -> bytes: ...
+
+    def reader(self) -> BinaryIO: ...
+
 
 LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
 LOCAL_SIGNATURE = b"PK\x03\x04"
@@ -200,30 +216,35 @@ def plain_directory(fh: BinaryIO, archive_size: int, label: object) -> list[Memb
     the directory is plain and sound throughout (docs/design.md, "The compiled scan"); None
     otherwise, and ``zipfile`` reads it. The bounds are checked as ``open_zip`` checks them,
     with the same messages."""
+    fd = fh.fileno()
+    return plain_directory_at(lambda n, at: os.pread(fd, n, at), archive_size, label)
+
+
+def plain_directory_at(pread: Pread, archive_size: int, label: object) -> list[Member] | None:
+    """``plain_directory`` of an archive read by ``pread``."""
     if speedups.COMPILED is None or archive_size < _END.size:
         return None
-    fd = fh.fileno()
     end_at = archive_size - _END.size
-    record = os.pread(fd, _END.size, end_at)
+    record = pread(_END.size, end_at)
     if len(record) != _END.size:
         return None
     if record[:4] != _END_SIGNATURE or record[-2:] != b"\0\0":
         # A comment, or no record: the last signature in the last 64 KiB, as zipfile finds it.
         window = max(archive_size - (1 << 16) + 1 - _END.size, 0)
-        tail = os.pread(fd, archive_size - window, window)
+        tail = pread(archive_size - window, window)
         at = tail.rfind(_END_SIGNATURE)
         if at < 0 or at + _END.size > len(tail):
             return None
         record, end_at = tail[at : at + _END.size], window + at
     _, disk, disk_start, here, entries, directory_size, directory_at, _ = _END.unpack(record)
     if end_at >= _END64_LOCATOR.size:
-        locator = os.pread(fd, _END64_LOCATOR.size, end_at - _END64_LOCATOR.size)
+        locator = pread(_END64_LOCATOR.size, end_at - _END64_LOCATOR.size)
         if locator[:4] == b"PK\x06\x07":  # zip64: zipfile reads the record before the locator
             _, locator_disk, _, disks = _END64_LOCATOR.unpack(locator)
             end_at -= _END64_LOCATOR.size + _END64.size
             if locator_disk or disks > 1 or end_at < 0:
                 return None
-            raw = os.pread(fd, _END64.size, end_at)
+            raw = pread(_END64.size, end_at)
             if len(raw) != _END64.size or raw[:4] != b"PK\x06\x06":
                 return None
             fields = _END64.unpack(raw)
@@ -235,7 +256,7 @@ def plain_directory(fh: BinaryIO, archive_size: int, label: object) -> list[Memb
         return None
     directory_at += concat
     _check_extent(entries, directory_size, MAX_ARCHIVE_MEMBERS, label)
-    directory = os.pread(fd, directory_size, directory_at)
+    directory = pread(directory_size, directory_at)
     if len(directory) != directory_size:
         return None
     found = speedups.plain_directory(
@@ -306,26 +327,45 @@ def file_identity(status: os.stat_result) -> tuple[int, int, int, int]:
 
 class WheelReader:
     """One zip archive's directory, read for member streaming (``chunks``; or hand ``members``
-    to ``scan.pool.scan_members``). ``identity`` tells the file whose directory it is."""
+    to ``scan.pool.scan_members``). ``identity`` tells the file whose directory it is (None for
+    a ``source`` that is not a local file: ``path`` is then only its name in messages)."""
 
-    def __init__(self, path: Path, *, max_member_bytes: int = DEFAULT_MAX_MEMBER) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        max_member_bytes: int = DEFAULT_MAX_MEMBER,
+        source: Source | None = None,
+    ) -> None:
         self.path = path
         self.max_member_bytes = max_member_bytes
+        self.source = source
         self.members: list[Member] = []
         self.name_problems: list[tuple[str, str]] = []
+        self.identity: tuple[int, int, int, int] | None = None
         try:
-            # Only a regular file is opened (a FIFO or a device would block or never end).
-            with open_regular(path) as fh:
-                status = os.fstat(fh.fileno())
-                self._size = status.st_size
-                self.identity = file_identity(status)
-                plain = plain_directory(fh, self._size, path)
+            if source is not None:
+                self._size = source.size
+                plain = plain_directory_at(source.pread, self._size, path)
                 if plain is not None:
                     self.members = plain
                     return
-                with open_zip(fh, path) as zf:
+                with open_zip(source.reader(), path) as zf:
                     infos = zf.infolist()
                     directory_at = zf.start_dir
+            else:
+                # Only a regular file is opened (a FIFO or a device would block or never end).
+                with open_regular(path) as fh:
+                    status = os.fstat(fh.fileno())
+                    self._size = status.st_size
+                    self.identity = file_identity(status)
+                    plain = plain_directory(fh, self._size, path)
+                    if plain is not None:
+                        self.members = plain
+                        return
+                    with open_zip(fh, path) as zf:
+                        infos = zf.infolist()
+                        directory_at = zf.start_dir
         except FileNotFoundError:
             raise InputError(f"{path}: no such file") from None
         except IsADirectoryError:
@@ -333,11 +373,16 @@ class WheelReader:
         except NotRegularFile as exc:
             why = "is a directory, not a wheel" if path.is_dir() else exc.strerror
             raise InputError(f"{path}: {why}") from None
+        except TransferError as exc:  # a file on an index that could not be read as asked
+            raise InputError(f"{path}: {exc}") from None
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
             raise InputError(
                 f"{path}: not a readable zip archive ({exc})",
                 hint="the file is truncated or corrupt: download it again",
             ) from None
+        self._list(infos, directory_at)
+
+    def _list(self, infos: list[zipfile.ZipInfo], directory_at: int) -> None:
         seen: set[str] = set()
         overlapping = overlaps(infos, directory_at, self._size)
         for at, info in enumerate(infos):
@@ -370,7 +415,11 @@ class WheelReader:
             )
 
     def chunks(self, member: Member) -> Iterator[bytes]:
-        """Inflate ``member`` as a sequence of chunks; raise ``MemberError`` on any defect."""
+        """Inflate ``member`` as a sequence of chunks; raise ``MemberError`` on any defect.
+        Chunks are inflated as they are asked for: of a ``source``, only the compressed bytes
+        behind the chunks taken are read."""
+        if self.source is not None:
+            return member_chunks_at(self.source.pread, self._size, member, self.max_member_bytes)
         return member_chunks(self.path, self._size, member, self.max_member_bytes)
 
     @property
@@ -456,6 +505,26 @@ def member_chunks(
     ``handle`` (the archive, already open) nothing is opened: the bytes are read at their
     offsets (``os.pread``), so that iterators of one handle never disturb each other.
     """
+    with contextlib.ExitStack() as stack:
+        if handle is None:
+            try:
+                handle = stack.enter_context(open_regular(path))
+            except OSError as exc:  # deleted or replaced (by a FIFO, say) while it is scanned
+                raise MemberError(f"cannot read the archive: {exc.strerror or exc}") from None
+        fd = handle.fileno()
+        yield from member_chunks_at(
+            lambda n, at: os.pread(fd, n, at), archive_size, member, max_member_bytes
+        )
+
+
+def member_chunks_at(
+    pread: Pread,
+    archive_size: int,
+    member: Member,
+    max_member_bytes: int = DEFAULT_MAX_MEMBER,
+) -> Iterator[bytes]:
+    """``member_chunks`` of an archive read by ``pread``: its bytes are read as the chunks are
+    taken, so a caller that stops early reads only a prefix of the member's data."""
     if member.method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         raise MemberError(f"unsupported compression method {member.method}")
     if member.size > max_member_bytes:
@@ -463,46 +532,40 @@ def member_chunks(
             f"declares {member.size} bytes uncompressed, above the limit of "
             f"{max_member_bytes} (zip bomb?)"
         )
-    with contextlib.ExitStack() as stack:
-        if handle is None:
-            try:
-                handle = stack.enter_context(open_regular(path))
-            except OSError as exc:  # deleted or replaced (by a FIFO, say) while it is scanned
-                raise MemberError(f"cannot read the archive: {exc.strerror or exc}") from None
-        reader = _At(handle.fileno(), member.header_offset)
-        header = reader.read(LOCAL_HEADER.size)
-        if len(header) < LOCAL_HEADER.size or header[:4] != LOCAL_SIGNATURE:
-            raise MemberError("local file header missing or damaged")
-        fields = LOCAL_HEADER.unpack(header)
-        name_len, extra_len = fields[9], fields[10]
-        local_name = reader.read(name_len)
-        if (
-            local_name.decode("utf-8", "replace") != member.header_name
-            and local_name.decode("cp437", "replace") != member.header_name
-        ):
-            raise MemberError("local header names a different file than the directory")
-        start = member.header_offset + LOCAL_HEADER.size + name_len + extra_len
-        if start + member.compressed_size > archive_size:
-            raise MemberError(
-                f"data runs past the end of the archive (needs {member.compressed_size} "
-                f"bytes at {start}, archive is {archive_size} bytes): truncated"
-            )
-        yield from _inflate(_At(reader.fd, start), member)
+    reader = _At(pread, member.header_offset)
+    header = reader.read(LOCAL_HEADER.size)
+    if len(header) < LOCAL_HEADER.size or header[:4] != LOCAL_SIGNATURE:
+        raise MemberError("local file header missing or damaged")
+    fields = LOCAL_HEADER.unpack(header)
+    name_len, extra_len = fields[9], fields[10]
+    local_name = reader.read(name_len)
+    if (
+        local_name.decode("utf-8", "replace") != member.header_name
+        and local_name.decode("cp437", "replace") != member.header_name
+    ):
+        raise MemberError("local header names a different file than the directory")
+    start = member.header_offset + LOCAL_HEADER.size + name_len + extra_len
+    if start + member.compressed_size > archive_size:
+        raise MemberError(
+            f"data runs past the end of the archive (needs {member.compressed_size} "
+            f"bytes at {start}, archive is {archive_size} bytes): truncated"
+        )
+    yield from _inflate(_At(pread, start), member)
 
 
 class _At:
-    """Reads of one file descriptor from a position of its own (``os.pread``: the shared file
-    offset is neither used nor moved)."""
+    """Reads of one archive from a position of its own (``os.pread`` of a file descriptor: the
+    shared file offset is neither used nor moved; or a ``Source``'s ``pread``)."""
 
-    __slots__ = ("fd", "position")
+    __slots__ = ("position", "pread")
 
-    def __init__(self, fd: int, position: int) -> None:
-        self.fd = fd
+    def __init__(self, pread: Pread, position: int) -> None:
+        self.pread = pread
         self.position = position
 
     def read(self, size: int) -> bytes:
         try:
-            data = os.pread(self.fd, size, self.position)
+            data = self.pread(size, self.position)
         except OSError as exc:
             raise MemberError(f"cannot read the archive: {exc.strerror or exc}") from None
         self.position += len(data)

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.effects import net
+from archwheel.effects import net, simple_index
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import InputError, ToolError
-from archwheel.wheelbuild import index_sdist, source
+from archwheel.wheelbuild import source
 
 BODY = b"x" * 300_000
 
@@ -111,7 +111,7 @@ def test_an_sdist_download_that_trickles_fails_and_leaves_nothing(
 
 def test_an_index_page_that_trickles_fails(server: str) -> None:
     with pytest.raises(ToolError, match=r"cannot read the package index page .*too slow"):
-        index_sdist.fetch_page(f"{server}/trickle/", "demo", PipSettings())
+        simple_index.fetch_page(f"{server}/trickle/", "demo", PipSettings())
 
 
 def test_an_sdist_past_its_bound_fails_and_leaves_nothing(
@@ -125,6 +125,6 @@ def test_an_sdist_past_its_bound_fails_and_leaves_nothing(
 
 
 def test_an_index_page_past_its_bound_fails(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(index_sdist, "MAX_PAGE_BYTES", 1000)
+    monkeypatch.setattr(simple_index, "MAX_PAGE_BYTES", 1000)
     with pytest.raises(ToolError, match="/fast/demo/ is larger than 1000 bytes"):
-        index_sdist.fetch_page(f"{server}/fast/", "demo", PipSettings())
+        simple_index.fetch_page(f"{server}/fast/", "demo", PipSettings())

@@ -559,8 +559,8 @@ def test_an_interpreter_s_answer_is_untrusted_input(
     ],
 )
 def test_a_package_index_json_page_is_untrusted_input(body: bytes) -> None:
+    from archwheel.effects.simple_index import parse_simple_page
     from archwheel.errors import ToolError
-    from archwheel.wheelbuild.index_sdist import parse_simple_page
 
     with pytest.raises(ToolError, match="the package index page https://x/demo/ is"):
         parse_simple_page(body, "application/vnd.pypi.simple.v1+json", "https://x/demo/")

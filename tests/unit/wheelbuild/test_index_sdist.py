@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from archwheel.effects.pipconfig import PipSettings
+from archwheel.effects.simple_index import parse_simple_page
 from archwheel.errors import InputError, RecipeError
-from archwheel.wheelbuild.index_sdist import locate_sdist, parse_simple_page, sdist_names
+from archwheel.wheelbuild.index_sdist import locate_sdist, sdist_names
 from archwheel.wheelbuild.recipe_model import SourceSpec
 from archwheel.wheelbuild.source import resolve_source
 

@@ -1,0 +1,170 @@
+"""A project's files on a package index, through its simple API (PEP 691 JSON, else PEP 503 HTML).
+
+The indexes are those of the host's pip configuration (``pip config list`` and the
+``--index-url``/``--extra-index-url`` options; pip's own default index when none is set), so no
+index host is written in the code. A page is read with a size bound, against a server that
+trickles (``effects.net.paced_blocks``), and a local folder or ``file://`` index is read from
+disk. Used to find an sdist named by project and version (``wheelbuild.index_sdist``) and the
+torch wheels of a release range (``can-load --torch``).
+"""
+
+from __future__ import annotations
+
+import ssl
+import sys
+import urllib.request
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urljoin, urlparse
+
+from packaging.utils import canonicalize_name
+
+from archwheel.effects.files import read_regular
+from archwheel.effects.net import TooLarge, paced_blocks
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.effects.process import run_program
+from archwheel.errors import ToolError
+from archwheel.facts.documents import load_document
+
+JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
+MAX_PAGE_BYTES = 64 << 20
+MAX_PAGE_NESTING = 16  # a PEP 691 page nests 4 deep
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """One file of a project page: its name, absolute URL, sha256 and size where the page says."""
+
+    filename: str
+    url: str
+    sha256: str | None
+    size: int | None = None
+
+
+class _Anchors(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[tuple[str, str]] = []
+        self._href: str | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self._href = dict(attrs).get("href") or ""
+            self._text = []
+
+    def handle_data(self, data: str) -> None:
+        if self._href is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._href is not None:
+            self.links.append((self._href, "".join(self._text).strip()))
+            self._href = None
+
+
+def _is_index_file(entry: object) -> bool:
+    """A PEP 691 file entry: a dict with a string filename and url (hashes: a dict, if any)."""
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("filename"), str)
+        and isinstance(entry.get("url"), str)
+        and isinstance(entry.get("hashes") or {}, dict)
+    )
+
+
+def _sha256_of(entry: dict[str, Any]) -> str | None:
+    digest = (entry.get("hashes") or {}).get("sha256")
+    return digest if isinstance(digest, str) else None
+
+
+def parse_simple_page(body: bytes, content_type: str, page_url: str) -> list[IndexFile]:
+    """The files of one project page of a simple index, JSON (PEP 691) or HTML (PEP 503)."""
+    if "json" in content_type:
+        where = f"the package index page {page_url} is unreadable"
+        data = load_document(body, origin=where, nesting=MAX_PAGE_NESTING, error=ToolError)
+        files = data.get("files", []) if isinstance(data, dict) else None
+        if not isinstance(files, list) or not all(_is_index_file(f) for f in files):
+            raise ToolError(f"the package index page {page_url} is not a PEP 691 project page")
+        return [
+            IndexFile(
+                f["filename"],
+                urljoin(page_url, f["url"]),
+                sha256
+                if isinstance(sha256 := (f.get("hashes") or {}).get("sha256"), str)
+                else None,
+                size if isinstance(size := f.get("size"), int) and size > 0 else None,
+            )
+            for f in files
+        ]
+    parser = _Anchors()
+    parser.feed(body.decode("utf-8", "replace"))
+    files = []
+    for href, text in parser.links:
+        url, _, fragment = href.partition("#")
+        digest = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else None
+        name = text or unquote(Path(urlparse(url).path).name)
+        files.append(IndexFile(name, urljoin(page_url, url), digest))
+    return files
+
+
+def default_index_url() -> str:
+    """pip's own default index (used when pip is configured with no ``index-url``)."""
+    proc = run_program(
+        [
+            sys.executable,
+            "-c",
+            "from pip._internal.models.index import PyPI; print(PyPI.simple_url)",
+        ],
+        echo=None,
+        check=False,
+        timeout=60,
+        what="asking pip for its default index",
+    )
+    url = proc.stdout.strip()
+    if proc.returncode != 0 or not url:
+        raise ToolError(
+            "cannot tell pip's default package index",
+            hint="set one with --index-url or pip's index-url setting",
+        )
+    return url
+
+
+def index_urls(pip: PipSettings) -> tuple[str, ...]:
+    primary = pip.index_url or default_index_url()
+    return (primary, *pip.extra_index_urls)
+
+
+def fetch_page(index: str, project: str, pip: PipSettings) -> list[IndexFile] | None:
+    """The project's files on one index; None when the index has no such project."""
+    name = canonicalize_name(project)
+    base = index.rstrip("/") + "/"
+    page = urljoin(base, f"{name}/")
+    if page.startswith("file://") or "://" not in page:
+        folder = Path(unquote(urlparse(page).path)) if "://" in page else Path(page)
+        html = folder / "index.html"
+        if not html.is_file():
+            return None
+        try:
+            body = read_regular(html, MAX_PAGE_BYTES)
+        except OSError as exc:
+            raise ToolError(f"cannot read the package index page {html}: {exc}") from None
+        return parse_simple_page(body, "text/html", html.as_uri())
+    request = urllib.request.Request(page, headers={"Accept": JSON_ACCEPT})  # noqa: S310
+    cafile = str(pip.ca_bundle) if pip.ca_bundle else None
+    context = ssl.create_default_context(cafile=cafile)
+    try:
+        with urllib.request.urlopen(request, timeout=60, context=context) as response:  # noqa: S310
+            # A server that trickles bytes is given up; so is a page past the bound.
+            body = b"".join(paced_blocks(response, limit=MAX_PAGE_BYTES))
+            return parse_simple_page(body, response.headers.get("Content-Type", ""), page)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise ToolError(f"the package index answered {exc.code} for {page}") from None
+    except TooLarge:
+        raise ToolError(f"{page} is larger than {MAX_PAGE_BYTES} bytes") from None
+    except OSError as exc:
+        raise ToolError(f"cannot read the package index page {page}: {exc}") from None

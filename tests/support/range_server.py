@@ -1,0 +1,128 @@
+"""A real HTTP server on 127.0.0.1 that serves a folder with range requests, and misbehaves on
+request: the package index of the range tests (``effects.ranged``, ``can-load --torch``).
+
+Each file is served at ``/files/NAME``; the first path segment picks a behaviour:
+
+- ``/files/``: ranges as HTTP/1.1 says (206 with ``Content-Range``; 200 without ``Range``);
+- ``/whole/``: ranges ignored, the whole file with 200 (a server without range support);
+- ``/lie/``: 206 with a ``Content-Range`` other than the one asked for;
+- ``/short/``: 206, the right headers, half the body, then the connection ends;
+- ``/trickle/``: 206, a byte every 50 ms;
+- ``/loop/``: a redirect to itself, for ever;
+- ``/gone/``: 404.
+
+``requests`` counts the requests per behaviour and ``served`` the body bytes sent, so that tests
+see what a reader cost.
+"""
+
+from __future__ import annotations
+
+import http.server
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_RANGE = re.compile(r"bytes=(\d+)-(\d*)\Z")
+
+
+@dataclass
+class RangeServer:
+    url: str
+    folder: Path
+    requests: Counter[str] = field(default_factory=Counter)
+    served: int = 0
+
+
+def _handler(state: RangeServer) -> type[http.server.BaseHTTPRequestHandler]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            _, mode, *rest = self.path.split("/")
+            state.requests[mode] += 1
+            if mode == "loop":
+                self.send_response(302)
+                self.send_header("Location", self.path)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            path = state.folder / "/".join(rest)
+            if mode == "gone" or not rest or not path.is_file():
+                self.send_error(404)
+                return
+            data = path.read_bytes()
+            match = _RANGE.match(self.headers.get("Range", ""))
+            if match is None or mode == "whole":
+                self._send(200, data, {})
+                return
+            lo = int(match.group(1))
+            hi = min(int(match.group(2)) if match.group(2) else len(data) - 1, len(data) - 1)
+            if lo >= len(data):
+                self.send_error(416)
+                return
+            said_lo, said_hi = (lo + 1, hi) if mode == "lie" else (lo, hi)
+            headers = {"Content-Range": f"bytes {said_lo}-{said_hi}/{len(data)}"}
+            body = data[lo : hi + 1]
+            if mode == "short":
+                self._send(206, body, headers, cut=len(body) // 2)
+            elif mode == "trickle":
+                self._send(206, body, headers, trickle=True)
+            else:
+                self._send(206, body, headers)
+
+        def _send(
+            self,
+            status: int,
+            body: bytes,
+            headers: dict[str, str],
+            *,
+            cut: int | None = None,
+            trickle: bool = False,
+        ) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Accept-Ranges", "bytes")
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            try:
+                if trickle:
+                    for byte in body[:200]:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(0.05)
+                    return
+                sent = body if cut is None else body[:cut]
+                self.wfile.write(sent)
+                state.served += len(sent)
+                if cut is not None:
+                    self.close_connection = True
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    return Handler
+
+
+@contextmanager
+def range_server(folder: Path) -> Iterator[RangeServer]:
+    """Serve ``folder`` on 127.0.0.1 (an ephemeral port) until the block ends."""
+    state = RangeServer("", folder)
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    httpd.daemon_threads = True
+    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

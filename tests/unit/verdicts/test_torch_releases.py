@@ -1,0 +1,94 @@
+"""Choosing the torch wheels of a release range for an extension (``verdicts.torch_releases``)."""
+
+from __future__ import annotations
+
+import pytest
+from packaging.version import Version
+
+from archwheel.errors import UsageError
+from archwheel.verdicts.torch_releases import (
+    choose_torch_files,
+    extension_target,
+    missing_releases,
+    parse_torch_request,
+)
+
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64", "win_amd64", "macosx_11_0_arm64")
+
+
+def _files(
+    versions: list[str], pythons: tuple[str, ...] = ("cp311", "cp312")
+) -> list[tuple[str, str, str | None, int | None]]:
+    out: list[tuple[str, str, str | None, int | None]] = []
+    for version in versions:
+        for py in pythons:
+            for platform in PLATFORMS:
+                name = f"torch-{version}-{py}-{py}-{platform}.whl"
+                out.append((name, f"https://files.example/{name}", None, 1000))
+    return out
+
+
+ALL = ["2.10.0", "2.11.0", "2.12.0rc1", "2.13.0", "2.13.0+cpu", "2.14.1", "2.15.0"]
+
+
+def _chosen(text: str, interpreter: str = "cp311", machine: str = "x86_64") -> list[str]:
+    request = parse_torch_request(text)
+    return [c.filename for c in choose_torch_files(_files(ALL), request, interpreter, machine)]
+
+
+def test_a_range_admits_public_releases_only_oldest_first() -> None:
+    assert _chosen(">=2.11") == [
+        "torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "torch-2.15.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+    ]
+
+
+def test_an_explicit_list_takes_exactly_its_versions_local_labels_too() -> None:
+    assert _chosen("2.13.0+cpu,2.15.0", machine="aarch64") == [
+        "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_aarch64.whl",
+        "torch-2.15.0-cp311-cp311-manylinux_2_28_aarch64.whl",
+    ]
+
+
+def test_a_range_naming_a_prerelease_admits_it() -> None:
+    assert _chosen(">=2.12.0rc1,<2.13", interpreter="cp312") == [
+        "torch-2.12.0rc1-cp312-cp312-manylinux_2_28_x86_64.whl"
+    ]
+
+
+def test_missing_exact_versions_are_named() -> None:
+    request = parse_torch_request("2.14.1,2.14.9")
+    chosen = choose_torch_files(_files(ALL), request, "cp311", "x86_64")
+    assert [str(c.version) for c in chosen] == ["2.14.1"]
+    assert missing_releases(request, chosen) == ("2.14.9",)
+
+
+def test_the_newest_manylinux_wins_and_the_choice_is_stable() -> None:
+    files = [
+        (f"torch-2.14.1-cp311-cp311-{p}.whl", "u", None, None)
+        for p in ("manylinux2014_x86_64", "manylinux_2_28_x86_64", "linux_x86_64")
+    ]
+    chosen = choose_torch_files(files, parse_torch_request("2.14.1"), "cp311", "x86_64")
+    assert chosen[0].filename == "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"
+
+
+@pytest.mark.parametrize("text", ["", "2.13,", "banana", ">=2.11,banana", "=>2.11"])
+def test_a_bad_request_is_one_usage_error(text: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        parse_torch_request(text)
+    assert "\n" not in caught.value.one_line()
+
+
+def test_the_extension_names_its_python_and_machine() -> None:
+    assert extension_target(["cp311-cp311-linux_x86_64"], None) == ("cp311", "x86_64")
+    assert extension_target(["cp39-abi3-manylinux_2_28_aarch64"], "3.12") == ("cp312", "aarch64")
+    with pytest.raises(UsageError, match="depends on the Python"):
+        extension_target(["cp39-abi3-manylinux_2_28_x86_64"], None)
+    with pytest.raises(UsageError, match="one Linux machine"):
+        extension_target(["cp311-cp311-win_amd64"], None)
+
+
+def test_exact_versions_are_versions() -> None:
+    assert parse_torch_request("2.13.0, 2.14.1").exact == (Version("2.13.0"), Version("2.14.1"))
