@@ -4,11 +4,14 @@ and prove they run.
 The package is layered in floors; a module imports only from its own floor and the ones below
 (``tests/unit/test_layers.py`` checks it), and the use cases on floor 4 never import each other:
 
-5. ``archwheel.interfaces``: the command line (argv -> typed request -> one call) and ``render/``
-   (every human text, JSON and Markdown of every command).
-4. the use cases, side by side: ``archwheel.wheelbuild`` (recipes, containers, the audit gate,
-   provenance), ``archwheel.smoke`` (real kernels in an isolated environment), ``archwheel.doctor``
-   (this host's GPUs and torch), ``archwheel.crosscheck`` (NVIDIA's cuobjdump as an oracle).
+5. ``archwheel.interfaces``: the command line (argv -> typed request -> one call), ``render/``
+   (every human text, JSON and Markdown of every command) and ``api`` (the Python API below).
+4. the use cases, side by side: ``archwheel.inspection`` (audit, arch, can-run, can-load, diff,
+   manifest and verify: read inputs and environments, judge them), ``archwheel.wheelbuild``
+   (recipes, containers, the audit gate, provenance), ``archwheel.smoke`` (real kernels in an
+   isolated environment), ``archwheel.doctor`` (this host's GPUs and torch),
+   ``archwheel.crosscheck`` (NVIDIA's cuobjdump as an oracle), ``archwheel.matrix`` (build
+   matrices into a PEP 503 index).
 3. ``archwheel.verdicts``: pure judgements over inspection results (audit, can-run, recommend,
    manifest, smoke verdicts, comparison with cuobjdump).
 2. ``archwheel.binary``: read-only inspection of ELF files, fatbins, archives and wheels.
@@ -16,7 +19,39 @@ The package is layered in floors; a module imports only from its own floor and t
    engine, the watchdog, host probes.
 0. ``archwheel.facts``: CUDA facts as data (toolkits, drivers, GPUs), the arch grammars, the rules.
 
-``errors.py`` and ``exit_codes.py`` sit beside the floors and import none of them.
+``errors.py``, ``exit_codes.py``, ``text.py`` and ``_lazy.py`` sit beside the floors and import
+none of them.
+
+The Python API (docs/api.md): ``audit``, ``can_run``, ``can_load`` and ``diff`` (from
+``interfaces/api.py``, imported on first use: ``import archwheel`` imports nothing else), with
+the exceptions of ``archwheel.errors``.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from archwheel._lazy import lazy_exports
+from archwheel.errors import ArchwheelError, InputError, ToolError, UsageError
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "ArchwheelError",
+    "InputError",
+    "ToolError",
+    "UsageError",
+    "__version__",
+    "audit",
+    "can_load",
+    "can_run",
+    "diff",
+]
+
+# The API functions, from interfaces/api.py only (tests/unit/test_layers.py).
+_WHERE = dict.fromkeys(("audit", "can_load", "can_run", "diff"), "interfaces.api")
+
+if TYPE_CHECKING:
+    from archwheel.interfaces.api import audit, can_load, can_run, diff
+else:
+    __getattr__, __dir__ = lazy_exports(__name__, _WHERE)

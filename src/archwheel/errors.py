@@ -1,22 +1,17 @@
-"""One exception hierarchy for archwheel, with one exit code per class.
+"""One exception hierarchy for archwheel: library errors, which know nothing of exit codes.
 
-Errors are raised anywhere and caught only in the command-line entry point, which prints the
-message on one line (no traceback unless ``ARCHWHEEL_DEBUG=1``) and exits with ``exit_code``.
-Messages say what failed, why, and what to do next.
-
-Each class carries its exit code from the one table, ``exit_codes.py`` (the contract of
-docs/exit-codes.md).
+Errors are raised anywhere. A library user catches them by class (``InputError``: an input
+could not be read; ``UsageError``: a bad argument; ...); the command-line entry point catches
+them in one place, prints the message on one line (no traceback unless ``ARCHWHEEL_DEBUG=1``)
+and exits with the code that ``exit_codes.exit_code_for`` maps the class to (the one table,
+the contract of docs/exit-codes.md). Messages say what failed, why, and what to do next.
 """
 
 from __future__ import annotations
 
-from archwheel.exit_codes import EXIT_BUILD, EXIT_INCOMPLETE, EXIT_TOOL, EXIT_USAGE
-
 
 class ArchwheelError(Exception):
     """Base class: an error with a one-line message a user can act on."""
-
-    exit_code: int = EXIT_USAGE
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -32,9 +27,7 @@ class ArchwheelError(Exception):
 
 
 class UsageError(ArchwheelError):
-    """Bad command-line input: arguments, arch lists, GPU names, versions."""
-
-    exit_code = EXIT_USAGE
+    """Bad input from the caller: arguments, arch lists, GPU names, versions."""
 
 
 class ArchListError(UsageError):
@@ -44,19 +37,13 @@ class ArchListError(UsageError):
 class FactsError(ArchwheelError):
     """The CUDA facts data file is malformed (a packaging bug, not user input)."""
 
-    exit_code = EXIT_TOOL
-
 
 class InputError(ArchwheelError):
     """An input file that cannot be read at all (missing, unreadable, not a supported kind)."""
 
-    exit_code = EXIT_INCOMPLETE
-
 
 class ToolError(ArchwheelError):
     """An external program (docker, podman, cuobjdump, pip, nvidia-smi) is missing or failed."""
-
-    exit_code = EXIT_TOOL
 
 
 class RecipeError(UsageError):
@@ -65,5 +52,3 @@ class RecipeError(UsageError):
 
 class BuildError(ArchwheelError):
     """A build that failed: the command, the container or the audit gate."""
-
-    exit_code = EXIT_BUILD

@@ -2,14 +2,26 @@
 
 A command returns a member of ``ExitCode``; nothing else in the package defines an exit number
 (``tests/unit/test_exit_codes.py`` checks the source and that this table and the document list
-the same codes with the same meaning). Generic codes (0-5, 130, 143) come from the exception
-classes of ``errors.py`` or from a verdict; the verdict commands add their own ranges, chosen
-not to collide: ``can-run`` / ``doctor`` 10-12, ``smoke`` 20-23.
+the same codes with the same meaning). Generic codes (0-5, 130, 143) come from a verdict or
+from the class of the error that ended a command (``ERROR_CODES``: the exceptions of
+``errors.py`` carry no exit code, the command line maps them here); the verdict commands add
+their own ranges, chosen not to collide: ``can-run`` / ``doctor`` 10-12, ``smoke`` 20-23.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import IntEnum
+from types import MappingProxyType
+
+from archwheel.errors import (
+    ArchwheelError,
+    BuildError,
+    FactsError,
+    InputError,
+    ToolError,
+    UsageError,
+)
 
 
 class ExitCode(IntEnum):
@@ -62,3 +74,27 @@ EXIT_TOOL = ExitCode.TOOL
 EXIT_BUILD = ExitCode.BUILD
 EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 EXIT_TERMINATED = ExitCode.TERMINATED
+
+
+# The exit code of each error class, for the command line (``exit_code_for``). A subclass not
+# listed takes its nearest listed base's code: ``RecipeError`` and ``ArchListError`` are usage
+# errors (2), ``effects.process.ProgramTimedOut`` a tool error (4).
+ERROR_CODES: Mapping[type[ArchwheelError], ExitCode] = MappingProxyType(
+    {
+        ArchwheelError: ExitCode.USAGE,
+        UsageError: ExitCode.USAGE,
+        InputError: ExitCode.INCOMPLETE,
+        FactsError: ExitCode.TOOL,
+        ToolError: ExitCode.TOOL,
+        BuildError: ExitCode.BUILD,
+    }
+)
+
+
+def exit_code_for(error: ArchwheelError) -> ExitCode:
+    """The exit code a command that ended with ``error`` returns (its class's in
+    ``ERROR_CODES``, else its nearest listed base class's)."""
+    for cls in type(error).__mro__:
+        if issubclass(cls, ArchwheelError) and cls in ERROR_CODES:
+            return ERROR_CODES[cls]
+    return ExitCode.USAGE  # unreachable: ArchwheelError is listed

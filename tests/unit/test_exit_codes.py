@@ -7,7 +7,9 @@ import re
 from pathlib import Path
 
 import archwheel
-from archwheel.exit_codes import MEANING, ExitCode
+from archwheel import errors
+from archwheel.effects.process import ProgramTimedOut
+from archwheel.exit_codes import ERROR_CODES, MEANING, ExitCode, exit_code_for
 
 PACKAGE = Path(archwheel.__file__).parent
 DOC = PACKAGE.parent.parent / "docs" / "exit-codes.md"
@@ -84,3 +86,35 @@ def test_checker_sees_a_second_table(tmp_path: Path) -> None:
         "probe.py:1 binds EXIT_X = 7",
         "probe.py:3 returns 2",
     ]
+
+
+def test_library_errors_carry_no_exit_code_and_the_table_maps_each_class() -> None:
+    classes = [
+        c
+        for c in vars(errors).values()
+        if isinstance(c, type) and issubclass(c, errors.ArchwheelError)
+    ]
+    assert len(classes) >= 8
+    for cls in classes:
+        assert not hasattr(cls, "exit_code"), cls
+    expected = {
+        errors.ArchwheelError: ExitCode.USAGE,
+        errors.UsageError: ExitCode.USAGE,
+        errors.ArchListError: ExitCode.USAGE,
+        errors.RecipeError: ExitCode.USAGE,
+        errors.FactsError: ExitCode.TOOL,
+        errors.InputError: ExitCode.INCOMPLETE,
+        errors.ToolError: ExitCode.TOOL,
+        errors.BuildError: ExitCode.BUILD,
+    }
+    assert set(expected) == set(classes)
+    for cls, code in expected.items():
+        assert exit_code_for(cls("x")) is code, cls
+    # a subclass elsewhere takes its nearest listed base's code
+    assert exit_code_for(ProgramTimedOut("x", 1.0)) is ExitCode.TOOL
+    assert set(ERROR_CODES.values()) <= set(ExitCode)
+
+
+def test_the_document_says_where_the_codes_of_errors_come_from() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    assert "exit_code_for" in text

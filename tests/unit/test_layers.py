@@ -19,11 +19,42 @@ FLOORS = {
     "doctor": 4,
     "crosscheck": 4,
     "matrix": 4,
+    "inspection": 4,
     "interfaces": 5,
 }
 USE_CASE_FLOOR = 4
-SHARED = ("errors.py", "exit_codes.py", "__init__.py")
+SHARED = ("errors.py", "exit_codes.py", "text.py", "_lazy.py", "__init__.py")
 PACKAGE = Path(archwheel.__file__).parent
+
+
+def _type_checking_blocks(tree: ast.AST) -> set[int]:
+    """The ids of the nodes inside ``if TYPE_CHECKING:`` blocks (imports for mypy only)."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING"
+        ):
+            for child in node.body:
+                inside.update(id(n) for n in ast.walk(child))
+    return inside
+
+
+def imported_modules(path: Path, *, type_checking: bool = True) -> set[str]:
+    """Every module ``path`` imports (``from X import y``: X), with or without those imported
+    only for mypy."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = set() if type_checking else _type_checking_blocks(tree)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
 
 
 def imported_folders(path: Path) -> set[str]:
@@ -68,8 +99,34 @@ def test_no_module_imports_upward_or_sideways() -> None:
 
 def test_shared_modules_import_no_floor() -> None:
     for name in SHARED:
-        if (PACKAGE / name).exists():
+        if (PACKAGE / name).exists() and name != "__init__.py":
             assert imported_folders(PACKAGE / name) == set()
+
+
+# The package's Python API (archwheel.audit, ...) is an interface: archwheel/__init__.py binds
+# it lazily from interfaces/api.py, and imports that module for mypy only.
+API_MODULE = "archwheel.interfaces.api"
+
+
+def test_the_package_binds_only_the_api_and_lazily() -> None:
+    init = PACKAGE / "__init__.py"
+    runtime = imported_modules(init, type_checking=False)
+    assert {m for m in runtime if m.split(".")[0] == "archwheel"} <= {
+        f"archwheel.{name.removesuffix('.py')}" for name in SHARED if name != "__init__.py"
+    }
+    for_mypy = imported_modules(init) - runtime
+    assert {m for m in for_mypy if m.startswith("archwheel.")} == {API_MODULE}
+    assert {f"archwheel.{m}" for m in archwheel._WHERE.values()} == {API_MODULE}
+
+
+def test_import_checker_tells_runtime_imports_from_those_for_mypy(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from typing import TYPE_CHECKING\nimport archwheel.errors\n"
+        "if TYPE_CHECKING:\n    from archwheel.interfaces.api import audit\n"
+    )
+    assert imported_modules(probe, type_checking=False) == {"typing", "archwheel.errors"}
+    assert "archwheel.interfaces.api" in imported_modules(probe)
 
 
 def test_checker_sees_an_upward_import(tmp_path: Path) -> None:

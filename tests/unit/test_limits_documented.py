@@ -70,7 +70,7 @@ def _module(short: str) -> str:
         "build.source": "archwheel.wheelbuild.source",
         "matrix.plan": "archwheel.matrix.plan",
         "matrix.index": "archwheel.matrix.index",
-        "commands.diff": "archwheel.interfaces.commands.diff",
+        "inspection.diffing": "archwheel.inspection.diffing",
         "commands.options": "archwheel.interfaces.commands.options",
         "cli": "archwheel.interfaces.cli",
         "effects.process": "archwheel.effects.process",

@@ -1,9 +1,14 @@
 """The ``archwheel`` command line: one sub-command per module in ``interfaces.commands``.
 
-Errors are caught here and only here: an ``ArchwheelError`` prints one line and exits with its
-class's code; an ``OSError`` that reaches here (a path the system refuses: too long, a loop of
-links, no permission, a full disk) prints one line and exits 3; any other exception is a bug
-and prints a one-line report (the traceback only with ``ARCHWHEEL_DEBUG=1``). Ctrl-C exits 130.
+Errors are caught here and only here: an ``ArchwheelError`` prints one line and exits with the
+code ``exit_codes.exit_code_for`` maps its class to; an ``OSError`` that reaches here (a path
+the system refuses: too long, a loop of links, no permission, a full disk) prints one line and
+exits 3; any other exception is a bug and prints a one-line report (the traceback only with
+``ARCHWHEEL_DEBUG=1``). Ctrl-C exits 130.
+
+It starts at once: ``--help``, ``--version`` and a refused argument import no command module
+but the one named (``--help`` lists the commands from ``commands.COMMANDS``), and command
+modules import their work only inside ``run`` (``nox -s bench -- cli``).
 """
 
 from __future__ import annotations
@@ -20,23 +25,19 @@ from typing import NoReturn
 
 from archwheel import __version__
 from archwheel.errors import ArchwheelError
-from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_TOOL, EXIT_USAGE
-from archwheel.interfaces.render.common import literal
+from archwheel.exit_codes import (
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_TOOL,
+    EXIT_USAGE,
+    exit_code_for,
+)
+from archwheel.interfaces.commands import COMMANDS
+from archwheel.text import literal
 
 # Sub-command modules, in the order `archwheel --help` lists them. Each defines
 # `register(subparsers) -> None`, which adds a parser whose default `func(args) -> int` runs it.
-COMMAND_MODULES = (
-    "audit",
-    "arch",
-    "can_run",
-    "can_load",
-    "diff",
-    "doctor",
-    "manifest",
-    "build",
-    "matrix",
-    "smoke",
-)
+COMMAND_MODULES = tuple(dict.fromkeys(module for _, module, _ in COMMANDS))
 
 EPILOG = """\
 examples:
@@ -55,22 +56,7 @@ exit codes: 0 ok, 1 verdict failed, 2 usage, 3 incomplete input, 4 tool missing,
 
 # Which module registers each command: `archwheel audit ...` imports only the audit module
 # (startup time matters for a command that takes about a second).
-COMMAND_OWNERS = {
-    "audit": "audit",
-    "arch": "arch",
-    "gpus": "arch",
-    "can-run": "can_run",
-    "can-load": "can_load",
-    "diff": "diff",
-    "doctor": "doctor",
-    "manifest": "manifest",
-    "verify": "manifest",
-    "build": "build",
-    "base-image": "build",
-    "matrix": "matrix",
-    "publish": "matrix",
-    "smoke": "smoke",
-}
+COMMAND_OWNERS = {name: module for name, module, _ in COMMANDS}
 
 
 def _requested_command(argv: Sequence[str]) -> str | None:
@@ -96,8 +82,7 @@ class _Parser(argparse.ArgumentParser):
         super().error(_QUOTED.sub(r"'\1...'", message))
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The parser with every command, or with only the module that owns ``only``."""
+def _top_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[_Parser]]:
     parser = _Parser(
         prog="archwheel",
         description=(
@@ -109,6 +94,21 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"archwheel {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    return parser, sub
+
+
+def listing_parser() -> argparse.ArgumentParser:
+    """The parser of ``archwheel`` without a command (``--help``, ``--version``, a command it
+    does not know): every command by name and line, none of their modules imported."""
+    parser, sub = _top_parser()
+    for name, _, line in COMMANDS:
+        sub.add_parser(name, help=line)
+    return parser
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every command, or with only the module that owns ``only``."""
+    parser, sub = _top_parser()
     modules = [COMMAND_OWNERS[only]] if only else list(COMMAND_MODULES)
     for name in modules:
         try:
@@ -123,7 +123,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(_requested_command(arguments))
+    command = _requested_command(arguments)
+    parser = build_parser(command) if command else listing_parser()
     args = parser.parse_args(arguments)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -134,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("ARCHWHEEL_DEBUG"):
             raise
         print(f"archwheel: error: {literal(exc.one_line())}", file=sys.stderr)
-        return exc.exit_code
+        return exit_code_for(exc)
     except KeyboardInterrupt:
         print("archwheel: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -356,9 +356,9 @@ def test_a_library_that_cannot_be_read_has_no_hash_recorded(
 def test_a_manifest_verify_could_not_read_is_not_written(
     wheels: Path, cli_run: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from archwheel.interfaces.commands import manifest as command
+    from archwheel.inspection import manifests
 
-    monkeypatch.setattr(command, "MAX_MANIFEST_BYTES", 600)  # toyext's manifest is larger
+    monkeypatch.setattr(manifests, "MAX_MANIFEST_BYTES", 600)  # toyext's manifest is larger
     out = tmp_path / "manifest.json"
     code, stdout, err = cli_run("manifest", str(_toyext(wheels)), "-o", str(out))
     assert code == 3

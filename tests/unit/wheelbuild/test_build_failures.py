@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from archwheel.exit_codes import EXIT_BUILD
+from archwheel.exit_codes import EXIT_BUILD, exit_code_for
 from archwheel.wheelbuild.failures import out_of_memory_error, out_of_memory_evidence
 
 
@@ -39,6 +39,6 @@ def test_the_message_names_the_jobs_and_the_fix() -> None:
         recipe=Path("recipes/x.toml"),
     )
     text = error.one_line()
-    assert error.exit_code == EXIT_BUILD
+    assert exit_code_for(error) == EXIT_BUILD
     assert "ran out of memory with MAX_JOBS=4" in text
     assert "--jobs 2" in text and "memory_per_job_gib (now 2)" in text and "recipes/x.toml" in text

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from archwheel.errors import RecipeError, ToolError
+from archwheel.exit_codes import exit_code_for
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.builder_image import (
     BuilderImageSpec,
@@ -160,7 +161,7 @@ def test_base_image_with_another_cuda_is_refused_naming_recipe_image_and_version
     recipe = Path("/r/example.toml")
     with pytest.raises(RecipeError) as info:
         check_base_toolkit(found, CudaVersion(12, 8), recipe, "nvidia/cuda:13.0.1-devel")
-    assert info.value.exit_code == 2
+    assert exit_code_for(info.value) == 2
     assert info.value.one_line() == (
         "/r/example.toml: [toolchain] cuda is 12.8, but base image nvidia/cuda:13.0.1-devel "
         "carries CUDA 13.0 (nvcc 13.0.88) in /usr/local/cuda-13.0 "

@@ -158,9 +158,9 @@ def test_generated_audit_documents_fail_only_as_input_errors(
 ) -> None:
     """What `diff` reads as an audit document: an `InputError`/`UsageError` (one line) or a
     side; never another exception (an image of `null` was an AttributeError, exit 4)."""
-    from archwheel.interfaces.commands.diff import _from_document
+    from archwheel.inspection.diffing import side_from_document
 
     path = tmp_path_factory.mktemp("audit") / "old.json"
     path.write_text(text, encoding="utf-8", errors="surrogateescape")
-    message = _error_line(lambda: _from_document(path))
+    message = _error_line(lambda: side_from_document(path))
     assert message is None or "\n" not in message

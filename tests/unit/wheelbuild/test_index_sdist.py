@@ -14,6 +14,7 @@ import pytest
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.simple_index import parse_simple_page
 from archwheel.errors import InputError, RecipeError
+from archwheel.exit_codes import exit_code_for
 from archwheel.wheelbuild.index_sdist import locate_sdist, sdist_names
 from archwheel.wheelbuild.recipe_model import SourceSpec
 from archwheel.wheelbuild.source import resolve_source
@@ -78,7 +79,7 @@ def test_a_file_with_another_hash_is_refused_naming_both(tmp_path: Path) -> None
     url = make_index(tmp_path, "torch-scatter", {"torch_scatter-2.1.2.tar.gz": b"tampered"})
     with pytest.raises(InputError) as info:
         locate_sdist(spec("0" * 64), PipSettings(index_url=url), recipe=Path("r.toml"))
-    assert info.value.exit_code == 3
+    assert exit_code_for(info.value) == 3
     assert "0" * 64 in info.value.message and "torch_scatter-2.1.2.tar.gz" in info.value.message
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import UsageError
-from archwheel.exit_codes import EXIT_USAGE
+from archwheel.exit_codes import EXIT_USAGE, exit_code_for
 from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
 from archwheel.wheelbuild.plan import (
     BuildOptions,
@@ -78,7 +78,7 @@ def test_bad_urls_are_one_line_usage_errors(text: str) -> None:
     with pytest.raises(UsageError) as caught:
         parse_cache_url(text)
     assert "\n" not in caught.value.one_line()
-    assert caught.value.exit_code == EXIT_USAGE
+    assert exit_code_for(caught.value) == EXIT_USAGE
 
 
 def test_a_bad_url_never_echoes_its_password() -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import RecipeError, UsageError
+from archwheel.exit_codes import exit_code_for
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.recipe import load_recipe
 from archwheel.wheelbuild.recipe_torch import with_torch
@@ -341,4 +342,4 @@ def test_with_torch_refuses_what_cannot_build(recipe_name: str, version: str, me
     recipe = load_recipe(ROOT / "recipes" / f"{recipe_name}.toml")
     with pytest.raises(UsageError, match=message) as info:
         with_torch(recipe, version)
-    assert info.value.exit_code == 2
+    assert exit_code_for(info.value) == 2

@@ -7,39 +7,17 @@ accept.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
+from archwheel.errors import UsageError
+from archwheel.exit_codes import EXIT_OK, EXIT_USAGE, EXIT_VERDICT_FAILED
+from archwheel.interfaces.commands import SUMMARY
+from archwheel.interfaces.render.formats import FORMATS
 
-from archwheel.binary.scan.inputs import scan_path
-from archwheel.errors import InputError, UsageError
-from archwheel.exit_codes import EXIT_OK, EXIT_USAGE
-from archwheel.facts.arch_consumers import load_grammars
-from archwheel.facts.arch_grammars import ConsumerView, consumer_views, parse_arch_list
-from archwheel.facts.catalog import CudaFacts, load_facts
-from archwheel.facts.versions import CudaVersion
-from archwheel.interfaces.render.arch import (
-    arch_forms_markdown,
-    arch_forms_table,
-    gpu_catalog_markdown,
-    gpu_catalog_table,
-    recommendation_markdown,
-    recommendation_table,
-)
-from archwheel.interfaces.render.arch_consumers import consumers_markdown, consumers_table
-from archwheel.interfaces.render.common import FORMATS, emit, emit_result
-from archwheel.verdicts.compat.gpus import resolve_gpus
-from archwheel.verdicts.recommend import (
-    ArchForms,
-    GpuCatalog,
-    Recommendation,
-    buildable_with,
-    coverage_of,
-    estimate_size,
-)
-from archwheel.verdicts.recommend import recommend as recommend_for
+if TYPE_CHECKING:
+    from archwheel.facts import CudaVersion
 
 EXAMPLES = """\
 examples:
@@ -59,7 +37,7 @@ exit codes: 0 ok; 2 the list is invalid or a toolkit cannot build it (or cover a
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "arch",
-        help="normalize an arch list, or recommend the smallest one for your GPUs",
+        help=SUMMARY["arch"],
         description=(
             "With ARCHLIST: print its canonical form, TORCH_CUDA_ARCH_LIST, "
             "CMAKE_CUDA_ARCHITECTURES and nvcc -gencode flags (checked against --cuda). "
@@ -97,9 +75,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.set_defaults(func=run)
 
-    gpus = subparsers.add_parser(
-        "gpus", help="list the GPU names and compute capabilities archwheel knows"
-    )
+    gpus = subparsers.add_parser("gpus", help=SUMMARY["gpus"])
     gpus.add_argument("--format", choices=FORMATS, default="table")
     gpus.set_defaults(func=run_gpus)
 
@@ -120,6 +96,8 @@ class ArchRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ArchRequest:
+        from archwheel.facts import CudaVersion
+
         request = cls(
             archlist=args.archlist,
             cuda=CudaVersion.parse(args.cuda) if args.cuda else None,
@@ -152,8 +130,29 @@ class GpusRequest:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from archwheel.inspection import ArchFormsWithConsumers, answer_arch
+    from archwheel.interfaces.render.arch import (
+        arch_forms_markdown,
+        arch_forms_table,
+        recommendation_markdown,
+        recommendation_table,
+    )
+    from archwheel.interfaces.render.arch_consumers import consumers_markdown, consumers_table
+    from archwheel.interfaces.render.common import emit, emit_result
+
     request = ArchRequest.from_args(args)
-    result = arch(request)
+    result = answer_arch(
+        request.archlist,
+        cuda=request.cuda,
+        torch=request.torch,
+        gpus=request.gpus,
+        ccs=request.ccs,
+        ptx=request.ptx,
+        variant=request.variant,
+        reference=request.reference,
+    )
     if isinstance(result, ArchFormsWithConsumers):
         forms, views, torch = result.forms, result.views, result.torch
 
@@ -171,68 +170,15 @@ def run(args: argparse.Namespace) -> int:
     rec = result
     emit_result(request.format, rec, recommendation_table, recommendation_markdown)
     if request.archlist is not None:
-        return EXIT_OK if all(c.mode != "none" for c in rec.coverage) else 1
+        return EXIT_OK if all(c.mode != "none" for c in rec.coverage) else EXIT_VERDICT_FAILED
     return EXIT_OK if rec.ok else EXIT_USAGE
 
 
-@dataclass(frozen=True)
-class ArchFormsWithConsumers:
-    """The normalized forms plus, per consumer, what to set and what it makes of the text."""
-
-    forms: ArchForms
-    views: tuple[ConsumerView, ...]
-    torch: str
-
-    def to_json_dict(self) -> dict[str, object]:
-        doc = self.forms.to_json_dict()
-        doc["torch"] = self.torch
-        doc["consumers"] = [v.to_json_dict() for v in self.views]
-        return doc
-
-
-def arch(
-    request: ArchRequest, facts: CudaFacts | None = None
-) -> ArchFormsWithConsumers | Recommendation:
-    """The forms of the given list and what each consumer makes of it; its coverage of the
-    given GPUs; or a recommendation."""
-    facts = facts or load_facts()
-    cuda = request.cuda
-    if request.archlist is not None:
-        archs = parse_arch_list(request.archlist, torch=request.torch, facts=facts)
-        if cuda is not None:
-            archs.check_toolkit(facts.toolkit(cuda), facts)
-        if not request.has_gpus:
-            torch = load_grammars().for_torch(request.torch).torch
-            views = consumer_views(request.archlist, archs, torch=torch, cuda=cuda, facts=facts)
-            return ArchFormsWithConsumers(ArchForms.of(archs, cuda, facts), views, torch)
-        gpus = resolve_gpus(request.gpus, request.ccs, facts)
-        rec = Recommendation(
-            gpus=gpus,
-            toolkit=cuda,
-            variant="given",
-            ptx=bool(archs.ptx_targets),
-            arch_list=archs,
-            coverage=coverage_of(archs, gpus, cuda),
-            problems=(),
-            buildable_with=buildable_with(archs, facts),
-        )
-        return _with_size(rec, request.reference)
-    gpus = resolve_gpus(request.gpus, request.ccs, facts)
-    rec = recommend_for(gpus, cuda=cuda, ptx=request.ptx, variant=request.variant, facts=facts)
-    return _with_size(rec, request.reference)
-
-
-def _with_size(rec: Recommendation, reference: Path | None) -> Recommendation:
-    if reference is None or rec.arch_list is None:
-        return rec
-    if not reference.is_file():
-        raise InputError(f"{reference}: no such file", hint="--reference takes a wheel file")
-    inventory = scan_path(reference)
-    size = estimate_size(rec.arch_list, inventory, reference.stat().st_size)
-    return dataclasses.replace(rec, size=size)
-
-
 def run_gpus(args: argparse.Namespace) -> int:
+    from archwheel.interfaces.render.arch import gpu_catalog_markdown, gpu_catalog_table
+    from archwheel.interfaces.render.common import emit_result
+    from archwheel.verdicts import GpuCatalog
+
     request = GpusRequest.from_args(args)
     catalog = GpuCatalog.load()
     emit_result(request.format, catalog, gpu_catalog_table, gpu_catalog_markdown)

@@ -3,28 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import io
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from archwheel.binary.model import InputInventory
-from archwheel.binary.scan.inputs import ProgressCallback, scan_installed, scan_path
 from archwheel.errors import UsageError
-from archwheel.facts.arch import ArchList
+from archwheel.interfaces.commands import SUMMARY
 from archwheel.interfaces.commands.options import (
     add_interpreter_option,
     check_output,
     write_output,
 )
-from archwheel.interfaces.render.audit import (
-    render_markdown,
-    render_quiet,
-    render_table,
-    scan_progress,
-)
-from archwheel.interfaces.render.common import FORMATS, console, dump_json
-from archwheel.verdicts.audit import AuditReport, audit, audit_document, overall_exit_code
+from archwheel.interfaces.render.formats import FORMATS
+
+if TYPE_CHECKING:
+    from archwheel.facts import ArchList
+    from archwheel.verdicts import AuditReport
 
 DESCRIPTION = """\
 Report the device code (SASS cubins per sm_XY, including 'a'/'f' variants, PTX, LTO-IR) that
@@ -57,7 +52,7 @@ examples:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "audit",
-        help="list the SASS/PTX every library really contains; compare with --expect",
+        help=SUMMARY["audit"],
         description=DESCRIPTION,
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -153,6 +148,8 @@ class AuditRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> AuditRequest:
+        from archwheel.facts import ArchList
+
         if not args.inputs and not args.installed:
             raise UsageError(
                 "nothing to audit",
@@ -180,41 +177,31 @@ class AuditRequest:
         return not self.quiet and self.format == "table" and sys.stderr.isatty()
 
 
-def audit_inputs(request: AuditRequest) -> list[AuditReport]:
-    """Scan every input (with a progress bar on a terminal) and audit it against --expect."""
-    callback: ProgressCallback | None = None
-    progress = None
-    if request.shows_progress:
-        callback, progress = scan_progress()
-    inventories: list[InputInventory] = []
-    try:
-        if progress is not None:
-            progress.start()
-        for path in request.inputs:
-            inventories.append(
-                scan_path(
-                    path,
-                    on_progress=callback,
-                    workers=request.workers,
-                    all_members=request.all_members,
-                    deep=request.deep,
-                )
-            )
-        for dist in request.installed:
-            inventories.append(
-                scan_installed(dist, request.interpreter, on_progress=callback, deep=request.deep)
-            )
-    finally:
-        if progress is not None:
-            progress.stop()
-    return [audit(inv, request.expect) for inv in inventories]
-
-
 def run(args: argparse.Namespace) -> int:
+    from archwheel.inspection import audit_inputs
+    from archwheel.interfaces.render.audit import scan_progress
+    from archwheel.verdicts import overall_exit_code
+
     request = AuditRequest.from_args(args)
     if request.output is not None:
         check_output(request.output)  # before a scan that may take minutes
-    reports = audit_inputs(request)
+    callback, progress = scan_progress() if request.shows_progress else (None, None)
+    try:
+        if progress is not None:
+            progress.start()
+        reports = audit_inputs(
+            request.inputs,
+            installed=request.installed,
+            interpreter=request.interpreter,
+            expect=request.expect,
+            workers=request.workers,
+            deep=request.deep,
+            all_members=request.all_members,
+            on_progress=callback,
+        )
+    finally:
+        if progress is not None:
+            progress.stop()
     crosscheck = _cross_check(request, reports) if request.cross_check else None
     code = overall_exit_code(reports)
     if crosscheck is not None and crosscheck != 0 and code == 0:
@@ -224,8 +211,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _cross_check(request: AuditRequest, reports: list[AuditReport]) -> int:
-    """Run cuobjdump over the same inputs; print its findings. Returns 0, 1 or 4."""
-    from archwheel.crosscheck.run import CrossCheckRequest, run_cross_check
+    """Run cuobjdump over the same inputs (the crosscheck use case); print its findings.
+    Returns 0, 1 or 4."""
+    from archwheel.crosscheck import CrossCheckRequest, run_cross_check
     from archwheel.interfaces.render.crosscheck import print_cross_check, progress_line
 
     progress = progress_line(quiet=request.quiet)
@@ -242,6 +230,12 @@ def _cross_check(request: AuditRequest, reports: list[AuditReport]) -> int:
 
 def _emit(request: AuditRequest, reports: list[AuditReport]) -> None:
     """The report on standard output, or written atomically to ``--output``."""
+    import io
+
+    from archwheel.interfaces.render.audit import render_markdown, render_quiet, render_table
+    from archwheel.interfaces.render.common import console, dump_json
+    from archwheel.verdicts import audit_document
+
     if request.format == "html":
         from archwheel.interfaces.render.html import audit_html
 

@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import re
-import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from archwheel.binary.demangle import demangle
-from archwheel.binary.dynamic import DynamicInfo, read_file_dynamic, read_installed_dynamic
-from archwheel.errors import UsageError
 from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
+from archwheel.interfaces.commands import SUMMARY
 from archwheel.interfaces.commands.options import add_interpreter_option
-from archwheel.interfaces.render.can_load import render_markdown, render_table
-from archwheel.interfaces.render.common import FORMATS, console, dump_json
-from archwheel.verdicts.load import (
-    LoadReport,
-    LoadVerdict,
-    WheelFiles,
-    is_torch,
-    judge_load,
-    mangled_names,
-    policy_for,
-    read_wheel_files,
-)
+from archwheel.interfaces.render.formats import FORMATS
+
+if TYPE_CHECKING:
+    from archwheel.verdicts import LoadReport
 
 DESCRIPTION = """\
 For every shared library of WHEEL, resolve each DT_NEEDED as the dynamic loader would after
@@ -42,17 +32,11 @@ examples:
   archwheel can-load torchvision-0.29.1-*.whl --with torch-2.13.0+cpu-*.whl --format markdown
 """
 
-# Where the host's own copies of system libraries are looked for (ld.so's default folders).
-HOST_LIBRARY_DIRS = (
-    "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
-    "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64",
-)  # fmt: skip
-
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "can-load",
-        help="say whether a wheel's libraries load next to a given torch (symbols, sonames)",
+        help=SUMMARY["can-load"],
         description=DESCRIPTION,
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -84,48 +68,33 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def installed_wheels(python: str | None) -> list[WheelFiles]:
-    """torch and the nvidia-*/cuda-* packages of an environment, as the model's wheels."""
-    from packaging.requirements import InvalidRequirement, Requirement
+@dataclass(frozen=True)
+class CanLoadRequest:
+    """``archwheel can-load``, parsed."""
 
-    out: list[WheelFiles] = []
-    for dist in read_installed_dynamic(python):
-        requires: list[tuple[str, str, str]] = []
-        for line in dist.requires:
-            try:
-                req = Requirement(line)
-            except InvalidRequirement:
-                continue
-            requires.append((req.name.lower(), str(req.specifier), str(req.marker or "")))
-        local = re.search(r"\+cu([0-9]{2,3})", dist.version)
-        out.append(
-            WheelFiles(
-                filename=f"{dist.name} {dist.version} (installed)",
-                name=dist.name,
-                version=dist.version,
-                tags=(),
-                libraries=dist.libraries,
-                requires=tuple(requires),
-                cuda_major=int(local.group(1)[:-1]) if local else None,
-            )
+    wheel: Path
+    with_wheels: tuple[Path, ...]
+    installed: bool
+    interpreter: str | None
+    host_libraries: bool
+    format: str
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CanLoadRequest:
+        return cls(
+            wheel=args.wheel,
+            with_wheels=tuple(args.with_wheels),
+            installed=args.installed,
+            interpreter=args.interpreter,
+            host_libraries=not args.no_host_libraries,
+            format=args.format,
         )
-    return out
-
-
-def host_libraries(names: frozenset[str]) -> dict[str, DynamicInfo]:
-    found: dict[str, DynamicInfo] = {}
-    for name in sorted(names):
-        for folder in HOST_LIBRARY_DIRS:
-            candidate = Path(folder) / name
-            if candidate.is_file():
-                info = read_file_dynamic(candidate)
-                if info.is_dynamic and info.complete:
-                    found[name] = info
-                break
-    return found
 
 
 def exit_code(report: LoadReport) -> int:
+    """can-load's exit code: 0 every library loads, 1 some does not, 3 unknown (incomplete)."""
+    from archwheel.verdicts import LoadVerdict
+
     return {
         LoadVerdict.LOADS: EXIT_OK,
         LoadVerdict.FAILS: EXIT_VERDICT_FAILED,
@@ -134,55 +103,29 @@ def exit_code(report: LoadReport) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.with_wheels and not args.installed:
-        raise UsageError(
-            "can-load needs the torch to load against", hint="give --with TORCH.whl or --installed"
-        )
-    if args.with_wheels and args.installed:
-        raise UsageError("give --with wheels or --installed, not both")
-    for path in [args.wheel, *args.with_wheels]:
-        if path.suffix != ".whl":
-            raise UsageError(f"{path}: not a wheel (.whl)")
-    wheel = read_wheel_files(args.wheel)
-    if args.installed:
-        others = installed_wheels(args.interpreter)
-        if not any(is_torch(w) for w in others):
-            raise UsageError(
-                f"no torch installed for {args.interpreter or sys.executable}",
-                hint="install torch there, or give --with TORCH.whl",
-            )
-    else:
-        others = [read_wheel_files(p) for p in args.with_wheels]
-    torches = [w for w in others if is_torch(w)]
-    if not torches:
-        raise UsageError(
-            "none of the --with wheels is torch: "
-            + ", ".join(f"{w.filename} is {w.name}" for w in others),
-            hint="give the torch wheel with --with",
-        )
-    if len(torches) > 1:
-        raise UsageError(
-            "two torches given: " + " and ".join(w.filename for w in torches),
-            hint="one environment holds one torch: run can-load once per torch",
-        )
-    torch = torches[0]
-    system: dict[str, DynamicInfo] = {}
-    if not args.no_host_libraries:
-        policy = policy_for(wheel.tags)
-        if policy is not None:
-            system = host_libraries(
-                policy.libraries | {"ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
-            )
-    report = judge_load(wheel, torch, [w for w in others if w is not torch], system)
-    demangled = demangle(mangled_names(report))
-    if args.format == "json":
-        document = report.to_json()
-        for lib in document["libraries"]:
-            for s in lib["missing_symbols"]:
-                s["demangled"] = demangled.get(s["name"], s["name"])
-        document["exit_code"] = exit_code(report)
-        dump_json(document)
-    elif args.format == "markdown":
+    import sys
+
+    from archwheel.inspection import can_load
+    from archwheel.interfaces.render.can_load import (
+        can_load_json,
+        demangled_names,
+        render_markdown,
+        render_table,
+    )
+    from archwheel.interfaces.render.common import console, dump_json
+
+    request = CanLoadRequest.from_args(args)
+    report = can_load(
+        request.wheel,
+        request.with_wheels,
+        installed=request.installed,
+        interpreter=request.interpreter,
+        host_libraries=request.host_libraries,
+    )
+    demangled = demangled_names(report)
+    if request.format == "json":
+        dump_json(can_load_json(report, demangled, exit_code(report)))
+    elif request.format == "markdown":
         sys.stdout.write(render_markdown(report, demangled))
     else:
         render_table(report, console(), demangled)

@@ -5,16 +5,14 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from archwheel.binary.scan.inputs import scan_path
-from archwheel.binary.wheelmeta import WheelMetadata, read_wheel_metadata
-from archwheel.facts.catalog import CudaFacts, load_facts
-from archwheel.facts.versions import CudaVersion, DriverVersion
-from archwheel.interfaces.render.can_run import can_run_markdown, can_run_table
-from archwheel.interfaces.render.common import FORMATS, emit_result
-from archwheel.verdicts.compat.gpus import Gpu, resolve_gpus
-from archwheel.verdicts.compat.judge import judge_input
-from archwheel.verdicts.compat.report import CanRunReport, InputVerdicts, build_report
+from archwheel.interfaces.commands import SUMMARY
+from archwheel.interfaces.render.formats import FORMATS
+
+if TYPE_CHECKING:
+    from archwheel.facts import CudaVersion, DriverVersion
+    from archwheel.verdicts import Gpu
 
 EXAMPLES = """\
 examples:
@@ -36,7 +34,7 @@ exit codes (docs/exit-codes.md):
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "can-run",
-        help="say whether wheels run natively, by JIT, or not at all on given GPUs",
+        help=SUMMARY["can-run"],
         description=(
             "For every library with device code: native (names the cubin), JIT (names the "
             "PTX), or no kernel image (names what would fix it), per GPU; the wheel's verdict "
@@ -76,6 +74,9 @@ class CanRunRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CanRunRequest:
+        from archwheel.facts import CudaVersion, DriverVersion
+        from archwheel.verdicts import resolve_gpus
+
         return cls(
             inputs=tuple(args.inputs),
             gpus=resolve_gpus(args.gpu, args.cc),
@@ -86,40 +87,13 @@ class CanRunRequest:
 
 
 def run(args: argparse.Namespace) -> int:
+    from archwheel.inspection import can_run
+    from archwheel.interfaces.render.can_run import can_run_markdown, can_run_table
+    from archwheel.interfaces.render.common import emit_result
+
     request = CanRunRequest.from_args(args)
-    report = can_run(request)
+    report = can_run(
+        request.inputs, request.gpus, driver=request.driver, cuda_runtime=request.cuda_runtime
+    )
     emit_result(request.format, report, can_run_table, can_run_markdown)
     return report.exit_code
-
-
-def can_run(request: CanRunRequest, facts: CudaFacts | None = None) -> CanRunReport:
-    """Scan every input and judge it on every GPU (and the driver, when given)."""
-    facts = facts or load_facts()
-    gpus = request.gpus
-    driver = request.driver
-    override = request.cuda_runtime
-    judged: list[InputVerdicts] = []
-    for path in request.inputs:
-        inventory = scan_path(path)  # InputError: missing, unreadable, not a regular file
-        metadata: WheelMetadata | None = None
-        if inventory.input_kind == "wheel" and path.suffix == ".whl":
-            metadata = read_wheel_metadata(path)
-        runtime = override or (metadata.cuda_runtime if metadata else None)
-        source = (
-            f"--cuda-runtime {override}"
-            if override
-            else (metadata.cuda_source if metadata else None)
-        )
-        judged.append(
-            judge_input(
-                inventory,
-                gpus,
-                driver=driver,
-                runtime=runtime,
-                runtime_source=source,
-                name=metadata.name if metadata else None,
-                version=metadata.version if metadata else None,
-                facts=facts,
-            )
-        )
-    return build_report(judged, gpus, driver, facts)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from archwheel.doctor.diagnose import run_doctor
+from archwheel.interfaces.commands import SUMMARY
 from archwheel.interfaces.commands.options import add_interpreter_option, positive_number
-from archwheel.interfaces.render.common import FORMATS, emit_result
-from archwheel.interfaces.render.doctor import doctor_markdown, doctor_table
+from archwheel.interfaces.render.formats import FORMATS
 
 EXAMPLES = """\
 examples:
@@ -26,7 +25,7 @@ exit codes: as can-run (0 native on every GPU, 10 JIT, 11 no kernel image, 12 dr
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "doctor",
-        help="report this host's GPUs, driver and installed torch, with a verdict per GPU",
+        help=SUMMARY["doctor"],
         description=(
             "Lists the GPUs (NVML, falling back to nvidia-smi), finds the installed torch "
             "(version, CUDA, cuDNN, NCCL, build arch flags; read without a GPU), audits its "
@@ -80,6 +79,10 @@ class DoctorRequest:
 
 
 def run(args: argparse.Namespace) -> int:
+    from archwheel.doctor import run_doctor
+    from archwheel.interfaces.render.common import emit_result
+    from archwheel.interfaces.render.doctor import doctor_markdown, doctor_table
+
     request = DoctorRequest.from_args(args)
     report = run_doctor(
         request.interpreter,

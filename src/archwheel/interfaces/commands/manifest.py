@@ -3,59 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from archwheel.binary.scan.inputs import scan_path
-from archwheel.binary.wheelmeta import (
-    MAX_WARNINGS_SHOWN,
-    NativeDigests,
-    WheelMetadata,
-    native_library_digests,
-    read_wheel_metadata,
-    sha256_file,
-)
-from archwheel.effects.files import (
-    DocumentUnreadable,
-    check_regular,
-    open_regular,
-    read_json,
-    record_form,
-    sha256_stream,
-)
-from archwheel.effects.host import PythonProbe
-from archwheel.errors import InputError
-from archwheel.facts.catalog import load_facts
+from archwheel.interfaces.commands import SUMMARY
 from archwheel.interfaces.commands.options import (
     add_interpreter_option,
     check_output,
     write_output,
 )
-from archwheel.interfaces.render.common import FORMATS, emit_result, literal
-from archwheel.interfaces.render.manifest import (
-    MAX_MISMATCH_ROWS,
-    verify_markdown,
-    verify_table,
-    wrote_manifest,
-)
-from archwheel.verdicts.manifest import (
-    MAX_MANIFEST_BYTES,
-    MAX_NESTING,
-    FileFacts,
-    InstalledEnvironment,
-    VerifyReport,
-    build_manifest,
-    manifest_from_document,
-    verify_environment,
-    verify_files,
-    wheel_entry,
-)
+from archwheel.interfaces.render.formats import FORMATS
 
-MANIFEST_EXAMPLES = f"""\
+# The help states verdicts.manifest.MAX_MANIFEST_BYTES (16777216) and
+# render.manifest.MAX_MISMATCH_ROWS (500) as numbers, so that `--help` imports neither
+# (tests/unit/interfaces/test_command_imports.py checks that they are the code's).
+MANIFEST_EXAMPLES = """\
 examples:
   archwheel manifest dist/*.whl -o manifest.json
   archwheel manifest torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl      (JSON on stdout)
@@ -64,11 +26,11 @@ Native library hashes are taken from the libraries' bytes (what an installer wri
 where the wheel's RECORD says otherwise, a warning on stderr says so, as it does for RECORD rows
 naming files the wheel does not hold and libraries RECORD does not list.
 
-exit codes: 0 written; 3 an unreadable wheel, or a manifest above the {MAX_MANIFEST_BYTES}
+exit codes: 0 written; 3 an unreadable wheel, or a manifest above the 16777216
 bytes verify reads (not written: record the wheels in several manifests)
 """
 
-VERIFY_EXAMPLES = f"""\
+VERIFY_EXAMPLES = """\
 examples:
   archwheel verify manifest.json                  the wheels next to the manifest
   archwheel verify manifest.json dist/*.whl       these files
@@ -79,7 +41,7 @@ Files are checked when wheels or --dir are given, or when --env is not. --env co
 installed versions, torch.version.cuda, the nvidia-*/cuda-* pins and the bytes of every native
 library with the tested wheels' hashes of them (--no-library-hashes skips the last).
 
-exit codes: 0 everything matches; 1 mismatches (text and Markdown list {MAX_MISMATCH_ROWS},
+exit codes: 0 everything matches; 1 mismatches (text and Markdown list 500,
 --format json all); 3 unreadable manifest or wheel
 (a manifest is a regular file of at most 16 MiB, nested at most 32 deep)
 """
@@ -88,7 +50,7 @@ exit codes: 0 everything matches; 1 mismatches (text and Markdown list {MAX_MISM
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     make = subparsers.add_parser(
         "manifest",
-        help="record wheels (checksums, versions, CUDA pins, arch inventory) in a manifest",
+        help=SUMMARY["manifest"],
         description=(
             "Per wheel: file name, sha256, size, name, version, tags, the CUDA version it "
             "targets, its nvidia-*/cuda-* requirement pins, cuDNN/NCCL versions, the sha256 "
@@ -103,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     verify = subparsers.add_parser(
         "verify",
-        help="check wheel files or the running environment against a manifest",
+        help=SUMMARY["verify"],
         description="List every difference between a manifest and the files or environment.",
         epilog=VERIFY_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -160,158 +122,39 @@ class VerifyRequest:
 
 
 def run_manifest(args: argparse.Namespace) -> int:
+    import sys
+
+    from archwheel.inspection import make_manifest
+    from archwheel.interfaces.render.manifest import manifest_warning, wrote_manifest
+
     request = ManifestRequest.from_args(args)
     if request.output is not None:
         check_output(request.output)  # before hashing and scanning every wheel
-    document, count = manifest_document(request.wheels)
-    text = json.dumps(document, indent=2) + "\n"
-    size = len(text.encode("utf-8"))
-    if size > MAX_MANIFEST_BYTES:
-        # verify reads at most this much: a manifest it would refuse is not written.
-        raise InputError(
-            f"the manifest of these {count} wheels would be {size} bytes, above the "
-            f"{MAX_MANIFEST_BYTES} that verify reads; not written",
-            hint="record the wheels in several manifests",
-        )
+    manifest = make_manifest(
+        request.wheels,
+        on_warning=lambda name, text: print(manifest_warning(name, text), file=sys.stderr),
+    )
     if request.output is None:
-        sys.stdout.write(text)
+        sys.stdout.write(manifest.text)
         return 0
-    write_output(request.output, text)
-    print(wrote_manifest(request.output, count))
+    write_output(request.output, manifest.text)
+    print(wrote_manifest(request.output, manifest.wheels))
     return 0
 
 
-def manifest_document(wheels: tuple[Path, ...]) -> tuple[dict[str, Any], int]:
-    """The manifest of ``wheels`` and how many wheels it lists."""
-    entries = []
-    for path in wheels:
-        try:
-            check_regular(path, path.stat())
-        except FileNotFoundError:
-            raise InputError(f"{path}: no such file", hint="manifest takes wheel files") from None
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-        metadata = read_wheel_metadata(path)
-        for warning in metadata.warnings:
-            print(f"archwheel: warning: {literal(path.name)}: {literal(warning)}", file=sys.stderr)
-        inventory = scan_path(path, digests=True)  # hashed as they are inflated
-        digests = native_library_digests(path, inventory.member_digests)
-        for warning in _digest_warnings(metadata, digests):
-            print(f"archwheel: warning: {literal(path.name)}: {literal(warning)}", file=sys.stderr)
-        entries.append(
-            wheel_entry(
-                path.name,
-                sha256_file(path),
-                path.stat().st_size,
-                metadata,
-                inventory,
-                native_libraries=digests.hashes,
-            )
-        )
-    return build_manifest(entries, load_facts().facts_version), len(entries)
-
-
-def _digest_warnings(metadata: WheelMetadata, digests: NativeDigests) -> list[str]:
-    """Where the libraries' bytes and RECORD disagree, and the libraries not hashed."""
-    recorded = metadata.native_library_hashes
-    differ = sorted(n for n, h in digests.hashes.items() if n in recorded and recorded[n] != h)
-    warnings = [
-        f"{name}: cannot be read ({why}): its hash is not recorded"
-        for name, why in digests.unreadable[:MAX_WARNINGS_SHOWN]
-    ]
-    if len(digests.unreadable) > MAX_WARNINGS_SHOWN:
-        warnings.append(
-            f"... and {len(digests.unreadable) - MAX_WARNINGS_SHOWN} more libraries that cannot "
-            "be read (no hash recorded)"
-        )
-    if differ:
-        warnings.append(
-            f"RECORD's sha256 of {len(differ)} native libraries is not the hash of their bytes "
-            f"(first: {differ[0]}; the wheel was changed after it was built?): the manifest "
-            "records the bytes' hashes"
-        )
-    return warnings
-
-
-def _file_facts(path: Path) -> FileFacts | None:
-    """Size and sha256 of a regular file; None when it is missing or not a regular file."""
-    try:
-        with open_regular(path) as handle:
-            size = os.fstat(handle.fileno()).st_size
-            return FileFacts(str(path), size, sha256_stream(handle))
-    except OSError:
-        return None
-
-
-def record_hash(path: str) -> str | None:
-    """RECORD's hash form of a file: ``sha256=`` + urlsafe base64 without padding."""
-    try:
-        with open_regular(path) as handle:
-            return record_form(sha256_stream(handle))
-    except OSError:
-        return None
-
-
 def run_verify(args: argparse.Namespace) -> int:
+    from archwheel.inspection import verify_manifest
+    from archwheel.interfaces.render.common import emit_result
+    from archwheel.interfaces.render.manifest import verify_markdown, verify_table
+
     request = VerifyRequest.from_args(args)
-    report = verify(request)
+    report = verify_manifest(
+        request.manifest,
+        request.wheels,
+        folder=request.dir,
+        env=request.env,
+        interpreter=request.interpreter,
+        library_hashes=request.library_hashes,
+    )
     emit_result(request.format, report, verify_table, verify_markdown)
     return report.exit_code
-
-
-def verify(request: VerifyRequest) -> VerifyReport:
-    """Every difference between the manifest and the files, the environment, or both."""
-    try:
-        document = read_json(request.manifest, MAX_MANIFEST_BYTES, MAX_NESTING)
-    except DocumentUnreadable as exc:
-        raise InputError(
-            f"{request.manifest}: {exc}", hint="verify reads what archwheel manifest writes"
-        ) from None
-    manifest = manifest_from_document(document, str(request.manifest))
-    check_files = bool(request.wheels) or request.dir is not None or not request.env
-    mismatches = []
-    files_checked: list[str] = []
-    if check_files:
-        by_name: dict[str, Path] = {}
-        if request.wheels:
-            by_name = {p.name: p for p in request.wheels}
-        else:
-            folder = request.dir or request.manifest.parent
-            by_name = {w["file"]: folder / w["file"] for w in manifest["wheels"]}
-        found: dict[str, FileFacts | None] = {}
-        for wheel in manifest["wheels"]:
-            path = by_name.get(wheel["file"])
-            facts = _file_facts(path) if path is not None else None
-            found[wheel["file"]] = facts
-            if facts is None:
-                continue
-            files_checked.append(str(path))
-        listed = {w["file"] for w in manifest["wheels"]}
-        extra = sorted(name for name in by_name if name not in listed)
-        mismatches.extend(verify_files(manifest, found, extra))
-    environment: str | None = None
-    if request.env:
-        names = tuple(str(w["name"]) for w in manifest["wheels"])
-        probed = PythonProbe(request.interpreter, also=names).probe()
-        if probed.errors:
-            raise InputError(
-                "cannot inspect the environment: " + "; ".join(e.message for e in probed.errors)
-            )
-        environment = probed.python
-        installed = InstalledEnvironment(
-            python=probed.python,
-            python_version=probed.python_version,
-            distributions=probed.distributions,
-            native_files={k: dict(v) for k, v in probed.native_files.items()},
-            torch_cuda=probed.torch.cuda,
-            torch_import_error=probed.torch.import_error,
-        )
-        hasher = record_hash if request.library_hashes else None
-        mismatches.extend(verify_environment(manifest, installed, hasher))
-    return VerifyReport(
-        manifest=str(request.manifest),
-        files_checked=tuple(files_checked),
-        environment=environment,
-        libraries_hashed=request.env and request.library_hashes,
-        mismatches=tuple(mismatches),
-    )

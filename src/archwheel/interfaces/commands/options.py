@@ -3,6 +3,9 @@
 ``--interpreter PATH`` names a Python interpreter (audit, doctor, smoke, verify); ``--python`` is
 reserved for a Python version (``build --python X.Y``), so where it once named an interpreter it
 stays as a hidden alias that warns. ``--index-url URL`` replaces the package index (build, smoke).
+
+Light to import (every command's parser uses it): what an option's check needs from the floors
+is imported when the check runs.
 """
 
 from __future__ import annotations
@@ -15,9 +18,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from archwheel.effects.engine import check_volume_name
-from archwheel.effects.files import write_text_atomic
-from archwheel.effects.process import parse_timeout
 from archwheel.errors import UsageError
 
 
@@ -82,6 +82,8 @@ def write_output(path: Path, text: str) -> None:
     """Write an ``-o FILE``: a regular file (or none yet) atomically, so that a reader sees the
     old file or the whole new one; through a link, the file it points at. Anything else the
     user named (``/dev/stdout``, a FIFO, a device) is written into, never replaced."""
+    from archwheel.effects import write_text_atomic
+
     check_output(path)
     try:
         try:
@@ -100,6 +102,8 @@ def write_output(path: Path, text: str) -> None:
 def positive_number(text: str) -> float:
     """An argparse type: a number of seconds above zero and at most a week (a timeout, a
     duration: ``effects.process.parse_timeout``)."""
+    from archwheel.effects import parse_timeout
+
     try:
         return parse_timeout(text)
     except ValueError as exc:
@@ -121,6 +125,8 @@ def check_jobs(jobs: int | None) -> None:
 def volume_name(text: str) -> str:
     """An argparse type: the name of a named volume (the compiler cache's). A name starting
     with '/' or '.' would be a host path: the cache must never be a bind mount of the host."""
+    from archwheel.effects import check_volume_name
+
     try:
         return check_volume_name(text)
     except UsageError as exc:

@@ -7,51 +7,34 @@ the exit code carries the verdict (docs/smoke.md).
 from __future__ import annotations
 
 import argparse
-import json
-import signal
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
-from archwheel.effects.engine import ENGINES, ContainerEngine, EngineSettings
-from archwheel.effects.files import write_text_atomic
-from archwheel.effects.paths import cache_dir
-from archwheel.effects.process import Echo
-from archwheel.effects.watchdog import Watchdog
 from archwheel.errors import UsageError
+from archwheel.exit_codes import ExitCode
+from archwheel.interfaces.commands import SUMMARY
 from archwheel.interfaces.commands.options import (
     add_alias,
     add_interpreter_option,
     non_negative_int,
     positive_number,
 )
-from archwheel.interfaces.render.common import echo_to
-from archwheel.interfaces.render.smoke import progress_line, render, unwritable_output
-from archwheel.smoke.environments import (
-    DEFAULT_INSTALL_TIMEOUT,
-    ContainerEnvironment,
-    ExistingEnvironment,
-    IndexOptions,
-    SmokeEnvironment,
-    VenvEnvironment,
-    check_interpreter,
-)
-from archwheel.smoke.runner import (
-    DEFAULT_STEP_TIMEOUT,
-    SmokeSettings,
-    can_run_for,
-    run_smoke,
-)
-from archwheel.verdicts.smoke import (
-    EXIT_HANG_OR_CRASH,
-    EXIT_JIT_ONLY,
-    EXIT_NO_DEVICE,
-    EXIT_NO_KERNEL_IMAGE,
-    KERNEL_STEPS,
-)
+
+if TYPE_CHECKING:
+    from archwheel.smoke import EnvironmentOptions
+
+# The help states smoke.runner.DEFAULT_STEP_TIMEOUT (300), smoke.environments.
+# DEFAULT_INSTALL_TIMEOUT (1800), verdicts.smoke.KERNEL_STEPS and effects.engine.ENGINES as
+# text, so that `--help` imports none of them (the defaults are filled in by `from_args`;
+# tests/unit/interfaces/test_command_imports.py checks that they are the code's).
+STEP_TIMEOUT_SHOWN = 300
+INSTALL_TIMEOUT_SHOWN = 1800
+KERNEL_STEPS_SHOWN = "matmul_fp32,matmul_fp16,matmul_bf16,conv2d_cudnn,elementwise,reduction"
+ENGINES_SHOWN = ("docker", "podman")
+# smoke's own exit codes, as the epilog shows them (exit_codes.py)
+_NO_DEVICE, _JIT_ONLY = ExitCode.SMOKE_NO_DEVICE, ExitCode.SMOKE_JIT_ONLY
+_NO_KERNEL_IMAGE, _HANG_OR_CRASH = ExitCode.SMOKE_NO_KERNEL_IMAGE, ExitCode.SMOKE_HANG_OR_CRASH
 
 EPILOG = f"""\
 examples:
@@ -66,16 +49,16 @@ each kernel runs first with CUDA_DISABLE_PTX_JIT=1 (native cubins only), then, i
 with the JIT allowed: each step reports native, jit-only or no-kernel-image.
 
 exit codes: 0 all native and correct, 1 wrong results or errors (or torch does not import),
-2 usage, 4 the environment or install failed, {EXIT_NO_DEVICE} no CUDA device,
-{EXIT_JIT_ONLY} some kernels only through the PTX JIT, {EXIT_NO_KERNEL_IMAGE} no kernel image,
-{EXIT_HANG_OR_CRASH} a step hung or crashed (docs/smoke.md)
+2 usage, 4 the environment or install failed, {_NO_DEVICE} no CUDA device,
+{_JIT_ONLY} some kernels only through the PTX JIT, {_NO_KERNEL_IMAGE} no kernel image,
+{_HANG_OR_CRASH} a step hung or crashed (docs/smoke.md)
 """
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "smoke",
-        help="install wheels in a fresh environment and prove their kernels run on this GPU",
+        help=SUMMARY["smoke"],
         description=(
             "Install wheels in a fresh virtual environment (or containers with the GPUs "
             "attached, docker or podman), then run real kernels on every GPU under a watchdog "
@@ -96,16 +79,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--timeout",
         type=positive_number,
-        default=DEFAULT_STEP_TIMEOUT,
         metavar="SECONDS",
-        help=f"time limit of each step (default {DEFAULT_STEP_TIMEOUT:g})",
+        help=f"time limit of each step (default {STEP_TIMEOUT_SHOWN})",
     )
     parser.add_argument(
         "--install-timeout",
         type=positive_number,
-        default=DEFAULT_INSTALL_TIMEOUT,
         metavar="SECONDS",
-        help=f"time limit of the install (default {DEFAULT_INSTALL_TIMEOUT:g})",
+        help=f"time limit of the install (default {INSTALL_TIMEOUT_SHOWN})",
     )
     index = parser.add_mutually_exclusive_group()
     index.add_argument(
@@ -119,7 +100,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--steps",
         metavar="LIST",
-        help=f"comma list of kernel steps (default: {','.join(KERNEL_STEPS)})",
+        help=f"comma list of kernel steps (default: {KERNEL_STEPS_SHOWN})",
     )
     parser.add_argument(
         "--device",
@@ -136,7 +117,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--engine",
-        choices=ENGINES,
+        choices=ENGINES_SHOWN,
         default="docker",
         help="--backend docker: the container engine (default docker)",
     )
@@ -177,13 +158,17 @@ class SmokeRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SmokeRequest:
+        from archwheel.smoke import DEFAULT_INSTALL_TIMEOUT, DEFAULT_STEP_TIMEOUT
+
         if args.output is not None and not args.output.resolve().parent.is_dir():
             raise UsageError(f"--output: folder {args.output.parent} does not exist")
         return cls(
             wheels=tuple(args.wheels),
             backend=args.backend,
-            timeout=args.timeout,
-            install_timeout=args.install_timeout,
+            timeout=DEFAULT_STEP_TIMEOUT if args.timeout is None else args.timeout,
+            install_timeout=(
+                DEFAULT_INSTALL_TIMEOUT if args.install_timeout is None else args.install_timeout
+            ),
             index_url=args.index_url,
             find_links=args.find_links,
             snippet=args.snippet,
@@ -198,17 +183,53 @@ class SmokeRequest:
             quiet=args.quiet or args.format == "json",
         )
 
+    @property
+    def environment(self) -> EnvironmentOptions:
+        """The options of the environment the wheels are tested in."""
+        from archwheel.smoke import EnvironmentOptions
+
+        return EnvironmentOptions(
+            wheels=self.wheels,
+            backend=self.backend,
+            install_timeout=self.install_timeout,
+            index_url=self.index_url,
+            find_links=self.find_links,
+            snippet=self.snippet,
+            interpreter=self.interpreter,
+            image=self.image,
+            engine=self.engine,
+            keep=self.keep,
+        )
+
 
 def run(args: argparse.Namespace) -> int:
+    import json
+    import signal
+    import sys
+
+    from rich.console import Console
+
+    from archwheel.effects import Watchdog, write_text_atomic
+    from archwheel.interfaces.render.common import echo_to
+    from archwheel.interfaces.render.smoke import progress_line, render, unwritable_output
+    from archwheel.smoke import (
+        SmokeSettings,
+        can_run_for,
+        kernel_steps,
+        make_environment,
+        positive_seconds,
+        run_smoke,
+    )
+
     request = SmokeRequest.from_args(args)
     err = Console(stderr=True, highlight=False)
     quiet = request.quiet
     progress = None if quiet else (lambda msg: err.print(progress_line(msg)))
     echo = None if quiet else echo_to(err, style="dim", soft_wrap=True)
-    environment = _environment(request, echo)
+    environment = make_environment(request.environment, echo)
     settings = SmokeSettings(
-        step_timeout=_positive(request.timeout, "--timeout"),
-        steps=_steps(request.steps),
+        step_timeout=positive_seconds(request.timeout, "--timeout"),
+        steps=kernel_steps(request.steps),
         devices=request.devices,
     )
     inputs = [str(w) for w in request.wheels] or [environment.description]
@@ -246,74 +267,3 @@ def _installed_python(request: SmokeRequest) -> str | None:
 
 def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
-
-
-def _positive(value: float, flag: str) -> float:
-    if not value > 0:
-        raise UsageError(f"{flag} must be a positive number of seconds, not {value:g}")
-    return value
-
-
-def _steps(text: str | None) -> tuple[str, ...]:
-    if not text:
-        return KERNEL_STEPS
-    steps = tuple(s.strip() for s in text.split(",") if s.strip())
-    unknown = [s for s in steps if s not in KERNEL_STEPS]
-    if unknown or not steps:
-        raise UsageError(
-            f"unknown smoke step {', '.join(unknown) or '(none)'}",
-            hint=f"choose from {','.join(KERNEL_STEPS)}",
-        )
-    return steps
-
-
-def _environment(request: SmokeRequest, echo: Echo | None) -> SmokeEnvironment:
-    if request.snippet is not None and not request.snippet.is_file():
-        raise UsageError(f"smoke snippet not found: {request.snippet}")
-    if request.find_links is not None and not request.find_links.is_dir():
-        raise UsageError(f"--find-links folder not found: {request.find_links}")
-    index = IndexOptions(index_url=request.index_url, find_links=request.find_links)
-    install_timeout = _positive(request.install_timeout, "--install-timeout")
-    if request.backend == "existing":
-        if request.wheels:
-            raise UsageError(
-                "--backend existing installs nothing; "
-                "it tests the interpreter given by --interpreter",
-                hint="drop the wheels, or use --backend venv",
-            )
-        if not request.interpreter:
-            raise UsageError(
-                "--backend existing needs --interpreter PATH (an interpreter with torch)"
-            )
-        return ExistingEnvironment(
-            python=check_interpreter(request.interpreter), snippet=request.snippet
-        )
-    if not request.wheels:
-        raise UsageError(
-            "no wheels given",
-            hint="archwheel smoke WHEEL... (or --backend existing --interpreter PY)",
-        )
-    if request.backend == "docker":
-        if not request.image:
-            raise UsageError(
-                "--backend docker needs --image IMAGE (an image with python3 and venv)",
-                hint="the builder image has them (`archwheel build` makes it)",
-            )
-        settings = EngineSettings.create(request.engine, config_dir=cache_dir())
-        return ContainerEnvironment(
-            wheels=tuple(request.wheels),
-            image=request.image,
-            engine=ContainerEngine(settings, echo=echo),
-            index=index,
-            snippet=request.snippet,
-            install_timeout=install_timeout,
-            keep=request.keep,
-        )
-    return VenvEnvironment(
-        wheels=tuple(request.wheels),
-        index=index,
-        snippet=request.snippet,
-        python=check_interpreter(request.interpreter) if request.interpreter else sys.executable,
-        install_timeout=install_timeout,
-        keep=request.keep,
-    )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from rich.console import Console
 
+from archwheel.binary.demangle import demangle
 from archwheel.interfaces.render.common import (
     MAX_LIBRARY_ROWS,
     bounded,
@@ -15,7 +17,13 @@ from archwheel.interfaces.render.common import (
     more_rows,
     safe,
 )
-from archwheel.verdicts.load import LibraryLoad, LoadReport, LoadVerdict, MissingSymbol
+from archwheel.verdicts.load import (
+    LibraryLoad,
+    LoadReport,
+    LoadVerdict,
+    MissingSymbol,
+    mangled_names,
+)
 
 _LABEL = {
     LoadVerdict.LOADS: "loads",
@@ -126,3 +134,19 @@ def render_markdown(report: LoadReport, demangled: Mapping[str, str]) -> str:
         parts.append("\n" + md_text(more_rows(hidden, "libraries", MAX_LIBRARY_ROWS)))
     parts.extend(f"\n- problem: {p}" for p in report.problems)
     return "\n".join(parts) + "\n"
+
+
+def demangled_names(report: LoadReport) -> dict[str, str]:
+    """The demangled name of each missing C++ symbol (through c++filt; empty without it)."""
+    return demangle(mangled_names(report))
+
+
+def can_load_json(report: LoadReport, demangled: Mapping[str, str], code: int) -> dict[str, Any]:
+    """The JSON document: the report's, each missing symbol with its demangled name, and the
+    exit code."""
+    document = report.to_json()
+    for lib in document["libraries"]:
+        for s in lib["missing_symbols"]:
+            s["demangled"] = demangled.get(s["name"], s["name"])
+    document["exit_code"] = code
+    return document

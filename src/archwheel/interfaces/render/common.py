@@ -18,10 +18,10 @@ from rich.markup import escape
 from rich.text import Text
 
 from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.interfaces.render.formats import FORMATS as FORMATS  # noqa: PLC0414 - re-exported
+from archwheel.text import MAX_SHOWN as MAX_SHOWN  # noqa: PLC0414 - re-exported
+from archwheel.text import literal as literal  # noqa: PLC0414 - re-exported
 
-FORMATS = ("table", "json", "markdown")
-# The most characters of one name or message shown in text output (JSON keeps everything).
-MAX_SHOWN = 2048
 _MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*[]<>"})
 # Rows of one input's per-library tables in text, Markdown and HTML (JSON lists every library):
 # a wheel of 200000 tiny libraries must not take minutes and gigabytes to print. Real wheels are
@@ -57,35 +57,6 @@ def bounded(
 def more_rows(hidden: int, what: str, limit: int) -> str:
     """The line that stands for the rows ``bounded`` left out."""
     return f"... and {hidden} more {what} (at most {limit} shown; --format json lists all)"
-
-
-def literal(text: object, limit: int = MAX_SHOWN) -> str:
-    """Text from an input as it is shown: every character that is not printable (ESC, OSC,
-    CR, BEL, bidirectional overrides, NUL ...) as a Python escape, cut to ``limit`` characters.
-
-    The one helper for every name and message that reaches a terminal, a log or Markdown; rich
-    markup is escaped on top by ``safe``. JSON output never goes through it: it stays exact.
-    """
-    raw = str(text)
-    if len(raw) > limit:
-        raw = raw[:limit]
-        cut = True
-    else:
-        cut = False
-    if not raw.isprintable():
-        raw = "".join(c if c.isprintable() else _escaped(c) for c in raw)
-    if cut or len(raw) > limit:
-        raw = raw[: max(0, limit - 3)] + "..."
-    return raw
-
-
-def _escaped(char: str) -> str:
-    code = ord(char)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
 
 
 def safe(text: object, limit: int = MAX_SHOWN) -> str:

@@ -25,6 +25,11 @@ def _shown(report: VerifyReport) -> tuple[list[Mismatch], int]:
     return bounded(report.mismatches, MAX_MISMATCH_ROWS)
 
 
+def manifest_warning(wheel: str, text: str) -> str:
+    """The stderr line of a warning about one wheel while its manifest is made."""
+    return f"archwheel: warning: {literal(wheel)}: {literal(text)}"
+
+
 def wrote_manifest(path: Path, wheels: int) -> str:
     """The line ``manifest -o FILE`` prints after writing FILE."""
     return f"wrote {literal(path)} ({wheels} wheel{'s' if wheels != 1 else ''})"

@@ -1,0 +1,52 @@
+"""The inspection use case: read wheels, libraries and environments, and judge them.
+
+What ``archwheel audit``, ``arch``, ``can-run``, ``can-load``, ``diff``, ``manifest`` and
+``verify`` do, as calls a library user makes too (``archwheel.audit`` and its siblings call
+them): ``audits`` scans inputs and audits them, ``arch_lists`` answers an arch list or a fleet,
+``running`` says whether inputs run on GPUs, ``loading`` whether a wheel loads next to a torch
+(with the environment probes that needs), ``diffing`` compares two builds (reading audit
+documents), ``manifests`` makes and verifies manifests. The judgements are ``verdicts/``'s;
+this floor reads what they judge. Like every use case it imports no other use case.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from archwheel._lazy import lazy_exports
+
+__all__ = [
+    "ArchFormsWithConsumers",
+    "Manifest",
+    "answer_arch",
+    "audit_inputs",
+    "can_load",
+    "can_run",
+    "diff_builds",
+    "make_manifest",
+    "read_side",
+    "verify_manifest",
+]
+
+_WHERE = {
+    "ArchFormsWithConsumers": "arch_lists",
+    "Manifest": "manifests",
+    "answer_arch": "arch_lists",
+    "audit_inputs": "audits",
+    "can_load": "loading",
+    "can_run": "running",
+    "diff_builds": "diffing",
+    "make_manifest": "manifests",
+    "read_side": "diffing",
+    "verify_manifest": "manifests",
+}
+
+if TYPE_CHECKING:
+    from archwheel.inspection.arch_lists import ArchFormsWithConsumers, answer_arch
+    from archwheel.inspection.audits import audit_inputs
+    from archwheel.inspection.diffing import diff_builds, read_side
+    from archwheel.inspection.loading import can_load
+    from archwheel.inspection.manifests import Manifest, make_manifest, verify_manifest
+    from archwheel.inspection.running import can_run
+else:
+    __getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -1,0 +1,45 @@
+"""The audit: scan each input (a wheel, a file, a directory, an installed distribution) and
+judge it against a requested arch list (``archwheel audit``, ``archwheel.audit``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from archwheel.binary.model import InputInventory
+from archwheel.binary.scan.inputs import ProgressCallback, scan_installed, scan_path
+from archwheel.facts.arch import ArchList
+from archwheel.verdicts.audit import AuditReport, audit
+
+
+def audit_inputs(
+    paths: Sequence[Path | str] = (),
+    *,
+    installed: Sequence[str] = (),
+    interpreter: str | None = None,
+    expect: ArchList | None = None,
+    workers: int | None = None,
+    deep: bool = False,
+    all_members: bool = False,
+    on_progress: ProgressCallback | None = None,
+) -> list[AuditReport]:
+    """One report per input, paths first, then installed distributions (in ``interpreter``'s
+    environment, default this one), each judged against ``expect`` (None: inventory only).
+
+    Every input is scanned before any is judged; an input that cannot be read at all is an
+    ``InputError`` (a missing file, a FIFO, not a supported kind), one read in part a report
+    that says so (``complete`` false)."""
+    inventories: list[InputInventory] = []
+    for path in paths:
+        inventories.append(
+            scan_path(
+                path,
+                on_progress=on_progress,
+                workers=workers,
+                all_members=all_members,
+                deep=deep,
+            )
+        )
+    for dist in installed:
+        inventories.append(scan_installed(dist, interpreter, on_progress=on_progress, deep=deep))
+    return [audit(inventory, expect) for inventory in inventories]
