@@ -68,6 +68,7 @@ def _module(short: str) -> str:
         "verdicts.load": "archwheel.verdicts.load",
         "build.recipe": "archwheel.wheelbuild.recipe",
         "build.source": "archwheel.wheelbuild.source",
+        "build.jobs": "archwheel.wheelbuild.jobs",
         "matrix.plan": "archwheel.matrix.plan",
         "matrix.index": "archwheel.matrix.index",
         "inspection.diffing": "archwheel.inspection.diffing",

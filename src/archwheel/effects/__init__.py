@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 from archwheel._lazy import lazy_exports
 
 __all__ = [
+    "ENGINES",
     "ContainerEngine",
+    "EngineName",
     "EngineSettings",
     "Watchdog",
     "cache_dir",
@@ -22,6 +24,8 @@ __all__ = [
 ]
 
 _WHERE = {
+    "ENGINES": "engine",
+    "EngineName": "engine",
     "ContainerEngine": "engine",
     "EngineSettings": "engine",
     "Watchdog": "watchdog",
@@ -33,7 +37,13 @@ _WHERE = {
 }
 
 if TYPE_CHECKING:
-    from archwheel.effects.engine import ContainerEngine, EngineSettings, check_volume_name
+    from archwheel.effects.engine import (
+        ENGINES,
+        ContainerEngine,
+        EngineName,
+        EngineSettings,
+        check_volume_name,
+    )
     from archwheel.effects.files import write_text_atomic
     from archwheel.effects.paths import cache_dir
     from archwheel.effects.process import parse_timeout, run_program

@@ -13,7 +13,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from archwheel.errors import UsageError
+
 GIB = 1 << 30
+# The most compile jobs a build takes (``--jobs``): ninja and make start that many compilers.
+MAX_JOBS = 1024
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,12 @@ class JobCount:
     by_memory: int
     requested: int | None
     reason: str
+
+
+def check_jobs(jobs: int | None) -> None:
+    """``UsageError`` unless ``jobs`` (``--jobs``) is None or 1 to ``MAX_JOBS``."""
+    if jobs is not None and not 1 <= jobs <= MAX_JOBS:
+        raise UsageError(f"--jobs must be at least 1 and at most {MAX_JOBS}, not {jobs}")
 
 
 def choose_jobs(

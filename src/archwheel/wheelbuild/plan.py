@@ -33,7 +33,7 @@ from types import MappingProxyType
 
 from archwheel.effects.engine import EngineName, Mount
 from archwheel.effects.pipconfig import PipSettings
-from archwheel.errors import ArchListError
+from archwheel.errors import ArchListError, UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.arch_grammars import parse_arch_list
 from archwheel.facts.catalog import CudaFacts, load_facts
@@ -142,13 +142,24 @@ def check_arch_list(
     return CheckedArchList(arch_list, value)
 
 
+def choose_python(recipe: Recipe, requested: str | None) -> str:
+    """The Python a build targets: the one asked for (X.Y, or X.Yt), else the recipe's first.
+    The one place this is decided; a version the recipe does not support is refused."""
+    python = requested or recipe.default_python
+    if python not in recipe.python_versions:
+        raise UsageError(
+            f"recipe {recipe.name} does not support Python {python}",
+            hint=f"supported: {', '.join(recipe.python_versions)}",
+        )
+    return python
+
+
 @dataclass(frozen=True)
 class BuildOptions:
-    """What the user asked for on the command line (already parsed)."""
+    """The request's settings that shape the plan, already checked. The arch list and the job
+    count reach ``make_plan`` in their checked shapes (``CheckedArchList``, ``JobCount``)."""
 
-    arch: str | None = None
-    python: str | None = None
-    jobs: int | None = None
+    python: str | None = None  # None: the recipe's first (``choose_python``)
     out: Path = Path("dist")
     engine: EngineName = "docker"
     check_reproducible: bool = False
@@ -249,7 +260,7 @@ def make_plan(
     torch: TorchBuild | None = None,
 ) -> BuildPlan:
     """Decide everything; run nothing. ``arch`` comes from ``check_arch_list``."""
-    python = options.python or recipe.default_python
+    python = choose_python(recipe, options.python)
     arch_list = arch.arch_list
     arch_value = arch.value
     uid_gid = f"{user[0]}:{user[1]}"

@@ -14,8 +14,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from archwheel import __version__
+
+if TYPE_CHECKING:  # the types only: this module stays cheap to import (provenance_path)
+    from archwheel.wheelbuild.builder_image import Toolchain
+    from archwheel.wheelbuild.gate import GateVerdict, LoadGateVerdict
+    from archwheel.wheelbuild.plan import BuildPlan
+    from archwheel.wheelbuild.remote_cache import CacheCounts
+    from archwheel.wheelbuild.reproducible import WheelComparison
+    from archwheel.wheelbuild.workfolder import Built
 
 PROVENANCE_SCHEMA_VERSION = 1
 PROVENANCE_SUFFIX = ".provenance.json"
@@ -95,3 +104,92 @@ def provenance_document(
         # can-load against that torch (build/gate.load_gate); None without a pinned torch.
         "load": dict(load) if load is not None else None,
     }
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What a build run found and measured; with its plan, all that its provenance says."""
+
+    started_at: str
+    engine_version: str
+    images: ImageRecord
+    toolchain: Toolchain
+    torch_image: Mapping[str, object] | None  # the pinned torch's image, when there is one
+    built: Built  # the first build (the delivered wheel's)
+    cache_counts: CacheCounts
+    remote_cache: Mapping[str, object] | None
+    repair: Mapping[str, object] | None
+    comparison: WheelComparison | None
+    verdict: GateVerdict
+    load: LoadGateVerdict | None
+    timings: Mapping[str, float]
+
+
+def provenance_for(
+    plan: BuildPlan, wheel: Path, wheel_sha256: str, run: RunRecord
+) -> dict[str, object]:
+    """The provenance document of ``wheel`` (the staged, final bytes), from its plan and run."""
+    recipe = plan.recipe
+    counts = run.cache_counts
+    document = provenance_document(
+        wheel_name=wheel.name,
+        wheel_sha256=wheel_sha256,
+        wheel_size=wheel.stat().st_size,
+        recipe={
+            "name": recipe.name,
+            "path": str(recipe.path),
+            "sha256": recipe.sha256,
+            "kind": recipe.kind,
+            "version": recipe.version,
+        },
+        source=plan.source.to_json_dict(),
+        images=run.images,
+        toolchain=run.toolchain.to_json_dict(),
+        arch={
+            "requested": str(plan.arch_list),
+            "variable": recipe.arch.variable,
+            "format": recipe.arch.format,
+            "consumer": recipe.arch.consumer,
+            "torch_grammar": recipe.arch.torch,
+            "value": plan.arch_value,
+        },
+        python=plan.python,
+        environment=dict(plan.build_env),
+        command=recipe.build.command.strip(),
+        source_date_epoch=plan.source.source_date_epoch,
+        engine={"name": plan.engine, "version": run.engine_version},
+        jobs={
+            "jobs": plan.jobs.jobs,
+            "by_cpu": plan.jobs.by_cpu,
+            "by_memory": plan.jobs.by_memory,
+            "requested": plan.jobs.requested,
+            "variable": recipe.build.jobs_variable,
+        },
+        network_during_compile=plan.network_during_compile,
+        timings=run.timings,
+        compiler_cache={
+            "volume": plan.ccache_volume,
+            "ccache": run.toolchain.ccache,
+            **run.built.cache_stats,
+            "local_hits": counts.local_hits,
+            "remote_hits": counts.remote_hits,
+            "misses": counts.misses,
+            "hit_rates": counts.rates(),
+            "remote": dict(run.remote_cache) if run.remote_cache is not None else None,
+            # each compile's input file and where its object came from (ccache's stats log):
+            # which objects a cache supplied, and from which machine
+            "compiles": [c.to_json_dict() for c in run.built.compiles],
+            "key": "ccache's own key + namespace of the toolkit identity and the "
+            "environment-carried compiler flags (build/remote_cache.py)"
+            if plan.ccache_volume
+            else None,
+        },
+        audit={"ok": run.verdict.ok, "summary": run.verdict.summary},
+        reproducibility=run.comparison.to_json_dict() if run.comparison else None,
+        smoke_snippet=recipe.smoke_snippet,
+        started_at=run.started_at,
+        torch=run.torch_image,
+        load=run.load.to_json_dict() if run.load is not None else None,
+    )
+    document["repair"] = dict(run.repair) if run.repair is not None else None
+    return document

@@ -3,15 +3,34 @@ cells are built by the fake builder through the same wiring the real build uses)
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from pathlib import Path
+from types import MappingProxyType
 
 import jsonschema
 import pytest
+from rich.console import Console
 
+from archwheel.errors import InputError
 from archwheel.interfaces.cli import build_parser
-from archwheel.interfaces.commands.matrix import MatrixRequest, run_request
-from archwheel.matrix.index import read_index
+from archwheel.interfaces.commands.matrix import (
+    MatrixRequest,
+    cell_builder,
+    recipe_facts,
+    run_request,
+)
+from archwheel.matrix import Cell, Verdict, make_plan, read_index, run_matrix
+from archwheel.wheelbuild import (
+    BuildReporter,
+    BuildRequest,
+    BuildResult,
+    BuiltWheel,
+    build_wheel,
+    provenance_path,
+)
+from archwheel.wheelbuild.gate import GateVerdict
 from tests.support.cli import CliRun
 from tests.support.index_wheels import device_library, make_dist
 from tests.support.matrix_fakes import FakeCellBuilder
@@ -168,3 +187,53 @@ def test_a_changed_source_rebuilds_its_cells(
     assert actions() == ["skip"]
     (tmp_path / "src" / "kernel.cu").write_text("// two\n")
     assert actions() == ["build"]
+
+
+def _build_result(out: Path) -> BuildResult:
+    wheel = FakeCellBuilder()(Cell("example", None, "3.11", "8.0;9.0"), out).wheel
+    provenance = provenance_path(wheel)
+    provenance.write_text("{}")
+    plan = build_wheel(BuildRequest(recipe="example", plan_only=True)).plan
+    built = BuiltWheel(wheel, provenance, "0" * 64, GateVerdict(True, "ok"), MappingProxyType({}))
+    return BuildResult(plan, None, built, out / "logs" / "cell.log")
+
+
+def test_the_injected_build_use_case_builds_each_cell_without_redirecting_stdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The matrix gets ``build_wheel`` as its cell builder: the request is the cell's, standard
+    output is never redirected (the build prints nothing itself), and the wheel and its
+    provenance come from the BuildResult."""
+    stdout = sys.stdout
+    requests: list[BuildRequest] = []
+
+    def build(request: BuildRequest, reporter: BuildReporter) -> BuildResult:
+        assert sys.stdout is stdout
+        assert reporter.echo is None  # quiet: the matrix shows each cell's plan and result
+        requests.append(request)
+        return _build_result(request.out)
+
+    matrix = _request(tmp_path / "index", tmp_path / "work")
+    builder = cell_builder(matrix, build, shown=Console(file=io.StringIO()))
+    made = builder(Cell("example", None, "3.11", "8.0;9.0"), tmp_path / "cell")
+    assert made.wheel.parent == tmp_path / "cell"
+    assert made.provenance == provenance_path(made.wheel)
+    (request,) = requests
+    assert (request.recipe, request.torch, request.python, request.arch) == (
+        "example", None, "3.11", "8.0;9.0",
+    )  # fmt: skip
+    assert request.out == tmp_path / "cell" and not request.plan_only
+    assert capsys.readouterr().out == ""
+
+
+def test_a_cell_whose_build_raises_gets_the_errors_message(tmp_path: Path) -> None:
+    def build(request: BuildRequest, reporter: BuildReporter) -> BuildResult:
+        raise InputError(f"sdist of {request.recipe}: sha256 is not the recipe's", hint="pin")
+
+    matrix = _request(tmp_path / "index", tmp_path / "work")
+    plan = make_plan(matrix.spec, recipe_facts(matrix.spec), ())
+    builder = cell_builder(matrix, build, shown=Console(file=io.StringIO()))
+    result = run_matrix(plan, builder, tmp_path / "index", tmp_path / "work")
+    assert [c.verdict for c in result.cells] == [Verdict.BUILD_FAILED, Verdict.BUILD_FAILED]
+    assert result.cells[0].message == "sdist of example: sha256 is not the recipe's (pin)"
+    assert result.cells[1].message.startswith("sdist of libtorch-ops:")

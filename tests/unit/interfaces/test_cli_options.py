@@ -16,7 +16,7 @@ import pytest
 
 from archwheel.interfaces.cli import build_parser
 from archwheel.interfaces.commands.audit import AuditRequest
-from archwheel.interfaces.commands.build import BuildRequest
+from archwheel.interfaces.commands.build import BuildCommand
 from archwheel.interfaces.commands.doctor import DoctorRequest
 from archwheel.interfaces.commands.manifest import VerifyRequest
 from archwheel.interfaces.commands.smoke import SmokeRequest
@@ -80,7 +80,7 @@ def test_help_names_interpreter_and_hides_the_alias(
 def test_build_python_is_a_version_and_takes_no_interpreter(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    request = BuildRequest.from_args(parse(["build", "--python", "3.12"]))
+    request = BuildCommand.from_args(parse(["build", "--python", "3.12"])).request
     assert request.python == "3.12"
     assert capsys.readouterr().err == ""
     with pytest.raises(SystemExit) as info:

@@ -32,12 +32,12 @@ FLOOR_PACKAGES = (
     "crosscheck",
     "matrix",
 )
-# Packages of which this branch declares the public names (wheelbuild and matrix: branch hA).
-DECLARED = ("facts", "effects", "binary", "verdicts", "inspection", "smoke", "doctor", "crosscheck")
-EXEMPT = {
-    "build.py",  # until the build use case lands (branch hA)
-    "matrix.py",  # until the build use case lands (branch hA)
-}
+# Packages that declare their public names: every floor and use case.
+DECLARED = (
+    "facts", "effects", "binary", "verdicts", "inspection", "smoke", "doctor", "crosscheck",
+    "wheelbuild", "matrix",
+)  # fmt: skip
+EXEMPT: set[str] = set()
 # Beside the floors: any module may import them.
 SHARED = {"archwheel", "archwheel.errors", "archwheel.exit_codes", "archwheel.text"}
 

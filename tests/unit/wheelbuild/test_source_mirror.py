@@ -140,7 +140,7 @@ def test_mirror_key_checks(tmp_path: Path) -> None:
 
 def test_git_mirror_flag() -> None:
     from archwheel.errors import UsageError
-    from archwheel.interfaces.commands.build import with_git_mirrors
+    from archwheel.wheelbuild import with_git_mirrors
     from archwheel.wheelbuild.recipe import load_recipe
     from tests.support.paths import ROOT
 

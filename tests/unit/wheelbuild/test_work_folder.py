@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from archwheel.errors import BuildError
-from archwheel.wheelbuild import runner
+from archwheel.wheelbuild import workfolder
 from archwheel.wheelbuild.plan import BUILD
 from archwheel.wheelbuild.remote_cache import STATS_LOG
 from tests.support.fuzz import watchdog
@@ -23,15 +23,15 @@ def test_the_built_wheel_must_be_a_regular_file(tmp_path: Path) -> None:
     host_file.write_bytes(b"PK\x05\x06" + b"\0" * 18)
     (dist / "demo-1.0-py3-none-any.whl").symlink_to(host_file)
     with pytest.raises(BuildError, match="as a link or a special file"):
-        runner._built_wheels(dist)
+        workfolder.built_wheels(dist)
     (dist / "demo-1.0-py3-none-any.whl").unlink()
     os.mkfifo(dist / "demo-1.0-py3-none-any.whl")
     with pytest.raises(BuildError, match="as a link or a special file"):
-        runner._built_wheels(dist)
+        workfolder.built_wheels(dist)
     (dist / "demo-1.0-py3-none-any.whl").unlink()
     (dist / "demo-1.0-py3-none-any.whl").write_bytes(b"wheel")
     (dist / "notes.txt").symlink_to(host_file)  # not a wheel: not looked at
-    assert runner._built_wheels(dist) == [dist / "demo-1.0-py3-none-any.whl"]
+    assert workfolder.built_wheels(dist) == [dist / "demo-1.0-py3-none-any.whl"]
 
 
 def test_a_dist_folder_made_a_link_is_refused(tmp_path: Path) -> None:
@@ -40,8 +40,8 @@ def test_a_dist_folder_made_a_link_is_refused(tmp_path: Path) -> None:
     (elsewhere / "demo-1.0-py3-none-any.whl").write_bytes(b"wheel")
     (tmp_path / "dist").symlink_to(elsewhere)
     with pytest.raises(BuildError, match="a symbolic link"):
-        runner._built_wheels(tmp_path / "dist")
-    assert runner._built_wheels(tmp_path / "missing") == []
+        workfolder.built_wheels(tmp_path / "dist")
+    assert workfolder.built_wheels(tmp_path / "missing") == []
 
 
 @pytest.mark.parametrize("kind", ["fifo", "link"])
@@ -55,4 +55,4 @@ def test_the_compile_log_is_not_waited_on_or_followed(tmp_path: Path, kind: str)
         target.write_text("# /build/src/a.cpp\ncache_miss\n")  # read, it would be one record
         log.symlink_to(target)
     with watchdog(20):
-        assert runner._read_compiles(tmp_path) == ()
+        assert workfolder.read_compiles(tmp_path) == ()

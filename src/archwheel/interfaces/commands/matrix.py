@@ -1,61 +1,70 @@
 """``archwheel matrix`` and ``archwheel publish``: build matrices into a PEP 503 index.
 
 ``matrix`` reads a matrix (TOML and/or flags), prints the plan (``--plan`` stops there), builds
-each missing cell with ``archwheel build`` (this floor wires the build use case into the
-matrix use case, which never imports it), and publishes each audited wheel into the index.
+each missing cell with the build use case (``wheelbuild.build_wheel``, injected here into the
+matrix use case as its ``CellBuilder``: the matrix never imports ``wheelbuild``), and publishes
+each audited wheel into the index.
 ``publish`` puts wheels built elsewhere into an index, through the same audit (docs/matrix.md).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from archwheel import __version__
-from archwheel.effects.engine import ENGINES, EngineName
-from archwheel.effects.files import write_text_atomic
-from archwheel.effects.paths import cache_dir, recipe_dirs
-from archwheel.errors import BuildError, UsageError
+from archwheel.effects import ENGINES, EngineName, write_text_atomic
+from archwheel.errors import UsageError
 from archwheel.exit_codes import EXIT_OK, EXIT_VERDICT_FAILED
-from archwheel.facts.arch import ArchList
-from archwheel.facts.catalog import load_facts
-from archwheel.interfaces.commands.build import (
-    BuildRequest,
-    PipRequest,
-    build,
-    cache_url_option,
-)
-from archwheel.interfaces.commands.options import check_jobs, volume_name
+from archwheel.facts import ArchList
+from archwheel.interfaces.commands.build import cache_url_option
+from archwheel.interfaces.commands.options import volume_name
+from archwheel.interfaces.render.build import ConsoleReporter, print_result
 from archwheel.interfaces.render.ci import to_yaml
 from archwheel.interfaces.render.common import console, dump_json, err_console
 from archwheel.interfaces.render.html import index_renderer
 from archwheel.interfaces.render.matrix import print_cell, print_plan, print_publish, print_summary
-from archwheel.matrix.export import EXPORTS, ExportOptions, export
-from archwheel.matrix.index import Candidate, candidates_from, publish, read_index
-from archwheel.matrix.plan import (
+from archwheel.matrix import (
+    EXPORTS,
     MAX_MATRIX_CELLS,
     Action,
+    Candidate,
     Cell,
+    CellBuilder,
+    CellOutput,
+    ExportOptions,
     MatrixPlan,
     MatrixSpec,
     RecipeFacts,
+    candidates_from,
+    export_workflow,
     load_matrix,
     make_plan,
     parse_exclusion,
+    publish,
+    read_index,
+    run_matrix,
 )
-from archwheel.matrix.run import CellBuilder, CellOutput, run_matrix
-from archwheel.wheelbuild.plan import DEFAULT_CCACHE_SIZE, DEFAULT_CCACHE_VOLUME, check_arch_list
-from archwheel.wheelbuild.provenance import provenance_path
-from archwheel.wheelbuild.recipe_lookup import find_recipe
-from archwheel.wheelbuild.recipe_model import Recipe
-from archwheel.wheelbuild.recipe_torch import with_torch
-from archwheel.wheelbuild.remote_cache import CACHE_URL_ENV, CacheUrl
-from archwheel.wheelbuild.source import resolve_source
+from archwheel.wheelbuild import (
+    CACHE_URL_ENV,
+    DEFAULT_CCACHE_VOLUME,
+    BuildReporter,
+    BuildRequest,
+    BuildResult,
+    CacheUrl,
+    PipRequest,
+    build_wheel,
+    check_jobs,
+    provenance_path,
+    summarize_recipes,
+)
 
 MATRIX_EPILOG = """\
 examples:
@@ -229,49 +238,36 @@ class MatrixRequest:
 
 
 def recipe_facts(spec: MatrixSpec) -> dict[str, RecipeFacts]:
-    """The recipes of the matrix, read and checked (each arch list against each toolkit)."""
-    facts = load_facts()
-    found: dict[str, RecipeFacts] = {}
-    for name in spec.recipes:
-        recipe = find_recipe(name, recipe_dirs(), facts)
-        pin = recipe.torch.pin
-        # Each torch of the axis replaces the recipe's pin (a recipe without one has no torch
-        # axis): its CUDA must be the recipe's, and each arch list must suit its grammar.
-        variants = [with_torch(recipe, t) for t in spec.torch] if pin is not None else []
-        for variant in variants or [recipe]:
-            for arch in spec.arch or [None]:
-                check_arch_list(variant, arch, facts)  # a list it cannot build: exit 2
-        found[name] = RecipeFacts(
-            name=name,
-            sha256=recipe.sha256,
-            python_versions=recipe.python_versions,
-            default_arch=str(recipe.arch.default),
-            cuda=str(recipe.toolchain.cuda),
-            source_digest=_source_digest(recipe),
-            torch=str(pin.version) if pin is not None else None,
-            torch_in_name=recipe.torch.local_version is not None,
+    """The recipes of the matrix, read and checked by the build use case (each arch list
+    against each toolkit), in the shape the matrix plans with."""
+    summaries = summarize_recipes(spec.recipes, torch=spec.torch, arch=spec.arch)
+    return {
+        name: RecipeFacts(
+            name=s.name,
+            sha256=s.sha256,
+            python_versions=s.python_versions,
+            default_arch=s.default_arch,
+            cuda=s.cuda,
+            source_digest=s.source_digest,
+            torch=s.torch,
+            torch_in_name=s.torch_in_name,
         )
-    return found
+        for name, s in summaries.items()
+    }
 
 
-def _source_digest(recipe: Recipe) -> str | None:
-    """What identifies the source before a build: a path's content hash (the one provenance
-    records: git-tracked plus untracked-not-ignored files), an sdist's sha256; None for a git
-    ref (resolving it needs the network; the ref itself is in the recipe's hash)."""
-    if recipe.source.kind == "path":
-        resolved = resolve_source(
-            recipe.source, cache_dir(), recipe_epoch=recipe.source_date_epoch, echo=None
-        )
-        return f"path:{resolved.content_sha256}"
-    if recipe.source.kind == "sdist" and recipe.source.sha256:
-        return f"sdist:{recipe.source.sha256}"
-    return None
+BuildWheel = Callable[[BuildRequest, BuildReporter], BuildResult]
 
 
-def build_cells_with_archwheel_build(request: MatrixRequest) -> CellBuilder:
-    """The cell builder: ``archwheel build`` of the cell's recipe, arch list and Python."""
+def cell_builder(
+    request: MatrixRequest, build: BuildWheel = build_wheel, *, shown: Console | None = None
+) -> CellBuilder:
+    """The matrix's cell builder: the build use case (``build``) of the cell's recipe, torch,
+    arch list and Python, quiet, its plan and result on ``shown`` (standard error: the matrix
+    owns standard output). A failed build raises its own error: that message is the cell's."""
 
     def build_cell(cell: Cell, out: Path) -> CellOutput:
+        err = shown or Console(stderr=True, highlight=False, soft_wrap=True)
         build_request = BuildRequest(
             recipe=cell.recipe,
             torch=cell.torch,
@@ -280,28 +276,14 @@ def build_cells_with_archwheel_build(request: MatrixRequest) -> CellBuilder:
             jobs=request.jobs,
             out=out,
             engine=request.engine,
-            check_reproducible=False,
             ccache_volume=request.ccache_volume if request.cache else None,
-            ccache_size=DEFAULT_CCACHE_SIZE,
             cache_url=request.cache_url,
-            pip=PipRequest(None, None, (), (), host_config=True),
-            plan_only=False,
-            list_recipes=False,
-            compare_official=False,
-            git_mirrors=(),
-            keep_work=False,
-            quiet=True,
-            format="text",
+            pip=PipRequest(host_config=True),
         )
-        with contextlib.redirect_stdout(sys.stderr):  # the matrix owns standard output
-            code = build(build_request)
-        if code != EXIT_OK:
-            raise BuildError(f"archwheel build exited {code}")
-        wheels = sorted(out.glob("*.whl"))
-        if len(wheels) != 1:
-            raise BuildError(f"archwheel build left {len(wheels)} wheels in {out}, not one")
-        provenance = provenance_path(wheels[0])
-        return CellOutput(wheels[0], provenance if provenance.exists() else None)
+        result = build(build_request, ConsoleReporter(err, quiet=True))
+        assert result.built is not None and result.log is not None  # not a plan-only request
+        print_result(out=err, result=result.built, log_path=result.log, fmt="text")
+        return CellOutput(result.built.wheel, result.built.provenance)
 
     return build_cell
 
@@ -312,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_request(request: MatrixRequest, builder: CellBuilder | None) -> int:
-    """Plan, print, and (unless --plan) build with ``builder`` (None: ``archwheel build``)."""
+    """Plan, print, and (unless --plan) build with ``builder`` (None: the build use case)."""
     recipes = recipe_facts(request.spec)
     plan = make_plan(request.spec, recipes, read_index(request.index))
     err = err_console()
@@ -327,7 +309,7 @@ def run_request(request: MatrixRequest, builder: CellBuilder | None) -> int:
         return EXIT_OK
     print_plan(err, plan)
     if builder is None:
-        builder = build_cells_with_archwheel_build(request)
+        builder = cell_builder(request)
     result = run_matrix(
         plan,
         builder,
@@ -345,7 +327,7 @@ def run_request(request: MatrixRequest, builder: CellBuilder | None) -> int:
 
 def _export(request: MatrixRequest, plan: MatrixPlan) -> None:
     assert request.export is not None
-    document = export(plan, request.export, request.export_options)
+    document = export_workflow(plan, request.export, request.export_options)
     header = (
         f"Written by `archwheel matrix --export {request.export}` (archwheel {__version__}):\n"
         f"{len(plan.of(Action.BUILD))} cells to build; the index held "

@@ -110,16 +110,8 @@ def positive_number(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-# The most compile jobs ``--jobs`` takes: ninja and make start that many compilers at once.
-MAX_JOBS = 1024
 # ccache's max_size: a number and an optional k/M/G/T (decimal) or Ki/Mi/Gi/Ti (binary) suffix.
 _CCACHE_SIZE = re.compile(r"[0-9]{1,9}(\.[0-9]{1,3})?(?:[kMGT]i?)?")
-
-
-def check_jobs(jobs: int | None) -> None:
-    """``UsageError`` unless ``jobs`` (``--jobs``) is None or 1 to ``MAX_JOBS``."""
-    if jobs is not None and not 1 <= jobs <= MAX_JOBS:
-        raise UsageError(f"--jobs must be at least 1 and at most {MAX_JOBS}, not {jobs}")
 
 
 def volume_name(text: str) -> str:

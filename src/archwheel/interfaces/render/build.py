@@ -1,10 +1,12 @@
 """The text of ``archwheel build`` and ``archwheel base-image``: the plan, the live progress line,
-the stage headers, the result, the recipe list, and their JSON documents."""
+the stage headers, the result, the recipe list, the comparison with the official build, and
+their JSON documents. ``ConsoleReporter`` is the build's reporter on a terminal."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -13,9 +15,15 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from archwheel.interfaces.render.common import echo_to, literal, safe
-from archwheel.wheelbuild.baseimage import BaseImage
-from archwheel.wheelbuild.plan import BuildPlan
-from archwheel.wheelbuild.runner import BuildOutput, BuildResult
+from archwheel.wheelbuild import (
+    BaseImage,
+    BuildOutput,
+    BuildPlan,
+    BuiltWheel,
+    ListedRecipe,
+    OfficialComparison,
+    RepairSpec,
+)
 
 BUILD_SCHEMA_VERSION = 1
 
@@ -75,17 +83,34 @@ def build_output(
         on_progress=on_progress,
         on_stage=on_stage,
         warner=lambda text: console.print(f"warning: {text}", markup=False, highlight=False),
+        shown=literal,  # the saved log ends with why the build stopped, as the terminal does
     )
 
 
-def plan_log_header(plan: BuildPlan) -> str:
-    """The plan as ``# label: value`` lines at the top of the saved log."""
-    return "".join(f"# {label}: {value}\n" for label, value in plan.summary_rows())
+class ConsoleReporter:
+    """The build's reporter on a terminal (``wheelbuild.BuildReporter``): host-side lines and
+    the plan on ``console`` (standard error), the stages and the build output unless quiet,
+    with one live progress line."""
 
+    def __init__(self, console: Console, *, quiet: bool) -> None:
+        self.console = console
+        self.quiet = quiet
 
-def error_log_line(message: str) -> str:
-    """The saved log ends with why the build stopped, as the terminal does."""
-    return f"archwheel: error: {literal(message)}\n"
+    @property
+    def echo(self) -> Callable[[str], None] | None:
+        return None if self.quiet else echo_to(self.console)
+
+    def planned(self, plan: BuildPlan, repair: RepairSpec | None) -> None:
+        print_plan(self.console, plan)
+        if repair is not None:
+            self.console.print(
+                literal(f"repair: {repair.describe()}"), markup=False, highlight=False
+            )
+
+    @contextmanager
+    def running(self, log: TextIO) -> Iterator[BuildOutput]:
+        with progress(self.console, self.quiet) as live:
+            yield build_output(log, self.console, live, quiet=self.quiet)
 
 
 def print_plan(console: Console, plan: BuildPlan) -> None:
@@ -122,7 +147,7 @@ def print_plan_json(out: Console, plan: BuildPlan) -> None:
 def print_result(
     *,
     out: Console,
-    result: BuildResult,
+    result: BuiltWheel,
     log_path: Path,
     fmt: str,
 ) -> None:
@@ -157,8 +182,29 @@ def print_result(
         )
 
 
-def print_recipes(out: Console, rows: Sequence[Mapping[str, str]], fmt: str) -> None:
+def print_comparison(out: Console, comparison: OfficialComparison, fmt: str) -> None:
+    """``build --compare-official``: each difference from the official build, and why."""
+    if fmt == "json":
+        out.print_json(data=comparison.to_json_dict())
+        return
+    for line in comparison.lines():
+        out.print(literal(line), markup=False)
+
+
+def print_recipes(out: Console, listed: Sequence[ListedRecipe], fmt: str) -> None:
     """``build --list-recipes``: one row per recipe (the keys of RECIPE_COLUMNS, and path)."""
+    rows = [
+        {
+            "name": item.recipe.name,
+            "kind": item.recipe.kind,
+            "version": item.recipe.version,
+            "cuda": str(item.recipe.toolchain.cuda or "from torch"),
+            "base_image": item.recipe.toolchain.base_image,
+            "default_arch": str(item.recipe.arch.default),
+            "path": str(item.path),
+        }
+        for item in listed
+    ]
     if fmt == "json":
         out.print_json(
             json.dumps({"schema_version": BUILD_SCHEMA_VERSION, "recipes": [dict(r) for r in rows]})

@@ -1,0 +1,94 @@
+"""The recipes, read for a listing or for a plan of many builds (a matrix), without building.
+
+``list_recipes`` reads every recipe of the recipe folders (``build --list-recipes``);
+``summarize_recipes`` reads the named recipes and checks each against every torch and arch list
+it will be built with (a list its toolkit cannot build fails here, exit 2), and says what
+identifies each before a build: the recipe's sha256 and its source's digest. The matrix use
+case plans with these summaries; it never reads a recipe itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from archwheel.effects.paths import cache_dir, recipe_dirs
+from archwheel.facts.catalog import load_facts
+from archwheel.wheelbuild.plan import check_arch_list
+from archwheel.wheelbuild.recipe import load_recipe
+from archwheel.wheelbuild.recipe_lookup import find_recipe, recipe_files
+from archwheel.wheelbuild.recipe_model import Recipe
+from archwheel.wheelbuild.recipe_torch import with_torch
+from archwheel.wheelbuild.source import resolve_source
+
+
+@dataclass(frozen=True)
+class ListedRecipe:
+    """One recipe file of the recipe folders, read."""
+
+    path: Path  # as found in its folder
+    recipe: Recipe
+
+
+def list_recipes() -> tuple[ListedRecipe, ...]:
+    """Every recipe of the recipe folders (``$ARCHWHEEL_RECIPES``, then the shipped ones)."""
+    facts = load_facts()
+    return tuple(ListedRecipe(p, load_recipe(p, facts)) for p in recipe_files(recipe_dirs()))
+
+
+@dataclass(frozen=True)
+class RecipeSummary:
+    """What a plan of many builds needs to know of a recipe, read and checked."""
+
+    name: str
+    sha256: str  # of the recipe file
+    python_versions: tuple[str, ...]
+    default_arch: str
+    cuda: str | None  # "13.0"
+    source_digest: str | None  # of the source, when known before building
+    torch: str | None  # the torch it pins; None: not built against torch
+    torch_in_name: bool  # its wheel's file name carries the torch version (a local label)
+
+
+def summarize_recipes(
+    names: Sequence[str], *, torch: Sequence[str] = (), arch: Sequence[str] = ()
+) -> dict[str, RecipeSummary]:
+    """The recipes ``names``, each checked against each torch of ``torch`` (for a recipe that
+    pins one: it replaces the pin, and its CUDA must be the recipe's) and each arch list of
+    ``arch`` (none: the recipe's default)."""
+    facts = load_facts()
+    found: dict[str, RecipeSummary] = {}
+    for name in names:
+        recipe = find_recipe(name, recipe_dirs(), facts)
+        pin = recipe.torch.pin
+        variants = [with_torch(recipe, t) for t in torch] if pin is not None else []
+        lists: list[str | None] = [*arch] or [None]
+        for variant in variants or [recipe]:
+            for text in lists:
+                check_arch_list(variant, text, facts)  # a list it cannot build: exit 2
+        found[name] = RecipeSummary(
+            name=name,
+            sha256=recipe.sha256,
+            python_versions=recipe.python_versions,
+            default_arch=str(recipe.arch.default),
+            cuda=str(recipe.toolchain.cuda),
+            source_digest=source_digest(recipe),
+            torch=str(pin.version) if pin is not None else None,
+            torch_in_name=recipe.torch.local_version is not None,
+        )
+    return found
+
+
+def source_digest(recipe: Recipe) -> str | None:
+    """What identifies the source before a build: a path's content hash (the one provenance
+    records: git-tracked plus untracked-not-ignored files), an sdist's sha256; None for a git
+    ref (resolving it needs the network; the ref itself is in the recipe's hash)."""
+    if recipe.source.kind == "path":
+        resolved = resolve_source(
+            recipe.source, cache_dir(), recipe_epoch=recipe.source_date_epoch, echo=None
+        )
+        return f"path:{resolved.content_sha256}"
+    if recipe.source.kind == "sdist" and recipe.source.sha256:
+        return f"sdist:{recipe.source.sha256}"
+    return None

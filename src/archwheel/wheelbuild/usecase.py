@@ -1,0 +1,293 @@
+"""The build use case: ``build_wheel(request) -> BuildResult``, and the calls beside it.
+
+Every decision of ``archwheel build`` is made here, in this order, so that everything that can
+be wrong with a request fails before any container starts: the recipe (and ``--torch``), the
+Python, pip's settings, the CUDA of a pinned torch, git mirrors, the arch list, ``[repair]``,
+the job count, the engine; then the source (host-side git or download), the pinned torch's
+wheel, and the plan. A plan-only request stops there; otherwise the build runs under the audit
+gate (``runner.BuildRunner``) with its log in ``<out>/logs``.
+
+Nothing here prints: the caller passes a ``BuildReporter`` (the interfaces floor renders the
+plan, the stages and the build output; a library caller may pass none: the log only).
+``compare_to_official`` and ``make_base_image`` are the other two entry points of the command.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Protocol, TextIO
+
+from archwheel.effects.engine import ContainerEngine, EngineName, EngineSettings, sigterm_as_exit
+from archwheel.effects.paths import cache_dir, docker_dir, recipe_dirs
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.errors import ArchwheelError, UsageError
+from archwheel.facts.catalog import load_facts
+from archwheel.wheelbuild.baseimage import DEFAULT_SUITE, BaseImage, ensure_base_image
+from archwheel.wheelbuild.index_sdist import locate_sdist
+from archwheel.wheelbuild.jobs import check_jobs, choose_jobs, detect_host_resources
+from archwheel.wheelbuild.official import OfficialComparison, compare_official
+from archwheel.wheelbuild.output import BuildOutput
+from archwheel.wheelbuild.plan import (
+    DEFAULT_CCACHE_SIZE,
+    DEFAULT_CCACHE_VOLUME,
+    BuildOptions,
+    BuildPlan,
+    CheckedArchList,
+    build_user,
+    check_arch_list,
+    choose_python,
+    make_plan,
+)
+from archwheel.wheelbuild.recipe_lookup import find_recipe
+from archwheel.wheelbuild.recipe_model import Recipe
+from archwheel.wheelbuild.recipe_torch import with_torch
+from archwheel.wheelbuild.remote_cache import CacheUrl
+from archwheel.wheelbuild.repair import RepairSpec, spec_for_recipe
+from archwheel.wheelbuild.runner import BuildRunner, BuiltWheel
+from archwheel.wheelbuild.source import resolve_source
+from archwheel.wheelbuild.toolkit import prepare_torch, with_torch_cuda
+
+LineSink = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PipRequest:
+    """How pip inside the container finds packages, as asked for (``build``'s pip options)."""
+
+    ca_bundle: str | None = None  # a PEM file, or "none"
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    host_config: bool = True  # start from this host's pip configuration
+
+    def settings(self) -> PipSettings:
+        base = PipSettings.from_host() if self.host_config else PipSettings()
+        no_ca = bool(self.ca_bundle) and str(self.ca_bundle).lower() == "none"
+        ca = Path(self.ca_bundle) if self.ca_bundle and not no_ca else None
+        settings = base.override(
+            index_url=self.index_url,
+            extra_index_urls=self.extra_index_urls,
+            find_links=self.find_links,
+            ca_bundle=ca,
+        )
+        if no_ca:
+            settings = PipSettings(
+                settings.index_url, settings.extra_index_urls, settings.find_links,
+                settings.trusted_hosts, None,
+            )  # fmt: skip
+        return settings.validated()
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """One build, as asked for: ``archwheel build``'s options, or a library caller's.
+
+    ``arch`` is the list as written (``"8.0;9.0+PTX"``; None: the recipe's default): how it
+    reads depends on the recipe (its arch variable's grammar), so it is checked once, against
+    the recipe, into the ``CheckedArchList`` the plan carries. ``jobs`` is checked once too
+    (1 to ``MAX_JOBS``) and becomes the plan's ``JobCount``; ``python`` is defaulted once.
+    """
+
+    recipe: str | None = None  # a recipe name or .toml path; None: the newest PyTorch recipe
+    arch: str | None = None
+    python: str | None = None  # X.Y, or X.Yt; None: the recipe's first
+    torch: str | None = None  # replaces the recipe's torch pin
+    jobs: int | None = None  # None: from the cores and the memory
+    out: Path = Path("dist")
+    engine: EngineName = "docker"
+    check_reproducible: bool = False
+    ccache_volume: str | None = DEFAULT_CCACHE_VOLUME  # None: no compiler cache
+    ccache_size: str = DEFAULT_CCACHE_SIZE
+    cache_url: CacheUrl | None = None  # a remote compiler cache shared between machines
+    pip: PipRequest = field(default_factory=PipRequest)
+    git_mirrors: tuple[str, ...] = ()  # PUBLIC=MIRROR, added to the recipe's [source] mirror
+    keep_work: bool = False
+    plan_only: bool = False  # decide everything, build nothing
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What ``build_wheel`` did: the plan, and for a build the audited wheel and its log."""
+
+    plan: BuildPlan
+    repair: RepairSpec | None  # the recipe's [repair], resolved
+    built: BuiltWheel | None = None  # None: a plan-only request
+    log: Path | None = None
+
+
+class BuildReporter(Protocol):
+    """How a build reports while it runs; the use case itself never prints."""
+
+    @property
+    def echo(self) -> LineSink | None:
+        """Host-side lines before any container (downloads, git); None: quiet."""
+
+    def planned(self, plan: BuildPlan, repair: RepairSpec | None) -> None:
+        """The plan is made (printed before anything runs, so every log says what ran)."""
+
+    def running(self, log: TextIO) -> AbstractContextManager[BuildOutput]:
+        """The build's output while it runs: into ``log`` always, and where else it shows."""
+
+
+class LogOnly:
+    """The reporter of a caller that shows nothing: the build's output goes to its log only."""
+
+    echo: LineSink | None = None
+
+    def planned(self, plan: BuildPlan, repair: RepairSpec | None) -> None:
+        return None
+
+    @contextmanager
+    def running(self, log: TextIO) -> Iterator[BuildOutput]:
+        yield BuildOutput(log)
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    """A request read against its recipe: everything ``compare_to_official`` needs too."""
+
+    recipe: Recipe
+    python: str
+    pip: PipSettings
+    arch: CheckedArchList
+
+
+def _resolve(request: BuildRequest, echo: LineSink | None) -> _Resolved:
+    facts = load_facts()
+    recipe = find_recipe(request.recipe, recipe_dirs(), facts)
+    if request.torch is not None:
+        recipe = with_torch(recipe, request.torch)
+    python = choose_python(recipe, request.python)
+    pip = request.pip.settings()
+    # No [toolchain] cuda: the pinned torch wheel's CUDA (the wheel is fetched once, cached).
+    recipe = with_torch_cuda(recipe, python, pip, cache_dir(), facts=facts, sink=echo)
+    if request.git_mirrors:
+        recipe = with_git_mirrors(recipe, request.git_mirrors)
+    arch = check_arch_list(recipe, request.arch, facts)
+    return _Resolved(recipe, python, pip, arch)
+
+
+def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) -> BuildResult:
+    """Plan the build and (unless ``plan_only``) run it: the wheel reaches ``request.out``
+    only after the audit gate. Raises the ``ArchwheelError`` that stopped it."""
+    reporter = reporter or LogOnly()
+    echo = reporter.echo
+    # 1. Everything that can be wrong with the request fails here, before any container.
+    resolved = _resolve(request, echo)
+    recipe = resolved.recipe
+    repair = spec_for_recipe(recipe)  # [repair]: a missing pin table is refused here (exit 2)
+    check_jobs(request.jobs)
+    settings = EngineSettings.create(request.engine, config_dir=cache_dir())
+    jobs = choose_jobs(detect_host_resources(), recipe.build.memory_per_job_gib, request.jobs)
+    options = BuildOptions(
+        python=resolved.python,
+        out=request.out.resolve(),
+        engine=settings.name,
+        check_reproducible=request.check_reproducible,
+        ccache_volume=request.ccache_volume,
+        ccache_size=request.ccache_size,
+        cache_url=request.cache_url,
+    )
+
+    # 2. The source (host-side git or download; still no container), then the plan.
+    # An sdist named by project and version: its URL on the index pip is configured with.
+    if recipe.source.project:
+        located = locate_sdist(recipe.source, resolved.pip, recipe=recipe.path, echo=echo)
+        recipe = dataclasses.replace(recipe, source=located)
+    # A pinned torch: its wheel (cached), its CUDA, its toolkit pin; contradictions exit 2.
+    torch = prepare_torch(recipe, resolved.python, resolved.pip, cache_dir(), sink=echo)
+    source = resolve_source(
+        recipe.source, cache_dir(), recipe_epoch=recipe.source_date_epoch, echo=echo
+    )
+    plan = make_plan(
+        recipe,
+        resolved.arch,
+        options,
+        source,
+        jobs=jobs,
+        pip=resolved.pip,
+        user=build_user(),
+        torch=torch,
+    )
+    reporter.planned(plan, repair)
+    if request.plan_only:
+        return BuildResult(plan, repair)
+
+    # 3. Build, with its log.
+    log_path = _log_path(plan)
+    with log_path.open("w") as log, reporter.running(log) as output:
+        log.write(log_header(plan))
+        engine = ContainerEngine(settings, echo=output.echo)
+        runner = BuildRunner(
+            plan, engine, output, docker_dir=docker_dir(), keep_work=request.keep_work
+        )
+        with sigterm_as_exit():
+            try:
+                built = runner.run()
+            except ArchwheelError as exc:
+                output.failed(exc.one_line())
+                raise
+    return BuildResult(plan, repair, built, log_path)
+
+
+def _log_path(plan: BuildPlan) -> Path:
+    """``<out>/logs/<recipe>-<UTC time>.log`` (the folder is made)."""
+    logs = plan.out_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return logs / f"{plan.recipe.name}-{stamp}.log"
+
+
+def log_header(plan: BuildPlan) -> str:
+    """The plan as ``# label: value`` lines at the top of the saved log."""
+    return "".join(f"# {label}: {value}\n" for label, value in plan.summary_rows())
+
+
+def compare_to_official(request: BuildRequest, echo: LineSink | None = None) -> OfficialComparison:
+    """Every difference between the request's build environment and the official one of its
+    PyTorch release and CUDA version (``build --compare-official``); builds nothing."""
+    resolved = _resolve(request, echo)
+    return compare_official(resolved.recipe, resolved.arch.value if request.arch else None)
+
+
+def with_git_mirrors(recipe: Recipe, given: tuple[str, ...]) -> Recipe:
+    """The recipe with ``--git-mirror PUBLIC=MIRROR`` added to its ``[source] mirror``."""
+    if recipe.source.kind != "git":
+        raise UsageError(f"--git-mirror: recipe {recipe.name} has no git source")
+    mirrors = dict(recipe.source.mirrors)
+    for item in given:
+        public, sep, mirror = item.partition("=")
+        if not sep or not public.strip() or not mirror.strip() or mirror.startswith("-"):
+            raise UsageError(f"--git-mirror {item!r}: expected PUBLIC=MIRROR (two URL prefixes)")
+        mirrors[public] = mirror
+    source = dataclasses.replace(recipe.source, mirrors=tuple(sorted(mirrors.items())))
+    return dataclasses.replace(recipe, source=source)
+
+
+# -- the base image -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BaseImageRequest:
+    """``archwheel base-image``: the Debian base image to make locally."""
+
+    engine: EngineName = "docker"
+    suite: str = DEFAULT_SUITE
+    mirror: str | None = None  # None: $MIRROR_ENV, else debootstrap's own default
+    force: bool = False
+
+
+def make_base_image(request: BaseImageRequest, echo: LineSink | None = None) -> BaseImage:
+    """archwheel/debian:SUITE, made with debootstrap and imported (an existing one is reused
+    unless ``force``)."""
+    settings = EngineSettings.create(request.engine, config_dir=cache_dir())
+    engine = ContainerEngine(settings, echo=echo)
+    with sigterm_as_exit():
+        return ensure_base_image(
+            engine, suite=request.suite, mirror=request.mirror, force=request.force, sink=echo
+        )

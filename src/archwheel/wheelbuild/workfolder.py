@@ -1,0 +1,277 @@
+"""One build in containers: a fresh work folder, each plan phase in its own container, and the
+single wheel it leaves re-packed deterministically into the staging folder.
+
+The work folder is written by the build (a recipe's command, an sdist's setup.py, inside the
+container) and read here on the host, often as root: nothing there is followed out of it or
+waited on (``built_wheels``, ``read_compiles``), and nothing is written into it once a container
+has run in it (the relabelled wheel goes to the staging folder, which no container sees).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from archwheel.effects.engine import Container, ContainerEngine, ContainerSpec, Mount
+from archwheel.effects.files import open_regular, sha256_file
+from archwheel.effects.redis_relay import UnixRelay
+from archwheel.errors import BuildError
+from archwheel.facts.python_target import PythonTarget
+from archwheel.wheelbuild.builder_image import BuilderImage, Toolchain
+from archwheel.wheelbuild.failures import out_of_memory_error, out_of_memory_evidence
+from archwheel.wheelbuild.output import BuildOutput
+from archwheel.wheelbuild.plan import BUILD, BUILD_SRC, CCACHE, DIST, FILE_LIST, BuildPlan, Step
+from archwheel.wheelbuild.remote_cache import (
+    LAUNCHER_DIR,
+    REMOTE_MOUNT,
+    STATS_LOG,
+    CompileRecord,
+    launcher_script,
+    parse_stats_log,
+)
+from archwheel.wheelbuild.reproducible import repack_wheel
+from archwheel.wheelbuild.stages import Timings
+from archwheel.wheelbuild.wheel_label import relabel_wheel
+
+_CCACHE_STAT = re.compile(r"^(\w+)\s+(\d+)$")
+_CCACHE_COUNTERS = (
+    "direct_cache_hit",
+    "preprocessed_cache_hit",
+    "cache_miss",
+    "files_in_cache",
+    "local_storage_hit",
+    "remote_storage_hit",
+    "remote_storage_miss",
+    "remote_storage_error",
+    "remote_storage_timeout",
+    "remote_storage_write",
+)
+# The stats log is the build's own output; read at most this much of it.
+_STATS_LOG_LIMIT = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Built:
+    """What one build in containers made."""
+
+    wheel: Path  # the deterministic re-pack, in the staging folder
+    timings: Mapping[str, float]  # its phases and the package step
+    cache_stats: Mapping[str, int]  # ccache's counters over the compile step
+    compiles: tuple[CompileRecord, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkFolder:
+    """Where and how a build runs its containers: the engine, the output, the work root."""
+
+    engine: ContainerEngine
+    output: BuildOutput
+    work_root: Path | None = None
+    keep_work: bool = False
+
+    def build_once(
+        self,
+        plan: BuildPlan,
+        builder: BuilderImage,
+        staging: Path,
+        toolchain: Toolchain,
+        relay: UnixRelay | None = None,
+    ) -> Built:
+        """Run the plan's phases in a fresh work folder; the wheel lands in ``staging``."""
+        timings = Timings()
+        work = Path(tempfile.mkdtemp(prefix="archwheel-work-", dir=self.work_root))
+        try:
+            _prepare(work, plan)
+            stats = self._run_phases(plan, builder, work, toolchain, relay=relay, timings=timings)
+            with timings.stage(self.output, "package", "re-pack the wheel deterministically"):
+                staged = _package(plan, work, staging)
+            self.output.line(f"wheel: {staged.name} sha256 {sha256_file(staged)}")
+            return Built(staged, timings.frozen(), MappingProxyType(stats), read_compiles(work))
+        finally:
+            if self.keep_work:
+                self.output.line(f"keeping the work folder {work} (--keep-work)")
+            else:
+                shutil.rmtree(work, ignore_errors=True)
+
+    def _run_phases(
+        self,
+        plan: BuildPlan,
+        builder: BuilderImage,
+        work: Path,
+        toolchain: Toolchain,
+        *,
+        relay: UnixRelay | None,
+        timings: Timings,
+    ) -> dict[str, int]:
+        """Each phase in its own container; ccache's counters over the compile step."""
+        use_stats = plan.ccache_volume is not None and toolchain.ccache != "none"
+        stats: dict[str, int] = {}
+        before: dict[str, int] = {}
+        for phase in plan.phases:
+            with timings.timed(phase.name):
+                relayed = (
+                    (Mount(str(relay.folder), REMOTE_MOUNT),)
+                    if relay is not None and phase.name == "compile"
+                    else ()
+                )
+                spec = ContainerSpec(
+                    image=builder.tag,
+                    network=phase.network,
+                    user=plan.user,
+                    workdir=BUILD,
+                    mounts=(
+                        *phase.mounts,
+                        Mount(str(work), BUILD),
+                        *relayed,
+                    ),
+                    labels={"org.archwheel.recipe": plan.recipe.name},
+                )
+                with self.engine.container(spec) as container:
+                    for step in phase.steps:
+                        if step.name == "compile" and use_stats:
+                            before = ccache_stats(container, plan.user)
+                        self.output.stage(step.name, step.description)
+                        self._call(container, plan, step)
+                        if step.name == "compile" and use_stats:
+                            after = ccache_stats(container, plan.user)
+                            stats = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+        return stats
+
+    def _call(self, container: Container, plan: BuildPlan, step: Step) -> None:
+        """One step; a compile that ran out of memory says so, with what to change."""
+        tail: deque[str] = deque(maxlen=400)
+
+        def sink(line: str) -> None:
+            tail.append(line)
+            self.output.line(line)
+
+        try:
+            container.call(
+                step.command,
+                env=step.env,
+                workdir=step.workdir,
+                user=step.user,
+                sink=sink,
+                what=f"step {step.name!r}",
+            )
+        except BuildError as exc:
+            evidence = out_of_memory_evidence(tail, exc.message)
+            if step.name != "compile" or evidence is None:
+                raise
+            raise out_of_memory_error(
+                evidence,
+                jobs=plan.jobs.jobs,
+                jobs_variable=plan.recipe.build.jobs_variable,
+                memory_per_job_gib=plan.recipe.build.memory_per_job_gib,
+                recipe=plan.recipe.path,
+            ) from None
+
+
+def _prepare(work: Path, plan: BuildPlan) -> None:
+    """The file list, archwheel's ccache launcher, and the folder given to the build user."""
+    (work / FILE_LIST.removeprefix(BUILD + "/")).write_bytes(
+        b"".join(name.encode() + b"\0" for name in plan.source.files)
+    )
+    if plan.ccache_volume is not None:
+        launcher = work / LAUNCHER_DIR.removeprefix(BUILD + "/") / "ccache"
+        launcher.parent.mkdir(parents=True)
+        launcher.write_text(launcher_script())
+        launcher.chmod(0o755)
+    give(work, plan.build_user)
+
+
+def _package(plan: BuildPlan, work: Path, staging: Path) -> Path:
+    """The one wheel of the build, for the plan's Python, relabelled and re-packed."""
+    built = built_wheels(work / DIST.removeprefix(BUILD + "/"))
+    if len(built) != 1:
+        found = ", ".join(p.name for p in built) or "none"
+        raise BuildError(
+            f"the build command must leave exactly one wheel in {DIST}; found {found}",
+            hint=f"check [build] command in {plan.recipe.path}",
+        )
+    fits, why = PythonTarget.parse(plan.python).accepts(built[0].name)
+    if not fits:
+        raise BuildError(
+            f"the build made a wheel for another Python: {why}",
+            hint=f"check that {plan.recipe.path} [build] runs $ARCHWHEEL_PYTHON",
+        )
+    staging.mkdir(parents=True)
+    wheel = built[0]
+    if plan.torch is not None:
+        # What it was built against: +pt2.14.1cu130 and Requires-Dist torch==2.14.1.
+        # Written to staging, never into the work folder (the build's, links and all).
+        wheel = relabel_wheel(
+            wheel, staging / "relabelled", plan.torch.local_version, plan.torch.pin_requirement
+        )
+    staged = staging / wheel.name
+    repack_wheel(wheel, staged, plan.source.source_date_epoch)
+    return staged
+
+
+def built_wheels(dist: Path) -> list[Path]:
+    """The wheels the build left in its dist folder: regular files only. The work folder is
+    written by the build (a recipe's command, an sdist's setup.py) and read by archwheel on the
+    host: a link there (to a host file, or a folder) is refused, not followed."""
+    if dist.is_symlink():
+        raise BuildError(f"the build made {DIST} a symbolic link; archwheel does not follow it")
+    if not dist.is_dir():
+        return []
+    found: list[Path] = []
+    with os.scandir(dist) as entries:
+        for entry in entries:
+            if not entry.name.endswith(".whl"):
+                continue
+            if not entry.is_file(follow_symlinks=False):
+                raise BuildError(
+                    f"the build left {entry.name} in {DIST} as a link or a special file, not "
+                    "a wheel file; archwheel does not follow it"
+                )
+            found.append(Path(entry.path))
+    return sorted(found)
+
+
+def read_compiles(work: Path) -> tuple[CompileRecord, ...]:
+    """The per-file record of the compile step (ccache's stats log in the work folder)."""
+    path = work / STATS_LOG.removeprefix(BUILD + "/")
+    try:
+        # The work folder is the build's: a link or a FIFO there is not followed or waited on.
+        if path.is_symlink():
+            return ()
+        with open_regular(path) as log:
+            text = log.read(_STATS_LOG_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return ()
+    return parse_stats_log(text, base=BUILD_SRC)
+
+
+def give(folder: Path, user: tuple[int, int]) -> None:
+    """Make the work folder the build user's (needed when archwheel runs as root)."""
+    if os.getuid() != 0:
+        return
+    for dirpath, dirnames, filenames in os.walk(folder):
+        os.chown(dirpath, *user)
+        for name in (*dirnames, *filenames):
+            os.chown(Path(dirpath) / name, *user, follow_symlinks=False)
+
+
+def ccache_stats(container: Container, user: str) -> dict[str, int]:
+    """ccache's counters (``ccache --print-stats``) in the build container."""
+    try:
+        text = container.output(
+            ["env", f"CCACHE_DIR={CCACHE}", "ccache", "--print-stats"], user=user
+        )
+    except BuildError:
+        return {}
+    stats: dict[str, int] = {}
+    for line in text.splitlines():
+        m = _CCACHE_STAT.match(line.strip())
+        if m and m.group(1) in _CCACHE_COUNTERS:
+            stats[m.group(1)] = int(m.group(2))
+    return stats
