@@ -11,6 +11,9 @@ Each file is served at ``/files/NAME``; the first path segment picks a behaviour
 - ``/loop/``: a redirect to itself, for ever;
 - ``/gone/``: 404.
 
+A folder holding an ``index.html`` is served as that page (a PEP 503 index: ``simple_index``
+writes one whose links use one of the behaviours above).
+
 ``requests`` counts the requests per behaviour and ``served`` the body bytes sent, so that tests
 see what a reader cost.
 """
@@ -52,28 +55,47 @@ def _handler(state: RangeServer) -> type[http.server.BaseHTTPRequestHandler]:
                 self.end_headers()
                 return
             path = state.folder / "/".join(rest)
+            if path.is_dir() and (path / "index.html").is_file():  # a PEP 503 page
+                self._send(200, (path / "index.html").read_bytes(), {}, kind="text/html")
+                return
             if mode == "gone" or not rest or not path.is_file():
                 self.send_error(404)
                 return
-            data = path.read_bytes()
+            size = path.stat().st_size
             match = _RANGE.match(self.headers.get("Range", ""))
             if match is None or mode == "whole":
-                self._send(200, data, {})
+                self._send_file(path, size)
                 return
             lo = int(match.group(1))
-            hi = min(int(match.group(2)) if match.group(2) else len(data) - 1, len(data) - 1)
-            if lo >= len(data):
+            hi = min(int(match.group(2)) if match.group(2) else size - 1, size - 1)
+            if lo >= size:
                 self.send_error(416)
                 return
             said_lo, said_hi = (lo + 1, hi) if mode == "lie" else (lo, hi)
-            headers = {"Content-Range": f"bytes {said_lo}-{said_hi}/{len(data)}"}
-            body = data[lo : hi + 1]
+            headers = {"Content-Range": f"bytes {said_lo}-{said_hi}/{size}"}
+            with path.open("rb") as fh:
+                fh.seek(lo)
+                body = fh.read(hi + 1 - lo)
             if mode == "short":
                 self._send(206, body, headers, cut=len(body) // 2)
             elif mode == "trickle":
                 self._send(206, body, headers, trickle=True)
             else:
                 self._send(206, body, headers)
+
+        def _send_file(self, path: Path, size: int) -> None:
+            """The whole file with 200, streamed (torch wheels are half a gigabyte)."""
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            try:
+                with path.open("rb") as fh:
+                    while block := fh.read(1 << 20):
+                        self.wfile.write(block)
+                        state.served += len(block)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
 
         def _send(
             self,
@@ -83,9 +105,10 @@ def _handler(state: RangeServer) -> type[http.server.BaseHTTPRequestHandler]:
             *,
             cut: int | None = None,
             trickle: bool = False,
+            kind: str = "application/octet-stream",
         ) -> None:
             self.send_response(status)
-            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Accept-Ranges", "bytes")
             for key, value in headers.items():
@@ -126,3 +149,19 @@ def range_server(folder: Path) -> Iterator[RangeServer]:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def simple_index(root: Path, project: str, wheels: list[Path], *, mode: str = "files") -> str:
+    """A PEP 503 page for ``project`` under ``root/simple-MODE/`` whose links are served with
+    behaviour ``mode``, the wheels linked (not copied) into ``root``; the index's path."""
+    index = f"simple-{mode}"
+    page = root / index / project
+    page.mkdir(parents=True, exist_ok=True)
+    links = []
+    for wheel in wheels:
+        target = root / wheel.name
+        if not target.exists():
+            target.symlink_to(wheel)
+        links.append(f'<a href="/{mode}/{wheel.name}">{wheel.name}</a>')
+    (page / "index.html").write_text("<html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+    return f"/files/{index}/"

@@ -12,6 +12,7 @@ with the symbols kept for the whole wheel bounded (``dynamic.MAX_SYMBOLS_PER_INP
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -41,7 +42,7 @@ from archwheel.binary.dynamic import (
     to_offset,
 )
 from archwheel.binary.elf import FormatError, parse_elf_header
-from archwheel.binary.zipread import Member, MemberError, member_chunks
+from archwheel.binary.zipread import Member, MemberError, Source, member_chunks
 
 WHOLE_LIMIT = 32 << 20  # a member up to this size is inflated into memory in one piece
 PREFIX_LIMIT = 16 << 20  # of a larger member, its first 16 MiB are kept (.dynsym sits there)
@@ -106,11 +107,14 @@ def _stream_ranges(
 
 def read_member_dynamic(path: Path, archive_size: int, member: Member) -> DynamicInfo:
     """The loader's view of one wheel member, streamed; bounded memory (see the module doc)."""
+    return read_member_dynamic_from(lambda: member_chunks(path, archive_size, member), member)
+
+
+def read_member_dynamic_from(chunks: Callable[[], Iterator[bytes]], member: Member) -> DynamicInfo:
+    """``read_member_dynamic`` of a member whose chunks ``chunks()`` gives, once per pass: the
+    stream is left as soon as what the loader reads is in, so of a member read over the network
+    (``WheelReader(..., source=...)``) only that prefix is downloaded."""
     size = member.size
-
-    def chunks() -> Iterator[bytes]:
-        return member_chunks(path, archive_size, member)
-
     try:
         if size <= WHOLE_LIMIT:
             data = b"".join(chunks())
@@ -205,7 +209,11 @@ def _member_job(args: tuple[Path, int, Member]) -> DynamicInfo:
 
 
 def read_wheel_dynamic(
-    path: Path, workers: int | None = None, *, max_symbols: int = MAX_SYMBOLS_PER_INPUT
+    path: Path,
+    workers: int | None = None,
+    *,
+    max_symbols: int = MAX_SYMBOLS_PER_INPUT,
+    source: Source | None = None,
 ) -> tuple[DynamicInfo, ...]:
     """Every shared library of a wheel (member order), read as ``read_member_dynamic`` does.
 
@@ -219,11 +227,16 @@ def read_wheel_dynamic(
 
     from archwheel.binary.zipread import WheelReader
 
-    reader = WheelReader(path)
+    reader = WheelReader(path, source=source)
     members = [m for m in reader.members if is_library_member(m.name)]
     big = [m for m in members if m.size > PARALLEL_MIN_BYTES]
     results: dict[str, DynamicInfo] = {}
     budget = SymbolBudget(max_symbols)
+    if source is not None:  # read over the network: one member after the other, in this process
+        return tuple(
+            budget.admit(read_member_dynamic_from(functools.partial(reader.chunks, m), m))
+            for m in members
+        )
     count = workers if workers is not None else min(4, os.cpu_count() or 1)
     if big and count > 1 and hasattr(os, "fork") and threading.active_count() == 1:
         import multiprocessing

@@ -30,7 +30,7 @@ from types import MappingProxyType
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from archwheel.binary.zipread import MemberError, WheelReader, member_chunks, open_zip
+from archwheel.binary.zipread import MemberError, Source, WheelReader, member_chunks, open_zip
 from archwheel.effects import files
 from archwheel.errors import InputError
 from archwheel.facts.versions import CudaVersion
@@ -168,9 +168,13 @@ class WheelMetadata:
         return self.pinned_version("nvidia-nccl")
 
 
-def read_wheel_metadata(path: Path) -> WheelMetadata:
-    """Read a wheel's metadata from its zip; raise ``InputError`` when it cannot be read."""
+def read_wheel_metadata(path: Path, *, source: Source | None = None) -> WheelMetadata:
+    """Read a wheel's metadata from its zip; raise ``InputError`` when it cannot be read. With
+    ``source`` the zip is read from it (a file on a package index; ``path`` names it)."""
     try:
+        if source is not None:
+            with open_zip(source.reader(), path) as archive:
+                return _read(path, archive)
         # Only a regular file is opened: a FIFO or a device would block or never end.
         with files.open_regular(path) as handle, open_zip(handle, path) as archive:
             return _read(path, archive)

@@ -15,6 +15,7 @@ __all__ = [
     "ContainerEngine",
     "EngineName",
     "EngineSettings",
+    "PipSettings",
     "Watchdog",
     "cache_dir",
     "check_volume_name",
@@ -28,6 +29,7 @@ _WHERE = {
     "EngineName": "engine",
     "ContainerEngine": "engine",
     "EngineSettings": "engine",
+    "PipSettings": "pipconfig",
     "Watchdog": "watchdog",
     "cache_dir": "paths",
     "check_volume_name": "engine",
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     )
     from archwheel.effects.files import write_text_atomic
     from archwheel.effects.paths import cache_dir
+    from archwheel.effects.pipconfig import PipSettings
     from archwheel.effects.process import parse_timeout, run_program
     from archwheel.effects.watchdog import Watchdog
 else:

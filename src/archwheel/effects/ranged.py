@@ -38,6 +38,10 @@ from urllib.parse import unquote, urlparse
 from archwheel.effects.net import TransferError, paced_blocks
 
 BLOCK = 256 << 10
+# A read that continues the last one fetches as far ahead as the run of reads has come, up to
+# this (a member inflated from its start: 1 MiB reads would be one request each), so at most
+# about twice what a reader takes is fetched.
+MAX_AHEAD = 32 << 20
 MAX_REDIRECTS = 5
 MAX_REQUESTS = 4096
 TIMEOUT_S = 60.0
@@ -107,6 +111,8 @@ class RangedFile:
         if not 0 < self.size <= MAX_FILE_BYTES:
             raise RemoteFileError(f"{url}: a size of {self.size} bytes is not one archwheel reads")
         self._blocks = -(-self.size // block)
+        self._next = -1  # where the last read ended (a read starting there continues it)
+        self._run = 0  # bytes read in this run of sequential reads
         self._data = self._open("data", self.size)
         self._map = self._open("blocks", self._blocks)
 
@@ -144,6 +150,13 @@ class RangedFile:
         if end <= offset:
             return b""
         first, last = offset // self.block, (end - 1) // self.block
+        if offset == self._next:  # a sequential reader: fetch as far ahead as it has read
+            self._run += end - offset
+            ahead = min(self._run, MAX_AHEAD)
+            last = max(last, min(self._blocks - 1, (end + ahead - 1) // self.block))
+        else:
+            self._run = end - offset
+        self._next = end
         have = self._have(first, last)
         run: int | None = None
         for i in range(first, last + 2):

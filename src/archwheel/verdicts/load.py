@@ -43,6 +43,7 @@ from typing import Any
 from archwheel.binary.dynamic import DynamicInfo
 from archwheel.binary.dynamic_wheel import read_wheel_dynamic
 from archwheel.binary.wheelmeta import read_wheel_metadata
+from archwheel.binary.zipread import Source
 from archwheel.verdicts.load_world import (
     TORCH_NAME,
     Resolution,
@@ -136,15 +137,16 @@ class WheelFiles:
     cuda_major: int | None = None
 
 
-def read_wheel_files(path: Path) -> WheelFiles:
-    """A wheel's metadata and shared libraries, read from the zip (nothing extracted)."""
-    meta = read_wheel_metadata(path)
+def read_wheel_files(path: Path, *, source: Source | None = None) -> WheelFiles:
+    """A wheel's metadata and shared libraries, read from the zip (nothing extracted); with
+    ``source``, from a file on a package index (``path`` names it)."""
+    meta = read_wheel_metadata(path, source=source)
     return WheelFiles(
         filename=path.name,
         name=meta.name,
         version=meta.version,
         tags=meta.tags,
-        libraries=read_wheel_dynamic(path),
+        libraries=read_wheel_dynamic(path, source=source),
         requires=tuple((p.name, p.specifier, p.marker) for p in meta.requires),
         cuda_major=meta.cuda_major,
     )

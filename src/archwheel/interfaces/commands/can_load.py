@@ -13,6 +13,7 @@ from archwheel.interfaces.commands.options import add_interpreter_option
 from archwheel.interfaces.render.formats import FORMATS
 
 if TYPE_CHECKING:
+    from archwheel.inspection import TorchRangeReport
     from archwheel.verdicts import LoadReport
 
 DESCRIPTION = """\
@@ -22,14 +23,21 @@ out as pip installs them, the libraries torch has loaded, the system libraries t
 policy allows) and match every undefined dynamic symbol (with its version) against what it
 resolves to. Nothing is installed or extracted; no GPU is needed.
 
-exit codes: 0 every library loads; 1 some library does not load; 3 an input could not be read
-completely or something could not be checked; 2 usage error (no torch among --with, two
-torches)."""
+With --torch VERSIONS|RANGE instead of --with, the torch wheels of those releases are found on
+the package indexes pip is configured with (for WHEEL's Python and machine) and read by HTTP
+range requests, only as far as the loader's tables lie; the answer is one line per release.
+
+exit codes: 0 every library loads (with --torch: with every release); 1 some library does not
+load (with some release); 3 an input could not be read completely or something could not be
+checked (also: a release not on the index); 2 usage error (no torch among --with, two torches,
+a bad --torch)."""
 
 EXAMPLES = """\
 examples:
   archwheel can-load dist/myext-1.0-cp311-cp311-linux_x86_64.whl --with torch-2.14.1-*.whl
   archwheel can-load torchvision-0.29.1-*.whl --with torch-2.13.0+cpu-*.whl --format markdown
+  archwheel can-load dist/myext-*.whl --torch ">=2.13,<2.16"          every release in a range
+  archwheel can-load dist/myext-*.whl --torch 2.13.0,2.14.1,2.15.0     these releases
 """
 
 
@@ -58,6 +66,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="judge against the torch (and nvidia-* packages) installed in this environment "
         "(or --interpreter's) instead of --with wheels",
     )
+    p.add_argument(
+        "--torch",
+        metavar="VERSIONS|RANGE",
+        help="judge against each torch release of a list (2.13.0,2.14.1) or a range "
+        '(">=2.11"), read from the package index instead of --with wheels',
+    )
+    p.add_argument(
+        "--python-version",
+        metavar="X.Y",
+        help="with --torch: the Python whose torch builds to read, for a wheel whose tags name "
+        "none (abi3, py3-none)",
+    )
+    p.add_argument(
+        "--index-url",
+        metavar="URL",
+        help="with --torch: look on this index instead of pip's configured ones",
+    )
     add_interpreter_option(p, "the interpreter whose environment --installed reads")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
     p.add_argument(
@@ -78,9 +103,18 @@ class CanLoadRequest:
     interpreter: str | None
     host_libraries: bool
     format: str
+    torch: str | None = None
+    python_version: str | None = None
+    index_url: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CanLoadRequest:
+        from archwheel.errors import UsageError
+
+        if args.torch is not None and (args.with_wheels or args.installed):
+            raise UsageError("give --torch, or --with wheels, or --installed: one of them")
+        if args.torch is None and (args.python_version or args.index_url):
+            raise UsageError("--python-version and --index-url go with --torch")
         return cls(
             wheel=args.wheel,
             with_wheels=tuple(args.with_wheels),
@@ -88,10 +122,13 @@ class CanLoadRequest:
             interpreter=args.interpreter,
             host_libraries=not args.no_host_libraries,
             format=args.format,
+            torch=args.torch,
+            python_version=args.python_version,
+            index_url=args.index_url,
         )
 
 
-def exit_code(report: LoadReport) -> int:
+def exit_code(report: LoadReport | TorchRangeReport) -> int:
     """can-load's exit code: 0 every library loads, 1 some does not, 3 unknown (incomplete)."""
     from archwheel.verdicts import LoadVerdict
 
@@ -115,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
     from archwheel.interfaces.render.common import console, dump_json
 
     request = CanLoadRequest.from_args(args)
+    if request.torch is not None:
+        return run_range(request)
     report = can_load(
         request.wheel,
         request.with_wheels,
@@ -129,4 +168,41 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(render_markdown(report, demangled))
     else:
         render_table(report, console(), demangled)
+    return exit_code(report)
+
+
+def run_range(request: CanLoadRequest) -> int:
+    """``can-load --torch``: the wheel against each torch release, read from the index."""
+    import sys
+
+    from archwheel.effects import PipSettings, cache_dir
+    from archwheel.inspection import can_load_range
+    from archwheel.interfaces.render.can_load_range import (
+        demangled_range,
+        range_json,
+        render_range_markdown,
+        render_range_table,
+    )
+    from archwheel.interfaces.render.common import console, dump_json, echo_to, err_console
+
+    assert request.torch is not None
+    pip = PipSettings.from_host()
+    if request.index_url:
+        pip = PipSettings(index_url=request.index_url, ca_bundle=pip.ca_bundle)
+    report = can_load_range(
+        request.wheel,
+        request.torch,
+        pip=pip.validated(),
+        cache=cache_dir(),
+        python=request.python_version,
+        host_libraries=request.host_libraries,
+        on_event=echo_to(err_console()),
+    )
+    demangled = demangled_range(report)
+    if request.format == "json":
+        dump_json(range_json(report, demangled, exit_code(report)))
+    elif request.format == "markdown":
+        sys.stdout.write(render_range_markdown(report, demangled))
+    else:
+        render_range_table(report, console(), demangled)
     return exit_code(report)
