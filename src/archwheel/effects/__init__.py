@@ -15,6 +15,7 @@ __all__ = [
     "ContainerEngine",
     "EngineName",
     "EngineSettings",
+    "Settings",
     "Watchdog",
     "cache_dir",
     "check_volume_name",
@@ -28,6 +29,7 @@ _WHERE = {
     "EngineName": "engine",
     "ContainerEngine": "engine",
     "EngineSettings": "engine",
+    "Settings": "settings",
     "Watchdog": "watchdog",
     "cache_dir": "paths",
     "check_volume_name": "engine",
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from archwheel.effects.files import write_text_atomic
     from archwheel.effects.paths import cache_dir
     from archwheel.effects.process import parse_timeout, run_program
+    from archwheel.effects.settings import Settings
     from archwheel.effects.watchdog import Watchdog
 else:
     __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
