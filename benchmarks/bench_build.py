@@ -24,6 +24,10 @@ import time
 import uuid
 from pathlib import Path
 
+from archwheel.facts.catalog import load_facts
+
+FACTS = load_facts()
+
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("ARCHWHEEL_CACHE", ROOT / ".cache"))
 CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
@@ -45,7 +49,7 @@ def prepare_images() -> None:
     from archwheel.wheelbuild.recipe_lookup import find_recipe
 
     settings = Settings.from_environ(os.environ)
-    recipe = find_recipe("example", settings.recipe_dirs())
+    recipe = find_recipe("example", settings.recipe_dirs(), facts=FACTS)
     engine = ContainerEngine(EngineSettings.create("docker", settings), echo=None)
     base = ensure_base_image(
         engine,

@@ -152,18 +152,16 @@ def arch_forms(archs: ArchList) -> dict[str, Any]:
     return forms
 
 
-def buildable_with(archs: ArchList, facts: CudaFacts | None = None) -> tuple[CudaVersion, ...]:
+def buildable_with(archs: ArchList, facts: CudaFacts) -> tuple[CudaVersion, ...]:
     """The toolkits in the facts that can compile every target of the list."""
-    facts = facts or load_facts()
     return tuple(tk.version for tk in facts.toolkits if not archs.problems_with(tk, facts))
 
 
 def natively_served(
-    target: Target, facts: CudaFacts | None = None, cuda: CudaVersion | None = None
+    target: Target, facts: CudaFacts, cuda: CudaVersion | None = None
 ) -> list[ComputeCapability]:
     """Compute capabilities in the catalog a cubin of ``target`` runs on (under ``cuda``, the
     CUDA the code runs with; unknown: the conservative answer, rule ``sass-integrated``)."""
-    facts = facts or load_facts()
     return [
         cc for cc in sorted(facts.capabilities) if sass_runs_on(target, cc, cuda=cuda, facts=facts)
     ]
@@ -178,11 +176,8 @@ class ArchForms:
     buildable: tuple[str, ...]  # the toolkits that can compile it
 
     @classmethod
-    def of(
-        cls, archs: ArchList, cuda: CudaVersion | None, facts: CudaFacts | None = None
-    ) -> ArchForms:
+    def of(cls, archs: ArchList, cuda: CudaVersion | None, facts: CudaFacts) -> ArchForms:
         """The forms of ``archs``, which the caller has checked against ``cuda`` if given."""
-        facts = facts or load_facts()
         return cls(
             archs, str(cuda) if cuda else None, tuple(str(v) for v in buildable_with(archs, facts))
         )
@@ -326,10 +321,9 @@ def recommend(
     cuda: CudaVersion | None = None,
     ptx: bool = False,
     variant: str = "plain",
-    facts: CudaFacts | None = None,
+    facts: CudaFacts,
 ) -> Recommendation:
     """The smallest arch list that runs natively on every GPU (see the module docstring)."""
-    facts = facts or load_facts()
     if variant not in ("plain", "a", "f"):
         raise ValueError(f"variant must be plain, a or f, not {variant!r}")
     toolkit = facts.toolkit(cuda) if cuda is not None else None

@@ -14,7 +14,7 @@ from typing import Any
 
 from archwheel import __version__
 from archwheel.facts.arch import Target
-from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.versions import CudaVersion, DriverVersion
 from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.vocabulary import Verdict
@@ -37,8 +37,8 @@ class Reason:
     text: str
     rule_id: str
 
-    def cite(self, facts: CudaFacts | None = None) -> str:
-        return f"{self.text} [rule {self.rule_id}: {(facts or load_facts()).rule(self.rule_id)}]"
+    def cite(self, facts: CudaFacts) -> str:
+        return f"{self.text} [rule {self.rule_id}: {facts.rule(self.rule_id)}]"
 
     def to_json_dict(self) -> dict[str, str]:
         return {"text": self.text, "rule": self.rule_id}
@@ -214,9 +214,8 @@ def build_report(
     inputs: Sequence[InputVerdicts],
     gpus: Sequence[Gpu],
     driver: DriverVersion | None,
-    facts: CudaFacts | None = None,
+    facts: CudaFacts,
 ) -> CanRunReport:
-    facts = facts or load_facts()
     cited = sorted(
         {
             reason.rule_id
