@@ -130,7 +130,7 @@ def _not_a_manifest(message: str) -> InputError:
 
 
 def manifest_from_document(doc: object, origin: str) -> dict[str, Any]:
-    """Validate a parsed manifest (``effects.files.read_json``); ``InputError`` names the first
+    """Validate a parsed manifest (``effects.files.read_document``); ``InputError`` names the first
     bad key."""
     if not isinstance(doc, dict) or doc.get("kind") != MANIFEST_KIND:
         raise InputError(f"{origin}: not an archwheel manifest (kind != {MANIFEST_KIND!r})")
