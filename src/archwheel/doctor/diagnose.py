@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from archwheel import __version__
 from archwheel.binary.model import InputInventory
 from archwheel.binary.scan.inputs import scan_installed
 from archwheel.effects.host import (
@@ -37,6 +36,7 @@ from archwheel.verdicts.compat.explain import (
 from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.compat.judge import check_runtime, judge_input
 from archwheel.verdicts.compat.report import LibraryVerdict, Reason, RuntimeCheck, worst
+from archwheel.verdicts.document import document_header
 from archwheel.verdicts.recommend import coverage_of
 from archwheel.verdicts.vocabulary import Verdict
 
@@ -111,10 +111,9 @@ class DoctorReport:
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": DOCTOR_SCHEMA_VERSION,
-            "kind": "doctor",
-            "tool": {"name": "archwheel", "version": __version__},
-            "facts_version": load_facts().facts_version,
+            **document_header(
+                DOCTOR_SCHEMA_VERSION, "doctor", facts_version=load_facts().facts_version
+            ),
             "host": self.host.to_json_dict(),
             "environment": self.environment.to_json_dict(),
             "audit": self.audit_summary(),

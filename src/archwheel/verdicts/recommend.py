@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from archwheel import __version__
 from archwheel.binary.model import Compression, InputInventory
 from archwheel.facts.arch import ArchList, ArchSpec, CodeKind, Target, Variant, toolkit_problem
 from archwheel.facts.catalog import CudaFacts, Toolkit, load_facts
@@ -28,6 +27,7 @@ from archwheel.verdicts.compat.explain import renamed_capabilities
 from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.compat.judge import RELOCATABLE_SECTIONS
 from archwheel.verdicts.compat.report import Reason
+from archwheel.verdicts.document import document_header
 
 ARCH_SCHEMA_VERSION = 1
 
@@ -120,9 +120,7 @@ class Recommendation:
     def to_json_dict(self) -> dict[str, Any]:
         forms = arch_forms(self.arch_list) if self.arch_list else None
         return {
-            "schema_version": ARCH_SCHEMA_VERSION,
-            "kind": "arch-recommendation",
-            "tool": {"name": "archwheel", "version": __version__},
+            **document_header(ARCH_SCHEMA_VERSION, "arch-recommendation"),
             "gpus": [g.to_json_dict() for g in self.gpus],
             "cuda": str(self.toolkit) if self.toolkit else None,
             "variant": self.variant,
@@ -197,9 +195,7 @@ class ArchForms:
                 }
             )
         return {
-            "schema_version": ARCH_SCHEMA_VERSION,
-            "kind": "arch-list",
-            "tool": {"name": "archwheel", "version": __version__},
+            **document_header(ARCH_SCHEMA_VERSION, "arch-list"),
             **arch_forms(self.archs),
             "cuda": self.cuda,
             "buildable_with": list(self.buildable),
@@ -238,10 +234,9 @@ class GpuCatalog:
     def to_json_dict(self) -> dict[str, Any]:
         facts = self.facts
         return {
-            "schema_version": ARCH_SCHEMA_VERSION,
-            "kind": "gpu-catalog",
-            "tool": {"name": "archwheel", "version": __version__},
-            "facts_version": facts.facts_version,
+            **document_header(
+                ARCH_SCHEMA_VERSION, "gpu-catalog", facts_version=facts.facts_version
+            ),
             "gpus": [
                 {"name": g.name, "compute_capability": str(g.cc), "family": facts.family(g.cc)}
                 for g in facts.gpus

@@ -12,11 +12,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from archwheel import __version__
 from archwheel.facts.arch import Target
 from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.versions import CudaVersion, DriverVersion
 from archwheel.verdicts.compat.gpus import Gpu
+from archwheel.verdicts.document import document_header
 from archwheel.verdicts.vocabulary import Verdict
 
 CAN_RUN_SCHEMA_VERSION = 1
@@ -197,10 +197,7 @@ class CanRunReport:
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": CAN_RUN_SCHEMA_VERSION,
-            "kind": "can-run",
-            "tool": {"name": "archwheel", "version": __version__},
-            "facts_version": self.facts_version,
+            **document_header(CAN_RUN_SCHEMA_VERSION, "can-run", facts_version=self.facts_version),
             "driver": str(self.driver) if self.driver else None,
             "gpus": [g.to_json_dict() for g in self.gpus],
             "verdict": self.verdict.value,
