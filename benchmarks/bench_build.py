@@ -24,6 +24,10 @@ import time
 import uuid
 from pathlib import Path
 
+from archwheel.facts.catalog import load_facts
+
+FACTS = load_facts()
+
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("ARCHWHEEL_CACHE", ROOT / ".cache"))
 CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
@@ -34,8 +38,8 @@ TARGET_WARM_RATIO = 3.0
 def prepare_images() -> None:
     """Make the base and builder images now, so no measured build pays for them."""
     from archwheel.effects.engine import ContainerEngine, EngineSettings
-    from archwheel.effects.paths import docker_dir, recipe_dirs
     from archwheel.effects.pipconfig import PipSettings
+    from archwheel.effects.settings import Settings
     from archwheel.wheelbuild.baseimage import ensure_base_image
     from archwheel.wheelbuild.builder_image import (
         BuilderImageSpec,
@@ -44,17 +48,22 @@ def prepare_images() -> None:
     )
     from archwheel.wheelbuild.recipe_lookup import find_recipe
 
-    recipe = find_recipe("example", recipe_dirs())
-    engine = ContainerEngine(EngineSettings.create("docker"), echo=None)
-    base = ensure_base_image(engine, suite=recipe.toolchain.base_image.split(":", 1)[1])
+    settings = Settings.from_environ(os.environ)
+    recipe = find_recipe("example", settings.recipe_dirs(), facts=FACTS)
+    engine = ContainerEngine(EngineSettings.create("docker", settings), echo=None)
+    base = ensure_base_image(
+        engine,
+        suite=recipe.toolchain.base_image.split(":", 1)[1],
+        mirror=settings.debian_mirror,
+    )
     spec = BuilderImageSpec(
         recipe.toolchain.base_image,
         recipe.toolchain,
         recipe.default_python,
-        context_hash(docker_dir()),
+        context_hash(settings.docker_dir()),
     )
     ensure_builder_image(
-        engine, spec, base.image_id, docker_dir=docker_dir(), pip=PipSettings.from_host()
+        engine, spec, base.image_id, docker_dir=settings.docker_dir(), pip=PipSettings.from_host()
     )
 
 

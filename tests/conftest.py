@@ -9,6 +9,7 @@ from here.
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from archwheel.crosscheck.cuobjdump import Cuobjdump, find_cuobjdump
+from archwheel.effects.settings import Settings
 from tests.support.cli import CliRun
 from tests.support.components import (
     TORCH_SPEC,
@@ -108,7 +110,7 @@ def cli_run(capsys: pytest.CaptureFixture[str]) -> CliRun:
 @pytest.fixture(scope="session")
 def cuobjdump() -> Cuobjdump:
     """NVIDIA's cuobjdump (PATH, CUDA_HOME or the nvidia-cuda-cuobjdump wheel), memoized."""
-    path = find_cuobjdump()
+    path = find_cuobjdump(Settings.from_environ(os.environ))
     require(path is not None, "cuobjdump not found (pip install nvidia-cuda-cuobjdump)")
     assert path is not None
     return SessionCuobjdump(path)

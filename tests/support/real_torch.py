@@ -5,11 +5,14 @@ wheel and scanner."""
 from __future__ import annotations
 
 from archwheel.binary.model import InputInventory
+from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import ComputeCapability, CudaVersion
 from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.compat.judge import judge_input
 from archwheel.verdicts.compat.report import build_report
 from archwheel.verdicts.vocabulary import Verdict
+
+FACTS = load_facts()
 
 # The wheel's TORCH_CUDA_ARCH_LIST as cubin names.
 TORCH_2141_CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
@@ -76,7 +79,7 @@ TORCH_WHEEL_VERDICT = {cc: (_MISSING if cc in ("7.0", "7.5") else _NATIVE) for c
 
 def check_torch_verdicts(inv: InputInventory) -> None:
     gpus = [Gpu(ComputeCapability.parse(cc)) for cc in TORCH_EXPECTED]
-    judged = judge_input(inv, gpus, runtime=CudaVersion(13, 0), name="torch")
+    judged = judge_input(inv, gpus, runtime=CudaVersion(13, 0), name="torch", facts=FACTS)
     for per_gpu in judged.per_gpu:
         cc = str(per_gpu.gpu.cc)
         got = {
@@ -85,5 +88,5 @@ def check_torch_verdicts(inv: InputInventory) -> None:
         }
         assert got == TORCH_EXPECTED[cc], cc
         assert per_gpu.verdict is TORCH_WHEEL_VERDICT[cc], cc
-    report = build_report([judged], gpus, None)
+    report = build_report([judged], gpus, None, facts=FACTS)
     assert report.exit_code == 11

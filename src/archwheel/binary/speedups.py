@@ -25,6 +25,9 @@ WHOLE_MAX = 16 << 20
 
 
 def _load() -> ModuleType | None:
+    # Read here, not through effects.settings.Settings (the one exception below interfaces/,
+    # tests/unit/test_settings_read_once.py): it decides at import, and the scan's worker
+    # processes import this module too, inheriting the environment, never a settings object.
     if os.environ.get("ARCHWHEEL_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:

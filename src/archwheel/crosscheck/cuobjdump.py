@@ -3,10 +3,11 @@
 What its listing means, and how its images are attributed to sections, is the pure
 ``archwheel.binary.cuobjdump``; this module holds the side effects around it.
 
-cuobjdump is looked up on ``ARCHWHEEL_CUOBJDUMP``, ``PATH``, ``CUDA_HOME``/``CUDA_PATH``, the
-``nvidia-cuda-cuobjdump`` wheel in this interpreter's ``site-packages`` (``nvidia/cu13/bin``),
-``/usr/local/cuda/bin``, and a venv in archwheel's cache folder (``effects.paths.cache_dir``,
-``$ARCHWHEEL_CACHE/archwheel/cuobjdump``) where it is installed on demand from PyPI.
+cuobjdump is looked up on ``ARCHWHEEL_CUOBJDUMP`` (the ``cuobjdump`` setting), ``PATH``,
+``CUDA_HOME``/``CUDA_PATH``, the ``nvidia-cuda-cuobjdump`` wheel in this interpreter's
+``site-packages`` (``nvidia/cu13/bin``), ``/usr/local/cuda/bin``, and a venv in archwheel's
+cache folder (the ``cache`` setting: ``$ARCHWHEEL_CACHE/archwheel/cuobjdump``) where it is
+installed on demand from PyPI. The settings come from the caller (``effects.settings``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from archwheel.binary.cuobjdump import (
     parse_listing,
     read_layout,
 )
-from archwheel.effects.paths import cache_dir
 from archwheel.effects.process import (
     CommandResult,
     ProgramNotStarted,
@@ -37,6 +37,7 @@ from archwheel.effects.process import (
     parse_timeout,
     run_program,
 )
+from archwheel.effects.settings import Settings
 from archwheel.errors import ToolError, UsageError
 
 CUOBJDUMP_REQUIREMENT = "nvidia-cuda-cuobjdump>=13,<14"
@@ -53,7 +54,7 @@ class Cuobjdump:
 
     def __init__(self, executable: Path, *, timeout_s: float | None = None) -> None:
         self.executable = executable
-        self.timeout_s = timeout_s if timeout_s is not None else _timeout_from_env()
+        self.timeout_s = timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S
         self._version: str | None = None
 
     def __repr__(self) -> str:
@@ -119,10 +120,11 @@ class Cuobjdump:
         return proc
 
 
-def _timeout_from_env() -> float:
-    """``ARCHWHEEL_CUOBJDUMP_TIMEOUT`` in seconds (unset or empty: the default); a value that is
-    not a time limit (``parse_timeout``) is a ``UsageError``, not silently the default."""
-    text = os.environ.get("ARCHWHEEL_CUOBJDUMP_TIMEOUT", "").strip()
+def timeout_setting(text: str) -> float:
+    """The ``ARCHWHEEL_CUOBJDUMP_TIMEOUT`` setting in seconds (empty: the default); a value
+    that is not a time limit (``parse_timeout``) is a ``UsageError``, not silently the
+    default."""
+    text = text.strip()
     if not text:
         return DEFAULT_TIMEOUT_S
     try:
@@ -134,9 +136,9 @@ def _timeout_from_env() -> float:
 # -- finding and installing it --------------------------------------------------------------------
 
 
-def install_root(environ: Mapping[str, str] | None = None) -> Path:
+def install_root(cache: Path) -> Path:
     """Where the on-demand cuobjdump lives: ``cuobjdump/`` in archwheel's cache folder."""
-    return cache_dir(environ) / "cuobjdump"
+    return cache / "cuobjdump"
 
 
 def _wheel_binary(site_packages: Path) -> Path:
@@ -144,14 +146,17 @@ def _wheel_binary(site_packages: Path) -> Path:
 
 
 def find_cuobjdump(
+    settings: Settings,
     environ: Mapping[str, str] | None = None,
     search_path: Sequence[str] | None = None,
 ) -> Path | None:
-    """The first usable cuobjdump, or None. The cache venv is searched last."""
+    """The first usable cuobjdump, or None: ``settings.cuobjdump``, then ``PATH``,
+    ``CUDA_HOME``/``CUDA_PATH`` (of ``environ``, default this process's), ``search_path``
+    (default ``sys.path``), ``/usr/local/cuda``; the cache venv (``settings.cache``) last."""
     env = os.environ if environ is None else environ
     candidates: list[Path] = []
-    if env.get("ARCHWHEEL_CUOBJDUMP"):
-        candidates.append(Path(env["ARCHWHEEL_CUOBJDUMP"]))
+    if settings.cuobjdump is not None:
+        candidates.append(settings.cuobjdump)
     on_path = shutil.which("cuobjdump", path=env.get("PATH", os.defpath))
     if on_path:
         candidates.append(Path(on_path))
@@ -162,7 +167,7 @@ def find_cuobjdump(
         if entry:
             candidates.append(_wheel_binary(Path(entry)))
     candidates.append(Path("/usr/local/cuda/bin/cuobjdump"))
-    candidates.extend(CuobjdumpInstaller(install_root(env)).installed_binaries())
+    candidates.extend(CuobjdumpInstaller(install_root(settings.cache)).installed_binaries())
     for candidate in candidates:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
@@ -237,18 +242,22 @@ class CuobjdumpInstaller:
 
 
 def ensure_cuobjdump(
+    settings: Settings,
     *,
     install: bool = True,
     environ: Mapping[str, str] | None = None,
     timeout_s: float | None = None,
 ) -> Cuobjdump:
-    """Find cuobjdump, installing the PyPI wheel into the cache when allowed and missing."""
-    found = find_cuobjdump(environ)
+    """Find cuobjdump, installing the PyPI wheel into the cache when allowed and missing; each
+    run bounded by ``timeout_s`` (None: the ``cuobjdump_timeout`` setting, else the default)."""
+    found = find_cuobjdump(settings, environ)
     if found is None:
         if not install:
             raise ToolError(
                 "cuobjdump not found (PATH, CUDA_HOME, site-packages, the archwheel cache)",
                 hint=f"pip install '{CUOBJDUMP_REQUIREMENT}', or set ARCHWHEEL_CUOBJDUMP",
             )
-        found = CuobjdumpInstaller(install_root(environ)).install()
+        found = CuobjdumpInstaller(install_root(settings.cache)).install()
+    if timeout_s is None:
+        timeout_s = timeout_setting(settings.cuobjdump_timeout)
     return Cuobjdump(found, timeout_s=timeout_s)

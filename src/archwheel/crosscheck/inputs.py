@@ -21,7 +21,7 @@ from typing import Protocol
 
 from archwheel.binary.model import FatbinEntry, InputInventory
 from archwheel.binary.zipread import open_zip
-from archwheel.crosscheck.cuobjdump import Cuobjdump, ensure_cuobjdump
+from archwheel.crosscheck.cuobjdump import Cuobjdump
 from archwheel.effects.files import (
     ZIP_MEMBER_ERRORS,
     OversizedMember,
@@ -61,7 +61,7 @@ def crosscheck_input(
     inventory: InputInventory,
     source: Path,
     *,
-    tool: Cuobjdump | None = None,
+    tool: Cuobjdump,
     on_progress: Progress | None = None,
 ) -> CrossCheckReport:
     """Run cuobjdump on every file of ``source`` that may hold device code and compare.
@@ -73,7 +73,6 @@ def crosscheck_input(
     every other file that starts like an ELF, an ``ar`` archive or a fatbin, so that a library
     the scanner missed shows up as a disagreement.
     """
-    tool = tool or ensure_cuobjdump()
     tool_name = f"cuobjdump {tool.version()} ({tool.executable})"
     by_file: dict[str, dict[str | None, tuple[FatbinEntry, ...]]] = defaultdict(dict)
     for lib in inventory.libraries:

@@ -8,11 +8,12 @@ the human text is ``archwheel.interfaces.render.crosscheck``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from archwheel.binary.model import InputInventory
 from archwheel.crosscheck.cuobjdump import Cuobjdump, ensure_cuobjdump
 from archwheel.crosscheck.inputs import crosscheck_input, source_of
+from archwheel.effects.settings import Settings
 from archwheel.verdicts.crosscheck import CrossCheckReport, worst_exit_code
 
 FileProgress = Callable[[str, str], None]
@@ -24,8 +25,9 @@ class CrossCheckRequest:
     """What to cross-check: the inventories the audit made, in the order it made them."""
 
     inventories: tuple[InputInventory, ...]
+    settings: Settings = field(default_factory=Settings)  # where cuobjdump is, its time limit
     install: bool = True  # install nvidia-cuda-cuobjdump into the cache when none is found
-    timeout_s: float | None = None  # per cuobjdump run (default: ARCHWHEEL_CUOBJDUMP_TIMEOUT)
+    timeout_s: float | None = None  # per cuobjdump run (None: the cuobjdump_timeout setting)
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,9 @@ def run_cross_check(
     on_progress: FileProgress | None = None,
 ) -> CrossCheckResult:
     """Check every inventory of ``request`` against cuobjdump."""
-    tool = tool or ensure_cuobjdump(install=request.install, timeout_s=request.timeout_s)
+    tool = tool or ensure_cuobjdump(
+        request.settings, install=request.install, timeout_s=request.timeout_s
+    )
     reports = []
     for inventory in request.inventories:
         source = source_of(inventory)

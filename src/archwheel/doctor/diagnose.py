@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from archwheel import __version__
 from archwheel.binary.model import InputInventory
 from archwheel.binary.scan.inputs import scan_installed
 from archwheel.effects.host import (
@@ -27,7 +26,7 @@ from archwheel.effects.host import (
 from archwheel.errors import ArchwheelError
 from archwheel.exit_codes import EXIT_INCOMPLETE
 from archwheel.facts.arch import ArchList, CodeKind, Target
-from archwheel.facts.catalog import load_facts
+from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.versions import ComputeCapability, CudaVersion, parse_or_none
 from archwheel.verdicts.compat.explain import (
     minimum_driver_for,
@@ -37,6 +36,7 @@ from archwheel.verdicts.compat.explain import (
 from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.compat.judge import check_runtime, judge_input
 from archwheel.verdicts.compat.report import LibraryVerdict, Reason, RuntimeCheck, worst
+from archwheel.verdicts.document import document_header
 from archwheel.verdicts.recommend import coverage_of
 from archwheel.verdicts.vocabulary import Verdict
 
@@ -111,10 +111,9 @@ class DoctorReport:
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": DOCTOR_SCHEMA_VERSION,
-            "kind": "doctor",
-            "tool": {"name": "archwheel", "version": __version__},
-            "facts_version": load_facts().facts_version,
+            **document_header(
+                DOCTOR_SCHEMA_VERSION, "doctor", facts_version=load_facts().facts_version
+            ),
             "host": self.host.to_json_dict(),
             "environment": self.environment.to_json_dict(),
             "audit": self.audit_summary(),
@@ -210,7 +209,8 @@ def diagnose(
         )
 
     diagnoses = tuple(
-        _diagnose_gpu(gpu, environment, inventory, host, runtime_version) for gpu in host.gpus
+        _diagnose_gpu(gpu, environment, inventory, host, runtime_version, facts=facts)
+        for gpu in host.gpus
     )
     return DoctorReport(
         host=host,
@@ -246,6 +246,8 @@ def _diagnose_gpu(
     inventory: InputInventory | None,
     host: GpuProbeResult,
     runtime: CudaVersion | None,
+    *,
+    facts: CudaFacts,
 ) -> GpuDiagnosis:
     torch = environment.torch
     if gpu_info.cc is None:
@@ -256,11 +258,11 @@ def _diagnose_gpu(
     cc = gpu_info.cc
     if inventory is not None and inventory.device_libraries:
         judged = judge_input(
-            inventory, [gpu], driver=host.driver, runtime=runtime, name="torch"
+            inventory, [gpu], driver=host.driver, runtime=runtime, name="torch", facts=facts
         ).per_gpu[0]
         failing = [lib for lib in judged.libraries if lib.verdict is not Verdict.NATIVE]
         reasons = tuple(r for lib in failing for r in lib.reasons)
-        fixes = _fixes(cc, judged.verdict, torch.version, _cu_tag(runtime), failing)
+        fixes = _fixes(cc, judged.verdict, torch.version, _cu_tag(runtime), failing, facts=facts)
         return GpuDiagnosis(
             gpu_info,
             judged.verdict,
@@ -271,7 +273,7 @@ def _diagnose_gpu(
             fixes,
         )
     if torch.cuda is None and torch.version is not None and not torch.import_error:
-        advice = pytorch_install_advice(cc)
+        advice = pytorch_install_advice(cc, facts)
         return GpuDiagnosis(
             gpu_info,
             Verdict.NO_KERNEL_IMAGE,
@@ -295,7 +297,7 @@ def _diagnose_gpu(
                 f"torch build flags ({torch.arch_flags_source}); the libraries were not audited",
                 coverage.reason.text,
                 reasons=(coverage.reason,),
-                fixes=_fixes(cc, verdict, torch.version, None, []),
+                fixes=_fixes(cc, verdict, torch.version, None, [], facts=facts),
             )
     return GpuDiagnosis(gpu_info, None, "nothing", "torch's arch list is unknown (import failed?)")
 
@@ -310,14 +312,16 @@ def _fixes(
     version: str | None,
     installed_tag: str | None,
     failing: list[LibraryVerdict],
+    *,
+    facts: CudaFacts,
 ) -> tuple[str, ...]:
     if verdict in (Verdict.NATIVE, Verdict.NO_DEVICE_CODE, Verdict.LINK_ONLY):
         return ()
     sm = Target(cc).sm
-    advice = pytorch_install_advice(cc, exclude=installed_tag)
+    advice = pytorch_install_advice(cc, facts, exclude=installed_tag)
     install = f"install {advice}" if advice else "no official torch build has it"
     build = f"build with `nox -s build -- --arch {cc}`"
-    promised = installed_tag is not None and installed_tag in official_builds_covering(cc)
+    promised = installed_tag is not None and installed_tag in official_builds_covering(cc, facts)
     if promised and failing:
         names = ", ".join(lib.library.rsplit("/", 1)[-1] for lib in failing)
         install += (

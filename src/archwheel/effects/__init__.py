@@ -16,6 +16,7 @@ __all__ = [
     "EngineName",
     "EngineSettings",
     "PipSettings",
+    "Settings",
     "Watchdog",
     "cache_dir",
     "check_volume_name",
@@ -30,6 +31,7 @@ _WHERE = {
     "ContainerEngine": "engine",
     "EngineSettings": "engine",
     "PipSettings": "pipconfig",
+    "Settings": "settings",
     "Watchdog": "watchdog",
     "cache_dir": "paths",
     "check_volume_name": "engine",
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from archwheel.effects.paths import cache_dir
     from archwheel.effects.pipconfig import PipSettings
     from archwheel.effects.process import parse_timeout, run_program
+    from archwheel.effects.settings import Settings
     from archwheel.effects.watchdog import Watchdog
 else:
     __getattr__, __dir__ = lazy_exports(__name__, _WHERE)

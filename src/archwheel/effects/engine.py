@@ -33,7 +33,6 @@ from types import FrameType, MappingProxyType, TracebackType
 from typing import IO, Literal
 
 from archwheel.effects.files import write_text_atomic
-from archwheel.effects.paths import cache_dir
 from archwheel.effects.process import (
     CommandResult,
     Echo,
@@ -44,6 +43,7 @@ from archwheel.effects.process import (
     run_program,
     stream_lines,
 )
+from archwheel.effects.settings import Settings
 from archwheel.errors import BuildError, ToolError, UsageError
 from archwheel.exit_codes import EXIT_TERMINATED
 
@@ -51,8 +51,7 @@ EngineName = Literal["docker", "podman"]
 ENGINES: tuple[EngineName, ...] = ("docker", "podman")
 CONTAINER_PREFIX = "archwheel-"
 LABEL = "archwheel"
-KEEP_ENV = "ARCHWHEEL_KEEP_CONTAINERS"
-RUN_LABEL_ENV = "ARCHWHEEL_RUN_LABEL"  # extra label on every container, e.g. for tests
+KEEP_ENV = "ARCHWHEEL_KEEP_CONTAINERS"  # named in messages; read into settings.Settings
 PODMAN_CONF_TEXT = "[containers]\ndefault_ulimits = []\n"
 MIN_VERSIONS: Mapping[str, tuple[int, ...]] = MappingProxyType(
     {"docker": (20, 10), "podman": (3, 0)}
@@ -76,17 +75,21 @@ class EngineSettings:
     def create(
         cls,
         name: str,
+        settings: Settings,
         *,
         program: str | None = None,
         config_dir: Path | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> EngineSettings:
-        """Settings for ``docker`` or ``podman`` (``program`` overrides the executable)."""
+        """Settings for ``docker`` or ``podman`` (``program`` overrides the executable), with
+        archwheel's ``settings`` (keep containers, run label, podman's runtime; podman's
+        configuration goes into ``config_dir``, default the cache folder). ``environ`` is
+        read for podman's own ``CONTAINERS_CONF`` only."""
         environ = os.environ if environ is None else environ
         if name not in ENGINES:
             raise UsageError(f"unknown container engine {name!r}", hint="use docker or podman")
-        keep = environ.get(KEEP_ENV, "") not in ("", "0")
-        label = environ.get(RUN_LABEL_ENV) or None
+        keep = settings.keep_containers
+        label = settings.run_label
         if name == "docker":
             # The legacy builder: BuildKit (buildx) is often absent, and it needs entitlements
             # for --network host. DOCKER_BUILDKIT=0 makes the choice explicit.
@@ -99,9 +102,9 @@ class EngineSettings:
             )
         env: dict[str, str] = {}
         if not environ.get("CONTAINERS_CONF"):
-            conf_dir = config_dir or cache_dir(environ)
+            conf_dir = config_dir or settings.cache
             env["CONTAINERS_CONF"] = str(write_podman_conf(conf_dir))
-        runtime = environ.get("ARCHWHEEL_PODMAN_RUNTIME")
+        runtime = settings.podman_runtime
         if runtime is None:
             runtime = "runc" if shutil.which("runc") else ""
         global_args = ("--runtime", runtime) if runtime else ()

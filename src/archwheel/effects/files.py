@@ -32,14 +32,10 @@ from archwheel.facts import documents
 from archwheel.facts.documents import (
     ErrorFactory,
     load_document,
-    parse_document,
     unreadable,
 )
 
 HASH_BLOCK = 1 << 20
-# What ``read_json`` raises (its callers in interfaces/ catch it from here; ``read_document``
-# names the file itself and raises the caller's error).
-DocumentUnreadable = documents.DocumentUnreadable
 # Filesystems whose files report a size they do not have, block, or never end.
 PSEUDO_FILESYSTEMS = ("/proc", "/sys")
 
@@ -130,17 +126,18 @@ def is_text_list(value: object) -> TypeGuard[list[str]]:
 
 
 def _read_text(path: Path | str, limit: int, what: str) -> bytes:
-    """The bytes of a document file; ``DocumentUnreadable`` (one line) when there are none."""
+    """The bytes of a document file; ``documents.DocumentUnreadable`` (one line) when there are
+    none."""
     try:
         return read_regular(path, limit)
     except FileTooLarge:
-        raise DocumentUnreadable(
+        raise documents.DocumentUnreadable(
             f"larger than {limit} bytes" + (f"; not {what}" if what else "")
         ) from None
     except FileNotFoundError:
-        raise DocumentUnreadable("does not exist (no such file)") from None
+        raise documents.DocumentUnreadable("does not exist (no such file)") from None
     except OSError as exc:
-        raise DocumentUnreadable(f"cannot read: {exc.strerror or exc}") from None
+        raise documents.DocumentUnreadable(f"cannot read: {exc.strerror or exc}") from None
 
 
 def read_document(
@@ -161,16 +158,9 @@ def read_document(
     where = path if origin is None else origin
     try:
         raw = _read_text(path, limit, what)
-    except DocumentUnreadable as exc:
+    except documents.DocumentUnreadable as exc:
         raise unreadable(where, str(exc), error) from None
     return load_document(raw, origin=where, nesting=nesting, toml=toml, error=error), raw
-
-
-def read_json(path: Path | str, limit: int, nesting: int) -> object:
-    """The JSON document in a regular file of at most ``limit`` bytes, nested at most
-    ``nesting`` deep; ``DocumentUnreadable`` says in one line why not, without the file (for
-    callers that name the file themselves; ``read_document`` names it)."""
-    return parse_document(_read_text(path, limit, ""), nesting)
 
 
 def read_regular(path: Path | str, limit: int) -> bytes:

@@ -4,13 +4,13 @@ Recipes (``recipes/*.toml``) and the builder image files (``docker/``) live in t
 checkout, beside the example extension the example recipe points at. They are found through
 ``ARCHWHEEL_ROOT``, or by walking up from the installed package (an editable install, as every
 nox session makes) or from the current folder. ``ARCHWHEEL_RECIPES`` adds recipe folders
-(``os.pathsep``-separated) searched before the checkout's own.
+(``os.pathsep``-separated) searched before the checkout's own. The variables are read once,
+into ``settings.Settings``; these functions take their values.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 
 from archwheel.errors import ToolError
@@ -22,10 +22,9 @@ def _is_root(path: Path) -> bool:
     return all((path / marker).exists() for marker in MARKERS)
 
 
-def project_root(environ: Mapping[str, str] | None = None) -> Path:
-    """The archwheel checkout holding ``recipes/`` and ``docker/Dockerfile``."""
-    environ = os.environ if environ is None else environ
-    explicit = environ.get("ARCHWHEEL_ROOT")
+def project_root(explicit: str | None) -> Path:
+    """The archwheel checkout holding ``recipes/`` and ``docker/Dockerfile``: ``explicit`` (the
+    ``ARCHWHEEL_ROOT`` setting), else found from the installed package or the current folder."""
     if explicit:
         root = Path(explicit).resolve()
         if not _is_root(root):
@@ -43,24 +42,25 @@ def project_root(environ: Mapping[str, str] | None = None) -> Path:
     )
 
 
-def recipe_dirs(environ: Mapping[str, str] | None = None) -> list[Path]:
-    environ = os.environ if environ is None else environ
-    dirs = [Path(p) for p in environ.get("ARCHWHEEL_RECIPES", "").split(os.pathsep) if p]
+def recipe_dirs(extra: Sequence[Path], root: str | None) -> list[Path]:
+    """The recipe folders: ``extra`` (the ``ARCHWHEEL_RECIPES`` setting), then the checkout's
+    ``recipes/`` (``root``: as ``project_root``), which may be missing when ``extra`` is not."""
+    dirs = list(extra)
     try:
-        dirs.append(project_root(environ) / "recipes")
+        dirs.append(project_root(root) / "recipes")
     except ToolError:
         if not dirs:
             raise
     return dirs
 
 
-def docker_dir(environ: Mapping[str, str] | None = None) -> Path:
-    return project_root(environ) / "docker"
+def docker_dir(root: str | None) -> Path:
+    """The builder image files of the checkout (``root``: as ``project_root``)."""
+    return project_root(root) / "docker"
 
 
-def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """archwheel's own cache: ``$ARCHWHEEL_CACHE/archwheel``, else ``~/.cache/archwheel``."""
-    environ = os.environ if environ is None else environ
-    base = environ.get("ARCHWHEEL_CACHE") or environ.get("XDG_CACHE_HOME")
+def cache_dir(base: str | None) -> Path:
+    """archwheel's own cache: ``BASE/archwheel``, else ``~/.cache/archwheel``. ``base`` is
+    ``$ARCHWHEEL_CACHE``, else ``$XDG_CACHE_HOME`` (``settings.Settings`` chooses)."""
     root = Path(base) if base else Path.home() / ".cache"
     return (root / "archwheel").resolve()

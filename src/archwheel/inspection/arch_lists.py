@@ -57,7 +57,8 @@ def answer_arch(
     its coverage of them; without a list, the smallest one that serves them (``ptx``: add PTX
     of the highest target; ``variant``: plain, a or f cubins). ``reference``: a wheel whose
     per-arch bytes estimate the size of the list."""
-    facts = facts or load_facts()
+    if facts is None:  # a library caller's: the use case loads them once, here
+        facts = load_facts()
     if archlist is not None:
         archs = parse_arch_list(archlist, torch=torch, facts=facts)
         if cuda is not None:
@@ -66,7 +67,7 @@ def answer_arch(
             newest = load_grammars().for_torch(torch).torch
             views = consumer_views(archlist, archs, torch=newest, cuda=cuda, facts=facts)
             return ArchFormsWithConsumers(ArchForms.of(archs, cuda, facts), views, newest)
-        resolved = resolve_gpus(gpus, ccs, facts)
+        resolved = resolve_gpus(gpus, ccs, facts=facts)
         rec = Recommendation(
             gpus=resolved,
             toolkit=cuda,
@@ -78,7 +79,7 @@ def answer_arch(
             buildable_with=buildable_with(archs, facts),
         )
         return _with_size(rec, reference)
-    resolved = resolve_gpus(gpus, ccs, facts)
+    resolved = resolve_gpus(gpus, ccs, facts=facts)
     rec = recommend_for(resolved, cuda=cuda, ptx=ptx, variant=variant, facts=facts)
     return _with_size(rec, reference)
 

@@ -11,7 +11,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import read_wheel_metadata
-from archwheel.effects.files import DocumentUnreadable, read_json
+from archwheel.effects.files import read_document
 from archwheel.errors import InputError, UsageError
 from archwheel.text import literal
 from archwheel.verdicts.audit import audit
@@ -57,15 +57,15 @@ def read_side(path: Path) -> Side:
     )
 
 
+def _unreadable(message: str) -> InputError:
+    """A document diff cannot read: ``{file}: {problem}``, and what diff reads."""
+    return InputError(message, hint="diff reads the reports of archwheel audit --format json")
+
+
 def side_from_document(path: Path) -> Side:
     """One side of a diff from an ``archwheel audit --format json`` document of one input;
     ``InputError`` (one line) for anything else, ``UsageError`` for a document of several."""
-    try:
-        document = read_json(path, MAX_DOCUMENT_BYTES, MAX_NESTING)
-    except DocumentUnreadable as exc:
-        raise InputError(
-            f"{path}: {exc}", hint="diff reads the reports of archwheel audit --format json"
-        ) from None
+    document, _ = read_document(path, MAX_DOCUMENT_BYTES, MAX_NESTING, error=_unreadable)
     if not isinstance(document, dict):
         document = {}
     inputs = document.get("inputs")

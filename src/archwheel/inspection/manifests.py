@@ -21,10 +21,9 @@ from archwheel.binary.wheelmeta import (
     sha256_file,
 )
 from archwheel.effects.files import (
-    DocumentUnreadable,
     check_regular,
     open_regular,
-    read_json,
+    read_document,
     record_form,
     sha256_stream,
 )
@@ -149,6 +148,11 @@ def record_hash(path: str) -> str | None:
         return None
 
 
+def _unreadable_manifest(message: str) -> InputError:
+    """A manifest verify cannot read: ``{file}: {problem}``, and what verify reads."""
+    return InputError(message, hint="verify reads what archwheel manifest writes")
+
+
 def verify_manifest(
     manifest_path: Path,
     wheels: Sequence[Path] = (),
@@ -163,12 +167,9 @@ def verify_manifest(
     Files are checked when ``wheels`` or ``folder`` are given, or when ``env`` is not (then the
     wheels next to the manifest); ``env`` checks the environment of ``interpreter`` (default:
     this one), hashing its native libraries unless ``library_hashes`` is false."""
-    try:
-        document = read_json(manifest_path, MAX_MANIFEST_BYTES, MAX_NESTING)
-    except DocumentUnreadable as exc:
-        raise InputError(
-            f"{manifest_path}: {exc}", hint="verify reads what archwheel manifest writes"
-        ) from None
+    document, _ = read_document(
+        manifest_path, MAX_MANIFEST_BYTES, MAX_NESTING, error=_unreadable_manifest
+    )
     manifest = manifest_from_document(document, str(manifest_path))
     check_files = bool(wheels) or folder is not None or not env
     mismatches = []

@@ -27,7 +27,8 @@ def can_run(
 
     The CUDA runtime an input targets is ``cuda_runtime`` when given, else what a wheel's
     metadata says (its ``nvidia-cuda-runtime`` pin, its ``+cuXYZ`` local version)."""
-    facts = facts or load_facts()
+    if facts is None:  # a library caller's: the use case loads them once, here
+        facts = load_facts()
     judged: list[InputVerdicts] = []
     for path in paths:
         inventory = scan_path(path)  # InputError: missing, unreadable, not a regular file

@@ -65,14 +65,14 @@ def can_run(
 
     ``report.exit_code`` is the command's code: 0 native everywhere, 10 some JIT, 11 no kernel
     image, 12 the driver is too old."""
-    from archwheel.facts import CudaVersion, DriverVersion
+    from archwheel.facts import CudaVersion, DriverVersion, load_facts
     from archwheel.inspection import can_run as judge
     from archwheel.verdicts import resolve_gpus
 
     inputs = [paths] if isinstance(paths, str | PathLike) else list(paths)
     return judge(
         [Path(p) for p in inputs],
-        resolve_gpus(gpus, ccs),
+        resolve_gpus(gpus, ccs, facts=load_facts()),
         driver=DriverVersion.parse(driver) if driver else None,
         cuda_runtime=CudaVersion.parse(cuda_runtime) if cuda_runtime else None,
     )

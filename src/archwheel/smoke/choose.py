@@ -5,12 +5,12 @@ is installed, and the environment object that does the work (``environments``)."
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from archwheel.effects.engine import ContainerEngine, EngineSettings
-from archwheel.effects.paths import cache_dir
 from archwheel.effects.process import Echo
+from archwheel.effects.settings import Settings
 from archwheel.errors import UsageError
 from archwheel.smoke.environments import (
     ContainerEnvironment,
@@ -39,6 +39,7 @@ class EnvironmentOptions:
     image: str | None = None
     engine: str = "docker"
     keep: bool = False
+    settings: Settings = field(default_factory=Settings)  # the engine's (and its cache folder)
 
 
 def positive_seconds(value: float, flag: str) -> float:
@@ -97,7 +98,7 @@ def make_environment(options: EnvironmentOptions, echo: Echo | None) -> SmokeEnv
                 "--backend docker needs --image IMAGE (an image with python3 and venv)",
                 hint="the builder image has them (`archwheel build` makes it)",
             )
-        settings = EngineSettings.create(options.engine, config_dir=cache_dir())
+        settings = EngineSettings.create(options.engine, options.settings)
         return ContainerEnvironment(
             wheels=options.wheels,
             image=options.image,

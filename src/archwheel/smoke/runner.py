@@ -17,6 +17,7 @@ from archwheel.binary.model import InputInventory
 from archwheel.binary.scan.inputs import scan_installed, scan_path
 from archwheel.binary.wheelmeta import WheelMetadata, read_wheel_metadata
 from archwheel.effects.watchdog import ChildOutcome, ChildStatus, Watchdog
+from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersion, parse_or_none
 from archwheel.smoke.environments import SetupOutcome, SmokeEnvironment
 from archwheel.verdicts.compat.gpus import Gpu
@@ -315,6 +316,7 @@ def can_run_for(wheels: Sequence[Path] = (), installed_python: str | None = None
         nonlocal scanned
         if scanned is None:
             scanned = _scan_inputs(wheels, installed_python)
+        facts = load_facts()
         parts: list[str] = []
         for label, inventory, meta in scanned:
             judged = judge_input(
@@ -325,6 +327,7 @@ def can_run_for(wheels: Sequence[Path] = (), installed_python: str | None = None
                 runtime_source=meta.cuda_source if meta else None,
                 name=meta.name if meta else None,
                 version=meta.version if meta else None,
+                facts=facts,
             )
             on_gpu = judged.per_gpu[0]
             parts.append(f"{label}: {on_gpu.verdict.value} ({on_gpu.headline()})")

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from archwheel import __version__
 from archwheel.binary.model import InputInventory, LibraryInventory, Severity
 from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.facts.arch import ArchList, CodeKind, Target
 from archwheel.facts.catalog import load_facts
+from archwheel.verdicts.document import document_header
 
 AUDIT_SCHEMA_VERSION = 1
 KIND_ORDER = {CodeKind.SASS: 0, CodeKind.PTX: 1, CodeKind.LTOIR: 2}
@@ -191,9 +191,7 @@ def audit_document(reports: Sequence[AuditReport]) -> dict[str, Any]:
     """The whole JSON document for one or more audited inputs."""
     expect = reports[0].expect if reports else None
     return {
-        "schema_version": AUDIT_SCHEMA_VERSION,
-        "tool": {"name": "archwheel", "version": __version__},
-        "facts_version": load_facts().facts_version,
+        **document_header(AUDIT_SCHEMA_VERSION, facts_version=load_facts().facts_version),
         "expect": (
             None
             if expect is None

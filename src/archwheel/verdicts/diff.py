@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
+from archwheel.verdicts.document import document_header
 
 _HASHED = re.compile(r"\.[0-9a-f]{8}(?=\.so)")
 
@@ -139,11 +140,8 @@ class DiffReport:
         return EXIT_OK
 
     def to_json(self) -> dict[str, Any]:
-        from archwheel import __version__
-
         return {
-            "schema_version": 1,
-            "tool": {"name": "archwheel", "version": __version__},
+            **document_header(1),
             "old": self.old.label,
             "new": self.new.label,
             "regression": self.regression,

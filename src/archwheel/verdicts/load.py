@@ -44,6 +44,7 @@ from archwheel.binary.dynamic import DynamicInfo
 from archwheel.binary.dynamic_wheel import read_wheel_dynamic
 from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.binary.zipread import Source
+from archwheel.verdicts.document import document_header
 from archwheel.verdicts.load_world import (
     TORCH_NAME,
     Resolution,
@@ -228,11 +229,8 @@ class LoadReport:
         return LoadVerdict.LOADS
 
     def to_json(self) -> dict[str, Any]:
-        from archwheel import __version__
-
         return {
-            "schema_version": 1,
-            "tool": {"name": "archwheel", "version": __version__},
+            **document_header(1),
             "wheel": self.wheel.filename,
             "torch": self.torch.filename,
             "with": [w.filename for w in self.others],

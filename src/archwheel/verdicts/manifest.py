@@ -22,12 +22,12 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from archwheel import __version__
 from archwheel.binary.model import InputInventory
 from archwheel.binary.wheelmeta import WheelMetadata
 from archwheel.errors import InputError
 from archwheel.facts.arch import CodeKind, Target
 from archwheel.facts.documents import Table, load_document
+from archwheel.verdicts.document import document_header
 
 MANIFEST_SCHEMA_VERSION = 1
 MANIFEST_KIND = "archwheel-manifest"
@@ -108,10 +108,7 @@ def build_manifest(wheels: Sequence[dict[str, Any]], facts_version: str) -> dict
     if duplicates:
         raise InputError(f"the same wheel file name twice: {', '.join(duplicates)}")
     return {
-        "schema_version": MANIFEST_SCHEMA_VERSION,
-        "kind": MANIFEST_KIND,
-        "tool": {"name": "archwheel", "version": __version__},
-        "facts_version": facts_version,
+        **document_header(MANIFEST_SCHEMA_VERSION, MANIFEST_KIND, facts_version=facts_version),
         "wheels": list(wheels),
     }
 
@@ -130,7 +127,7 @@ def _not_a_manifest(message: str) -> InputError:
 
 
 def manifest_from_document(doc: object, origin: str) -> dict[str, Any]:
-    """Validate a parsed manifest (``effects.files.read_json``); ``InputError`` names the first
+    """Validate a parsed manifest (``effects.files.read_document``); ``InputError`` names the first
     bad key."""
     if not isinstance(doc, dict) or doc.get("kind") != MANIFEST_KIND:
         raise InputError(f"{origin}: not an archwheel manifest (kind != {MANIFEST_KIND!r})")
@@ -423,9 +420,7 @@ class VerifyReport:
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": VERIFY_SCHEMA_VERSION,
-            "kind": "verify",
-            "tool": {"name": "archwheel", "version": __version__},
+            **document_header(VERIFY_SCHEMA_VERSION, "verify"),
             "manifest": self.manifest,
             "files_checked": list(self.files_checked),
             "environment": self.environment,

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from archwheel import __version__
 from archwheel.binary.model import Compression, InputInventory
 from archwheel.facts.arch import ArchList, ArchSpec, CodeKind, Target, Variant, toolkit_problem
 from archwheel.facts.catalog import CudaFacts, Toolkit, load_facts
@@ -28,6 +27,7 @@ from archwheel.verdicts.compat.explain import renamed_capabilities
 from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.compat.judge import RELOCATABLE_SECTIONS
 from archwheel.verdicts.compat.report import Reason
+from archwheel.verdicts.document import document_header
 
 ARCH_SCHEMA_VERSION = 1
 
@@ -120,9 +120,7 @@ class Recommendation:
     def to_json_dict(self) -> dict[str, Any]:
         forms = arch_forms(self.arch_list) if self.arch_list else None
         return {
-            "schema_version": ARCH_SCHEMA_VERSION,
-            "kind": "arch-recommendation",
-            "tool": {"name": "archwheel", "version": __version__},
+            **document_header(ARCH_SCHEMA_VERSION, "arch-recommendation"),
             "gpus": [g.to_json_dict() for g in self.gpus],
             "cuda": str(self.toolkit) if self.toolkit else None,
             "variant": self.variant,
@@ -152,18 +150,16 @@ def arch_forms(archs: ArchList) -> dict[str, Any]:
     return forms
 
 
-def buildable_with(archs: ArchList, facts: CudaFacts | None = None) -> tuple[CudaVersion, ...]:
+def buildable_with(archs: ArchList, facts: CudaFacts) -> tuple[CudaVersion, ...]:
     """The toolkits in the facts that can compile every target of the list."""
-    facts = facts or load_facts()
     return tuple(tk.version for tk in facts.toolkits if not archs.problems_with(tk, facts))
 
 
 def natively_served(
-    target: Target, facts: CudaFacts | None = None, cuda: CudaVersion | None = None
+    target: Target, facts: CudaFacts, cuda: CudaVersion | None = None
 ) -> list[ComputeCapability]:
     """Compute capabilities in the catalog a cubin of ``target`` runs on (under ``cuda``, the
     CUDA the code runs with; unknown: the conservative answer, rule ``sass-integrated``)."""
-    facts = facts or load_facts()
     return [
         cc for cc in sorted(facts.capabilities) if sass_runs_on(target, cc, cuda=cuda, facts=facts)
     ]
@@ -178,11 +174,8 @@ class ArchForms:
     buildable: tuple[str, ...]  # the toolkits that can compile it
 
     @classmethod
-    def of(
-        cls, archs: ArchList, cuda: CudaVersion | None, facts: CudaFacts | None = None
-    ) -> ArchForms:
+    def of(cls, archs: ArchList, cuda: CudaVersion | None, facts: CudaFacts) -> ArchForms:
         """The forms of ``archs``, which the caller has checked against ``cuda`` if given."""
-        facts = facts or load_facts()
         return cls(
             archs, str(cuda) if cuda else None, tuple(str(v) for v in buildable_with(archs, facts))
         )
@@ -202,9 +195,7 @@ class ArchForms:
                 }
             )
         return {
-            "schema_version": ARCH_SCHEMA_VERSION,
-            "kind": "arch-list",
-            "tool": {"name": "archwheel", "version": __version__},
+            **document_header(ARCH_SCHEMA_VERSION, "arch-list"),
             **arch_forms(self.archs),
             "cuda": self.cuda,
             "buildable_with": list(self.buildable),
@@ -243,10 +234,9 @@ class GpuCatalog:
     def to_json_dict(self) -> dict[str, Any]:
         facts = self.facts
         return {
-            "schema_version": ARCH_SCHEMA_VERSION,
-            "kind": "gpu-catalog",
-            "tool": {"name": "archwheel", "version": __version__},
-            "facts_version": facts.facts_version,
+            **document_header(
+                ARCH_SCHEMA_VERSION, "gpu-catalog", facts_version=facts.facts_version
+            ),
             "gpus": [
                 {"name": g.name, "compute_capability": str(g.cc), "family": facts.family(g.cc)}
                 for g in facts.gpus
@@ -326,10 +316,9 @@ def recommend(
     cuda: CudaVersion | None = None,
     ptx: bool = False,
     variant: str = "plain",
-    facts: CudaFacts | None = None,
+    facts: CudaFacts,
 ) -> Recommendation:
     """The smallest arch list that runs natively on every GPU (see the module docstring)."""
-    facts = facts or load_facts()
     if variant not in ("plain", "a", "f"):
         raise ValueError(f"variant must be plain, a or f, not {variant!r}")
     toolkit = facts.toolkit(cuda) if cuda is not None else None

@@ -21,7 +21,8 @@ from archwheel.errors import RecipeError, ToolError, UsageError
 
 DEFAULT_SUITE = "bookworm"
 # No mirror by default: debootstrap uses its own default. A company mirror comes from --mirror
-# or this variable (also read by .ci/setup-engine.sh).
+# or this variable (read into effects.settings.Settings.debian_mirror; also read by
+# .ci/setup-engine.sh): the caller passes it.
 MIRROR_ENV = "ARCHWHEEL_DEBIAN_MIRROR"
 IMAGE_REPOSITORY = "archwheel/debian"
 LABEL_BASE = "org.archwheel.base"
@@ -61,10 +62,11 @@ def ensure_base_image(
     work_dir: Path | None = None,
     sink: LineSink | None = None,
 ) -> BaseImage:
-    """Return the base image, making it with debootstrap when it is missing."""
+    """Return the base image, making it with debootstrap when it is missing (from ``mirror``;
+    None: debootstrap's own default)."""
     if not _SUITE.fullmatch(suite):
         raise UsageError(f"{suite[:80]!r} is not a Debian suite name (bookworm, trixie, ...)")
-    mirror = mirror or os.environ.get(MIRROR_ENV) or None
+    mirror = mirror or None
     if mirror is not None and not _MIRROR.fullmatch(mirror):
         # debootstrap takes it as a word of its command line: "--keyring=..." would be an option.
         raise UsageError(f"{mirror[:80]!r} is not a mirror URL (http://, https:// or file:///)")

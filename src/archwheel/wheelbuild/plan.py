@@ -36,7 +36,7 @@ from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ArchListError, UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.arch_grammars import parse_arch_list
-from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.python_target import PythonTarget
 from archwheel.wheelbuild.jobs import JobCount
 from archwheel.wheelbuild.recipe_model import Recipe
@@ -115,12 +115,9 @@ class CheckedArchList:
         return str(self.arch_list)
 
 
-def check_arch_list(
-    recipe: Recipe, text: str | None, facts: CudaFacts | None = None
-) -> CheckedArchList:
+def check_arch_list(recipe: Recipe, text: str | None, facts: CudaFacts) -> CheckedArchList:
     """Parse the requested arch list (default: the recipe's) and check it against the recipe's
     toolkit and the syntax of its arch variable."""
-    facts = facts or load_facts()
     arch_list = (
         parse_arch_list(text, torch=recipe.arch.torch, facts=facts) if text else recipe.arch.default
     )

@@ -29,7 +29,7 @@ from archwheel.effects.files import check_regular, is_pseudo, read_document
 from archwheel.errors import ArchListError, RecipeError, UsageError
 from archwheel.facts import arch_consumers
 from archwheel.facts.arch import ArchList
-from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.documents import Table
 from archwheel.facts.python_target import PythonTarget
 from archwheel.facts.versions import CudaVersion
@@ -132,15 +132,12 @@ SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
 # -- loading ------------------------------------------------------------------------------------
 
 
-def load_recipe(
-    path: Path, facts: CudaFacts | None = None, *, torch_cuda: CudaVersion | None = None
-) -> Recipe:
+def load_recipe(path: Path, facts: CudaFacts, *, torch_cuda: CudaVersion | None = None) -> Recipe:
     """Read and validate one recipe file.
 
     ``torch_cuda``: the CUDA of the pinned torch wheel, for a recipe without ``[toolchain]
     cuda`` (the caller read it from the wheel); a recipe that writes ``cuda`` ignores it.
     """
-    facts = facts or load_facts()
     path = path.resolve()
     document, raw = read_document(  # FIFOs, devices, /proc refused by type
         path, MAX_RECIPE_BYTES, MAX_RECIPE_NESTING, toml=True, error=RecipeError, what="a recipe"
@@ -159,11 +156,10 @@ def parse_recipe(
     *,
     origin: Path,
     raw: bytes = b"",
-    facts: CudaFacts | None = None,
+    facts: CudaFacts,
     torch_cuda: CudaVersion | None = None,
 ) -> Recipe:
     """Validate already-parsed TOML data; ``origin`` names the file in errors and anchors paths."""
-    facts = facts or load_facts()
     top = Table(data, str(origin), RecipeError, toml_keys=True, toml=True)
     top.refuse_unknown(SCHEMA[""])
     schema = top.opt_int("schema_version")

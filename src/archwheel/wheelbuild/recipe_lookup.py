@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from archwheel.errors import UsageError
-from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.pytorch_official import load_official
 from archwheel.wheelbuild.recipe import load_recipe
 from archwheel.wheelbuild.recipe_model import Recipe
@@ -28,11 +28,8 @@ def recipe_files(directories: Iterable[Path]) -> list[Path]:
     return files
 
 
-def find_recipe(
-    name_or_path: str | None, directories: Iterable[Path], facts: CudaFacts | None = None
-) -> Recipe:
+def find_recipe(name_or_path: str | None, directories: Iterable[Path], facts: CudaFacts) -> Recipe:
     """A recipe by name (file stem or ``[recipe] name``) or path; None picks the newest PyTorch."""
-    facts = facts or load_facts()
     dirs = list(directories)
     if name_or_path and (name_or_path.endswith(".toml") or "/" in name_or_path):
         return load_recipe(Path(name_or_path), facts)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from archwheel.effects.paths import cache_dir, recipe_dirs
+from archwheel.effects.settings import Settings
 from archwheel.facts.catalog import load_facts
 from archwheel.wheelbuild.plan import check_arch_list
 from archwheel.wheelbuild.recipe import load_recipe
@@ -31,10 +31,11 @@ class ListedRecipe:
     recipe: Recipe
 
 
-def list_recipes() -> tuple[ListedRecipe, ...]:
-    """Every recipe of the recipe folders (``$ARCHWHEEL_RECIPES``, then the shipped ones)."""
+def list_recipes(settings: Settings) -> tuple[ListedRecipe, ...]:
+    """Every recipe of the recipe folders (``settings.recipes``, then the shipped ones)."""
     facts = load_facts()
-    return tuple(ListedRecipe(p, load_recipe(p, facts)) for p in recipe_files(recipe_dirs()))
+    found = recipe_files(settings.recipe_dirs())
+    return tuple(ListedRecipe(p, load_recipe(p, facts)) for p in found)
 
 
 @dataclass(frozen=True)
@@ -52,15 +53,19 @@ class RecipeSummary:
 
 
 def summarize_recipes(
-    names: Sequence[str], *, torch: Sequence[str] = (), arch: Sequence[str] = ()
+    names: Sequence[str],
+    settings: Settings,
+    *,
+    torch: Sequence[str] = (),
+    arch: Sequence[str] = (),
 ) -> dict[str, RecipeSummary]:
     """The recipes ``names``, each checked against each torch of ``torch`` (for a recipe that
     pins one: it replaces the pin, and its CUDA must be the recipe's) and each arch list of
-    ``arch`` (none: the recipe's default)."""
+    ``arch`` (none: the recipe's default); the recipe folders and the cache of ``settings``."""
     facts = load_facts()
     found: dict[str, RecipeSummary] = {}
     for name in names:
-        recipe = find_recipe(name, recipe_dirs(), facts)
+        recipe = find_recipe(name, settings.recipe_dirs(), facts)
         pin = recipe.torch.pin
         variants = [with_torch(recipe, t) for t in torch] if pin is not None else []
         lists: list[str | None] = [*arch] or [None]
@@ -73,20 +78,20 @@ def summarize_recipes(
             python_versions=recipe.python_versions,
             default_arch=str(recipe.arch.default),
             cuda=str(recipe.toolchain.cuda),
-            source_digest=source_digest(recipe),
+            source_digest=source_digest(recipe, settings.cache),
             torch=str(pin.version) if pin is not None else None,
             torch_in_name=recipe.torch.local_version is not None,
         )
     return found
 
 
-def source_digest(recipe: Recipe) -> str | None:
+def source_digest(recipe: Recipe, cache: Path) -> str | None:
     """What identifies the source before a build: a path's content hash (the one provenance
     records: git-tracked plus untracked-not-ignored files), an sdist's sha256; None for a git
     ref (resolving it needs the network; the ref itself is in the recipe's hash)."""
     if recipe.source.kind == "path":
         resolved = resolve_source(
-            recipe.source, cache_dir(), recipe_epoch=recipe.source_date_epoch, echo=None
+            recipe.source, cache, recipe_epoch=recipe.source_date_epoch, echo=None
         )
         return f"path:{resolved.content_sha256}"
     if recipe.source.kind == "sdist" and recipe.source.sha256:

@@ -143,8 +143,10 @@ class BuildRunner:
         gate: AuditGate = audit_gate,
         load_gate: LoadGate = load_gate,
         keep_work: bool = False,
+        base_mirror: str | None = None,
     ) -> None:
         self.plan = plan
+        self.base_mirror = base_mirror  # the Debian mirror of a local base image
         self.engine = engine
         self.output = output
         self.docker_dir = docker_dir
@@ -450,7 +452,12 @@ class BuildRunner:
     def _find_base_image(self) -> str:
         reference = self.plan.base_image
         if is_local_base(reference):
-            base = ensure_base_image(self.engine, suite=suite_of(reference), sink=self.output.line)
+            base = ensure_base_image(
+                self.engine,
+                suite=suite_of(reference),
+                mirror=self.base_mirror,
+                sink=self.output.line,
+            )
             return base.image_id
         existing = self.engine.image_id(reference)
         if existing:

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Protocol, TextIO
 
 from archwheel.effects.engine import ContainerEngine, EngineName, EngineSettings, sigterm_as_exit
-from archwheel.effects.paths import cache_dir, docker_dir, recipe_dirs
 from archwheel.effects.pipconfig import PipSettings
+from archwheel.effects.settings import Settings
 from archwheel.errors import ArchwheelError, UsageError
 from archwheel.facts.catalog import load_facts
 from archwheel.wheelbuild.baseimage import DEFAULT_SUITE, BaseImage, ensure_base_image
@@ -108,6 +108,9 @@ class BuildRequest:
     git_mirrors: tuple[str, ...] = ()  # PUBLIC=MIRROR, added to the recipe's [source] mirror
     keep_work: bool = False
     plan_only: bool = False  # decide everything, build nothing
+    # The recipe folders, the cache, the engine's and the base image's settings (the edge
+    # reads them: Settings.from_environ; the default is archwheel's defaults).
+    settings: Settings = field(default_factory=Settings)
 
 
 @dataclass(frozen=True)
@@ -159,13 +162,14 @@ class _Resolved:
 
 def _resolve(request: BuildRequest, echo: LineSink | None) -> _Resolved:
     facts = load_facts()
-    recipe = find_recipe(request.recipe, recipe_dirs(), facts)
+    cache = request.settings.cache
+    recipe = find_recipe(request.recipe, request.settings.recipe_dirs(), facts)
     if request.torch is not None:
         recipe = with_torch(recipe, request.torch)
     python = choose_python(recipe, request.python)
     pip = request.pip.settings()
     # No [toolchain] cuda: the pinned torch wheel's CUDA (the wheel is fetched once, cached).
-    recipe = with_torch_cuda(recipe, python, pip, cache_dir(), facts=facts, sink=echo)
+    recipe = with_torch_cuda(recipe, python, pip, cache, facts=facts, sink=echo)
     if request.git_mirrors:
         recipe = with_git_mirrors(recipe, request.git_mirrors)
     arch = check_arch_list(recipe, request.arch, facts)
@@ -182,7 +186,8 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
     recipe = resolved.recipe
     repair = spec_for_recipe(recipe)  # [repair]: a missing pin table is refused here (exit 2)
     check_jobs(request.jobs)
-    settings = EngineSettings.create(request.engine, config_dir=cache_dir())
+    cache = request.settings.cache
+    settings = EngineSettings.create(request.engine, request.settings)
     jobs = choose_jobs(detect_host_resources(), recipe.build.memory_per_job_gib, request.jobs)
     options = BuildOptions(
         python=resolved.python,
@@ -200,10 +205,8 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
         located = locate_sdist(recipe.source, resolved.pip, recipe=recipe.path, echo=echo)
         recipe = dataclasses.replace(recipe, source=located)
     # A pinned torch: its wheel (cached), its CUDA, its toolkit pin; contradictions exit 2.
-    torch = prepare_torch(recipe, resolved.python, resolved.pip, cache_dir(), sink=echo)
-    source = resolve_source(
-        recipe.source, cache_dir(), recipe_epoch=recipe.source_date_epoch, echo=echo
-    )
+    torch = prepare_torch(recipe, resolved.python, resolved.pip, cache, sink=echo)
+    source = resolve_source(recipe.source, cache, recipe_epoch=recipe.source_date_epoch, echo=echo)
     plan = make_plan(
         recipe,
         resolved.arch,
@@ -224,7 +227,12 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
         log.write(log_header(plan))
         engine = ContainerEngine(settings, echo=output.echo)
         runner = BuildRunner(
-            plan, engine, output, docker_dir=docker_dir(), keep_work=request.keep_work
+            plan,
+            engine,
+            output,
+            docker_dir=request.settings.docker_dir(),
+            keep_work=request.keep_work,
+            base_mirror=request.settings.debian_mirror,
         )
         with sigterm_as_exit():
             try:
@@ -278,16 +286,18 @@ class BaseImageRequest:
 
     engine: EngineName = "docker"
     suite: str = DEFAULT_SUITE
-    mirror: str | None = None  # None: $MIRROR_ENV, else debootstrap's own default
+    mirror: str | None = None  # None: settings.debian_mirror, else debootstrap's own default
     force: bool = False
+    settings: Settings = field(default_factory=Settings)
 
 
 def make_base_image(request: BaseImageRequest, echo: LineSink | None = None) -> BaseImage:
     """archwheel/debian:SUITE, made with debootstrap and imported (an existing one is reused
     unless ``force``)."""
-    settings = EngineSettings.create(request.engine, config_dir=cache_dir())
+    settings = EngineSettings.create(request.engine, request.settings)
     engine = ContainerEngine(settings, echo=echo)
+    mirror = request.mirror or request.settings.debian_mirror
     with sigterm_as_exit():
         return ensure_base_image(
-            engine, suite=request.suite, mirror=request.mirror, force=request.force, sink=echo
+            engine, suite=request.suite, mirror=mirror, force=request.force, sink=echo
         )

@@ -24,6 +24,7 @@ import pytest
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.effects.engine import ContainerEngine, EngineSettings
 from archwheel.effects.pipconfig import PipSettings
+from archwheel.effects.settings import Settings
 from archwheel.facts.arch import CodeKind
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.builder_image import (
@@ -282,8 +283,10 @@ def test_builder_takes_the_recipes_toolkit_among_several(
     engine = ContainerEngine(
         EngineSettings.create(
             "docker",
+            Settings.from_environ(
+                {**os.environ, "ARCHWHEEL_RUN_LABEL": f"archwheel.test={uuid.uuid4().hex}"}
+            ),
             config_dir=tmp_path,
-            environ={**os.environ, "ARCHWHEEL_RUN_LABEL": f"archwheel.test={uuid.uuid4().hex}"},
         ),
         echo=None,
     )

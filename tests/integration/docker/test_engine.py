@@ -21,6 +21,7 @@ from archwheel.effects.engine import (
     Mount,
     parse_version,
 )
+from archwheel.effects.settings import Settings
 from archwheel.errors import BuildError
 from tests.support.components import require
 from tests.support.containers_support import containers_with_label, import_tiny_image, tiny_rootfs
@@ -48,6 +49,7 @@ def run_label() -> str:
 def _engine(name: str, label: str, tmp_path: Path, **environ: str) -> ContainerEngine:
     settings = EngineSettings.create(
         name,
+        Settings.from_environ({"ARCHWHEEL_RUN_LABEL": label, **environ}),
         config_dir=tmp_path,
         environ={"ARCHWHEEL_RUN_LABEL": label, **environ},
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from archwheel.effects.engine import EngineSettings
+from archwheel.effects.settings import Settings
 from tests.support.cli import CliRun
 from tests.support.components import require
 from tests.support.containers_support import containers_created, containers_with_label
@@ -26,7 +27,9 @@ from tests.support.wheels import make_wheel
 
 def _engine_cli(name: str, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
     """The engine's command line and environment, as archwheel runs it (engine.py)."""
-    settings = EngineSettings.create(name, config_dir=tmp_path / "engine-conf")
+    settings = EngineSettings.create(
+        name, Settings.from_environ(os.environ), config_dir=tmp_path / "engine-conf"
+    )
     return settings.command(), {**os.environ, **settings.env}
 
 

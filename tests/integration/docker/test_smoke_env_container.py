@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from archwheel.effects.engine import ContainerEngine, EngineSettings
+from archwheel.effects.settings import Settings
 from archwheel.effects.watchdog import Watchdog
 from archwheel.smoke.environments import ContainerEnvironment
 from archwheel.smoke.runner import run_smoke
@@ -50,7 +51,10 @@ HANGING_PYTHON = b"#!/bin/sh\nexec sleep 600\n"
 
 def _engine(name: str, label: str, config_dir: Path) -> ContainerEngine:
     settings = EngineSettings.create(
-        name, config_dir=config_dir, environ={"ARCHWHEEL_RUN_LABEL": label}
+        name,
+        Settings.from_environ({"ARCHWHEEL_RUN_LABEL": label}),
+        config_dir=config_dir,
+        environ={"ARCHWHEEL_RUN_LABEL": label},
     )
     return ContainerEngine(settings, echo=None)
 
@@ -78,8 +82,9 @@ def python_image(docker_engine: str, tmp_path_factory: pytest.TempPathFactory) -
     The base image is ``archwheel/debian:bookworm`` (``.ci/setup-engine.sh`` or
     ``archwheel base-image`` makes it; made here when missing). About 20 s with the host network.
     """
-    engine = ContainerEngine(EngineSettings.create("docker"), echo=None)
-    base = ensure_base_image(engine)
+    settings = Settings.from_environ(os.environ)
+    engine = ContainerEngine(EngineSettings.create("docker", settings), echo=None)
+    base = ensure_base_image(engine, mirror=settings.debian_mirror)
     context = tmp_path_factory.mktemp("smoke-python")
     (context / "Dockerfile").write_text(SMOKE_PYTHON_DOCKERFILE.format(base=base.tag))
     tag = f"archwheel-test/smoke-python:{uuid.uuid4().hex[:10]}"

@@ -15,6 +15,7 @@ import pytest
 
 from archwheel.binary.cuobjdump import read_layout
 from archwheel.crosscheck.cuobjdump import Cuobjdump, ensure_cuobjdump
+from archwheel.effects.settings import Settings
 from archwheel.errors import ToolError
 from archwheel.facts.arch import CodeKind, Target, Variant
 from tests.support.cuobjdump_support import NV, REL
@@ -153,8 +154,8 @@ def test_install_on_demand_puts_a_working_cuobjdump_in_the_cache_once(
     original = sys.path[:]
     try:
         sys.path[:] = []  # hide the cuobjdump of this environment
-        tool = ensure_cuobjdump(install=True, environ=env)
-        again = ensure_cuobjdump(install=True, environ=env)
+        tool = ensure_cuobjdump(Settings.from_environ(env), install=True, environ=env)
+        again = ensure_cuobjdump(Settings.from_environ(env), install=True, environ=env)
     finally:
         sys.path[:] = original
     assert tool.executable.is_relative_to(tmp_path / "cache" / "archwheel" / "cuobjdump" / "venv")

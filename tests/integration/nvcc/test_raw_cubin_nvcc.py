@@ -13,10 +13,13 @@ import pytest
 
 from archwheel.binary.model import Origin, Severity
 from archwheel.binary.scan.binary import scan_file
+from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import ComputeCapability
 from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.compat.judge import judge_library
 from archwheel.verdicts.vocabulary import Verdict
+
+FACTS = load_facts()
 
 KERNEL = 'extern "C" __global__ void k(int* p) { p[threadIdx.x] = 42; }\n'
 ARCHS = ("sm_90", "sm_90a", "sm_100f", "sm_87")
@@ -76,7 +79,7 @@ def test_nvcc_cubins_in_rodata_are_found_with_their_arch(
     for cc, verdict in (("9.0", Verdict.NATIVE), ("10.3", Verdict.NATIVE),
                         ("8.7", Verdict.NATIVE), ("8.0", Verdict.NO_KERNEL_IMAGE),
                         ("8.9", Verdict.NO_KERNEL_IMAGE)):  # fmt: skip
-        judged = judge_library(lib, Gpu(ComputeCapability.parse(cc)))
+        judged = judge_library(lib, Gpu(ComputeCapability.parse(cc)), facts=FACTS)
         assert judged.verdict is verdict, cc
 
 

@@ -21,6 +21,8 @@ from archwheel.verdicts.compat.judge import judge_library
 from archwheel.verdicts.vocabulary import Verdict
 from tests.support.components import CUPTI_SPEC, fetch_wheel
 
+FACTS = load_facts()
+
 pytestmark = pytest.mark.realwheel
 
 NVPERF = "nvidia/cu13/lib/libnvperf_target.so"
@@ -60,13 +62,13 @@ def test_raw_cubins_count_in_the_verdict(cupti_wheel: Path) -> None:
     [lib] = [lib for lib in inventory.libraries if lib.path == NVPERF]
     sass = {e.target.cc for e in lib.entries if e.kind is CodeKind.SASS}
     for cc in sorted(sass):
-        assert judge_library(lib, Gpu(cc)).verdict is Verdict.NATIVE, cc
+        assert judge_library(lib, Gpu(cc), facts=FACTS).verdict is Verdict.NATIVE, cc
     # GPUs of a major the library has no cubin for: nothing serves them.
     majors = {cc.major for cc in sass}
     unserved = [cc for cc in sorted(load_facts().capabilities) if cc.major not in majors]
     assert unserved
     for cc in unserved:
-        assert judge_library(lib, Gpu(cc)).verdict is Verdict.NO_KERNEL_IMAGE, cc
+        assert judge_library(lib, Gpu(cc), facts=FACTS).verdict is Verdict.NO_KERNEL_IMAGE, cc
 
 
 def test_old_raw_cubins_beside_fatbins_do_not_fail_a_library(cupti_wheel: Path) -> None:
@@ -78,6 +80,6 @@ def test_old_raw_cubins_beside_fatbins_do_not_fail_a_library(cupti_wheel: Path) 
     fatbin = {e.target.cc for e in lib.entries if e.origin is Origin.FATBIN}
     assert raw and fatbin and max(raw) < min(fatbin)
     for cc in sorted(fatbin):
-        judged = judge_library(lib, Gpu(cc))
+        judged = judge_library(lib, Gpu(cc), facts=FACTS)
         assert judged.verdict is Verdict.NATIVE, cc
         assert any(r.rule_id == "raw-cubin" for r in judged.reasons)

@@ -29,6 +29,7 @@ import pytest
 from archwheel.binary.dynamic_wheel import read_wheel_dynamic
 from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.effects.process import run_program
+from archwheel.facts.catalog import load_facts
 from archwheel.facts.pytorch_official import load_official
 from archwheel.wheelbuild.recipe import load_recipe
 from archwheel.wheelbuild.repair import (
@@ -42,13 +43,15 @@ from tests.support.components import TORCH_2_15_SPEC, TORCH_SPEC, fetch_wheel, r
 from tests.support.paths import ROOT
 from tests.support.repair_wheels import write_wheel
 
+FACTS = load_facts()
+
 pytestmark = [pytest.mark.slow, pytest.mark.realwheel]
 
 LEFT_OUT = {"torch/lib/libtorch_cpu.so", "torch/lib/libtorch_cuda.so"}
 
 
 def shipped_recipe_spec() -> RepairSpec:
-    spec = spec_for_recipe(load_recipe(ROOT / "recipes" / "pytorch-2.14.1-cu130.toml"))
+    spec = spec_for_recipe(load_recipe(ROOT / "recipes" / "pytorch-2.14.1-cu130.toml", facts=FACTS))
     assert spec is not None
     return spec
 

@@ -30,9 +30,10 @@ from archwheel.crosscheck.cuobjdump import (
     ensure_cuobjdump,
     find_cuobjdump,
     install_root,
+    timeout_setting,
 )
 from archwheel.effects.engine import EngineSettings
-from archwheel.effects.paths import cache_dir
+from archwheel.effects.settings import Settings
 from archwheel.errors import ToolError, UsageError
 from archwheel.facts.arch import CodeKind
 from tests.support.cuobjdump_support import NV, REL, listed
@@ -215,15 +216,20 @@ def test_a_cuobjdump_that_cannot_start_is_reported(tmp_path: Path) -> None:
 
 
 def test_the_timeout_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    def from_environment() -> Cuobjdump:
+        setting = Settings.from_environ(os.environ).cuobjdump_timeout
+        return Cuobjdump(Path("cuobjdump"), timeout_s=timeout_setting(setting))
+
     monkeypatch.setenv("ARCHWHEEL_CUOBJDUMP_TIMEOUT", "12.5")
-    assert Cuobjdump(Path("cuobjdump")).timeout_s == 12.5
+    assert from_environment().timeout_s == 12.5
     monkeypatch.setenv("ARCHWHEEL_CUOBJDUMP_TIMEOUT", "")
-    assert Cuobjdump(Path("cuobjdump")).timeout_s > 60  # the default
+    assert from_environment().timeout_s > 60  # the default
+    assert Cuobjdump(Path("cuobjdump")).timeout_s > 60  # no setting: the default
     # A value that is not a limit is the user's mistake, said as such (1e400 overflowed).
     for value in ("nonsense", "0", "-3", "nan", "inf", "1e400"):
         monkeypatch.setenv("ARCHWHEEL_CUOBJDUMP_TIMEOUT", value)
         with pytest.raises(UsageError, match="ARCHWHEEL_CUOBJDUMP_TIMEOUT"):
-            Cuobjdump(Path("cuobjdump"))
+            from_environment()
 
 
 def test_version_reads_the_release_line(cuobjdump: Cuobjdump) -> None:
@@ -231,6 +237,16 @@ def test_version_reads_the_release_line(cuobjdump: Cuobjdump) -> None:
 
 
 # -- finding and installing -----------------------------------------------------------------------
+
+
+def _find(environ: dict[str, str], search_path: list[str]) -> Path | None:
+    """``find_cuobjdump`` with the settings and the variables of ``environ``."""
+    return find_cuobjdump(Settings.from_environ(environ), environ, search_path)
+
+
+def _cache_dir(environ: dict[str, str]) -> Path:
+    """archwheel's cache folder, as the settings of ``environ`` resolve it."""
+    return Settings.from_environ(environ).cache
 
 
 def test_find_prefers_the_explicit_variable_then_path_then_cuda_home(
@@ -245,9 +261,9 @@ def test_find_prefers_the_explicit_variable_then_path_then_cuda_home(
     (cuda_home / "bin" / "cuobjdump").symlink_to(real)
     base = {"ARCHWHEEL_CACHE": str(tmp_path / "cache")}
     env = {**base, "PATH": str(on_path), "CUDA_HOME": str(cuda_home), "ARCHWHEEL_CUOBJDUMP": "/x"}
-    assert find_cuobjdump({**env, "ARCHWHEEL_CUOBJDUMP": str(real)}, []) == real
-    assert find_cuobjdump(env, []) == on_path / "cuobjdump"
-    assert find_cuobjdump({**base, "PATH": "", "CUDA_HOME": str(cuda_home)}, []) == (
+    assert _find({**env, "ARCHWHEEL_CUOBJDUMP": str(real)}, []) == real
+    assert _find(env, []) == on_path / "cuobjdump"
+    assert _find({**base, "PATH": "", "CUDA_HOME": str(cuda_home)}, []) == (
         cuda_home / "bin" / "cuobjdump"
     )
 
@@ -260,7 +276,7 @@ def test_find_looks_in_site_packages_for_the_pypi_wheel(
     binary.parent.mkdir(parents=True)
     binary.symlink_to(cuobjdump.executable)
     env = {"PATH": "", "ARCHWHEEL_CACHE": str(tmp_path / "cache")}
-    assert find_cuobjdump(env, [str(tmp_path / "elsewhere"), str(site)]) == binary
+    assert _find(env, [str(tmp_path / "elsewhere"), str(site)]) == binary
 
 
 def test_without_any_cuobjdump_and_no_install_the_error_says_how_to_get_one(
@@ -269,12 +285,12 @@ def test_without_any_cuobjdump_and_no_install_the_error_says_how_to_get_one(
     env = {"PATH": "", "ARCHWHEEL_CACHE": str(tmp_path / "cache")}
     if Path("/usr/local/cuda/bin/cuobjdump").is_file():
         pytest.skip("this machine has /usr/local/cuda/bin/cuobjdump, found as a last resort")
-    assert find_cuobjdump(env, []) is None
+    assert _find(env, []) is None
     original = sys.path[:]
     try:
         sys.path[:] = []
         with pytest.raises(ToolError, match="cuobjdump not found") as info:
-            ensure_cuobjdump(install=False, environ=env)
+            ensure_cuobjdump(Settings.from_environ(env), install=False, environ=env)
     finally:
         sys.path[:] = original
     assert "nvidia-cuda-cuobjdump" in info.value.one_line()
@@ -283,9 +299,11 @@ def test_without_any_cuobjdump_and_no_install_the_error_says_how_to_get_one(
 def test_cache_dir_follows_archwheel_cache_then_xdg(tmp_path: Path) -> None:
     # $ARCHWHEEL_CACHE/archwheel, as every other cache of archwheel (issue 8: it was
     # $ARCHWHEEL_CACHE itself here, a second cache folder beside effects.paths.cache_dir).
-    assert cache_dir({"ARCHWHEEL_CACHE": str(tmp_path)}) == tmp_path / "archwheel"
-    assert cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "archwheel"
-    assert install_root({"ARCHWHEEL_CACHE": str(tmp_path)}) == tmp_path / "archwheel" / "cuobjdump"
+    assert _cache_dir({"ARCHWHEEL_CACHE": str(tmp_path)}) == tmp_path / "archwheel"
+    assert _cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "archwheel"
+    assert install_root(_cache_dir({"ARCHWHEEL_CACHE": str(tmp_path)})) == (
+        tmp_path / "archwheel" / "cuobjdump"
+    )
 
 
 def test_every_cache_folder_of_archwheel_is_the_one_cache_dir(
@@ -301,11 +319,13 @@ def test_every_cache_folder_of_archwheel_is_the_one_cache_dir(
     ]
     folders = set()
     for env in environments:
-        podman = EngineSettings.create("podman", environ={**env, "ARCHWHEEL_PODMAN_RUNTIME": ""})
+        podman = EngineSettings.create(
+            "podman", Settings.from_environ({**env, "ARCHWHEEL_PODMAN_RUNTIME": ""}), environ=env
+        )
         conf = Path(podman.env["CONTAINERS_CONF"])
-        assert conf.parent == cache_dir(env)
-        assert install_root(env).parent == cache_dir(env)
-        folders.add(cache_dir(env))
+        assert conf.parent == _cache_dir(env)
+        assert install_root(_cache_dir(env)).parent == _cache_dir(env)
+        folders.add(_cache_dir(env))
     assert folders == {
         tmp_path / "a" / "archwheel",
         tmp_path / "x" / "archwheel",

@@ -17,12 +17,15 @@ import pytest
 from archwheel.binary.model import InputInventory, LibraryInventory, Origin, Problem, Severity
 from archwheel.binary.scan import bounds
 from archwheel.binary.scan.binary import scan_bytes_full
+from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import ComputeCapability
 from archwheel.verdicts.audit import audit, audit_document
 from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.compat.judge import judge_library, split_modules
 from archwheel.verdicts.vocabulary import Verdict
 from tests.support.builders import Entry, container, elf64
+
+FACTS = load_facts()
 
 
 def cubin(sm: int, arch_option: str | None = None, *, machine: int = 190) -> bytes:
@@ -158,7 +161,7 @@ def test_raw_cubins_are_one_module_beside_the_containers() -> None:
         (".data,.rodata", ["sm_80", "sm_120"]),
     ]
     assert not exact  # which raw cubins serve one kernel set is not recorded
-    on_90 = judge_library(lib, Gpu(ComputeCapability(9, 0)))
+    on_90 = judge_library(lib, Gpu(ComputeCapability(9, 0)), facts=FACTS)
     # The raw cubins have no sm_90: beside fatbin code that is no missing module (raw-cubin).
     assert on_90.verdict is Verdict.NATIVE
     assert on_90.modules == 1 and on_90.missing_modules == 0
@@ -167,16 +170,19 @@ def test_raw_cubins_are_one_module_beside_the_containers() -> None:
         "raw cubins sm_120, sm_80 (outside any fatbin) do not serve 9.0; the library loads "
         "them itself, so they are not counted as a missing module"
     ]
-    on_120 = judge_library(lib, Gpu(ComputeCapability(12, 0)))
+    on_120 = judge_library(lib, Gpu(ComputeCapability(12, 0)), facts=FACTS)
     assert on_120.verdict is Verdict.NO_KERNEL_IMAGE  # the fatbin module has no sm_120
-    on_86 = judge_library(lib, Gpu(ComputeCapability(8, 6)))
+    on_86 = judge_library(lib, Gpu(ComputeCapability(8, 6)), facts=FACTS)
     assert on_86.verdict is Verdict.NATIVE
 
 
 def test_a_library_with_only_raw_cubins_is_judged_by_them() -> None:
     lib, _ = _scan(_host(cubin(90, "sm_90a")))
-    assert judge_library(lib, Gpu(ComputeCapability(9, 0))).verdict is Verdict.NATIVE
-    assert judge_library(lib, Gpu(ComputeCapability(10, 0))).verdict is Verdict.NO_KERNEL_IMAGE
+    assert judge_library(lib, Gpu(ComputeCapability(9, 0)), facts=FACTS).verdict is Verdict.NATIVE
+    assert (
+        judge_library(lib, Gpu(ComputeCapability(10, 0)), facts=FACTS).verdict
+        is Verdict.NO_KERNEL_IMAGE
+    )
 
 
 def test_audit_counts_raw_cubins_and_the_json_says_where_they_are() -> None:

@@ -20,6 +20,7 @@ from archwheel.effects.engine import (
     sigterm_as_exit,
 )
 from archwheel.effects.process import find_program, quote_command, run_program
+from archwheel.effects.settings import Settings
 from archwheel.errors import ToolError, UsageError
 
 # -- settings and helpers (no engine needed) -----------------------------------------------------
@@ -50,7 +51,7 @@ def test_run_program_failure_says_what_failed(tmp_path: Path) -> None:
 
 
 def test_docker_settings_force_the_legacy_builder() -> None:
-    settings = EngineSettings.create("docker", environ={})
+    settings = EngineSettings.create("docker", Settings(), environ={})
     assert settings.command("ps") == ["docker", "ps"]
     assert settings.env["DOCKER_BUILDKIT"] == "0"
     assert not settings.keep_containers
@@ -58,7 +59,10 @@ def test_docker_settings_force_the_legacy_builder() -> None:
 
 def test_podman_settings_write_a_containers_conf(tmp_path: Path) -> None:
     settings = EngineSettings.create(
-        "podman", config_dir=tmp_path, environ={"ARCHWHEEL_PODMAN_RUNTIME": "runc"}
+        "podman",
+        Settings.from_environ({"ARCHWHEEL_PODMAN_RUNTIME": "runc"}),
+        config_dir=tmp_path,
+        environ={},
     )
     conf = Path(settings.env["CONTAINERS_CONF"])
     assert conf.read_text() == PODMAN_CONF_TEXT
@@ -69,8 +73,9 @@ def test_podman_settings_write_a_containers_conf(tmp_path: Path) -> None:
 def test_podman_settings_respect_a_users_containers_conf(tmp_path: Path) -> None:
     settings = EngineSettings.create(
         "podman",
+        Settings.from_environ({"ARCHWHEEL_PODMAN_RUNTIME": ""}),
         config_dir=tmp_path,
-        environ={"CONTAINERS_CONF": "/etc/mine.conf", "ARCHWHEEL_PODMAN_RUNTIME": ""},
+        environ={"CONTAINERS_CONF": "/etc/mine.conf"},
     )
     assert "CONTAINERS_CONF" not in settings.env
     assert settings.global_args == ()
@@ -79,16 +84,16 @@ def test_podman_settings_respect_a_users_containers_conf(tmp_path: Path) -> None
 
 def test_keep_containers_comes_from_the_environment() -> None:
     assert EngineSettings.create(
-        "docker", environ={"ARCHWHEEL_KEEP_CONTAINERS": "1"}
+        "docker", Settings.from_environ({"ARCHWHEEL_KEEP_CONTAINERS": "1"})
     ).keep_containers
     assert not EngineSettings.create(
-        "docker", environ={"ARCHWHEEL_KEEP_CONTAINERS": "0"}
+        "docker", Settings.from_environ({"ARCHWHEEL_KEEP_CONTAINERS": "0"})
     ).keep_containers
 
 
 def test_unknown_engine_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="unknown container engine 'dockr'"):
-        EngineSettings.create("dockr", environ={})
+        EngineSettings.create("dockr", Settings())
 
 
 def test_engine_that_is_not_installed_says_so() -> None:
@@ -108,7 +113,10 @@ def test_mount_flags() -> None:
 
 
 def test_gpu_request_is_engine_specific() -> None:
-    assert EngineSettings.create("docker", environ={}).gpu_args("all") == ["--gpus", "all"]
+    assert EngineSettings.create("docker", Settings(), environ={}).gpu_args("all") == [
+        "--gpus",
+        "all",
+    ]
     podman = EngineSettings("podman", "podman", global_args=("--runtime", "runc"))
     # podman 4 has no --gpus: it asks for the CDI device NVIDIA's toolkit describes.
     assert podman.gpu_args("all") == ["--device", "nvidia.com/gpu=all"]
@@ -139,7 +147,9 @@ def test_run_command_is_a_foreground_run_with_the_specs_flags(tmp_path: Path) ->
 
 def test_run_command_keeps_the_container_when_asked() -> None:
     settings = EngineSettings.create(
-        "docker", program="/bin/true", environ={"ARCHWHEEL_KEEP_CONTAINERS": "1"}
+        "docker",
+        Settings.from_environ({"ARCHWHEEL_KEEP_CONTAINERS": "1"}),
+        program="/bin/true",
     )
     argv = ContainerEngine(settings, echo=None).run_command(
         ContainerSpec(image="img:1"), ["true"], name="archwheel-t"

@@ -18,12 +18,15 @@ from archwheel.errors import ArchListError, RecipeError
 from archwheel.facts import arch_consumers as ac
 from archwheel.facts import arch_grammars as ag
 from archwheel.facts.arch import ArchList
+from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.plan import check_arch_list
 from archwheel.wheelbuild.recipe import load_recipe
 from archwheel.wheelbuild.recipe_torch import pinned_torch
 from tests.support.cli import CliRun
 from tests.support.paths import ROOT
+
+FACTS = load_facts()
 
 CONSUMERS = ac.load_grammars().consumers
 
@@ -306,17 +309,21 @@ def recipe_file(tmp_path: Path, arch: str, requirements: str = '"torch==2.14.1"'
 def test_a_torch_format_extension_is_read_by_cpp_extension_of_the_pinned_torch(
     tmp_path: Path,
 ) -> None:
-    recipe = load_recipe(recipe_file(tmp_path, 'default = "8.0;9.0+PTX"', '"torch==2.13.0+cu130"'))
+    recipe = load_recipe(
+        recipe_file(tmp_path, 'default = "8.0;9.0+PTX"', '"torch==2.13.0+cu130"'), facts=FACTS
+    )
     assert recipe.arch.consumer == ac.CPP_EXTENSION
     assert recipe.arch.variable == "TORCH_CUDA_ARCH_LIST"
     assert recipe.arch.torch == "2.13.0+cu130"
     with pytest.raises(ArchListError, match=r"8\.8 is not in torch 2\.13\.0's supported list"):
-        check_arch_list(recipe, "8.0;8.8")
-    assert check_arch_list(recipe, "9.0a;12.0+PTX").value == "9.0a;12.0+PTX"
+        check_arch_list(recipe, "8.0;8.8", facts=FACTS)
+    assert check_arch_list(recipe, "9.0a;12.0+PTX", facts=FACTS).value == "9.0a;12.0+PTX"
 
 
 def test_a_project_variable_is_expressible(tmp_path: Path) -> None:
-    recipe = load_recipe(recipe_file(tmp_path, 'consumer = "flash-attn"\ndefault = "8.0;9.0"'))
+    recipe = load_recipe(
+        recipe_file(tmp_path, 'consumer = "flash-attn"\ndefault = "8.0;9.0"'), facts=FACTS
+    )
     assert (recipe.arch.consumer, recipe.arch.variable) == ("flash-attn", "FLASH_ATTN_CUDA_ARCHS")
     assert recipe.arch.format == "project"
     assert recipe.arch.render(recipe.arch.default) == "80;90"
@@ -333,15 +340,15 @@ def test_a_project_variable_is_expressible(tmp_path: Path) -> None:
 )
 def test_bad_arch_tables_are_refused_at_load_time(tmp_path: Path, arch: str, message: str) -> None:
     with pytest.raises(RecipeError) as info:
-        load_recipe(recipe_file(tmp_path, arch))
+        load_recipe(recipe_file(tmp_path, arch), facts=FACTS)
     assert "[arch]" in info.value.one_line()
     assert message in info.value.one_line()
 
 
 def test_schema_1_recipes_keep_their_readers() -> None:
     root = ROOT / "recipes"
-    assert load_recipe(root / "example.toml").arch.consumer == ac.NVCC
-    pytorch = load_recipe(root / "pytorch-2.14.1-cu130.toml")
+    assert load_recipe(root / "example.toml", facts=FACTS).arch.consumer == ac.NVCC
+    pytorch = load_recipe(root / "pytorch-2.14.1-cu130.toml", facts=FACTS)
     assert (pytorch.arch.consumer, pytorch.arch.torch) == (ac.TORCH_CMAKE, "2.14.1")
 
 

@@ -14,12 +14,15 @@ import pytest
 from rich.console import Console
 
 from archwheel.effects.process import quote_command
+from archwheel.facts.catalog import load_facts
 from archwheel.interfaces.render.build import build_output
 from archwheel.interfaces.render.common import literal, md_code, safe
 from archwheel.wheelbuild.recipe import load_recipe
 from tests.support.builders import Entry, container, elf64, write_zip
 from tests.support.cli import CliRun
 from tests.support.paths import ROOT
+
+FACTS = load_facts()
 
 HOSTILE = (
     "pkg/lib[/]x.so",
@@ -148,7 +151,7 @@ def _hostile_recipe(tmp_path: Path) -> Path:
 def test_build_echo_shows_recipe_commands_and_build_lines_literally(tmp_path: Path) -> None:
     # The recipe's command is echoed as the container command line, and build output comes back
     # line by line: ESC/OSC sequences and rich markup in either reach no terminal (issue 13, 3).
-    recipe = load_recipe(_hostile_recipe(tmp_path))
+    recipe = load_recipe(_hostile_recipe(tmp_path), facts=FACTS)
     assert recipe.build.command.strip() == HOSTILE_COMMAND  # the recipe holds it as written
     stream = io.StringIO()
     log = io.StringIO()

@@ -13,6 +13,7 @@ import pytest
 
 from archwheel.effects.engine import ContainerEngine, EngineSettings
 from archwheel.effects.pipconfig import PipSettings
+from archwheel.effects.settings import Settings
 from archwheel.errors import UsageError
 from archwheel.smoke.environments import (
     CONTAINER_WORKDIR,
@@ -29,7 +30,11 @@ def _offline_environment(
 ) -> ContainerEnvironment:
     """An environment whose engine program is /bin/true: argv only, nothing runs."""
     settings = EngineSettings.create(
-        name, program="/bin/true", config_dir=tmp_path, environ=environ or {}
+        name,
+        Settings.from_environ(environ or {}),
+        program="/bin/true",
+        config_dir=tmp_path,
+        environ=environ or {},
     )
     wheel = make_wheel(tmp_path, "tiny")
     env = ContainerEnvironment(
@@ -99,7 +104,7 @@ def test_a_wheel_path_a_mount_cannot_carry_is_a_usage_error(tmp_path: Path) -> N
     folder = tmp_path / "a,b"
     folder.mkdir()
     wheel = make_wheel(folder, "tiny")
-    settings = EngineSettings.create("docker", program="/bin/true", environ={})
+    settings = EngineSettings.create("docker", Settings(), program="/bin/true", environ={})
     with pytest.raises(UsageError, match="paths with ',' or '=' are not supported"):
         ContainerEnvironment(
             wheels=(wheel,), image="img:1", engine=ContainerEngine(settings, echo=None)

@@ -40,6 +40,8 @@ from tests.support.cli import CliRun
 from tests.support.inventory_builders import build_wheel, inventory, library, torch_2_14_1_cu130
 from tests.support.real_torch import check_torch_verdicts
 
+FACTS = load_facts()
+
 CATALOG = [
     "3.5", "3.7", "5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6",
     "8.7", "8.8", "8.9", "9.0", "10.0", "10.1", "10.3", "10.7", "11.0", "12.0", "12.1",
@@ -224,7 +226,7 @@ def test_single_image_library_verdict_on_every_gpu(image: str) -> None:
     expected_when_served = Verdict.NATIVE if image.startswith("sm_") else Verdict.JIT
     got = {}
     for cc in CATALOG:
-        verdict = judge_library(lib, Gpu(ComputeCapability.parse(cc))).verdict
+        verdict = judge_library(lib, Gpu(ComputeCapability.parse(cc)), facts=FACTS).verdict
         got[cc] = verdict
     expected = {
         cc: expected_when_served if cc in SERVES[image].split() else Verdict.NO_KERNEL_IMAGE
@@ -251,7 +253,7 @@ def test_one_module_without_an_image_fails_the_library() -> None:
     # Library-wide the archs look fine for 8.6 (sm_80 exists), but the second module has only
     # sm_90: its kernels have no image on an 8.6 GPU.
     lib = library("libk.so", [["sm_80", "sm_90"], ["sm_90"]])
-    v = judge_library(lib, Gpu(ComputeCapability(8, 6)))
+    v = judge_library(lib, Gpu(ComputeCapability(8, 6)), facts=FACTS)
     assert v.verdict is Verdict.NO_KERNEL_IMAGE
     assert v.missing_modules == 1
     assert v.native_archs() == (("sm_80", 1),)
@@ -260,7 +262,7 @@ def test_one_module_without_an_image_fails_the_library() -> None:
 
 def test_mixed_native_and_jit_modules_give_jit() -> None:
     lib = library("libk.so", [["sm_80"], ["compute_80"]])
-    v = judge_library(lib, Gpu(ComputeCapability(8, 9)))
+    v = judge_library(lib, Gpu(ComputeCapability(8, 9)), facts=FACTS)
     assert v.verdict is Verdict.JIT
     assert v.native_archs() == (("sm_80", 1),)
     assert v.jit_archs() == (("compute_80", 1),)
@@ -270,19 +272,19 @@ def test_mixed_native_and_jit_modules_give_jit() -> None:
 def test_inconsistent_container_count_falls_back_to_sections() -> None:
     lib = library("libk.so", [["sm_80"], ["sm_90"]])
     lying = LibraryInventory(lib.path, lib.file_kind, lib.size, lib.entries, lib.containers[:1])
-    v = judge_library(lying, Gpu(ComputeCapability(9, 0)))
+    v = judge_library(lying, Gpu(ComputeCapability(9, 0)), facts=FACTS)
     assert not v.exact_modules
     assert v.verdict is Verdict.NATIVE  # one module per section: sm_90 serves it
 
 
 def test_relocatable_images_serve_nothing() -> None:
     only_relocatable = library("libk.a", [["sm_90", "compute_90"]], section="__nv_relfatbin")
-    v = judge_library(only_relocatable, Gpu(ComputeCapability(9, 0)))
+    v = judge_library(only_relocatable, Gpu(ComputeCapability(9, 0)), facts=FACTS)
     assert v.verdict is Verdict.LINK_ONLY
     mixed = library(
         "libk.so", [["sm_80"], ["compute_80"]], sections=[".nv_fatbin", "__nv_relfatbin"]
     )
-    v = judge_library(mixed, Gpu(ComputeCapability(12, 0)))
+    v = judge_library(mixed, Gpu(ComputeCapability(12, 0)), facts=FACTS)
     assert v.verdict is Verdict.NO_KERNEL_IMAGE  # the relocatable PTX does not rescue it
     assert v.link_only == ("compute_80",)
     said = [r.text for r in v.reasons if r.rule_id == "relocatable-link-only"]
@@ -294,14 +296,14 @@ def test_relocatable_images_serve_nothing() -> None:
 
 def test_most_specific_cubin_is_named_first_and_rule_cited() -> None:
     lib = library("libk.so", [["sm_90", "sm_90a"]])
-    v = judge_library(lib, Gpu(ComputeCapability(9, 0)))
+    v = judge_library(lib, Gpu(ComputeCapability(9, 0)), facts=FACTS)
     assert v.native_archs() == (("sm_90a", 1),)
     assert [r.rule_id for r in v.reasons] == ["sass-arch-specific"]
 
 
 def test_why_not_explains_cross_major_folklore() -> None:
     lib = library("libk.so", [["sm_90"]])
-    v = judge_library(lib, Gpu(ComputeCapability(12, 0)))
+    v = judge_library(lib, Gpu(ComputeCapability(12, 0)), facts=FACTS)
     texts = {r.rule_id: r.text for r in v.reasons}
     assert "never crosses major versions" in texts["sass-same-major"]
     assert texts["no-kernel-image"] == "1 of 1 modules have no kernel image for 12.0"
@@ -313,12 +315,12 @@ def test_why_not_explains_cross_major_folklore() -> None:
 def test_ptx_newer_than_the_driver_is_driver_too_old() -> None:
     lib = library("libk.so", [["compute_120"]], isa="9.0")  # PTX ISA 9.0 needs CUDA 13.0
     gpu = Gpu(ComputeCapability(12, 0))
-    old = judge_library(lib, gpu, driver=DriverVersion.parse("575.51.03"))
+    old = judge_library(lib, gpu, driver=DriverVersion.parse("575.51.03"), facts=FACTS)
     assert old.verdict is Verdict.DRIVER_TOO_OLD
     assert old.driver_blocked_modules == 1
-    new = judge_library(lib, gpu, driver=DriverVersion.parse("580.65.06"))
+    new = judge_library(lib, gpu, driver=DriverVersion.parse("580.65.06"), facts=FACTS)
     assert new.verdict is Verdict.JIT
-    unknown = judge_library(lib, gpu)
+    unknown = judge_library(lib, gpu, facts=FACTS)
     assert unknown.verdict is Verdict.JIT
     isa = next(r.text for r in unknown.reasons if r.rule_id == "ptx-isa-driver")
     assert isa == (
@@ -338,22 +340,27 @@ def test_ptx_newer_than_the_driver_is_driver_too_old() -> None:
     ],
 )
 def test_runtime_against_driver(runtime: str, driver: str, status: str) -> None:
-    check = check_runtime(CudaVersion.parse(runtime), "test", DriverVersion.parse(driver))
+    check = check_runtime(
+        CudaVersion.parse(runtime), "test", DriverVersion.parse(driver), facts=FACTS
+    )
     assert check.status == status
     assert check.reason.rule_id == "runtime-driver"
     assert check.blocks == (status == "unsupported")
 
 
 def test_runtime_unknown_and_driver_missing_are_said() -> None:
-    assert check_runtime(None, None, DriverVersion.parse("580.65.06")).status == "unknown-runtime"
-    assert check_runtime(CudaVersion(13, 0), "x", None).status == "no-driver"
+    assert (
+        check_runtime(None, None, DriverVersion.parse("580.65.06"), facts=FACTS).status
+        == "unknown-runtime"
+    )
+    assert check_runtime(CudaVersion(13, 0), "x", None, facts=FACTS).status == "no-driver"
 
 
 # -- fixes --------------------------------------------------------------------------------------
 
 
 def test_fix_for_volta_on_cuda_13_points_at_an_older_toolkit() -> None:
-    fixes = fixes_for(ComputeCapability(7, 0), CudaVersion(13, 0), pytorch=True)
+    fixes = fixes_for(ComputeCapability(7, 0), CudaVersion(13, 0), pytorch=True, facts=FACTS)
     assert fixes[0].startswith("7.0 (Volta) was removed in CUDA 13.0")
     assert "CUDA 12.9 or older" in fixes[0]
     assert fixes[-1] == (
@@ -374,21 +381,21 @@ def test_fix_for_volta_on_cuda_13_points_at_an_older_toolkit() -> None:
     ],
 )
 def test_pytorch_install_advice(cc: str, advice: str | None) -> None:
-    assert pytorch_install_advice(ComputeCapability.parse(cc)) == advice
+    assert pytorch_install_advice(ComputeCapability.parse(cc), facts=FACTS) == advice
 
 
 def test_fix_uses_a_lower_minor_when_the_toolkit_cannot_target_the_gpu() -> None:
-    fixes = fixes_for(ComputeCapability(10, 3), CudaVersion(12, 8))
+    fixes = fixes_for(ComputeCapability(10, 3), CudaVersion(12, 8), facts=FACTS)
     assert fixes[0].startswith("rebuild with SASS sm_100, which also runs on 10.3")
 
 
 def test_best_sass_target() -> None:
     facts = load_facts()
-    assert best_sass_target(ComputeCapability(8, 9), facts.toolkit("13.0")) == Target(
+    assert best_sass_target(ComputeCapability(8, 9), facts.toolkit("13.0"), facts=FACTS) == Target(
         ComputeCapability(8, 9)
     )
-    assert best_sass_target(ComputeCapability(7, 0), facts.toolkit("13.0")) is None
-    assert best_sass_target(ComputeCapability(12, 1), facts.toolkit("12.8")) == Target(
+    assert best_sass_target(ComputeCapability(7, 0), facts.toolkit("13.0"), facts=FACTS) is None
+    assert best_sass_target(ComputeCapability(12, 1), facts.toolkit("12.8"), facts=FACTS) == Target(
         ComputeCapability(12, 0)
     )
 
@@ -397,7 +404,7 @@ def test_best_sass_target() -> None:
 
 
 def test_resolve_gpus_accepts_names_ccs_and_comma_lists() -> None:
-    gpus = resolve_gpus(["A100,RTX 5090", "NVIDIA H100 80GB HBM3"], ["12.1, 8.6"])
+    gpus = resolve_gpus(["A100,RTX 5090", "NVIDIA H100 80GB HBM3"], ["12.1, 8.6"], facts=FACTS)
     assert [(g.name, str(g.cc)) for g in gpus] == [
         ("A100", "8.0"),
         ("RTX 5090", "12.0"),
@@ -412,7 +419,7 @@ def test_resolve_gpus_accepts_names_ccs_and_comma_lists() -> None:
 )
 def test_resolve_gpus_rejects_nonsense(names: list[str], ccs: list[str]) -> None:
     with pytest.raises(UsageError):
-        resolve_gpus(names, ccs)
+        resolve_gpus(names, ccs, facts=FACTS)
 
 
 # -- wheels -------------------------------------------------------------------------------------
@@ -423,7 +430,9 @@ def test_torch_inventory_verdicts_by_hand_built_inventory() -> None:
 
 
 def test_torch_on_t4_names_the_broken_library() -> None:
-    judged = judge_input(torch_2_14_1_cu130(), [Gpu(ComputeCapability(7, 5), "T4")], name="torch")
+    judged = judge_input(
+        torch_2_14_1_cu130(), [Gpu(ComputeCapability(7, 5), "T4")], name="torch", facts=FACTS
+    )
     t4 = judged.per_gpu[0]
     assert t4.libraries_with(Verdict.NO_KERNEL_IMAGE) == ["torch/lib/libtorch_cuda_linalg.so"]
     assert t4.headline() == (
@@ -440,6 +449,7 @@ def test_torch_fix_does_not_recommend_the_build_that_lacks_the_arch() -> None:
         [Gpu(ComputeCapability(7, 5), "T4")],
         runtime=CudaVersion(13, 0),
         name="torch",
+        facts=FACTS,
     )
     linalg = judged.per_gpu[0].libraries[1]
     assert linalg.fixes[-2:] == (
@@ -452,26 +462,27 @@ def test_torch_fix_does_not_recommend_the_build_that_lacks_the_arch() -> None:
 
 def test_cpu_only_input_says_so() -> None:
     inv = inventory("cpu.whl", LibraryInventory("x.so", "shared-object", 10))
-    judged = judge_input(inv, [Gpu(ComputeCapability(9, 0))])
+    judged = judge_input(inv, [Gpu(ComputeCapability(9, 0))], facts=FACTS)
     assert judged.per_gpu[0].verdict is Verdict.NO_DEVICE_CODE
-    assert build_report([judged], [Gpu(ComputeCapability(9, 0))], None).exit_code == 0
+    assert build_report([judged], [Gpu(ComputeCapability(9, 0))], None, facts=FACTS).exit_code == 0
 
 
 def test_exit_codes_follow_the_documented_precedence() -> None:
     gpu = Gpu(ComputeCapability(12, 0))
-    jit = judge_input(inventory("a", library("a.so", [["compute_90"]])), [gpu])
-    native = judge_input(inventory("b", library("b.so", [["sm_120"]])), [gpu])
-    missing = judge_input(inventory("c", library("c.so", [["sm_90"]])), [gpu])
+    jit = judge_input(inventory("a", library("a.so", [["compute_90"]])), [gpu], facts=FACTS)
+    native = judge_input(inventory("b", library("b.so", [["sm_120"]])), [gpu], facts=FACTS)
+    missing = judge_input(inventory("c", library("c.so", [["sm_90"]])), [gpu], facts=FACTS)
     old_driver = judge_input(
         inventory("d", library("d.so", [["sm_120"]])),
         [gpu],
         driver=DriverVersion.parse("570.86.10"),
         runtime=CudaVersion(13, 0),
+        facts=FACTS,
     )
-    assert build_report([native], [gpu], None).exit_code == 0
-    assert build_report([native, jit], [gpu], None).exit_code == 10
-    assert build_report([jit, old_driver], [gpu], None).exit_code == 12
-    assert build_report([old_driver, missing, jit], [gpu], None).exit_code == 11
+    assert build_report([native], [gpu], None, facts=FACTS).exit_code == 0
+    assert build_report([native, jit], [gpu], None, facts=FACTS).exit_code == 10
+    assert build_report([jit, old_driver], [gpu], None, facts=FACTS).exit_code == 12
+    assert build_report([old_driver, missing, jit], [gpu], None, facts=FACTS).exit_code == 11
     incomplete = judge_input(
         InputInventory(
             "e",
@@ -480,13 +491,16 @@ def test_exit_codes_follow_the_documented_precedence() -> None:
             problems=(Problem("e", "truncated"),),
         ),
         [gpu],
+        facts=FACTS,
     )
-    assert build_report([incomplete], [gpu], None).exit_code == 3
+    assert build_report([incomplete], [gpu], None, facts=FACTS).exit_code == 3
 
 
 def test_report_json_names_rules_it_cites() -> None:
     gpu = Gpu(ComputeCapability(7, 5), "T4")
-    report = build_report([judge_input(torch_2_14_1_cu130(), [gpu])], [gpu], None)
+    report = build_report(
+        [judge_input(torch_2_14_1_cu130(), [gpu], facts=FACTS)], [gpu], None, facts=FACTS
+    )
     doc = report.to_json_dict()
     assert doc["schema_version"] == 1
     assert doc["exit_code"] == 11
@@ -581,8 +595,8 @@ def test_torch_on_jetson_orin_follows_the_integrated_rule(
     runtime: CudaVersion | None, verdict: Verdict
 ) -> None:
     # The cu130 wheel's sm_80/sm_86 cubins serve Orin (8.7, integrated) only from CUDA 13.2.
-    [orin] = resolve_gpus(["Jetson AGX Orin"])
-    judged = judge_input(torch_2_14_1_cu130(), [orin], runtime=runtime, name="torch")
+    [orin] = resolve_gpus(["Jetson AGX Orin"], facts=FACTS)
+    judged = judge_input(torch_2_14_1_cu130(), [orin], runtime=runtime, name="torch", facts=FACTS)
     assert judged.per_gpu[0].verdict is verdict
     if verdict is Verdict.NO_KERNEL_IMAGE:
         lib = judged.per_gpu[0].libraries[0]

@@ -6,20 +6,24 @@ import pytest
 
 from archwheel.binary.model import InputInventory
 from archwheel.facts.arch import ArchList
+from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
 from archwheel.verdicts.compat.gpus import resolve_gpus
 from archwheel.verdicts.recommend import coverage_of, estimate_size, recommend
 from tests.support.inventory_builders import inventory, library
+
+FACTS = load_facts()
 
 
 def _rec(
     gpus: str, cuda: str | None = None, *, ptx: bool = False, variant: str = "plain"
 ) -> tuple[str | None, tuple[str, ...]]:
     rec = recommend(
-        resolve_gpus([gpus]),
+        resolve_gpus([gpus], facts=FACTS),
         cuda=CudaVersion.parse(cuda) if cuda else None,
         ptx=ptx,
         variant=variant,
+        facts=FACTS,
     )
     return (str(rec.arch_list) if rec.arch_list else None), rec.problems
 
@@ -101,12 +105,12 @@ def test_toolkit_problems_name_the_gpu_and_the_cuda_needed(
 
 
 def test_buildable_with_lists_the_toolkits() -> None:
-    rec = recommend(resolve_gpus(["A100,RTX 5090"]))
+    rec = recommend(resolve_gpus(["A100,RTX 5090"], facts=FACTS), facts=FACTS)
     assert [str(v) for v in rec.buildable_with] == ["12.8", "12.9", "13.0", "13.2"]
 
 
 def test_coverage_of_a_given_list() -> None:
-    gpus = resolve_gpus(["L4,RTX 5090,T4"])
+    gpus = resolve_gpus(["L4,RTX 5090,T4"], facts=FACTS)
     plain = coverage_of(ArchList.parse("8.0;9.0"), gpus)
     assert [(c.gpu.name, c.mode, c.image) for c in plain] == [
         ("L4", "native", "sm_80"),

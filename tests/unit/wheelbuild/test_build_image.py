@@ -9,6 +9,7 @@ import pytest
 
 from archwheel.errors import RecipeError, ToolError
 from archwheel.exit_codes import exit_code_for
+from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.builder_image import (
     BuilderImageSpec,
@@ -21,6 +22,8 @@ from archwheel.wheelbuild.builder_image import (
 )
 from archwheel.wheelbuild.recipe import load_recipe
 from tests.support.paths import ROOT
+
+FACTS = load_facts()
 
 DEBIAN_PYPI_PROBE = """\
 nvcc=Cuda compilation tools, release 13.0, V13.0.88
@@ -90,7 +93,7 @@ def test_toolkit_mismatch_is_refused_naming_recipe_and_image() -> None:
 
 
 def test_builder_tag_follows_every_input() -> None:
-    recipe = load_recipe(ROOT / "recipes" / "example.toml")
+    recipe = load_recipe(ROOT / "recipes" / "example.toml", facts=FACTS)
     spec = BuilderImageSpec(
         base_image=recipe.toolchain.base_image,
         toolchain=recipe.toolchain,
@@ -113,7 +116,7 @@ def test_builder_tag_follows_every_input() -> None:
 
 
 def test_build_args_carry_the_toolchain() -> None:
-    recipe = load_recipe(ROOT / "recipes" / "example.toml")
+    recipe = load_recipe(ROOT / "recipes" / "example.toml", facts=FACTS)
     args = BuilderImageSpec("archwheel/debian:bookworm", recipe.toolchain, "3.11", "x").build_args()
     assert args["ARCHWHEEL_TOOLCHAIN_SOURCE"] == "pypi"
     assert args["ARCHWHEEL_CUDA_VERSION"] == "13.0"
@@ -125,7 +128,7 @@ def test_build_args_carry_the_toolchain() -> None:
 
 def test_dockerfile_arguments_cannot_be_shadowed_by_the_base_images_env() -> None:
     """Base images set CUDA_VERSION / PYTHON_VERSION with ENV, which wins over a same-named ARG."""
-    recipe = load_recipe(ROOT / "recipes" / "example.toml")
+    recipe = load_recipe(ROOT / "recipes" / "example.toml", facts=FACTS)
     args = BuilderImageSpec("nvidia/cuda:13.0.1-devel", recipe.toolchain, "3.11", "x").build_args()
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
     after_from = dockerfile[dockerfile.index("\nFROM ") :]

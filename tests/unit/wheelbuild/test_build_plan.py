@@ -10,6 +10,7 @@ import pytest
 
 from archwheel.effects.pipconfig import CONTAINER_CA_PATH, PipSettings, local_folder
 from archwheel.errors import ArchListError, RecipeError, UsageError
+from archwheel.facts.catalog import load_facts
 from archwheel.interfaces.render.build import plan_json
 from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs, detect_host_resources
 from archwheel.wheelbuild.plan import (
@@ -26,15 +27,17 @@ from archwheel.wheelbuild.source import ResolvedSource
 from tests.support.cli import CliRun
 from tests.support.paths import ROOT
 
+FACTS = load_facts()
+
 
 @pytest.fixture(scope="module")
 def example() -> Recipe:
-    return load_recipe(ROOT / "recipes" / "example.toml")
+    return load_recipe(ROOT / "recipes" / "example.toml", facts=FACTS)
 
 
 @pytest.fixture(scope="module")
 def pytorch() -> Recipe:
-    return load_recipe(ROOT / "recipes" / "pytorch-2.14.1-cu130.toml")
+    return load_recipe(ROOT / "recipes" / "pytorch-2.14.1-cu130.toml", facts=FACTS)
 
 
 def fake_source(recipe: Recipe, epoch: int = 1_700_000_000) -> ResolvedSource:
@@ -60,7 +63,7 @@ def plan_for(recipe: Recipe, arch: str = "8.0;9.0", **options: object) -> BuildP
     )
     return make_plan(
         recipe,
-        check_arch_list(recipe, arch),
+        check_arch_list(recipe, arch, facts=FACTS),
         opts,
         fake_source(recipe),
         jobs=jobs,
@@ -162,7 +165,7 @@ def test_build_user_is_never_root() -> None:
 
 
 def test_arch_list_defaults_to_the_recipes(example: Recipe) -> None:
-    assert str(check_arch_list(example, None)) == "8.0;9.0"
+    assert str(check_arch_list(example, None, facts=FACTS)) == "8.0;9.0"
 
 
 @pytest.mark.parametrize(
@@ -175,14 +178,14 @@ def test_arch_list_defaults_to_the_recipes(example: Recipe) -> None:
 )
 def test_bad_arch_for_the_example_toolkit(example: Recipe, arch: str, message: str) -> None:
     with pytest.raises(ArchListError) as info:
-        check_arch_list(example, arch)
+        check_arch_list(example, arch, facts=FACTS)
     assert message in info.value.one_line()
 
 
 def test_arch_the_cu128_toolkit_cannot_target() -> None:
-    recipe = load_recipe(ROOT / "recipes" / "pytorch-2.14.1-cu128.toml")
+    recipe = load_recipe(ROOT / "recipes" / "pytorch-2.14.1-cu128.toml", facts=FACTS)
     with pytest.raises(ArchListError) as info:
-        check_arch_list(recipe, "9.0;12.1")
+        check_arch_list(recipe, "9.0;12.1", facts=FACTS)
     assert "sm_121 needs CUDA >= 12.9" in info.value.one_line()
     assert "recipe pytorch-2.14.1-cu128 uses CUDA 12.8" in info.value.one_line()
 
@@ -193,11 +196,11 @@ def test_family_targets_enter_torch_arch_list_only_where_its_reader_takes_them(
     # PyTorch's own build reads TORCH_CUDA_ARCH_LIST with select_compute_arch.cmake, which takes
     # X.Yf; cpp_extension does not (tests/test_arch_grammars.py refuses it for an extension).
     assert pytorch.arch.consumer == "torch-cmake"
-    assert check_arch_list(pytorch, "10.0f").value == "10.0f"
+    assert check_arch_list(pytorch, "10.0f", facts=FACTS).value == "10.0f"
 
 
 def test_family_targets_can_enter_gencode_flags(example: Recipe) -> None:
-    checked = check_arch_list(example, "10.0f;12.0+PTX")
+    checked = check_arch_list(example, "10.0f;12.0+PTX", facts=FACTS)
     arch = checked.arch_list
     assert checked.value == example.arch.render(arch)
     assert "-gencode=arch=compute_100f,code=sm_100f" in example.arch.render(arch)
@@ -373,11 +376,11 @@ def test_recipe_takes_free_threaded_versions_and_refuses_impossible_ones(tmp_pat
     text = text.replace("../examples/", str(ROOT / "examples") + "/")
     good = tmp_path / "ft.toml"
     good.write_text(text.replace('versions = ["3.11"]', 'versions = ["3.14t", "3.13t"]'))
-    assert load_recipe(good).python_versions == ("3.14t", "3.13t")
+    assert load_recipe(good, facts=FACTS).python_versions == ("3.14t", "3.13t")
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace('versions = ["3.11"]', 'versions = ["3.12t"]'))
     with pytest.raises(RecipeError, match=r"free-threaded CPython exists from 3\.13 on"):
-        load_recipe(bad)
+        load_recipe(bad, facts=FACTS)
 
 
 # -- the base image pinned by its ID ------------------------------------------------------------
@@ -395,11 +398,11 @@ def test_base_image_pin_is_read_planned_and_checked(tmp_path: Path) -> None:
     from archwheel.wheelbuild.baseimage import check_base_image_pin
 
     pin = "sha256:" + "ab" * 32
-    recipe = load_recipe(_example_with(tmp_path, f'base_image_id = "{pin}"'))
+    recipe = load_recipe(_example_with(tmp_path, f'base_image_id = "{pin}"'), facts=FACTS)
     assert recipe.toolchain.base_image_id == pin
     rows = dict(plan_for(recipe).summary_rows())
     assert rows["base image"] == f"archwheel/debian:bookworm (pinned to {pin})"
-    floating = load_recipe(ROOT / "recipes" / "example.toml")
+    floating = load_recipe(ROOT / "recipes" / "example.toml", facts=FACTS)
     assert "tag not pinned" in dict(plan_for(floating).summary_rows())["base image"]
     check_base_image_pin("archwheel/debian:bookworm", pin, pin, recipe.path)  # the same: fine
     check_base_image_pin("archwheel/debian:bookworm", "sha256:" + "cd" * 32, None, recipe.path)
@@ -412,7 +415,7 @@ def test_base_image_pin_is_read_planned_and_checked(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", ["abc", "sha256:" + "g" * 64, "sha256:" + "a" * 63])
 def test_a_malformed_base_image_pin_is_refused(tmp_path: Path, value: str) -> None:
     with pytest.raises(RecipeError, match=r"base_image_id.*is not an image ID"):
-        load_recipe(_example_with(tmp_path, f'base_image_id = "{value}"'))
+        load_recipe(_example_with(tmp_path, f'base_image_id = "{value}"'), facts=FACTS)
 
 
 def test_provenance_records_the_pin() -> None:

@@ -18,10 +18,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from archwheel.errors import ArchwheelError
+from archwheel.facts.catalog import load_facts
 from archwheel.verdicts.manifest import load_manifest
 from archwheel.wheelbuild.recipe import load_recipe, parse_recipe
 from tests.support.fuzz import FUZZ_SETTINGS
 from tests.support.paths import ROOT
+
+FACTS = load_facts()
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -79,7 +82,7 @@ def recipes(draw: st.DrawFn) -> dict[str, Any]:
 @FUZZ_SETTINGS
 @given(document=recipes())
 def test_generated_recipes_fail_only_as_recipe_errors(document: dict[str, Any]) -> None:
-    message = _error_line(lambda: parse_recipe(document, origin=EXAMPLE))
+    message = _error_line(lambda: parse_recipe(document, origin=EXAMPLE, facts=FACTS))
     assert message is None or "\n" not in message
 
 
@@ -90,7 +93,7 @@ def test_generated_recipe_text_fails_only_as_recipe_errors(
 ) -> None:
     path = tmp_path_factory.mktemp("recipe") / "recipe.toml"
     path.write_text(text, encoding="utf-8", errors="surrogateescape")
-    message = _error_line(lambda: load_recipe(path))
+    message = _error_line(lambda: load_recipe(path, facts=FACTS))
     assert message is None or "\n" not in message
 
 

@@ -8,11 +8,14 @@ from typing import Any
 
 import pytest
 
+from archwheel.facts.catalog import load_facts
 from archwheel.facts.pytorch_official import load_official
 from archwheel.wheelbuild.official import compare_official
 from archwheel.wheelbuild.recipe import load_recipe, parse_recipe
 from tests.support.cli import CliRun
 from tests.support.paths import ROOT
+
+FACTS = load_facts()
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -31,7 +34,7 @@ def recipe_data(name: str) -> dict[str, Any]:
     "name", ["pytorch-2.14.1-cu130", "pytorch-2.14.1-cu128", "pytorch-2.15.0-cu132"]
 )
 def test_shipped_recipes_differ_only_deliberately(name: str) -> None:
-    comparison = compare_official(load_recipe(RECIPES / f"{name}.toml"))
+    comparison = compare_official(load_recipe(RECIPES / f"{name}.toml", facts=FACTS))
     assert comparison.variant is not None
     assert comparison.unexplained == ()
     variant = load_official().variant(comparison.release, comparison.cuda)
@@ -44,8 +47,8 @@ def test_shipped_recipes_differ_only_deliberately(name: str) -> None:
 
 
 def test_the_official_and_the_unofficial_variant() -> None:
-    cu130 = compare_official(load_recipe(RECIPES / "pytorch-2.14.1-cu130.toml"))
-    cu128 = compare_official(load_recipe(RECIPES / "pytorch-2.14.1-cu128.toml"))
+    cu130 = compare_official(load_recipe(RECIPES / "pytorch-2.14.1-cu130.toml", facts=FACTS))
+    cu128 = compare_official(load_recipe(RECIPES / "pytorch-2.14.1-cu128.toml", facts=FACTS))
     assert cu130.in_official_matrix and "(official)" in cu130.headline()
     assert not cu128.in_official_matrix and "NOT an official variant" in cu128.headline()
 
@@ -56,7 +59,7 @@ def test_a_wrong_setting_is_an_unexplained_difference(tmp_path: Path) -> None:
     del data["build"]["env"]["USE_CUFILE"]
     data["build"]["env"]["MY_FLAG"] = "x"
     del data["repair"]
-    comparison = compare_official(parse_recipe(data, origin=tmp_path / "r.toml"))
+    comparison = compare_official(parse_recipe(data, origin=tmp_path / "r.toml", facts=FACTS))
     rows = {r.variable: r for r in comparison.unexplained}
     assert set(rows) == {
         "USE_STATIC_CUDNN",
@@ -75,7 +78,7 @@ def test_a_wrong_setting_is_an_unexplained_difference(tmp_path: Path) -> None:
 
 
 def test_a_requested_arch_list_is_deliberate_the_default_is_not(tmp_path: Path) -> None:
-    recipe = load_recipe(RECIPES / "pytorch-2.14.1-cu130.toml")
+    recipe = load_recipe(RECIPES / "pytorch-2.14.1-cu130.toml", facts=FACTS)
     row = next(
         r
         for r in compare_official(recipe, "9.0;12.0+PTX").rows
@@ -86,7 +89,7 @@ def test_a_requested_arch_list_is_deliberate_the_default_is_not(tmp_path: Path) 
     assert default.status == "differs" and "+PTX" in default.explanation  # kept on purpose
     data = recipe_data("pytorch-2.14.1-cu130")
     data["arch"]["default"] = "7.5;8.0;8.6;9.0;10.0;12.0"  # the release wheel's own list
-    same = compare_official(parse_recipe(data, origin=tmp_path / "r.toml"))
+    same = compare_official(parse_recipe(data, origin=tmp_path / "r.toml", facts=FACTS))
     assert next(r for r in same.rows if r.variable == "TORCH_CUDA_ARCH_LIST").status == "same"
 
 
@@ -94,7 +97,7 @@ def test_no_table_to_compare(tmp_path: Path) -> None:
     data = recipe_data("pytorch-2.14.1-cu130")
     data["recipe"]["version"] = "2.9.0"
     del data["repair"]
-    comparison = compare_official(parse_recipe(data, origin=tmp_path / "r.toml"))
+    comparison = compare_official(parse_recipe(data, origin=tmp_path / "r.toml", facts=FACTS))
     assert comparison.variant is None and comparison.rows == ()
     assert "no table for PyTorch 2.9.0 with CUDA 13.0" in comparison.headline()
 
@@ -116,7 +119,7 @@ def test_the_2_15_0_recipe_is_refused_until_its_pin_table_exists(cli_run: CliRun
     code, _out, err = cli_run("build", "--recipe", "pytorch-2.15.0-cu130", "--plan")
     assert code == 2
     assert "no pin table for PyTorch 2.15.0 with CUDA 13.0" in " ".join(err.split())
-    comparison = compare_official(load_recipe(RECIPES / "pytorch-2.15.0-cu130.toml"))
+    comparison = compare_official(load_recipe(RECIPES / "pytorch-2.15.0-cu130.toml", facts=FACTS))
     assert comparison.variant is None
     code, out, _err = cli_run("build", "--recipe", "pytorch-2.15.0-cu130", "--compare-official")
     assert code == 0 and "no table for PyTorch 2.15.0 with CUDA 13.0" in out
@@ -125,13 +128,13 @@ def test_the_2_15_0_recipe_is_refused_until_its_pin_table_exists(cli_run: CliRun
 def test_bundled_ptxas_is_modelled_as_left_unset(tmp_path: Path) -> None:
     # build_cuda.sh (799d09f2) exports BUILD_BUNDLE_PTXAS=1 for 13.0, but the release wheel has
     # no torch/bin/ptxas: the table records it as unset by the official build, with that source.
-    recipe = load_recipe(RECIPES / "pytorch-2.14.1-cu130.toml")
+    recipe = load_recipe(RECIPES / "pytorch-2.14.1-cu130.toml", facts=FACTS)
     row = next(r for r in compare_official(recipe).rows if r.variable == "BUILD_BUNDLE_PTXAS")
     assert (row.status, row.recipe, row.official) == ("same", None, None)
     assert "no ptxas" in row.source
     data = recipe_data("pytorch-2.14.1-cu130")
     data["build"]["env"]["BUILD_BUNDLE_PTXAS"] = "1"
-    changed = compare_official(parse_recipe(data, origin=tmp_path / "r.toml"))
+    changed = compare_official(parse_recipe(data, origin=tmp_path / "r.toml", facts=FACTS))
     (bad,) = changed.unexplained
     assert (bad.variable, bad.status, bad.recipe) == ("BUILD_BUNDLE_PTXAS", "differs", "1")
     sources = load_official().sources

@@ -16,6 +16,8 @@ from archwheel.wheelbuild.recipe import load_recipe
 from archwheel.wheelbuild.recipe_lookup import find_recipe, recipe_files
 from tests.support.paths import ROOT
 
+FACTS = load_facts()
+
 RECIPES = ROOT / "recipes"
 
 VALID = """\
@@ -74,13 +76,13 @@ def test_every_shipped_recipe_loads() -> None:
         "pytorch-2.15.0-cu132",
     }
     for path in files:
-        recipe = load_recipe(path)
+        recipe = load_recipe(path, facts=FACTS)
         assert recipe.name == path.stem
         assert len(recipe.sha256) == 64
 
 
 def test_example_recipe_builds_a_local_extension_without_network() -> None:
-    recipe = load_recipe(RECIPES / "example.toml")
+    recipe = load_recipe(RECIPES / "example.toml", facts=FACTS)
     assert recipe.kind == "extension"
     assert recipe.source.kind == "path"
     assert recipe.source.path == ROOT / "examples" / "cuda-kernels"
@@ -99,7 +101,7 @@ def test_example_recipe_builds_a_local_extension_without_network() -> None:
 )
 def test_pytorch_recipes_mirror_the_official_build(name: str, tag: str) -> None:
     facts = load_facts()
-    recipe = load_recipe(RECIPES / f"{name}.toml")
+    recipe = load_recipe(RECIPES / f"{name}.toml", facts=FACTS)
     assert recipe.kind == "pytorch"
     assert recipe.toolchain.cuda is not None
     assert recipe.toolchain.cuda.tag == tag
@@ -122,7 +124,7 @@ def test_pytorch_recipes_mirror_the_official_build(name: str, tag: str) -> None:
 
 def test_the_2_15_0_cu132_recipe_is_the_pypi_build() -> None:
     facts = load_facts()
-    recipe = load_recipe(RECIPES / "pytorch-2.15.0-cu132.toml")
+    recipe = load_recipe(RECIPES / "pytorch-2.15.0-cu132.toml", facts=FACTS)
     assert (recipe.kind, recipe.version) == ("pytorch", "2.15.0")
     assert recipe.toolchain.cuda == CudaVersion(13, 2)
     assert recipe.toolchain.base_image == "pytorch/manylinux2_28-builder:cuda13.2"
@@ -147,17 +149,17 @@ def test_the_2_15_0_cu132_recipe_is_the_pypi_build() -> None:
 def test_default_recipe_is_the_newest_pytorch() -> None:
     """The newest PyTorch recipe that can build: 2.15.0 with CUDA 13.2 (its cu130 variant has
     no pin table yet, issue 10)."""
-    recipe = find_recipe(None, [RECIPES])
+    recipe = find_recipe(None, [RECIPES], facts=FACTS)
     assert recipe.kind == "pytorch"
     official = load_official()
     buildable = [
         r
-        for r in (load_recipe(f) for f in recipe_files([RECIPES]))
+        for r in (load_recipe(f, facts=FACTS) for f in recipe_files([RECIPES]))
         if r.repair is None or official.variant(r.version, str(r.toolchain.cuda)) is not None
     ]
     newest = max(buildable, key=lambda r: (r.kind == "pytorch", r.sort_key()))
     assert recipe.name == newest.name == "pytorch-2.15.0-cu132"
-    assert find_recipe("pytorch-2.15.0-cu130", [RECIPES]).version == "2.15.0"
+    assert find_recipe("pytorch-2.15.0-cu130", [RECIPES], facts=FACTS).version == "2.15.0"
 
 
 def test_default_recipe_prefers_the_higher_version_then_cuda(tmp_path: Path) -> None:
@@ -175,17 +177,17 @@ def test_default_recipe_prefers_the_higher_version_then_cuda(tmp_path: Path) -> 
     pytorch("new-128", "2.10.0", "12.8")
     pytorch("new-130", "2.10.0", "13.0")
     write(tmp_path, VALID.replace('version = "1.0"', 'version = "99"'), "ext.toml")
-    assert find_recipe(None, [tmp_path]).name == "new-130"
+    assert find_recipe(None, [tmp_path], facts=FACTS).name == "new-130"
 
 
 def test_recipe_by_name_or_path() -> None:
-    assert find_recipe("example", [RECIPES]).name == "example"
-    assert find_recipe(str(RECIPES / "example.toml"), []).name == "example"
+    assert find_recipe("example", [RECIPES], facts=FACTS).name == "example"
+    assert find_recipe(str(RECIPES / "example.toml"), [], facts=FACTS).name == "example"
 
 
 def test_unknown_recipe_name_suggests_the_closest() -> None:
     with pytest.raises(UsageError, match="unknown recipe 'exampel'") as info:
-        find_recipe("exampel", [RECIPES])
+        find_recipe("exampel", [RECIPES], facts=FACTS)
     assert "did you mean 'example'" in info.value.one_line()
 
 
@@ -193,7 +195,7 @@ def test_unknown_recipe_name_suggests_the_closest() -> None:
 
 
 def test_valid_recipe(tmp_path: Path) -> None:
-    recipe = load_recipe(write(tmp_path, VALID))
+    recipe = load_recipe(write(tmp_path, VALID), facts=FACTS)
     assert recipe.arch.render(recipe.arch.default) == (
         "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90"
     )
@@ -246,7 +248,7 @@ def test_broken_recipe_names_file_and_key(
 ) -> None:
     path = broken(tmp_path, old, new)
     with pytest.raises(RecipeError) as info:
-        load_recipe(path)
+        load_recipe(path, facts=FACTS)
     text = info.value.one_line()
     assert str(path) in text
     assert key in text
@@ -275,17 +277,17 @@ def test_a_value_with_a_trailing_newline_is_not_the_value(
     splits on whitespace, so there the newline only separates items)."""
     path = broken(tmp_path, old, new)
     if not message:
-        assert str(load_recipe(path).arch.default) == "8.0;9.0"
+        assert str(load_recipe(path, facts=FACTS).arch.default) == "8.0;9.0"
         return
     with pytest.raises(RecipeError) as info:
-        load_recipe(path)
+        load_recipe(path, facts=FACTS)
     assert message in info.value.one_line()
 
 
 def test_missing_table(tmp_path: Path) -> None:
     path = write(tmp_path, VALID[: VALID.index("[build]")])
     with pytest.raises(RecipeError, match=r"demo.toml: build: missing table"):
-        load_recipe(path)
+        load_recipe(path, facts=FACTS)
 
 
 def test_torch_format_refuses_family_specific_targets(tmp_path: Path) -> None:
@@ -295,32 +297,34 @@ def test_torch_format_refuses_family_specific_targets(tmp_path: Path) -> None:
         RecipeError,
         match=r"\[arch\] default: cpp-extension \(.*\) cannot take 10.0f: family-specific",
     ):
-        load_recipe(path)
+        load_recipe(path, facts=FACTS)
 
 
 def test_smoke_snippet_must_be_python(tmp_path: Path) -> None:
     path = write(tmp_path, VALID + '\n[smoke]\nsnippet = "import ("\n')
     with pytest.raises(RecipeError, match=r"\[smoke\] snippet: not valid Python"):
-        load_recipe(path)
+        load_recipe(path, facts=FACTS)
 
 
 def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
     path = write(tmp_path, "[recipe\nname=")
     with pytest.raises(RecipeError, match=r"demo.toml: not TOML"):
-        load_recipe(path)
+        load_recipe(path, facts=FACTS)
 
 
 def test_missing_and_huge_files(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match="does not exist"):
-        load_recipe(tmp_path / "nope.toml")
+        load_recipe(tmp_path / "nope.toml", facts=FACTS)
     huge = tmp_path / "huge.toml"
     huge.write_bytes(b"#" * (2 << 20))
     with pytest.raises(RecipeError, match="not a recipe"):
-        load_recipe(huge)
+        load_recipe(huge, facts=FACTS)
 
 
 def test_git_and_sdist_sources(tmp_path: Path) -> None:
-    git = load_recipe(broken(tmp_path, 'path = "src"', 'git = "https://x.org/p.git"\nref = "v1"'))
+    git = load_recipe(
+        broken(tmp_path, 'path = "src"', 'git = "https://x.org/p.git"\nref = "v1"'), facts=FACTS
+    )
     assert (git.source.kind, git.source.git_url, git.source.ref) == (
         "git",
         "https://x.org/p.git",
@@ -330,7 +334,8 @@ def test_git_and_sdist_sources(tmp_path: Path) -> None:
     sdist_file.write_bytes(b"not really")
     digest = "ab" * 32
     sdist = load_recipe(
-        broken(tmp_path, 'path = "src"', f'sdist = "p-1.0.tar.gz"\nsha256 = "{digest}"')
+        broken(tmp_path, 'path = "src"', f'sdist = "p-1.0.tar.gz"\nsha256 = "{digest}"'),
+        facts=FACTS,
     )
     assert sdist.source.kind == "sdist"
     assert sdist.source.sdist == str(sdist_file)

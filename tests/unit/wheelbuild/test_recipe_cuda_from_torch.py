@@ -34,6 +34,8 @@ from archwheel.wheelbuild.torch_pin import TORCH_WHEELS
 from tests.support.paths import ROOT
 from tests.support.torch_pin_support import fake_torch_wheel
 
+FACTS = load_facts()
+
 RECIPE = """\
 schema_version = 1
 [source]
@@ -74,25 +76,25 @@ def resolve(recipe: Recipe, cache: Path) -> Recipe:
 
 
 def test_a_cu_label_gives_the_cuda_at_load(tmp_path: Path) -> None:
-    r = load_recipe(write(tmp_path, '"torch==2.14.1+cu130"'))
+    r = load_recipe(write(tmp_path, '"torch==2.14.1+cu130"'), facts=FACTS)
     assert r.toolchain.cuda == CudaVersion(13, 0)
     assert r.toolchain.cuda_from == "torch-label"
-    written = load_recipe(write(tmp_path / "w", '"torch==2.14.1+cu130"', cuda="13.0"))
+    written = load_recipe(write(tmp_path / "w", '"torch==2.14.1+cu130"', cuda="13.0"), facts=FACTS)
     assert r.toolchain.pypi_packages == written.toolchain.pypi_packages
     assert r.toolchain.pypi_packages  # the nvcc wheels of CUDA 13.0
 
 
 def test_without_a_label_the_cuda_is_read_from_the_torch_wheel(tmp_path: Path) -> None:
-    r = load_recipe(write(tmp_path, '"torch==2.14.1"'))
+    r = load_recipe(write(tmp_path, '"torch==2.14.1"'), facts=FACTS)
     assert r.toolchain.cuda is None and r.toolchain.cuda_from == "torch"
     with pytest.raises(RecipeError, match=r"cuda is not set"):
-        check_arch_list(r, "9.0")
+        check_arch_list(r, "9.0", facts=FACTS)
     resolved = resolve(r, cache_with(tmp_path, cuda="13.0"))
     assert resolved.cuda == CudaVersion(13, 0)
     assert resolved.toolchain.cuda_from == "torch-wheel"
-    written = load_recipe(write(tmp_path / "w", '"torch==2.14.1"', cuda="13.0"))
+    written = load_recipe(write(tmp_path / "w", '"torch==2.14.1"', cuda="13.0"), facts=FACTS)
     assert resolved.toolchain.pypi_packages == written.toolchain.pypi_packages
-    assert str(check_arch_list(resolved, "9.0").arch_list) == "9.0"
+    assert str(check_arch_list(resolved, "9.0", facts=FACTS).arch_list) == "9.0"
     build = prepare_torch(resolved, "3.11", PipSettings(), tmp_path / "cache")
     assert build is not None and build.local_version == "pt2.14.1cu130"
 
@@ -100,19 +102,19 @@ def test_without_a_label_the_cuda_is_read_from_the_torch_wheel(tmp_path: Path) -
 def test_the_torch_table_pin_also_gives_the_cuda(tmp_path: Path) -> None:
     path = write(tmp_path, "")
     path.write_text(path.read_text() + '[torch]\nversion = "2.14.1"\n')
-    resolved = resolve(load_recipe(path), cache_with(tmp_path))
+    resolved = resolve(load_recipe(path, facts=FACTS), cache_with(tmp_path))
     assert resolved.cuda == CudaVersion(13, 0)
 
 
 def test_the_arch_default_is_checked_against_the_derived_cuda(tmp_path: Path) -> None:
     # 3.5 is not buildable with CUDA 13.0: unknown at load, refused once the wheel says 13.0.
-    r = load_recipe(write(tmp_path, '"torch==2.14.1"', default="3.5"))
+    r = load_recipe(write(tmp_path, '"torch==2.14.1"', default="3.5"), facts=FACTS)
     with pytest.raises(RecipeError, match=r"\[arch\] default"):
         resolve(r, cache_with(tmp_path))
 
 
 def test_a_cpu_torch_cannot_give_a_cuda(tmp_path: Path) -> None:
-    r = load_recipe(write(tmp_path, '"torch==2.14.1"'))
+    r = load_recipe(write(tmp_path, '"torch==2.14.1"'), facts=FACTS)
     with pytest.raises(RecipeError) as info:
         resolve(r, cache_with(tmp_path, cuda=None))
     text = info.value.one_line()
@@ -120,20 +122,20 @@ def test_a_cpu_torch_cannot_give_a_cuda(tmp_path: Path) -> None:
 
 
 def test_a_written_cuda_still_wins_and_a_contradiction_is_refused(tmp_path: Path) -> None:
-    r = load_recipe(write(tmp_path, '"torch==2.14.1"', cuda="13.0"))
+    r = load_recipe(write(tmp_path, '"torch==2.14.1"', cuda="13.0"), facts=FACTS)
     assert r.toolchain.cuda_from == "recipe"
     assert resolve(r, tmp_path / "empty-cache") is r  # nothing fetched, nothing changed
     with pytest.raises(RecipeError, match=r"cuda is 13\.1, but torch==2\.14\.1\+cu130"):
-        load_recipe(write(tmp_path / "c", '"torch==2.14.1+cu130"', cuda="13.1"))
+        load_recipe(write(tmp_path / "c", '"torch==2.14.1+cu130"', cuda="13.1"), facts=FACTS)
 
 
 def test_without_a_torch_pin_cuda_stays_required(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match=r"\[toolchain\] cuda"):
-        load_recipe(write(tmp_path, '"numpy"'))
+        load_recipe(write(tmp_path, '"numpy"'), facts=FACTS)
 
 
 def test_the_shipped_cmake_recipe_takes_its_cuda_from_torch(tmp_path: Path) -> None:
-    r = load_recipe(ROOT / "recipes" / "torchopt-0.7.3.toml")
+    r = load_recipe(ROOT / "recipes" / "torchopt-0.7.3.toml", facts=FACTS)
     assert r.toolchain.cuda is None
     assert r.source.project == "torchopt" and r.source.sha256
     assert r.torch.pin is not None and r.torch.pin.requirement == "torch==2.14.1"
@@ -147,7 +149,7 @@ def plan_env(recipe: Recipe, tmp_path: Path, **options: object) -> dict[str, str
     source = ResolvedSource(recipe.source, tmp_path, None, False, "d" * 64, ("a",), 1, "test")
     plan = make_plan(
         recipe,
-        check_arch_list(recipe, "9.0"),
+        check_arch_list(recipe, "9.0", facts=FACTS),
         replace(BuildOptions(out=tmp_path / "out"), **options),  # type: ignore[arg-type]
         source,
         jobs=choose_jobs(HostResources(cpus=2, memory_bytes=8 * GIB), 2.0),
@@ -158,7 +160,7 @@ def plan_env(recipe: Recipe, tmp_path: Path, **options: object) -> dict[str, str
 
 
 def test_cmake_builds_compile_through_ccache(tmp_path: Path) -> None:
-    r = load_recipe(write(tmp_path, '"numpy"', cuda="13.0"))
+    r = load_recipe(write(tmp_path, '"numpy"', cuda="13.0"), facts=FACTS)
     env = plan_env(r, tmp_path)
     assert {v: env[v] for v in COMPILER_LAUNCHERS} == dict.fromkeys(COMPILER_LAUNCHERS, "ccache")
     assert set(COMPILER_LAUNCHERS) == {
@@ -170,13 +172,13 @@ def test_cmake_builds_compile_through_ccache(tmp_path: Path) -> None:
 
 def test_a_recipe_launcher_wins_and_no_cache_sets_none(tmp_path: Path) -> None:
     env_table = '[build.env]\nCMAKE_CXX_COMPILER_LAUNCHER = "sccache"\n'
-    r = load_recipe(write(tmp_path, '"numpy"', cuda="13.0", env=env_table))
+    r = load_recipe(write(tmp_path, '"numpy"', cuda="13.0", env=env_table), facts=FACTS)
     assert plan_env(r, tmp_path)["CMAKE_CXX_COMPILER_LAUNCHER"] == "sccache"
     assert plan_env(r, tmp_path)["CMAKE_CUDA_COMPILER_LAUNCHER"] == "ccache"
-    uncached = plan_env(load_recipe(write(tmp_path / "n", '"numpy"', cuda="13.0")), tmp_path,
+    uncached = plan_env(load_recipe(write(tmp_path / "n", '"numpy"', cuda="13.0"), facts=FACTS), tmp_path,
                         ccache_volume=None)  # fmt: skip
     assert not set(COMPILER_LAUNCHERS) & set(uncached)
-    checked = plan_env(load_recipe(write(tmp_path / "n", '"numpy"', cuda="13.0")), tmp_path,
+    checked = plan_env(load_recipe(write(tmp_path / "n", '"numpy"', cuda="13.0"), facts=FACTS), tmp_path,
                        check_reproducible=True)  # fmt: skip
     assert not set(COMPILER_LAUNCHERS) & set(checked)
 
@@ -185,12 +187,14 @@ def test_a_recipe_launcher_wins_and_no_cache_sets_none(tmp_path: Path) -> None:
 
 
 def test_the_cmake_recipe_refuses_what_cmakes_own_findcuda_rejects(tmp_path: Path) -> None:
-    r = resolve(load_recipe(ROOT / "recipes" / "torchopt-0.7.3.toml"), cache_with(tmp_path))
+    r = resolve(
+        load_recipe(ROOT / "recipes" / "torchopt-0.7.3.toml", facts=FACTS), cache_with(tmp_path)
+    )
     assert r.arch.consumer == "cmake-findcuda"
-    assert check_arch_list(r, "8.0;9.0+PTX").value == "8.0;9.0+PTX"
+    assert check_arch_list(r, "8.0;9.0+PTX", facts=FACTS).value == "8.0;9.0+PTX"
     for text, nearest in (("9.0;10.0", "9.0"), ("9.0a", "9.0"), ("12.0f", None)):
         with pytest.raises(ArchListError) as info:
-            check_arch_list(r, text)
+            check_arch_list(r, text, facts=FACTS)
         message = info.value.one_line()
         assert "cmake-findcuda" in message and "Unknown CUDA Architecture Name" in message
         if nearest:
@@ -212,7 +216,7 @@ def plan_steps(recipe: Recipe, tmp_path: Path, **options: object) -> dict[str, s
     source = ResolvedSource(recipe.source, tmp_path, None, False, "d" * 64, ("a",), 1, "test")
     plan = make_plan(
         recipe,
-        check_arch_list(recipe, "9.0"),
+        check_arch_list(recipe, "9.0", facts=FACTS),
         replace(BuildOptions(out=tmp_path / "out"), **options),  # type: ignore[arg-type]
         source,
         jobs=choose_jobs(HostResources(cpus=2, memory_bytes=8 * GIB), 2.0),
@@ -225,7 +229,7 @@ def plan_steps(recipe: Recipe, tmp_path: Path, **options: object) -> dict[str, s
 def test_pythons_own_compiler_names_run_ccache_in_cached_builds(tmp_path: Path) -> None:
     # setuptools (and cpp_extension without ninja) compiles C++ with sysconfig's CXX,
     # x86_64-linux-gnu-g++ on Debian: a name in CCACHE_NAMES, ahead of /usr/bin on PATH.
-    r = load_recipe(write(tmp_path, '"numpy"', cuda="13.0"))
+    r = load_recipe(write(tmp_path, '"numpy"', cuda="13.0"), facts=FACTS)
     path = plan_env(r, tmp_path)["PATH"].split(":")
     assert path.index(CCACHE_NAMES) < path.index("/usr/bin")
     copy = plan_steps(r, tmp_path)["copy-source"]

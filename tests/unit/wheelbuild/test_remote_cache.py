@@ -13,6 +13,7 @@ import pytest
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import UsageError
 from archwheel.exit_codes import EXIT_USAGE, exit_code_for
+from archwheel.facts.catalog import load_facts
 from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
 from archwheel.wheelbuild.plan import (
     BuildOptions,
@@ -36,6 +37,8 @@ from tests.support.cli import CliRun
 from tests.support.components import require
 from tests.support.paths import ROOT
 from tests.support.redis_server import redis_server
+
+FACTS = load_facts()
 
 
 @pytest.mark.parametrize(
@@ -102,14 +105,14 @@ def test_cli_bad_cache_url_exits_2_with_one_line(cli_run: CliRun) -> None:
 
 
 def _plan(**options: object) -> BuildPlan:
-    recipe = load_recipe(ROOT / "recipes" / "example.toml")
+    recipe = load_recipe(ROOT / "recipes" / "example.toml", facts=FACTS)
     source = ResolvedSource(
         spec=recipe.source, root=Path("/checkout/src"), commit="c" * 40, dirty=False,
         content_sha256="d" * 64, files=("a.cu",), source_date_epoch=1, epoch_origin="test",
     )  # fmt: skip
     return make_plan(
         recipe,
-        check_arch_list(recipe, "8.0;9.0"),
+        check_arch_list(recipe, "8.0;9.0", facts=FACTS),
         replace(BuildOptions(out=Path("/out")), **options),  # type: ignore[arg-type]
         source,
         jobs=choose_jobs(HostResources(cpus=2, memory_bytes=4 * GIB), 1.0),

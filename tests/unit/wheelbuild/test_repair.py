@@ -22,6 +22,7 @@ from archwheel.binary.dynamic import read_file_dynamic
 from archwheel.binary.dynamic_wheel import read_wheel_dynamic
 from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.errors import RecipeError
+from archwheel.facts.catalog import load_facts
 from archwheel.facts.pytorch_official import load_official
 from archwheel.wheelbuild.recipe import parse_recipe
 from archwheel.wheelbuild.repair import (
@@ -36,6 +37,8 @@ from archwheel.wheelbuild.repair import (
 from tests.support.cli import CliRun
 from tests.support.repair_wheels import DemoWheels, build_demo_wheels
 from tests.support.venvs import make_venv, pip_install
+
+FACTS = load_facts()
 
 PROVIDER_PIN = "nvidia-fake-cu13==1.0"
 
@@ -224,7 +227,9 @@ RECIPE = {
 
 
 def test_spec_from_the_official_pin_table(tmp_path: Path) -> None:
-    recipe = parse_recipe({**RECIPE, "repair": {"pins": "official"}}, origin=tmp_path / "r.toml")
+    recipe = parse_recipe(
+        {**RECIPE, "repair": {"pins": "official"}}, origin=tmp_path / "r.toml", facts=FACTS
+    )
     s = spec_for_recipe(recipe)
     assert s is not None
     assert s.pins == "2.14.1/cu130"
@@ -237,7 +242,7 @@ def test_spec_from_the_official_pin_table(tmp_path: Path) -> None:
         "nvidia/cusparselt/lib:nvidia/cu13/lib + $ORIGIN; bundle libgomp.so.1 into torch/lib; "
         f"{len(s.requirements)} Requires-Dist pins; tag manylinux_2_28_x86_64 if auditwheel agrees"
     )
-    plain = parse_recipe(RECIPE, origin=tmp_path / "r.toml")
+    plain = parse_recipe(RECIPE, origin=tmp_path / "r.toml", facts=FACTS)
     assert spec_for_recipe(plain) is None
 
 
@@ -247,7 +252,7 @@ def test_missing_pin_table_is_refused(tmp_path: Path) -> None:
         "recipe": {"kind": "pytorch", "version": "2.15.0"},
         "repair": {"pins": "official"},
     }
-    recipe = parse_recipe(data, origin=tmp_path / "r.toml")
+    recipe = parse_recipe(data, origin=tmp_path / "r.toml", facts=FACTS)
     with pytest.raises(
         RecipeError,
         match=r"no pin table for PyTorch 2.15.0 with CUDA 13.0 .*known: 2.13.0/cu130, 2.14.1/cu128, 2.14.1/cu130",
@@ -270,12 +275,12 @@ def test_missing_pin_table_is_refused(tmp_path: Path) -> None:
 )
 def test_bad_repair_tables(tmp_path: Path, table: dict[str, object], message: str) -> None:
     with pytest.raises(RecipeError, match=message):
-        parse_recipe({**RECIPE, "repair": table}, origin=tmp_path / "r.toml")
+        parse_recipe({**RECIPE, "repair": table}, origin=tmp_path / "r.toml", facts=FACTS)
 
 
 def test_bundle_without_library_folder(tmp_path: Path) -> None:
     recipe = parse_recipe(
-        {**RECIPE, "repair": {"bundle": ["libgomp.so.1"]}}, origin=tmp_path / "r.toml"
+        {**RECIPE, "repair": {"bundle": ["libgomp.so.1"]}}, origin=tmp_path / "r.toml", facts=FACTS
     )
     with pytest.raises(RecipeError, match="bundle needs library_folder"):
         spec_for_recipe(recipe)
@@ -332,7 +337,7 @@ def test_an_extension_of_torch_takes_torch_folders_and_pin(tmp_path: Path) -> No
         "build": {"command": "true", "requirements": ["torch==2.14.1"]},
         "repair": {"pins": "official"},
     }
-    s = spec_for_recipe(parse_recipe(data, origin=tmp_path / "r.toml"))
+    s = spec_for_recipe(parse_recipe(data, origin=tmp_path / "r.toml", facts=FACTS))
     assert s is not None
     assert s.requirements == ("torch==2.14.1",)
     assert s.rpath_folders[0] == "torch/lib" and "nvidia/cu13/lib" in s.rpath_folders

@@ -18,10 +18,13 @@ from pathlib import Path
 import pytest
 
 from archwheel.errors import RecipeError, ToolError
+from archwheel.facts.catalog import load_facts
 from archwheel.wheelbuild.recipe import parse_recipe
 from archwheel.wheelbuild.source import resolve_source
 from tests.support.cli import CliRun
 from tests.support.components import require
+
+FACTS = load_facts()
 
 PUBLIC = "https://git.example/"
 ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
@@ -86,7 +89,9 @@ def recipe(tmp_path: Path, mirror: str | None) -> dict[str, object]:
 
 def test_mirror_with_submodules(tmp_path: Path) -> None:
     mirror, commit, sub_commit = make_mirror(tmp_path)
-    spec = parse_recipe(recipe(tmp_path, f"file://{mirror}/"), origin=tmp_path / "r.toml").source
+    spec = parse_recipe(
+        recipe(tmp_path, f"file://{mirror}/"), origin=tmp_path / "r.toml", facts=FACTS
+    ).source
     resolved = resolve_source(spec, tmp_path / "cache", echo=None)
     assert resolved.commit == commit
     assert (resolved.root / "third_party" / "sub" / "kernel.cu").read_text() == "// v1\n"
@@ -101,7 +106,7 @@ def test_mirror_with_submodules(tmp_path: Path) -> None:
 
 def test_without_the_mirror_the_public_url_is_tried(tmp_path: Path) -> None:
     make_mirror(tmp_path)
-    spec = parse_recipe(recipe(tmp_path, None), origin=tmp_path / "r.toml").source
+    spec = parse_recipe(recipe(tmp_path, None), origin=tmp_path / "r.toml", facts=FACTS).source
     with pytest.raises(ToolError, match="git ls-remote failed"):
         resolve_source(spec, tmp_path / "cache", echo=None)
 
@@ -116,7 +121,9 @@ def test_a_mirror_that_lacks_the_submodule_commit(tmp_path: Path) -> None:
     git("add", ".", cwd=other)
     git("commit", "-qm", "other", cwd=other)
     git("clone", "-q", "--bare", str(other), str(mirror / "org" / "sub.git"))
-    spec = parse_recipe(recipe(tmp_path, f"file://{mirror}/"), origin=tmp_path / "r.toml").source
+    spec = parse_recipe(
+        recipe(tmp_path, f"file://{mirror}/"), origin=tmp_path / "r.toml", facts=FACTS
+    ).source
     cache = tmp_path / "cache"
     with pytest.raises(ToolError) as caught:
         resolve_source(spec, cache, echo=None)
@@ -130,12 +137,12 @@ def test_a_mirror_that_lacks_the_submodule_commit(tmp_path: Path) -> None:
 def test_mirror_key_checks(tmp_path: Path) -> None:
     data = recipe(tmp_path, "-x")
     with pytest.raises(RecipeError, match="mirror"):
-        parse_recipe(data, origin=tmp_path / "r.toml")
+        parse_recipe(data, origin=tmp_path / "r.toml", facts=FACTS)
     data = recipe(tmp_path, None)
     data["source"] = {"sdist": "https://index.example/x.tar.gz", "sha256": "0" * 64,
                       "mirror": {PUBLIC: "file:///m/"}}  # fmt: skip
     with pytest.raises(RecipeError, match="only valid with git"):
-        parse_recipe(data, origin=tmp_path / "r.toml")
+        parse_recipe(data, origin=tmp_path / "r.toml", facts=FACTS)
 
 
 def test_git_mirror_flag() -> None:
@@ -144,13 +151,13 @@ def test_git_mirror_flag() -> None:
     from archwheel.wheelbuild.recipe import load_recipe
     from tests.support.paths import ROOT
 
-    pytorch = load_recipe(ROOT / "recipes" / "pytorch-2.14.1-cu130.toml")
+    pytorch = load_recipe(ROOT / "recipes" / "pytorch-2.14.1-cu130.toml", facts=FACTS)
     changed = with_git_mirrors(pytorch, ("https://github.com/=https://git.corp.example/gh/",))
     assert changed.source.mirrors == (("https://github.com/", "https://git.corp.example/gh/"),)
     with pytest.raises(UsageError, match="expected PUBLIC=MIRROR"):
         with_git_mirrors(pytorch, ("https://github.com/",))
     with pytest.raises(UsageError, match="has no git source"):
-        with_git_mirrors(load_recipe(ROOT / "recipes" / "example.toml"), ("a=b",))
+        with_git_mirrors(load_recipe(ROOT / "recipes" / "example.toml", facts=FACTS), ("a=b",))
 
 
 def test_the_build_command_stops_on_a_mirror_that_lacks_the_submodule_commit(

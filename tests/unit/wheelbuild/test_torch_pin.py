@@ -9,6 +9,7 @@ import pytest
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import RecipeError, UsageError
 from archwheel.exit_codes import exit_code_for
+from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.recipe import load_recipe
 from archwheel.wheelbuild.recipe_torch import with_torch
@@ -32,6 +33,8 @@ from archwheel.wheelbuild.torch_pin import (
 )
 from tests.support.paths import ROOT
 from tests.support.torch_pin_support import TOOLKIT_PIN, fake_torch_wheel
+
+FACTS = load_facts()
 
 
 def test_find_torch_pin_reads_exact_pins_with_and_without_local_label() -> None:
@@ -169,7 +172,7 @@ def recipe(tmp_path: Path, reqs: str, cuda: str = "13.0", torch: str = "") -> Pa
 
 
 def test_recipe_with_a_torch_pin_gets_the_default_label_and_requires_dist(tmp_path: Path) -> None:
-    r = load_recipe(recipe(tmp_path, '"torch==2.14.1"'))
+    r = load_recipe(recipe(tmp_path, '"torch==2.14.1"'), facts=FACTS)
     assert r.torch.pin is not None and r.torch.pin.public == "2.14.1"
     assert r.torch.local_version == "pt{torch}cu{cuda_nodot}"
     assert r.torch.requires_dist
@@ -177,7 +180,8 @@ def test_recipe_with_a_torch_pin_gets_the_default_label_and_requires_dist(tmp_pa
 
 def test_recipe_torch_table_shortens_and_configures(tmp_path: Path) -> None:
     r = load_recipe(
-        recipe(tmp_path, "", torch='[torch]\nversion = "2.14.1"\nlocal_version = false\n')
+        recipe(tmp_path, "", torch='[torch]\nversion = "2.14.1"\nlocal_version = false\n'),
+        facts=FACTS,
     )
     assert r.build.requirements == ("torch==2.14.1",)
     assert r.torch.pin is not None and r.torch.local_version is None
@@ -185,14 +189,16 @@ def test_recipe_torch_table_shortens_and_configures(tmp_path: Path) -> None:
 
 def test_recipe_label_contradicting_toolchain_cuda_is_refused_at_load(tmp_path: Path) -> None:
     with pytest.raises(RecipeError) as info:
-        load_recipe(recipe(tmp_path, '"torch==2.14.1+cu130"', cuda="12.8"))
+        load_recipe(recipe(tmp_path, '"torch==2.14.1+cu130"', cuda="12.8"), facts=FACTS)
     text = info.value.one_line()
     assert "cuda is 12.8" in text and "torch==2.14.1+cu130" in text and "CUDA 13.0" in text
 
 
 def test_recipe_torch_options_without_a_torch_are_refused(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match="only valid when the recipe pins torch"):
-        load_recipe(recipe(tmp_path, '"numpy"', torch="[torch]\nlocal_version = false\n"))
+        load_recipe(
+            recipe(tmp_path, '"numpy"', torch="[torch]\nlocal_version = false\n"), facts=FACTS
+        )
 
 
 def test_prepare_torch_refuses_a_contradicting_toolchain_before_any_container(
@@ -201,7 +207,7 @@ def test_prepare_torch_refuses_a_contradicting_toolchain_before_any_container(
     folder = tmp_path / "cache" / TORCH_WHEELS
     folder.mkdir(parents=True)
     fake_torch_wheel(folder)
-    r = load_recipe(recipe(tmp_path, '"torch==2.14.1"', cuda="12.8", torch=""))
+    r = load_recipe(recipe(tmp_path, '"torch==2.14.1"', cuda="12.8", torch=""), facts=FACTS)
     with pytest.raises(RecipeError, match=r"built with CUDA 13\.0"):
         prepare_torch(r, "3.11", PipSettings(), tmp_path / "cache")
 
@@ -210,7 +216,7 @@ def test_prepare_torch_decides_toolkit_label_and_pin(tmp_path: Path) -> None:
     folder = tmp_path / "cache" / TORCH_WHEELS
     folder.mkdir(parents=True)
     fake_torch_wheel(folder)
-    r = load_recipe(recipe(tmp_path, '"torch==2.14.1"'))
+    r = load_recipe(recipe(tmp_path, '"torch==2.14.1"'), facts=FACTS)
     build = prepare_torch(r, "3.11", PipSettings(), tmp_path / "cache")
     assert isinstance(build, TorchBuild)
     assert build.local_version == "pt2.14.1cu130"
@@ -223,7 +229,7 @@ def test_prepare_torch_decides_toolkit_label_and_pin(tmp_path: Path) -> None:
 
 
 def test_shipped_torch_scatter_recipe_loads() -> None:
-    r = load_recipe(ROOT / "recipes" / "torch-scatter-2.1.2.toml")
+    r = load_recipe(ROOT / "recipes" / "torch-scatter-2.1.2.toml", facts=FACTS)
     assert r.source.project == "torch-scatter" and r.source.project_version == "2.1.2"
     assert r.torch.pin is not None and r.torch.pin.public == "2.14.1"
     assert r.arch.variable == "TORCH_CUDA_ARCH_LIST"
@@ -237,12 +243,12 @@ def test_plan_against_a_pinned_torch_reuses_the_torch_image_site_packages(tmp_pa
     folder = tmp_path / "cache" / TORCH_WHEELS
     folder.mkdir(parents=True)
     fake_torch_wheel(folder)
-    r = load_recipe(recipe(tmp_path, '"setuptools", "torch==2.14.1"'))
+    r = load_recipe(recipe(tmp_path, '"setuptools", "torch==2.14.1"'), facts=FACTS)
     build = prepare_torch(r, "3.11", PipSettings(), tmp_path / "cache")
     source = ResolvedSource(r.source, tmp_path, None, False, "d" * 64, ("a",), 1, "test")
     plan = make_plan(
         r,
-        check_arch_list(r, "9.0"),
+        check_arch_list(r, "9.0", facts=FACTS),
         BuildOptions(out=tmp_path / "out"),
         source,
         jobs=choose_jobs(HostResources(cpus=2, memory_bytes=8 * GIB), 2.0),
@@ -315,7 +321,7 @@ def test_an_unlabelled_pin_downloads_the_exact_version_before_any_labelled_one(
 
 
 def test_with_torch_replaces_the_pin_its_grammar_and_says_so() -> None:
-    recipe = load_recipe(ROOT / "recipes" / "libtorch-ops.toml")
+    recipe = load_recipe(ROOT / "recipes" / "libtorch-ops.toml", facts=FACTS)
     assert recipe.torch.pin is not None and recipe.torch.pin.requirement == "torch==2.14.1"
     older = with_torch(recipe, "2.13.0")
     assert older.torch.pin is not None
@@ -339,7 +345,7 @@ def test_with_torch_replaces_the_pin_its_grammar_and_says_so() -> None:
     ],
 )
 def test_with_torch_refuses_what_cannot_build(recipe_name: str, version: str, message: str) -> None:
-    recipe = load_recipe(ROOT / "recipes" / f"{recipe_name}.toml")
+    recipe = load_recipe(ROOT / "recipes" / f"{recipe_name}.toml", facts=FACTS)
     with pytest.raises(UsageError, match=message) as info:
         with_torch(recipe, version)
     assert exit_code_for(info.value) == 2

@@ -7,6 +7,7 @@ it is given. The runner is replaced by a fake here: no container starts.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from typing import TextIO
 import pytest
 
 from archwheel import wheelbuild
+from archwheel.effects.settings import Settings
 from archwheel.errors import ArchListError, BuildError, UsageError
 from archwheel.wheelbuild import (
     BuildOutput,
@@ -150,13 +152,14 @@ def test_a_failed_build_ends_its_log_with_the_error_and_raises_it(
 
 
 def test_recipes_are_listed_and_summarized_for_a_matrix() -> None:
-    names = [item.recipe.name for item in list_recipes()]
+    settings = Settings.from_environ(os.environ)
+    names = [item.recipe.name for item in list_recipes(settings)]
     assert "example" in names and "libtorch-ops" in names
-    summary = summarize_recipes(["example"], arch=["8.0", "9.0"])["example"]
+    summary = summarize_recipes(["example"], settings, arch=["8.0", "9.0"])["example"]
     assert summary.default_arch == "8.0;9.0" and summary.torch is None
     assert summary.source_digest is not None and summary.source_digest.startswith("path:")
     with pytest.raises(ArchListError):
-        summarize_recipes(["example"], arch=["3.0"])  # a list its toolkit cannot build
+        summarize_recipes(["example"], settings, arch=["3.0"])  # a list its toolkit cannot build
 
 
 def test_the_public_names_resolve_and_importing_the_floor_stays_cheap() -> None:

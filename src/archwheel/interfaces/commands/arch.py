@@ -132,6 +132,7 @@ class GpusRequest:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from archwheel.facts import load_facts
     from archwheel.inspection import ArchFormsWithConsumers, answer_arch
     from archwheel.interfaces.render.arch import (
         arch_forms_markdown,
@@ -152,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
         ptx=request.ptx,
         variant=request.variant,
         reference=request.reference,
+        facts=load_facts(),
     )
     if isinstance(result, ArchFormsWithConsumers):
         forms, views, torch = result.forms, result.views, result.torch

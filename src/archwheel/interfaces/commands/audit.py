@@ -13,6 +13,7 @@ from archwheel.interfaces.commands import SUMMARY
 from archwheel.interfaces.commands.options import (
     add_interpreter_option,
     check_output,
+    environment_settings,
     write_output,
 )
 from archwheel.interfaces.render.formats import FORMATS
@@ -219,7 +220,8 @@ def _cross_check(request: AuditRequest, reports: list[AuditReport]) -> int:
     progress = progress_line(quiet=request.quiet)
     try:
         result = run_cross_check(
-            CrossCheckRequest(tuple(r.inventory for r in reports)), on_progress=progress
+            CrossCheckRequest(tuple(r.inventory for r in reports), settings=environment_settings()),
+            on_progress=progress,
         )
     finally:
         if progress is not None:

@@ -9,7 +9,6 @@ the use case's (docs/builds.md).
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,11 @@ from rich.console import Console
 from archwheel.effects import ENGINES
 from archwheel.errors import UsageError
 from archwheel.exit_codes import ExitCode
-from archwheel.interfaces.commands.options import ccache_size, volume_name
+from archwheel.interfaces.commands.options import (
+    ccache_size,
+    environment_settings,
+    volume_name,
+)
 from archwheel.interfaces.render.build import (
     ConsoleReporter,
     print_base_image,
@@ -114,7 +117,7 @@ def register(subparsers: Any) -> None:
     cache.add_argument("--no-cache", action="store_true", help="compile without the cache")
     cache.add_argument(
         "--cache-url",
-        default=os.environ.get(CACHE_URL_ENV) or None,
+        default=None,
         metavar="URL",
         help="a remote compiler cache shared between machines, on a Redis server: "
         "redis://[[USER:]PASSWORD@]HOST[:PORT][/DB] or redis+unix:/PATH/TO/SOCKET "
@@ -183,7 +186,11 @@ class BuildCommand:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BuildCommand:
-        cache_url = cache_url_option(args.cache_url, no_cache=args.no_cache)
+        settings = environment_settings()
+        cache_url = cache_url_option(
+            settings.cache_url if args.cache_url is None else args.cache_url,
+            no_cache=args.no_cache,
+        )
         request = BuildRequest(
             recipe=args.recipe,
             arch=args.arch,
@@ -206,6 +213,7 @@ class BuildCommand:
             git_mirrors=tuple(args.git_mirror),
             keep_work=args.keep_work,
             plan_only=args.plan,
+            settings=settings,
         )
         return cls(
             request=request,
@@ -240,7 +248,7 @@ def build(command: BuildCommand) -> int:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     out = Console(highlight=False, soft_wrap=True)
     if command.list_recipes:
-        print_recipes(out, list_recipes(), command.format)
+        print_recipes(out, list_recipes(command.request.settings), command.format)
         return 0
     reporter = ConsoleReporter(err, quiet=command.quiet)
     if command.compare_official:
@@ -262,7 +270,11 @@ def build(command: BuildCommand) -> int:
 
 def run_base_image(args: argparse.Namespace) -> int:
     request = BaseImageRequest(
-        engine=args.engine, suite=args.suite, mirror=args.mirror, force=args.force
+        engine=args.engine,
+        suite=args.suite,
+        mirror=args.mirror,
+        force=args.force,
+        settings=environment_settings(),
     )
     image = make_base_image(request, echo=echo_to(Console(stderr=True, highlight=False)))
     print_base_image(image, args.format)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.interfaces.commands import SUMMARY
-from archwheel.interfaces.commands.options import add_interpreter_option
+from archwheel.interfaces.commands.options import add_interpreter_option, environment_settings
 from archwheel.interfaces.render.formats import FORMATS
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def run_range(request: CanLoadRequest) -> int:
     """``can-load --torch``: the wheel against each torch release, read from the index."""
     import sys
 
-    from archwheel.effects import PipSettings, cache_dir
+    from archwheel.effects import PipSettings
     from archwheel.inspection import can_load_range
     from archwheel.interfaces.render.can_load_range import (
         demangled_range,
@@ -193,7 +193,7 @@ def run_range(request: CanLoadRequest) -> int:
         request.wheel,
         request.torch,
         pip=pip.validated(),
-        cache=cache_dir(),
+        cache=environment_settings().cache,
         python=request.python_version,
         host_libraries=request.host_libraries,
         on_event=echo_to(err_console()),

@@ -74,12 +74,12 @@ class CanRunRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CanRunRequest:
-        from archwheel.facts import CudaVersion, DriverVersion
+        from archwheel.facts import CudaVersion, DriverVersion, load_facts
         from archwheel.verdicts import resolve_gpus
 
         return cls(
             inputs=tuple(args.inputs),
-            gpus=resolve_gpus(args.gpu, args.cc),
+            gpus=resolve_gpus(args.gpu, args.cc, facts=load_facts()),
             driver=DriverVersion.parse(args.driver) if args.driver else None,
             cuda_runtime=CudaVersion.parse(args.cuda_runtime) if args.cuda_runtime else None,
             format=args.format,
@@ -87,13 +87,18 @@ class CanRunRequest:
 
 
 def run(args: argparse.Namespace) -> int:
+    from archwheel.facts import load_facts
     from archwheel.inspection import can_run
     from archwheel.interfaces.render.can_run import can_run_markdown, can_run_table
     from archwheel.interfaces.render.common import emit_result
 
     request = CanRunRequest.from_args(args)
     report = can_run(
-        request.inputs, request.gpus, driver=request.driver, cuda_runtime=request.cuda_runtime
+        request.inputs,
+        request.gpus,
+        driver=request.driver,
+        cuda_runtime=request.cuda_runtime,
+        facts=load_facts(),
     )
     emit_result(request.format, report, can_run_table, can_run_markdown)
     return report.exit_code

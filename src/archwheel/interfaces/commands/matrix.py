@@ -10,7 +10,6 @@ each audited wheel into the index.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,12 +19,12 @@ from typing import Any
 from rich.console import Console
 
 from archwheel import __version__
-from archwheel.effects import ENGINES, EngineName, write_text_atomic
+from archwheel.effects import ENGINES, EngineName, Settings, write_text_atomic
 from archwheel.errors import UsageError
 from archwheel.exit_codes import EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.facts import ArchList
 from archwheel.interfaces.commands.build import cache_url_option
-from archwheel.interfaces.commands.options import volume_name
+from archwheel.interfaces.commands.options import environment_settings, volume_name
 from archwheel.interfaces.render.build import ConsoleReporter, print_result
 from archwheel.interfaces.render.ci import to_yaml
 from archwheel.interfaces.render.common import console, dump_json, err_console
@@ -133,7 +132,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--cache-url",
-        default=os.environ.get(CACHE_URL_ENV) or None,
+        default=None,
         metavar="URL",
         help="remote compiler cache on a Redis server, passed to every cell's build "
         f"(archwheel build --cache-url; default ${CACHE_URL_ENV})",
@@ -198,6 +197,7 @@ class MatrixRequest:
     ccache_volume: str = DEFAULT_CCACHE_VOLUME
     output: Path | None = None
     export_options: ExportOptions = field(default_factory=ExportOptions)
+    settings: Settings = field(default_factory=Settings)  # archwheel's (recipe folders, cache)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> MatrixRequest:
@@ -208,8 +208,13 @@ class MatrixRequest:
         extra = tuple(parse_exclusion(e) for e in args.exclude)
         spec = MatrixSpec(spec.recipes, spec.torch, spec.python, spec.arch, spec.exclude + extra)
         check_jobs(args.jobs)
-        cache_url = cache_url_option(args.cache_url, no_cache=args.no_cache)
+        settings = environment_settings()
+        cache_url = cache_url_option(
+            settings.cache_url if args.cache_url is None else args.cache_url,
+            no_cache=args.no_cache,
+        )
         return cls(
+            settings=settings,
             cache_url=cache_url,
             ccache_volume=args.ccache_volume,
             spec=spec,
@@ -237,10 +242,10 @@ class MatrixRequest:
         )
 
 
-def recipe_facts(spec: MatrixSpec) -> dict[str, RecipeFacts]:
+def recipe_facts(spec: MatrixSpec, settings: Settings) -> dict[str, RecipeFacts]:
     """The recipes of the matrix, read and checked by the build use case (each arch list
     against each toolkit), in the shape the matrix plans with."""
-    summaries = summarize_recipes(spec.recipes, torch=spec.torch, arch=spec.arch)
+    summaries = summarize_recipes(spec.recipes, settings, torch=spec.torch, arch=spec.arch)
     return {
         name: RecipeFacts(
             name=s.name,
@@ -279,6 +284,7 @@ def cell_builder(
             ccache_volume=request.ccache_volume if request.cache else None,
             cache_url=request.cache_url,
             pip=PipRequest(host_config=True),
+            settings=request.settings,
         )
         result = build(build_request, ConsoleReporter(err, quiet=True))
         assert result.built is not None and result.log is not None  # not a plan-only request
@@ -295,7 +301,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_request(request: MatrixRequest, builder: CellBuilder | None) -> int:
     """Plan, print, and (unless --plan) build with ``builder`` (None: the build use case)."""
-    recipes = recipe_facts(request.spec)
+    recipes = recipe_facts(request.spec, request.settings)
     plan = make_plan(request.spec, recipes, read_index(request.index))
     err = err_console()
     if request.export is not None:

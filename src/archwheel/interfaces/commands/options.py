@@ -11,14 +11,27 @@ is imported when the check runs.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archwheel.errors import UsageError
+
+if TYPE_CHECKING:
+    from archwheel.effects import Settings
+
+
+def environment_settings() -> Settings:
+    """archwheel's settings (the ``ARCHWHEEL_*`` variables, ``effects.settings``), read from
+    this process's environment: here, at the edge, when a command builds its request; the
+    floors below take the object, never the environment."""
+    from archwheel.effects import Settings
+
+    return Settings.from_environ(os.environ)
 
 
 class DeprecatedAlias(argparse.Action):

@@ -17,6 +17,7 @@ from archwheel.interfaces.commands import SUMMARY
 from archwheel.interfaces.commands.options import (
     add_alias,
     add_interpreter_option,
+    environment_settings,
     non_negative_int,
     positive_number,
 )
@@ -199,6 +200,7 @@ class SmokeRequest:
             image=self.image,
             engine=self.engine,
             keep=self.keep,
+            settings=environment_settings(),
         )
 
 

@@ -24,8 +24,8 @@ from urllib.parse import quote
 
 from archwheel import __version__
 from archwheel.binary.model import LibraryInventory
-from archwheel.effects.files import DocumentUnreadable, read_json
-from archwheel.errors import ToolError
+from archwheel.effects.files import read_document
+from archwheel.errors import InputError, ToolError
 from archwheel.facts.arch import CodeKind
 from archwheel.interfaces.render.audit import shown_libraries
 from archwheel.interfaces.render.common import (
@@ -129,11 +129,7 @@ def _verdict(report: AuditReport, verdict: LibraryVerdict | None) -> tuple[str, 
 def _provenance(source: str) -> dict[str, Any] | None:
     path = Path(source)
     beside = path.with_name(path.name + ".provenance.json")
-    try:  # a regular file, bounded (a FIFO of that name must not block the report)
-        document = read_json(beside, MAX_SIDE_DOCUMENT_BYTES, MAX_SIDE_DOCUMENT_NESTING)
-    except DocumentUnreadable:
-        return None
-    return document if isinstance(document, dict) else None
+    return _read_json(beside)  # a regular file, bounded: a FIFO of that name must not block
 
 
 def _e(text: object) -> str:
@@ -232,9 +228,11 @@ def page(title: str, body: Sequence[str]) -> str:
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object of a side document (bounded, a regular file), or None: a report shows
+    what it can read and leaves out the rest."""
     try:
-        document = read_json(path, MAX_SIDE_DOCUMENT_BYTES, MAX_SIDE_DOCUMENT_NESTING)
-    except DocumentUnreadable:
+        document, _ = read_document(path, MAX_SIDE_DOCUMENT_BYTES, MAX_SIDE_DOCUMENT_NESTING)
+    except InputError:
         return None
     return document if isinstance(document, dict) else None
 

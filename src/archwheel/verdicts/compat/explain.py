@@ -249,12 +249,11 @@ def _ptx_why_not(target: Target, gpu: ComputeCapability) -> str:
 
 
 def best_sass_target(
-    cc: ComputeCapability, toolkit: Toolkit | None, facts: CudaFacts | None = None
+    cc: ComputeCapability, toolkit: Toolkit | None, facts: CudaFacts
 ) -> Target | None:
     """The plain cubin target that runs natively on ``cc``: ``cc`` itself when the toolkit can
     compile it, else the highest lower minor of the same major it can (sm_100 for 10.3 with CUDA
     12.8). Without a toolkit, any toolkit in the facts counts. None when nothing qualifies."""
-    facts = facts or load_facts()
     pool = toolkit.targets if toolkit else frozenset(c for tk in facts.toolkits for c in tk.targets)
     renamed = renamed_capabilities(facts)
     cuda = toolkit.version if toolkit else None
@@ -269,16 +268,14 @@ def best_sass_target(
     return Target(max(candidates)) if candidates else None
 
 
-def renamed_capabilities(facts: CudaFacts | None = None) -> frozenset[ComputeCapability]:
+def renamed_capabilities(facts: CudaFacts) -> frozenset[ComputeCapability]:
     """Compute capabilities a later toolkit renamed (10.1 became 11.0, Jetson Thor): another
     chip, so their cubins are never offered for a neighbouring minor."""
-    facts = facts or load_facts()
     return frozenset(old for tk in facts.toolkits for old in tk.renamed)
 
 
-def official_builds_covering(cc: ComputeCapability, facts: CudaFacts | None = None) -> list[str]:
+def official_builds_covering(cc: ComputeCapability, facts: CudaFacts) -> list[str]:
     """Official PyTorch CUDA builds (``cu128`` ...) whose arch list runs natively on ``cc``."""
-    facts = facts or load_facts()
     found: list[str] = []
     for tag, text in facts.official_arch_lists.items():
         archs = ArchList.parse(text, facts)
@@ -289,14 +286,13 @@ def official_builds_covering(cc: ComputeCapability, facts: CudaFacts | None = No
 
 
 def pytorch_install_advice(
-    cc: ComputeCapability, facts: CudaFacts | None = None, *, exclude: str | None = None
+    cc: ComputeCapability, facts: CudaFacts, *, exclude: str | None = None
 ) -> str | None:
     """Which official PyTorch builds carry native code for ``cc``, worded as an install hint:
     ``a cu128-or-later build of torch >= 2.7`` (None when no official build does).
 
     ``exclude`` drops one build (``cu130``): the one installed, when its binaries have been seen
     to lack what its arch list promises."""
-    facts = facts or load_facts()
     every = sorted(facts.official_arch_lists, key=CudaVersion.parse)
     covering = [b for b in official_builds_covering(cc, facts) if b != exclude]
     if not covering:
@@ -331,12 +327,11 @@ def library_fixes(
 def fixes_for(
     cc: ComputeCapability,
     toolkit_version: CudaVersion | None,
-    facts: CudaFacts | None = None,
+    facts: CudaFacts,
     *,
     pytorch: bool = False,
 ) -> list[str]:
     """What to add to a build so that ``cc`` gets a kernel image, checked against the toolkit."""
-    facts = facts or load_facts()
     toolkit: Toolkit | None = None
     if toolkit_version is not None:
         try:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from archwheel.errors import UsageError
-from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.versions import ComputeCapability
 
 
@@ -27,10 +27,9 @@ class Gpu:
 
 
 def resolve_gpus(
-    names: Sequence[str] = (), ccs: Sequence[str] = (), facts: CudaFacts | None = None
+    names: Sequence[str] = (), ccs: Sequence[str] = (), *, facts: CudaFacts
 ) -> tuple[Gpu, ...]:
     """GPUs from ``--gpu`` names and ``--cc`` values (each may be a comma list), in order."""
-    facts = facts or load_facts()
     gpus: list[Gpu] = []
     for text in names:
         for item in _split_list(text):

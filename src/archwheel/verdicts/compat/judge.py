@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from archwheel.binary.model import FatbinEntry, InputInventory, LibraryInventory
 from archwheel.facts.arch import CodeKind, Target, Variant
-from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.rules import (
     driver_can_jit,
     ptx_jits_on,
@@ -104,10 +104,9 @@ def judge_library(
     driver: DriverVersion | None = None,
     toolkit_version: CudaVersion | None = None,
     pytorch: bool = False,
-    facts: CudaFacts | None = None,
+    facts: CudaFacts,
 ) -> LibraryVerdict:
     """The verdict for one library with device code on one GPU."""
-    facts = facts or load_facts()
     modules, exact = split_modules(library)
     loadable = [m for m in modules if m.loadable]
     link_only = sorted(
@@ -256,10 +255,9 @@ def check_runtime(
     runtime: CudaVersion | None,
     runtime_source: str | None,
     driver: DriverVersion | None,
-    facts: CudaFacts | None = None,
+    facts: CudaFacts,
 ) -> RuntimeCheck:
     """The driver against the CUDA runtime an input targets (rule runtime-driver)."""
-    facts = facts or load_facts()
     if runtime is None:
         status, runtime_source = "unknown-runtime", None
     elif driver is None:
@@ -279,10 +277,9 @@ def judge_input(
     runtime_source: str | None = None,
     name: str | None = None,
     version: str | None = None,
-    facts: CudaFacts | None = None,
+    facts: CudaFacts,
 ) -> InputVerdicts:
     """Every library of one input on every GPU, plus the driver/runtime check."""
-    facts = facts or load_facts()
     runtime_check = check_runtime(runtime, runtime_source, driver, facts)
     per_gpu: list[InputGpuVerdict] = []
     for gpu in gpus:

@@ -12,11 +12,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from archwheel import __version__
 from archwheel.facts.arch import Target
-from archwheel.facts.catalog import CudaFacts, load_facts
+from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.versions import CudaVersion, DriverVersion
 from archwheel.verdicts.compat.gpus import Gpu
+from archwheel.verdicts.document import document_header
 from archwheel.verdicts.vocabulary import Verdict
 
 CAN_RUN_SCHEMA_VERSION = 1
@@ -37,8 +37,8 @@ class Reason:
     text: str
     rule_id: str
 
-    def cite(self, facts: CudaFacts | None = None) -> str:
-        return f"{self.text} [rule {self.rule_id}: {(facts or load_facts()).rule(self.rule_id)}]"
+    def cite(self, facts: CudaFacts) -> str:
+        return f"{self.text} [rule {self.rule_id}: {facts.rule(self.rule_id)}]"
 
     def to_json_dict(self) -> dict[str, str]:
         return {"text": self.text, "rule": self.rule_id}
@@ -197,10 +197,7 @@ class CanRunReport:
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": CAN_RUN_SCHEMA_VERSION,
-            "kind": "can-run",
-            "tool": {"name": "archwheel", "version": __version__},
-            "facts_version": self.facts_version,
+            **document_header(CAN_RUN_SCHEMA_VERSION, "can-run", facts_version=self.facts_version),
             "driver": str(self.driver) if self.driver else None,
             "gpus": [g.to_json_dict() for g in self.gpus],
             "verdict": self.verdict.value,
@@ -214,9 +211,8 @@ def build_report(
     inputs: Sequence[InputVerdicts],
     gpus: Sequence[Gpu],
     driver: DriverVersion | None,
-    facts: CudaFacts | None = None,
+    facts: CudaFacts,
 ) -> CanRunReport:
-    facts = facts or load_facts()
     cited = sorted(
         {
             reason.rule_id

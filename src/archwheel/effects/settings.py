@@ -1,0 +1,98 @@
+"""archwheel's settings: every ``ARCHWHEEL_*`` variable the host side reads, read once.
+
+A ``Settings`` is frozen and made at the edge: the interfaces floor calls
+``Settings.from_environ(os.environ)`` (and a command option given on the command line wins over
+its variable: CLI > environment > defaults); every floor below takes the object, or the one
+value it needs, as a parameter and never reads the environment for an ``ARCHWHEEL_*`` name
+(``tests/unit/test_settings_read_once.py``). ``Settings()`` is the defaults alone, what a
+library caller gets when it passes none.
+
+The variables archwheel *sets* in a build container (``ARCHWHEEL_SRC``, ``ARCHWHEEL_DIST``, ...)
+are not settings. One switch stays where it is read: ``ARCHWHEEL_PURE_PYTHON``
+(``binary/speedups.py``), read when the scanner is imported, in the command's process and in
+each of the scan's worker processes alike, which inherit the environment and no object.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from archwheel.effects import paths
+
+VARIABLES: Mapping[str, str] = MappingProxyType(
+    {
+        "cache": "ARCHWHEEL_CACHE",
+        "root": "ARCHWHEEL_ROOT",
+        "recipes": "ARCHWHEEL_RECIPES",
+        "keep_containers": "ARCHWHEEL_KEEP_CONTAINERS",
+        "run_label": "ARCHWHEEL_RUN_LABEL",
+        "podman_runtime": "ARCHWHEEL_PODMAN_RUNTIME",
+        "cache_url": "ARCHWHEEL_CACHE_URL",
+        "debian_mirror": "ARCHWHEEL_DEBIAN_MIRROR",
+        "cuobjdump": "ARCHWHEEL_CUOBJDUMP",
+        "cuobjdump_timeout": "ARCHWHEEL_CUOBJDUMP_TIMEOUT",
+        "debug": "ARCHWHEEL_DEBUG",
+    }
+)
+"""Each field of ``Settings`` and the variable it is read from."""
+
+
+def _default_cache() -> Path:
+    return paths.cache_dir(None)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The host-side settings of one run, resolved (see ``VARIABLES`` for their variables)."""
+
+    # archwheel's one cache folder: $ARCHWHEEL_CACHE/archwheel, else $XDG_CACHE_HOME/archwheel,
+    # else ~/.cache/archwheel (effects.paths.cache_dir)
+    cache: Path = field(default_factory=_default_cache)
+    root: str | None = None  # the archwheel checkout; None: found from the package or cwd
+    recipes: tuple[Path, ...] = ()  # recipe folders searched before the checkout's own
+    keep_containers: bool = False  # keep containers after they end (for debugging)
+    run_label: str | None = None  # an extra label on every container (e.g. for tests)
+    podman_runtime: str | None = None  # podman's --runtime; None: runc when on PATH, "": none
+    cache_url: str | None = None  # the remote compiler cache (build --cache-url's default)
+    debian_mirror: str | None = None  # the base image's Debian mirror (--mirror's default)
+    cuobjdump: Path | None = None  # the cuobjdump to use, before any other found
+    cuobjdump_timeout: str = ""  # per cuobjdump run, as written (checked where it is used)
+    debug: bool = False  # errors raise with their traceback instead of one line
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Settings:
+        """The settings ``environ`` gives (an unset or empty variable: the default)."""
+
+        def text(name: str) -> str | None:
+            return environ.get(VARIABLES[name]) or None
+
+        def switch(name: str) -> bool:
+            return environ.get(VARIABLES[name], "") not in ("", "0")
+
+        explicit = text("cuobjdump")
+        return cls(
+            cache=paths.cache_dir(text("cache") or environ.get("XDG_CACHE_HOME") or None),
+            root=text("root"),
+            recipes=tuple(Path(p) for p in (text("recipes") or "").split(os.pathsep) if p),
+            keep_containers=switch("keep_containers"),
+            run_label=text("run_label"),
+            # Set but empty means "no --runtime" here, not the default.
+            podman_runtime=environ.get(VARIABLES["podman_runtime"]),
+            cache_url=text("cache_url"),
+            debian_mirror=text("debian_mirror"),
+            cuobjdump=Path(explicit) if explicit else None,
+            cuobjdump_timeout=environ.get(VARIABLES["cuobjdump_timeout"], "").strip(),
+            debug=bool(environ.get(VARIABLES["debug"])),
+        )
+
+    def recipe_dirs(self) -> list[Path]:
+        """The recipe folders: ``recipes``, then the checkout's own (``paths.recipe_dirs``)."""
+        return paths.recipe_dirs(self.recipes, self.root)
+
+    def docker_dir(self) -> Path:
+        """The checkout's builder image files (``paths.docker_dir``)."""
+        return paths.docker_dir(self.root)
