@@ -4,12 +4,17 @@ judge it against a requested arch list (``archwheel audit``, ``archwheel.audit``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from archwheel.binary.model import InputInventory
+from archwheel.binary.model import InputInventory, Problem
 from archwheel.binary.scan.inputs import ProgressCallback, scan_installed, scan_path
+from archwheel.binary.wheelmeta import read_wheel_metadata
+from archwheel.errors import ArchwheelError
 from archwheel.facts.arch import ArchList
 from archwheel.verdicts.audit import AuditReport, audit
+from archwheel.verdicts.wheelname import HINT as WHEEL_NAME_HINT
+from archwheel.verdicts.wheelname import name_version_disagreement
 
 
 def audit_inputs(
@@ -31,15 +36,26 @@ def audit_inputs(
     that says so (``complete`` false)."""
     inventories: list[InputInventory] = []
     for path in paths:
-        inventories.append(
-            scan_path(
-                path,
-                on_progress=on_progress,
-                workers=workers,
-                all_members=all_members,
-                deep=deep,
-            )
+        inventory = scan_path(
+            path, on_progress=on_progress, workers=workers, all_members=all_members, deep=deep
         )
+        inventories.append(_named_as_its_file(inventory, Path(path)))
     for dist in installed:
         inventories.append(scan_installed(dist, interpreter, on_progress=on_progress, deep=deep))
     return [audit(inventory, expect) for inventory in inventories]
+
+
+def _named_as_its_file(inventory: InputInventory, path: Path) -> InputInventory:
+    """``inventory``, with an error problem when the wheel's METADATA names another project or
+    version than its file name (pip could not install it from an index: ``publish`` refuses
+    it, ``manifest`` too). A wheel without readable metadata is the scan's business."""
+    if inventory.input_kind != "wheel":
+        return inventory
+    try:
+        disagreement = name_version_disagreement(read_wheel_metadata(path))
+    except ArchwheelError:
+        return inventory
+    if disagreement is None:
+        return inventory
+    problem = Problem(inventory.source, f"{disagreement} ({WHEEL_NAME_HINT})")
+    return replace(inventory, problems=(*inventory.problems, problem))

@@ -19,7 +19,7 @@ from rich.console import Console
 from archwheel.effects import ENGINES
 from archwheel.errors import UsageError
 from archwheel.exit_codes import ExitCode
-from archwheel.interfaces.commands.options import ccache_size, volume_name
+from archwheel.interfaces.commands.options import ccache_size, check_folder, volume_name
 from archwheel.interfaces.render.build import (
     ConsoleReporter,
     print_base_image,
@@ -247,6 +247,7 @@ def build(command: BuildCommand) -> int:
         comparison = compare_to_official(command.request, echo=reporter.echo)
         print_comparison(out, comparison, command.format)
         return int(ExitCode.VERDICT_FAILED) if comparison.unexplained else int(ExitCode.OK)
+    check_folder(command.request.out)  # --plan too: a plan naming an --out that cannot work
     result = build_wheel(command.request, reporter)
     if result.built is None:  # --plan
         if command.format == "json":

@@ -20,12 +20,17 @@ from typing import Any
 from rich.console import Console
 
 from archwheel import __version__
-from archwheel.effects import ENGINES, EngineName, write_text_atomic
+from archwheel.effects import ENGINES, EngineName
 from archwheel.errors import UsageError
 from archwheel.exit_codes import EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.facts import ArchList
 from archwheel.interfaces.commands.build import cache_url_option
-from archwheel.interfaces.commands.options import volume_name
+from archwheel.interfaces.commands.options import (
+    check_folder,
+    check_output,
+    volume_name,
+    write_output,
+)
 from archwheel.interfaces.render.build import ConsoleReporter, print_result
 from archwheel.interfaces.render.ci import to_yaml
 from archwheel.interfaces.render.common import console, dump_json, err_console
@@ -295,6 +300,11 @@ def run(args: argparse.Namespace) -> int:
 
 def run_request(request: MatrixRequest, builder: CellBuilder | None) -> int:
     """Plan, print, and (unless --plan) build with ``builder`` (None: the build use case)."""
+    if request.output is not None:
+        check_output(request.output)  # before the recipes are read
+    if request.export is None:
+        check_folder(request.index)  # a plan naming an index that cannot work is refused
+        check_folder(request.work)
     recipes = recipe_facts(request.spec)
     plan = make_plan(request.spec, recipes, read_index(request.index))
     err = err_console()
@@ -343,7 +353,7 @@ def _export(request: MatrixRequest, plan: MatrixPlan) -> None:
         )
     text = to_yaml(document, header=header)
     if request.output is not None:
-        write_text_atomic(request.output, text)
+        write_output(request.output, text)
     else:
         sys.stdout.write(text)
 
@@ -351,6 +361,7 @@ def _export(request: MatrixRequest, plan: MatrixPlan) -> None:
 def run_publish(args: argparse.Namespace) -> int:
     if not args.wheels and not args.from_index:
         raise UsageError("nothing to publish", hint="give wheels, or --from-index DIR")
+    check_folder(args.index)
     expect = ArchList.parse(args.expect) if args.expect else None
     candidates = [c for folder in args.from_index for c in candidates_from(folder)]
     for wheel in args.wheels:
