@@ -59,6 +59,7 @@ from archwheel.effects.files import (
 )
 from archwheel.errors import ArchwheelError, InputError, OutputError, UsageError
 from archwheel.facts.arch import ArchList
+from archwheel.facts.documents import Table
 from archwheel.facts.versions import CudaVersion
 from archwheel.matrix.pages import (
     WHEELS,
@@ -292,11 +293,15 @@ def _manifest_entries(path: Path) -> list[IndexEntry]:
     document, _ = read_document(
         path, MAX_MANIFEST_BYTES, MAX_MANIFEST_NESTING, what="an archwheel index manifest"
     )
+    if not isinstance(document, dict):
+        raise InputError(f"{path}: not a readable archwheel index manifest: not a JSON object")
+    # Its version and shape before any entry is believed (1e999, 99 and "banana" passed when
+    # 'entries' was empty): one message shape, facts.documents.Table's.
+    top = Table(document, str(path), InputError)
+    top.integer("schema_version", low=INDEX_SCHEMA_VERSION, high=INDEX_SCHEMA_VERSION)
+    top.typed("entries", list)  # each entry is checked by IndexEntry.from_json_dict
     try:
-        entries = document.get("entries") if isinstance(document, dict) else None
-        if not isinstance(entries, list):
-            raise ValueError("no 'entries' list")
-        return [IndexEntry.from_json_dict(e) for e in entries]
+        return [IndexEntry.from_json_dict(e) for e in document["entries"]]
     except ValueError as exc:  # an entry's field
         raise InputError(f"{path}: not a readable archwheel index manifest: {exc}") from None
 

@@ -19,7 +19,12 @@ from rich.console import Console
 from archwheel.effects import ENGINES
 from archwheel.errors import UsageError
 from archwheel.exit_codes import ExitCode
-from archwheel.interfaces.commands.options import ccache_size, check_folder, volume_name
+from archwheel.interfaces.commands.options import (
+    ccache_size,
+    check_folder,
+    version_text,
+    volume_name,
+)
 from archwheel.interfaces.render.build import (
     ConsoleReporter,
     print_base_image,
@@ -82,11 +87,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--arch", help='arch list, e.g. "8.0;9.0+PTX" (default: the recipe\'s)')
     parser.add_argument(
         "--python",
+        type=version_text,
         metavar="X.Y",
         help="Python version X.Y, or X.Yt for free-threaded CPython (default: the recipe's first)",
     )
     parser.add_argument(
         "--torch",
+        type=version_text,
         metavar="VERSION",
         help="build against this torch instead of the one the recipe pins (e.g. 2.13.0)",
     )

@@ -28,6 +28,7 @@ from archwheel.interfaces.commands.build import cache_url_option
 from archwheel.interfaces.commands.options import (
     check_folder,
     check_output,
+    version_text,
     volume_name,
     write_output,
 )
@@ -111,10 +112,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--torch",
         action="append",
         default=[],
+        type=version_text,
         metavar="VERSION",
         help="a torch to build against (recipes that pin torch; replaces their pin)",
     )
-    p.add_argument("--python", action="append", default=[], metavar="X.Y")
+    p.add_argument("--python", action="append", default=[], type=version_text, metavar="X.Y")
     p.add_argument("--arch", action="append", default=[], metavar="ARCHS")
     p.add_argument(
         "--exclude",
@@ -180,8 +182,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     q.add_argument("--index", type=Path, required=True, help="the index folder")
     q.add_argument("--expect", metavar="ARCHS", help="the arch list the wheels must hold")
-    q.add_argument("--torch", metavar="VERSION", help="the torch they were built against")
-    q.add_argument("--cuda", metavar="X.Y", help="the CUDA they were built with")
+    q.add_argument(
+        "--torch", type=version_text, metavar="VERSION", help="the torch they were built against"
+    )
+    q.add_argument("--cuda", type=version_text, metavar="X.Y", help="the CUDA they were built with")
     q.add_argument("--format", choices=("text", "json"), default="text")
     q.set_defaults(func=run_publish)
 

@@ -92,6 +92,23 @@ def check_folder(path: Path) -> None:
     check_output_folder(path)
 
 
+# A control character anywhere in a version, or white space around it: "12.8\n" must not pass
+# for 12.8 ("CUDA 12.8" is one way to write a CUDA version).
+_NOT_EXACT = re.compile(r"[\x00-\x1f\x7f-\x9f]|^\s|\s\Z")
+
+
+def version_text(text: str) -> str:
+    """An argparse type: a version as written (``--driver``, ``--cuda``, ``--torch``,
+    ``--python``), without control characters, nor white space around it. The version parsers
+    of the facts floor strip what they read from files and programs; an argument is taken
+    exactly (``--cuda $'12.8\\n'`` was read as 12.8)."""
+    if _NOT_EXACT.search(text):
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r}: a control character, or white space around the version"
+        )
+    return text
+
+
 def positive_number(text: str) -> float:
     """An argparse type: a number of seconds above zero and at most a week (a timeout, a
     duration: ``effects.process.parse_timeout``)."""
