@@ -31,7 +31,10 @@ def name_version_disagreement(meta: WheelMetadata) -> str | None:
         return None
     found = []
     if canonicalize_name(meta.name) != canonicalize_name(name):
-        found.append(f"METADATA Name {_quoted(meta.name)} is not the file name's {_quoted(name)}")
+        written = meta.filename.split("-", 1)[0]  # as the file name writes it
+        found.append(
+            f"METADATA Name {_quoted(meta.name)} is not the file name's {_quoted(written)}"
+        )
     try:
         same = Version(meta.version) == version
     except InvalidVersion:
