@@ -51,7 +51,8 @@ examples:
   archwheel diff old/myext-*.whl dist/myext-*.whl --format markdown >> $GITHUB_STEP_SUMMARY
   archwheel matrix matrix.toml --index /srv/wheels --plan
 
-exit codes: 0 ok, 1 verdict failed, 2 usage, 3 incomplete input, 4 tool missing, 5 build failed
+exit codes: 0 ok, 1 verdict failed, 2 usage, 3 incomplete input, 4 tool missing, 5 build failed,
+141 standard output closed or its reader gone
 (docs/exit-codes.md has the full table, including can-run's, can-load's, diff's and smoke's)
 """
 

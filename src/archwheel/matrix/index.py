@@ -61,8 +61,8 @@ from archwheel.errors import ArchwheelError, InputError, OutputError, UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.documents import Table
 from archwheel.facts.versions import CudaVersion
+from archwheel.matrix.pages import WHEELS as WHEELS  # noqa: PLC0414 - the tree's layout
 from archwheel.matrix.pages import (
-    WHEELS,
     find_links_page,
     landing_page,
     project_page,
