@@ -250,8 +250,6 @@ def test_every_output_file_has_one_set_of_answers(
         pytest.skip("smoke writes its output after a run; the check before it passes /dev/full")
     if "proc" in shape and not Path("/proc/self/status").exists():
         pytest.skip("no /proc here")
-    if command == "audit-html":
-        pytest.importorskip("matplotlib")
     target, words = OUTPUTS[shape](tmp_path)
     capsys.readouterr()
     with watchdog(60):
@@ -272,8 +270,6 @@ def test_an_output_file_on_a_full_file_system(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    if command == "audit-html":
-        pytest.importorskip("matplotlib")
     if full_folder is None:
         # No tmpfs here: the same answer from a write that fails as a full one does.
         from archwheel.effects import files
