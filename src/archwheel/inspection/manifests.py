@@ -91,7 +91,7 @@ def manifest_document(
         except OSError as exc:
             raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
         metadata = read_wheel_metadata(path)
-        disagreement = name_version_disagreement(metadata)
+        disagreement = name_version_disagreement(metadata.filename, metadata.name, metadata.version)
         if disagreement is not None:  # a manifest records what pip would install
             raise InputError(f"{path}: {disagreement}", hint=WHEEL_NAME_HINT)
         for warning in metadata.warnings:

@@ -386,7 +386,7 @@ def examine(candidate: Candidate, now: str) -> _Examined | Refusal:
         provenance = _load_provenance(candidate.provenance) if candidate.provenance else None
     except _NOT_EXAMINED as exc:
         return Refusal(wheel.name, exc.one_line() if isinstance(exc, ArchwheelError) else str(exc))
-    disagreement = name_version_disagreement(meta)
+    disagreement = name_version_disagreement(meta.filename, meta.name, meta.version)
     if disagreement is not None:  # pip would find it by its name, then refuse it
         return Refusal(wheel.name, disagreement)
     digest = sha256_file(wheel)

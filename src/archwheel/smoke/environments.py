@@ -128,7 +128,8 @@ def _check_wheels(wheels: Sequence[Path]) -> tuple[Path, ...]:
         names = [m.name for m in WheelReader(wheel).members]
         if not any(n.count("/") == 1 and n.endswith(".dist-info/WHEEL") for n in names):
             raise InputError(f"{wheel}: not a wheel (no .dist-info/WHEEL in the archive)")
-        disagreement = name_version_disagreement(read_wheel_metadata(wheel))
+        meta = read_wheel_metadata(wheel)
+        disagreement = name_version_disagreement(meta.filename, meta.name, meta.version)
         if disagreement is not None:  # pip would refuse it: the input, not pip's failure
             raise InputError(f"{wheel}: {disagreement}", hint=WHEEL_NAME_HINT)
         resolved.append(wheel.resolve())

@@ -12,7 +12,6 @@ from __future__ import annotations
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from archwheel.binary.wheelmeta import WheelMetadata
 from archwheel.text import literal
 
 _SHOWN = 80  # characters of a METADATA value quoted in a message
@@ -22,27 +21,26 @@ def _quoted(text: str) -> str:
     return repr(literal(text, _SHOWN))
 
 
-def name_version_disagreement(meta: WheelMetadata) -> str | None:
-    """What ``meta``'s ``Name`` and ``Version`` say against its file name's, naming both
-    values; None when they agree (or the file name is not a wheel's: refused elsewhere)."""
+def name_version_disagreement(filename: str, name: str, version: str) -> str | None:
+    """What a wheel's METADATA ``name`` and ``version`` say against its file name
+    ``filename``'s, naming both values; None when they agree (or the file name is not a
+    wheel's: refused elsewhere)."""
     try:
-        name, version, _build, _tags = parse_wheel_filename(meta.filename)
+        file_project, file_version, _build, _tags = parse_wheel_filename(filename)
     except InvalidWheelFilename:
         return None
     found = []
-    if canonicalize_name(meta.name) != canonicalize_name(name):
-        written = meta.filename.split("-", 1)[0]  # as the file name writes it
-        found.append(
-            f"METADATA Name {_quoted(meta.name)} is not the file name's {_quoted(written)}"
-        )
+    if canonicalize_name(name) != canonicalize_name(file_project):
+        written = filename.split("-", 1)[0]  # as the file name writes it
+        found.append(f"METADATA Name {_quoted(name)} is not the file name's {_quoted(written)}")
     try:
-        same = Version(meta.version) == version
+        same = Version(version) == file_version
     except InvalidVersion:
         same = False
     if not same:
         found.append(
-            f"METADATA Version {_quoted(meta.version)} is not the file name's "
-            f"{_quoted(str(version))}"
+            f"METADATA Version {_quoted(version)} is not the file name's "
+            f"{_quoted(str(file_version))}"
         )
     if not found:
         return None

@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from archwheel.binary.wheelmeta import WheelMetadata
 from archwheel.exit_codes import ExitCode
 from archwheel.verdicts.wheelname import name_version_disagreement
 from tests.support.fuzz import FUZZ_SETTINGS
@@ -40,8 +39,8 @@ def _main(argv: list[str]) -> int:
         return int(exc.code or 0)
 
 
-def _meta(filename: str, name: str, version: str) -> WheelMetadata:
-    return WheelMetadata(filename, name, version, (), (), ())
+def _meta(filename: str, name: str, version: str) -> tuple[str, str, str]:
+    return filename, name, version
 
 
 # -- METADATA against the file name -----------------------------------------------------------
@@ -84,10 +83,10 @@ def test_a_name_and_version_agree_as_pip_compares_them(
     same_version = version + ".0" * zeros
     wheel = f"{file_name}-{version}-py3-none-any.whl"
     spelled = data.draw(_spelling(words))
-    assert name_version_disagreement(_meta(wheel, spelled, same_version)) is None
+    assert name_version_disagreement(*_meta(wheel, spelled, same_version)) is None
     stranger = data.draw(_spelling(other))
     meta_version = f"{version}.1" if bump else same_version
-    found = name_version_disagreement(_meta(wheel, stranger, meta_version))
+    found = name_version_disagreement(*_meta(wheel, stranger, meta_version))
     names_differ = canonicalize_name(stranger) != canonicalize_name(file_name)
     versions_differ = Version(meta_version) != Version(version)
     assert (found is None) == (not names_differ and not versions_differ)
@@ -100,7 +99,7 @@ def test_a_name_and_version_agree_as_pip_compares_them(
 
 
 def test_an_invalid_metadata_version_disagrees() -> None:
-    found = name_version_disagreement(_meta("a-1.0-py3-none-any.whl", "a", "not a version"))
+    found = name_version_disagreement(*_meta("a-1.0-py3-none-any.whl", "a", "not a version"))
     assert found is not None and "'not a version'" in found
 
 
