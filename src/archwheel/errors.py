@@ -46,6 +46,29 @@ class ToolError(ArchwheelError):
     """An external program (docker, podman, cuobjdump, pip, nvidia-smi) is missing or failed."""
 
 
+class OutputError(UsageError):
+    """An output location (``-o FILE``, ``--out DIR``, ``--index DIR``) that cannot take the
+    output: a folder, under /proc, a full file system, ... One message shape for every command:
+    ``PATH: WHY``, naming the location the user gave (never a temporary file beside it)."""
+
+    def __init__(
+        self, path: object, why: str = "cannot be written", *, hint: str | None = None
+    ) -> None:
+        super().__init__(f"{path}: {why}", hint=hint)
+        self.path = path
+        self.why = why
+
+    def __reduce__(self) -> tuple[type[OutputError], tuple[object, str]]:
+        return (type(self), (self.path, self.why))
+
+    @classmethod
+    def cannot_write(cls, path: object, exc: OSError) -> OutputError:
+        """A write the system refused (``exc``: a full file system, no permission), naming
+        ``path``, whatever file ``exc`` names (a temporary one beside it, an input)."""
+        reason = exc.strerror or str(exc)
+        return cls(path, f"cannot write: {reason}")
+
+
 class RecipeError(UsageError):
     """A recipe that does not validate; the message names the file and key."""
 

@@ -2,7 +2,7 @@
 
 A command returns a member of ``ExitCode``; nothing else in the package defines an exit number
 (``tests/unit/test_exit_codes.py`` checks the source and that this table and the document list
-the same codes with the same meaning). Generic codes (0-5, 130, 143) come from a verdict or
+the same codes with the same meaning). Generic codes (0-5, 130, 141, 143) come from a verdict or
 from the class of the error that ended a command (``ERROR_CODES``: the exceptions of
 ``errors.py`` carry no exit code, the command line maps them here); the verdict commands add
 their own ranges, chosen not to collide: ``can-run`` / ``doctor`` 10-12, ``smoke`` 20-23.
@@ -43,6 +43,7 @@ class ExitCode(IntEnum):
     SMOKE_HANG_OR_CRASH = 23
     # signals, as a shell reports them (128 + signal number)
     INTERRUPTED = 130
+    OUTPUT_GONE = 141  # standard output closed or its pipe's reader gone (128 + SIGPIPE)
     TERMINATED = 143
 
 
@@ -62,6 +63,7 @@ MEANING: dict[ExitCode, str] = {
     ExitCode.SMOKE_NO_KERNEL_IMAGE: "no kernel image for some device",
     ExitCode.SMOKE_HANG_OR_CRASH: "a step hung or crashed",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
+    ExitCode.OUTPUT_GONE: "standard output is closed, or its reader went away (SIGPIPE)",
     ExitCode.TERMINATED: "terminated (SIGTERM)",
 }
 
@@ -73,6 +75,7 @@ EXIT_INCOMPLETE = ExitCode.INCOMPLETE
 EXIT_TOOL = ExitCode.TOOL
 EXIT_BUILD = ExitCode.BUILD
 EXIT_INTERRUPTED = ExitCode.INTERRUPTED
+EXIT_OUTPUT_GONE = ExitCode.OUTPUT_GONE
 EXIT_TERMINATED = ExitCode.TERMINATED
 
 

@@ -102,6 +102,7 @@ def test_library_errors_carry_no_exit_code_and_the_table_maps_each_class() -> No
         errors.UsageError: ExitCode.USAGE,
         errors.ArchListError: ExitCode.USAGE,
         errors.RecipeError: ExitCode.USAGE,
+        errors.OutputError: ExitCode.USAGE,
         errors.FactsError: ExitCode.TOOL,
         errors.InputError: ExitCode.INCOMPLETE,
         errors.ToolError: ExitCode.TOOL,

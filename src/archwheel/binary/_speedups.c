@@ -417,10 +417,11 @@ static int ar_units(Ctx *c) {
         if (member > len - data) return LEAVE; /* truncated */
         const unsigned char *name = NULL;
         uint64_t name_len = 0;
-        int utf8 = 0;
+        int utf8 = 0, table = 0;
         if ((rn == 1 && h[0] == '/') || (rn == 7 && !memcmp(h, "/SYM64/", 7))) {
-            name_len = 0; /* the symbol table */
+            table = 1; /* the symbol table */
         } else if (rn == 2 && h[0] == '/' && h[1] == '/') {
+            table = 1;
             long_names = buf + data;
             long_len = member < MAX_SHSTRTAB ? member : MAX_SHSTRTAB;
         } else if (rn >= 3 && !memcmp(h, "#1/", 3)) {
@@ -445,6 +446,9 @@ static int ar_units(Ctx *c) {
             name_len = (uint64_t)rn;
             while (name_len > 0 && name[name_len - 1] == '/') name_len--;
         }
+        /* A member without a name (a long name past the '//' table, an empty one): the Python
+         * scan reports it by offset (the result is incomplete), never dropped here. */
+        if (!table && !name_len && member > 0) return LEAVE;
         if (name_len && member > 0) {
             if (len - data >= 4 && !memcmp(buf + data, ELF_MAGIC, 4)) {
                 PyObject *text = utf8 ? PyUnicode_DecodeUTF8((const char *)name, (Py_ssize_t)name_len, "replace")

@@ -235,11 +235,12 @@ def ar_layout(size: int) -> LayoutParser:
             )
             member_size = size - data
         name = raw_name
+        unplaced = "it has no name"
         if raw_name in ("/", "/SYM64/"):
-            name = ""  # symbol table
+            name = unplaced = ""  # symbol table
         elif raw_name == "//":
             long_names = yield Need(data, min(member_size, MAX_SHSTRTAB))
-            name = ""
+            name = unplaced = ""
         elif raw_name.startswith("#1/"):  # BSD: the name follows the header
             name_len = min(_decimal(raw_name[3:].encode()) or 0, member_size)
             name_bytes = yield Need(data, min(name_len, 4096))
@@ -248,11 +249,21 @@ def ar_layout(size: int) -> LayoutParser:
             member_size -= name_len
         elif raw_name.startswith("/") and raw_name[1:].isdigit():
             index = int(raw_name[1:])
+            if index >= len(long_names):
+                unplaced = (
+                    f"its long name {raw_name} points past the name table ({len(long_names)} bytes)"
+                )
             stop = min(len(long_names), index + MAX_NAME)
             end = long_names.find(b"/\n", index, stop)
             name = long_names[index : end if end >= 0 else stop].decode("utf-8", "replace")
         else:
             name = raw_name.rstrip("/")
+        if not name and unplaced and member_size > 0:
+            # A member that cannot be named is not silently dropped: its device code would
+            # show as missing (issue 31). The result is incomplete and says which member.
+            problems.append(
+                Note(Severity.ERROR, f"archive member at offset {pos}: {unplaced}: not read")
+            )
         if name and member_size > 0:
             head = yield Need(data, 8)
             if head.startswith(ELF_MAGIC):

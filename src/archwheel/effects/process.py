@@ -58,18 +58,22 @@ _PIPE_BUF = 512  # bytes written to a child's stdin at a time (what select promi
 # The longest time limit a user may give (an option, an environment variable), in seconds: a
 # week. Beyond it a limit means nothing, and 1e308 overflowed the clocks it was handed to.
 MAX_TIMEOUT_S = 7 * 24 * 3600
+# The shortest: a millisecond (1e-320 is above 0, and no program starts within it).
+MIN_TIMEOUT_S = 0.001
 
 
 def parse_timeout(text: str) -> float:
-    """A time limit in seconds written by a user: a number above 0 and at most
-    ``MAX_TIMEOUT_S`` (nan and inf refused); ``ValueError`` saying so otherwise."""
+    """A time limit in seconds written by a user: a number above 0 (at least
+    ``MIN_TIMEOUT_S``) and at most ``MAX_TIMEOUT_S`` (nan and inf refused); ``ValueError``
+    saying so otherwise."""
     try:
         value = float(text)
     except ValueError:
         raise ValueError(f"{text[:40]!r} is not a number") from None
-    if not 0 < value <= MAX_TIMEOUT_S:
+    if not MIN_TIMEOUT_S <= value <= MAX_TIMEOUT_S:
         raise ValueError(
-            f"{text[:40]!r}: must be a number above 0 and at most {MAX_TIMEOUT_S} (a week)"
+            f"{text[:40]!r}: must be a number above 0 (at least {MIN_TIMEOUT_S}) and at most "
+            f"{MAX_TIMEOUT_S} (a week)"
         )
     return value
 

@@ -15,7 +15,13 @@ from archwheel.effects.files import read_document
 from archwheel.errors import InputError, UsageError
 from archwheel.text import literal
 from archwheel.verdicts.audit import audit
-from archwheel.verdicts.diff import DiffReport, Side, diff, side_from_audit
+from archwheel.verdicts.diff import (
+    DiffReport,
+    Side,
+    check_audit_document,
+    diff,
+    side_from_audit,
+)
 
 MAX_DOCUMENT_BYTES = 64 << 20
 MAX_NESTING = 32  # lists and objects inside each other (an audit report nests 8 deep)
@@ -92,6 +98,7 @@ def side_from_document(path: Path) -> Side:
             "'complete' verdict)",
             hint="write one with archwheel audit WHEEL --format json",
         )
+    check_audit_document(document, str(path))  # its version, types and ranges, before use
     try:
         versions: dict[str, str] | None = None
         metadata = entry.get("metadata")

@@ -42,6 +42,8 @@ from archwheel.verdicts.manifest import (
     verify_files,
     wheel_entry,
 )
+from archwheel.verdicts.wheelname import HINT as WHEEL_NAME_HINT
+from archwheel.verdicts.wheelname import name_version_disagreement
 
 # Called with (the wheel's file name, a warning about it) while the manifest is made.
 OnWarning = Callable[[str, str], None]
@@ -88,6 +90,9 @@ def manifest_document(
         except OSError as exc:
             raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
         metadata = read_wheel_metadata(path)
+        disagreement = name_version_disagreement(metadata.filename, metadata.name, metadata.version)
+        if disagreement is not None:  # a manifest records what pip would install
+            raise InputError(f"{path}: {disagreement}", hint=WHEEL_NAME_HINT)
         for warning in metadata.warnings:
             warn(path.name, warning)
         inventory = scan_path(path, digests=True)  # hashed as they are inflated

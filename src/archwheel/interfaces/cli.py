@@ -4,7 +4,9 @@ Errors are caught here and only here: an ``ArchwheelError`` prints one line and 
 code ``exit_codes.exit_code_for`` maps its class to; an ``OSError`` that reaches here (a path
 the system refuses: too long, a loop of links, no permission, a full disk) prints one line and
 exits 3; any other exception is a bug and prints a one-line report (the traceback only with
-``ARCHWHEEL_DEBUG=1``). Ctrl-C exits 130.
+``ARCHWHEEL_DEBUG=1``). Ctrl-C exits 130. Standard output that is closed, or a pipe whose
+reader went away (``| head``), stops the command with exit 141, without a traceback
+(``streams``: one mechanism for every command).
 
 It starts at once: ``--help``, ``--version`` and a refused argument import no command module
 but the one named (``--help`` lists the commands from ``commands.COMMANDS``), and command
@@ -14,13 +16,11 @@ modules import their work only inside ``run`` (``nox -s bench -- cli``).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import os
 import re
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import NoReturn
 
 from archwheel import __version__
@@ -28,11 +28,13 @@ from archwheel.errors import ArchwheelError
 from archwheel.exit_codes import (
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
+    EXIT_OUTPUT_GONE,
     EXIT_TOOL,
     EXIT_USAGE,
     exit_code_for,
 )
 from archwheel.interfaces.commands import COMMANDS
+from archwheel.interfaces.streams import OutputGone, gone_message, guarded_streams
 from archwheel.text import literal
 
 # Sub-command modules, in the order `archwheel --help` lists them. Each defines
@@ -49,7 +51,8 @@ examples:
   archwheel diff old/myext-*.whl dist/myext-*.whl --format markdown >> $GITHUB_STEP_SUMMARY
   archwheel matrix matrix.toml --index /srv/wheels --plan
 
-exit codes: 0 ok, 1 verdict failed, 2 usage, 3 incomplete input, 4 tool missing, 5 build failed
+exit codes: 0 ok, 1 verdict failed, 2 usage, 3 incomplete input, 4 tool missing, 5 build failed,
+141 standard output closed or its reader gone
 (docs/exit-codes.md has the full table, including can-run's, can-load's, diff's and smoke's)
 """
 
@@ -122,6 +125,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``archwheel`` with ``argv`` (default: the process's), standard output and error
+    guarded (``streams``): output that cannot be written ends the command with exit 141."""
+    with guarded_streams() as (out, err):
+        try:
+            code = _main(argv)
+            out.flush()  # what is still buffered: a broken pipe is seen here, not at exit
+            err.flush()
+        except OutputGone as gone:
+            message = gone_message(gone)
+            if message:
+                print(message, file=sys.stderr)
+            code = EXIT_OUTPUT_GONE
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     command = _requested_command(arguments)
     parser = build_parser(command) if command else listing_parser()
@@ -139,11 +158,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("archwheel: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # Output piped into `head`: not an error worth a message.
-        with contextlib.suppress(OSError):
-            sys.stdout = Path(os.devnull).open("w")  # noqa: SIM115
-        return 0
     except OSError as exc:
         # The system refused a path the user gave (too long a name, a loop of links, a full
         # disk, no permission): the input or the machine, not a bug of archwheel.

@@ -28,9 +28,9 @@ name already published is never given other bytes (pip caches by name and hash).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
-import html
 import os
 import re
 import secrets
@@ -41,7 +41,6 @@ from datetime import datetime, timezone
 from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any, overload
-from urllib.parse import quote
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
@@ -58,15 +57,23 @@ from archwheel.effects.files import (
     write_json_atomic,
     write_text_atomic,
 )
-from archwheel.errors import ArchwheelError, InputError, UsageError
+from archwheel.errors import ArchwheelError, InputError, OutputError, UsageError
 from archwheel.facts.arch import ArchList
+from archwheel.facts.documents import Table
 from archwheel.facts.versions import CudaVersion
+from archwheel.matrix.pages import WHEELS as WHEELS  # noqa: PLC0414 - the tree's layout
+from archwheel.matrix.pages import (
+    find_links_page,
+    landing_page,
+    project_page,
+    simple_root_page,
+)
 from archwheel.verdicts.audit import AuditReport, audit, audit_document
+from archwheel.verdicts.wheelname import name_version_disagreement
 
 INDEX_SCHEMA_VERSION = 1
 CURRENT = "current"
 TREES = "trees"
-WHEELS = "wheels"
 MANIFEST = "index.json"
 AUDIT_SUFFIX = ".audit.json"
 METADATA_SUFFIX = ".metadata"
@@ -286,11 +293,15 @@ def _manifest_entries(path: Path) -> list[IndexEntry]:
     document, _ = read_document(
         path, MAX_MANIFEST_BYTES, MAX_MANIFEST_NESTING, what="an archwheel index manifest"
     )
+    if not isinstance(document, dict):
+        raise InputError(f"{path}: not a readable archwheel index manifest: not a JSON object")
+    # Its version and shape before any entry is believed (1e999, 99 and "banana" passed when
+    # 'entries' was empty): one message shape, facts.documents.Table's.
+    top = Table(document, str(path), InputError)
+    top.integer("schema_version", low=INDEX_SCHEMA_VERSION, high=INDEX_SCHEMA_VERSION)
+    top.typed("entries", list)  # each entry is checked by IndexEntry.from_json_dict
     try:
-        entries = document.get("entries") if isinstance(document, dict) else None
-        if not isinstance(entries, list):
-            raise ValueError("no 'entries' list")
-        return [IndexEntry.from_json_dict(e) for e in entries]
+        return [IndexEntry.from_json_dict(e) for e in document["entries"]]
     except ValueError as exc:  # an entry's field
         raise InputError(f"{path}: not a readable archwheel index manifest: {exc}") from None
 
@@ -375,6 +386,9 @@ def examine(candidate: Candidate, now: str) -> _Examined | Refusal:
         provenance = _load_provenance(candidate.provenance) if candidate.provenance else None
     except _NOT_EXAMINED as exc:
         return Refusal(wheel.name, exc.one_line() if isinstance(exc, ArchwheelError) else str(exc))
+    disagreement = name_version_disagreement(meta.filename, meta.name, meta.version)
+    if disagreement is not None:  # pip would find it by its name, then refuse it
+        return Refusal(wheel.name, disagreement)
     digest = sha256_file(wheel)
     expect = candidate.expect
     if provenance is not None:
@@ -422,56 +436,6 @@ def examine(candidate: Candidate, now: str) -> _Examined | Refusal:
         published_at=now,
     )
     return _Examined(entry, candidate, audit_document([report]), metadata)
-
-
-# -- pages ----------------------------------------------------------------------------------------
-
-
-def _page(title: str, body: list[str], *, meta: str = "") -> str:
-    return (
-        "<!DOCTYPE html>\n<html>\n<head>\n"
-        f'<meta charset="utf-8">\n{meta}<title>{html.escape(title)}</title>\n</head>\n<body>\n'
-        f"<h1>{html.escape(title)}</h1>\n" + "".join(body) + "</body>\n</html>\n"
-    )
-
-
-def _link(prefix: str, entry: IndexEntry) -> str:
-    href = f"{prefix}{quote(entry.file)}#sha256={entry.sha256}"
-    attrs = f'href="{html.escape(href)}"'
-    if entry.requires_python:
-        attrs += f' data-requires-python="{html.escape(entry.requires_python)}"'
-    if entry.metadata_sha256:
-        # PEP 714's name and PEP 658's (older pip): resolvers read METADATA without the wheel
-        value = f"sha256={entry.metadata_sha256}"
-        attrs += f' data-core-metadata="{value}" data-dist-info-metadata="{value}"'
-    return f"<a {attrs}>{html.escape(entry.file)}</a><br>\n"
-
-
-def simple_root_page(entries: Sequence[IndexEntry]) -> str:
-    projects = sorted({e.project for e in entries})
-    body = [f'<a href="{quote(p)}/">{html.escape(p)}</a><br>\n' for p in projects]
-    return _page("Simple index", body, meta='<meta name="pypi:repository-version" content="1.0">\n')
-
-
-def project_page(project: str, entries: Sequence[IndexEntry]) -> str:
-    rows = sorted((e for e in entries if e.project == project), key=lambda e: e.file)
-    return _page(
-        f"Links for {project}",
-        [_link(f"../../{WHEELS}/", e) for e in rows],
-        meta='<meta name="pypi:repository-version" content="1.0">\n',
-    )
-
-
-def find_links_page(page: str, entries: Sequence[IndexEntry]) -> str:
-    rows = sorted((e for e in entries if e.find_links_page == page), key=lambda e: e.file)
-    return _page(page.removesuffix(".html"), [_link(f"{WHEELS}/", e) for e in rows])
-
-
-def landing_page(entries: Sequence[IndexEntry]) -> str:
-    pages = sorted({p for e in entries if (p := e.find_links_page)})
-    body = ['<p><a href="simple/">simple/</a> (PEP 503)</p>\n', "<h2>find-links pages</h2>\n"]
-    body += [f'<a href="{quote(p)}">{html.escape(p)}</a><br>\n' for p in pages]
-    return _page("archwheel wheel index", body)
 
 
 # -- publishing -----------------------------------------------------------------------------------
@@ -585,9 +549,32 @@ def publish(
 ) -> PublishResult:
     """Audit each candidate and publish those that pass, in one atomic step.
 
-    ``landing`` renders the tree's ``index.html`` (default: a plain list of the pages)."""
-    index.mkdir(parents=True, exist_ok=True)
+    ``landing`` renders the tree's ``index.html`` (default: a plain list of the pages). An
+    index the system will not let grow (a full or read-only file system) is an
+    ``OutputError`` naming the index, not a file inside it or the wheel being copied."""
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    with _writing_into(index):
+        index.mkdir(parents=True, exist_ok=True)
+        return _publish(index, candidates, landing, now)
+
+
+# What writing into a full, read-only or quota-bound file system raises.
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+
+
+@contextlib.contextmanager
+def _writing_into(index: Path) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in _NO_ROOM:
+            raise OutputError.cannot_write(index, exc) from None
+        raise
+
+
+def _publish(
+    index: Path, candidates: Sequence[Candidate], landing: Landing | None, now: str
+) -> PublishResult:
     with _locked(index):
         old_tree = _current_tree(index)
         existing = {e.file: e for e in read_index(index)}

@@ -30,12 +30,15 @@ from typing import Protocol
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.binary.zipread import WheelReader
 from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import quote_command
 from archwheel.effects.watchdog import ChildCommand, ChildOutcome, ChildStatus, Watchdog
 from archwheel.errors import ArchwheelError, InputError, UsageError
+from archwheel.verdicts.wheelname import HINT as WHEEL_NAME_HINT
+from archwheel.verdicts.wheelname import name_version_disagreement
 
 PAYLOAD_NAME = "smoke_payload.py"
 DEFAULT_INSTALL_TIMEOUT = 1800.0
@@ -125,6 +128,10 @@ def _check_wheels(wheels: Sequence[Path]) -> tuple[Path, ...]:
         names = [m.name for m in WheelReader(wheel).members]
         if not any(n.count("/") == 1 and n.endswith(".dist-info/WHEEL") for n in names):
             raise InputError(f"{wheel}: not a wheel (no .dist-info/WHEEL in the archive)")
+        meta = read_wheel_metadata(wheel)
+        disagreement = name_version_disagreement(meta.filename, meta.name, meta.version)
+        if disagreement is not None:  # pip would refuse it: the input, not pip's failure
+            raise InputError(f"{wheel}: {disagreement}", hint=WHEEL_NAME_HINT)
         resolved.append(wheel.resolve())
     return tuple(resolved)
 

@@ -17,7 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from archwheel.errors import InputError
 from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
+from archwheel.facts.documents import Table
+from archwheel.verdicts.audit import AUDIT_SCHEMA_VERSION
 from archwheel.verdicts.document import document_header
 
 _HASHED = re.compile(r"\.[0-9a-f]{8}(?=\.so)")
@@ -86,6 +89,54 @@ def side_from_audit(
         versions is not None,
         frozenset(library_key(b) for b in binaries),
     )
+
+
+# The largest byte count or number a document may say (JSON numbers have no bound of their own).
+MAX_COUNT = (1 << 63) - 1
+# An audit document's counts (audit.schema.json): the key and its least value.
+_INPUT_COUNTS = {"binaries_scanned": 0, "bytes_scanned": 0}
+_LIBRARY_COUNTS = {"size": 0, "containers": 0, "raw_cubins": 0}
+_IMAGE_COUNTS = {"count": 1, "stored_bytes": 0, "uncompressed_bytes": 0}
+_ARCH_COUNTS = {"libraries": 1, "entries": 1, "stored_bytes": 0, "uncompressed_bytes": 0}
+_SEVERITIES = ("error", "warning")
+
+
+def _counts(table: Table, counts: Mapping[str, int]) -> None:
+    for key, low in counts.items():
+        if table.has(key):
+            table.integer(key, low=low, high=MAX_COUNT)
+
+
+def check_audit_document(document: Mapping[str, Any], origin: str) -> Table:
+    """An ``archwheel audit --format json`` document checked against what its schema says
+    (``interfaces/schema/audit.schema.json``) before anything is read from it: its
+    ``schema_version``, the verdicts' types, and every count a whole number in its range.
+    Every refusal is one ``InputError`` of ``facts.documents.Table``'s shape (``{file}:
+    inputs[0].libraries[1].size must be an integer, not 'many'``)."""
+    top = Table(document, origin, InputError)
+    top.integer("schema_version", low=AUDIT_SCHEMA_VERSION, high=AUDIT_SCHEMA_VERSION)
+    for key in ("ok", "complete"):
+        top.typed(key, bool)
+    if top.has("exit_code"):
+        top.integer("exit_code", low=0, high=255)
+    for item in top.tables("inputs", required=True):
+        item.text("source")
+        item.typed("complete", bool)
+        _counts(item, _INPUT_COUNTS)
+        for library in item.tables("libraries", required=True):
+            library.text("path", required=True)
+            _counts(library, _LIBRARY_COUNTS)
+            for image in library.tables("images"):
+                image.text("arch", required=True)
+                image.text("kind", "")
+                _counts(image, _IMAGE_COUNTS)
+        for arch in item.tables("archs"):
+            _counts(arch, _ARCH_COUNTS)
+        for problem in item.tables("problems"):
+            problem.text("message")
+            if problem.text("severity", "error") not in _SEVERITIES:
+                raise problem.fail("severity", f"must be one of {', '.join(_SEVERITIES)}")
+    return top
 
 
 def _objects(value: object, where: str) -> list[Mapping[str, Any]]:

@@ -44,6 +44,9 @@ _RECORD_HASH = re.compile(r"^sha256=[A-Za-z0-9_-]{43}\Z")
 # -- building -----------------------------------------------------------------------------------
 
 
+MAX_FILE_SIZE = (1 << 63) - 1  # the largest size a manifest may record (a file's st_size)
+
+
 def _sorted_archs(names: set[str]) -> list[str]:
     def key(name: str) -> tuple[Target, str]:
         kind, target = Target.from_name(name)
@@ -131,7 +134,8 @@ def manifest_from_document(doc: object, origin: str) -> dict[str, Any]:
     bad key."""
     if not isinstance(doc, dict) or doc.get("kind") != MANIFEST_KIND:
         raise InputError(f"{origin}: not an archwheel manifest (kind != {MANIFEST_KIND!r})")
-    if doc.get("schema_version") != MANIFEST_SCHEMA_VERSION:
+    version = doc.get("schema_version")
+    if isinstance(version, bool) or version != MANIFEST_SCHEMA_VERSION:  # true == 1 in Python
         raise InputError(
             f"{origin}: manifest schema_version {doc.get('schema_version')!r} is not "
             f"{MANIFEST_SCHEMA_VERSION}",
@@ -152,6 +156,8 @@ def manifest_from_document(doc: object, origin: str) -> dict[str, Any]:
             ("native_libraries", dict),
         ):
             wheel.typed(key, kind)
+        # manifest.schema.json: a size is a byte count (-1 was reported as a size mismatch)
+        wheel.integer("size", low=0, high=MAX_FILE_SIZE)
         file = wheel.data["file"]
         if any(c in file for c in "/\\\0") or file in ("", ".", "..") or len(file) > MAX_FILE_NAME:
             raise wheel.fail("file", f"must be a bare file name, not {file[:MAX_FILE_NAME]!r}")

@@ -1,4 +1,6 @@
-"""Every bad-input class against every command that reads files (issue 13, classes 5, 7, 8).
+"""Every bad-input class against every command that reads files (issue 13, classes 5, 7, 8;
+issue 31: metadata that disagrees with the file name, an archive member that cannot be placed;
+the output shapes are in test_bad_output_matrix.py).
 
 Exit 4 and "internal error" are reserved for archwheel's own bugs: a user's mistake or a
 hostile file ends with a one-line error and a documented code (2 usage, 3 unreadable input),
@@ -23,6 +25,7 @@ from archwheel.binary.zipread import WheelReader
 from archwheel.exit_codes import ExitCode
 from tests.support.builders import (
     Entry,
+    ar_archive,
     container,
     elf64,
     overlapping_zip,
@@ -31,6 +34,7 @@ from tests.support.builders import (
     zip_declaring,
 )
 from tests.support.fuzz import watchdog
+from tests.support.index_wheels import device_library, make_dist
 from tests.support.wheels import make_wheel
 
 REPO = Path(__file__).resolve().parents[3]
@@ -109,6 +113,21 @@ def _empty_member_name(folder: Path) -> str:
     return str(path)
 
 
+def _metadata_disagrees(folder: Path) -> str:
+    # METADATA says demo 1.0, the file name other 2.0: pip finds it by name, then refuses it.
+    wheel = make_dist(folder, "demo", "1.0", libraries={"demo/libx.so": device_library(80)})
+    return str(wheel.rename(folder / "other-2.0-py3-none-any.whl"))
+
+
+def _unplaceable_ar_member(folder: Path) -> str:
+    # A static library whose member's long name (/N) points past the '//' table (issue 31).
+    lib = elf64([(".nv_fatbin", container(Entry(sm=80)))])
+    data = bytearray(ar_archive([("a_very_long_member_name.o", lib)]))
+    at = data.index(b"/0".ljust(16))
+    data[at : at + 16] = b"/999".ljust(16)
+    return str(write_zip(folder / "ar-1.0-py3-none-any.whl", [("ar/libx.a", bytes(data))]))
+
+
 BAD_INPUTS: dict[str, Make] = {
     "fifo": _fifo,
     "char-device": lambda _: "/dev/zero",
@@ -133,6 +152,8 @@ BAD_INPUTS: dict[str, Make] = {
     "empty-archive": _empty_archive,
     "zip-extract-version-7": _extract_version_7,
     "empty-member-name": _empty_member_name,
+    "metadata-disagrees-with-file-name": _metadata_disagrees,
+    "unplaceable-ar-member": _unplaceable_ar_member,
     "zip-declaring-a-billion-members": lambda folder: str(
         zip_declaring(folder / "many-1.0-py3-none-any.whl", [("many/a.txt", b"x")], 10**9)
     ),

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from archwheel.errors import UsageError
 from archwheel.exit_codes import EXIT_OK, EXIT_USAGE, EXIT_VERDICT_FAILED
 from archwheel.interfaces.commands import SUMMARY
+from archwheel.interfaces.commands.options import version_text
 from archwheel.interfaces.render.formats import FORMATS
 
 if TYPE_CHECKING:
@@ -47,9 +48,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("archlist", nargs="?", help='e.g. "8.0;9.0+PTX", "sm_90a", "Hopper"')
-    parser.add_argument("--cuda", help="the CUDA toolkit to check against, e.g. 12.8")
     parser.add_argument(
-        "--torch", help="read the list with this torch's parsers (default: the newest known)"
+        "--cuda", type=version_text, help="the CUDA toolkit to check against, e.g. 12.8"
+    )
+    parser.add_argument(
+        "--torch",
+        type=version_text,
+        help="read the list with this torch's parsers (default: the newest known)",
     )
     parser.add_argument(
         "--gpu", action="append", default=[], help='GPU names, comma-separated: "A100,RTX 5090"'

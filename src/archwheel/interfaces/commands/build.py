@@ -20,7 +20,9 @@ from archwheel.errors import UsageError
 from archwheel.exit_codes import ExitCode
 from archwheel.interfaces.commands.options import (
     ccache_size,
+    check_folder,
     environment_settings,
+    version_text,
     volume_name,
 )
 from archwheel.interfaces.render.build import (
@@ -85,11 +87,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--arch", help='arch list, e.g. "8.0;9.0+PTX" (default: the recipe\'s)')
     parser.add_argument(
         "--python",
+        type=version_text,
         metavar="X.Y",
         help="Python version X.Y, or X.Yt for free-threaded CPython (default: the recipe's first)",
     )
     parser.add_argument(
         "--torch",
+        type=version_text,
         metavar="VERSION",
         help="build against this torch instead of the one the recipe pins (e.g. 2.13.0)",
     )
@@ -255,6 +259,7 @@ def build(command: BuildCommand) -> int:
         comparison = compare_to_official(command.request, echo=reporter.echo)
         print_comparison(out, comparison, command.format)
         return int(ExitCode.VERDICT_FAILED) if comparison.unexplained else int(ExitCode.OK)
+    check_folder(command.request.out)  # --plan too: a plan naming an --out that cannot work
     result = build_wheel(command.request, reporter)
     if result.built is None:  # --plan
         if command.format == "json":

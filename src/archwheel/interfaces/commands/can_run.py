@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from archwheel.interfaces.commands import SUMMARY
+from archwheel.interfaces.commands.options import version_text
 from archwheel.interfaces.render.formats import FORMATS
 
 if TYPE_CHECKING:
@@ -53,9 +54,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--cc", action="append", default=[], help="compute capabilities, comma-separated: 7.5,12.0"
     )
-    parser.add_argument("--driver", help="the NVIDIA driver version, e.g. 570.86.10")
+    parser.add_argument(
+        "--driver", type=version_text, help="the NVIDIA driver version, e.g. 570.86.10"
+    )
     parser.add_argument(
         "--cuda-runtime",
+        type=version_text,
         help="the CUDA runtime the inputs target, when their metadata does not say (e.g. 12.8)",
     )
     parser.add_argument("--format", choices=FORMATS, default="table")

@@ -19,12 +19,19 @@ from typing import Any
 from rich.console import Console
 
 from archwheel import __version__
-from archwheel.effects import ENGINES, EngineName, Settings, write_text_atomic
+from archwheel.effects import ENGINES, EngineName, Settings
 from archwheel.errors import UsageError
 from archwheel.exit_codes import EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.facts import ArchList
 from archwheel.interfaces.commands.build import cache_url_option
-from archwheel.interfaces.commands.options import environment_settings, volume_name
+from archwheel.interfaces.commands.options import (
+    check_folder,
+    check_output,
+    environment_settings,
+    version_text,
+    volume_name,
+    write_output,
+)
 from archwheel.interfaces.render.build import ConsoleReporter, print_result
 from archwheel.interfaces.render.ci import to_yaml
 from archwheel.interfaces.render.common import console, dump_json, err_console
@@ -105,10 +112,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--torch",
         action="append",
         default=[],
+        type=version_text,
         metavar="VERSION",
         help="a torch to build against (recipes that pin torch; replaces their pin)",
     )
-    p.add_argument("--python", action="append", default=[], metavar="X.Y")
+    p.add_argument("--python", action="append", default=[], type=version_text, metavar="X.Y")
     p.add_argument("--arch", action="append", default=[], metavar="ARCHS")
     p.add_argument(
         "--exclude",
@@ -174,8 +182,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     q.add_argument("--index", type=Path, required=True, help="the index folder")
     q.add_argument("--expect", metavar="ARCHS", help="the arch list the wheels must hold")
-    q.add_argument("--torch", metavar="VERSION", help="the torch they were built against")
-    q.add_argument("--cuda", metavar="X.Y", help="the CUDA they were built with")
+    q.add_argument(
+        "--torch", type=version_text, metavar="VERSION", help="the torch they were built against"
+    )
+    q.add_argument("--cuda", type=version_text, metavar="X.Y", help="the CUDA they were built with")
     q.add_argument("--format", choices=("text", "json"), default="text")
     q.set_defaults(func=run_publish)
 
@@ -301,6 +311,11 @@ def run(args: argparse.Namespace) -> int:
 
 def run_request(request: MatrixRequest, builder: CellBuilder | None) -> int:
     """Plan, print, and (unless --plan) build with ``builder`` (None: the build use case)."""
+    if request.output is not None:
+        check_output(request.output)  # before the recipes are read
+    if request.export is None:
+        check_folder(request.index)  # a plan naming an index that cannot work is refused
+        check_folder(request.work)
     recipes = recipe_facts(request.spec, request.settings)
     plan = make_plan(request.spec, recipes, read_index(request.index))
     err = err_console()
@@ -349,7 +364,7 @@ def _export(request: MatrixRequest, plan: MatrixPlan) -> None:
         )
     text = to_yaml(document, header=header)
     if request.output is not None:
-        write_text_atomic(request.output, text)
+        write_output(request.output, text)
     else:
         sys.stdout.write(text)
 
@@ -357,6 +372,7 @@ def _export(request: MatrixRequest, plan: MatrixPlan) -> None:
 def run_publish(args: argparse.Namespace) -> int:
     if not args.wheels and not args.from_index:
         raise UsageError("nothing to publish", hint="give wheels, or --from-index DIR")
+    check_folder(args.index)
     expect = ArchList.parse(args.expect) if args.expect else None
     candidates = [c for folder in args.from_index for c in candidates_from(folder)]
     for wheel in args.wheels:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -83,33 +82,44 @@ def add_interpreter_option(parser: argparse.ArgumentParser, help_text: str) -> N
 
 
 def check_output(path: Path) -> None:
-    """``-o FILE`` must name a file in an existing folder (``UsageError`` before any work)."""
-    if path.is_dir():
-        raise UsageError(f"{path}: is a folder; give a file name for the output")
-    folder = path.parent if str(path.parent) else Path()
-    if not folder.is_dir():
-        raise UsageError(f"{path}: the folder {folder} does not exist")
+    """``-o FILE`` can be written (``errors.OutputError`` before any work): ``outputs``, the one
+    helper of every command's outputs."""
+    from archwheel.interfaces.outputs import check_output_file
+
+    check_output_file(path)
 
 
 def write_output(path: Path, text: str) -> None:
-    """Write an ``-o FILE``: a regular file (or none yet) atomically, so that a reader sees the
-    old file or the whole new one; through a link, the file it points at. Anything else the
-    user named (``/dev/stdout``, a FIFO, a device) is written into, never replaced."""
-    from archwheel.effects import write_text_atomic
+    """Write an ``-o FILE`` (``outputs.write_output_file``: atomically, or into a special file
+    named on purpose; every refusal an ``errors.OutputError`` naming ``path``)."""
+    from archwheel.interfaces.outputs import write_output_file
 
-    check_output(path)
-    try:
-        try:
-            status = path.stat()
-        except FileNotFoundError:
-            status = None
-        if status is not None and not stat.S_ISREG(status.st_mode):
-            with path.open("w", encoding="utf-8") as out:
-                out.write(text)
-        else:
-            write_text_atomic(path.resolve() if path.is_symlink() else path, text)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    write_output_file(path, text)
+
+
+def check_folder(path: Path) -> None:
+    """An output folder (``--out``, ``--index``, ``--work``) can be written or made
+    (``outputs.check_output_folder``), in plan modes too."""
+    from archwheel.interfaces.outputs import check_output_folder
+
+    check_output_folder(path)
+
+
+# A control character anywhere in a version, or white space around it: "12.8\n" must not pass
+# for 12.8 ("CUDA 12.8" is one way to write a CUDA version).
+_NOT_EXACT = re.compile(r"[\x00-\x1f\x7f-\x9f]|^\s|\s\Z")
+
+
+def version_text(text: str) -> str:
+    """An argparse type: a version as written (``--driver``, ``--cuda``, ``--torch``,
+    ``--python``), without control characters, nor white space around it. The version parsers
+    of the facts floor strip what they read from files and programs; an argument is taken
+    exactly (``--cuda $'12.8\\n'`` was read as 12.8)."""
+    if _NOT_EXACT.search(text):
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r}: a control character, or white space around the version"
+        )
+    return text
 
 
 def positive_number(text: str) -> float:

@@ -11,15 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from archwheel.errors import UsageError
 from archwheel.exit_codes import ExitCode
 from archwheel.interfaces.commands import SUMMARY
 from archwheel.interfaces.commands.options import (
     add_alias,
     add_interpreter_option,
+    check_output,
     environment_settings,
     non_negative_int,
     positive_number,
+    write_output,
 )
 
 if TYPE_CHECKING:
@@ -161,8 +162,8 @@ class SmokeRequest:
     def from_args(cls, args: argparse.Namespace) -> SmokeRequest:
         from archwheel.smoke import DEFAULT_INSTALL_TIMEOUT, DEFAULT_STEP_TIMEOUT
 
-        if args.output is not None and not args.output.resolve().parent.is_dir():
-            raise UsageError(f"--output: folder {args.output.parent} does not exist")
+        if args.output is not None:
+            check_output(args.output)  # before an environment is made
         return cls(
             wheels=tuple(args.wheels),
             backend=args.backend,
@@ -211,9 +212,9 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from archwheel.effects import Watchdog, write_text_atomic
+    from archwheel.effects import Watchdog
     from archwheel.interfaces.render.common import echo_to
-    from archwheel.interfaces.render.smoke import progress_line, render, unwritable_output
+    from archwheel.interfaces.render.smoke import progress_line, render
     from archwheel.smoke import (
         SmokeSettings,
         can_run_for,
@@ -251,15 +252,14 @@ def run(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     document = json.dumps(report.to_json_dict(), indent=2, allow_nan=False) + "\n"
-    if request.output is not None:
-        try:
-            write_text_atomic(request.output, document)  # whole or not at all: no partial file
-        except OSError as exc:
-            err.print(unwritable_output(request.output, exc.strerror))
     if request.format == "json":
         sys.stdout.write(document)
     else:
         render(report, Console(highlight=False))
+    if request.output is not None:
+        # Whole or not at all (no partial file); one that cannot be written is an
+        # ``OutputError`` like every command's output, after the report came out.
+        write_output(request.output, document)
     return report.exit_code
 
 

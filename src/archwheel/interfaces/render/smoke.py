@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -27,11 +25,6 @@ VERDICT_STYLES = {
 def progress_line(message: str) -> str:
     """A progress message on standard error (rich markup)."""
     return f"[dim]smoke: {safe(message)}[/dim]"
-
-
-def unwritable_output(path: Path, reason: str | None) -> str:
-    """The warning when ``--output FILE`` cannot be written (the report still comes out)."""
-    return safe(f"archwheel: warning: could not write {path}: {reason}")
 
 
 def render(report: SmokeReport, console: Console) -> None:

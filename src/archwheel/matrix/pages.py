@@ -1,0 +1,63 @@
+"""The pages of an index tree: the PEP 503 simple pages, the find-links pages, the landing page.
+
+Pure text from the index's entries (``index.IndexEntry``); ``index`` writes them into a tree.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from archwheel.matrix.index import IndexEntry
+
+WHEELS = "wheels"  # the tree's folder of wheels, which the pages link into
+
+
+def _page(title: str, body: list[str], *, meta: str = "") -> str:
+    return (
+        "<!DOCTYPE html>\n<html>\n<head>\n"
+        f'<meta charset="utf-8">\n{meta}<title>{html.escape(title)}</title>\n</head>\n<body>\n'
+        f"<h1>{html.escape(title)}</h1>\n" + "".join(body) + "</body>\n</html>\n"
+    )
+
+
+def _link(prefix: str, entry: IndexEntry) -> str:
+    href = f"{prefix}{quote(entry.file)}#sha256={entry.sha256}"
+    attrs = f'href="{html.escape(href)}"'
+    if entry.requires_python:
+        attrs += f' data-requires-python="{html.escape(entry.requires_python)}"'
+    if entry.metadata_sha256:
+        # PEP 714's name and PEP 658's (older pip): resolvers read METADATA without the wheel
+        value = f"sha256={entry.metadata_sha256}"
+        attrs += f' data-core-metadata="{value}" data-dist-info-metadata="{value}"'
+    return f"<a {attrs}>{html.escape(entry.file)}</a><br>\n"
+
+
+def simple_root_page(entries: Sequence[IndexEntry]) -> str:
+    projects = sorted({e.project for e in entries})
+    body = [f'<a href="{quote(p)}/">{html.escape(p)}</a><br>\n' for p in projects]
+    return _page("Simple index", body, meta='<meta name="pypi:repository-version" content="1.0">\n')
+
+
+def project_page(project: str, entries: Sequence[IndexEntry]) -> str:
+    rows = sorted((e for e in entries if e.project == project), key=lambda e: e.file)
+    return _page(
+        f"Links for {project}",
+        [_link(f"../../{WHEELS}/", e) for e in rows],
+        meta='<meta name="pypi:repository-version" content="1.0">\n',
+    )
+
+
+def find_links_page(page: str, entries: Sequence[IndexEntry]) -> str:
+    rows = sorted((e for e in entries if e.find_links_page == page), key=lambda e: e.file)
+    return _page(page.removesuffix(".html"), [_link(f"{WHEELS}/", e) for e in rows])
+
+
+def landing_page(entries: Sequence[IndexEntry]) -> str:
+    pages = sorted({p for e in entries if (p := e.find_links_page)})
+    body = ['<p><a href="simple/">simple/</a> (PEP 503)</p>\n', "<h2>find-links pages</h2>\n"]
+    body += [f'<a href="{quote(p)}">{html.escape(p)}</a><br>\n' for p in pages]
+    return _page("archwheel wheel index", body)

@@ -1,0 +1,50 @@
+"""Whether a wheel's METADATA says the name and version its file name says.
+
+pip finds a wheel on an index by its file name, then reads its METADATA and refuses one whose
+``Name`` or ``Version`` is another ("inconsistent name/version": to the user, "No matching
+distribution"). Such a wheel must not reach an index (``publish`` refuses it) nor a manifest,
+and an audit says so (an error: exit 3). Names are compared canonically and versions as PEP 440
+versions, as pip compares them.
+"""
+
+from __future__ import annotations
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from archwheel.text import literal
+
+_SHOWN = 80  # characters of a METADATA value quoted in a message
+
+
+def _quoted(text: str) -> str:
+    return repr(literal(text, _SHOWN))
+
+
+def name_version_disagreement(filename: str, name: str, version: str) -> str | None:
+    """What a wheel's METADATA ``name`` and ``version`` say against its file name
+    ``filename``'s, naming both values; None when they agree (or the file name is not a
+    wheel's: refused elsewhere)."""
+    try:
+        file_project, file_version, _build, _tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename:
+        return None
+    found = []
+    if canonicalize_name(name) != canonicalize_name(file_project):
+        written = filename.split("-", 1)[0]  # as the file name writes it
+        found.append(f"METADATA Name {_quoted(name)} is not the file name's {_quoted(written)}")
+    try:
+        same = Version(version) == file_version
+    except InvalidVersion:
+        same = False
+    if not same:
+        found.append(
+            f"METADATA Version {_quoted(version)} is not the file name's "
+            f"{_quoted(str(file_version))}"
+        )
+    if not found:
+        return None
+    return "; ".join(found) + ": pip cannot install it from an index"
+
+
+HINT = "rebuild the wheel, or give it the file name its METADATA says"
