@@ -13,6 +13,11 @@ from archwheel.interfaces.commands.options import add_interpreter_option, enviro
 from archwheel.interfaces.render.formats import FORMATS
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from rich.console import Console
+
     from archwheel.inspection import TorchRangeReport
     from archwheel.verdicts import LoadReport
 
@@ -140,7 +145,6 @@ def exit_code(report: LoadReport | TorchRangeReport) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
 
     from archwheel.inspection import can_load
     from archwheel.interfaces.render.can_load import (
@@ -149,7 +153,6 @@ def run(args: argparse.Namespace) -> int:
         render_markdown,
         render_table,
     )
-    from archwheel.interfaces.render.common import console, dump_json
 
     request = CanLoadRequest.from_args(args)
     if request.torch is not None:
@@ -162,18 +165,17 @@ def run(args: argparse.Namespace) -> int:
         host_libraries=request.host_libraries,
     )
     demangled = demangled_names(report)
-    if request.format == "json":
-        dump_json(can_load_json(report, demangled, exit_code(report)))
-    elif request.format == "markdown":
-        sys.stdout.write(render_markdown(report, demangled))
-    else:
-        render_table(report, console(), demangled)
+    _print(
+        request.format,
+        lambda: can_load_json(report, demangled, exit_code(report)),
+        lambda: render_markdown(report, demangled),
+        lambda out: render_table(report, out, demangled),
+    )
     return exit_code(report)
 
 
 def run_range(request: CanLoadRequest) -> int:
     """``can-load --torch``: the wheel against each torch release, read from the index."""
-    import sys
 
     from archwheel.effects import PipSettings
     from archwheel.inspection import can_load_range
@@ -183,7 +185,7 @@ def run_range(request: CanLoadRequest) -> int:
         render_range_markdown,
         render_range_table,
     )
-    from archwheel.interfaces.render.common import console, dump_json, echo_to, err_console
+    from archwheel.interfaces.render.common import echo_to, err_console
 
     assert request.torch is not None
     pip = PipSettings.from_host()
@@ -199,10 +201,29 @@ def run_range(request: CanLoadRequest) -> int:
         on_event=echo_to(err_console()),
     )
     demangled = demangled_range(report)
-    if request.format == "json":
-        dump_json(range_json(report, demangled, exit_code(report)))
-    elif request.format == "markdown":
-        sys.stdout.write(render_range_markdown(report, demangled))
-    else:
-        render_range_table(report, console(), demangled)
+    _print(
+        request.format,
+        lambda: range_json(report, demangled, exit_code(report)),
+        lambda: render_range_markdown(report, demangled),
+        lambda out: render_range_table(report, out, demangled),
+    )
     return exit_code(report)
+
+
+def _print(
+    fmt: str,
+    document: Callable[[], dict[str, Any]],
+    markdown: Callable[[], str],
+    table: Callable[[Console], None],
+) -> None:
+    """One of can-load's three renderings on standard output."""
+    import sys
+
+    from archwheel.interfaces.render.common import console, dump_json
+
+    if fmt == "json":
+        dump_json(document())
+    elif fmt == "markdown":
+        sys.stdout.write(markdown())
+    else:
+        table(console())
