@@ -168,3 +168,33 @@ def fetch_page(index: str, project: str, pip: PipSettings) -> list[IndexFile] | 
         raise ToolError(f"{page} is larger than {MAX_PAGE_BYTES} bytes") from None
     except OSError as exc:
         raise ToolError(f"cannot read the package index page {page}: {exc}") from None
+
+
+def project_versions(project: str, pip: PipSettings) -> list[str] | None:
+    """The versions of ``project`` that some configured index holds a wheel or sdist of (as
+    the file names say), oldest first; None when no index could be asked."""
+    from packaging.utils import (
+        InvalidSdistFilename,
+        InvalidWheelFilename,
+        parse_sdist_filename,
+        parse_wheel_filename,
+    )
+    from packaging.version import InvalidVersion, Version
+
+    found: set[Version] = set()
+    answered = False
+    for index in index_urls(pip):
+        try:
+            files = fetch_page(index, project, pip)
+        except ToolError:
+            continue
+        answered = True
+        for f in files or []:
+            try:
+                if f.filename.endswith(".whl"):
+                    found.add(parse_wheel_filename(f.filename)[1])
+                else:
+                    found.add(parse_sdist_filename(f.filename)[1])
+            except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+                continue
+    return [str(v) for v in sorted(found)] if answered else None

@@ -201,7 +201,8 @@ def render(
             f"nearest list it accepts: {near}"
             + (f" ({var}={near_text})" if near_text and near_text != str(near) else "")
             if len(near)
-            else f"it accepts none of these targets; {_accepts(consumer, g, torch)}"
+            else "it builds none of them: ask for archs it builds instead, "
+            + _accepts(consumer, g, torch)
         ),
     )
 
@@ -222,12 +223,12 @@ def _source_of(consumer: str, g: Grammars, torch: str | None) -> str:
 
 def _accepts(consumer: str, g: Grammars, torch: str | None) -> str:
     if consumer == CPP_EXTENSION:
-        return "it accepts " + " ".join(g.for_torch(torch).cpp_extension_supported) + " (+PTX)"
+        return " ".join(g.for_torch(torch).cpp_extension_supported) + " (each may take +PTX)"
     if consumer in g.projects:
         p = g.projects[consumer]
-        return "it accepts " + p.separator.join(e.entry for e in p.entries)
+        return p.separator.join(e.entry for e in p.entries)
     if consumer == CMAKE_FINDCUDA:
-        return "it accepts X.Y with a one-digit major (+PTX), e.g. 8.0;9.0"
+        return "X.Y with a one-digit major (each may take +PTX), e.g. 8.0;9.0"
     return "see docs/building-extensions.md"
 
 

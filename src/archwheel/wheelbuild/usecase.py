@@ -25,6 +25,7 @@ from typing import Protocol, TextIO
 from archwheel.effects.engine import ContainerEngine, EngineName, EngineSettings, sigterm_as_exit
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.settings import Settings
+from archwheel.effects.simple_index import project_versions
 from archwheel.errors import ArchwheelError, UsageError
 from archwheel.facts.catalog import load_facts
 from archwheel.wheelbuild.baseimage import DEFAULT_SUITE, BaseImage, ensure_base_image
@@ -164,16 +165,33 @@ def _resolve(request: BuildRequest, echo: LineSink | None) -> _Resolved:
     facts = load_facts()
     cache = request.settings.cache
     recipe = find_recipe(request.recipe, request.settings.recipe_dirs(), facts)
+    pip = request.pip.settings()
     if request.torch is not None:
+        check_torch_release(request.torch, pip)
         recipe = with_torch(recipe, request.torch)
     python = choose_python(recipe, request.python)
-    pip = request.pip.settings()
     # No [toolchain] cuda: the pinned torch wheel's CUDA (the wheel is fetched once, cached).
     recipe = with_torch_cuda(recipe, python, pip, cache, facts=facts, sink=echo)
     if request.git_mirrors:
         recipe = with_git_mirrors(recipe, request.git_mirrors)
     arch = check_arch_list(recipe, request.arch, facts)
     return _Resolved(recipe, python, pip, arch)
+
+
+def check_torch_release(version: str, pip: PipSettings) -> None:
+    """``--torch VERSION`` refused, naming the releases the index has, when no configured index
+    holds it (an index that cannot be reached is not asked: the torch step reports that)."""
+    versions = project_versions("torch", pip)
+    if versions is None or version in versions:
+        return
+    public = [v for v in versions if "+" not in v]
+    series = ".".join(version.split(".")[:2]) + "."
+    near = [v for v in public if v.startswith(series)][-3:]
+    newest = ", ".join(public[-6:]) or "none"
+    raise UsageError(
+        f"torch {version} is not on the package index (its newest releases: {newest})",
+        hint=f"of {series}x it has {', '.join(near)}" if near else "give a release the index has",
+    )
 
 
 def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) -> BuildResult:

@@ -175,3 +175,28 @@ def test_the_public_names_resolve_and_importing_the_floor_stays_cheap() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert loaded.stdout.strip() == "[]"
+
+
+def test_a_torch_release_the_index_lacks_is_named_with_those_it_has(tmp_path: Path) -> None:
+    from archwheel.effects.pipconfig import PipSettings
+    from archwheel.errors import UsageError
+    from archwheel.wheelbuild.usecase import check_torch_release
+
+    page = tmp_path / "simple" / "torch"
+    page.mkdir(parents=True)
+    names = [
+        f"torch-{v}-cp311-cp311-manylinux_2_28_x86_64.whl"
+        for v in ("2.13.0", "2.13.0+cpu", "2.14.0", "2.14.1", "2.15.0")
+    ]
+    page.joinpath("index.html").write_text(
+        "".join(f'<a href="../../files/{n}">{n}</a>\n' for n in names)
+    )
+    pip = PipSettings(index_url=(tmp_path / "simple").as_uri())
+    check_torch_release("2.14.1", pip)  # on the index: nothing said
+    with pytest.raises(UsageError) as caught:
+        check_torch_release("2.14.9", pip)
+    assert "torch 2.14.9 is not on the package index" in caught.value.message
+    assert "2.15.0" in caught.value.message and "+cpu" not in caught.value.message
+    assert caught.value.hint == "of 2.14.x it has 2.14.0, 2.14.1"
+    # an index that cannot be asked is not a verdict: the torch step reports it later
+    check_torch_release("2.14.9", PipSettings(index_url="http://127.0.0.1:9/simple/"))
