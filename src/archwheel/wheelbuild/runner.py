@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from archwheel.effects.engine import ContainerEngine
 from archwheel.effects.files import (
@@ -517,7 +518,8 @@ class BuildRunner:
     ) -> Path:
         rejected = plan.out_dir / "rejected"
         final = self._place(plan, staged, rejected, document)
-        write_json_atomic(final.with_name(final.name + ".audit.json"), dict(verdict.report))
+        report = _moved(verdict.report, str(staged), str(final))  # the file kept, not the stage
+        write_json_atomic(final.with_name(final.name + ".audit.json"), report)
         if comparison is not None and not comparison.identical:
             write_json_atomic(
                 final.with_name(final.name + ".reproducibility.json"), comparison.to_json_dict()
@@ -528,3 +530,14 @@ class BuildRunner:
 def smoke_snippet_path(wheel: Path) -> Path:
     """``<wheel>.smoke.py``: the recipe's smoke snippet, for ``archwheel smoke --snippet``."""
     return wheel.with_name(wheel.name + ".smoke.py")
+
+
+def _moved(document: object, old: str, new: str) -> Any:
+    """``document`` with every string that names ``old`` (a staged wheel) naming ``new``."""
+    if isinstance(document, str):
+        return new if document == old else document
+    if isinstance(document, Mapping):
+        return {key: _moved(value, old, new) for key, value in document.items()}
+    if isinstance(document, (list, tuple)):
+        return [_moved(value, old, new) for value in document]
+    return document

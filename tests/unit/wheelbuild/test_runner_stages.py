@@ -72,6 +72,11 @@ def _plan(tmp_path: Path, **request: object) -> BuildPlan:
     return build_wheel(BuildRequest(**fields)).plan  # type: ignore[arg-type]
 
 
+def _gate_report(wheel: Path) -> dict[str, object]:
+    """An audit document as the gate writes it: it names the wheel it audited."""
+    return {"inputs": [{"source": str(wheel), "libraries": []}]}
+
+
 def _runner(
     plan: BuildPlan, tmp_path: Path, gate_ok: bool = True
 ) -> tuple[BuildRunner, FakeWork, io.StringIO]:
@@ -82,7 +87,9 @@ def _runner(
         BuildOutput(log),
         docker_dir=tmp_path,
         work_root=tmp_path,
-        gate=lambda wheel, arch: GateVerdict(ok=gate_ok, summary="2 of 2 archs"),
+        gate=lambda wheel, arch: GateVerdict(
+            ok=gate_ok, summary="2 of 2 archs", report=_gate_report(wheel)
+        ),
     )
     images = runner_module._Images(
         "sha256:base", BuilderImage("builder:1", "sha256:builder", "base", "sha256:base", False),
@@ -141,6 +148,9 @@ def test_a_wheel_the_audit_refuses_goes_to_rejected(tmp_path: Path) -> None:
     rejected = plan.out_dir / "rejected"
     assert (rejected / "demo-1.0-py3-none-any.whl").is_file()
     assert (rejected / "demo-1.0-py3-none-any.whl.audit.json").is_file()
+    report = json.loads((rejected / "demo-1.0-py3-none-any.whl.audit.json").read_text())
+    # the report names the wheel kept in rejected/, not the staging copy it audited
+    assert {i["source"] for i in report["inputs"]} == {str(rejected / "demo-1.0-py3-none-any.whl")}
     assert not (plan.out_dir / "demo-1.0-py3-none-any.whl").exists()
 
 
