@@ -14,6 +14,7 @@ import contextlib
 import mmap
 import os
 import pickle
+import select
 import signal
 import struct
 import sys
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from archwheel.binary import speedups
 from archwheel.binary.scan.binary import (
     InputInflation,
     MemberResult,
@@ -93,6 +95,7 @@ class _ForkedWorker(_Worker):
             code = 1
             try:
                 os.close(read_fd)
+                speedups.retain_freed_memory()  # this process only scans, then exits
                 done = 0
 
                 def on_bytes(amount: int) -> None:
@@ -119,6 +122,11 @@ class _ForkedWorker(_Worker):
     @property
     def done_bytes(self) -> int:
         return int(struct.unpack_from("<Q", self._counter, 0)[0])
+
+    @property
+    def fd(self) -> int | None:
+        """The pipe its result comes through (None once it is closed)."""
+        return self._fd
 
     def _drain(self, block: bool = False) -> None:
         if self._fd is None:
@@ -227,12 +235,26 @@ class _SpawnedWorker(_Worker):
         self.proc.wait()
 
 
+def _can_fork() -> bool:
+    """Whether workers are forked copies of this process (POSIX, one thread running)."""
+    return hasattr(os, "fork") and threading.active_count() == 1 and FORK_WORKERS
+
+
 def _start_worker(
     path: Path, archive_size: int, index: int, member: Member, deep: bool, *, digest: bool
 ) -> _Worker:
-    if hasattr(os, "fork") and threading.active_count() == 1 and FORK_WORKERS:
+    if _can_fork():
         return _ForkedWorker(path, archive_size, index, member, deep, digest=digest)
     return _SpawnedWorker(path, archive_size, index, member, deep, digest=digest)
+
+
+def _wait(running: list[_Worker], seconds: float) -> None:
+    """Wait until a worker has something to say (its result, its end) or ``seconds`` pass."""
+    fds = [w.fd for w in running if isinstance(w, _ForkedWorker) and w.fd is not None]
+    if fds and len(fds) == len(running):
+        select.select(fds, [], [], seconds)
+    else:
+        time.sleep(min(seconds, 0.02))
 
 
 def scan_members(
@@ -302,12 +324,18 @@ def _scan_members(
             deep = False  # the members scanned from now on are not checked
         return True
 
-    slots = (workers or default_workers()) - 1
+    # Forked workers scan every big member, one process per core, while this process reads the
+    # small ones and waits: a fork costs milliseconds, and a process that only scans keeps the
+    # memory it frees (``speedups.retain_freed_memory``, which this one must not set for its
+    # caller). Spawned workers cost an interpreter's start each: this process scans too.
+    count = workers or default_workers()
+    forked = _can_fork() and count > 1
+    slots = count if forked else count - 1
     by_size = sorted(range(len(members)), key=lambda i: -members[i].compressed_size)
     # Queues taken from the front: a deque each, so that a wheel of 200000 members costs
     # linear time (list.pop(0) made it quadratic).
     big = deque(i for i in by_size if members[i].compressed_size >= PARALLEL_MIN_COMPRESSED)
-    if slots < 1 or len(big) < 2:
+    if slots < 1 or (len(big) < 2 and not forked):
         big.clear()
     chosen = set(big)
     small = deque(i for i in by_size if i not in chosen)
@@ -365,9 +393,11 @@ def _scan_members(
                         )
                     )
                 except OSError:
-                    slots = 0  # cannot start processes here: scan everything in this one
+                    # Cannot start processes here: scan everything in this one.
+                    slots, forked = 0, False
                     scan_here(index)
-            for worker in [w for w in running if w.finished()]:
+            ended = [w for w in running if w.finished()]
+            for worker in ended:
                 running.remove(worker)
                 outcome = worker.result()
                 local_done += worker.member.size
@@ -376,14 +406,16 @@ def _scan_members(
                     scan_here(worker.index)
                 else:
                     keep(worker.index, outcome)
-            if big:
+            if ended and big:
+                continue  # the next big member to the freed slot first
+            if big and not forked:
                 scan_here(big.popleft())
             elif small and batchable(small[0]):
                 scan_batch()
             elif small:
                 scan_here(small.popleft())
             elif running:
-                time.sleep(0.02)
+                _wait(running, 0.1)
                 report(running[0].member.name)
     finally:
         for worker in running:
