@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from archwheel.binary.scan import pool
+from archwheel.binary.scan import binary, pool
 from archwheel.binary.scan.inputs import scan_path
 from tests.support.builders import Entry, container, elf64, write_zip
 
@@ -58,7 +58,7 @@ def test_a_worker_that_dies_is_replaced_by_this_process(
     serial = scan_path(wheel, workers=1)
     _every_member_to_a_worker(monkeypatch)
     parent = os.getpid()
-    real_scan = pool.scan_member
+    real_scan = binary.scan_member
 
     def dying_scan(*args: Any, **named: Any) -> Any:
         if os.getpid() != parent and args[2].name.endswith(("1.so", "3.so")):
