@@ -12,7 +12,9 @@ Measured in one run, on this machine:
   of its whole process tree: main process plus scan workers, sampled every 50 ms).
 
 Each time is the best of 3 (``--quick``: of 1). Targets (issues 2 and 26): archwheel <= 1.3x
-the limit, >= 10x faster than baseline 2, peak RSS below 100 MB. ``--phases`` also prints where
+the limit, >= 10x faster than baseline 2, peak memory below 100 MB (the PSS of its process tree:
+the RSS summed over forked processes counts the pages they share once per process; both are
+printed). ``--phases`` also prints where
 the audit's time goes (imports, directory, each big member's inflate and walk, assembly, JSON);
 ``--no-cuobjdump`` skips baseline 2 (30 s).
 Prints the ratios and writes them to $ARCHWHEEL_CACHE/bench/audit.json.
