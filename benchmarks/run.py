@@ -19,7 +19,7 @@ def available() -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    names = [a for a in argv if not a.startswith("-")]
+    names = [a.replace("-", "_") for a in argv if not a.startswith("-")]  # can-load: can_load
     options = [a for a in argv if a.startswith("-")]
     unknown = [n for n in names if n not in available()]
     if unknown:

@@ -1080,6 +1080,140 @@ static PyObject *plain_directory(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* ---- The magics of a streamed chunk -----------------------------------------------------
+ *
+ * scan_stream searches every chunk of a big binary for the container magic and the ELF magic
+ * (each hit is a candidate it then reads in Python). One pass finds both: at each position the
+ * first and last byte of either magic are compared 16 positions at a time (SSE2, the x86-64
+ * baseline), and each position where a pair agrees is confirmed byte by byte; elsewhere memmem
+ * twice. The offsets come back in increasing order, as re.finditer gives them. */
+
+static int append_offset(PyObject *list, Py_ssize_t at) {
+    PyObject *v = PyLong_FromSsize_t(at);
+    if (!v) return -1;
+    int rc = PyList_Append(list, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/* The hits among the 32 positions from buf + i (AVX2, chosen at run time where the CPU has it). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX2_PATH 1
+__attribute__((target("avx2"))) static Py_ssize_t magic_hits_avx2(const unsigned char *buf, Py_ssize_t len,
+                                                                  PyObject *containers, PyObject *elves) {
+    Py_ssize_t i = 0;
+    const __m256i c0 = _mm256_set1_epi8((char)CONTAINER_MAGIC[0]), c3 = _mm256_set1_epi8((char)CONTAINER_MAGIC[3]);
+    const __m256i e0 = _mm256_set1_epi8((char)ELF_MAGIC[0]), e3 = _mm256_set1_epi8((char)ELF_MAGIC[3]);
+    for (; i + 35 <= len; i += 32) {
+        __m256i first = _mm256_loadu_si256((const __m256i *)(buf + i));
+        __m256i last = _mm256_loadu_si256((const __m256i *)(buf + i + 3));
+        unsigned mask_c = (unsigned)_mm256_movemask_epi8(
+            _mm256_and_si256(_mm256_cmpeq_epi8(first, c0), _mm256_cmpeq_epi8(last, c3)));
+        unsigned mask_e = (unsigned)_mm256_movemask_epi8(
+            _mm256_and_si256(_mm256_cmpeq_epi8(first, e0), _mm256_cmpeq_epi8(last, e3)));
+        while (mask_c) {
+            Py_ssize_t at = i + __builtin_ctz(mask_c);
+            mask_c &= mask_c - 1;
+            if (memcmp(buf + at, CONTAINER_MAGIC, 4) == 0 && append_offset(containers, at) < 0) return -1;
+        }
+        while (mask_e) {
+            Py_ssize_t at = i + __builtin_ctz(mask_e);
+            mask_e &= mask_e - 1;
+            if (memcmp(buf + at, ELF_MAGIC, 4) == 0 && append_offset(elves, at) < 0) return -1;
+        }
+    }
+    return i;
+}
+#endif
+
+static int magic_hits(const unsigned char *buf, Py_ssize_t len, PyObject *containers,
+                      PyObject *elves) {
+    Py_ssize_t i = 0;
+#if defined(HAVE_AVX2_PATH)
+    if (__builtin_cpu_supports("avx2")) {
+        i = magic_hits_avx2(buf, len, containers, elves);
+        if (i < 0) return -1;
+    }
+#endif
+#if defined(__SSE2__)
+    const __m128i c0 = _mm_set1_epi8((char)CONTAINER_MAGIC[0]), c3 = _mm_set1_epi8((char)CONTAINER_MAGIC[3]);
+    const __m128i e0 = _mm_set1_epi8((char)ELF_MAGIC[0]), e3 = _mm_set1_epi8((char)ELF_MAGIC[3]);
+    for (; i + 19 <= len; i += 16) {
+        __m128i first = _mm_loadu_si128((const __m128i *)(buf + i));
+        __m128i last = _mm_loadu_si128((const __m128i *)(buf + i + 3));
+        __m128i hit_c = _mm_and_si128(_mm_cmpeq_epi8(first, c0), _mm_cmpeq_epi8(last, c3));
+        __m128i hit_e = _mm_and_si128(_mm_cmpeq_epi8(first, e0), _mm_cmpeq_epi8(last, e3));
+        unsigned mask_c = (unsigned)_mm_movemask_epi8(hit_c);
+        unsigned mask_e = (unsigned)_mm_movemask_epi8(hit_e);
+        while (mask_c) {
+            Py_ssize_t at = i + __builtin_ctz(mask_c);
+            mask_c &= mask_c - 1;
+            if (memcmp(buf + at, CONTAINER_MAGIC, 4) == 0 && append_offset(containers, at) < 0) return -1;
+        }
+        while (mask_e) {
+            Py_ssize_t at = i + __builtin_ctz(mask_e);
+            mask_e &= mask_e - 1;
+            if (memcmp(buf + at, ELF_MAGIC, 4) == 0 && append_offset(elves, at) < 0) return -1;
+        }
+    }
+#endif
+    /* The rest (all of it without SSE2): each magic by memmem from i, in order. */
+    const unsigned char *found;
+    for (Py_ssize_t at = i; at + 4 <= len && (found = memmem(buf + at, (size_t)(len - at), CONTAINER_MAGIC, 4));) {
+        at = (Py_ssize_t)(found - buf);
+        if (append_offset(containers, at) < 0) return -1;
+        at += 1;
+    }
+    for (Py_ssize_t at = i; at + 4 <= len && (found = memmem(buf + at, (size_t)(len - at), ELF_MAGIC, 4));) {
+        at = (Py_ssize_t)(found - buf);
+        if (append_offset(elves, at) < 0) return -1;
+        at += 1;
+    }
+    return 0;
+}
+
+static PyObject *find_magics(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    PyObject *containers = PyList_New(0), *elves = PyList_New(0), *result = NULL;
+    if (containers && elves && magic_hits(view.buf, view.len, containers, elves) == 0)
+        result = PyTuple_Pack(2, containers, elves);
+    Py_XDECREF(containers);
+    Py_XDECREF(elves);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ---- The allocator of a scanning process ----------------------------------------------------
+ *
+ * A streamed member arrives as inflated chunks of a few MiB, each a new bytes object made while
+ * the one before is still held (the stream keeps its window). glibc's malloc gives such blocks
+ * back to the kernel when they are freed at the top of the heap (its trim threshold follows the
+ * block size), so every chunk is faulted in again, page by page: a quarter of the inflate's time
+ * on torch's libraries (docs/performance.md, "Session 11"). A process that only scans (a forked
+ * worker) keeps them instead. */
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+static PyObject *retain_freed_memory(PyObject *self, PyObject *args) {
+    Py_ssize_t mmap_threshold, trim_threshold;
+    if (!PyArg_ParseTuple(args, "nn", &mmap_threshold, &trim_threshold)) return NULL;
+#if defined(__GLIBC__)
+    if (mmap_threshold > 0 && mmap_threshold <= INT32_MAX && trim_threshold > 0 &&
+        trim_threshold <= INT32_MAX && mallopt(M_MMAP_THRESHOLD, (int)mmap_threshold) &&
+        mallopt(M_TRIM_THRESHOLD, (int)trim_threshold))
+        Py_RETURN_TRUE;
+#endif
+    Py_RETURN_FALSE;
+}
+
 static PyObject *configure(PyObject *self, PyObject *args) {
     PyObject *e, *c, *d, *o;
     if (!PyArg_ParseTuple(args, "OOOO", &e, &c, &d, &o)) return NULL;
@@ -1116,6 +1250,14 @@ static PyMethodDef methods[] = {
      "max_entries_per_container, max_entries, max_raw_cubins) -> [None | False | bytes | units]:\n"
      "small wheel members read, inflated and scanned; None: left to the Python path, False:\n"
      "no binary, bytes: read whole for the Python scan, units: as scan_whole's."},
+    {"retain_freed_memory", retain_freed_memory, METH_VARARGS,
+     "retain_freed_memory(mmap_threshold, trim_threshold) -> bool: glibc's malloc serves blocks\n"
+     "below mmap_threshold from its heap and keeps up to trim_threshold freed bytes there (for\n"
+     "a process that only scans); False where that cannot be set."},
+    {"find_magics", find_magics, METH_VARARGS,
+     "find_magics(chunk) -> (container magic offsets, ELF magic offsets): every occurrence of\n"
+     "each magic in the chunk, in increasing order, as re.finditer finds them (neither\n"
+     "magic can overlap itself)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -18,6 +18,7 @@ import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from archwheel.binary import speedups
 from archwheel.binary.dynamic import (
     DT_GNU_HASH,
     DT_HASH,
@@ -106,19 +107,26 @@ def _stream_ranges(
 
 
 def read_member_dynamic(path: Path, archive_size: int, member: Member) -> DynamicInfo:
-    """The loader's view of one wheel member, streamed; bounded memory (see the module doc)."""
-    return read_member_dynamic_from(lambda: member_chunks(path, archive_size, member), member)
+    """The loader's view of one member of the wheel at ``path``, streamed; bounded memory (see
+    the module doc)."""
+    return read_dynamic(lambda: member_chunks(path, archive_size, member), member.size, member.name)
 
 
-def read_member_dynamic_from(chunks: Callable[[], Iterator[bytes]], member: Member) -> DynamicInfo:
-    """``read_member_dynamic`` of a member whose chunks ``chunks()`` gives, once per pass: the
-    stream is left as soon as what the loader reads is in, so of a member read over the network
-    (``WheelReader(..., source=...)``) only that prefix is downloaded."""
-    size = member.size
+def read_dynamic(
+    chunks: Callable[[], Iterator[bytes]], size: int, name: str, *, whole_limit: int = WHOLE_LIMIT
+) -> DynamicInfo:
+    """The loader's view of one ELF file of ``size`` bytes delivered by ``chunks`` (a fresh
+    iterator of its bytes in order at each call, raising ``MemberError`` on a defect: a wheel
+    member's ``WheelReader.chunks``, or ``zipread.member_chunks_at`` over any ``pread``, such
+    as HTTP range requests). A stream is taken only as far as the last range the loader's
+    tables need: of a member read over the network, the compressed bytes past it are never
+    fetched. ``whole_limit``: a file up to this size is taken whole in one piece (faster from a
+    local file; 0 streams every file and stops at the last range needed). Bounded memory (see
+    the module doc)."""
     try:
-        if size <= WHOLE_LIMIT:
+        if size <= whole_limit:
             data = b"".join(chunks())
-            return parse_dynamic(lambda o, n: data[o : o + n], size, member.name)
+            return parse_dynamic(lambda o, n: data[o : o + n], size, name)
         capture = _Capture()
         head = min(size, 64 << 10)
         state: dict[str, object] = {}
@@ -157,16 +165,16 @@ def read_member_dynamic_from(chunks: Callable[[], Iterator[bytes]], member: Memb
         )
         for _ in range(MAX_PASSES):
             try:
-                return parse_dynamic(capture.read, size, member.name)
+                return parse_dynamic(capture.read, size, name)
             except Missing as miss:
                 lo = miss.offset
                 hi = min(size, max(miss.offset + miss.length, miss.offset + (1 << 20)))
                 _stream_ranges(chunks(), [(lo, hi)], capture)
         return DynamicInfo(
-            member.name, size, "shared-object", True, problems=("tables scattered too widely",)
+            name, size, "shared-object", True, problems=("tables scattered too widely",)
         )
     except MemberError as exc:
-        return DynamicInfo(member.name, size, "unreadable", problems=(str(exc),))
+        return DynamicInfo(name, size, "unreadable", problems=(str(exc),))
 
 
 def _ahead_ranges(
@@ -234,7 +242,9 @@ def read_wheel_dynamic(
     budget = SymbolBudget(max_symbols)
     if source is not None:  # read over the network: one member after the other, in this process
         return tuple(
-            budget.admit(read_member_dynamic_from(functools.partial(reader.chunks, m), m))
+            budget.admit(
+                read_dynamic(functools.partial(reader.chunks, m), m.size, m.name, whole_limit=0)
+            )
             for m in members
         )
     count = workers if workers is not None else min(4, os.cpu_count() or 1)
@@ -242,7 +252,13 @@ def read_wheel_dynamic(
         import multiprocessing
 
         context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=min(count, len(big)), mp_context=context) as pool:
+        with ProcessPoolExecutor(
+            max_workers=min(count, len(big)),
+            mp_context=context,
+            # A worker only reads, then ends: it keeps the memory it frees (each chunk would
+            # be faulted in again otherwise: docs/performance.md, "Session 11").
+            initializer=speedups.retain_freed_memory,
+        ) as pool:
             jobs = sorted(big, key=lambda m: -m.size)
             futures = {
                 m.name: pool.submit(_member_job, (path, reader.archive_size, m)) for m in jobs

@@ -65,6 +65,31 @@ def scan_whole(data: bytes, bounds: Bounds) -> list[Unit] | None:
     return found
 
 
+def find_magics(chunk: bytes) -> tuple[list[int], list[int]] | None:
+    """The offsets of every container magic and every ELF magic in ``chunk`` (each list in
+    increasing order, as ``re.finditer`` finds them), in one compiled pass; None when the
+    compiled part is not built."""
+    if COMPILED is None:
+        return None
+    found: tuple[list[int], list[int]] = COMPILED.find_magics(chunk)
+    return found
+
+
+# What a scanning process keeps of the memory it frees (``retain_freed_memory``).
+RETAINED_BLOCK = 32 << 20
+RETAINED_TOTAL = 256 << 20
+
+
+def retain_freed_memory() -> bool:
+    """Make this process's allocator keep the blocks it frees (glibc's malloc, set with
+    ``mallopt``) rather than give them back and fault them in again with the next chunk: for
+    a process that does nothing but scan (a forked worker), never the caller's. False where
+    the compiled part is not built or the C library is not glibc."""
+    if COMPILED is None:
+        return False
+    return bool(COMPILED.retain_freed_memory(RETAINED_BLOCK, RETAINED_TOTAL))
+
+
 def scan_members(
     fd: int,
     archive_size: int,

@@ -13,6 +13,7 @@ import contextlib
 import io
 import os
 import struct
+import sys
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +21,6 @@ from typing import BinaryIO, NamedTuple, Protocol, cast
 
 from archwheel.binary import speedups
 from archwheel.effects.files import NotRegularFile, open_regular
-from archwheel.effects.net import TransferError
 from archwheel.errors import InputError
 
 # ISA-L (python-isal) inflates about twice as fast as zlib and computes CRC-32 about 5x faster;
@@ -73,6 +73,19 @@ _END = struct.Struct("<4s4H2LH")
 _END_SIGNATURE = b"PK\x05\x06"
 _END64_LOCATOR = struct.Struct("<4sLQL")
 _END64 = struct.Struct("<4sQ2H2L4Q")
+
+
+class _NeverRaised(Exception):
+    """Stands for ``effects.net.TransferError`` while that module is not loaded."""
+
+
+def _transfer_error() -> type[Exception]:
+    """``effects.net.TransferError`` once that module is loaded (only a ``Source`` of
+    ``effects`` raises one, and it loads the module): the local audit does not import the HTTP
+    client (``http.client`` and ``ssl``: 25 ms of every start)."""
+    net = sys.modules.get("archwheel.effects.net")
+    found: type[Exception] = net.TransferError if net is not None else _NeverRaised
+    return found
 
 
 class MemberError(Exception):
@@ -373,7 +386,7 @@ class WheelReader:
         except NotRegularFile as exc:
             why = "is a directory, not a wheel" if path.is_dir() else exc.strerror
             raise InputError(f"{path}: {why}") from None
-        except TransferError as exc:  # a file on an index that could not be read as asked
+        except _transfer_error() as exc:  # a file on an index that could not be read as asked
             raise InputError(f"{path}: {exc}") from None
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
             raise InputError(

@@ -11,6 +11,7 @@ in tests/integration/realwheel, on the real wheels.
 from __future__ import annotations
 
 import os
+import re
 import struct
 
 import pytest
@@ -18,6 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from archwheel.binary import speedups
+from archwheel.binary.elf import ELF_MAGIC
+from archwheel.binary.fatbin import CONTAINER_MAGIC_BYTES
 from archwheel.binary.scan import bounds
 from tests.support.builders import Entry, ar_archive, container, elf64
 from tests.support.fuzz import FUZZ_SETTINGS, Mutant, mutated, said, scan_in_chunks, seed
@@ -186,3 +189,59 @@ def test_a_nobits_fatbin_section_of_any_size_is_read_as_the_python_scan_reads_it
         struct.pack_into("<QQ", data, shoff + 64 + 24, (1 << 63) + 5, size)
         assert said(scan_in_chunks(bytes(data))) == _python_only(bytes(data), monkeypatch), size
         assert _answers(bytes(data)) is (size <= 16), size
+
+
+# -- the search for magics (``speedups.find_magics``) against ``re``'s, which the Python scan uses:
+# the same offsets in the same order for every length and alignment (its vector loops take 32
+# and 16 bytes at a time, the rest is searched by memmem).
+
+# Pieces that make near misses likely: each magic, its halves, and their first and last bytes.
+PIECES = [
+    CONTAINER_MAGIC_BYTES,
+    ELF_MAGIC,
+    CONTAINER_MAGIC_BYTES[:2],
+    CONTAINER_MAGIC_BYTES[2:],
+    ELF_MAGIC[:3],
+    b"\x50\x00\x00\xba",
+    b"\x7f\x00\x00F",
+    b"\x00",
+    b"\x90" * 7,
+]
+
+
+def _magics(data: bytes) -> tuple[list[int], list[int]]:
+    found = speedups.find_magics(data)
+    if found is None:
+        pytest.skip("the compiled part is not built (or ARCHWHEEL_PURE_PYTHON is set)")
+    return found
+
+
+def _expected(data: bytes) -> tuple[list[int], list[int]]:
+    return (
+        [m.start() for m in re.finditer(re.escape(CONTAINER_MAGIC_BYTES), data)],
+        [m.start() for m in re.finditer(re.escape(ELF_MAGIC), data)],
+    )
+
+
+@pytest.mark.parametrize("length", range(80))
+def test_a_magic_at_every_place_of_short_buffers(length: int) -> None:
+    for magic in (CONTAINER_MAGIC_BYTES, ELF_MAGIC):
+        for at in range(max(0, length - 3)):
+            data = bytearray(b"\x50" * length)
+            data[at : at + 4] = magic
+            data = data[:length]
+            assert _magics(bytes(data)) == _expected(bytes(data)), (length, at)
+
+
+@FUZZ_SETTINGS
+@given(parts=st.lists(st.sampled_from(PIECES) | st.binary(max_size=40), max_size=60))
+def test_the_offsets_are_res(parts: list[bytes]) -> None:
+    data = b"".join(parts)
+    assert _magics(data) == _expected(data)
+
+
+def test_a_long_buffer_with_magics_in_both_loops_and_the_tail() -> None:
+    data = bytearray(b"\x90" * 100_003)
+    for at in (0, 31, 32, 33, 4095, 65_536, 99_996, 99_999):
+        data[at : at + 4] = CONTAINER_MAGIC_BYTES if at % 2 else ELF_MAGIC
+    assert _magics(bytes(data)) == _expected(bytes(data))

@@ -14,6 +14,7 @@ import contextlib
 import mmap
 import os
 import pickle
+import select
 import signal
 import struct
 import sys
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from archwheel.binary import speedups
 from archwheel.binary.scan.binary import (
     InputInflation,
     MemberResult,
@@ -54,112 +56,202 @@ def default_workers() -> int:
 
 
 class _Worker:
-    """One member scanned in a child process (the base: a fresh interpreter, result on stdout)."""
+    """A child process that scans the big members it is given, one at a time."""
 
-    index: int
-    member: Member
+    @property
+    def busy(self) -> bool:
+        raise NotImplementedError
 
     @property
     def done_bytes(self) -> int:
+        """Bytes of the member at hand scanned so far."""
         raise NotImplementedError
 
-    def finished(self) -> bool:
+    @property
+    def fd(self) -> int | None:
+        """What to wait on for its next result (None: poll)."""
+        return None
+
+    def assign(self, index: int, member: Member, deep: bool) -> None:
         raise NotImplementedError
 
-    def result(self) -> MemberResult | None:
+    def collect(self) -> list[tuple[int, MemberResult | None]]:
+        """The members it finished since the last call, by index; None: it failed (the
+        member is to be scanned again elsewhere)."""
         raise NotImplementedError
+
+    @property
+    def alive(self) -> bool:
+        """Whether it can take another member."""
+        return True
+
+    def close(self) -> None:
+        """No more members: let it end."""
 
     def kill(self) -> None:
         raise NotImplementedError
 
 
+_FRAME = struct.Struct("<qQ")  # a result's member index and pickled length
+_STOP = -1
+
+
 class _ForkedWorker(_Worker):
-    """A forked copy of this process scans the member: no interpreter start, no imports.
+    """A forked copy of this process: no interpreter start, no imports. It stays up for as
+    many members as it is given (a member index on its command pipe; a result frame, index and
+    pickle, on its result pipe), so a freed slot takes its next member at once.
 
     Only used while this process runs a single thread (forking a threaded process can copy
-    locks held by other threads). Progress is a counter in shared memory; the pickled result
-    comes back through a pipe drained without blocking.
+    locks held by other threads). Progress is a counter in shared memory, the member at hand's
+    bytes scanned so far (set to 0 before its result is sent).
     """
 
-    def __init__(
-        self, path: Path, archive_size: int, index: int, member: Member, deep: bool, *, digest: bool
-    ) -> None:
-        self.index = index
-        self.member = member
+    def __init__(self, path: Path, archive_size: int, *, digest: bool) -> None:
         self._counter = mmap.mmap(-1, 8)
-        read_fd, write_fd = os.pipe()
+        command_r, command_w = os.pipe()
+        result_r, result_w = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the child, which never returns
             code = 1
             try:
-                os.close(read_fd)
-                done = 0
-
-                def on_bytes(amount: int) -> None:
-                    nonlocal done
-                    done += amount
-                    struct.pack_into("<Q", self._counter, 0, done)
-
-                payload = pickle.dumps(
-                    scan_member(path, archive_size, member, on_bytes, deep, digest=digest)
-                )
-                view = memoryview(payload)
-                while view:
-                    view = view[os.write(write_fd, view) :]
+                os.close(command_w)
+                os.close(result_r)
+                speedups.retain_freed_memory()  # this process only scans, then exits
+                self._serve(command_r, result_w, path, archive_size, digest)
                 code = 0
             finally:
                 os._exit(code)
-        os.close(write_fd)
-        os.set_blocking(read_fd, False)
+        os.close(command_r)
+        os.close(result_w)
+        os.set_blocking(result_r, False)
         self._pid = pid
-        self._fd: int | None = read_fd
+        self._command: int | None = command_w
+        self._fd: int | None = result_r
         self._buffer = bytearray()
+        self._current: tuple[int, Member] | None = None
         self._status: int | None = None
+
+    def _serve(
+        self, command: int, out: int, path: Path, archive_size: int, digest: bool
+    ) -> None:  # pragma: no cover - runs in the child
+        done = 0
+
+        def on_bytes(amount: int) -> None:
+            nonlocal done
+            done += amount
+            struct.pack_into("<Q", self._counter, 0, done)
+
+        with os.fdopen(command, "rb", buffering=0) as commands:
+            while True:
+                head = _read_exact(commands, _MEMBER_ORDER.size)
+                if head is None:
+                    return
+                index, length = _MEMBER_ORDER.unpack(head)
+                order = _read_exact(commands, length) if index != _STOP else None
+                if order is None:
+                    return
+                member, deep = pickle.loads(order)  # noqa: S301 - our parent
+                done = 0
+                result = scan_member(path, archive_size, member, on_bytes, deep, digest=digest)
+                payload = pickle.dumps(result)
+                struct.pack_into("<Q", self._counter, 0, 0)
+                view = memoryview(_FRAME.pack(index, len(payload)) + payload)
+                while view:
+                    view = view[os.write(out, view) :]
+
+    @property
+    def busy(self) -> bool:
+        return self._current is not None
 
     @property
     def done_bytes(self) -> int:
-        return int(struct.unpack_from("<Q", self._counter, 0)[0])
+        return int(struct.unpack_from("<Q", self._counter, 0)[0]) if self.busy else 0
 
-    def _drain(self, block: bool = False) -> None:
+    @property
+    def fd(self) -> int | None:
+        return self._fd
+
+    @property
+    def alive(self) -> bool:
+        return self._fd is not None
+
+    def assign(self, index: int, member: Member, deep: bool) -> None:
+        assert self._command is not None and self._current is None
+        payload = pickle.dumps((member, deep))
+        with contextlib.suppress(OSError):  # it is gone: collect says so, the member goes on
+            _write_all(self._command, _MEMBER_ORDER.pack(index, len(payload)) + payload)
+        self._current = (index, member)
+
+    def collect(self) -> list[tuple[int, MemberResult | None]]:
+        ended = self._drain()
+        out: list[tuple[int, MemberResult | None]] = []
+        while len(self._buffer) >= _FRAME.size:
+            index, length = _FRAME.unpack_from(self._buffer)
+            if len(self._buffer) < _FRAME.size + length:
+                break
+            payload = bytes(self._buffer[_FRAME.size : _FRAME.size + length])
+            del self._buffer[: _FRAME.size + length]
+            if self._current is not None and self._current[0] == index:
+                self._current = None
+                out.append((index, _unpickle_result(payload)))
+        if ended and self._current is not None:  # it died with a member at hand
+            out.append((self._current[0], None))
+            self._current = None
+        return out
+
+    def _drain(self) -> bool:
+        """Read what has arrived; True once the pipe has ended (the child is gone)."""
         if self._fd is None:
-            return
-        os.set_blocking(self._fd, block)
+            return True
         while True:
             try:
                 data = os.read(self._fd, 1 << 20)
             except BlockingIOError:
-                return
+                return False
             if not data:
                 os.close(self._fd)
                 self._fd = None
-                return
+                return True
             self._buffer += data
 
-    def finished(self) -> bool:
-        self._drain()
-        if self._status is None:
-            pid, status = os.waitpid(self._pid, os.WNOHANG)
-            if pid:
-                self._status = status
-        return self._status is not None
-
-    def result(self) -> MemberResult | None:
-        self._drain(block=True)
-        if self._status is None:
-            _, self._status = os.waitpid(self._pid, 0)
-        self._counter.close()
-        if os.waitstatus_to_exitcode(self._status) != 0:
-            return None
-        return _unpickle_result(bytes(self._buffer))
+    def close(self) -> None:
+        if self._command is not None:
+            with contextlib.suppress(OSError):
+                _write_all(self._command, _MEMBER_ORDER.pack(_STOP, 0))
+            os.close(self._command)
+            self._command = None
 
     def kill(self) -> None:
+        self.close()
         if self._status is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self._pid, signal.SIGKILL)
+            if self._current is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self._pid, signal.SIGKILL)
             _, self._status = os.waitpid(self._pid, 0)
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        self._counter.close()
+
+
+_MEMBER_ORDER = struct.Struct("<qQ")  # a member's index and its pickled length
+
+
+def _read_exact(stream: BinaryIO, size: int) -> bytes | None:
+    """``size`` bytes of an unbuffered pipe, or None when it ends first."""
+    data = b""
+    while len(data) < size:
+        more = stream.read(size - len(data))
+        if not more:
+            return None
+        data += more
+    return data
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _unpickle_result(data: bytes) -> MemberResult | None:
@@ -171,13 +263,27 @@ def _unpickle_result(data: bytes) -> MemberResult | None:
 
 
 class _SpawnedWorker(_Worker):
-    """A fresh ``python -m archwheel.binary.scan.worker``; progress arrives as stderr lines."""
+    """A fresh ``python -m archwheel.binary.scan.worker`` per member; progress arrives as
+    stderr lines."""
 
-    def __init__(
-        self, path: Path, archive_size: int, index: int, member: Member, deep: bool, *, digest: bool
-    ) -> None:
-        self.index = index
-        self.member = member
+    def __init__(self, path: Path, archive_size: int, *, digest: bool) -> None:
+        self._args = (str(path), archive_size, digest)
+        self._index: int | None = None
+        self._done = 0
+        self._stdout = b""
+        self.proc: process.Popen[bytes] | None = None
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def busy(self) -> bool:
+        return self._index is not None
+
+    @property
+    def done_bytes(self) -> int:
+        return self._done if self.busy else 0
+
+    def assign(self, index: int, member: Member, deep: bool) -> None:
+        path, archive_size, digest = self._args
         self._done = 0
         self._stdout = b""
         self.proc = process.spawn(
@@ -186,8 +292,9 @@ class _SpawnedWorker(_Worker):
             stdout=process.PIPE,
             stderr=process.PIPE,
         )
+        self._index = index
         assert self.proc.stdin is not None
-        self.proc.stdin.write(pickle.dumps((str(path), archive_size, member, deep, digest)))
+        self.proc.stdin.write(pickle.dumps((path, archive_size, member, deep, digest)))
         self.proc.stdin.close()
         self._threads = [
             threading.Thread(target=self._read_result, daemon=True),
@@ -196,43 +303,51 @@ class _SpawnedWorker(_Worker):
         for t in self._threads:
             t.start()
 
-    @property
-    def done_bytes(self) -> int:
-        return self._done
-
     def _read_result(self) -> None:
-        assert self.proc.stdout is not None
+        assert self.proc is not None and self.proc.stdout is not None
         self._stdout = self.proc.stdout.read()
 
     def _read_progress(self) -> None:
-        assert self.proc.stderr is not None
+        assert self.proc is not None and self.proc.stderr is not None
         for line in self.proc.stderr:
             if line.strip().isdigit():
                 self._done = int(line)
 
-    def finished(self) -> bool:
-        return self.proc.poll() is not None
-
-    def result(self) -> MemberResult | None:
-        self.proc.wait()
+    def collect(self) -> list[tuple[int, MemberResult | None]]:
+        if self._index is None or self.proc is None or self.proc.poll() is None:
+            return []
         for t in self._threads:
             t.join()
+        index, self._index = self._index, None
         if self.proc.returncode != 0:
-            return None
-        return _unpickle_result(self._stdout)
+            return [(index, None)]
+        return [(index, _unpickle_result(self._stdout))]
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
 
 
-def _start_worker(
-    path: Path, archive_size: int, index: int, member: Member, deep: bool, *, digest: bool
-) -> _Worker:
-    if hasattr(os, "fork") and threading.active_count() == 1 and FORK_WORKERS:
-        return _ForkedWorker(path, archive_size, index, member, deep, digest=digest)
-    return _SpawnedWorker(path, archive_size, index, member, deep, digest=digest)
+def _can_fork() -> bool:
+    """Whether workers are forked copies of this process (POSIX, one thread running)."""
+    return hasattr(os, "fork") and threading.active_count() == 1 and FORK_WORKERS
+
+
+def _start_worker(path: Path, archive_size: int, *, digest: bool) -> _Worker:
+    if _can_fork():
+        return _ForkedWorker(path, archive_size, digest=digest)
+    return _SpawnedWorker(path, archive_size, digest=digest)
+
+
+def _wait(busy: list[_Worker], seconds: float) -> None:
+    """Wait until a busy worker has something to say (a result, its end) or ``seconds`` pass."""
+    fds = [fd for fd in (w.fd for w in busy) if fd is not None]
+    if len(fds) == len(busy):
+        select.select(fds, [], [], seconds)
+    else:
+        time.sleep(min(seconds, 0.02))
 
 
 def scan_members(
@@ -302,20 +417,26 @@ def _scan_members(
             deep = False  # the members scanned from now on are not checked
         return True
 
-    slots = (workers or default_workers()) - 1
+    # Forked workers scan every big member, one process per core, while this process reads the
+    # small ones and waits: a fork costs milliseconds, and a process that only scans keeps the
+    # memory it frees (``speedups.retain_freed_memory``, which this one must not set for its
+    # caller). Spawned workers cost an interpreter's start each: this process scans too.
+    count = workers or default_workers()
+    forked = _can_fork() and count > 1
+    slots = count if forked else count - 1
     by_size = sorted(range(len(members)), key=lambda i: -members[i].compressed_size)
     # Queues taken from the front: a deque each, so that a wheel of 200000 members costs
     # linear time (list.pop(0) made it quadratic).
     big = deque(i for i in by_size if members[i].compressed_size >= PARALLEL_MIN_COMPRESSED)
-    if slots < 1 or len(big) < 2:
+    if slots < 1 or (len(big) < 2 and not forked):
         big.clear()
     chosen = set(big)
     small = deque(i for i in by_size if i not in chosen)
     local_done = 0
-    running: list[_Worker] = []
+    pool: list[_Worker] = []
 
     def report(name: str) -> None:
-        progress(local_done + sum(w.done_bytes for w in running), name)
+        progress(local_done + sum(w.done_bytes for w in pool), name)
 
     def scan_here(index: int) -> None:
         nonlocal local_done
@@ -354,38 +475,51 @@ def _scan_members(
             if not keep(index, result):
                 break
 
+    busy: dict[_Worker, str] = {}  # a worker and the member at hand's name
+    clean = False
     try:
-        while big or small or running:
-            while big and len(running) < slots:
-                index = big.popleft()
-                try:
-                    running.append(
-                        _start_worker(
-                            path, archive_size, index, members[index], deep, digest=digest
-                        )
-                    )
-                except OSError:
-                    slots = 0  # cannot start processes here: scan everything in this one
-                    scan_here(index)
-            for worker in [w for w in running if w.finished()]:
-                running.remove(worker)
-                outcome = worker.result()
-                local_done += worker.member.size
-                if outcome is None:
-                    local_done -= worker.member.size
-                    scan_here(worker.index)
+        while big or small or busy:
+            idle = [w for w in pool if w not in busy and w.alive]
+            while big and len(busy) < slots:
+                if idle:
+                    worker = idle.pop()
                 else:
-                    keep(worker.index, outcome)
-            if big:
+                    try:
+                        worker = _start_worker(path, archive_size, digest=digest)
+                    except OSError:
+                        # Cannot start processes here: scan everything in this one.
+                        slots, forked = 0, False
+                        break
+                    pool.append(worker)
+                index = big.popleft()
+                worker.assign(index, members[index], deep)
+                busy[worker] = members[index].name
+            finished = False
+            for worker in list(busy):
+                for index, outcome in worker.collect():
+                    finished = True
+                    if outcome is None:  # the worker failed: the member is scanned here
+                        scan_here(index)
+                    else:
+                        local_done += members[index].size
+                        keep(index, outcome)
+                if not worker.busy:
+                    del busy[worker]
+            if finished and big:
+                continue  # the next big member to the freed worker first
+            if big and not forked:
                 scan_here(big.popleft())
             elif small and batchable(small[0]):
                 scan_batch()
             elif small:
                 scan_here(small.popleft())
-            elif running:
-                time.sleep(0.02)
-                report(running[0].member.name)
+            elif busy:
+                _wait(list(busy), 0.1)
+                report(next(iter(busy.values())))
+        clean = True
     finally:
-        for worker in running:
+        for worker in pool:
+            if clean:
+                worker.close()
             worker.kill()
     return results
