@@ -171,8 +171,9 @@ def fetch_page(index: str, project: str, pip: PipSettings) -> list[IndexFile] | 
 
 
 def project_versions(project: str, pip: PipSettings) -> list[str] | None:
-    """The versions of ``project`` that some configured index holds a wheel or sdist of (as
-    the file names say), oldest first; None when no index could be asked."""
+    """The versions of ``project`` that the configured indexes and find-links folders hold a
+    wheel or sdist of (as the file names say), oldest first; None when some index could not be
+    asked (what it holds is unknown)."""
     from packaging.utils import (
         InvalidSdistFilename,
         InvalidWheelFilename,
@@ -186,8 +187,8 @@ def project_versions(project: str, pip: PipSettings) -> list[str] | None:
     for index in index_urls(pip):
         try:
             files = fetch_page(index, project, pip)
-        except ToolError:
-            continue
+        except ToolError:  # an index that cannot be asked: nobody can say what is not there
+            return None
         answered = True
         for f in files or []:
             try:
@@ -196,5 +197,18 @@ def project_versions(project: str, pip: PipSettings) -> list[str] | None:
                 else:
                     found.add(parse_sdist_filename(f.filename)[1])
             except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+                continue
+    for link in pip.find_links:  # pip's local find-links folders hold releases too
+        folder = Path(unquote(urlparse(link).path)) if link.startswith("file://") else Path(link)
+        if ("://" in link and not link.startswith("file://")) or not folder.is_dir():
+            continue
+        answered = True
+        prefix = canonicalize_name(project).replace("-", "_") + "-"
+        for path in folder.iterdir():
+            if not path.name.lower().startswith(prefix) or not path.name.endswith(".whl"):
+                continue
+            try:
+                found.add(parse_wheel_filename(path.name)[1])
+            except (InvalidWheelFilename, InvalidVersion):
                 continue
     return [str(v) for v in sorted(found)] if answered else None

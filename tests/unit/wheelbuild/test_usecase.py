@@ -200,3 +200,15 @@ def test_a_torch_release_the_index_lacks_is_named_with_those_it_has(tmp_path: Pa
     assert caught.value.hint == "of 2.14.x it has 2.14.0, 2.14.1"
     # an index that cannot be asked is not a verdict: the torch step reports it later
     check_torch_release("2.14.9", PipSettings(index_url="http://127.0.0.1:9/simple/"))
+
+
+def test_a_torch_release_in_a_find_links_folder_is_on_the_index(tmp_path: Path) -> None:
+    from archwheel.effects.pipconfig import PipSettings
+    from archwheel.wheelbuild.usecase import check_torch_release
+
+    (tmp_path / "simple").mkdir()  # an index without torch
+    links = tmp_path / "wheels"
+    links.mkdir()
+    (links / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    pip = PipSettings(index_url=(tmp_path / "simple").as_uri(), find_links=(str(links),))
+    check_torch_release("2.13.0+cpu", pip)
