@@ -1100,6 +1100,20 @@ static int append_offset(PyObject *list, Py_ssize_t at) {
 #include <emmintrin.h>
 #endif
 
+#if defined(__SSE2__) || (defined(__x86_64__) && defined(__GNUC__))
+/* Each set bit of mask is a candidate at buf + i + bit (first and last byte of the magic
+ * matched): confirm the whole magic and append its offset. */
+static inline int drain_hits(unsigned mask, const unsigned char *buf, Py_ssize_t i, const unsigned char *magic,
+                      PyObject *offsets) {
+    while (mask) {
+        Py_ssize_t at = i + __builtin_ctz(mask);
+        mask &= mask - 1;
+        if (memcmp(buf + at, magic, 4) == 0 && append_offset(offsets, at) < 0) return -1;
+    }
+    return 0;
+}
+#endif
+
 /* The hits among the 32 positions from buf + i (AVX2, chosen at run time where the CPU has it). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -1116,16 +1130,9 @@ __attribute__((target("avx2"))) static Py_ssize_t magic_hits_avx2(const unsigned
             _mm256_and_si256(_mm256_cmpeq_epi8(first, c0), _mm256_cmpeq_epi8(last, c3)));
         unsigned mask_e = (unsigned)_mm256_movemask_epi8(
             _mm256_and_si256(_mm256_cmpeq_epi8(first, e0), _mm256_cmpeq_epi8(last, e3)));
-        while (mask_c) {
-            Py_ssize_t at = i + __builtin_ctz(mask_c);
-            mask_c &= mask_c - 1;
-            if (memcmp(buf + at, CONTAINER_MAGIC, 4) == 0 && append_offset(containers, at) < 0) return -1;
-        }
-        while (mask_e) {
-            Py_ssize_t at = i + __builtin_ctz(mask_e);
-            mask_e &= mask_e - 1;
-            if (memcmp(buf + at, ELF_MAGIC, 4) == 0 && append_offset(elves, at) < 0) return -1;
-        }
+        if ((mask_c && drain_hits(mask_c, buf, i, CONTAINER_MAGIC, containers) < 0) ||
+            (mask_e && drain_hits(mask_e, buf, i, ELF_MAGIC, elves) < 0))
+            return -1;
     }
     return i;
 }
@@ -1150,16 +1157,9 @@ static int magic_hits(const unsigned char *buf, Py_ssize_t len, PyObject *contai
         __m128i hit_e = _mm_and_si128(_mm_cmpeq_epi8(first, e0), _mm_cmpeq_epi8(last, e3));
         unsigned mask_c = (unsigned)_mm_movemask_epi8(hit_c);
         unsigned mask_e = (unsigned)_mm_movemask_epi8(hit_e);
-        while (mask_c) {
-            Py_ssize_t at = i + __builtin_ctz(mask_c);
-            mask_c &= mask_c - 1;
-            if (memcmp(buf + at, CONTAINER_MAGIC, 4) == 0 && append_offset(containers, at) < 0) return -1;
-        }
-        while (mask_e) {
-            Py_ssize_t at = i + __builtin_ctz(mask_e);
-            mask_e &= mask_e - 1;
-            if (memcmp(buf + at, ELF_MAGIC, 4) == 0 && append_offset(elves, at) < 0) return -1;
-        }
+        if ((mask_c && drain_hits(mask_c, buf, i, CONTAINER_MAGIC, containers) < 0) ||
+            (mask_e && drain_hits(mask_e, buf, i, ELF_MAGIC, elves) < 0))
+            return -1;
     }
 #endif
     /* The rest (all of it without SSE2): each magic by memmem from i, in order. */
