@@ -20,6 +20,7 @@ FLOORS = {
     "crosscheck": 4,
     "matrix": 4,
     "inspection": 4,
+    "housekeeping": 4,
     "interfaces": 5,
 }
 USE_CASE_FLOOR = 4

@@ -33,13 +33,17 @@ from types import FrameType, MappingProxyType, TracebackType
 from typing import IO, Literal
 
 from archwheel.effects.files import write_text_atomic
+from archwheel.effects.held import HOLD_SCRIPT, release, start_held
+from archwheel.effects.owner import OWNER_LABEL, Owner, current_owner, liveness
 from archwheel.effects.process import (
     CommandResult,
     Echo,
     LineSink,
+    Popen,
     echo_to_stderr,
     find_program,
     last_line,
+    quote_command,
     run_program,
     stream_lines,
 )
@@ -231,6 +235,8 @@ class ContainerEngine:
         self.settings = settings
         self.echo = echo
         self._version: str | None = None
+        self.owner = current_owner()
+        self._swept = False
 
     @property
     def name(self) -> str:
@@ -399,7 +405,7 @@ class ContainerEngine:
         """``run`` flags for ``spec``: name, labels, network, user, workdir, mounts, env, GPUs.
         The image, which follows them, is checked here (``check_image_reference``)."""
         check_image_reference(spec.image)
-        args = ["--name", name, "--label", LABEL]
+        args = ["--name", name, "--label", LABEL, "--label", f"{OWNER_LABEL}={self.owner.token()}"]
         for key, value in sorted(spec.labels.items()):
             args += ["--label", f"{key}={value}"]
         if self.settings.run_label:
@@ -460,6 +466,57 @@ class ContainerEngine:
             except ToolError:
                 return
 
+    # -- what killed runs left ---------------------------------------------------------------
+    def labelled_containers(self) -> list[LabelledContainer]:
+        """Every container with the ``archwheel`` label, with its owner and that owner's state
+        (``effects.owner``): a container whose maker died is ``dead``."""
+        listed = self.run(
+            "ps", "--all", "--filter", f"label={LABEL}", "--format", "{{.Names}}",
+            quiet=True, timeout=120, what=f"{self.name} ps",
+        )  # fmt: skip
+        names = [n.strip() for n in listed.stdout.splitlines() if n.strip()]
+        if not names:
+            return []
+        template = '{{.Name}}\t{{index .Config.Labels "' + OWNER_LABEL + '"}}'
+        shown = self.run(
+            "inspect", "--format", template, *names,
+            check=False, quiet=True, timeout=120, what=f"{self.name} inspect",
+        )  # fmt: skip
+        found: list[LabelledContainer] = []
+        for line in shown.stdout.splitlines():
+            name, _, token = line.partition("\t")
+            name = name.strip().lstrip("/")
+            if not name:
+                continue
+            owner = Owner.parse(token)
+            state = "unknown" if owner is None else liveness(owner, here=self.owner)
+            found.append(LabelledContainer(name, owner, state))
+        return found
+
+    def remove_dead_containers(self) -> list[LabelledContainer]:
+        """Remove the containers whose maker died (never a live run's, another host's, or one
+        without an owner label); each one removed is said on stderr. Returns them."""
+        removed: list[LabelledContainer] = []
+        for found in self.labelled_containers():
+            if found.state != "dead":
+                continue
+            self.remove_container(found.name)
+            removed.append(found)
+            (self.echo or echo_to_stderr)(
+                f"archwheel: removed container {found.name}, left by a run that ended without "
+                f"removing it ({found.owner.describe() if found.owner else 'no owner'})"
+            )
+        return removed
+
+    def sweep_once(self) -> None:
+        """``remove_dead_containers`` before this engine's first container; an engine that
+        cannot list its containers is not an error here (the start that follows says why)."""
+        if self._swept:
+            return
+        self._swept = True
+        with contextlib.suppress(ToolError):
+            self.remove_dead_containers()
+
     def stream(
         self,
         args: Sequence[str],
@@ -480,27 +537,58 @@ class ContainerEngine:
         )
 
 
+@dataclass(frozen=True)
+class LabelledContainer:
+    """A container archwheel made, its maker, and whether the maker still runs."""
+
+    name: str
+    owner: Owner | None
+    state: str  # "alive", "dead" or "unknown" (effects.owner.Liveness)
+
+
 class Container:
-    """One running container in which commands run with ``exec``; removed on exit."""
+    """One running container in which commands run with ``exec``; removed on exit.
+
+    It lives only as long as this process: its PID 1 waits on a pipe this process holds
+    (``effects.held``), so a run killed with SIGKILL leaves no container compiling on. With
+    ARCHWHEEL_KEEP_CONTAINERS the container is detached instead, and stays when the run ends.
+    """
 
     def __init__(self, engine: ContainerEngine, spec: ContainerSpec) -> None:
         self.engine = engine
         self.spec = spec
         self.name = CONTAINER_PREFIX + secrets.token_hex(6)
         self.started = False
+        self._holder: Popen[bytes] | None = None
 
     def __enter__(self) -> Container:
         spec = self.spec
-        args = ["run", "--detach", *self.engine.spec_args(spec, self.name)]
-        # `sleep` as PID 1 keeps the container up between steps; `rm --force` kills it.
-        args += ["--entrypoint", "sleep", spec.image, "infinity"]
+        self.engine.sweep_once()
         try:
             self.started = True
-            self.engine.run(*args, what=f"starting a container from {spec.image}")
+            if self.engine.settings.keep_containers:
+                args = ["run", "--detach", *self.engine.spec_args(spec, self.name)]
+                # `sleep` as PID 1 keeps the container up between steps; `rm --force` kills it.
+                args += ["--entrypoint", "sleep", spec.image, "infinity"]
+                self.engine.run(*args, what=f"starting a container from {spec.image}")
+            else:
+                self._start_held()
         except BaseException:
             self._remove()
             raise
         return self
+
+    def _start_held(self) -> None:
+        """Start the container attached to a pipe (``effects.held``); wait until it runs."""
+        spec = self.spec
+        args = ["run", "--interactive", "--rm", *self.engine.spec_args(spec, self.name)]
+        args += ["--entrypoint", "sh", spec.image, "-c", HOLD_SCRIPT]
+        command = self.engine.settings.command(*args)
+        if self.engine.echo:
+            self.engine.echo(quote_command(command))
+        command[0] = self.engine.program_path()
+        env = {**os.environ, **self.engine.settings.env}
+        self._holder = start_held(command, env, f"starting a container from {spec.image}")
 
     def __exit__(
         self,
@@ -522,6 +610,9 @@ class Container:
             return
         self.engine.remove_container(self.name)
         self.started = False
+        holder, self._holder = self._holder, None
+        if holder is not None:
+            release(holder)
 
     def call(
         self,

@@ -42,6 +42,21 @@ LineSink = Callable[[str], None]
 TimeoutExpired = subprocess.TimeoutExpired
 Popen = subprocess.Popen
 DEVNULL = subprocess.DEVNULL
+
+
+def start_piped(command: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """Start ``command`` with its three streams on pipes, in a session of its own (a Ctrl-C at
+    the terminal does not reach it); ``OSError`` when it cannot start (effects.held)."""
+    return subprocess.Popen(
+        list(command),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(env),
+        start_new_session=True,
+    )
+
+
 PIPE = subprocess.PIPE
 STDOUT = subprocess.STDOUT
 

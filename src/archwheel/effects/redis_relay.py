@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+
+from archwheel.effects.owner import owned_tempdir, unmark_folder
 
 PROBE_TIMEOUT_S = 3.0
 CONNECT_TIMEOUT_S = 5.0
@@ -135,7 +136,7 @@ class UnixRelay:
 
     def __init__(self, address: RedisAddress, *, parent: Path | None = None) -> None:
         self.address = address
-        self.folder = Path(tempfile.mkdtemp(prefix="archwheel-cache-", dir=parent))
+        self.folder = owned_tempdir("archwheel-cache-", parent)
         self.path = self.folder / SOCKET_NAME
         self.connections = 0
         self.failures = 0
@@ -181,6 +182,7 @@ class UnixRelay:
                     path.unlink()
                 else:
                     path.rmdir()
+                    unmark_folder(path)
 
     def _accept(self) -> None:
         while not self._stop.is_set():

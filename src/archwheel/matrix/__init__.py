@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         candidates_from,
         publish,
         read_index,
+        unfinished_publishes,
     )
     from archwheel.matrix.plan import (
         MAX_MATRIX_CELLS,
@@ -61,6 +62,7 @@ _WHERE = {
     "PublishResult": "index",
     "candidates_from": "index",
     "publish": "index",
+    "unfinished_publishes": "index",
     "read_index": "index",
     "MAX_MATRIX_CELLS": "plan",
     "Action": "plan",
@@ -107,6 +109,7 @@ __all__ = [
     "publish",
     "read_index",
     "run_matrix",
+    "unfinished_publishes",
 ]
 
 

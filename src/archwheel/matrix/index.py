@@ -242,6 +242,7 @@ class PublishResult:
     unchanged: tuple[IndexEntry, ...]  # offered again with the same bytes
     refused: tuple[Refusal, ...]
     entries: tuple[IndexEntry, ...]
+    stale_removed: tuple[str, ...] = ()  # what publishes that did not finish left (trees/...)
 
     @property
     def ok(self) -> bool:
@@ -257,6 +258,7 @@ class PublishResult:
             "unchanged": [e.to_json_dict() for e in self.unchanged],
             "refused": [r.to_json_dict() for r in self.refused],
             "entries": len(self.entries),
+            "stale_removed": list(self.stale_removed),
         }
 
 
@@ -537,6 +539,48 @@ def _swap(index: Path, tree: Path) -> None:
         raise
 
 
+def _unfinished(index: Path) -> list[Path]:
+    """What publishes that did not finish left in ``index`` (call it under the lock): every
+    tree newer than the current one (a publish writes its tree, then swaps ``current`` to it,
+    under the lock: a newer tree is one whose swap never came), every tree when there is no
+    ``current``, and the temporary ``.current-*`` links of an unfinished swap."""
+    found: list[Path] = []
+    trees = index / TREES
+    current = _current_tree(index)
+    if trees.is_dir():
+        for tree in sorted(trees.iterdir()):
+            if not tree.is_dir() or tree.is_symlink() or tree == current:
+                continue
+            if current is None or tree.name > current.name:
+                found.append(tree)
+    found.extend(sorted(p for p in index.glob(f".{CURRENT}-*") if p.is_symlink()))
+    return found
+
+
+def _remove_unfinished(index: Path) -> tuple[str, ...]:
+    removed = []
+    for path in _unfinished(index):
+        if path.is_symlink():
+            path.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+        if not path.exists() and not path.is_symlink():
+            removed.append(str(path.relative_to(index)))
+    return tuple(removed)
+
+
+def unfinished_publishes(index: Path, *, remove: bool) -> tuple[str, ...]:
+    """The trees and links (relative to ``index``) that publishes killed before their swap
+    left; removed when ``remove``. Taken under the index's lock: a publish in progress holds
+    it, so its tree is never taken for a leftover."""
+    if not (index / TREES).is_dir():
+        return ()
+    with _writing_into(index), _locked(index):
+        if remove:
+            return _remove_unfinished(index)
+        return tuple(str(p.relative_to(index)) for p in _unfinished(index))
+
+
 def _collect(index: Path, keep: Path) -> None:
     trees = sorted((p for p in (index / TREES).iterdir() if p.is_dir()), key=lambda p: p.name)
     for old in trees[:-KEEP_TREES]:
@@ -576,6 +620,7 @@ def _publish(
     index: Path, candidates: Sequence[Candidate], landing: Landing | None, now: str
 ) -> PublishResult:
     with _locked(index):
+        stale = _remove_unfinished(index)
         old_tree = _current_tree(index)
         existing = {e.file: e for e in read_index(index)}
         accepted: list[_Examined] = []
@@ -604,7 +649,7 @@ def _publish(
                 accepted.append(result)
         if not accepted:
             return PublishResult(index, None, (), tuple(unchanged), tuple(refused),
-                                 tuple(existing.values()))  # fmt: skip
+                                 tuple(existing.values()), stale)  # fmt: skip
         entries = [*existing.values(), *(a.entry for a in accepted)]
         (index / TREES).mkdir(exist_ok=True)
         tree = index / TREES / _new_tree_name()
@@ -622,6 +667,7 @@ def _publish(
         tuple(unchanged),
         tuple(refused),
         tuple(sorted(entries, key=lambda e: e.file)),
+        stale,
     )
 
 

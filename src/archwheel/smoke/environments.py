@@ -19,7 +19,6 @@ import shlex
 import shutil
 import stat
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -33,6 +32,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.binary.zipread import WheelReader
 from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
+from archwheel.effects.owner import owned_tempdir, remove_owned, unmark_folder
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import quote_command
 from archwheel.effects.watchdog import ChildCommand, ChildOutcome, ChildStatus, Watchdog
@@ -179,7 +179,7 @@ def _failed(stages: list[tuple[str, ChildOutcome]], what: str) -> SetupOutcome:
 
 def _new_workdir(snippet: Path | None) -> Path:
     """A new temporary folder holding the payload, and the snippet as ``snippet.py`` if given."""
-    root = Path(tempfile.mkdtemp(prefix="archwheel-smoke-"))
+    root = owned_tempdir("archwheel-smoke-")
     (root / PAYLOAD_NAME).write_bytes(payload_source())
     if snippet is not None:
         shutil.copyfile(snippet, root / "snippet.py")
@@ -194,8 +194,12 @@ def _host_snippet_path(root: Path | None, snippet: Path | None) -> str | None:
 
 
 def _remove_workdir(root: Path | None, *, keep: bool = False) -> None:
-    if root is not None and not keep:
-        shutil.rmtree(root, ignore_errors=True)
+    if root is None:
+        return
+    if keep:
+        unmark_folder(root)  # kept on purpose: not a leftover for the next run to remove
+    else:
+        remove_owned(root)
 
 
 def _run_stage(

@@ -28,8 +28,6 @@ from the plan and the run's ``RunRecord`` by ``provenance.provenance_for``.
 from __future__ import annotations
 
 import contextlib
-import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -44,6 +42,7 @@ from archwheel.effects.files import (
     write_json_atomic,
     write_text_atomic,
 )
+from archwheel.effects.owner import owned_tempdir, remove_dead_folders, remove_owned
 from archwheel.effects.redis_relay import UnixRelay, probe
 from archwheel.errors import BuildError, ToolError
 from archwheel.facts.python_target import PythonTarget
@@ -164,11 +163,14 @@ class BuildRunner:
         repair_spec = spec_for_recipe(self.plan.recipe)
         with timings.stage(self.output, "engine", f"check {self.plan.engine}", timed=False):
             version = self.engine.version()
+        for left in remove_dead_folders(self.work_root):
+            who = left.owner.describe() if left.owner else "no owner"
+            self.output.line(f"removed {left.folder}, left by a build that did not finish ({who})")
         images = self._images(timings)
         self.plan.out_dir.mkdir(parents=True, exist_ok=True)
         # Without the remote cache from here on when its server is unreachable.
         plan, remote_record = self._check_remote_cache(self.plan)
-        staging = Path(tempfile.mkdtemp(prefix="archwheel-stage-", dir=self.work_root))
+        staging = owned_tempdir("archwheel-stage-", self.work_root)
         run = _Run(plan, images, repair_spec, timings, staging)
         try:
             first = self._first_build(run, remote_record)
@@ -221,7 +223,7 @@ class BuildRunner:
                 ),
             )
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            remove_owned(staging)
 
     # -- the stages, in the order run() calls them --------------------------------------------
     def _images(self, timings: Timings) -> _Images:

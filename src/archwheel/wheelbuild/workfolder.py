@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import tempfile
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +19,7 @@ from types import MappingProxyType
 
 from archwheel.effects.engine import Container, ContainerEngine, ContainerSpec, Mount
 from archwheel.effects.files import open_regular, sha256_file
+from archwheel.effects.owner import owned_tempdir, remove_owned, unmark_folder
 from archwheel.effects.redis_relay import UnixRelay
 from archwheel.errors import BuildError
 from archwheel.facts.python_target import PythonTarget
@@ -86,7 +85,7 @@ class WorkFolder:
     ) -> Built:
         """Run the plan's phases in a fresh work folder; the wheel lands in ``staging``."""
         timings = Timings()
-        work = Path(tempfile.mkdtemp(prefix="archwheel-work-", dir=self.work_root))
+        work = owned_tempdir("archwheel-work-", self.work_root)
         try:
             _prepare(work, plan)
             stats = self._run_phases(plan, builder, work, toolchain, relay=relay, timings=timings)
@@ -96,9 +95,10 @@ class WorkFolder:
             return Built(staged, timings.frozen(), MappingProxyType(stats), read_compiles(work))
         finally:
             if self.keep_work:
+                unmark_folder(work)  # kept: not a leftover for the next run to remove
                 self.output.line(f"keeping the work folder {work} (--keep-work)")
             else:
-                shutil.rmtree(work, ignore_errors=True)
+                remove_owned(work)
 
     def _run_phases(
         self,

@@ -19,6 +19,7 @@ from archwheel.effects.engine import (
     parse_version,
     sigterm_as_exit,
 )
+from archwheel.effects.owner import current_owner
 from archwheel.effects.process import find_program, quote_command, run_program
 from archwheel.effects.settings import Settings
 from archwheel.errors import ToolError, UsageError
@@ -138,7 +139,8 @@ def test_run_command_is_a_foreground_run_with_the_specs_flags(tmp_path: Path) ->
     argv = engine.run_command(spec, ["python3", "-c", "pass"], name="archwheel-t")
     assert argv == [
         "/bin/true", "--runtime", "runc", "run", "--rm", "--name", "archwheel-t",
-        "--label", "archwheel", "--label", "org.example=x", "--network", "none",
+        "--label", "archwheel", "--label", f"archwheel.owner={current_owner().token()}",
+        "--label", "org.example=x", "--network", "none",
         "--user", "1000:1000", "--workdir", "/w",
         "--mount", f"type=bind,source={tmp_path},target=/w", "--env", "A=1", "--env", "B=2",
         "--device", "nvidia.com/gpu=all", "img:1", "python3", "-c", "pass",

@@ -31,11 +31,12 @@ FLOOR_PACKAGES = (
     "doctor",
     "crosscheck",
     "matrix",
+    "housekeeping",
 )
 # Packages that declare their public names: every floor and use case.
 DECLARED = (
     "facts", "effects", "binary", "verdicts", "inspection", "smoke", "doctor", "crosscheck",
-    "wheelbuild", "matrix",
+    "wheelbuild", "matrix", "housekeeping",
 )  # fmt: skip
 EXEMPT: set[str] = set()
 # Beside the floors: any module may import them.

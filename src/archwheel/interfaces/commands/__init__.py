@@ -46,6 +46,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "make the Debian base image locally (debootstrap + import; no registry needed)",
     ),
     ("matrix", "matrix", "plan and build a matrix of wheels into a PEP 503 index"),
+    ("clean", "clean", "remove the containers and temporary folders that killed runs left"),
     ("publish", "matrix", "audit wheels and publish them into a PEP 503 index"),
     (
         "smoke",

@@ -78,6 +78,8 @@ def print_summary(out: Console, result: MatrixResult) -> None:
 
 
 def print_publish(out: Console, result: PublishResult) -> None:
+    for stale in result.stale_removed:
+        out.print(f"removed {safe(stale)}, left by a publish that did not finish")
     for entry in result.published:
         page = f" ({entry.find_links_page})" if entry.find_links_page else ""
         out.print(f"[green]published[/] {safe(entry.file)}{safe(page)}")

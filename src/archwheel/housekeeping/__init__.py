@@ -1,0 +1,28 @@
+"""The housekeeping use case: find and remove what runs that did not end cleanly left behind.
+
+What ``archwheel clean`` does, as a call: ``leftovers.find_leftovers`` lists the containers
+(label ``archwheel.owner``) and temporary folders (an ``<folder>.owner`` record beside each)
+whose maker is dead (``effects.owner``), and ``remove_leftovers`` removes them. Nothing without
+an owner record is touched, nor anything a live run or another machine made. Like every use
+case it imports no other use case (an index's unfinished trees are ``matrix``'s, and the
+command calls it too).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from archwheel._lazy import lazy_exports
+
+__all__ = ["Leftover", "find_leftovers", "remove_leftovers"]
+
+_WHERE = {
+    "Leftover": "leftovers",
+    "find_leftovers": "leftovers",
+    "remove_leftovers": "leftovers",
+}
+
+if TYPE_CHECKING:
+    from archwheel.housekeeping.leftovers import Leftover, find_leftovers, remove_leftovers
+else:
+    __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
