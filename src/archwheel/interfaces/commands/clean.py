@@ -22,8 +22,8 @@ run has ended; with --index, trees a publish wrote but never swapped in. A live 
 host's, and anything without an owner record are left alone. Each build, smoke and publish
 removes the same leftovers of its own kind when it starts, and says so.
 
-exit codes: 0 nothing left (or --dry-run), 1 something could not be removed,
-2 usage error or an engine given with --engine that does not answer
+exit codes: 0 nothing left (or --dry-run), 1 something could not be removed, 2 usage error,
+4 the engine given with --engine is missing or does not answer
 """
 
 
