@@ -36,6 +36,7 @@ from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ArchListError, UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.arch_grammars import parse_arch_list
+from archwheel.facts.arch_grammars import read as read_arch_value
 from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.python_target import PythonTarget
 from archwheel.wheelbuild.jobs import JobCount
@@ -110,6 +111,7 @@ class CheckedArchList:
 
     arch_list: ArchList
     value: str  # what the recipe's arch variable is set to
+    reading: str = ""  # what the variable's consumer makes of ``value`` (its flags), and where
 
     def __str__(self) -> str:
         return str(self.arch_list)
@@ -136,7 +138,25 @@ def check_arch_list(recipe: Recipe, text: str | None, facts: CudaFacts) -> Check
             f"recipe {recipe.name} passes the arch list as {recipe.arch.variable}: {exc.message}",
             hint=exc.hint,
         ) from None
-    return CheckedArchList(arch_list, value)
+    return CheckedArchList(arch_list, value, consumer_reading(recipe, value, facts))
+
+
+def consumer_reading(recipe: Recipe, value: str, facts: CudaFacts) -> str:
+    """``reads it in SOURCE: FLAGS``: what the recipe's arch consumer makes of ``value``, read
+    with that consumer's own grammar (facts/arch_consumers.toml); "" when it has none."""
+    try:
+        reading = read_arch_value(
+            recipe.arch.consumer,
+            value,
+            torch=recipe.arch.torch,
+            cuda=recipe.cuda,
+            variable=recipe.arch.variable,
+            facts=facts,
+        )
+    except ArchListError:
+        return ""
+    made = " ".join(reading.flags) or " ".join(reading.images) or "no device code"
+    return f"{reading.source} makes it {made}"
 
 
 def choose_python(recipe: Recipe, requested: str | None) -> str:
@@ -185,6 +205,7 @@ class BuildPlan:
     phases: tuple[Phase, ...]
     torch: TorchBuild | None = None  # a build against a pinned torch (build/toolkit.py)
     remote_cache: CacheUrl | None = None  # its socket is mounted into the compile phase
+    arch_reading: str = ""  # what the arch variable's consumer makes of it (CheckedArchList)
 
     @property
     def user(self) -> str:
@@ -194,6 +215,26 @@ class BuildPlan:
     def network_during_compile(self) -> bool:
         return self.phases[-1].network != "none"
 
+    def environment_rows(self) -> list[tuple[str, str]]:
+        """What the build command sees in its container: the nvcc it runs, the arch variable
+        and what its consumer makes of it, then every variable of the compile step."""
+        toolchain = self.recipe.toolchain
+        variable = self.recipe.arch.variable
+        rows = [
+            (
+                "nvcc",
+                f"/usr/local/cuda/bin/nvcc (CUDA_HOME=/usr/local/cuda): CUDA {toolchain.cuda} "
+                f"from {toolchain.source}, its version checked when the toolkit image is made",
+            ),
+            (
+                "arch variable",
+                f"{variable}={self.arch_value}"
+                + (f"; {self.arch_reading}" if self.arch_reading else ""),
+            ),
+        ]
+        rows.extend((name, value) for name, value in self.build_env.items())
+        return rows
+
     def summary_rows(self) -> list[tuple[str, str]]:
         """The plan as (label, value) rows: printed before the build, kept in the log."""
         recipe = self.recipe
@@ -201,7 +242,13 @@ class BuildPlan:
         commit = f"{src.commit[:12]}{' (modified)' if src.dirty else ''}" if src.commit else "-"
         rows = [
             ("recipe", f"{recipe.name} ({recipe.path}, sha256 {recipe.sha256[:12]})"),
-            ("source", f"{recipe.source.describe()}; commit {commit}; {len(src.files)} files"),
+            (
+                "source",
+                f"{recipe.source.describe()}; not resolved here ({src.unresolved}): "
+                "resolved when the build runs"
+                if src.unresolved
+                else f"{recipe.source.describe()}; commit {commit}; {len(src.files)} files",
+            ),
             ("arch list", f"{self.arch_list} -> {recipe.arch.variable}={self.arch_value}"),
             ("toolkit", f"CUDA {recipe.toolchain.cuda} from {recipe.toolchain.source}"),
             (
@@ -410,6 +457,7 @@ def make_plan(
         phases=tuple(phases),
         torch=torch,
         remote_cache=remote,
+        arch_reading=arch.reading,
     )
 
 

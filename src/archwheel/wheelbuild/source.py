@@ -65,6 +65,15 @@ class ResolvedSource:
     epoch_origin: str  # where the epoch came from, for provenance
     sdist_sha256: str | None = None
     submodule_commits: tuple[str, ...] = ()  # "<commit> <path>" of each (recursive), git only
+    unresolved: str = ""  # a plan made without the source (no network): why; "" when resolved
+
+    @classmethod
+    def not_resolved(cls, spec: SourceSpec, why: str, recipe_epoch: int | None) -> ResolvedSource:
+        """A plan's stand-in for a source this host cannot reach now (``build --plan`` without
+        network): nothing is mounted from it and no build runs on it."""
+        epoch = recipe_epoch if recipe_epoch is not None else ZIP_EPOCH_MIN
+        origin = "the recipe" if recipe_epoch is not None else "resolved when the build runs"
+        return cls(spec, Path("/nonexistent"), None, False, "", (), epoch, origin, unresolved=why)
 
     def to_json_dict(self) -> dict[str, object]:
         return {

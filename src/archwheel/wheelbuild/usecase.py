@@ -26,7 +26,7 @@ from archwheel.effects.engine import ContainerEngine, EngineName, EngineSettings
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.settings import Settings
 from archwheel.effects.simple_index import project_versions
-from archwheel.errors import ArchwheelError, UsageError
+from archwheel.errors import ArchwheelError, ToolError, UsageError
 from archwheel.facts.catalog import load_facts
 from archwheel.wheelbuild.baseimage import DEFAULT_SUITE, BaseImage, ensure_base_image
 from archwheel.wheelbuild.index_sdist import locate_sdist
@@ -50,7 +50,7 @@ from archwheel.wheelbuild.recipe_torch import with_torch
 from archwheel.wheelbuild.remote_cache import CacheUrl
 from archwheel.wheelbuild.repair import RepairSpec, spec_for_recipe
 from archwheel.wheelbuild.runner import BuildRunner, BuiltWheel
-from archwheel.wheelbuild.source import resolve_source
+from archwheel.wheelbuild.source import ResolvedSource, resolve_source
 from archwheel.wheelbuild.toolkit import prepare_torch, with_torch_cuda
 
 LineSink = Callable[[str], None]
@@ -219,12 +219,29 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
 
     # 2. The source (host-side git or download; still no container), then the plan.
     # An sdist named by project and version: its URL on the index pip is configured with.
+    # A plan (--plan) is made without the network when it must: what cannot be reached now is
+    # marked "resolved when the build runs"; a build stops there.
+    unreachable = ""
     if recipe.source.project:
-        located = locate_sdist(recipe.source, resolved.pip, recipe=recipe.path, echo=echo)
-        recipe = dataclasses.replace(recipe, source=located)
+        try:
+            located = locate_sdist(recipe.source, resolved.pip, recipe=recipe.path, echo=echo)
+            recipe = dataclasses.replace(recipe, source=located)
+        except ToolError as exc:
+            if not request.plan_only:
+                raise
+            unreachable = exc.one_line()
     # A pinned torch: its wheel (cached), its CUDA, its toolkit pin; contradictions exit 2.
     torch = prepare_torch(recipe, resolved.python, resolved.pip, cache, sink=echo)
-    source = resolve_source(recipe.source, cache, recipe_epoch=recipe.source_date_epoch, echo=echo)
+    epoch = recipe.source_date_epoch
+    if unreachable:
+        source = ResolvedSource.not_resolved(recipe.source, unreachable, epoch)
+    else:
+        try:
+            source = resolve_source(recipe.source, cache, recipe_epoch=epoch, echo=echo)
+        except ToolError as exc:
+            if not request.plan_only:
+                raise
+            source = ResolvedSource.not_resolved(recipe.source, exc.one_line(), epoch)
     plan = make_plan(
         recipe,
         resolved.arch,

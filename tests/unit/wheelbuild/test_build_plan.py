@@ -423,3 +423,66 @@ def test_provenance_records_the_pin() -> None:
 
     record = ImageRecord("b:1", "sha256:" + "a" * 64, "x:1", "sha256:" + "b" * 64, (), "sha256:p")
     assert record.base_pinned_id == "sha256:p"
+
+
+# -- what the build command sees, and a plan without network ------------------------------------
+
+
+def test_the_plan_shows_the_container_environment_and_what_the_arch_consumer_makes_of_it(
+    cli_run: CliRun,
+) -> None:
+    code, out, err = cli_run("build", "--recipe", "example", "--arch", "8.0;9.0", "--plan",
+                             "--format", "json", "--no-host-pip-config")  # fmt: skip
+    assert code == 0, err
+    document = json.loads(out)
+    container = document["container"]
+    assert container["nvcc"].startswith("/usr/local/cuda/bin/nvcc (CUDA_HOME=/usr/local/cuda)")
+    assert "CUDA 13.0 from pypi" in container["nvcc"]
+    # the example reads -gencode flags: nvcc's grammar reads them back as written
+    assert container["arch variable"] == (
+        "CUDA_GENCODE_FLAGS=-gencode=arch=compute_80,code=sm_80 "
+        "-gencode=arch=compute_90,code=sm_90; nvcc's -gencode/-arch options makes it "
+        "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90"
+    )
+    # the text plan: every variable of the compile step, PATH whole
+    code, _, err = cli_run("build", "--recipe", "example", "--plan", "--no-host-pip-config")
+    assert code == 0
+    text = " ".join(err.split())
+    assert "what the build command sees in its container" in text
+    for name in ("PATH", "CUDA_HOME", "CUDA_GENCODE_FLAGS", "SOURCE_DATE_EPOCH", "MAX_JOBS"):
+        assert name in document["environment"] and name in text
+
+
+def test_a_torch_extension_plan_says_which_flags_torch_makes_of_the_arch_list() -> None:
+    recipe = load_recipe(ROOT / "recipes" / "torch-scatter-2.1.2.toml", load_facts())
+    checked = check_arch_list(recipe, "8.0;9.0", load_facts())
+    assert "torch/utils/cpp_extension.py" in checked.reading
+    assert checked.reading.endswith(
+        "makes it -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90"
+    )
+
+
+def test_a_plan_is_made_without_network_and_marks_what_the_build_resolves(
+    cli_run: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recipe = tmp_path / "offline.toml"
+    recipe.write_text(
+        "schema_version = 1\n"
+        f'[source]\ngit = "file://{tmp_path}/nowhere/project.git"\nref = "v1.0"\n'
+        '[toolchain]\ncuda = "13.0"\nbase_image = "archwheel/debian:bookworm"\nsource = "pypi"\n'
+        '[arch]\ndefault = "9.0"\n[build]\ncommand = "true"\n'
+    )
+    monkeypatch.setenv("ARCHWHEEL_CACHE", str(tmp_path / "cache"))
+    code, out, err = cli_run("build", "--recipe", str(recipe), "--plan", "--format", "json",
+                             "--no-host-pip-config")  # fmt: skip
+    assert code == 0, err
+    source = json.loads(out)["plan"]["source"]
+    assert "not resolved here (git ls-remote failed" in source
+    assert source.endswith("resolved when the build runs")
+    # the build itself stops there, with the same one line and nothing in --out
+    out_dir = tmp_path / "dist"
+    code, _, err = cli_run("build", "--recipe", str(recipe), "--out", str(out_dir),
+                           "--no-host-pip-config")  # fmt: skip
+    errors = [line for line in err.splitlines() if line.startswith("archwheel: error")]
+    assert code == 4 and len(errors) == 1 and "git ls-remote failed" in errors[0], err
+    assert not out_dir.exists()

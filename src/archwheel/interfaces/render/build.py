@@ -120,6 +120,16 @@ def print_plan(console: Console, plan: BuildPlan) -> None:
     for label, value in plan.summary_rows():
         table.add_row(label, safe(value))
     console.print(table)
+    environment = Table(
+        title="what the build command sees in its container",
+        show_header=False,
+        title_justify="left",
+    )
+    environment.add_column(style="bold")
+    environment.add_column(overflow="fold")
+    for label, value in plan.environment_rows():
+        environment.add_row(safe(label), safe(value))
+    console.print(environment)
 
 
 def plan_json(plan: BuildPlan) -> dict[str, object]:
@@ -127,6 +137,7 @@ def plan_json(plan: BuildPlan) -> dict[str, object]:
         "schema_version": BUILD_SCHEMA_VERSION,
         "plan": dict(plan.summary_rows()),
         "environment": dict(plan.build_env),
+        "container": dict(plan.environment_rows()[:2]),
         "phases": [
             {
                 "name": phase.name,
