@@ -206,6 +206,7 @@ class BuildPlan:
     torch: TorchBuild | None = None  # a build against a pinned torch (build/toolkit.py)
     remote_cache: CacheUrl | None = None  # its socket is mounted into the compile phase
     arch_reading: str = ""  # what the arch variable's consumer makes of it (CheckedArchList)
+    source_check: tuple[tuple[str, str], ...] = ()  # the build files' own archs and switches
 
     @property
     def user(self) -> str:
@@ -249,6 +250,7 @@ class BuildPlan:
                 if src.unresolved
                 else f"{recipe.source.describe()}; commit {commit}; {len(src.files)} files",
             ),
+            *self.source_check,
             ("arch list", f"{self.arch_list} -> {recipe.arch.variable}={self.arch_value}"),
             ("toolkit", f"CUDA {recipe.toolchain.cuda} from {recipe.toolchain.source}"),
             (

@@ -51,6 +51,7 @@ from archwheel.wheelbuild.remote_cache import CacheUrl
 from archwheel.wheelbuild.repair import RepairSpec, spec_for_recipe
 from archwheel.wheelbuild.runner import BuildRunner, BuiltWheel
 from archwheel.wheelbuild.source import ResolvedSource, resolve_source
+from archwheel.wheelbuild.source_check import source_check_rows
 from archwheel.wheelbuild.toolkit import prepare_torch, with_torch_cuda
 
 LineSink = Callable[[str], None]
@@ -252,6 +253,11 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
         user=build_user(),
         torch=torch,
     )
+    if not source.unresolved:
+        checked = source_check_rows(
+            source.root, source.files, recipe.arch.variable, resolved.arch.arch_list
+        )
+        plan = dataclasses.replace(plan, source_check=checked)
     reporter.planned(plan, repair)
     if request.plan_only:
         return BuildResult(plan, repair)

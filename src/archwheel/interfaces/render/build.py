@@ -138,6 +138,7 @@ def plan_json(plan: BuildPlan) -> dict[str, object]:
         "plan": dict(plan.summary_rows()),
         "environment": dict(plan.build_env),
         "container": dict(plan.environment_rows()[:2]),
+        "source_check": [value for label, value in plan.source_check if label == "source check"],
         "phases": [
             {
                 "name": phase.name,

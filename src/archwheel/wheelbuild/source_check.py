@@ -1,0 +1,59 @@
+"""The build files of a resolved source, read for ``verdicts.source_archs`` before any compile.
+
+Which files: ``setup.py``, ``setup.cfg``, ``pyproject.toml``, ``build.py`` and
+``CMakeLists.txt`` up to three folders deep, ``*.cmake`` up to four, and any ``*.py`` at the
+top. Bounded: at most ``MAX_FILES`` files of at most ``MAX_FILE_BYTES`` each; a file that cannot
+be read is passed over (the build reads it, and says so, if it matters).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path, PurePosixPath
+
+from archwheel.effects.files import open_regular
+from archwheel.facts.arch import ArchList
+from archwheel.facts.arch_readers import image_names
+from archwheel.verdicts.source_archs import check_build_files
+
+BUILD_FILE_NAMES = frozenset({"setup.py", "setup.cfg", "pyproject.toml", "build.py",
+                              "CMakeLists.txt"})  # fmt: skip
+MAX_FILES = 200
+MAX_FILE_BYTES = 1 << 20
+
+
+def is_build_file(relative: str) -> bool:
+    path = PurePosixPath(relative)
+    depth = len(path.parts)
+    if path.name in BUILD_FILE_NAMES:
+        return depth <= 3
+    if path.suffix == ".cmake":
+        return depth <= 4
+    return depth == 1 and path.suffix == ".py"
+
+
+def read_build_files(root: Path, files: Sequence[str]) -> Iterable[tuple[str, str]]:
+    """``(relative path, text)`` of the build files among ``files`` (the source's list)."""
+    taken = 0
+    for relative in files:
+        if taken >= MAX_FILES:
+            return
+        if not is_build_file(relative):
+            continue
+        try:
+            with open_regular(root / relative) as handle:
+                data = handle.read(MAX_FILE_BYTES + 1)
+        except OSError:
+            continue
+        if len(data) > MAX_FILE_BYTES:
+            continue
+        taken += 1
+        yield relative, data.decode("utf-8", errors="replace")
+
+
+def source_check_rows(
+    root: Path, files: Sequence[str], arch_variable: str, requested: ArchList
+) -> tuple[tuple[str, str], ...]:
+    """The plan's ``source check`` and ``project switches`` rows for one resolved source."""
+    check = check_build_files(read_build_files(root, files), arch_variable)
+    return tuple(check.rows(image_names(requested)))

@@ -1,0 +1,51 @@
+"""The plan's static look at real third-party sdists from the package index, fetched by
+``build --plan`` itself ([source] project + version + sha256): causal-conv1d 1.7.0 and
+mamba-ssm 2.3.2.post1 write their own -gencode lists into setup.py (sm_75 ... sm_121) and read
+their own switches (``*_FORCE_BUILD``, ``*_SKIP_CUDA_BUILD``); the plan must say so before any
+compile, naming the lines, and name the hard-coded targets the request did not ask for."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import CliRun
+
+pytestmark = pytest.mark.realwheel
+
+SDISTS = {
+    "causal-conv1d": ("1.7.0", "3202758494eaa7b597ce1c282dfa188889506bfcb92cad3c407d26736bfcd32b",
+                      "CAUSAL_CONV1D"),
+    "mamba-ssm": ("2.3.2.post1", "104cc47e9101e5401a675fa2b784f2952b9b037f3b1dd83b5ac544394e95d028",
+                  "MAMBA"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("project", sorted(SDISTS))
+def test_the_plan_names_a_real_projects_hard_coded_archs_and_switches(
+    project: str, cli_run: CliRun, tmp_path: Path
+) -> None:
+    version, sha256, prefix = SDISTS[project]
+    recipe = tmp_path / f"{project}.toml"
+    recipe.write_text(
+        "schema_version = 1\n"
+        f'[source]\nproject = "{project}"\nversion = "{version}"\nsha256 = "{sha256}"\n'
+        '[toolchain]\ncuda = "13.0"\nbase_image = "archwheel/debian:bookworm"\nsource = "pypi"\n'
+        '[arch]\nvariable = "TORCH_CUDA_ARCH_LIST"\ndefault = "8.0;9.0"\n'
+        '[build]\ncommand = "true"\n'
+    )
+    code, out, err = cli_run("build", "--recipe", str(recipe), "--plan", "--format", "json")
+    assert code == 0, err
+    document = json.loads(out)
+    found = document["source_check"]
+    coded = [line for line in found if " hard-codes " in line]
+    assert len(coded) == 1 and coded[0].startswith("setup.py:"), found
+    assert "hard-codes sm_75 sm_80 sm_87 sm_90 sm_100 sm_120" in coded[0]
+    assert any(line.startswith("hard-coded targets not requested: sm_75 sm_87 sm_100 sm_103 "
+                               "sm_110 sm_120 sm_121") for line in found), found  # fmt: skip
+    assert "project switches" in " ".join(err.split())  # the text plan shows them too
+    switches = document["plan"]["project switches"]
+    assert f"{prefix}_FORCE_BUILD (setup.py:" in switches
+    assert f"{prefix}_SKIP_CUDA_BUILD (setup.py:" in switches
