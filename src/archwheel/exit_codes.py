@@ -41,6 +41,7 @@ class ExitCode(IntEnum):
     SMOKE_JIT_ONLY = 21
     SMOKE_NO_KERNEL_IMAGE = 22
     SMOKE_HANG_OR_CRASH = 23
+    SMOKE_CPU_ONLY = 24
     # signals, as a shell reports them (128 + signal number)
     INTERRUPTED = 130
     OUTPUT_GONE = 141  # standard output closed or its pipe's reader gone (128 + SIGPIPE)
@@ -62,6 +63,7 @@ MEANING: dict[ExitCode, str] = {
     ExitCode.SMOKE_JIT_ONLY: "some kernels ran only through the PTX JIT",
     ExitCode.SMOKE_NO_KERNEL_IMAGE: "no kernel image for some device",
     ExitCode.SMOKE_HANG_OR_CRASH: "a step hung or crashed",
+    ExitCode.SMOKE_CPU_ONLY: "the CPU part passed; no CUDA device for the GPU part",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
     ExitCode.OUTPUT_GONE: "standard output is closed, or its reader went away (SIGPIPE)",
     ExitCode.TERMINATED: "terminated (SIGTERM)",

@@ -23,6 +23,7 @@ from archwheel.smoke.environments import SetupOutcome, SmokeEnvironment
 from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.compat.judge import judge_input
 from archwheel.verdicts.smoke import (
+    CPU_ENV,
     JIT_UNSET,
     KERNEL_STEPS,
     NATIVE_ENV,
@@ -35,6 +36,8 @@ from archwheel.verdicts.smoke import (
     StepReport,
     check_arch_list,
     classify_cuda_error,
+    cpu_part_verdict,
+    decide_cpu_part,
     decide_step,
     failure_meaning,
     needs_jit_attempt,
@@ -103,6 +106,7 @@ class _RunState:
     probe: Mapping[str, Any] = field(default_factory=dict)
     devices: tuple[DeviceReport, ...] = ()
     steps: list[StepReport] = field(default_factory=list)
+    cpu_part: StepReport | None = None
 
     def report(self, verdict: SmokeVerdict, message: str) -> SmokeReport:
         return SmokeReport(
@@ -115,6 +119,7 @@ class _RunState:
             probe=self.probe,
             devices=self.devices,
             steps=tuple(self.steps),
+            cpu_part=self.cpu_part,
         )
 
 
@@ -157,10 +162,19 @@ def _run(
             SmokeVerdict.TORCH_BROKEN, f"torch does not import: {probe['torch_import_error']}"
         )
     device_rows = list(probe.get("devices") or [])
+    found_any = bool(device_rows)
     if settings.devices is not None:
         device_rows = [d for d in device_rows if d.get("index") in settings.devices]
     if not device_rows:
-        return state.report(SmokeVerdict.NO_DEVICE, _no_device_message(probe, settings.devices))
+        why = _no_device_message(probe, settings.devices)
+        snippet = environment.snippet_path()
+        if found_any or not snippet:
+            return state.report(SmokeVerdict.NO_DEVICE, why)
+        # No device at all: the snippet's CPU part is the smoke test this host can run.
+        say("no CUDA device: running the snippet's CPU part (CUDA hidden)")
+        state.cpu_part = _run_cpu_part(environment, watchdog, snippet, settings)
+        verdict, message = cpu_part_verdict(state.cpu_part, why.removeprefix("no CUDA device: "))
+        return state.report(verdict, message)
 
     driver = parse_or_none(DriverVersion.parse, probe.get("driver_version"))
     state.devices = tuple(_device_report(row, probe, driver, can_run) for row in device_rows)
@@ -228,6 +242,23 @@ def _run_step(
     if report.verdict is StepVerdict.NO_KERNEL_IMAGE:
         report = _explain(report, device)
     return report
+
+
+def _run_cpu_part(
+    environment: SmokeEnvironment, watchdog: Watchdog, snippet: str, settings: SmokeSettings
+) -> StepReport:
+    """The snippet with CUDA hidden (``CPU_ENV``) on ``--device cpu``: one attempt."""
+    outcome = watchdog.run(
+        environment.command(
+            "snippet-cpu",
+            ["kernel", SNIPPET_STEP, "--device", "cpu", "--result", "{result}", "--snippet",
+             snippet],
+            timeout=settings.step_timeout,
+            env=CPU_ENV,
+            unset_env=JIT_UNSET,
+        )
+    )  # fmt: skip
+    return decide_cpu_part(Attempt(AttemptMode.CPU, outcome))
 
 
 def _explain(report: StepReport, device: DeviceReport) -> StepReport:

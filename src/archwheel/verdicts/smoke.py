@@ -35,6 +35,7 @@ EXIT_NO_DEVICE = ExitCode.SMOKE_NO_DEVICE
 EXIT_JIT_ONLY = ExitCode.SMOKE_JIT_ONLY
 EXIT_NO_KERNEL_IMAGE = ExitCode.SMOKE_NO_KERNEL_IMAGE
 EXIT_HANG_OR_CRASH = ExitCode.SMOKE_HANG_OR_CRASH
+EXIT_CPU_ONLY = ExitCode.SMOKE_CPU_ONLY
 
 KERNEL_STEPS: tuple[str, ...] = (
     "matmul_fp32",
@@ -51,6 +52,10 @@ SNIPPET_STEP = "snippet"
 # turn the native attempt into a JIT one.
 NATIVE_ENV: Mapping[str, str] = {"CUDA_DISABLE_PTX_JIT": "1"}
 JIT_UNSET: tuple[str, ...] = ("CUDA_DISABLE_PTX_JIT", "CUDA_FORCE_PTX_JIT")
+# The snippet's CPU part, on a host without a device: CUDA hidden from torch, so that
+# `torch.cuda.is_available()` is False and the snippet takes its CPU branch.
+CPU_ENV: Mapping[str, str] = {"CUDA_VISIBLE_DEVICES": ""}
+CPU_DEVICE = -1  # the device of the CPU part's step in a report
 
 
 class CudaFailure(str, Enum):
@@ -192,6 +197,7 @@ def failure_meaning(failure: CudaFailure) -> str:
 class AttemptMode(str, Enum):
     NATIVE = "native"  # CUDA_DISABLE_PTX_JIT=1
     JIT = "jit"  # the JIT allowed
+    CPU = "cpu"  # CUDA hidden (CPU_ENV): the snippet's CPU part
 
 
 @dataclass(frozen=True)
@@ -323,6 +329,36 @@ def decide_step(device: int, step: str, attempts: Sequence[Attempt]) -> StepRepo
     return _failed(device, step, attempts_t, jit)
 
 
+def decide_cpu_part(attempt: Attempt) -> StepReport:
+    """The snippet's CPU part (one attempt, CUDA hidden): passed, skipped, or how it failed."""
+    if attempt.skipped:
+        return StepReport(CPU_DEVICE, SNIPPET_STEP, StepVerdict.SKIPPED, (attempt,),
+                          detail=attempt.skipped)  # fmt: skip
+    if attempt.passed:
+        return StepReport(CPU_DEVICE, SNIPPET_STEP, StepVerdict.CPU_PASSED, (attempt,))
+    if attempt.child.status is ChildStatus.HANG:
+        return StepReport(CPU_DEVICE, SNIPPET_STEP, StepVerdict.HANG, (attempt,),
+                          detail=attempt.child.problem or "hang")  # fmt: skip
+    return _failed(CPU_DEVICE, SNIPPET_STEP, (attempt,), attempt)
+
+
+def cpu_part_verdict(part: StepReport, no_device: str) -> tuple[SmokeVerdict, str]:
+    """The run's verdict and message when only the CPU part could run (``no_device``: why)."""
+    if part.verdict is StepVerdict.CPU_PASSED:
+        return SmokeVerdict.CPU_ONLY, f"CPU part passed; GPU part not run: {no_device}"
+    if part.verdict is StepVerdict.SKIPPED:
+        return SmokeVerdict.NO_DEVICE, f"{no_device} (CPU part skipped: {part.detail})"
+    verdict = (
+        SmokeVerdict.HANG_OR_CRASH
+        if part.verdict in (StepVerdict.HANG, StepVerdict.CRASH)
+        else SmokeVerdict.FAILED
+    )
+    return (
+        verdict,
+        f"the CPU part failed ({part.verdict.value}: {part.detail}); GPU part not run: {no_device}",
+    )
+
+
 def _failed(device: int, step: str, attempts: tuple[Attempt, ...], last: Attempt) -> StepReport:
     status = last.child.status
     failure = last.failure
@@ -436,6 +472,7 @@ VERDICT_EXIT_CODES: Mapping[SmokeVerdict, int] = {
     SmokeVerdict.JIT_ONLY: EXIT_JIT_ONLY,
     SmokeVerdict.NO_KERNEL_IMAGE: EXIT_NO_KERNEL_IMAGE,
     SmokeVerdict.HANG_OR_CRASH: EXIT_HANG_OR_CRASH,
+    SmokeVerdict.CPU_ONLY: EXIT_CPU_ONLY,
     SmokeVerdict.INTERRUPTED: EXIT_INTERRUPTED,
 }
 
@@ -514,6 +551,7 @@ class SmokeReport:
     devices: tuple[DeviceReport, ...] = ()
     steps: tuple[StepReport, ...] = ()
     notes: tuple[str, ...] = ()
+    cpu_part: StepReport | None = None  # the snippet with CUDA hidden, when there is no device
 
     @property
     def exit_code(self) -> int:
@@ -550,6 +588,7 @@ class SmokeReport:
             "stages": [s.to_json_dict() for s in self.stages],
             "devices": [d.to_json_dict() for d in self.devices],
             "steps": [s.to_json_dict() for s in self.steps],
+            "cpu_part": self.cpu_part.to_json_dict() if self.cpu_part else None,
             "notes": list(self.notes),
         }
 

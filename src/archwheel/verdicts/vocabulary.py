@@ -67,6 +67,7 @@ class StepVerdict(str, Enum):
     CRASH = "crash"
     ERROR = "error"
     SKIPPED = "skipped"
+    CPU_PASSED = "cpu-passed"  # the snippet's CPU part ran (CUDA hidden) without an error
 
 
 class SmokeVerdict(str, Enum):
@@ -78,6 +79,7 @@ class SmokeVerdict(str, Enum):
     FAILED = "failed"  # wrong results or errors
     HANG_OR_CRASH = "hang-or-crash"
     NO_DEVICE = "no-device"
+    CPU_ONLY = "cpu-only"  # no device: the snippet's CPU part ran and passed, the GPU part not
     ENVIRONMENT_FAILED = "environment-failed"  # the venv/container or the install failed
     TORCH_BROKEN = "torch-broken"  # the installed torch does not import
     INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM: the report holds what ran before

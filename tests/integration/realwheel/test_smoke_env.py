@@ -146,3 +146,38 @@ def test_cli_smoke_of_the_installed_torch_says_no_cuda_device(
     assert "no CUDA device" in out
     assert "torch 2.14.1+cu130" in out
     assert sys.executable  # the test ran under the project's interpreter, not the venv's
+
+
+def test_without_a_device_the_snippets_cpu_part_runs_and_is_its_own_verdict(
+    torch_venv: VenvEnvironment, cli_run: CliRun, tmp_path: Path
+) -> None:
+    if gpu_present():
+        pytest.skip("this test checks the no-GPU answer")
+    python = str(torch_venv.venv_python)
+    good = tmp_path / "good.py"
+    good.write_text(
+        "assert not torch.cuda.is_available()  # CUDA hidden from the CPU part\n"
+        "assert device.type == 'cpu'\n"
+        "x = torch.arange(10.0, device=device)\nassert float((x * 2).sum()) == 90.0\n"
+    )
+    code, out, err = cli_run("smoke", "--backend", "existing", "--python", python,
+                             "--snippet", str(good), "--format", "json")  # fmt: skip
+    assert code == 24, err
+    document = json.loads(out)
+    validate_smoke(document)
+    assert document["verdict"] == "cpu-only"
+    assert document["message"].startswith(
+        "CPU part passed; GPU part not run: RuntimeError: Found no NVIDIA driver"
+    )
+    part = document["cpu_part"]
+    assert part["verdict"] == "cpu-passed" and part["device"] == -1
+    assert [a["mode"] for a in part["attempts"]] == ["cpu"]
+    assert document["steps"] == []
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = torch.ones(3)\nassert float(x.sum()) == 4.0, 'the CPU op is wrong'\n")
+    code, out, err = cli_run("smoke", "--backend", "existing", "--python", python,
+                             "--snippet", str(bad))  # fmt: skip
+    assert code == 1, out + err
+    assert "the CPU part failed (error: AssertionError: the CPU op is wrong)" in " ".join(
+        out.split()
+    )

@@ -72,6 +72,7 @@ def main() -> int:
                         "mode": mode,
                         "CUDA_DISABLE_PTX_JIT": os.environ.get("CUDA_DISABLE_PTX_JIT"),
                         "CUDA_FORCE_PTX_JIT": os.environ.get("CUDA_FORCE_PTX_JIT"),
+                        "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
                         "snippet": args.snippet,
                         "pid": os.getpid(),
                     }

@@ -308,3 +308,43 @@ def test_an_interrupt_still_gives_the_report_and_kills_the_running_step(tmp_path
         or "Z" in Path(f"/proc/{hung_pid}/stat").read_text().split(")")[-1].split()[:1]
     )
     validate_smoke(report.to_json_dict())
+
+
+def test_no_device_runs_the_snippets_cpu_part_with_cuda_hidden(tmp_path: Path) -> None:
+    scenario = {"devices": [], "cuda_error": "RuntimeError: Found no NVIDIA driver"}
+    log = tmp_path / "log"
+    report = run_smoke(FakeGpuEnvironment(scenario, log, snippet="snippet.py"), ["ext.whl"])
+    assert report.verdict is SmokeVerdict.CPU_ONLY
+    assert report.exit_code == 24
+    assert (
+        report.message == "CPU part passed; GPU part not run: RuntimeError: Found no NVIDIA driver"
+    )
+    assert report.steps == ()
+    assert report.cpu_part is not None and report.cpu_part.verdict is StepVerdict.CPU_PASSED
+    [attempt] = attempts_logged(log)
+    assert attempt["device"] == "cpu" and attempt["step"] == "snippet"
+    assert attempt["CUDA_VISIBLE_DEVICES"] == "" and attempt["CUDA_DISABLE_PTX_JIT"] is None
+    validate_smoke(report.to_json_dict())
+
+
+def test_a_failing_or_hanging_cpu_part_is_a_failure_not_no_device(tmp_path: Path) -> None:
+    for behaviour, verdict, code in (
+        ("error:AssertionError: wrong", SmokeVerdict.FAILED, 1),
+        ("wrong", SmokeVerdict.FAILED, 1),
+        ("segv", SmokeVerdict.HANG_OR_CRASH, 23),
+    ):
+        scenario = {"devices": [], "steps": {"snippet": {"cpu:jit": behaviour}}}
+        env = FakeGpuEnvironment(scenario, tmp_path / f"log-{code}", snippet="snippet.py")
+        report = run_smoke(env, ["ext.whl"])
+        assert report.verdict is verdict, behaviour
+        assert report.exit_code == code
+        assert report.message.startswith("the CPU part failed (")
+        assert report.message.endswith("GPU part not run: torch.cuda.is_available() is False")
+        validate_smoke(report.to_json_dict())
+
+
+def test_no_device_and_no_snippet_stays_no_device(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    report = run_smoke(FakeGpuEnvironment({"devices": []}, log), ["ext.whl"])
+    assert report.verdict is SmokeVerdict.NO_DEVICE and report.cpu_part is None
+    assert attempts_logged(log) == []

@@ -75,8 +75,12 @@ def render(report: SmokeReport, console: Console) -> None:
                 evidence,
             )
         console.print(table)
+    if report.cpu_part is not None:
+        part = report.cpu_part
+        detail = f": {part.detail}" if part.detail else ""
+        console.print(plain(f"CPU part (snippet, CUDA hidden): {part.verdict.value}{detail}"))
     style = "green" if report.verdict is SmokeVerdict.PASSED else "bold red"
-    if report.verdict is SmokeVerdict.JIT_ONLY:
+    if report.verdict in (SmokeVerdict.JIT_ONLY, SmokeVerdict.CPU_ONLY):
         style = "yellow"
     console.print(
         plain(f"verdict: {report.verdict.value}: {report.message}", style=style),
