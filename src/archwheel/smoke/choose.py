@@ -39,6 +39,7 @@ class EnvironmentOptions:
     image: str | None = None
     engine: str = "docker"
     keep: bool = False
+    fresh_venv: bool = False  # venv: no kept base venv (smoke/base_venvs.py)
     settings: Settings = field(default_factory=Settings)  # the engine's (and its cache folder)
 
 
@@ -115,4 +116,5 @@ def make_environment(options: EnvironmentOptions, echo: Echo | None) -> SmokeEnv
         python=check_interpreter(options.interpreter) if options.interpreter else sys.executable,
         install_timeout=install_timeout,
         keep=options.keep,
+        base_cache=None if options.fresh_venv else options.settings.cache,
     )

@@ -32,11 +32,26 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.binary.zipread import WheelReader
 from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
-from archwheel.effects.owner import owned_tempdir, remove_owned, unmark_folder
+from archwheel.effects.owner import (
+    owned_tempdir,
+    remove_dead_folders,
+    remove_owned,
+    unmark_folder,
+)
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import quote_command
 from archwheel.effects.watchdog import ChildCommand, ChildOutcome, ChildStatus, Watchdog
 from archwheel.errors import ArchwheelError, InputError, UsageError
+from archwheel.smoke.base_venvs import (
+    BASES,
+    base_folder,
+    base_key,
+    is_complete,
+    link_tree,
+    publish_base,
+    requirements_of,
+    staging_folder,
+)
 from archwheel.verdicts.wheelname import HINT as WHEEL_NAME_HINT
 from archwheel.verdicts.wheelname import name_version_disagreement
 
@@ -226,13 +241,19 @@ class VenvEnvironment:
     keep: bool = False
     backend: str = "venv"
     root: Path | None = None
+    # Where the kept base venvs live (smoke/base_venvs.py); None: a fresh venv every run.
+    base_cache: Path | None = None
+    reused: bool = False  # the venv is a copy of a kept base
 
     def __post_init__(self) -> None:
         self.wheels = _check_wheels(self.wheels)
 
     @property
     def description(self) -> str:
-        return f"venv {self.root / 'venv'}" if self.root else "venv (not created)"
+        if not self.root:
+            return "venv (not created)"
+        kept = " (a copy of a kept base venv: its requirements were installed before)"
+        return f"venv {self.root / 'venv'}{kept if self.reused else ''}"
 
     @property
     def venv_python(self) -> Path:
@@ -242,33 +263,63 @@ class VenvEnvironment:
     def prepare(self, watchdog: Watchdog) -> SetupOutcome:
         self.root = _new_workdir(self.snippet)
         stages: list[tuple[str, ChildOutcome]] = []
-        create = ChildCommand(
-            "create-venv",
-            (self.python, "-m", "venv", str(self.root / "venv")),
-            timeout=300,
-            expects_result=False,
-        )
-        if not _run_stage(watchdog, stages, create):
+        venv = self.root / "venv"
+        if self.base_cache is not None:
+            failed = self._from_base(watchdog, stages, venv)
+            if failed is not None:
+                return failed
+        elif not _run_stage(watchdog, stages, self._create(venv)):
             return _failed(stages, "creating the virtual environment failed")
-        install = ChildCommand(
-            "install",
-            (
-                str(self.venv_python),
-                "-m",
-                "pip",
-                "install",
-                "--no-input",
-                "--disable-pip-version-check",
-                *self.index.pip_args(),
-                *map(str, self.wheels),
-            ),
-            timeout=self.install_timeout,
-            unset_env=("PYTHONPATH", "PYTHONHOME", "PIP_REQUIRE_VIRTUALENV"),
-            expects_result=False,
-        )
+        install = self._pip_install(self.venv_python, tuple(map(str, self.wheels)), "install")
         if not _run_stage(watchdog, stages, install):
             return _failed(stages, "installing the wheels failed")
         return SetupOutcome(tuple(stages))
+
+    def _create(self, venv: Path) -> ChildCommand:
+        return ChildCommand(
+            "create-venv", (self.python, "-m", "venv", str(venv)), timeout=300,
+            expects_result=False,
+        )  # fmt: skip
+
+    def _pip_install(self, python: Path, what: Sequence[str], name: str) -> ChildCommand:
+        return ChildCommand(
+            name,
+            (str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
+             *self.index.pip_args(), *what),
+            timeout=self.install_timeout,
+            unset_env=("PYTHONPATH", "PYTHONHOME", "PIP_REQUIRE_VIRTUALENV"),
+            expects_result=False,
+        )  # fmt: skip
+
+    def _from_base(
+        self, watchdog: Watchdog, stages: list[tuple[str, ChildOutcome]], venv: Path
+    ) -> SetupOutcome | None:
+        """The wheels' requirements from a kept base venv (made here the first time), copied
+        into ``venv`` as hard links; a ``SetupOutcome`` only when that failed."""
+        assert self.base_cache is not None
+        requirements = requirements_of(self.wheels)
+        base = base_folder(
+            self.base_cache, base_key(self.python, requirements, self.index.pip_args())
+        )
+        if not is_complete(base):
+            remove_dead_folders(self.base_cache / BASES)
+            staged = staging_folder(self.base_cache)
+            try:
+                if not _run_stage(watchdog, stages, self._create(staged / "venv")):
+                    return _failed(stages, "creating the base virtual environment failed")
+                python = staged / "venv" / "bin" / "python"
+                if requirements and not _run_stage(
+                    watchdog, stages, self._pip_install(python, requirements, "install-base")
+                ):
+                    return _failed(stages, "installing the wheels' requirements failed")
+                publish_base(staged, base)
+            finally:
+                if staged.exists():
+                    remove_owned(staged)
+        else:
+            self.reused = True
+        link_tree(base / "venv", venv)
+        return None
 
     def command(
         self,

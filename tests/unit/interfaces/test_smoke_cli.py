@@ -60,8 +60,9 @@ def test_a_file_that_is_not_a_wheel_is_refused(cli_run: CliRun, tmp_path: Path) 
 
 @pytest.mark.slow
 def test_a_wheel_without_torch_installs_and_is_reported_as_torch_broken(
-    cli_run: CliRun, tmp_path: Path
+    cli_run: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("ARCHWHEEL_CACHE", str(tmp_path / "cache"))  # no kept base venv yet
     wheel = make_wheel(tmp_path, "tiny_ext")
     code, out, err = cli_run("smoke", str(wheel), "--format", "json")
     assert code == 1, err
@@ -75,8 +76,9 @@ def test_a_wheel_without_torch_installs_and_is_reported_as_torch_broken(
 
 @pytest.mark.slow
 def test_an_unresolvable_requirement_is_an_environment_failure_with_pip_s_words(
-    cli_run: CliRun, tmp_path: Path
+    cli_run: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("ARCHWHEEL_CACHE", str(tmp_path / "cache"))
     empty_index = tmp_path / "empty-index"
     empty_index.mkdir()
     wheel = make_wheel(tmp_path, "needs_missing", requires=("archwheel-test-absent-dist==9.9",))
@@ -87,11 +89,17 @@ def test_an_unresolvable_requirement_is_an_environment_failure_with_pip_s_words(
     document = json.loads(out)
     validate_smoke(document)
     assert document["verdict"] == "environment-failed"
-    assert document["message"].startswith("installing the wheels failed (install) exited with code")
+    # the requirements go into the kept base venv first: that is where pip says no
+    assert document["message"].startswith(
+        "installing the wheels' requirements failed (install-base) exited with code"
+    )
     assert "archwheel-test-absent-dist" in document["message"]
     install = document["stages"][-1]
-    assert install["name"] == "install"
+    assert install["name"] == "install-base"
     assert install["ok"] is False
+    # no half base is left for a later run to trust
+    bases = tmp_path / "cache" / "archwheel" / "smoke-venvs"
+    assert not bases.exists() or not [p for p in bases.iterdir() if not p.name.endswith(".owner")]
 
 
 def test_an_engine_that_does_not_answer_is_an_environment_failure(

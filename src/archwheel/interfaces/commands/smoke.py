@@ -37,6 +37,7 @@ ENGINES_SHOWN = ("docker", "podman")
 # smoke's own exit codes, as the epilog shows them (exit_codes.py)
 _NO_DEVICE, _JIT_ONLY = ExitCode.SMOKE_NO_DEVICE, ExitCode.SMOKE_JIT_ONLY
 _NO_KERNEL_IMAGE, _HANG_OR_CRASH = ExitCode.SMOKE_NO_KERNEL_IMAGE, ExitCode.SMOKE_HANG_OR_CRASH
+_CPU_ONLY = ExitCode.SMOKE_CPU_ONLY
 
 EPILOG = f"""\
 examples:
@@ -48,12 +49,15 @@ examples:
   archwheel smoke --backend existing --interpreter /opt/venv/bin/python  (the deployment as it is)
 
 each kernel runs first with CUDA_DISABLE_PTX_JIT=1 (native cubins only), then, if that fails,
-with the JIT allowed: each step reports native, jit-only or no-kernel-image.
+with the JIT allowed: each step reports native, jit-only or no-kernel-image. Without a
+device, a --snippet still runs its CPU part (CUDA hidden). --backend venv reuses a kept base
+venv of the wheels' requirements (hard-linked; --fresh-venv: a new one).
 
 exit codes: 0 all native and correct, 1 wrong results or errors (or torch does not import),
 2 usage, 4 the environment or install failed, {_NO_DEVICE} no CUDA device,
 {_JIT_ONLY} some kernels only through the PTX JIT, {_NO_KERNEL_IMAGE} no kernel image,
-{_HANG_OR_CRASH} a step hung or crashed (docs/smoke.md)
+{_HANG_OR_CRASH} a step hung or crashed, {_CPU_ONLY} no CUDA device but the snippet's CPU
+part (CUDA hidden) passed (docs/smoke.md)
 """
 
 
@@ -126,6 +130,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--keep", action="store_true", help="keep the environment's folder (for debugging)"
     )
+    parser.add_argument(
+        "--fresh-venv",
+        action="store_true",
+        help="--backend venv: install everything into a new venv instead of a hard-linked copy "
+        "of the kept base venv of the wheels' requirements (under the cache folder)",
+    )
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.add_argument(
         "--output",
@@ -154,6 +164,7 @@ class SmokeRequest:
     image: str | None
     engine: str
     keep: bool
+    fresh_venv: bool
     format: str
     output: Path | None
     quiet: bool
@@ -180,6 +191,7 @@ class SmokeRequest:
             image=args.image,
             engine=args.engine,
             keep=args.keep,
+            fresh_venv=args.fresh_venv,
             format=args.format,
             output=args.output,
             quiet=args.quiet or args.format == "json",
@@ -201,6 +213,7 @@ class SmokeRequest:
             image=self.image,
             engine=self.engine,
             keep=self.keep,
+            fresh_venv=self.fresh_venv,
             settings=environment_settings(),
         )
 
