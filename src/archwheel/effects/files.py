@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, BinaryIO, TypeGuard
 
+from archwheel.effects.owner import part_token
 from archwheel.errors import InputError
 from archwheel.facts import documents
 from archwheel.facts.documents import (
@@ -200,7 +201,10 @@ def _umask() -> int:
 @contextlib.contextmanager
 def atomic_writer(path: Path) -> Iterator[IO[bytes]]:
     """Open a temporary file beside ``path``; on success it replaces ``path``, else vanishes."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    # The writer's pid and start time in the name: a run killed before the rename leaves a
+    # part that the next one can tell from a live writer's (effects.owner.dead_parts).
+    prefix = f".{path.name[:160]}.{part_token()}."
+    fd, tmp_name = tempfile.mkstemp(prefix=prefix, suffix=".part", dir=path.parent)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -17,6 +17,7 @@ another boot id is dead (the machine restarted); one from another host is never 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -187,4 +188,47 @@ def remove_dead_folders(parent: Path | None = None) -> list[FolderRecord]:
         if not record.folder.exists():
             record.record.unlink(missing_ok=True)
             removed.append(record)
+    return removed
+
+
+# -- partial files ------------------------------------------------------------------------------
+# ``effects.files.atomic_writer`` writes beside its target as ``.NAME.PID-START.XXXXXXXX.part``
+# and renames it into place: a run killed in between leaves the part. Its pid and start time
+# name its writer on this boot (a part file is never shared between machines: it lies beside
+# the file being written), so the next run that writes into the folder removes the dead ones.
+_PART = re.compile(r"^\..*\.(\d{1,10})-(\d{1,20})\.[^./]+\.part\Z", re.DOTALL)
+
+
+def part_token() -> str:
+    """``PID-START`` of this process, for the names of its partial files."""
+    pid = os.getpid()
+    return f"{pid}-{_start_time(pid) or 0}"
+
+
+def dead_parts(folder: Path) -> list[Path]:
+    """The partial files in ``folder`` whose writer no longer runs (files without a token in
+    their name, and anything else, are left alone)."""
+    found: list[Path] = []
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return found
+    for path in entries:
+        m = _PART.match(path.name)
+        if m is None or path.is_symlink() or not path.is_file():
+            continue
+        if _start_time(int(m.group(1))) != int(m.group(2)):
+            found.append(path)
+    return found
+
+
+def remove_dead_parts(folder: Path) -> list[Path]:
+    """Remove ``dead_parts(folder)``; returns what was removed."""
+    removed = []
+    for path in dead_parts(folder):
+        try:
+            path.unlink()
+        except OSError:
+            continue
+        removed.append(path)
     return removed

@@ -42,7 +42,12 @@ from archwheel.effects.files import (
     write_json_atomic,
     write_text_atomic,
 )
-from archwheel.effects.owner import owned_tempdir, remove_dead_folders, remove_owned
+from archwheel.effects.owner import (
+    owned_tempdir,
+    remove_dead_folders,
+    remove_dead_parts,
+    remove_owned,
+)
 from archwheel.effects.redis_relay import UnixRelay, probe
 from archwheel.errors import BuildError, ToolError
 from archwheel.facts.python_target import PythonTarget
@@ -166,6 +171,8 @@ class BuildRunner:
         for left in remove_dead_folders(self.work_root):
             who = left.owner.describe() if left.owner else "no owner"
             self.output.line(f"removed {left.folder}, left by a build that did not finish ({who})")
+        for part in remove_dead_parts(self.plan.out_dir):
+            self.output.line(f"removed {part}, a partial file left by a build that did not finish")
         images = self._images(timings)
         self.plan.out_dir.mkdir(parents=True, exist_ok=True)
         # Without the remote cache from here on when its server is unreachable.

@@ -323,6 +323,40 @@ def test_interrupted_build_leaves_no_container_and_no_wheel(
     assert wheels_under(out) == []
 
 
+def test_a_sigkilled_build_leaves_no_container_and_the_next_one_cleans_up_and_matches(
+    session: Session, tmp_path: Path
+) -> None:
+    """SIGKILL (a CI job's hard timeout, the OOM killer): archwheel cannot clean up. The
+    container ends with it (its PID 1 waits on a pipe the killed process held); the next build
+    removes the work folders the killed one left, says so, and makes the same wheel as an
+    undisturbed build (issue 29)."""
+    label = f"archwheel.test={uuid.uuid4().hex}"
+    proc = start_build(session, tmp_path / "killed", label, "7.5")
+    try:
+        wait_for_compile(proc)
+        assert len(containers_with_label(["docker"], label)) == 1
+        proc.kill()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.monotonic() + 30
+    while containers_with_label(["docker"], label) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert containers_with_label(["docker"], label) == []  # nothing compiles on
+    assert wheels_under(tmp_path / "killed") == []
+    again = run_build(session, tmp_path / "again", "--recipe", "example", "--arch", "7.5",
+                      "--format", "json")  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    removed = [line for line in again.stderr.splitlines() if "left by a build that did not" in line]
+    assert any("archwheel-work-" in line for line in removed), again.stderr[-3000:]
+    assert all(f"pid {proc.pid} on " in line for line in removed)
+    undisturbed = run_build(session, tmp_path / "undisturbed", "--recipe", "example", "--arch",
+                            "7.5", "--format", "json")  # fmt: skip
+    assert undisturbed.returncode == 0, undisturbed.stderr[-3000:]
+    assert json.loads(again.stdout)["sha256"] == json.loads(undisturbed.stdout)["sha256"]
+
+
 # -- reproducibility ----------------------------------------------------------------------------
 
 

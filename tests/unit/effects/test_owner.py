@@ -103,3 +103,35 @@ def test_a_record_whose_folder_is_gone_is_removed_too(tmp_path: Path) -> None:
     record = mark_folder(gone, _dead_owner())
     assert [r.folder for r in remove_dead_folders(tmp_path)] == [gone]
     assert not record.exists()
+
+
+def test_a_killed_writers_partial_file_is_dead_and_a_live_ones_is_not(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    from archwheel.effects.files import atomic_writer
+    from archwheel.effects.owner import dead_parts, remove_dead_parts
+
+    code = (
+        "import sys, time\nfrom pathlib import Path\n"
+        "from archwheel.effects.files import atomic_writer\n"
+        "with atomic_writer(Path(sys.argv[1])) as f:\n"
+        "    f.write(b'half a wheel'); f.flush(); print('writing', flush=True); time.sleep(600)\n"
+    )
+    target = tmp_path / "pkg-1.0-py3-none-any.whl"
+    child = subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE,
+                             text=True)  # fmt: skip
+    assert child.stdout is not None and child.stdout.readline().strip() == "writing"
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    [left] = [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
+    assert not target.exists()
+    (tmp_path / ".other.part").write_bytes(b"not ours: no writer in its name")
+    with atomic_writer(tmp_path / "live.whl") as handle:
+        handle.write(b"in progress")
+        assert dead_parts(tmp_path) == [left]  # this process's part is alive
+        assert remove_dead_parts(tmp_path) == [left]
+    assert not left.exists()
+    assert (tmp_path / ".other.part").exists() and (
+        tmp_path / "live.whl"
+    ).read_bytes() == b"in progress"
