@@ -10,6 +10,7 @@ The format is documented in docs/builds.md; ``recipes/example.toml`` is the anno
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import re
@@ -45,6 +46,7 @@ from archwheel.wheelbuild.recipe_model import (
     Recipe,
     RecipeKind,
     RepairConfig,
+    SourcePatch,
     SourceSpec,
     ToolchainSpec,
 )
@@ -92,7 +94,18 @@ SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
         ),
         "recipe": frozenset({"name", "kind", "version", "description", "source_date_epoch"}),
         "source": frozenset(
-            {"path", "git", "ref", "submodules", "sdist", "sha256", "mirror", "project", "version"}
+            {
+                "path",
+                "git",
+                "ref",
+                "submodules",
+                "sdist",
+                "sha256",
+                "mirror",
+                "project",
+                "version",
+                "patches",
+            }
         ),
         "toolchain": frozenset(
             {"cuda", "base_image", "base_image_id", "source", "pypi_packages", "system_packages"}
@@ -185,7 +198,10 @@ def parse_recipe(
     if epoch is not None and not 315532800 <= epoch < 2**32:
         raise meta.fail("source_date_epoch", "must be a Unix time between 1980 and 2106")
 
-    source = _parse_source(_section(top, "source"), origin)
+    source_table = _section(top, "source")
+    source = dataclasses.replace(
+        _parse_source(source_table, origin), patches=_parse_patches(source_table, origin)
+    )
     toolchain_table = _section(top, "toolchain")
     toolchain = _parse_toolchain(
         toolchain_table,
@@ -357,6 +373,40 @@ def _parse_source(table: Table, origin: Path) -> SourceSpec:
     elif not sdist.startswith(("https://", "http://", "file://")):
         raise table.fail("sdist", "must be an https://, http:// or file:// URL, or a local path")
     return SourceSpec("sdist", path=local, sdist=sdist, sha256=digest, submodules=submodules)
+
+
+MAX_PATCH_BYTES = 16 << 20
+MAX_PATCHES = 100
+
+
+def _parse_patches(table: Table, origin: Path) -> tuple[SourcePatch, ...]:
+    """``[[source.patches]]``: ``path`` (beside the recipe) and ``sha256`` of each diff, checked
+    here: a patch that is not there, or not the one the recipe names, is refused now."""
+    entries = table.tables("patches")
+    if len(entries) > MAX_PATCHES:
+        raise table.fail("patches", f"at most {MAX_PATCHES} patches")
+    patches = []
+    for entry in entries:
+        entry.refuse_unknown(("path", "sha256"))
+        where = (origin.parent / entry.text("path", required=True)).resolve()
+        digest = entry.text("sha256", required=True).lower().removeprefix("sha256:")
+        if not _SHA256.match(digest):
+            raise entry.fail("sha256", "must be 64 hexadecimal digits")
+        try:
+            check_regular(where, where.stat())
+            with where.open("rb") as handle:
+                data = handle.read(MAX_PATCH_BYTES + 1)
+        except OSError as exc:
+            raise entry.fail("path", f"{where}: {exc.strerror or exc}") from None
+        if len(data) > MAX_PATCH_BYTES:
+            raise entry.fail("path", f"{where} is larger than {MAX_PATCH_BYTES >> 20} MiB")
+        found = hashlib.sha256(data).hexdigest()
+        if found != digest:
+            raise entry.fail(
+                "sha256", f"{where.name} has sha256 {found}, not the {digest} the recipe names"
+            )
+        patches.append(SourcePatch(where, digest))
+    return tuple(patches)
 
 
 def _parse_index_source(table: Table) -> SourceSpec:

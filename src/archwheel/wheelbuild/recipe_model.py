@@ -79,6 +79,17 @@ RESERVED_ENV = frozenset(
 
 
 @dataclass(frozen=True)
+class SourcePatch:
+    """One ``[[source.patches]]`` entry: a unified diff beside the recipe, with its sha256."""
+
+    path: Path  # absolute
+    sha256: str
+
+    def describe(self) -> str:
+        return f"{self.path.name} (sha256 {self.sha256[:12]})"
+
+
+@dataclass(frozen=True)
 class SourceSpec:
     """Where the source comes from: a local folder, a git ref, or an sdist with its sha256."""
 
@@ -96,8 +107,19 @@ class SourceSpec:
     # with (build/index_sdist.py fills ``sdist`` with its URL before the source is resolved).
     project: str | None = None
     project_version: str | None = None
+    # Applied in order to the resolved source, on the host, before the build sees it
+    # (wheelbuild/source_patches.py).
+    patches: tuple[SourcePatch, ...] = ()
 
     def describe(self) -> str:
+        patched = (
+            "; patched with " + ", ".join(p.describe() for p in self.patches)
+            if self.patches
+            else ""
+        )
+        return self._where() + patched
+
+    def _where(self) -> str:
         if self.kind == "path":
             return f"path {self.path}"
         if self.kind == "git":

@@ -41,6 +41,7 @@ from archwheel.effects.net import TooLarge, paced_blocks
 from archwheel.effects.process import Echo, echo_to_stderr, last_line, run_program
 from archwheel.errors import BuildError, InputError, ToolError, UsageError
 from archwheel.wheelbuild.recipe_model import SourceSpec
+from archwheel.wheelbuild.source_patches import patched_tree
 
 ZIP_EPOCH_MIN = 315532800  # 1980-01-01: the earliest timestamp a zip entry can carry
 MAX_SDIST_BYTES = 4 << 30
@@ -66,6 +67,7 @@ class ResolvedSource:
     sdist_sha256: str | None = None
     submodule_commits: tuple[str, ...] = ()  # "<commit> <path>" of each (recursive), git only
     unresolved: str = ""  # a plan made without the source (no network): why; "" when resolved
+    unpatched_sha256: str | None = None  # the content before [[source.patches]], when patched
 
     @classmethod
     def not_resolved(cls, spec: SourceSpec, why: str, recipe_epoch: int | None) -> ResolvedSource:
@@ -88,6 +90,8 @@ class ResolvedSource:
             "content_sha256": self.content_sha256,
             "files": len(self.files),
             "sdist_sha256": self.sdist_sha256,
+            "patches": [{"file": p.path.name, "sha256": p.sha256} for p in self.spec.patches],
+            "unpatched_sha256": self.unpatched_sha256,
         }
 
 
@@ -141,10 +145,24 @@ def resolve_source(
     git = Git(echo, spec.mirrors)
     if spec.kind == "path":
         assert spec.path is not None
-        return _resolve_path(spec, spec.path, git, recipe_epoch)
-    if spec.kind == "git":
-        return _resolve_git(spec, cache / "sources" / "git", git, recipe_epoch)
-    return _resolve_sdist(spec, cache / "sources" / "sdist", recipe_epoch, echo)
+        resolved = _resolve_path(spec, spec.path, git, recipe_epoch)
+    elif spec.kind == "git":
+        resolved = _resolve_git(spec, cache / "sources" / "git", git, recipe_epoch)
+    else:
+        resolved = _resolve_sdist(spec, cache / "sources" / "sdist", recipe_epoch, echo)
+    if not spec.patches:
+        return resolved
+    # [[source.patches]]: the build sees a patched copy (wheelbuild/source_patches.py).
+    tree, files = patched_tree(
+        resolved.root, resolved.files, resolved.content_sha256, spec.patches, cache=cache, echo=echo
+    )
+    return dataclasses.replace(
+        resolved,
+        root=tree,
+        files=tuple(files),
+        content_sha256=content_hash(tree, files),
+        unpatched_sha256=resolved.content_sha256,
+    )
 
 
 def _resolved(

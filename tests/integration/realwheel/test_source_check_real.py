@@ -7,11 +7,13 @@ compile, naming the lines, and name the hard-coded targets the request did not a
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli import CliRun
+from tests.support.paths import DATA
 
 pytestmark = pytest.mark.realwheel
 
@@ -49,3 +51,33 @@ def test_the_plan_names_a_real_projects_hard_coded_archs_and_switches(
     switches = document["plan"]["project switches"]
     assert f"{prefix}_FORCE_BUILD (setup.py:" in switches
     assert f"{prefix}_SKIP_CUDA_BUILD (setup.py:" in switches
+
+
+PATCH = DATA / "patches" / "causal-conv1d-1.7.0-arch-list.diff"
+PATCH_SHA256 = "20d97714ac0a05fe3fb998d2a225a81fcdace2a60daf3502a2f9b43cfd4cc018"
+
+
+def test_a_recipe_patch_steers_a_project_that_hard_codes_its_archs(
+    cli_run: CliRun, tmp_path: Path
+) -> None:
+    """causal-conv1d 1.7.0 with ``[[source.patches]]``: its fixed -gencode list replaced by one
+    read from TORCH_CUDA_ARCH_LIST. The plan's source check no longer finds a hard-coded list,
+    and the source row names the patch."""
+    version, sha256, _ = SDISTS["causal-conv1d"]
+    shutil.copy(PATCH, tmp_path / PATCH.name)
+    recipe = tmp_path / "causal-conv1d.toml"
+    recipe.write_text(
+        "schema_version = 1\n"
+        f'[source]\nproject = "causal-conv1d"\nversion = "{version}"\nsha256 = "{sha256}"\n'
+        f'[[source.patches]]\npath = "{PATCH.name}"\nsha256 = "{PATCH_SHA256}"\n'
+        '[toolchain]\ncuda = "13.0"\nbase_image = "archwheel/debian:bookworm"\nsource = "pypi"\n'
+        '[arch]\nvariable = "TORCH_CUDA_ARCH_LIST"\ndefault = "8.0;9.0"\n'
+        '[build]\ncommand = "true"\n'
+    )
+    code, out, err = cli_run("build", "--recipe", str(recipe), "--plan", "--format", "json")
+    assert code == 0, err
+    document = json.loads(out)
+    assert not [line for line in document["source_check"] if "hard-code" in line]
+    assert f"patched with {PATCH.name} (sha256 {PATCH_SHA256[:12]})" in document["plan"]["source"]
+    # the sdist in the cache is untouched: the build mounts a patched copy
+    assert "git apply" in err
