@@ -39,7 +39,8 @@ ARCH = "9.0"
 # fresh venv's own, older copy would otherwise shadow.
 RUNTIME_DEPS = ("optree", "numpy", "graphviz", "typing-extensions", "setuptools")
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.realwheel]
+# TorchOpt with its torch image is about 10 minutes on 2 cores: `nox -s heavy` (docs/performance.md).
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.realwheel, pytest.mark.heavy]
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ def judged(
     return doc, {str(lib["path"]): lib for lib in doc["libraries"]}
 
 
+@pytest.mark.heavy
 def test_torch_scatter_loads_with_2_14_1_and_not_with_the_cuda_2_13_0(
     extension_builds: Session,
     torch_venv: Path,
