@@ -40,6 +40,7 @@ from archwheel.facts.arch_grammars import read as read_arch_value
 from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.python_target import PythonTarget
 from archwheel.wheelbuild.jobs import JobCount
+from archwheel.wheelbuild.parallel import ParallelPlan, choose_parallel
 from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.remote_cache import (
     LAUNCHER_DIR,
@@ -207,6 +208,7 @@ class BuildPlan:
     remote_cache: CacheUrl | None = None  # its socket is mounted into the compile phase
     arch_reading: str = ""  # what the arch variable's consumer makes of it (CheckedArchList)
     source_check: tuple[tuple[str, str], ...] = ()  # the build files' own archs and switches
+    parallel: ParallelPlan | None = None  # how the compiles share the cores (parallel.py)
 
     @property
     def user(self) -> str:
@@ -261,6 +263,11 @@ class BuildPlan:
             ),
             ("python", PythonTarget.parse(self.python).describe()),
             ("jobs", f"{recipe.build.jobs_variable}={self.jobs.reason}"),
+            *(
+                [("parallel", self.parallel.describe(recipe.build.jobs_variable))]
+                if self.parallel is not None
+                else []
+            ),
             ("engine", f"{self.engine}, build user {self.user}"),
             (
                 "compiler cache",
@@ -304,8 +311,10 @@ def make_plan(
     pip: PipSettings,
     user: tuple[int, int],
     torch: TorchBuild | None = None,
+    ninja_off: tuple[str, ...] | None = None,
 ) -> BuildPlan:
-    """Decide everything; run nothing. ``arch`` comes from ``check_arch_list``."""
+    """Decide everything; run nothing. ``arch`` comes from ``check_arch_list``; ``ninja_off``:
+    where the source's build files turn ninja off (None: the source is not read yet)."""
     python = choose_python(recipe, options.python)
     arch_list = arch.arch_list
     arch_value = arch.value
@@ -316,10 +325,17 @@ def make_plan(
     cache_on = bool(options.ccache_volume) and not options.check_reproducible
     remote = options.cache_url if cache_on else None
 
+    parallel = choose_parallel(
+        recipe.build.parallel,
+        jobs,
+        archs=len(arch_list),
+        ninja_off=ninja_off,
+        recipe_env=dict(recipe.build.env),
+    )
     env: dict[str, str] = {
         **recipe.build.env,
         recipe.arch.variable: arch_value,
-        recipe.build.jobs_variable: str(jobs.jobs),
+        recipe.build.jobs_variable: str(parallel.files),
         "SOURCE_DATE_EPOCH": str(source.source_date_epoch),
         "HOME": HOME,
         "CUDA_HOME": "/usr/local/cuda",
@@ -335,7 +351,7 @@ def make_plan(
         "ARCHWHEEL_BUILD": BUILD,
         "ARCHWHEEL_PYTHON": python_bin,
         "ARCHWHEEL_ARCH_LIST": str(arch_list),
-        "ARCHWHEEL_JOBS": str(jobs.jobs),
+        "ARCHWHEEL_JOBS": str(parallel.files),
         "PYTHONDONTWRITEBYTECODE": "1",
         "TZ": "UTC",
         "LC_ALL": "C.UTF-8",
@@ -372,6 +388,7 @@ def make_plan(
         )
     else:
         env["CCACHE_DISABLE"] = "1"
+    _apply_parallel(env, recipe, parallel)
     env = dict(sorted(env.items()))
 
     # The work folder (mounted at /build) is made per build by the runner and added then.
@@ -460,6 +477,51 @@ def make_plan(
         torch=torch,
         remote_cache=remote,
         arch_reading=arch.reading,
+        parallel=parallel,
+    )
+
+
+def _apply_parallel(env: dict[str, str], recipe: Recipe, parallel: ParallelPlan) -> None:
+    """The parallel plan's variables in ``env`` (a recipe's own value wins, but for nvcc's
+    flags, to which ``--threads`` is appended)."""
+    env[recipe.build.jobs_variable] = str(parallel.files)
+    env["ARCHWHEEL_JOBS"] = str(parallel.files)
+    for name, value in parallel.env:
+        if name == "NVCC_APPEND_FLAGS" or name not in recipe.build.env:
+            env[name] = value
+
+
+def serial_variant(plan: BuildPlan) -> BuildPlan:
+    """The same build, one compile at a time and nvcc without ``--threads``: the
+    reproducibility check's second build, so that it proves the parallel build's bytes equal
+    a serial build's."""
+    if plan.parallel is None:
+        return plan
+    recipe = plan.recipe
+    env = dict(plan.build_env)
+    for name, _ in plan.parallel.env:
+        if name in recipe.build.env:
+            env[name] = recipe.build.env[name]
+        else:
+            env.pop(name, None)
+    serial = choose_parallel(recipe.build.parallel, plan.jobs, archs=len(plan.arch_list),
+                             ninja_off=(), serial=True)  # fmt: skip
+    _apply_parallel(env, recipe, serial)
+    env = dict(sorted(env.items()))
+    phases = tuple(
+        dataclasses.replace(
+            phase,
+            steps=tuple(
+                dataclasses.replace(step, env=MappingProxyType(env))
+                if step.name == "compile"
+                else step
+                for step in phase.steps
+            ),
+        )
+        for phase in plan.phases
+    )
+    return dataclasses.replace(
+        plan, build_env=MappingProxyType(env), phases=phases, parallel=serial
     )
 
 

@@ -164,6 +164,7 @@ def provenance_for(
             "by_memory": plan.jobs.by_memory,
             "requested": plan.jobs.requested,
             "variable": recipe.build.jobs_variable,
+            "parallel": plan.parallel.to_json() if plan.parallel is not None else None,
         },
         network_during_compile=plan.network_during_compile,
         timings=run.timings,

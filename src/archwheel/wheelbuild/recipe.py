@@ -34,6 +34,7 @@ from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.documents import Table
 from archwheel.facts.python_target import PythonTarget
 from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild.parallel import BuildExtMode, ParallelSwitches
 from archwheel.wheelbuild.recipe_model import (
     ARCH_FORMATS,
     CONSUMER_FORMAT,
@@ -120,6 +121,7 @@ SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
                 "network",
                 "jobs_variable",
                 "memory_per_job_gib",
+                "parallel",
             }
         ),
         "smoke": frozenset({"snippet"}),
@@ -676,4 +678,20 @@ def _parse_build(table: Table, arch: ArchInput) -> BuildSpec:
         network=table.flag("network", False),
         jobs_variable=jobs_variable,
         memory_per_job_gib=memory,
+        parallel=_parse_parallel(table.table("parallel")),
+    )
+
+
+def _parse_parallel(table: Table) -> ParallelSwitches:
+    """``[build.parallel]``: each way archwheel spreads the compiles can be turned off
+    (wheelbuild/parallel.py; docs/building-extensions.md, "Every core busy")."""
+    table.refuse_unknown(("jobs", "build_ext", "nvcc_threads"))
+    value = table.data.get("build_ext", "auto")
+    if value not in (True, False, "auto"):
+        raise table.expected("build_ext", 'true, false or "auto"')
+    mode: BuildExtMode = "auto" if value == "auto" else ("on" if value is True else "off")
+    return ParallelSwitches(
+        jobs=table.flag("jobs", True),
+        build_ext=mode,
+        nvcc_threads=table.flag("nvcc_threads", True),
     )

@@ -21,6 +21,7 @@ from archwheel.errors import RecipeError
 from archwheel.facts import arch_consumers, arch_grammars
 from archwheel.facts.arch import ArchList
 from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild.parallel import ParallelSwitches
 from archwheel.wheelbuild.torch_pin import TorchOptions
 
 RecipeKind = Literal["pytorch", "extension"]
@@ -187,6 +188,7 @@ class BuildSpec:
     network: bool = False  # network allowed while compiling
     jobs_variable: str = "MAX_JOBS"
     memory_per_job_gib: float = 2.0
+    parallel: ParallelSwitches = field(default_factory=ParallelSwitches)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ What archwheel adds to ccache:
   ``NVCC_APPEND_FLAGS=-I...``). The launcher ``LAUNCHER`` (first on ``PATH`` as ``ccache``)
   puts a digest of those variables and of the toolkit's identity (every toolkit binary and
   device library by sha256, the host compilers) into ccache's ``namespace``, which is hashed
-  into every key, local and remote alike.
+  into every key, local and remote alike. A trailing ``--threads N`` in ``NVCC_APPEND_FLAGS``
+  (archwheel's own, parallel.py) is left out of the key: it changes no output byte, and the
+  key must not depend on the machine's core count.
 - the way in: the compile container keeps ``--network none``; the server is reached through
   archwheel's relay, a Unix socket mounted at ``REMOTE_MOUNT`` (effects/redis_relay.py), which
   also authenticates on the host (no password enters the container or its log).
@@ -149,8 +151,11 @@ LAUNCHER = r"""#!/bin/sh
 # become ccache's namespace (hashed into every key), then the real ccache runs.
 self_dir=$(cd "$(dirname "$0")" && pwd)
 rest=$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$self_dir" | paste -sd: -)
+# nvcc --threads N (added by archwheel, parallel.py) changes no output byte: not in the key,
+# so that a cache filled on 16 cores serves a 2-core machine.
+UNTHREAD='s/^(NVCC_APPEND_FLAGS=(.*[^ ])?) *--threads [0-9]+$/\1/; /^NVCC_APPEND_FLAGS=$/d'
 real=$(PATH=$rest command -v ccache) || { echo "archwheel: no ccache on PATH" >&2; exit 127; }
-keyed() { env -0 | grep -zE '^(__VARIABLES__)=' | sort -z; }
+keyed() { env -0 | grep -zE '^(__VARIABLES__)=' | sed -zE "$UNTHREAD" | sort -z; }
 env -0 >/dev/null 2>&1 && [ -s __TOOLKIT_ID__ ] \
     && key=$( { cat __TOOLKIT_ID__ && keyed; } | sha256sum) \
     || { key=none; CCACHE_DISABLE=1; export CCACHE_DISABLE; }

@@ -77,7 +77,7 @@ from archwheel.wheelbuild.gate import (
     load_gate,
 )
 from archwheel.wheelbuild.output import BuildOutput
-from archwheel.wheelbuild.plan import BuildPlan, without_remote_cache
+from archwheel.wheelbuild.plan import BuildPlan, serial_variant, without_remote_cache
 from archwheel.wheelbuild.provenance import (
     ImageRecord,
     RunRecord,
@@ -394,9 +394,13 @@ class BuildRunner:
     def _reproducibility(self, run: _Run, wheel: Path) -> WheelComparison:
         """A second build from clean, compared with the first. The delivered wheel is the
         repaired one: both builds are repaired, and the repaired wheels are compared (the
-        repair must be reproducible too)."""
+        repair must be reproducible too). The second build is serial (one compile at a time,
+        nvcc without ``--threads``): equal bytes prove the parallel build changed nothing."""
         second = self.work.build_once(
-            run.plan, run.images.builder, run.staging / "second", run.images.toolchain
+            serial_variant(run.plan),
+            run.images.builder,
+            run.staging / "second",
+            run.images.toolchain,
         )
         second_wheel, _ = self._repaired(run, second.wheel, run.staging / "repair-second")
         comparison = compare_wheels(wheel, second_wheel)

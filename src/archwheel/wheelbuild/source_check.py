@@ -15,6 +15,7 @@ from archwheel.effects.files import open_regular
 from archwheel.facts.arch import ArchList
 from archwheel.facts.arch_readers import image_names
 from archwheel.verdicts.source_archs import check_build_files
+from archwheel.wheelbuild.parallel import ninja_off_in
 
 BUILD_FILE_NAMES = frozenset({"setup.py", "setup.cfg", "pyproject.toml", "build.py",
                               "CMakeLists.txt"})  # fmt: skip
@@ -55,5 +56,14 @@ def source_check_rows(
     root: Path, files: Sequence[str], arch_variable: str, requested: ArchList
 ) -> tuple[tuple[str, str], ...]:
     """The plan's ``source check`` and ``project switches`` rows for one resolved source."""
-    check = check_build_files(read_build_files(root, files), arch_variable)
-    return tuple(check.rows(image_names(requested)))
+    return look_at_source(root, files, arch_variable, requested)[0]
+
+
+def look_at_source(
+    root: Path, files: Sequence[str], arch_variable: str, requested: ArchList
+) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """The plan's source-check rows, and where the build files turn ninja off (for
+    ``parallel.choose_parallel``), from one read of the build files."""
+    build_files = list(read_build_files(root, files))
+    check = check_build_files(build_files, arch_variable)
+    return tuple(check.rows(image_names(requested))), ninja_off_in(build_files)

@@ -51,7 +51,7 @@ from archwheel.wheelbuild.remote_cache import CacheUrl
 from archwheel.wheelbuild.repair import RepairSpec, spec_for_recipe
 from archwheel.wheelbuild.runner import BuildRunner, BuiltWheel
 from archwheel.wheelbuild.source import ResolvedSource, resolve_source
-from archwheel.wheelbuild.source_check import source_check_rows
+from archwheel.wheelbuild.source_check import look_at_source
 from archwheel.wheelbuild.toolkit import prepare_torch, with_torch_cuda
 
 LineSink = Callable[[str], None]
@@ -243,6 +243,12 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
             if not request.plan_only:
                 raise
             source = ResolvedSource.not_resolved(recipe.source, exc.one_line(), epoch)
+    checked: tuple[tuple[str, str], ...] = ()
+    ninja_off: tuple[str, ...] | None = None  # not known until the source is read
+    if not source.unresolved:
+        checked, ninja_off = look_at_source(
+            source.root, source.files, recipe.arch.variable, resolved.arch.arch_list
+        )
     plan = make_plan(
         recipe,
         resolved.arch,
@@ -252,12 +258,9 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
         pip=resolved.pip,
         user=build_user(),
         torch=torch,
+        ninja_off=ninja_off,
     )
-    if not source.unresolved:
-        checked = source_check_rows(
-            source.root, source.files, recipe.arch.variable, resolved.arch.arch_list
-        )
-        plan = dataclasses.replace(plan, source_check=checked)
+    plan = dataclasses.replace(plan, source_check=checked)
     reporter.planned(plan, repair)
     if request.plan_only:
         return BuildResult(plan, repair)

@@ -26,6 +26,7 @@ from archwheel.facts.python_target import PythonTarget
 from archwheel.wheelbuild.builder_image import BuilderImage, Toolchain
 from archwheel.wheelbuild.failures import out_of_memory_error, out_of_memory_evidence
 from archwheel.wheelbuild.output import BuildOutput
+from archwheel.wheelbuild.parallel import PARALLEL_CONFIG
 from archwheel.wheelbuild.plan import BUILD, BUILD_SRC, CCACHE, DIST, FILE_LIST, BuildPlan, Step
 from archwheel.wheelbuild.remote_cache import (
     LAUNCHER_DIR,
@@ -175,7 +176,8 @@ class WorkFolder:
 
 
 def _prepare(work: Path, plan: BuildPlan) -> None:
-    """The file list, archwheel's ccache launcher, and the folder given to the build user."""
+    """The file list, archwheel's ccache launcher, setuptools' parallel config, and the folder
+    given to the build user."""
     (work / FILE_LIST.removeprefix(BUILD + "/")).write_bytes(
         b"".join(name.encode() + b"\0" for name in plan.source.files)
     )
@@ -184,6 +186,11 @@ def _prepare(work: Path, plan: BuildPlan) -> None:
         launcher.parent.mkdir(parents=True)
         launcher.write_text(launcher_script())
         launcher.chmod(0o755)
+    if plan.parallel is not None and plan.parallel.config:
+        # setuptools' extra config file (DIST_EXTRA_CONFIG): [build_ext] parallel = N
+        config = work / PARALLEL_CONFIG.removeprefix(BUILD + "/")
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(plan.parallel.config)
     give(work, plan.build_user)
 
 

@@ -139,6 +139,7 @@ def plan_json(plan: BuildPlan) -> dict[str, object]:
         "environment": dict(plan.build_env),
         "container": dict(plan.environment_rows()[:2]),
         "source_check": [value for label, value in plan.source_check if label == "source check"],
+        "parallel": plan.parallel.to_json() if plan.parallel is not None else None,
         "phases": [
             {
                 "name": phase.name,

@@ -1,0 +1,170 @@
+"""Every core busy on any project: how one build spreads its compiles over the cores.
+
+Three tools decide how many compiles run at once, and each reads a different setting:
+
+==========================  ===================================================================
+``MAX_JOBS``                the recipe's jobs variable: torch.utils.cpp_extension's ninja build
+                            (``ninja -j``), and most CMake/Makefile recipes. Already set.
+``CMAKE_BUILD_PARALLEL_LEVEL``  ``cmake --build`` (CMake >= 3.12), which scikit-build-core and a
+                            setup.py driving CMake call: Makefile generators are serial without
+                            it, and Ninja would take every core, whatever the memory allows.
+``DIST_EXTRA_CONFIG``       a config file setuptools reads after the project's ``setup.cfg`` (so
+                            it wins), here holding ``[build_ext] parallel = N``: distutils'
+                            ``build_ext`` then builds N extension modules at once. It is what a
+                            project that turns ninja off (``BuildExtension.with_options(
+                            use_ninja=False)``, torch-scatter) compiles with; without it that
+                            project compiles one file at a time whatever ``MAX_JOBS`` says.
+``NVCC_APPEND_FLAGS``       read by nvcc itself (every build system): ``--threads N`` compiles
+                            one file's archs at once instead of one after another.
+==========================  ===================================================================
+
+Why these and not pip's ``--config-settings``: archwheel does not own the recipe's command
+line (``pip wheel``, ``python -m build``, ``setup.py bdist_wheel``, ``cmake``), and each backend
+spells its settings differently; environment variables reach every one of them unchanged.
+
+``build_ext --parallel`` is applied only where the project compiles without ninja (``auto``:
+a literal ``use_ninja=False`` in its build files): with ninja each module's build already runs
+``MAX_JOBS`` compiles, and N modules at once would run N x ``MAX_JOBS``.
+
+The budget stays memory-aware. ``files`` (compiles at once) is the job count of ``jobs.py``:
+min(cores, available memory / memory per job). Each nvcc thread compiles one arch, with about
+the memory of one job, so ``files x threads`` device compiles run at once, and ``threads`` is
+the largest value, at most the number of archs, for which ``files x threads`` stays within the
+memory's job count and within twice the cores (a little oversubscription keeps the cores busy
+while a compile waits on its disk or its host compiler; PyTorch's own pipeline runs
+``MAX_JOBS`` = cores with ``--threads 2``). Output bytes do not depend on any of these: nvcc
+``--threads`` only runs the same steps at once (its objects are byte-identical), and the
+reproducibility check builds the second time serially to prove it of every build.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from archwheel.wheelbuild.jobs import JobCount
+
+BuildExtMode = Literal["auto", "on", "off"]
+PARALLEL_CONFIG = "/build/.archwheel/parallel.cfg"  # the DIST_EXTRA_CONFIG file, in the container
+_NINJA_OFF = re.compile(r"use_ninja\s*=\s*False\b")
+_THREADS_FLAG = re.compile(r"(?:^|\s)(?:--threads|-t)(?:[=\s]|\d)")
+OVERSUBSCRIPTION = 2  # files x threads <= this x the cores
+
+
+@dataclass(frozen=True)
+class ParallelSwitches:
+    """A recipe's ``[build.parallel]`` table: each mechanism can be turned off."""
+
+    jobs: bool = True  # False: the jobs variable and CMAKE_BUILD_PARALLEL_LEVEL are 1
+    build_ext: BuildExtMode = "auto"
+    nvcc_threads: bool = True
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    """How the cores are split: ``files`` compiles at once, ``threads`` per nvcc."""
+
+    files: int
+    threads: int
+    build_ext: bool
+    why_build_ext: str
+    why_threads: str
+    env: tuple[tuple[str, str], ...]  # added to the compile step's environment
+    config: str = ""  # the DIST_EXTRA_CONFIG file's text ("" when build_ext is off)
+
+    def describe(self, jobs_variable: str) -> str:
+        """The plan's ``parallel`` row."""
+        parts = [
+            f"{self.files} compile(s) at once ({jobs_variable}, CMAKE_BUILD_PARALLEL_LEVEL)",
+            f"setuptools build_ext --parallel {self.files}: {self.why_build_ext}"
+            if self.build_ext
+            else f"no build_ext --parallel ({self.why_build_ext})",
+            f"nvcc --threads {self.threads}: {self.why_threads}"
+            if self.threads > 1
+            else f"no nvcc --threads ({self.why_threads})",
+        ]
+        return "; ".join(parts)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "files": self.files,
+            "nvcc_threads": self.threads,
+            "build_ext_parallel": self.build_ext,
+            "why_build_ext": self.why_build_ext,
+            "why_threads": self.why_threads,
+            "env": dict(self.env),
+        }
+
+
+def ninja_off_in(build_files: Iterable[tuple[str, str]]) -> tuple[str, ...]:
+    """Where the build files turn ninja off (``setup.py:137``), in file order."""
+    found: list[str] = []
+    for name, text in build_files:
+        for m in _NINJA_OFF.finditer(text):
+            found.append(f"{name}:{text.count(chr(10), 0, m.start()) + 1}")
+    return tuple(found)
+
+
+def choose_parallel(
+    switches: ParallelSwitches,
+    jobs: JobCount,
+    *,
+    archs: int,
+    ninja_off: tuple[str, ...] | None,
+    recipe_env: dict[str, str] | None = None,
+    serial: bool = False,
+) -> ParallelPlan:
+    """Decide the split. ``archs``: the arch list's targets (one nvcc step each);
+    ``ninja_off``: where the project turns ninja off (None: the source is not read yet);
+    ``serial``: one compile at a time, no threads (the reproducibility check's second build)."""
+    env = dict(recipe_env or {})
+    if serial:
+        return ParallelPlan(1, 1, False, "a serial build", "a serial build", (
+            ("CMAKE_BUILD_PARALLEL_LEVEL", "1"),))  # fmt: skip
+    files = jobs.jobs if switches.jobs else 1
+    # build_ext --parallel
+    if switches.build_ext == "off":
+        build_ext, why_ext = False, "turned off by [build.parallel] build_ext"
+    elif switches.build_ext == "on":
+        build_ext, why_ext = True, "[build.parallel] build_ext = true"
+    elif ninja_off is None:
+        build_ext, why_ext = False, "decided when the source is read: applied if it turns ninja off"
+    elif ninja_off:
+        build_ext, why_ext = True, f"the project turns ninja off ({', '.join(ninja_off[:3])})"
+    else:
+        build_ext, why_ext = False, "the project compiles with ninja or CMake"
+    if files < 2 and build_ext:
+        build_ext, why_ext = False, "one compile at a time"
+    # nvcc --threads
+    by_memory = max(1, jobs.by_memory // files)
+    by_cpu = max(1, OVERSUBSCRIPTION * jobs.by_cpu // files)
+    threads = max(1, min(archs, by_memory, by_cpu))
+    own = env.get("NVCC_APPEND_FLAGS", "")
+    if not switches.nvcc_threads:
+        threads, why_threads = 1, "turned off by [build.parallel] nvcc_threads"
+    elif _THREADS_FLAG.search(own):
+        threads, why_threads = 1, "the recipe's NVCC_APPEND_FLAGS sets its own"
+    elif archs < 2:
+        threads, why_threads = 1, "one arch per compile"
+    elif threads < 2:
+        why_threads = (
+            f"{files} compiles at once already fill the memory ({jobs.by_memory} jobs)"
+            if by_memory < 2
+            else f"{files} compiles at once already fill {jobs.by_cpu} cores"
+        )
+    else:
+        why_threads = (
+            f"{archs} archs per compile; {files} x {threads} = {files * threads} device "
+            f"compiles at once, within {jobs.by_memory} by memory and "
+            f"{OVERSUBSCRIPTION} x {jobs.by_cpu} cores"
+        )
+    added: list[tuple[str, str]] = [("CMAKE_BUILD_PARALLEL_LEVEL", str(files))]
+    if threads > 1:
+        added.append(("NVCC_APPEND_FLAGS", f"{own} --threads {threads}".strip()))
+    config = ""
+    if build_ext:
+        added.append(("DIST_EXTRA_CONFIG", PARALLEL_CONFIG))
+        config = f"[build_ext]\nparallel = {files}\n"
+    return ParallelPlan(files, threads, build_ext, why_ext, why_threads, tuple(added), config)

@@ -1,0 +1,280 @@
+"""Every core busy: how a build spreads its compiles (wheelbuild/parallel.py), the recipe's
+``[build.parallel]`` switches, the plan's row, and the serial variant the reproducibility check
+builds. Pure: no container engine (the measured figures are the extension bench's)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.errors import RecipeError
+from archwheel.facts.catalog import load_facts
+from archwheel.interfaces.render.build import plan_json
+from archwheel.wheelbuild.jobs import GIB, HostResources, JobCount, choose_jobs
+from archwheel.wheelbuild.parallel import (
+    PARALLEL_CONFIG,
+    ParallelSwitches,
+    choose_parallel,
+    ninja_off_in,
+)
+from archwheel.wheelbuild.plan import (
+    BuildOptions,
+    BuildPlan,
+    check_arch_list,
+    make_plan,
+    serial_variant,
+)
+from archwheel.wheelbuild.recipe import load_recipe
+from archwheel.wheelbuild.recipe_model import Recipe
+from archwheel.wheelbuild.source import ResolvedSource
+from tests.support.paths import ROOT
+
+FACTS = load_facts()
+SCATTER = ROOT / "recipes" / "torch-scatter-2.1.2.toml"
+
+
+def jobs(cpus: int, memory_gib: float, per_job: float = 2.0) -> JobCount:
+    return choose_jobs(HostResources(cpus=cpus, memory_bytes=int(memory_gib * GIB)), per_job)
+
+
+# -- choose_parallel ---------------------------------------------------------------------------
+
+
+def test_a_project_that_turns_ninja_off_gets_build_ext_parallel_and_nvcc_threads() -> None:
+    plan = choose_parallel(ParallelSwitches(), jobs(2, 20), archs=2, ninja_off=("setup.py:137",))
+    env = dict(plan.env)
+    assert (plan.files, plan.threads, plan.build_ext) == (2, 2, True)
+    assert env["CMAKE_BUILD_PARALLEL_LEVEL"] == "2"
+    assert env["NVCC_APPEND_FLAGS"] == "--threads 2"
+    assert env["DIST_EXTRA_CONFIG"] == PARALLEL_CONFIG
+    assert plan.config == "[build_ext]\nparallel = 2\n"
+    assert "setup.py:137" in plan.why_build_ext
+
+
+def test_a_ninja_project_gets_no_build_ext_parallel() -> None:
+    plan = choose_parallel(ParallelSwitches(), jobs(8, 64), archs=3, ninja_off=())
+    assert not plan.build_ext and plan.config == ""
+    assert "DIST_EXTRA_CONFIG" not in dict(plan.env)
+    assert "ninja" in plan.why_build_ext
+    # 8 files x 2 threads = 16 = twice the cores: threads stop at 2, short of the 3 archs
+    assert plan.threads == 2
+
+
+def test_before_the_source_is_read_build_ext_waits() -> None:
+    plan = choose_parallel(ParallelSwitches(), jobs(4, 64), archs=2, ninja_off=None)
+    assert not plan.build_ext
+    assert "when the source is read" in plan.why_build_ext
+
+
+@pytest.mark.parametrize(
+    ("switches", "files", "threads", "build_ext"),
+    [
+        (ParallelSwitches(build_ext="off"), 2, 2, False),
+        (ParallelSwitches(nvcc_threads=False), 2, 1, True),
+        (ParallelSwitches(jobs=False), 1, 2, False),  # one file at a time: nothing to spread
+        (ParallelSwitches(build_ext="off", nvcc_threads=False), 2, 1, False),
+    ],
+)
+def test_each_mechanism_can_be_turned_off(
+    switches: ParallelSwitches, files: int, threads: int, build_ext: bool
+) -> None:
+    plan = choose_parallel(switches, jobs(2, 20), archs=2, ninja_off=("setup.py:1",))
+    assert (plan.files, plan.threads, plan.build_ext) == (files, threads, build_ext)
+    env = dict(plan.env)
+    assert ("DIST_EXTRA_CONFIG" in env) is build_ext
+    assert ("NVCC_APPEND_FLAGS" in env) is (threads > 1)
+
+
+def test_build_ext_on_applies_even_with_ninja() -> None:
+    plan = choose_parallel(ParallelSwitches(build_ext="on"), jobs(2, 20), archs=1, ninja_off=())
+    assert plan.build_ext and "build_ext = true" in plan.why_build_ext
+
+
+def test_one_arch_needs_no_threads() -> None:
+    plan = choose_parallel(ParallelSwitches(), jobs(2, 20), archs=1, ninja_off=())
+    assert plan.threads == 1 and plan.why_threads == "one arch per compile"
+
+
+def test_threads_stay_within_the_memory_budget() -> None:
+    # 16 cores but memory for 4 jobs of 2 GiB: 4 files x 1 thread, never 4 x 2 = 8 > 4
+    plan = choose_parallel(ParallelSwitches(), jobs(16, 8.5), archs=4, ninja_off=())
+    assert (plan.files, plan.threads) == (4, 1)
+    assert "fill the memory" in plan.why_threads
+    # memory for 8 jobs, 4 cores: 4 files x 2 threads = 8
+    plan = choose_parallel(ParallelSwitches(), jobs(4, 16.5), archs=4, ninja_off=())
+    assert (plan.files, plan.threads) == (4, 2)
+    assert plan.files * plan.threads <= 8
+
+
+@pytest.mark.parametrize("cpus", [1, 2, 3, 8, 64])
+@pytest.mark.parametrize("memory_gib", [1.0, 4.5, 20.0, 300.0])
+@pytest.mark.parametrize("archs", [1, 2, 5])
+def test_files_times_threads_never_exceed_memory_or_twice_the_cores(
+    cpus: int, memory_gib: float, archs: int
+) -> None:
+    count = jobs(cpus, memory_gib)
+    plan = choose_parallel(ParallelSwitches(), count, archs=archs, ninja_off=())
+    assert plan.files == count.jobs
+    assert 1 <= plan.threads <= archs
+    if plan.threads > 1:
+        assert plan.files * plan.threads <= count.by_memory
+        assert plan.files * plan.threads <= 2 * count.by_cpu
+
+
+def test_the_recipes_own_nvcc_threads_win() -> None:
+    own = {"NVCC_APPEND_FLAGS": "-lineinfo --threads 4"}
+    plan = choose_parallel(ParallelSwitches(), jobs(2, 20), archs=2, ninja_off=(), recipe_env=own)
+    assert plan.threads == 1 and "its own" in plan.why_threads
+    assert "NVCC_APPEND_FLAGS" not in dict(plan.env)
+    # other flags of the recipe are kept, --threads appended
+    plan = choose_parallel(
+        ParallelSwitches(), jobs(2, 20), archs=2, ninja_off=(),
+        recipe_env={"NVCC_APPEND_FLAGS": "-lineinfo"},
+    )  # fmt: skip
+    assert dict(plan.env)["NVCC_APPEND_FLAGS"] == "-lineinfo --threads 2"
+
+
+def test_serial_is_one_compile_at_a_time() -> None:
+    plan = choose_parallel(
+        ParallelSwitches(), jobs(8, 64), archs=3, ninja_off=("setup.py:2",), serial=True
+    )
+    assert (plan.files, plan.threads, plan.build_ext) == (1, 1, False)
+    assert dict(plan.env) == {"CMAKE_BUILD_PARALLEL_LEVEL": "1"}
+
+
+def test_ninja_off_is_found_with_its_line() -> None:
+    setup = "from torch.utils.cpp_extension import BuildExtension\n\ncmdclass = {\n" \
+        "  'build_ext': BuildExtension.with_options(use_ninja = False)}\n"  # fmt: skip
+    found = ninja_off_in([("pyproject.toml", "[build-system]\n"), ("setup.py", setup)])
+    assert found == ("setup.py:4",)
+    assert ninja_off_in([("setup.py", "use_ninja=True\nuse_ninja=Falsey\n")]) == ()
+
+
+def test_plan_row_and_json() -> None:
+    plan = choose_parallel(ParallelSwitches(), jobs(2, 20), archs=2, ninja_off=("setup.py:9",))
+    row = plan.describe("MAX_JOBS")
+    assert row.startswith("2 compile(s) at once (MAX_JOBS, CMAKE_BUILD_PARALLEL_LEVEL)")
+    assert "build_ext --parallel 2" in row and "nvcc --threads 2" in row
+    data = plan.to_json()
+    assert data["files"] == 2 and data["nvcc_threads"] == 2 and data["build_ext_parallel"]
+    assert json.loads(json.dumps(data)) == data
+
+
+# -- the recipe's [build.parallel] ---------------------------------------------------------------
+
+
+def scatter_with(tmp_path: Path, table: str) -> Path:
+    text = SCATTER.read_text().replace("[build.env]", f"{textwrap.dedent(table)}\n[build.env]")
+    path = tmp_path / "torch-scatter-2.1.2.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_shipped_recipe_uses_no_parallel_trick_of_its_own() -> None:
+    text = SCATTER.read_text()
+    assert "setup.cfg" not in text.split("[build.env]")[0].split("command =")[1]
+    recipe = load_recipe(SCATTER, facts=FACTS)
+    assert recipe.build.parallel == ParallelSwitches()
+
+
+def test_parallel_switches_are_read(tmp_path: Path) -> None:
+    path = scatter_with(
+        tmp_path, "[build.parallel]\nbuild_ext = false\nnvcc_threads = false\njobs = true\n"
+    )
+    recipe = load_recipe(path, facts=FACTS)
+    assert recipe.build.parallel == ParallelSwitches(build_ext="off", nvcc_threads=False)
+    path = scatter_with(tmp_path, '[build.parallel]\nbuild_ext = "auto"\n')
+    assert load_recipe(path, facts=FACTS).build.parallel.build_ext == "auto"
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ('[build.parallel]\nbuild_ext = "yes"\n', 'true, false or "auto"'),
+        ("[build.parallel]\nthreads = 2\n", "threads"),
+        ('[build.parallel]\nnvcc_threads = "no"\n', "nvcc_threads"),
+    ],
+)
+def test_bad_parallel_switches_are_refused(tmp_path: Path, table: str, message: str) -> None:
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(scatter_with(tmp_path, table), facts=FACTS)
+    text = str(caught.value)
+    assert message in text and "\n" not in text
+    assert "torch-scatter-2.1.2.toml" in text
+
+
+# -- the plan --------------------------------------------------------------------------------
+
+
+def plan_for(recipe: Recipe, ninja_off: tuple[str, ...] | None, arch: str = "8.0;9.0") -> BuildPlan:
+    source = ResolvedSource(
+        spec=recipe.source,
+        root=Path("/checkout/src"),
+        commit="",
+        dirty=False,
+        content_sha256="d" * 64,
+        files=("setup.py", "csrc/scatter.cu"),
+        source_date_epoch=1_700_000_000,
+        epoch_origin="test",
+    )
+    return make_plan(
+        recipe,
+        check_arch_list(recipe, arch, facts=FACTS),
+        BuildOptions(out=Path("/out")),
+        source,
+        jobs=jobs(2, 20),
+        pip=PipSettings(),
+        user=(1234, 567),
+        ninja_off=ninja_off,
+    )
+
+
+def compile_env(plan: BuildPlan) -> dict[str, str]:
+    steps = [s for phase in plan.phases for s in phase.steps if s.name == "compile"]
+    assert len(steps) == 1
+    return dict(steps[0].env)
+
+
+def test_the_plan_carries_the_split_into_the_compile_environment() -> None:
+    recipe = load_recipe(SCATTER, facts=FACTS)
+    plan = plan_for(recipe, ("setup.py:137",))
+    env = compile_env(plan)
+    assert env["MAX_JOBS"] == "2" and env["CMAKE_BUILD_PARALLEL_LEVEL"] == "2"
+    assert env["NVCC_APPEND_FLAGS"] == "--threads 2"
+    assert env["DIST_EXTRA_CONFIG"] == PARALLEL_CONFIG
+    assert plan.parallel is not None and plan.parallel.config
+    rows = dict(plan.summary_rows())
+    assert "build_ext --parallel 2" in rows["parallel"]
+    data = plan_json(plan)
+    assert data["parallel"]["build_ext_parallel"] is True  # type: ignore[index]
+
+
+def test_the_serial_variant_differs_only_in_the_split() -> None:
+    recipe = load_recipe(SCATTER, facts=FACTS)
+    plan = plan_for(recipe, ("setup.py:137",))
+    serial = serial_variant(plan)
+    before, after = compile_env(plan), compile_env(serial)
+    assert after["MAX_JOBS"] == "1" and after["CMAKE_BUILD_PARALLEL_LEVEL"] == "1"
+    assert "DIST_EXTRA_CONFIG" not in after and "NVCC_APPEND_FLAGS" not in after
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    assert changed == {
+        "MAX_JOBS", "ARCHWHEEL_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL", "DIST_EXTRA_CONFIG",
+        "NVCC_APPEND_FLAGS",
+    }  # fmt: skip
+    assert serial.parallel is not None and serial.parallel.files == 1
+    assert serial.arch_list == plan.arch_list and serial.recipe is plan.recipe
+
+
+def test_the_serial_variant_keeps_the_recipes_own_values(tmp_path: Path) -> None:
+    text = SCATTER.read_text().replace(
+        'NVCC_FLAGS = "', 'NVCC_APPEND_FLAGS = "-lineinfo"\nNVCC_FLAGS = "'
+    )
+    path = tmp_path / "torch-scatter-2.1.2.toml"
+    path.write_text(text)
+    plan = plan_for(load_recipe(path, facts=FACTS), ("setup.py:137",))
+    assert compile_env(plan)["NVCC_APPEND_FLAGS"] == "-lineinfo --threads 2"
+    assert compile_env(serial_variant(plan))["NVCC_APPEND_FLAGS"] == "-lineinfo"
