@@ -14,6 +14,23 @@ item 5), in a fresh process each time:
 
 Prints the figures and writes them to ``$ARCHWHEEL_CACHE/bench/extension.json``. ``--quick``
 skips the warm-up build (the images must exist). Needs a running Docker engine.
+
+``--parallel`` (issue 28) measures instead what archwheel's own parallel plan
+(wheelbuild/parallel.py) does for a recipe with no parallel trick of its own: the shipped
+torch-scatter recipe is a plain ``pip wheel``, built ``--arch "8.0;9.0"``:
+
+1. a cold build with archwheel's defaults (images made first, as needed, outside the compile
+   phase), its own empty compiler-cache volume;
+2. a warm rebuild on that volume: every object must come from the cache;
+3. the baseline, in the same run: the same recipe with ``[build.parallel] build_ext = false,
+   nvcc_threads = false`` (one file at a time, what a plain recipe got before), its own empty
+   volume.
+
+Reported: compile-phase CPU busy of each (from ``times`` inside the container: the build's own
+CPU time, not the host's), the compile wall time of the default against the baseline, whether
+both wheels have the same sha256, the warm rebuild's cache hits, the 1-minute load average
+(mean and max of samples every 5 s) and the build containers' memory peak (their cgroup).
+Written to ``$ARCHWHEEL_CACHE/bench/extension-parallel.json`` after each build.
 """
 
 from __future__ import annotations
@@ -24,6 +41,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -49,9 +67,9 @@ def timed_recipe(folder: Path) -> Path:
     return path
 
 
-def build(recipe: Path, out: Path, volume: str) -> dict[str, object]:
+def build(recipe: Path, out: Path, volume: str, arch: str = ARCH) -> dict[str, object]:
     command = [
-        *CLI, "build", "--recipe", str(recipe), "--arch", ARCH, "--out", str(out),
+        *CLI, "build", "--recipe", str(recipe), "--arch", arch, "--out", str(out),
         "--ccache-volume", volume, "--format", "json", "--quiet",
     ]  # fmt: skip
     start = time.monotonic()
@@ -81,6 +99,8 @@ def cpu_seconds(log: Path) -> float:
 
 
 def main(argv: list[str]) -> int:
+    if "--parallel" in argv:
+        return main_parallel()
     quick = "--quick" in argv
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="archwheel-bench-ext-") as tmp:
@@ -133,3 +153,128 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "extension.json").write_text(json.dumps(figures, indent=2) + "\n")
     return 0 if overhead / total <= TARGET_OVERHEAD and busy >= TARGET_BUSY else 1
+
+
+PARALLEL_ARCH = "8.0;9.0"
+SERIAL_TABLE = "\n[build.parallel]\nbuild_ext = false\nnvcc_threads = false\n"
+
+
+class Sampler:
+    """The 1-minute load average and the archwheel build containers' memory peak, sampled
+    every ``period`` seconds while a build runs."""
+
+    def __init__(self, period: float = 5.0) -> None:
+        self.period = period
+        self.loads: list[float] = []
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self.loads.append(float(Path("/proc/loadavg").read_text().split()[0]))
+            self.peak = max(self.peak, _containers_peak())
+
+    def figures(self) -> dict[str, object]:
+        mean = sum(self.loads) / len(self.loads) if self.loads else 0.0
+        return {
+            "load_1min_mean": round(mean, 2),
+            "load_1min_max": max(self.loads, default=0.0),
+            "samples": len(self.loads),
+            "container_memory_peak_gib": round(self.peak / 2**30, 2),
+        }
+
+
+def _containers_peak() -> int:
+    """The largest memory peak of the running archwheel containers (cgroup v1 or v2)."""
+    proc = subprocess.run(
+        ["docker", "ps", "-q", "--no-trunc", "--filter", "label=org.archwheel.recipe"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    peak = 0
+    for cid in proc.stdout.split():
+        for path in (
+            Path(f"/sys/fs/cgroup/memory/docker/{cid}/memory.max_usage_in_bytes"),
+            Path(f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/memory.peak"),
+            Path(f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/memory.current"),
+        ):
+            try:
+                peak = max(peak, int(path.read_text().split()[0]))
+                break
+            except (OSError, ValueError, IndexError):
+                continue
+    return peak
+
+
+def _measured(recipe: Path, out: Path, volume: str, cores: int) -> dict[str, object]:
+    with Sampler() as sampler:
+        result = build(recipe, out, volume, PARALLEL_ARCH)
+    timings = dict(result["timings_s"])  # type: ignore[call-overload]
+    compile_s = float(timings.get("compile", 0.0))
+    cpu = cpu_seconds(Path(str(result["log"])))
+    return {
+        "wall_s": round(float(result["wall_s"]), 1),  # type: ignore[arg-type]
+        "compile_s": round(compile_s, 1),
+        "compile_cpu_s": round(cpu, 1),
+        "compile_cpu_busy": round(cpu / (compile_s * cores), 2) if compile_s else None,
+        "sha256": result["sha256"],
+        "compiler_cache": result.get("compiler_cache"),
+        "timings_s": timings,
+        **sampler.figures(),
+    }
+
+
+def main_parallel() -> int:
+    cores = os.cpu_count() or 1
+    out = CACHE / "bench"
+    out.mkdir(parents=True, exist_ok=True)
+    report = out / "extension-parallel.json"
+    figures: dict[str, object] = {"recipe": RECIPE, "arch": PARALLEL_ARCH, "cores": cores}
+    volumes = [f"archwheel-bench-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    try:
+        with tempfile.TemporaryDirectory(prefix="archwheel-bench-par-") as tmp:
+            folder = Path(tmp)
+            recipe = timed_recipe(folder)
+            serial_dir = folder / "serial"
+            serial_dir.mkdir()
+            serial = serial_dir / recipe.name
+            serial.write_text(recipe.read_text() + SERIAL_TABLE)
+            steps = (
+                ("parallel", recipe, volumes[0]),
+                ("warm_rebuild", recipe, volumes[0]),
+                ("serial_baseline", serial, volumes[1]),
+            )
+            for name, path, volume in steps:
+                figures[name] = _measured(path, folder / name, volume, cores)
+                print(f"{name}: {json.dumps(figures[name])}", flush=True)
+                report.write_text(json.dumps(figures, indent=2) + "\n")
+    finally:
+        subprocess.run(["docker", "volume", "rm", "-f", *volumes], capture_output=True, check=False)
+    par = figures["parallel"]
+    base = figures["serial_baseline"]
+    assert isinstance(par, dict) and isinstance(base, dict)
+    warm = figures["warm_rebuild"]
+    assert isinstance(warm, dict)
+    ratio = float(par["compile_s"]) / float(base["compile_s"])
+    same = par["sha256"] == base["sha256"]
+    figures["compile_wall_ratio"] = round(ratio, 3)
+    figures["same_sha256"] = same
+    report.write_text(json.dumps(figures, indent=2) + "\n")
+    print(
+        f"compile phase, two archs: archwheel's parallel plan {par['compile_s']} s "
+        f"(CPU busy {par['compile_cpu_busy']} of {cores} cores, target >= {TARGET_BUSY}) "
+        f"against one file at a time {base['compile_s']} s (busy {base['compile_cpu_busy']}): "
+        f"{ratio:.2f}x the wall time"
+    )
+    print(f"same wheel bytes (sha256) as the serial baseline: {same}")
+    print(f"warm rebuild compiler cache: {json.dumps(warm['compiler_cache'])}")
+    busy = par["compile_cpu_busy"]
+    return 0 if same and isinstance(busy, float) and busy >= TARGET_BUSY else 1
