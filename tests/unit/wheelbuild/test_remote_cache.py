@@ -217,3 +217,38 @@ def test_a_stats_log_is_parsed_within_its_limit_and_tolerates_junk() -> None:
     assert [(r.file, r.result) for r in records] == [("a.cu", "miss"), ("b.cu", "remote")]
     assert parse_stats_log("# c.cu\n")[0].result == "uncounted"
     assert parse_stats_log("") == ()
+
+
+def namespace_of(tmp_path: Path, env: dict[str, str]) -> str:
+    """Run the real launcher (sh, GNU coreutils) in front of a stand-in ``ccache`` that prints
+    the namespace the launcher computed."""
+    toolkit = tmp_path / "toolkit-id"
+    toolkit.write_text("nvcc 13.0 sha256:abc\n")
+    launcher_dir, real_dir = tmp_path / "launcher", tmp_path / "real"
+    launcher_dir.mkdir(exist_ok=True)
+    real_dir.mkdir(exist_ok=True)
+    launcher = launcher_dir / "ccache"
+    launcher.write_text(launcher_script(str(toolkit)))
+    stand_in = real_dir / "ccache"
+    stand_in.write_text('#!/bin/sh\nprintf "%s" "$CCACHE_NAMESPACE"\n')
+    for script in (launcher, stand_in):
+        script.chmod(0o755)
+    path = f"{launcher_dir}:{real_dir}:/usr/bin:/bin"
+    done = subprocess.run(
+        [str(launcher), "nvcc"], env={"PATH": path, **env}, capture_output=True, text=True,
+        check=True, timeout=30,
+    )  # fmt: skip
+    assert done.stdout.startswith("archwheel-") and done.stdout != "archwheel-none"
+    return done.stdout
+
+
+def test_nvcc_threads_do_not_enter_the_cache_key(tmp_path: Path) -> None:
+    bare = namespace_of(tmp_path, {})
+    assert namespace_of(tmp_path, {"NVCC_APPEND_FLAGS": "--threads 2"}) == bare
+    assert namespace_of(tmp_path, {"NVCC_APPEND_FLAGS": " --threads 16"}) == bare
+    own = namespace_of(tmp_path, {"NVCC_APPEND_FLAGS": "-lineinfo"})
+    assert own != bare  # the recipe's own flags are keyed
+    assert namespace_of(tmp_path, {"NVCC_APPEND_FLAGS": "-lineinfo --threads 4"}) == own
+    # only a trailing --threads is archwheel's: one inside the recipe's flags stays keyed
+    assert namespace_of(tmp_path, {"NVCC_APPEND_FLAGS": "--threads 4 -lineinfo"}) != own
+    assert namespace_of(tmp_path, {"NVCC_PREPEND_FLAGS": "--threads 2"}) != bare
