@@ -122,6 +122,7 @@ SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
                 "jobs_variable",
                 "memory_per_job_gib",
                 "parallel",
+                "compress_fatbins",
             }
         ),
         "smoke": frozenset({"snippet"}),
@@ -137,6 +138,7 @@ SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
                 "provided",
                 "platform",
                 "force_rpath",
+                "strip",
             }
         ),
         "torch": frozenset({"version", "local_version", "requires_dist"}),
@@ -303,6 +305,11 @@ def _parse_repair(table: Table) -> RepairConfig:
         )
     if table.has("force_rpath"):
         values["force_rpath"] = table.flag("force_rpath", True)
+    if table.has("strip"):
+        strip = table.data.get("strip")
+        if not (isinstance(strip, bool) or strip == "all"):
+            raise table.expected("strip", 'true (debug sections), "all" (symbols too) or false')
+        values["strip"] = "debug" if strip is True else ("all" if strip == "all" else "none")
     return RepairConfig(pins, MappingProxyType(values))
 
 
@@ -679,6 +686,7 @@ def _parse_build(table: Table, arch: ArchInput) -> BuildSpec:
         jobs_variable=jobs_variable,
         memory_per_job_gib=memory,
         parallel=_parse_parallel(table.table("parallel")),
+        compress_fatbins=table.flag("compress_fatbins", True),
     )
 
 
@@ -687,7 +695,7 @@ def _parse_parallel(table: Table) -> ParallelSwitches:
     (wheelbuild/parallel.py; docs/building-extensions.md, "Every core busy")."""
     table.refuse_unknown(("jobs", "build_ext", "nvcc_threads"))
     value = table.data.get("build_ext", "auto")
-    if value not in (True, False, "auto"):
+    if not (isinstance(value, bool) or value == "auto"):
         raise table.expected("build_ext", 'true, false or "auto"')
     mode: BuildExtMode = "auto" if value == "auto" else ("on" if value is True else "off")
     return ParallelSwitches(

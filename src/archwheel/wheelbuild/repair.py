@@ -39,11 +39,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from archwheel.binary.debuginfo import strip_view
 from archwheel.binary.dynamic import is_library_member, read_file_dynamic
 from archwheel.binary.elf import ELF_MAGIC
 from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
@@ -54,6 +55,12 @@ from archwheel.facts.pytorch_official import OfficialFacts, OfficialVariant, loa
 from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.recipe_torch import pinned_torch
 from archwheel.wheelbuild.reproducible import repack_wheel
+
+StripMode = Literal["none", "debug", "all"]
+STRIP_FLAGS: Mapping[str, str] = MappingProxyType({"debug": "--strip-debug", "all": "--strip-all"})
+# Strips the files in place with the given flag (repair_step: in the builder image, whose
+# binutils made them; host_strip: this machine's, for the tests).
+Stripper = Callable[[str, Sequence[Path]], None]
 
 MAX_UNPACKED_BYTES = 64 << 30
 _MANYLINUX = re.compile(r"^manylinux_([0-9]+)_([0-9]+)_([a-z0-9_]+)\Z")
@@ -93,6 +100,10 @@ class RepairSpec:
     provided: frozenset[str] = frozenset()  # sonames the requirements (or the driver) provide
     force_rpath: bool = True  # DT_RPATH, as upstream (searched before LD_LIBRARY_PATH)
     pins: str = ""  # the pin table used ("2.14.1/cu130"), for provenance
+    # "debug": strip --strip-debug where a library has debug sections (the default of an
+    # extension recipe: torch's own libraries carry none and keep .symtab); "all": strip
+    # --strip-all, as auditwheel repair --strip; "none": as built
+    strip: StripMode = "none"
 
     def describe(self) -> str:
         """One line for the plan."""
@@ -102,6 +113,8 @@ class RepairSpec:
         if self.bundle:
             parts.append(f"bundle {' '.join(self.bundle)} into {self.library_folder}")
         parts.append(f"{len(self.requirements)} Requires-Dist pins")
+        if self.strip != "none":
+            parts.append(f"strip {STRIP_FLAGS[self.strip]} where there is something to strip")
         parts.append(f"tag {self.platform} if auditwheel agrees" if self.platform else "tag kept")
         return "; ".join(parts)
 
@@ -115,7 +128,20 @@ class RepairSpec:
             "requirements": list(self.requirements),
             "platform": self.platform,
             "force_rpath": self.force_rpath,
+            "strip": self.strip,
         }
+
+
+@dataclass(frozen=True)
+class Stripped:
+    """One library the repair step stripped: its size before and after, and its debug bytes."""
+
+    before: int
+    after: int
+    debug_bytes: int
+
+    def to_json_dict(self) -> dict[str, int]:
+        return {"before": self.before, "after": self.after, "debug_bytes": self.debug_bytes}
 
 
 @dataclass(frozen=True)
@@ -126,6 +152,7 @@ class RepairReport:
     requirements: tuple[str, ...]
     platform: str  # the tag the wheel carries now
     auditwheel: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+    stripped: Mapping[str, Stripped] = field(default_factory=lambda: MappingProxyType({}))
 
     def to_json_dict(self) -> dict[str, object]:
         return {
@@ -135,6 +162,7 @@ class RepairReport:
             "requirements": list(self.requirements),
             "platform": self.platform,
             "auditwheel": dict(self.auditwheel),
+            "stripped": {k: v.to_json_dict() for k, v in self.stripped.items()},
         }
 
 
@@ -375,8 +403,11 @@ def repair_wheel(
     library_dirs: Sequence[Path] = (),
     source_date_epoch: int = 315532800,
     auditwheel_show: Callable[[Path], Mapping[str, object]] | None = None,
+    stripper: Stripper | None = None,
 ) -> RepairReport:
-    """Repair ``wheel`` into folder ``dest`` (which must not be the output folder)."""
+    """Repair ``wheel`` into folder ``dest`` (which must not be the output folder). Libraries
+    are stripped first (``spec.strip``, with ``stripper``; the host's ``strip`` without one),
+    before patchelf edits them, as auditwheel does."""
     show = auditwheel_show or auditwheel_report
     for name in spec.bundle:
         if not _SONAME.match(name):
@@ -406,6 +437,8 @@ def repair_wheel(
                 (root / member).chmod(0o755)
                 bundled[name] = str(found)
                 names.append(member)
+
+        stripped = _strip(root, names, spec.strip, stripper or host_strip)
 
         rpaths: dict[str, str] = {}
         for member in sorted(set(names)):
@@ -467,7 +500,50 @@ def repair_wheel(
         auditwheel=MappingProxyType(
             {k: report[k] for k in ("overall_tag", "sym_tag") if k in report}
         ),
+        stripped=MappingProxyType(stripped),
     )
+
+
+def _strip(
+    root: Path, names: Iterable[str], mode: StripMode, stripper: Stripper
+) -> dict[str, Stripped]:
+    """Strip every ELF library or executable in the unpacked wheel that has something to strip
+    in ``mode``; what each saved. A stripped file that grew, or that is no ELF file afterwards,
+    is a ``RepairError``."""
+    if mode == "none":
+        return {}
+    chosen: dict[str, tuple[Path, int, int]] = {}
+    for member in sorted(set(names)):
+        path = root / member
+        if not is_library_member(member) or not _is_elf(path):
+            continue
+        view = strip_view(path)
+        if view is None:
+            continue
+        if view.debug_bytes or (mode == "all" and view.symtab_bytes):
+            chosen[member] = (path, view.size, view.debug_bytes)
+    if not chosen:
+        return {}
+    stripper(STRIP_FLAGS[mode], [path for path, _, _ in chosen.values()])
+    done: dict[str, Stripped] = {}
+    for member, (path, before, debug) in chosen.items():
+        after_view = strip_view(path)
+        if after_view is None or after_view.size > before or after_view.debug_bytes:
+            raise RepairError(
+                f"repair: strip {STRIP_FLAGS[mode]} left {member} damaged or unstripped"
+            )
+        done[member] = Stripped(before, after_view.size, debug)
+    return done
+
+
+def host_strip(flag: str, files: Sequence[Path]) -> None:
+    """This machine's ``strip`` (binutils), in place."""
+    result = run_program(
+        [find_program("strip", hint="install binutils"), flag, "--", *map(str, files)],
+        echo=None, check=False, what="strip",
+    )  # fmt: skip
+    if not result.ok:
+        raise RepairError(f"repair: strip {flag} failed: {result.last_line()}")
 
 
 def auditwheel_report(wheel: Path) -> Mapping[str, object]:
@@ -552,6 +628,48 @@ def collect_image_libraries(
         if sep:
             found[name.strip()] = path.strip()
     return found
+
+
+def image_stripper(
+    engine: ContainerEngine, image: str, folder: Path, *, user: str | None = None
+) -> Stripper:
+    """A ``Stripper`` that runs the builder image's own ``strip`` (the binutils that linked the
+    libraries, so that the bytes do not depend on the host), on copies in ``folder``, mounted
+    into one container without network, as the build user; the results are copied back."""
+
+    def strip(flag: str, files: Sequence[Path]) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        owner = None
+        if user and os.getuid() == 0:  # the build user must be able to write there
+            uid, _, gid = user.partition(":")
+            owner = (int(uid), int(gid or uid))
+            os.chown(folder, *owner)
+        copies = [folder / str(i) for i in range(len(files))]
+        for source, copy in zip(files, copies, strict=True):
+            shutil.copyfile(source, copy)
+            if owner:
+                os.chown(copy, *owner)
+        spec = ContainerSpec(
+            image=image,
+            network="none",
+            user=user,
+            mounts=(Mount(str(folder), "/archwheel-strip"),),
+            labels={"org.archwheel.step": "repair-strip"},
+        )
+        with engine.container(spec) as container:
+            container.call(
+                ["strip", flag, "--", *(f"/archwheel-strip/{c.name}" for c in copies)],
+                what="step 'repair-strip'",
+            )
+        for source, copy in zip(files, copies, strict=True):
+            shutil.copyfile(copy, source)
+            copy.unlink()
+
+    return strip
+
+
+def human_size(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n / 1024:.1f} KiB"
 
 
 # -- from a recipe ---------------------------------------------------------------------------
@@ -646,6 +764,9 @@ def spec_for_recipe(recipe: Recipe, facts: OfficialFacts | None = None) -> Repai
         provided=frozenset(values.get("provided", ())),
         force_rpath=bool(values.get("force_rpath", True)),
         pins=pins,
+        # An extension's modules lose their debug sections unless the recipe says otherwise:
+        # torch's own libraries carry none (docs/builds.md, "The repair step").
+        strip=values.get("strip", "debug" if recipe.kind == "extension" else "none"),
     )
 
 
@@ -681,7 +802,13 @@ def repair_step(
         spec,
         library_dirs=[libraries],
         source_date_epoch=source_date_epoch,
+        stripper=image_stripper(engine, builder_image, staging / "repair-strip", user=user),
     )
+    for member, done in report.stripped.items():
+        output.line(
+            f"strip {member}: {human_size(done.before)} -> {human_size(done.after)} "
+            f"(debug sections {human_size(done.debug_bytes)})"
+        )
     for member, rpath in report.rpaths.items():
         output.line(f"rpath {member}: {rpath}")
     output.line(f"repaired: {report.wheel.name} ({report.platform})")

@@ -16,11 +16,13 @@ import re
 import subprocess
 import sys
 import uuid
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from archwheel.binary.debuginfo import strip_view
 from archwheel.binary.dynamic_wheel import read_wheel_dynamic
 from tests.support.paths import ROOT
 from tests.support.venvs import make_venv, pip_install
@@ -65,7 +67,9 @@ def test_example_is_repaired_before_the_gate(docker_engine: str, tmp_path: Path)
         '[repair]\nbundle = ["libgomp.so.1"]\nlibrary_folder = "archwheel_example"\n'
         # the bookworm builder's glibc is 2.36: any tag it allows is accepted only if
         # auditwheel agrees; 2_36 is the newest such tag, so it must be accepted
-        'platform = "manylinux_2_36_x86_64"\n',
+        'platform = "manylinux_2_36_x86_64"\n'
+        # as auditwheel repair --strip: the builder image's strip, in a container of its own
+        'strip = "all"\n',
         1,
     )
     recipe = tmp_path / "example-repair.toml"
@@ -97,6 +101,13 @@ def test_example_is_repaired_before_the_gate(docker_engine: str, tmp_path: Path)
     assert repair["platform"] == "manylinux_2_36_x86_64"
     assert provenance["wheel"]["file"] == wheel.name
     assert "repair" in provenance["timings_s"]
+    stripped = repair["stripped"]["archwheel_example/_kernels.so"]
+    assert stripped["after"] < stripped["before"]
+    with zipfile.ZipFile(wheel) as zf:
+        kernels = Path(zf.extract("archwheel_example/_kernels.so", tmp_path / "members"))
+    view = strip_view(kernels)
+    assert view is not None and view.symtab_bytes == 0 and view.debug_bytes == 0
+    assert "strip archwheel_example/_kernels.so: " in proc.stderr
 
     python = make_venv(tmp_path / "venv")
     pip_install(python, "--no-index", str(wheel), offline=True)

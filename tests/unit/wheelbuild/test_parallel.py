@@ -195,6 +195,7 @@ def test_parallel_switches_are_read(tmp_path: Path) -> None:
     ("table", "message"),
     [
         ('[build.parallel]\nbuild_ext = "yes"\n', 'true, false or "auto"'),
+        ("[build.parallel]\nbuild_ext = 1\n", 'true, false or "auto"'),
         ("[build.parallel]\nthreads = 2\n", "threads"),
         ('[build.parallel]\nnvcc_threads = "no"\n', "nvcc_threads"),
     ],

@@ -1,0 +1,81 @@
+"""What ``strip`` would remove from an ELF file: its debug sections and its symbol table.
+
+Extension modules built by setuptools carry DWARF debug information because distutils
+compiles with the interpreter's own ``CFLAGS`` (``-g`` on every CPython build): a module with
+a few hundred KiB of device code ships 10 MiB. PyTorch's own libraries are CMake release
+builds: no ``.debug_*`` section, ``.symtab`` kept (backtraces and profilers name functions).
+This module measures both, from the section table alone, so that the repair step strips only
+what has something to strip and says what it saved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from archwheel.binary.elf import (
+    ELF_MAGIC,
+    FormatError,
+    name_sections,
+    parse_elf_header,
+    parse_section_headers,
+    section_count,
+)
+from archwheel.effects.files import open_regular
+
+MAX_NAMES = 1 << 20  # a section-name table larger than this is not read (ordinary: < 1 KiB)
+SHT_SYMTAB = 2
+
+
+@dataclass(frozen=True)
+class StripView:
+    """The bytes in the sections ``strip --strip-debug`` and ``strip --strip-all`` remove."""
+
+    size: int
+    debug_bytes: int  # .debug_*, .zdebug_* (DWARF), .gnu_debuglink excluded
+    symtab_bytes: int  # .symtab and its .strtab (not the dynamic symbols the loader reads)
+
+    @property
+    def has_debug(self) -> bool:
+        return self.debug_bytes > 0
+
+
+def _is_debug(name: str) -> bool:
+    return name.startswith((".debug_", ".zdebug_")) or name in (".debug", ".stab", ".stabstr")
+
+
+def strip_view(path: Path) -> StripView | None:
+    """The debug and symbol-table bytes of the ELF file at ``path``; None when it is not an ELF
+    file or its section table cannot be read (``strip`` would refuse it too)."""
+    with open_regular(path) as f:
+        size = f.seek(0, 2)
+        f.seek(0)
+        head = f.read(64)
+        if head[:4] != ELF_MAGIC:
+            return None
+        try:
+            header = parse_elf_header(head)
+            if header.shoff == 0 or header.shoff >= size:
+                return None
+            first = None
+            if header.shnum == 0 or header.shstrndx == 0xFFFF:
+                f.seek(header.shoff)
+                first = parse_section_headers(header, f.read(header.shentsize), 1)[0]
+            count, strndx = section_count(header, first)
+            f.seek(header.shoff)
+            raw = parse_section_headers(header, f.read(count * header.shentsize), count)
+            names = b""
+            if 0 < strndx < len(raw) and raw[strndx].offset < size:
+                f.seek(raw[strndx].offset)
+                names = f.read(min(raw[strndx].size, MAX_NAMES))
+        except FormatError:
+            return None
+    sections, _ = name_sections(raw, names, size)
+    debug = sum(s.size for s in sections if _is_debug(s.name))
+    symtab = 0
+    for r in raw:
+        if r.sh_type == SHT_SYMTAB:
+            symtab += r.size
+            if 0 < r.link < len(raw) and r.link != strndx:
+                symtab += raw[r.link].size
+    return StripView(size, debug, min(symtab, size))
