@@ -51,6 +51,13 @@ PARALLEL_CONFIG = "/build/.archwheel/parallel.cfg"  # the DIST_EXTRA_CONFIG file
 _NINJA_OFF = re.compile(r"use_ninja\s*=\s*False\b")
 _THREADS_FLAG = re.compile(r"(?:^|\s)(?:--threads|-t)(?:[=\s]|\d)")
 OVERSUBSCRIPTION = 2  # files x threads <= this x the cores
+# What choose_parallel appends to NVCC_APPEND_FLAGS (the cache launcher strips the same).
+_TRAILING_THREADS = re.compile(r" *--threads [0-9]+\Z")
+
+
+def without_threads(flags: str) -> str:
+    """``NVCC_APPEND_FLAGS`` without the ``--threads N`` archwheel appended."""
+    return _TRAILING_THREADS.sub("", flags)
 
 
 @dataclass(frozen=True)

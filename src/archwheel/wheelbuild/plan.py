@@ -39,8 +39,9 @@ from archwheel.facts.arch_grammars import parse_arch_list
 from archwheel.facts.arch_grammars import read as read_arch_value
 from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.python_target import PythonTarget
+from archwheel.wheelbuild.compression import FatbinCompression, choose_compression
 from archwheel.wheelbuild.jobs import JobCount
-from archwheel.wheelbuild.parallel import ParallelPlan, choose_parallel
+from archwheel.wheelbuild.parallel import ParallelPlan, choose_parallel, without_threads
 from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.remote_cache import (
     LAUNCHER_DIR,
@@ -209,6 +210,7 @@ class BuildPlan:
     arch_reading: str = ""  # what the arch variable's consumer makes of it (CheckedArchList)
     source_check: tuple[tuple[str, str], ...] = ()  # the build files' own archs and switches
     parallel: ParallelPlan | None = None  # how the compiles share the cores (parallel.py)
+    compression: FatbinCompression | None = None  # an extension's fatbins (compression.py)
 
     @property
     def user(self) -> str:
@@ -268,6 +270,7 @@ class BuildPlan:
                 if self.parallel is not None
                 else []
             ),
+            *([("fatbins", self.compression.describe())] if self.compression is not None else []),
             ("engine", f"{self.engine}, build user {self.user}"),
             (
                 "compiler cache",
@@ -325,15 +328,25 @@ def make_plan(
     cache_on = bool(options.ccache_volume) and not options.check_reproducible
     remote = options.cache_url if cache_on else None
 
+    cuda = recipe.toolchain.cuda or (torch.cuda if torch is not None else None)
+    compression = (
+        choose_compression(cuda, recipe.build.env, enabled=recipe.build.compress_fatbins)
+        if recipe.kind == "extension" and cuda is not None
+        else None
+    )
+    nvcc_env = dict(recipe.build.env)
+    if compression is not None and compression.flags:
+        own = nvcc_env.get("NVCC_APPEND_FLAGS", "")
+        nvcc_env["NVCC_APPEND_FLAGS"] = f"{own} {compression.flags}".strip()
     parallel = choose_parallel(
         recipe.build.parallel,
         jobs,
         archs=len(arch_list),
         ninja_off=ninja_off,
-        recipe_env=dict(recipe.build.env),
+        recipe_env=nvcc_env,
     )
     env: dict[str, str] = {
-        **recipe.build.env,
+        **nvcc_env,
         recipe.arch.variable: arch_value,
         recipe.build.jobs_variable: str(parallel.files),
         "SOURCE_DATE_EPOCH": str(source.source_date_epoch),
@@ -478,6 +491,7 @@ def make_plan(
         remote_cache=remote,
         arch_reading=arch.reading,
         parallel=parallel,
+        compression=compression,
     )
 
 
@@ -500,7 +514,13 @@ def serial_variant(plan: BuildPlan) -> BuildPlan:
     recipe = plan.recipe
     env = dict(plan.build_env)
     for name, _ in plan.parallel.env:
-        if name in recipe.build.env:
+        if name == "NVCC_APPEND_FLAGS":  # the flags before --threads (compression included)
+            unthreaded = without_threads(env.get(name, ""))
+            if unthreaded:
+                env[name] = unthreaded
+            else:
+                env.pop(name, None)
+        elif name in recipe.build.env:
             env[name] = recipe.build.env[name]
         else:
             env.pop(name, None)

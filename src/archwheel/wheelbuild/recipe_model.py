@@ -189,6 +189,9 @@ class BuildSpec:
     jobs_variable: str = "MAX_JOBS"
     memory_per_job_gib: float = 2.0
     parallel: ParallelSwitches = field(default_factory=ParallelSwitches)
+    compress_fatbins: bool = (
+        True  # an extension's nvcc gets -Xfatbin -compress-all (compression.py)
+    )
 
 
 @dataclass(frozen=True)

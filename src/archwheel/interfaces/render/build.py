@@ -140,6 +140,11 @@ def plan_json(plan: BuildPlan) -> dict[str, object]:
         "container": dict(plan.environment_rows()[:2]),
         "source_check": [value for label, value in plan.source_check if label == "source check"],
         "parallel": plan.parallel.to_json() if plan.parallel is not None else None,
+        "fatbins": (
+            {"flags": plan.compression.flags, "why": plan.compression.why}
+            if plan.compression is not None
+            else None
+        ),
         "phases": [
             {
                 "name": phase.name,
