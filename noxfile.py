@@ -54,8 +54,19 @@ def tests(session: nox.Session) -> None:
     """Run the test suite (pytest). Extra arguments go to pytest, e.g. `-- -k fatbin -x`."""
     _install(session, "test")
     env = {"ARCHWHEEL_CACHE": str(CACHE)}
-    # The heavy real builds (marker `heavy`: torch-scatter, TorchOpt) run in `nox -s heavy`.
-    session.run("pytest", "-m", "not heavy", *session.posargs, env=env)
+    # The heavy real builds (marker `heavy`: torch-scatter, TorchOpt) run in `nox -s heavy`,
+    # the fault tests made of whole builds (marker `costly`) in `nox -s faults`.
+    session.run("pytest", "-m", "not heavy and not costly", *session.posargs, env=env)
+
+
+@nox.session(python=PYTHON)
+def faults(session: nox.Session) -> None:
+    """Every fault test (tests/integration/faults/), the costly ones made of whole real builds
+    included (a cache server answering garbage, hanging, killed mid-compile; about 10 minutes on
+    2 cores). Extra arguments go to pytest."""
+    _install(session, "test")
+    env = {"ARCHWHEEL_CACHE": str(CACHE)}
+    session.run("pytest", "-m", "faults", "tests/integration/faults", *session.posargs, env=env)
 
 
 @nox.session(python=PYTHON)

@@ -22,6 +22,7 @@ class RedisServer:
     port: int
     folder: Path
     password: str | None = None
+    pid: int = 0  # the redis-server process (the fault tests kill it)
 
     @property
     def url(self) -> str:
@@ -54,12 +55,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def redis_server(password: str | None = None) -> Iterator[RedisServer]:
+def redis_server(password: str | None = None, port: int | None = None) -> Iterator[RedisServer]:
     program = shutil.which("redis-server")
     require(program is not None, "redis-server is not installed (apt-get install redis-server)")
     assert program is not None
     folder = Path(tempfile.mkdtemp(prefix="archwheel-redis-"))
-    port = free_port()
+    port = port or free_port()
     args = [
         program, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(folder),
         "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", "redis.log",
@@ -68,7 +69,7 @@ def redis_server(password: str | None = None) -> Iterator[RedisServer]:
         args += ["--requirepass", password]
     proc = subprocess.Popen(args, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        server = RedisServer(port, folder, password)
+        server = RedisServer(port, folder, password, proc.pid)
         for _ in range(100):
             try:
                 if "PONG" in server.cli("PING"):
