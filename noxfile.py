@@ -62,8 +62,9 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def faults(session: nox.Session) -> None:
     """Every fault test (tests/integration/faults/), the costly ones made of whole real builds
-    included (a cache server answering garbage, hanging, killed mid-compile; about 10 minutes on
-    2 cores). Extra arguments go to pytest."""
+    included (a cache server answering garbage, hanging, killed mid-compile; SIGKILL in each build
+    phase; dockerd stopped and started; full work, temporary and output file systems; about 6
+    minutes on 2 cores). Extra arguments go to pytest."""
     _install(session, "test")
     env = {"ARCHWHEEL_CACHE": str(CACHE)}
     session.run("pytest", "-m", "faults", "tests/integration/faults", *session.posargs, env=env)

@@ -26,6 +26,7 @@ import shlex
 import shutil
 import signal
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -653,20 +654,52 @@ class Container:
         return result.stdout
 
     def is_running(self) -> bool:
+        return self.state() == "running"
+
+    def state(self) -> str:
+        """``running``, ``stopped`` (it exists and does not run), ``gone`` (no such container:
+        ``--rm`` removed it) or ``engine-down`` (the engine does not answer)."""
         result = self.engine.run(
             "inspect", "--format", "{{.State.Running}}", self.name, check=False, quiet=True
         )
-        return result.returncode == 0 and result.stdout.strip() == "true"
+        if result.returncode == 0:
+            return "running" if result.stdout.strip() == "true" else "stopped"
+        if "no such" in result.stderr.lower():
+            return "gone"
+        return "engine-down"
 
     def explain_failure(self, code: int, last: str, what: str) -> str:
-        # 137 = SIGKILL: `docker kill`, or the kernel's OOM killer. The engine may still report
-        # the container as running for a moment after a kill, so the code alone decides.
-        if code == 137 or not self.is_running():
+        """One line for a failed step. Exit 137 is SIGKILL: from inside the container (the
+        kernel's OOM killer ends the biggest process, a compiler, and the container's PID 1
+        lives on) or from outside (``docker kill``/``stop``, the engine stopping: the whole
+        container ends). The engine may still report a killed container as running for a
+        moment, so a 137 is looked at again for up to 3 seconds before it is called OOM."""
+        state = self.state()
+        if code == 137 and state == "running":
+            deadline = time.monotonic() + 3.0
+            while state == "running" and time.monotonic() < deadline:
+                time.sleep(0.25)
+                state = self.state()
+        if state == "engine-down":
             return (
-                f"{what} was stopped in container {self.name} (exit {code}): "
-                "the container or the process was killed, or ran out of memory"
+                f"the container engine stopped answering while {what} ran in container "
+                f"{self.name} (exit {code}): the engine was stopped or crashed"
+            )
+        if state in ("gone", "stopped"):
+            return (
+                f"container {self.name} was stopped from outside while {what} ran (exit "
+                f"{code}): `{self.engine.settings.program} kill`/`stop`, or the engine "
+                "restarting"
+            )
+        if code == 137:
+            return (
+                f"{what} was killed in container {self.name} (exit 137, SIGKILL) while the "
+                f"container ran on: {OOM_LIKELY}"
             )
         return f"{what} failed in container {self.name} (exit {code}): {last}"
+
+
+OOM_LIKELY = "the kernel's OOM killer, most likely"
 
 
 # -- signals ------------------------------------------------------------------------------------

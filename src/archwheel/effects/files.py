@@ -23,7 +23,7 @@ import stat
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, BinaryIO, TypeGuard
 
@@ -236,6 +236,21 @@ def copy_file_atomic(source: Path, target: Path) -> None:
     """Copy ``source``'s bytes to ``target``; a reader sees the old file or the whole new one."""
     with source.open("rb") as src, atomic_writer(target) as dst:
         shutil.copyfileobj(src, dst, HASH_BLOCK)
+
+
+# The errors that mean "this file system has no room or takes no writes" (not a bug, not a
+# permission the user could have known about beforehand).
+NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+
+
+def place_together(files: Sequence[tuple[Path, Callable[[IO[bytes]], object]]]) -> None:
+    """Write every ``(path, write)`` beside its path first, then rename them all, the first
+    one last: all of them are placed or none (a full disk, a crash before the renames leave
+    the old files as they were, and no part). The first is the one the others describe (a
+    wheel): a reader never sees it without them."""
+    with contextlib.ExitStack() as stack:
+        for path, write in files:
+            write(stack.enter_context(atomic_writer(path)))
 
 
 # What reading one zip member may raise, beside the bounds archwheel checks itself: a damaged

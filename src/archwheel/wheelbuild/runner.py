@@ -28,19 +28,21 @@ from the plan and the run's ``RunRecord`` by ``provenance.provenance_for``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import json
+import shutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import IO, Any
 
 from archwheel.effects.engine import ContainerEngine
 from archwheel.effects.files import (
-    copy_file_atomic,
+    NO_ROOM_ERRNOS,
+    place_together,
     sha256_file,
     write_json_atomic,
-    write_text_atomic,
 )
 from archwheel.effects.owner import (
     owned_tempdir,
@@ -229,6 +231,10 @@ class BuildRunner:
                     }
                 ),
             )
+        except OSError as exc:
+            if exc.errno not in NO_ROOM_ERRNOS:
+                raise
+            raise _no_room(exc, staging.parent) from None
         finally:
             remove_owned(staging)
 
@@ -511,14 +517,30 @@ class BuildRunner:
     def _place(
         self, plan: BuildPlan, staged: Path, folder: Path, document: Mapping[str, object]
     ) -> Path:
-        """Provenance first, then the wheel: copied under a hidden name and renamed (atomic)."""
+        """The wheel, its provenance and its smoke snippet, all or none (``place_together``:
+        each written beside its name, then renamed, the wheel last). A full output folder
+        leaves it as it was, old files included, with one line naming it."""
         folder.mkdir(parents=True, exist_ok=True)
         final = folder / staged.name
-        write_json_atomic(provenance_path(final), document)
+        files: list[tuple[Path, Callable[[IO[bytes]], object]]] = [
+            (final, lambda out: _copy_into(staged, out)),
+            (provenance_path(final), lambda out: out.write(_json_bytes(document))),
+        ]
         if plan.recipe.smoke_snippet is not None:
-            snippet = plan.recipe.smoke_snippet.strip() + "\n"
-            write_text_atomic(smoke_snippet_path(final), snippet)
-        copy_file_atomic(staged, final)
+            snippet = (plan.recipe.smoke_snippet.strip() + "\n").encode()
+            files.append((smoke_snippet_path(final), lambda out: out.write(snippet)))
+        try:
+            place_together(files)
+        except OSError as exc:
+            if exc.errno not in NO_ROOM_ERRNOS:
+                raise
+            free = shutil.disk_usage(folder).free
+            raise BuildError(
+                f"{folder}: cannot place {final.name} ({staged.stat().st_size / 2**20:.1f} MiB, "
+                f"{free / 2**20:.1f} MiB free there): {exc.strerror}; nothing was placed",
+                hint="free space in that folder or build into another --out; the build's "
+                "compiler cache keeps what it compiled, so the next build is quick",
+            ) from None
         return final
 
     def _reject(
@@ -538,6 +560,30 @@ class BuildRunner:
                 final.with_name(final.name + ".reproducibility.json"), comparison.to_json_dict()
             )
         return final
+
+
+def _no_room(exc: OSError, temp_root: Path) -> BuildError:
+    """A host-side step (re-pack, repair, audit) filled its file system: which, and how full."""
+    where = Path(exc.filename) if exc.filename else temp_root
+    try:
+        size = f"a file system of {shutil.disk_usage(temp_root).total / 2**20:.1f} MiB"
+    except OSError:
+        size = "a file system of unknown size"
+    return BuildError(
+        f"the build ran out of disk space writing {where} ({exc.strerror}): the temporary "
+        f"folder {temp_root} ({size}) filled up; nothing was placed",
+        hint="free space there or point TMPDIR at a larger file system",
+    )
+
+
+def _copy_into(source: Path, out: IO[bytes]) -> None:
+    with source.open("rb") as src:
+        shutil.copyfileobj(src, out, 1 << 20)
+
+
+def _json_bytes(document: object) -> bytes:
+    """As ``write_json_atomic`` writes it."""
+    return (json.dumps(document, indent=2) + "\n").encode("utf-8")
 
 
 def smoke_snippet_path(wheel: Path) -> Path:

@@ -24,7 +24,12 @@ from archwheel.effects.redis_relay import UnixRelay
 from archwheel.errors import BuildError
 from archwheel.facts.python_target import PythonTarget
 from archwheel.wheelbuild.builder_image import BuilderImage, Toolchain
-from archwheel.wheelbuild.failures import out_of_memory_error, out_of_memory_evidence
+from archwheel.wheelbuild.failures import (
+    out_of_memory_error,
+    out_of_memory_evidence,
+    out_of_space_error,
+    out_of_space_evidence,
+)
 from archwheel.wheelbuild.output import BuildOutput
 from archwheel.wheelbuild.parallel import PARALLEL_CONFIG
 from archwheel.wheelbuild.plan import BUILD, BUILD_SRC, CCACHE, DIST, FILE_LIST, BuildPlan, Step
@@ -139,13 +144,13 @@ class WorkFolder:
                         if step.name == "compile" and use_stats:
                             before = ccache_stats(container, plan.user)
                         self.output.stage(step.name, step.description)
-                        self._call(container, plan, step)
+                        self._call(container, plan, step, work)
                         if step.name == "compile" and use_stats:
                             after = ccache_stats(container, plan.user)
                             stats = {k: after.get(k, 0) - before.get(k, 0) for k in after}
         return stats
 
-    def _call(self, container: Container, plan: BuildPlan, step: Step) -> None:
+    def _call(self, container: Container, plan: BuildPlan, step: Step, work: Path) -> None:
         """One step; a compile that ran out of memory says so, with what to change."""
         tail: deque[str] = deque(maxlen=400)
 
@@ -163,6 +168,9 @@ class WorkFolder:
                 what=f"step {step.name!r}",
             )
         except BuildError as exc:
+            no_room = out_of_space_evidence(tail)
+            if no_room is not None:
+                raise out_of_space_error(no_room, work=work) from None
             evidence = out_of_memory_evidence(tail, exc.message)
             if step.name != "compile" or evidence is None:
                 raise

@@ -123,11 +123,25 @@ def test_killed_container_is_reported_as_killed(
         try:
             with pytest.raises(
                 BuildError,
-                match=r"was stopped in container archwheel-\w+ \(exit 137\): the container or the",
+                match=r"container archwheel-\w+ was stopped from outside while sleep 60 ran "
+                r"\(exit 137\): `docker kill`/`stop`",
             ):
                 container.call(["sleep", "60"])
         finally:
             killer.cancel()
+    assert containers_with_label(["docker"], run_label) == []
+
+
+@pytest.mark.docker
+def test_a_process_killed_inside_a_running_container_reads_as_the_oom_killer(
+    docker_image: str, tmp_path: Path, run_label: str
+) -> None:
+    """What the kernel's OOM killer does: one process gets SIGKILL, the container lives on."""
+    engine = _engine("docker", run_label, tmp_path)
+    with engine.container(ContainerSpec(image=docker_image)) as container:
+        with pytest.raises(BuildError, match=r"\(exit 137, SIGKILL\) while the container ran on"):
+            container.call(["sh", "-c", "kill -9 $$"], what="step 'compile'")
+        assert container.is_running()
     assert containers_with_label(["docker"], run_label) == []
 
 
