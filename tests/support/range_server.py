@@ -9,7 +9,9 @@ Each file is served at ``/files/NAME``; the first path segment picks a behaviour
 - ``/short/``: 206, the right headers, half the body, then the connection ends;
 - ``/trickle/``: 206, a byte every 50 ms;
 - ``/loop/``: a redirect to itself, for ever;
-- ``/gone/``: 404.
+- ``/gone/``: 404;
+- ``/cut/``: 200 with the whole file's ``Content-Length``, half the body, then the connection
+  ends (every time): an index that goes away in the middle of a download.
 
 A folder holding an ``index.html`` is served as that page (a PEP 503 index: ``simple_index``
 writes one whose links use one of the behaviours above).
@@ -63,6 +65,9 @@ def _handler(state: RangeServer) -> type[http.server.BaseHTTPRequestHandler]:
                 return
             size = path.stat().st_size
             match = _RANGE.match(self.headers.get("Range", ""))
+            if mode == "cut":
+                self._send_file(path, size, cut=size // 2)
+                return
             if match is None or mode == "whole":
                 self._send_file(path, size)
                 return
@@ -83,19 +88,25 @@ def _handler(state: RangeServer) -> type[http.server.BaseHTTPRequestHandler]:
             else:
                 self._send(206, body, headers)
 
-        def _send_file(self, path: Path, size: int) -> None:
-            """The whole file with 200, streamed (torch wheels are half a gigabyte)."""
+        def _send_file(self, path: Path, size: int, cut: int | None = None) -> None:
+            """The whole file with 200, streamed (torch wheels are half a gigabyte); with
+            ``cut``, only that many bytes, then the connection is closed."""
             self.send_response(200)
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Content-Length", str(size))
             self.end_headers()
+            left = size if cut is None else cut
             try:
                 with path.open("rb") as fh:
-                    while block := fh.read(1 << 20):
+                    while left > 0 and (block := fh.read(min(1 << 20, left))):
                         self.wfile.write(block)
                         state.served += len(block)
+                        left -= len(block)
             except (BrokenPipeError, ConnectionResetError):
                 pass
+            if cut is not None:
+                self.wfile.flush()
+                self.close_connection = True
 
         def _send(
             self,
