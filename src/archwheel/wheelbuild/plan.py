@@ -17,6 +17,7 @@ Container layout (fixed paths, so builds are reproducible wherever they run):
 /ccache        the compiler cache, a named volume shared between builds
 /build/.archwheel/bin   archwheel's ``ccache`` launcher, first on ``PATH`` (remote_cache.py)
 /build/.archwheel/ccache-stats.log   ccache's stats log: what each compile got from the cache
+/build/.archwheel/ccache-tmp   ccache's temporary files (kept out of the cache volume)
 /run/archwheel-cache    with ``--cache-url``: the Unix socket of the remote cache (compile only)
 =============  ===========================================================================
 """
@@ -60,6 +61,7 @@ DIST = "/build/dist"
 HOME = "/build/home"
 VENV = "/build/venv"
 CCACHE = "/ccache"
+CCACHE_TEMP = "/build/.archwheel/ccache-tmp"
 IMAGE_VENV = "/opt/archwheel/venv"
 FILE_LIST = "/build/.archwheel-files"
 # When archwheel itself runs as root, the build runs as this unprivileged user instead.
@@ -381,6 +383,10 @@ def make_plan(
                 "CCACHE_NOHASHDIR": "1",
                 # one line per compile and counter: the per-file record in provenance
                 "CCACHE_STATSLOG": STATS_LOG,
+                # ccache's temporary files (nvcc's preprocessed output: MBs per compile) in
+                # the work folder, not in the cache volume: a small or nearly full volume then
+                # still stores whatever objects fit (issue 29)
+                "CCACHE_TEMPDIR": CCACHE_TEMP,
             }
         )
         if remote is not None:

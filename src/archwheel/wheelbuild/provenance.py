@@ -180,6 +180,11 @@ def provenance_for(
             # each compile's input file and where its object came from (ccache's stats log):
             # which objects a cache supplied, and from which machine
             "compiles": [c.to_json_dict() for c in run.built.compiles],
+            # the cache volume's file system after the compile (bytes): a full one stores
+            # nothing more, and says so in a warning
+            "file_system": run.built.cache_room.to_json_dict()
+            if run.built.cache_room is not None
+            else None,
             "key": "ccache's own key + namespace of the toolkit identity and the "
             "environment-carried compiler flags (build/remote_cache.py)"
             if plan.ccache_volume

@@ -91,7 +91,7 @@ from archwheel.wheelbuild.repair import RepairSpec, repair_step, spec_for_recipe
 from archwheel.wheelbuild.reproducible import WheelComparison, compare_wheels
 from archwheel.wheelbuild.stages import Timings
 from archwheel.wheelbuild.toolkit import ensure_torch_image, image_glibc, manylinux_platforms
-from archwheel.wheelbuild.workfolder import Built, WorkFolder
+from archwheel.wheelbuild.workfolder import Built, CacheRoom, WorkFolder
 
 
 @dataclass(frozen=True)
@@ -134,6 +134,19 @@ class _FirstBuild:
     built: Built
     counts: CacheCounts
     remote_cache: dict[str, object] | None
+
+
+# A compiler cache is nearly full when less than this is free on its file system, or less
+# than a tenth of a file system smaller than ten times this: the next object may not fit.
+CACHE_ROOM_LOW = 256 * 2**20
+
+
+def cache_nearly_full(room: CacheRoom) -> bool:
+    return room.free < min(CACHE_ROOM_LOW, room.size // 10)
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
 
 
 class BuildRunner:
@@ -370,6 +383,15 @@ class BuildRunner:
                 plan, images.builder, run.staging / "first", images.toolchain, relay
             )
         counts = CacheCounts.from_stats(built.cache_stats)
+        room = built.cache_room
+        if plan.ccache_volume is not None and room is not None and cache_nearly_full(room):
+            self.output.warn(
+                f"compiler cache: the file system of volume {plan.ccache_volume} has "
+                f"{_mib(room.free)} free of {_mib(room.size)} after the compile: objects that "
+                "did not fit were compiled and not stored (the wheel is not affected); give it "
+                f"room (`{plan.engine} volume rm {plan.ccache_volume}` empties it) or a "
+                f"--ccache-size ({plan.ccache_size} now) below the size of its file system"
+            )
         if remote is not None and relay is not None and (counts.remote_errors or relay.failures):
             self.output.warn(
                 f"compiler cache: {counts.remote_errors} remote-cache errors during the build "

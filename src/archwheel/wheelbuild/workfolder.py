@@ -70,6 +70,7 @@ class Built:
     timings: Mapping[str, float]  # its phases and the package step
     cache_stats: Mapping[str, int]  # ccache's counters over the compile step
     compiles: tuple[CompileRecord, ...] = ()
+    cache_room: CacheRoom | None = None  # the cache volume's file system after the compile
 
 
 @dataclass(frozen=True)
@@ -94,11 +95,19 @@ class WorkFolder:
         work = owned_tempdir("archwheel-work-", self.work_root)
         try:
             _prepare(work, plan)
-            stats = self._run_phases(plan, builder, work, toolchain, relay=relay, timings=timings)
+            stats, room = self._run_phases(
+                plan, builder, work, toolchain, relay=relay, timings=timings
+            )
             with timings.stage(self.output, "package", "re-pack the wheel deterministically"):
                 staged = _package(plan, work, staging)
             self.output.line(f"wheel: {staged.name} sha256 {sha256_file(staged)}")
-            return Built(staged, timings.frozen(), MappingProxyType(stats), read_compiles(work))
+            return Built(
+                staged,
+                timings.frozen(),
+                MappingProxyType(stats),
+                read_compiles(work),
+                room,
+            )
         finally:
             if self.keep_work:
                 unmark_folder(work)  # kept: not a leftover for the next run to remove
@@ -115,11 +124,13 @@ class WorkFolder:
         *,
         relay: UnixRelay | None,
         timings: Timings,
-    ) -> dict[str, int]:
-        """Each phase in its own container; ccache's counters over the compile step."""
+    ) -> tuple[dict[str, int], CacheRoom | None]:
+        """Each phase in its own container; ccache's counters over the compile step, and the
+        room left on the cache volume's file system after it."""
         use_stats = plan.ccache_volume is not None and toolchain.ccache != "none"
         stats: dict[str, int] = {}
         before: dict[str, int] = {}
+        room: CacheRoom | None = None
         for phase in plan.phases:
             with timings.timed(phase.name):
                 relayed = (
@@ -148,7 +159,8 @@ class WorkFolder:
                         if step.name == "compile" and use_stats:
                             after = ccache_stats(container, plan.user)
                             stats = {k: after.get(k, 0) - before.get(k, 0) for k in after}
-        return stats
+                            room = cache_room(container, plan.user)
+        return stats, room
 
     def _call(self, container: Container, plan: BuildPlan, step: Step, work: Path) -> None:
         """One step; a compile that ran out of memory says so, with what to change."""
@@ -274,6 +286,38 @@ def give(folder: Path, user: tuple[int, int]) -> None:
         os.chown(dirpath, *user)
         for name in (*dirnames, *filenames):
             os.chown(Path(dirpath) / name, *user, follow_symlinks=False)
+
+
+@dataclass(frozen=True)
+class CacheRoom:
+    """The size of the file system that holds the compiler cache, and what is free on it."""
+
+    size: int  # bytes
+    free: int  # bytes, for the build user
+
+    def to_json_dict(self) -> dict[str, int]:
+        return {"size": self.size, "free_after_compile": self.free}
+
+
+_DF_LINE = re.compile(r"^\S+\s+(\d+)\s+\d+\s+(\d+)\s+\d+%")
+
+
+def cache_room(container: Container, user: str) -> CacheRoom | None:
+    """``df -Pk`` of the cache folder in the build container; None when it cannot be read."""
+    try:
+        text = container.output(["df", "-Pk", CCACHE], user=user)
+    except BuildError:
+        return None
+    return parse_df(text)
+
+
+def parse_df(text: str) -> CacheRoom | None:
+    """The first file system of ``df -Pk`` output (POSIX format: 1024-byte blocks)."""
+    for line in text.splitlines()[1:]:
+        m = _DF_LINE.match(line.strip())
+        if m:
+            return CacheRoom(int(m.group(1)) * 1024, int(m.group(2)) * 1024)
+    return None
 
 
 def ccache_stats(container: Container, user: str) -> dict[str, int]:

@@ -209,6 +209,45 @@ def test_a_work_file_system_that_fills_during_the_compile(
     assert json.loads(again.stdout)["sha256"] == undisturbed
 
 
+def test_a_cache_volume_that_fills_during_the_compile(
+    builds: Builds, undisturbed: str, tmp_path: Path
+) -> None:
+    """The compiler cache on a 100 KiB file system (a tmpfs behind a bind volume: a tmpfs
+    volume of the engine would be empty again for every container): a cold compile stores the
+    first objects and then has no room. The build goes on and says so in one warning; the
+    next build on the same full volume uses what was stored, and both wheels are the
+    undisturbed one: a store that did not fit never serves a partial object."""
+    with small_tmpfs(tmp_path / "cache", "100k") as cache:
+        volume = builds.fresh_volume()
+        subprocess.run(["docker", "volume", "create", "--opt", "type=none", "--opt", "o=bind",
+                        "--opt", f"device={cache}", volume], check=True,
+                       capture_output=True)  # fmt: skip
+        try:
+            first, label = builds.run(tmp_path / "first", volume=volume)
+            assert first.returncode == 0, first.stderr[-3000:]
+            warned = [line for line in first.stderr.splitlines()
+                      if line.startswith("warning: compiler cache: the file system of volume")]  # fmt: skip
+            assert len(warned) == 1, first.stderr[-3000:]
+            assert volume in warned[0] and "not stored" in warned[0]
+            assert "Traceback" not in first.stderr and _gone(label, 5)
+            report = json.loads(first.stdout)
+            assert report["sha256"] == undisturbed
+            provenance = json.loads((tmp_path / "first" / f"{WHEEL}.provenance.json").read_text())
+            room = provenance["compiler_cache"]["file_system"]
+            assert room["size"] <= 100 * 1024 and room["free_after_compile"] < 10 * 1024, room
+            stored = [p for p in cache.rglob("*") if p.is_file() and p.stat().st_size > 1024]
+            assert stored, "nothing fitted: the test no longer fills the volume mid-compile"
+            second, _ = builds.run(tmp_path / "second", volume=volume)
+            assert second.returncode == 0, second.stderr[-3000:]
+            assert json.loads(second.stdout)["sha256"] == undisturbed
+            provenance = json.loads((tmp_path / "second" / f"{WHEEL}.provenance.json").read_text())
+            results = [c["result"] for c in provenance["compiler_cache"]["compiles"]]
+            assert "local" in results and "miss" in results, results
+        finally:
+            subprocess.run(["docker", "volume", "rm", "--force", volume], capture_output=True,
+                           check=False)  # fmt: skip
+
+
 def test_a_temporary_file_system_that_fills_while_packaging(
     builds: Builds, undisturbed: str, tmp_path: Path
 ) -> None:

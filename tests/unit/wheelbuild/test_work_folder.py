@@ -5,6 +5,7 @@ followed out of it or waited on. The runner's readers of it, on real links and F
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from archwheel.errors import BuildError
 from archwheel.wheelbuild import workfolder
 from archwheel.wheelbuild.plan import BUILD
 from archwheel.wheelbuild.remote_cache import STATS_LOG
+from archwheel.wheelbuild.runner import cache_nearly_full
 from tests.support.fuzz import watchdog
 
 
@@ -56,3 +58,28 @@ def test_the_compile_log_is_not_waited_on_or_followed(tmp_path: Path, kind: str)
         log.symlink_to(target)
     with watchdog(20):
         assert workfolder.read_compiles(tmp_path) == ()
+
+
+def test_the_cache_volume_room_is_read_from_real_df_output(tmp_path: Path) -> None:
+    text = subprocess.run(["df", "-Pk", str(tmp_path)], capture_output=True, text=True,
+                          check=True).stdout  # fmt: skip
+    room = workfolder.parse_df(text)
+    fs = os.statvfs(tmp_path)
+    assert room is not None and room.size == fs.f_blocks * fs.f_frsize // 1024 * 1024
+    assert abs(room.free - fs.f_bavail * fs.f_frsize) < 64 * 2**20  # others write meanwhile
+    assert workfolder.parse_df("") is None
+    assert workfolder.parse_df("df: /ccache: No such file or directory\n") is None
+
+
+@pytest.mark.parametrize(
+    ("size", "free", "full"),
+    [
+        (100 * 1024, 0, True),  # the fault test's tmpfs
+        (6 * 2**20, 6 * 2**20 - 140 * 1024, False),  # a small volume, mostly free
+        (6 * 2**20, 500 * 1024, True),  # less than a tenth of it free
+        (100 * 2**30, 200 * 2**20, True),  # a large disk nearly full
+        (100 * 2**30, 2 * 2**30, False),
+    ],
+)
+def test_a_cache_is_nearly_full_below_a_tenth_or_256_mib(size: int, free: int, full: bool) -> None:
+    assert cache_nearly_full(workfolder.CacheRoom(size, free)) is full
