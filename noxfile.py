@@ -63,8 +63,9 @@ def tests(session: nox.Session) -> None:
 def faults(session: nox.Session) -> None:
     """Every fault test (tests/integration/faults/), the costly ones made of whole real builds
     included (a cache server answering garbage, hanging, killed mid-compile; SIGKILL in each build
-    phase; dockerd stopped and started; full work, temporary and output file systems; about 6
-    minutes on 2 cores). Extra arguments go to pytest."""
+    phase; dockerd stopped and started; full work, temporary, output and compiler-cache file
+    systems; the index cut while a build makes its builder image; matrix runs at once and
+    killed; about 8 minutes on 2 cores). Extra arguments go to pytest."""
     _install(session, "test")
     env = {"ARCHWHEEL_CACHE": str(CACHE)}
     session.run("pytest", "-m", "faults", "tests/integration/faults", *session.posargs, env=env)
