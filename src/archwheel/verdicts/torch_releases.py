@@ -193,3 +193,80 @@ def missing_releases(request: TorchRequest, chosen: tuple[TorchFile, ...]) -> tu
     """The exact versions asked for that no wheel was found for."""
     found = {c.version for c in chosen}
     return tuple(str(v) for v in request.exact if v not in found)
+
+
+def available_releases(
+    files: Iterable[tuple[str, str, str | None, int | None]], interpreter: str, machine: str
+) -> tuple[str, ...]:
+    """Every public final release with a wheel for ``interpreter`` on ``machine`` (oldest
+    first): what pip could install next to the extension from these files."""
+    found: set[Version] = set()
+    for filename, _url, _sha256, _size in files:
+        try:
+            name, version, _build, tags = parse_wheel_filename(filename)
+        except (InvalidWheelFilename, InvalidVersion):
+            continue
+        if name != "torch" or version.local is not None or version.is_prerelease:
+            continue
+        if version.is_devrelease or version in found:
+            continue
+        if any(_fits(t, interpreter, machine) for t in tags):
+            found.add(version)
+    return tuple(str(v) for v in sorted(found))
+
+
+# -- a build's claim: the torches its wheel states in Requires-Dist -------------------------------
+
+
+@dataclass(frozen=True)
+class RangeClaim:
+    """What a wheel built against ``built`` may state after can-load ran against other
+    releases: ``requirement`` admits the releases that passed and no release on the index that
+    did not pass or was not checked (each shut out with ``!=``)."""
+
+    built: str
+    requirement: str  # torch==2.14.1, or torch>=2.12.1,<2.15 (with != exclusions)
+    passed: tuple[str, ...]  # the releases that loaded it (the build's own torch included)
+    failed: tuple[str, ...] = ()  # checked, and did not load (or could not be checked)
+    unchecked: tuple[str, ...] = ()  # on the index inside the range, not checked: shut out
+
+    @property
+    def is_range(self) -> bool:
+        return not self.requirement.startswith("torch==")
+
+    def to_json_dict(self) -> dict[str, object]:
+        return {
+            "requirement": self.requirement,
+            "built_against": self.built,
+            "passed": list(self.passed),
+            "failed": list(self.failed),
+            "unchecked_excluded": list(self.unchecked),
+        }
+
+
+def range_claim(
+    built: str, passed: Iterable[str], failed: Iterable[str], available: Iterable[str]
+) -> RangeClaim:
+    """The ``Requires-Dist`` of a wheel built against torch ``built`` that loads with the
+    releases ``passed`` and not with ``failed`` (``available``: the releases on the index).
+
+    Only what a check backed is claimed: ``>=`` the oldest release that passed, ``<`` the minor
+    after the newest (a later patch release of a checked minor is admitted: ``matrix
+    --recheck`` checks those when they appear), and ``!=`` every release in between that did
+    not pass: failed, or on the index and never checked. Nothing but the build's own torch
+    passed: the exact pin alone."""
+    own = Version(built).public
+    good = {Version(v) for v in passed} | {Version(own)}
+    bad = {Version(v) for v in failed} - good
+    ordered = tuple(str(v) for v in sorted(good))
+    if len(good) == 1:
+        return RangeClaim(own, f"torch=={own}", ordered, tuple(str(v) for v in sorted(bad)))
+    low, high = min(good), max(good)
+    upper = Version(f"{high.major}.{high.minor + 1}")
+    inside = {Version(v) for v in available} | bad
+    shut = sorted(v for v in inside if low <= v < upper and v not in good)
+    unchecked = tuple(str(v) for v in shut if v not in bad)
+    parts = [f">={low}", *(f"!={v}" for v in shut), f"<{upper}"]
+    return RangeClaim(
+        own, "torch" + ",".join(parts), ordered, tuple(str(v) for v in sorted(bad)), unchecked
+    )

@@ -11,6 +11,14 @@ The load gate runs for builds against a pinned torch (``[build] requirements`` w
 (``build/torch_pin``, in the cache). A wheel some library of which would not load there (a
 library found nowhere, an undefined symbol, a symbol version beyond the platform tag) fails the
 build and nothing reaches the output folder; the verdict is recorded in the provenance.
+
+The range gate runs after it for a recipe that names other torch releases its wheel should
+serve (``[torch] loads_with``): can-load against each (``verdicts.torch_range``: read from the
+indexes pip is configured with, by range requests, the loader's view of each torch kept), and
+the ``Requires-Dist`` the wheel may state (``verdicts.torch_releases.range_claim``): the
+releases that passed, never one that failed or was not checked. A release that does not load
+narrows the claim, it does not fail the build; a check that cannot be made at all (no index
+answers) leaves the exact pin, with a warning.
 """
 
 from __future__ import annotations
@@ -20,17 +28,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
 from archwheel.binary.demangle import demangle
 from archwheel.binary.scan.inputs import scan_path
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.errors import ArchwheelError
 from archwheel.facts.arch import ArchList
 from archwheel.verdicts.audit import audit, audit_document
 from archwheel.verdicts.load import (
     LibraryLoad,
+    LoadReport,
     LoadVerdict,
     judge_load,
     mangled_names,
     read_wheel_files,
 )
+from archwheel.verdicts.torch_range import can_load_range
+from archwheel.verdicts.torch_releases import RangeClaim, range_claim
 
 
 @dataclass(frozen=True)
@@ -109,7 +125,11 @@ def load_gate(wheel: Path, torch_wheel: Path) -> LoadGateVerdict:
     """Judge ``wheel`` next to ``torch_wheel`` as ``archwheel can-load WHEEL --with TORCH`` does,
     without this host's system libraries (the manylinux policy of the wheel's tag stands for
     them, so the verdict does not depend on the machine that builds)."""
-    report = judge_load(read_wheel_files(wheel), read_wheel_files(torch_wheel))
+    return load_verdict(judge_load(read_wheel_files(wheel), read_wheel_files(torch_wheel)))
+
+
+def load_verdict(report: LoadReport) -> LoadGateVerdict:
+    """A can-load report as the gate records it: per library, and one line."""
     names = demangle(mangled_names(report))
     libraries: list[Mapping[str, object]] = []
     failing: list[str] = []
@@ -160,3 +180,95 @@ def _failure_line(lib: LibraryLoad, symbols: list[str]) -> str:
         )
     cause = f" ({lib.causes[0]})" if lib.causes else ""
     return f"{lib.path} {', '.join(parts)}{cause}"
+
+
+# -- the range gate: which other torch releases does the wheel load with? -------------------------
+
+
+@dataclass(frozen=True)
+class RangeGateVerdict:
+    """can-load of the finished wheel against each release of ``[torch] loads_with``, and the
+    ``Requires-Dist`` that states exactly those that passed."""
+
+    claim: RangeClaim
+    checks: tuple[Mapping[str, object], ...] = ()  # per release: its verdict and why
+    problem: str | None = None  # the checks could not be made at all (the pin is kept)
+    bytes_fetched: int = 0
+
+    def to_json_dict(self) -> dict[str, object]:
+        return {
+            **self.claim.to_json_dict(),
+            "checks": [dict(c) for c in self.checks],
+            "problem": self.problem,
+            "bytes_fetched": self.bytes_fetched,
+        }
+
+
+RangeGate = Callable[[Path, "RangeRequest"], RangeGateVerdict]
+
+
+@dataclass(frozen=True)
+class RangeRequest:
+    """What the range gate checks: the torch built against, the releases claimed, where the
+    torch wheels are found and where what was read of them is kept."""
+
+    built: str  # the build's torch version (2.14.1)
+    loads_with: tuple[str, ...]
+    python: str  # the build's Python (3.11), for a wheel whose tags name no CPython
+    pip: PipSettings
+    cache: Path
+    on_event: Callable[[str], None] | None = None
+
+
+def range_gate(wheel: Path, request: RangeRequest) -> RangeGateVerdict:
+    """can-load of ``wheel`` against every release of ``request.loads_with`` other than the
+    torch it was built against (which the load gate checked), and the claim they back."""
+    own = Version(request.built).public
+    others = [v for v in request.loads_with if Version(v) != Version(own)]
+    if not others:
+        return RangeGateVerdict(range_claim(own, (), (), ()))
+    try:
+        report = can_load_range(
+            wheel, ",".join(others), pip=request.pip, cache=request.cache,
+            python=None if _names_cpython(wheel.name) else request.python.rstrip("t"),
+            on_event=request.on_event,
+        )  # fmt: skip
+    except ArchwheelError as exc:
+        return RangeGateVerdict(range_claim(own, (), others, ()), problem=exc.one_line())
+    checks: list[Mapping[str, object]] = []
+    passed: list[str] = []
+    for check in report.checks:
+        record: dict[str, object] = {
+            "version": check.version,
+            "filename": check.filename,
+            "verdict": check.verdict.value,
+            "bytes_fetched": check.fetched,
+            "cached": check.cached,
+        }
+        if check.report is None:
+            record["summary"] = f"could not be checked: {check.error}"
+        else:
+            gate = load_verdict(check.report)
+            record["summary"] = gate.summary
+            record["libraries"] = [dict(lib) for lib in gate.libraries]
+        checks.append(MappingProxyType(record))
+        if check.verdict is LoadVerdict.LOADS:
+            passed.append(check.version)
+    for version in report.not_found:
+        checks.append(
+            MappingProxyType(
+                {"version": version, "verdict": "unknown", "summary": "not on the indexes"}
+            )
+        )
+    failed = [v for v in others if v not in passed]
+    claim = range_claim(own, passed, failed, report.available)
+    return RangeGateVerdict(claim, tuple(checks), bytes_fetched=report.fetched)
+
+
+def _names_cpython(filename: str) -> bool:
+    """Whether a wheel's tags name its own CPython ABI (cp311-cp311), not abi3 or none."""
+    try:
+        tags = parse_wheel_filename(filename)[3]
+    except (InvalidWheelFilename, InvalidVersion):
+        return False
+    return any(t.interpreter.startswith("cp") and t.abi == t.interpreter for t in tags)

@@ -602,4 +602,10 @@ def torch_row(torch: TorchBuild) -> str:
         + f" -> {torch.wheel.version} (CUDA {torch.cuda}); toolkit "
         f"{torch.toolkit_requirement or 'of the image'}; local version {label}; "
         f"Requires-Dist {torch.pin_requirement or 'not added'}"
+        + (
+            f", or the range of the releases among {', '.join(torch.loads_with)} that load it "
+            "(can-load against each after the build: [torch] loads_with)"
+            if torch.loads_with
+            else ""
+        )
     )

@@ -20,7 +20,7 @@ from archwheel import __version__
 
 if TYPE_CHECKING:  # the types only: this module stays cheap to import (provenance_path)
     from archwheel.wheelbuild.builder_image import Toolchain
-    from archwheel.wheelbuild.gate import GateVerdict, LoadGateVerdict
+    from archwheel.wheelbuild.gate import GateVerdict, LoadGateVerdict, RangeGateVerdict
     from archwheel.wheelbuild.plan import BuildPlan
     from archwheel.wheelbuild.remote_cache import CacheCounts
     from archwheel.wheelbuild.reproducible import WheelComparison
@@ -123,6 +123,7 @@ class RunRecord:
     verdict: GateVerdict
     load: LoadGateVerdict | None
     timings: Mapping[str, float]
+    torch_range: RangeGateVerdict | None = None  # [torch] loads_with: checks and the claim
 
 
 def provenance_for(
@@ -197,5 +198,7 @@ def provenance_for(
         torch=run.torch_image,
         load=run.load.to_json_dict() if run.load is not None else None,
     )
+    # [torch] loads_with: can-load against each release, and the Requires-Dist they backed.
+    document["torch_range"] = run.torch_range.to_json_dict() if run.torch_range else None
     document["repair"] = dict(run.repair) if run.repair is not None else None
     return document

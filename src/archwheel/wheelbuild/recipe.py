@@ -51,12 +51,8 @@ from archwheel.wheelbuild.recipe_model import (
     SourceSpec,
     ToolchainSpec,
 )
-from archwheel.wheelbuild.recipe_torch import pinned_torch
+from archwheel.wheelbuild.recipe_torch import parse_torch_table, pinned_torch
 from archwheel.wheelbuild.torch_pin import (
-    DEFAULT_LABEL_TEMPLATE,
-    TorchOptions,
-    check_label_cuda,
-    check_label_template,
     find_torch_pin,
 )
 
@@ -141,7 +137,7 @@ SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
                 "strip",
             }
         ),
-        "torch": frozenset({"version", "local_version", "requires_dist"}),
+        "torch": frozenset({"version", "local_version", "requires_dist", "loads_with"}),
     }
 )
 
@@ -230,7 +226,7 @@ def parse_recipe(
         grammar_torch = _section(top, "torch").opt_text("version")
     arch = _parse_arch(_section(top, "arch"), toolchain, kind, grammar_torch, facts)
     build = _parse_build(_section(top, "build"), arch)
-    build, torch = _parse_torch(_section(top, "torch"), build, toolchain, origin)
+    build, torch = parse_torch_table(_section(top, "torch"), build, toolchain, origin)
     smoke = _section(top, "smoke")
     snippet = smoke.opt_text("snippet")
     if snippet is not None:
@@ -444,50 +440,6 @@ def _parse_index_source(table: Table) -> SourceSpec:
         project_version=version,
         submodules=table.flag("submodules", False),
     )
-
-
-def _parse_torch(
-    table: Table, build: BuildSpec, toolchain: ToolchainSpec, origin: Path
-) -> tuple[BuildSpec, TorchOptions]:
-    """The torch pin (from ``[build] requirements`` or ``[torch] version``) and its options."""
-    requirements = build.requirements
-    if table.has("version"):
-        version = table.text("version", required=True)
-        pinned = find_torch_pin(requirements, f"{origin}: [build] requirements")
-        if pinned is not None:
-            raise table.fail(
-                "version", f"torch is already pinned in [build] requirements ({pinned.requirement})"
-            )
-        requirements = (*requirements, f"torch=={version}")
-        build = BuildSpec(
-            command=build.command,
-            requirements=requirements,
-            env=build.env,
-            network=build.network,
-            jobs_variable=build.jobs_variable,
-            memory_per_job_gib=build.memory_per_job_gib,
-        )
-    where = f"{origin}: " + ("[torch] version" if table.has("version") else "[build] requirements")
-    pin = find_torch_pin(requirements, where)
-    label_value = table.data.get("local_version", DEFAULT_LABEL_TEMPLATE)
-    if label_value is False:
-        label: str | None = None
-    elif isinstance(label_value, str) and label_value.strip():
-        label = label_value.strip()
-        check_label_template(label, f"{origin}: [torch] local_version")
-    else:
-        raise table.fail(
-            "local_version", 'must be a template such as "pt{torch}cu{cuda_nodot}" or false'
-        )
-    requires_dist = table.flag("requires_dist", True)
-    if pin is None:
-        for key in ("local_version", "requires_dist"):
-            if table.has(key):
-                raise table.fail(key, "only valid when the recipe pins torch (torch==X.Y.Z)")
-        return build, TorchOptions()
-    if toolchain.cuda is not None:
-        check_label_cuda(pin, toolchain.cuda, str(origin))
-    return build, TorchOptions(pin=pin, local_version=label, requires_dist=requires_dist)
 
 
 @cache

@@ -1,18 +1,27 @@
-"""A recipe built against another torch (``archwheel build --torch``, a matrix's torch axis),
-and the torch version a list of build requirements pins."""
+"""A recipe's ``[torch]`` table (the pin, the wheel's label, ``loads_with``), the recipe built
+against another torch (``archwheel build --torch``, a matrix's torch axis), and the torch
+version a list of build requirements pins."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from archwheel.errors import UsageError
-from archwheel.wheelbuild.recipe_model import Recipe
-from archwheel.wheelbuild.torch_pin import check_label_cuda, find_torch_pin
+from archwheel.facts.documents import Table
+from archwheel.wheelbuild.recipe_model import BuildSpec, Recipe, ToolchainSpec
+from archwheel.wheelbuild.torch_pin import (
+    DEFAULT_LABEL_TEMPLATE,
+    TorchOptions,
+    check_label_cuda,
+    check_label_template,
+    find_torch_pin,
+)
 
 
 def with_torch(recipe: Recipe, version: str) -> Recipe:
@@ -64,3 +73,85 @@ def pinned_torch(requirements: Iterable[str]) -> str | None:
         if len(pins) == 1 and "*" not in pins[0]:
             return pins[0]
     return None
+
+
+def parse_torch_table(
+    table: Table, build: BuildSpec, toolchain: ToolchainSpec, origin: Path
+) -> tuple[BuildSpec, TorchOptions]:
+    """The torch pin (from ``[build] requirements`` or ``[torch] version``) and its options."""
+    requirements = build.requirements
+    if table.has("version"):
+        version = table.text("version", required=True)
+        pinned = find_torch_pin(requirements, f"{origin}: [build] requirements")
+        if pinned is not None:
+            raise table.fail(
+                "version", f"torch is already pinned in [build] requirements ({pinned.requirement})"
+            )
+        requirements = (*requirements, f"torch=={version}")
+        build = BuildSpec(
+            command=build.command,
+            requirements=requirements,
+            env=build.env,
+            network=build.network,
+            jobs_variable=build.jobs_variable,
+            memory_per_job_gib=build.memory_per_job_gib,
+        )
+    where = f"{origin}: " + ("[torch] version" if table.has("version") else "[build] requirements")
+    pin = find_torch_pin(requirements, where)
+    label_value = table.data.get("local_version", DEFAULT_LABEL_TEMPLATE)
+    if label_value is False:
+        label: str | None = None
+    elif isinstance(label_value, str) and label_value.strip():
+        label = label_value.strip()
+        check_label_template(label, f"{origin}: [torch] local_version")
+    else:
+        raise table.fail(
+            "local_version", 'must be a template such as "pt{torch}cu{cuda_nodot}" or false'
+        )
+    requires_dist = table.flag("requires_dist", True)
+    if pin is None:
+        for key in ("local_version", "requires_dist", "loads_with"):
+            if table.has(key):
+                raise table.fail(key, "only valid when the recipe pins torch (torch==X.Y.Z)")
+        return build, TorchOptions()
+    if toolchain.cuda is not None:
+        check_label_cuda(pin, toolchain.cuda, str(origin))
+    loads_with = _loads_with(table, requires_dist)
+    return build, TorchOptions(
+        pin=pin, local_version=label, requires_dist=requires_dist, loads_with=loads_with
+    )
+
+
+MAX_LOADS_WITH = 16  # torch releases one recipe may claim (each is read once by can-load)
+
+
+def _loads_with(table: Table, requires_dist: bool) -> tuple[str, ...]:
+    """``[torch] loads_with``: the torch releases (exact public versions, ``2.13.0``) the wheel
+    should serve; can-load checks each after the build and Requires-Dist states those that
+    pass (docs/builds.md, "A range of torch releases")."""
+    if not table.has("loads_with"):
+        return ()
+    if not requires_dist:
+        raise table.fail(
+            "loads_with", "needs requires_dist = true: the releases that pass are stated there"
+        )
+    found: list[Version] = []
+    for item in table.texts("loads_with"):
+        try:
+            version = Version(item.strip())
+        except InvalidVersion:
+            raise table.fail(
+                "loads_with", f"{item!r} is not a torch release such as 2.13.0 (no ranges)"
+            ) from None
+        if version.local is not None or version.is_prerelease or version.is_devrelease:
+            raise table.fail(
+                "loads_with",
+                f"{item!r}: name public final releases (2.13.0): a local build such as +cpu "
+                "or a pre-release cannot be stated in Requires-Dist",
+            )
+        found.append(version)
+    if not found:
+        raise table.fail("loads_with", "name at least one torch release, or leave the key out")
+    if len(set(found)) > MAX_LOADS_WITH:
+        raise table.fail("loads_with", f"at most {MAX_LOADS_WITH} torch releases")
+    return tuple(str(v) for v in sorted(set(found)))

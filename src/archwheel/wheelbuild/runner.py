@@ -50,6 +50,7 @@ from archwheel.effects.owner import (
     remove_dead_parts,
     remove_owned,
 )
+from archwheel.effects.paths import cache_dir
 from archwheel.effects.redis_relay import UnixRelay, probe
 from archwheel.errors import BuildError, ToolError
 from archwheel.facts.python_target import PythonTarget
@@ -75,8 +76,12 @@ from archwheel.wheelbuild.gate import (
     GateVerdict,
     LoadGate,
     LoadGateVerdict,
+    RangeGate,
+    RangeGateVerdict,
+    RangeRequest,
     audit_gate,
     load_gate,
+    range_gate,
 )
 from archwheel.wheelbuild.output import BuildOutput
 from archwheel.wheelbuild.plan import BuildPlan, serial_variant, without_remote_cache
@@ -88,9 +93,10 @@ from archwheel.wheelbuild.provenance import (
 )
 from archwheel.wheelbuild.remote_cache import REMOTE_MOUNT, CacheCounts
 from archwheel.wheelbuild.repair import RepairSpec, repair_step, spec_for_recipe
-from archwheel.wheelbuild.reproducible import WheelComparison, compare_wheels
+from archwheel.wheelbuild.reproducible import WheelComparison, compare_wheels, repack_wheel
 from archwheel.wheelbuild.stages import Timings
 from archwheel.wheelbuild.toolkit import ensure_torch_image, image_glibc, manylinux_platforms
+from archwheel.wheelbuild.wheel_label import relabel_wheel
 from archwheel.wheelbuild.workfolder import Built, CacheRoom, WorkFolder
 
 
@@ -162,8 +168,10 @@ class BuildRunner:
         work_root: Path | None = None,
         gate: AuditGate = audit_gate,
         load_gate: LoadGate = load_gate,
+        range_gate: RangeGate = range_gate,
         keep_work: bool = False,
         base_mirror: str | None = None,
+        cache: Path | None = None,
     ) -> None:
         self.plan = plan
         self.base_mirror = base_mirror  # the Debian mirror of a local base image
@@ -173,6 +181,8 @@ class BuildRunner:
         self.work_root = work_root
         self.gate = gate
         self.load_gate = load_gate
+        self.range_gate = range_gate
+        self.cache = cache  # archwheel's cache folder: what the range gate read of each torch
         self.work = WorkFolder(engine, output, work_root=work_root, keep_work=keep_work)
 
     # -- the whole build ----------------------------------------------------------------------
@@ -201,6 +211,7 @@ class BuildRunner:
             comparison = self._reproducibility(run, wheel) if plan.check_reproducible else None
             verdict = self._audit(run, wheel)
             load = self._can_load(run, wheel, verdict)
+            wheel, torch_range = self._torch_range(run, wheel, load)
             timings.finish()
             digest = sha256_file(wheel)
             record = RunRecord(
@@ -223,6 +234,7 @@ class BuildRunner:
                 comparison=comparison,
                 verdict=verdict,
                 load=load,
+                torch_range=torch_range,
                 timings=timings.frozen(),
             )
             document = provenance_for(plan, wheel, digest, record)
@@ -452,6 +464,49 @@ class BuildRunner:
             load = self.load_gate(wheel, torch.wheel.path)
         self.output.line(f"can-load: {load.verdict}: {load.summary}")
         return load
+
+    def _torch_range(
+        self, run: _Run, wheel: Path, load: LoadGateVerdict | None
+    ) -> tuple[Path, RangeGateVerdict | None]:
+        """``[torch] loads_with``: can-load against each other release, and the wheel with the
+        ``Requires-Dist`` those that passed back (the same wheel when only its own torch did)."""
+        torch = run.plan.torch
+        if torch is None or not torch.loads_with or load is None or not load.ok:
+            return wheel, None
+        others = [v for v in torch.loads_with if v != torch.wheel.version]
+        with run.timings.stage(
+            self.output, "torch-range", f"can-load against torch {', '.join(others) or 'none'}"
+        ):
+            request = RangeRequest(
+                built=torch.wheel.version, loads_with=torch.loads_with, python=run.plan.python,
+                pip=run.plan.pip, cache=self._cache(), on_event=self.output.line,
+            )  # fmt: skip
+            verdict = self.range_gate(wheel, request)
+        for check in verdict.checks:
+            self.output.line(f"torch {check['version']}: {check['verdict']}: {check['summary']}")
+        claim = verdict.claim
+        if verdict.problem is not None:
+            self.output.warn(
+                f"torch range: the checks could not be made ({verdict.problem}); the wheel "
+                f"keeps the pin {claim.requirement}"
+            )
+        if claim.unchecked:
+            self.output.warn(
+                f"torch range: {', '.join(claim.unchecked)} lie inside the range on the index "
+                "and were not checked: shut out with !=; add them to [torch] loads_with to claim "
+                "them"
+            )
+        self.output.line(f"Requires-Dist: {claim.requirement}")
+        if claim.requirement == torch.pin_requirement:
+            return wheel, verdict
+        relabelled = relabel_wheel(wheel, run.staging / "range", None, claim.requirement)
+        claimed = run.staging / "claimed" / wheel.name
+        claimed.parent.mkdir(parents=True, exist_ok=True)
+        repack_wheel(relabelled, claimed, run.plan.source.source_date_epoch)
+        return claimed, verdict
+
+    def _cache(self) -> Path:
+        return self.cache if self.cache is not None else cache_dir(None)
 
     def _deliver(
         self, plan: BuildPlan, wheel: Path, document: Mapping[str, object], run: RunRecord

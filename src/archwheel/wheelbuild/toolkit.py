@@ -123,6 +123,7 @@ class TorchBuild:
     extra_packages: tuple[str, ...] = EXTRA_PACKAGES
     local_version: str | None = None  # the label added to the wheel's version; None: off
     pin_requirement: str | None = None  # Requires-Dist added to the wheel; None: off
+    loads_with: tuple[str, ...] = ()  # [torch] loads_with: checked after the build (gate.py)
 
     @property
     def cuda(self) -> CudaVersion | None:
@@ -140,6 +141,7 @@ class TorchBuild:
             "extra_packages": list(self.extra_packages),
             "local_version": self.local_version,
             "requires_dist": self.pin_requirement,
+            "loads_with": list(self.loads_with),
         }
 
 
@@ -337,4 +339,5 @@ def prepare_torch(
         toolkit_requirement=toolkit,
         local_version=label,
         pin_requirement=requirement,
+        loads_with=options.loads_with,
     )

@@ -84,6 +84,9 @@ class TorchOptions:
     pin: TorchPin | None = None
     local_version: str | None = None  # label template; None: no local version label
     requires_dist: bool = True  # add Requires-Dist: torch==X.Y.Z to the wheel
+    # Other torch releases the wheel should serve ([torch] loads_with): can-load checks each
+    # after the build and Requires-Dist states the range of those that pass.
+    loads_with: tuple[str, ...] = ()
 
 
 def cuda_of_label(label: str) -> CudaVersion | None:

@@ -277,6 +277,7 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
             docker_dir=request.settings.docker_dir(),
             keep_work=request.keep_work,
             base_mirror=request.settings.debian_mirror,
+            cache=request.settings.cache,
         )
         with sigterm_as_exit():
             try:

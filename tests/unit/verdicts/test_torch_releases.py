@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from archwheel.errors import UsageError
 from archwheel.verdicts.torch_releases import (
+    available_releases,
     choose_torch_files,
     extension_target,
     missing_releases,
     parse_torch_request,
+    range_claim,
 )
 
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64", "win_amd64", "macosx_11_0_arm64")
@@ -92,3 +95,42 @@ def test_the_extension_names_its_python_and_machine() -> None:
 
 def test_exact_versions_are_versions() -> None:
     assert parse_torch_request("2.13.0, 2.14.1").exact == (Version("2.13.0"), Version("2.14.1"))
+
+
+def test_available_releases_are_the_public_ones_with_a_wheel_for_the_extension() -> None:
+    files = _files(ALL) + _files(["2.16.0"], pythons=("cp312",))
+    assert available_releases(files, "cp311", "x86_64") == (
+        "2.10.0", "2.11.0", "2.13.0", "2.14.1", "2.15.0",
+    )  # fmt: skip
+    assert "2.16.0" in available_releases(files, "cp312", "aarch64")
+
+
+AVAILABLE = ["2.11.0", "2.12.0", "2.12.1", "2.13.0", "2.14.0", "2.14.1", "2.15.0"]
+
+
+@pytest.mark.parametrize(
+    ("passed", "failed", "requirement", "unchecked"),
+    [
+        # only the build's own torch loads it: the pin alone
+        ([], ["2.13.0"], "torch==2.14.1", []),
+        ([], [], "torch==2.14.1", []),
+        # every release between the oldest and the newest that passed was checked
+        (["2.14.0", "2.15.0"], [], "torch>=2.14.0,<2.16", []),
+        # 2.14.0 lies inside and was never checked: shut out, said so
+        (["2.12.1", "2.13.0"], [], "torch>=2.12.1,!=2.14.0,<2.15", ["2.14.0"]),
+        # a release that failed inside the range is shut out; one outside needs nothing
+        (["2.12.1", "2.14.0"], ["2.13.0", "2.15.0"], "torch>=2.12.1,!=2.13.0,<2.15", []),
+    ],
+)
+def test_a_range_claim_admits_exactly_the_checked_releases_that_passed(
+    passed: list[str], failed: list[str], requirement: str, unchecked: list[str]
+) -> None:
+    claim = range_claim("2.14.1", passed, failed, AVAILABLE)
+    assert claim.requirement == requirement
+    assert list(claim.unchecked) == unchecked
+    assert "2.14.1" in claim.passed
+    spec = SpecifierSet(claim.requirement.removeprefix("torch"))
+    if claim.is_range:
+        admitted = {v for v in AVAILABLE if Version(v) in spec}
+        assert admitted == set(claim.passed)  # not one release more, not one less
+    assert not set(claim.failed) & set(claim.passed)

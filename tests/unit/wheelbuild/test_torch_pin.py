@@ -349,3 +349,38 @@ def test_with_torch_refuses_what_cannot_build(recipe_name: str, version: str, me
     with pytest.raises(UsageError, match=message) as info:
         with_torch(recipe, version)
     assert exit_code_for(info.value) == 2
+
+
+def test_recipe_loads_with_names_releases_sorted_once(tmp_path: Path) -> None:
+    table = '[torch]\nversion = "2.14.1"\nloads_with = ["2.14.1", "2.12.1", "2.13.0", "2.12.1"]\n'
+    r = load_recipe(recipe(tmp_path, "", torch=table), facts=FACTS)
+    assert r.torch.loads_with == ("2.12.1", "2.13.0", "2.14.1")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ('[">=2.12"]', "is not a torch release such as 2.13.0 (no ranges)"),
+        ('["2.13.0+cpu"]', "name public final releases"),
+        ('["2.15.0rc1"]', "name public final releases"),
+        ("[]", "name at least one torch release"),
+        ('"2.13.0"', "list of strings"),
+    ],
+)
+def test_recipe_loads_with_refuses_what_requires_dist_cannot_state(
+    tmp_path: Path, value: str, message: str
+) -> None:
+    table = f'[torch]\nversion = "2.14.1"\nloads_with = {value}\n'
+    with pytest.raises(RecipeError) as info:
+        load_recipe(recipe(tmp_path, "", torch=table), facts=FACTS)
+    assert message in info.value.one_line() and "loads_with" in info.value.one_line()
+
+
+def test_recipe_loads_with_needs_requires_dist_and_a_torch(tmp_path: Path) -> None:
+    table = '[torch]\nversion = "2.14.1"\nrequires_dist = false\nloads_with = ["2.13.0"]\n'
+    with pytest.raises(RecipeError, match="needs requires_dist = true"):
+        load_recipe(recipe(tmp_path, "", torch=table), facts=FACTS)
+    with pytest.raises(RecipeError, match="only valid when the recipe pins torch"):
+        load_recipe(
+            recipe(tmp_path, '"numpy"', torch='[torch]\nloads_with = ["2.13.0"]\n'), facts=FACTS
+        )

@@ -9,10 +9,10 @@ from typing import Any
 from rich.console import Console
 
 from archwheel.binary.demangle import demangle
-from archwheel.inspection.torch_range import TorchCheck, TorchRangeReport
 from archwheel.interfaces.render.common import markdown_table, md_code, md_text, safe
 from archwheel.text import literal
 from archwheel.verdicts.load import LoadVerdict, mangled_names
+from archwheel.verdicts.torch_range import TorchCheck, TorchRangeReport
 
 _LABEL = {
     LoadVerdict.LOADS: "loads",

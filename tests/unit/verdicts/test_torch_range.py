@@ -1,4 +1,4 @@
-"""The loader's view of a torch wheel kept between runs (``inspection.torch_range``), and the
+"""The loader's view of a torch wheel kept between runs (``verdicts.torch_range``), and the
 request checks of ``can-load --torch``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from archwheel.binary.dynamic import DynamicInfo, UndefinedSymbol
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import InputError, UsageError
-from archwheel.inspection import torch_range
+from archwheel.verdicts import torch_range
 from archwheel.verdicts.load import WheelFiles
 
 VIEW = WheelFiles(

@@ -1,0 +1,367 @@
+"""can-load across torch releases: which torches will an extension wheel load with?
+
+``archwheel can-load EXT.whl --torch ">=2.11"`` (or ``--torch 2.13.0,2.14.1,2.15.0``) finds the
+torch wheels of those releases for the extension's CPython and machine on the indexes pip is
+configured with (their simple API; find-links folders too), reads of each only what the loader
+model needs, and judges the extension against each as ``can-load --with`` does.
+
+What is read (docs/verdicts.md, "Across torch releases"):
+
+- a wheel on a local path or a ``file://`` index is read in place;
+- a wheel on an http(s) index is read by range requests (``effects.ranged``): its zip directory,
+  its metadata, and of each shared library the compressed bytes up to the last byte the loader
+  model needs. A deflate stream can only be inflated from its start, so a library whose dynamic
+  tables lie at its end (torch's own libraries: patchelf moved ``.dynstr`` and ``.gnu.hash``
+  into a segment appended after the code) is read whole; a library whose tables lie at its
+  start is read only that far;
+- what was read is kept under the cache folder as the loader's view of the torch wheel (keyed
+  by the wheel's sha256), so that a later check against the same torch reads nothing; the raw
+  blocks are dropped once that view is kept.
+
+A release the index does not have, a wheel that cannot be read and a check that cannot be made
+are reported as such, and make the answer incomplete, never "loads".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+import ssl
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from archwheel.binary.dynamic import DynamicInfo, UndefinedSymbol
+from archwheel.effects.files import write_bytes_atomic
+from archwheel.effects.pipconfig import PipSettings
+from archwheel.effects.ranged import LocalFile, RangedFile, Transfer, is_local, local_path
+from archwheel.effects.simple_index import fetch_page, index_urls
+from archwheel.errors import ArchwheelError, InputError, ToolError
+from archwheel.verdicts.load import (
+    LoadReport,
+    LoadVerdict,
+    WheelFiles,
+    judge_load,
+    read_wheel_files,
+)
+from archwheel.verdicts.torch_releases import (
+    TorchFile,
+    available_releases,
+    choose_torch_files,
+    extension_target,
+    missing_releases,
+    parse_torch_request,
+)
+
+CACHE_FORMAT = 1
+MAX_CACHED_VIEW = 256 << 20  # the loader's view of one torch wheel, as kept (torch 2.15: ~20 MB)
+
+Event = Callable[[str], None]
+# The stand-ins for the system libraries of an extension (``inspection.loading`` reads this
+# host's own copies for ``archwheel can-load``).
+SystemLibraries = Callable[[WheelFiles], Mapping[str, DynamicInfo]]
+
+
+@dataclass(frozen=True)
+class TorchCheck:
+    """The extension judged against one torch release (``report`` None: it could not be)."""
+
+    version: str
+    filename: str
+    location: str
+    size: int | None
+    report: LoadReport | None
+    error: str | None = None
+    fetched: int = 0  # bytes read from the network for this torch, this run
+    requests: int = 0
+    whole_download: bool = False  # the server refused ranges
+    cached: bool = False  # the loader's view came from the cache folder
+
+    @property
+    def verdict(self) -> LoadVerdict:
+        return LoadVerdict.UNKNOWN if self.report is None else self.report.verdict
+
+
+@dataclass(frozen=True)
+class TorchRangeReport:
+    """``can-load --torch``: the extension against every torch release the request admits."""
+
+    wheel: WheelFiles
+    request: str
+    interpreter: str
+    machine: str
+    indexes: tuple[str, ...]
+    checks: tuple[TorchCheck, ...]
+    not_found: tuple[str, ...] = ()  # exact versions asked for that no index has
+    # Every public release with a wheel for this interpreter and machine on the indexes, asked
+    # for or not (a build's range claim and ``matrix --recheck`` compare against it).
+    available: tuple[str, ...] = ()
+
+    @property
+    def verdict(self) -> LoadVerdict:
+        verdicts = {c.verdict for c in self.checks}
+        if LoadVerdict.FAILS in verdicts:
+            return LoadVerdict.FAILS
+        if LoadVerdict.UNKNOWN in verdicts or self.not_found or not self.checks:
+            return LoadVerdict.UNKNOWN
+        return LoadVerdict.LOADS
+
+    @property
+    def loads_with(self) -> tuple[str, ...]:
+        return tuple(c.version for c in self.checks if c.verdict is LoadVerdict.LOADS)
+
+    @property
+    def fetched(self) -> int:
+        return sum(c.fetched for c in self.checks)
+
+    @property
+    def total_size(self) -> int:
+        return sum(c.size or 0 for c in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        from archwheel import __version__
+
+        return {
+            "schema_version": 1,
+            "kind": "can-load-torch-range",
+            "tool": {"name": "archwheel", "version": __version__},
+            "wheel": self.wheel.filename,
+            "torch": self.request,
+            "python": self.interpreter,
+            "machine": self.machine,
+            "indexes": list(self.indexes),
+            "verdict": self.verdict.value,
+            "loads_with": list(self.loads_with),
+            "not_found": list(self.not_found),
+            "available": list(self.available),
+            "bytes_fetched": self.fetched,
+            "bytes_of_wheels": self.total_size,
+            "torches": [
+                {
+                    "version": c.version,
+                    "filename": c.filename,
+                    "location": c.location,
+                    "size": c.size,
+                    "verdict": c.verdict.value,
+                    "error": c.error,
+                    "bytes_fetched": c.fetched,
+                    "requests": c.requests,
+                    "whole_download": c.whole_download,
+                    "cached": c.cached,
+                    "report": None if c.report is None else c.report.to_json(),
+                }
+                for c in self.checks
+            ],
+        }
+
+
+def can_load_range(
+    wheel: Path,
+    torch: str,
+    *,
+    pip: PipSettings,
+    cache: Path,
+    python: str | None = None,
+    system: SystemLibraries | None = None,
+    on_event: Event | None = None,
+) -> TorchRangeReport:
+    """``wheel`` judged against each torch release ``torch`` names (see the module doc).
+
+    ``pip``: the indexes to look on; ``cache``: archwheel's cache folder; ``python``: the
+    Python (``3.11``) of an extension whose tags name none; ``system``: gives the stand-ins for
+    the system libraries the extension's policy allows (None: the policy stands for them, as in
+    a build's gates). ``UsageError`` for a bad request, ``InputError`` when the extension cannot
+    be read, ``ToolError`` when no index answers."""
+    say = on_event or (lambda _line: None)
+    request = parse_torch_request(torch)
+    if wheel.suffix != ".whl":
+        raise InputError(f"{wheel}: not a wheel (.whl)")
+    files = read_wheel_files(wheel)
+    interpreter, machine = extension_target(files.tags, python)
+    indexes, listed = _torch_files(pip, say)
+    chosen = choose_torch_files(listed, request, interpreter, machine)
+    if not chosen and not request.exact:
+        raise ToolError(
+            f"no torch wheel for {interpreter} on {machine} matches {torch!r} on "
+            + (", ".join(indexes) or "the configured indexes"),
+            hint="check the range, or pip's index settings (`pip config list`, --index-url)",
+        )
+    libraries = system(files) if system is not None else {}
+    context = ssl.create_default_context(cafile=str(pip.ca_bundle) if pip.ca_bundle else None)
+    checks = []
+    for item in chosen:
+        say(f"torch {item.version}: {item.filename}")
+        checks.append(_check(files, item, system=libraries, cache=cache, context=context, say=say))
+    return TorchRangeReport(
+        wheel=files,
+        request=torch,
+        interpreter=interpreter,
+        machine=machine,
+        indexes=indexes,
+        checks=tuple(checks),
+        not_found=missing_releases(request, chosen),
+        available=available_releases(listed, interpreter, machine),
+    )
+
+
+def _torch_files(
+    pip: PipSettings, say: Event
+) -> tuple[tuple[str, ...], list[tuple[str, str, str | None, int | None]]]:
+    """Every torch file on the configured indexes and find-links folders."""
+    found: list[tuple[str, str, str | None, int | None]] = []
+    asked: list[str] = []
+    failures: list[ArchwheelError] = []
+    for index in index_urls(pip):
+        try:
+            page = fetch_page(index, "torch", pip)
+        except ToolError as exc:  # one unreachable index does not hide the others
+            failures.append(exc)
+            continue
+        asked.append(index)
+        say(f"index {index}: {0 if page is None else len(page)} torch files")
+        found.extend((f.filename, f.url, f.sha256, f.size) for f in page or [])
+    for link in pip.find_links:
+        if not is_local(link):
+            continue
+        folder = local_path(link)
+        if folder.is_dir():
+            asked.append(str(folder))
+            for path in sorted(folder.glob("torch-*.whl")):
+                if path.is_file():
+                    found.append((path.name, path.as_uri(), None, path.stat().st_size))
+    if not asked and failures:
+        raise failures[0]
+    return tuple(asked), found
+
+
+def _check(
+    files: WheelFiles,
+    item: TorchFile,
+    *,
+    system: Mapping[str, DynamicInfo],
+    cache: Path,
+    context: ssl.SSLContext,
+    say: Event,
+) -> TorchCheck:
+    base = TorchCheck(str(item.version), item.filename, item.url, item.size, None)
+    key = item.sha256 or hashlib.sha256(f"{item.url}\0{item.size}".encode()).hexdigest()
+    view_path = cache / "torch-views" / f"{key[:64]}.json"
+    torch = _cached_view(view_path, item.filename)
+    if torch is not None:
+        report = judge_load(files, torch, (), system)
+        return dataclasses.replace(base, report=report, cached=True)
+    transfer = Transfer()
+    size = item.size
+    blocks = cache / "ranges"
+    try:
+        if is_local(item.url):
+            with LocalFile(local_path(item.url)) as local:
+                torch = read_wheel_files(Path(item.filename), source=local)
+                transfer, size = local.transfer, local.size
+        else:
+            progress = _progress(say, item.filename)
+            with RangedFile(
+                item.url, blocks, size=item.size, digest=item.sha256, context=context,
+                progress=progress,
+            ) as remote:  # fmt: skip
+                torch = read_wheel_files(Path(item.filename), source=remote)
+                transfer, size = remote.transfer, remote.size
+                folder = remote.folder
+            if transfer.whole:
+                say(f"{item.filename}: the server does not serve ranges: downloaded whole")
+            if torch.libraries and all(lib.complete for lib in torch.libraries):
+                _keep_view(view_path, torch)
+                shutil.rmtree(folder, ignore_errors=True)
+    except ArchwheelError as exc:
+        return dataclasses.replace(base, size=size, error=exc.one_line(), **_cost(transfer))
+    except OSError as exc:  # the server or the cache folder failed (effects.ranged says which)
+        why = " ".join(str(exc).split())
+        return dataclasses.replace(base, size=size, error=why, **_cost(transfer))
+    report = judge_load(files, torch, (), system)
+    return dataclasses.replace(base, size=size, report=report, **_cost(transfer))
+
+
+def _cost(transfer: Transfer) -> dict[str, Any]:
+    return {
+        "fetched": transfer.fetched,
+        "requests": transfer.requests,
+        "whole_download": transfer.whole,
+    }
+
+
+def _progress(say: Event, name: str) -> Callable[[int, int], None]:
+    shown = [-1]
+
+    def progress(done: int, total: int) -> None:
+        tenth = done * 10 // max(total, 1)
+        if tenth != shown[0]:
+            shown[0] = tenth
+            say(f"{name}: downloading whole, {done >> 20} of {total >> 20} MiB")
+
+    return progress
+
+
+# -- the loader's view of a torch wheel, kept --------------------------------------------------
+
+
+def _keep_view(path: Path, files: WheelFiles) -> None:
+    document = {"format": CACHE_FORMAT, "wheel": dataclasses.asdict(files)}
+    data = json.dumps(document, separators=(",", ":")).encode()
+    if len(data) <= MAX_CACHED_VIEW:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(path, data)
+
+
+def _cached_view(path: Path, filename: str) -> WheelFiles | None:
+    """The kept view, or None (absent, too large, or not what this version writes: read again)."""
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_CACHED_VIEW:
+            return None
+        document = json.loads(path.read_bytes())
+        if document.get("format") != CACHE_FORMAT:
+            return None
+        files = _wheel_from(document["wheel"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return files if files.filename == filename else None
+
+
+def _wheel_from(raw: dict[str, Any]) -> WheelFiles:
+    return WheelFiles(
+        filename=str(raw["filename"]),
+        name=str(raw["name"]),
+        version=str(raw["version"]),
+        tags=tuple(str(t) for t in raw["tags"]),
+        libraries=tuple(_library_from(lib) for lib in raw["libraries"]),
+        requires=tuple((str(a), str(b), str(c)) for a, b, c in raw["requires"]),
+        cuda_major=None if raw["cuda_major"] is None else int(raw["cuda_major"]),
+    )
+
+
+def _library_from(raw: dict[str, Any]) -> DynamicInfo:
+    def strings(key: str) -> tuple[str, ...]:
+        return tuple(str(v) for v in raw[key])
+
+    return DynamicInfo(
+        path=str(raw["path"]),
+        size=int(raw["size"]),
+        file_kind=str(raw["file_kind"]),
+        is_dynamic=bool(raw["is_dynamic"]),
+        machine=int(raw["machine"]),
+        soname=None if raw["soname"] is None else str(raw["soname"]),
+        needed=strings("needed"),
+        rpath=strings("rpath"),
+        runpath=strings("runpath"),
+        bind_now=bool(raw["bind_now"]),
+        undefined=tuple(UndefinedSymbol(**u) for u in raw["undefined"]),
+        exports={
+            str(name): tuple(None if v is None else str(v) for v in versions)
+            for name, versions in raw["exports"].items()
+        },
+        version_definitions=strings("version_definitions"),
+        version_needs=tuple((str(f), tuple(str(v) for v in vs)) for f, vs in raw["version_needs"]),
+        problems=strings("problems"),
+    )
