@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, urljoin, urlparse
 
 from archwheel.effects.net import TransferError, paced_blocks
 
@@ -42,6 +42,7 @@ BLOCK = 256 << 10
 # this (a member inflated from its start: 1 MiB reads would be one request each), so at most
 # about twice what a reader takes is fetched.
 MAX_AHEAD = 32 << 20
+MAX_RUNS = 64  # runs of sequential reads followed at once (members inflated in turn)
 MAX_REDIRECTS = 5
 MAX_REQUESTS = 4096
 TIMEOUT_S = 60.0
@@ -70,6 +71,132 @@ class Transfer:
 class _Redirects(urllib.request.HTTPRedirectHandler):
     max_redirections = MAX_REDIRECTS
     max_repeats = 2
+
+
+class _Redirected(Exception):
+    """Redirected in a loop, too often, or to something other than http(s)."""
+
+
+class _Answered(Exception):
+    """The server answered with a status that is neither content nor a redirect."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+class _Connection:
+    """The requests of one file over one kept-alive connection (HTTP/1.1), redirects followed
+    here (at most ``MAX_REDIRECTS``, http and https only) and their end remembered, so that a
+    file read in hundreds of ranges costs one name lookup and one TLS handshake, not one per
+    range (measured: 453 lookups took 60 of a 68 s read, docs/performance.md). Where a proxy
+    applies (``*_proxy`` variables), urllib's opener makes each request, as before."""
+
+    def __init__(self, context: ssl.SSLContext | None) -> None:
+        self._context = context
+        self._conn: http.client.HTTPConnection | None = None
+        self._origin: tuple[str, str, int | None] | None = None
+        self._moved: dict[str, str] = {}  # a URL -> where it redirected to
+        self._opener: urllib.request.OpenerDirector | None = None
+
+    def open(self, url: str, headers: dict[str, str], method: str) -> http.client.HTTPResponse:
+        url = self._moved.get(url, url)
+        if _proxied(url):
+            return self._through_urllib(url, headers, method)
+        seen: list[str] = []
+        while True:
+            response = self._send(url, headers, method)
+            if response.status not in _REDIRECTS:
+                if response.status >= 400 or response.status < 200:
+                    self._discard(response)
+                    raise _Answered(response.status)
+                for earlier in seen:
+                    self._moved[earlier] = url
+                return response
+            location = response.headers.get("Location") or ""
+            self._discard(response)
+            seen.append(url)
+            url = urljoin(url, location)
+            if urlparse(url).scheme not in ("http", "https"):
+                raise _Redirected(f"redirected to {url[:200]!r}, not an http(s) URL")
+            if url in seen or len(seen) > MAX_REDIRECTS:
+                raise _Redirected(f"redirected in a loop or more than {MAX_REDIRECTS} times")
+
+    def _send(self, url: str, headers: dict[str, str], method: str) -> http.client.HTTPResponse:
+        parts = urlparse(url)
+        origin = (parts.scheme, parts.hostname or "", parts.port)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        for attempt in (1, 2):
+            fresh = self._conn is None or origin != self._origin
+            if fresh:
+                self.close()
+                self._conn = self._connect(origin)
+                self._origin = origin
+            assert self._conn is not None
+            try:
+                self._conn.request(method, target, headers=headers)
+                return self._conn.getresponse()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.close()  # a kept-alive connection the server had closed: once more
+                if fresh or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _connect(self, origin: tuple[str, str, int | None]) -> http.client.HTTPConnection:
+        scheme, host, port = origin
+        if scheme == "https":
+            return http.client.HTTPSConnection(host, port, timeout=TIMEOUT_S, context=self._context)
+        return http.client.HTTPConnection(host, port, timeout=TIMEOUT_S)
+
+    def _discard(self, response: http.client.HTTPResponse) -> None:
+        """A response not handed out: its small body read so the connection can go on,
+        else the connection closed."""
+        try:
+            length = response.length
+            if length is not None and length <= 64 << 10 and not response.will_close:
+                response.read(length)
+                response.close()
+                return
+        except (OSError, http.client.HTTPException):
+            pass
+        response.close()
+        self.close()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(OSError):
+                self._conn.close()
+        self._conn = None
+        self._origin = None
+
+    def _through_urllib(
+        self, url: str, headers: dict[str, str], method: str
+    ) -> http.client.HTTPResponse:
+        if self._opener is None:
+            self._opener = urllib.request.build_opener(
+                _Redirects(), urllib.request.HTTPSHandler(context=self._context)
+            )
+        request = urllib.request.Request(url, headers=headers, method=method)  # noqa: S310
+        try:
+            return cast(http.client.HTTPResponse, self._opener.open(request, timeout=TIMEOUT_S))
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            if 300 <= exc.code < 400:
+                raise _Redirected(
+                    f"redirected in a loop or more than {MAX_REDIRECTS} times"
+                ) from None
+            raise _Answered(exc.code) from None
+
+
+def _proxied(url: str) -> bool:
+    parts = urlparse(url)
+    proxies = urllib.request.getproxies()
+    if parts.scheme not in proxies:
+        return False
+    return not urllib.request.proxy_bypass(parts.hostname or "")
 
 
 def is_local(location: str) -> bool:
@@ -101,9 +228,7 @@ class RangedFile:
         self.block = block
         self.transfer = Transfer()
         self._progress = progress
-        self._opener = urllib.request.build_opener(
-            _Redirects(), urllib.request.HTTPSHandler(context=context)
-        )
+        self._connection = _Connection(context)
         key = digest or hashlib.sha256(url.encode("utf-8", "surrogateescape")).hexdigest()
         self.folder = cache / key[:64]
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -111,8 +236,8 @@ class RangedFile:
         if not 0 < self.size <= MAX_FILE_BYTES:
             raise RemoteFileError(f"{url}: a size of {self.size} bytes is not one archwheel reads")
         self._blocks = -(-self.size // block)
-        self._next = -1  # where the last read ended (a read starting there continues it)
-        self._run = 0  # bytes read in this run of sequential reads
+        # Runs of sequential reads: where each ended -> its bytes so far (oldest first).
+        self._runs: dict[int, int] = {}
         self._data = self._open("data", self.size)
         self._map = self._open("blocks", self._blocks)
 
@@ -130,6 +255,7 @@ class RangedFile:
         return os.pread(self._map, last - first + 1, first)
 
     def close(self) -> None:
+        self._connection.close()
         for fd in (self._data, self._map):
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -150,13 +276,15 @@ class RangedFile:
         if end <= offset:
             return b""
         first, last = offset // self.block, (end - 1) // self.block
-        if offset == self._next:  # a sequential reader: fetch as far ahead as it has read
-            self._run += end - offset
-            ahead = min(self._run, MAX_AHEAD)
+        # A read that continues an earlier one (where it ended) continues its run; several
+        # members inflated in turn are several runs, each followed on its own.
+        run_length = self._runs.pop(offset, 0) + (end - offset)
+        self._runs[end] = run_length
+        if len(self._runs) > MAX_RUNS:
+            del self._runs[next(iter(self._runs))]  # the run not continued for longest
+        if run_length > end - offset:  # a sequential reader: fetch as far ahead as it has read
+            ahead = min(run_length, MAX_AHEAD)
             last = max(last, min(self._blocks - 1, (end + ahead - 1) // self.block))
-        else:
-            self._run = end - offset
-        self._next = end
         have = self._have(first, last)
         run: int | None = None
         for i in range(first, last + 2):
@@ -178,17 +306,13 @@ class RangedFile:
         if self.transfer.requests >= MAX_REQUESTS:
             raise RemoteFileError(f"{self.url}: more than {MAX_REQUESTS} requests; given up")
         self.transfer.requests += 1
-        request = urllib.request.Request(self.url, headers=headers, method=method)  # noqa: S310
         try:
-            return cast(http.client.HTTPResponse, self._opener.open(request, timeout=TIMEOUT_S))
-        except urllib.error.HTTPError as exc:
-            exc.close()
-            if 300 <= exc.code < 400:
-                raise RemoteFileError(
-                    f"{self.url}: redirected in a loop or more than {MAX_REDIRECTS} times"
-                ) from None
-            raise RemoteFileError(f"{self.url}: the server answered {exc.code}") from None
-        except (OSError, ValueError) as exc:
+            return self._connection.open(self.url, headers, method)
+        except _Redirected as exc:
+            raise RemoteFileError(f"{self.url}: {exc}") from None
+        except _Answered as exc:
+            raise RemoteFileError(f"{self.url}: the server answered {exc.status}") from None
+        except (OSError, ValueError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", None) or exc
             raise RemoteFileError(f"{self.url}: {reason}") from None
 
@@ -197,10 +321,15 @@ class RangedFile:
         with response:
             status = response.status
             if status == 206:
-                total = _content_range(response)[2]
-                list(paced_blocks(response, limit=1))
+                try:
+                    total = _content_range(response)[2]
+                    list(paced_blocks(response, limit=1))
+                except BaseException:
+                    self._connection.close()  # the body was not read: the connection is spent
+                    raise
                 return total
             length = response.headers.get("Content-Length")
+        self._connection.close()  # a whole file's answer, unread
         if status == 200 and length and length.isdigit():
             return int(length)
         raise RemoteFileError(f"{self.url}: the server says neither the size nor a range")
@@ -208,10 +337,13 @@ class RangedFile:
     def _fetch(self, first: int, last: int) -> None:
         try:
             self._fetch_blocks(first, last)
-        except RemoteFileError:
+        except BaseException as exc:
+            # An answer not read to its end leaves its rest on the connection: never reused.
+            self._connection.close()
+            if isinstance(exc, TransferError) and not isinstance(exc, RemoteFileError):
+                # cut short or too slow (effects.net.paced_blocks)
+                raise RemoteFileError(f"{self.url}: {exc}") from None
             raise
-        except TransferError as exc:  # cut short or too slow (effects.net.paced_blocks)
-            raise RemoteFileError(f"{self.url}: {exc}") from None
 
     def _fetch_blocks(self, first: int, last: int) -> None:
         lo, hi = first * self.block, min(self.size, (last + 1) * self.block) - 1
