@@ -19,7 +19,8 @@ setup(
             name="archwheel_stable_ops._C",
             sources=["csrc/ops.cpp", "csrc/ops_cuda.cu"],
             py_limited_api=True,
-            extra_compile_args={"cxx": ["-O2", *DEFINES], "nvcc": ["-O2", *DEFINES]},
+            # USE_CUDA: the CUDA shims' declarations (aoti_torch_get_current_cuda_stream)
+            extra_compile_args={"cxx": ["-O2", *DEFINES], "nvcc": ["-O2", "-DUSE_CUDA", *DEFINES]},
         )
     ],
     cmdclass={"build_ext": BuildExtension},

@@ -37,6 +37,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any
 
+from packaging.version import Version
+
 from archwheel.effects.engine import ContainerEngine
 from archwheel.effects.files import (
     NO_ROOM_ERRNOS,
@@ -473,7 +475,8 @@ class BuildRunner:
         torch = run.plan.torch
         if torch is None or not torch.loads_with or load is None or not load.ok:
             return wheel, None
-        others = [v for v in torch.loads_with if v != torch.wheel.version]
+        own = Version(torch.wheel.version).public
+        others = [v for v in torch.loads_with if Version(v) != Version(own)]
         with run.timings.stage(
             self.output, "torch-range", f"can-load against torch {', '.join(others) or 'none'}"
         ):

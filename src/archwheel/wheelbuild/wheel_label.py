@@ -40,7 +40,9 @@ def new_version(version: str, label: str | None) -> str:
 def rewrite_metadata(text: str, version: str, requirement: str | None) -> str:
     """``METADATA`` with ``Version`` replaced and the torch pin added to the headers."""
     head, sep, body = text.partition("\n\n")
-    lines = head.split("\n")
+    # Without a body the headers end with the text: its final newline is not an empty line
+    # (else the pin appended below would follow one, in the body, where pip never reads it).
+    lines = head.split("\n") if sep else head.rstrip("\n").split("\n")
     out: list[str] = []
     for line in lines:
         if line.startswith("Version:"):

@@ -94,3 +94,19 @@ def test_a_wheel_without_metadata_is_refused(tmp_path: Path) -> None:
         z.writestr("x/__init__.py", "")
     with pytest.raises(BuildError, match=r"no x-1\.0\.dist-info/METADATA"):
         relabel_wheel(path, tmp_path / "out", "pt1", None)
+
+
+def test_a_metadata_without_a_body_keeps_the_pin_among_its_headers() -> None:
+    """setuptools writes no body when a project has no readme: the file ends after the headers.
+    The pin must not follow an empty line (pip reads no header after it), and a second claim
+    (the range a build's checks backed) replaces the first."""
+    text = "Metadata-Version: 2.4\nName: x\nVersion: 0.1.0\nRequires-Dist: torch>=2.12\n"
+    pinned = rewrite_metadata(text, "0.1.0", "torch==2.14.1")
+    assert (
+        pinned == "Metadata-Version: 2.4\nName: x\nVersion: 0.1.0\nRequires-Dist: torch==2.14.1\n"
+    )
+    ranged = rewrite_metadata(pinned, "0.1.0", "torch>=2.12.1,<2.15")
+    assert "\n\n" not in ranged
+    assert [ln for ln in ranged.splitlines() if ln.startswith("Requires-Dist")] == [
+        "Requires-Dist: torch>=2.12.1,<2.15"
+    ]
