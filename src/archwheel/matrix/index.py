@@ -42,11 +42,12 @@ from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any, overload
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from archwheel.binary.scan.inputs import scan_path
-from archwheel.binary.wheelmeta import read_wheel_metadata
+from archwheel.binary.wheelmeta import Pin, read_wheel_metadata
 from archwheel.binary.zipread import open_zip
 from archwheel.effects.files import (
     ZIP_MEMBER_ERRORS,
@@ -115,17 +116,30 @@ class IndexEntry:
     cell_key: str | None
     provenance: bool  # a .provenance.json lies beside it
     published_at: str
+    # The torch releases one wheel serves (its build's range check: those that loaded it and
+    # that its Requires-Dist admits); () for a wheel of one torch.
+    serves: tuple[str, ...] = ()
 
     @property
     def find_links_page(self) -> str | None:
         """``torch-2.14.1+cu130.html``; None when no torch version is known."""
         if self.torch is None:
             return None
+        return self._page_of(self.torch)
+
+    @property
+    def find_links_pages(self) -> tuple[str, ...]:
+        """The find-links page of the torch it was built against and of each it serves."""
+        own = self.find_links_page
+        pages = [self._page_of(v) for v in self.serves]
+        return tuple(dict.fromkeys([*([own] if own else []), *pages]))
+
+    def _page_of(self, torch: str) -> str:
         tag = CudaVersion.parse(self.cuda).tag if self.cuda else "cpu"
         try:
-            public = Version(self.torch).public  # a pin such as 2.14.1+cu130: its version
+            public = Version(torch).public  # a pin such as 2.14.1+cu130: its version
         except InvalidVersion:
-            public = self.torch
+            public = torch
         return f"torch-{public}+{tag}.html"
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -143,6 +157,7 @@ class IndexEntry:
             "cell_key": self.cell_key,
             "provenance": self.provenance,
             "published_at": self.published_at,
+            "serves": list(self.serves),
         }
 
     @classmethod
@@ -199,7 +214,29 @@ class IndexEntry:
             cell_key=_field(data, "cell_key", optional=True),
             provenance=bool(data.get("provenance")),
             published_at=_field(data, "published_at", optional=True) or "",
+            serves=_versions(data.get("serves"), f"entry {file}: serves"),
         )
+
+
+MAX_SERVES = 64  # torch releases one published wheel serves
+
+
+def _versions(value: object, where: str) -> tuple[str, ...]:
+    """A list of torch release versions (absent: none), each checked: it names find-links
+    pages, so nothing but a version may come through."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > MAX_SERVES:
+        raise ValueError(f"{where} is not a list of at most {MAX_SERVES} versions")
+    found: list[str] = []
+    for item in value:
+        if not isinstance(item, str) or len(item) > 64:
+            raise ValueError(f"{where}: {str(item)[:40]!r} is not a version")
+        try:
+            found.append(str(Version(item)))
+        except InvalidVersion:
+            raise ValueError(f"{where}: {item[:40]!r} is not a version") from None
+    return tuple(found)
 
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9._+!-]{1,255}")  # a file name: no '/', no NUL
@@ -339,6 +376,22 @@ def _provenance_text(provenance: dict[str, Any], table: str, key: str) -> str | 
     return value if isinstance(value, str) else None
 
 
+def _served(provenance: dict[str, Any] | None, requires: Sequence[Pin]) -> tuple[str, ...]:
+    """The torch releases a wheel serves: those its build's range check passed (provenance
+    ``torch_range.passed``) that its ``Requires-Dist: torch`` admits (a wheel whose metadata
+    was changed after its provenance serves only what both say). () without a range."""
+    section = provenance.get("torch_range") if provenance is not None else None
+    if not isinstance(section, dict):
+        return ()
+    passed = _versions(section.get("passed"), "passed")
+    specifiers = [p.specifier for p in requires if p.name == "torch" and not p.is_optional]
+    try:
+        admitted = SpecifierSet(",".join(s for s in specifiers if s))
+    except InvalidSpecifier:
+        return ()
+    return tuple(v for v in passed if admitted.contains(v, prereleases=True))
+
+
 MAX_PROVENANCE_BYTES = 16 << 20  # a provenance file (a build's is a few KB)
 MAX_PROVENANCE_NESTING = 32  # lists and objects inside each other (a build's nests 4 deep)
 
@@ -422,6 +475,10 @@ def examine(candidate: Candidate, now: str) -> _Examined | Refusal:
     torch = candidate.torch
     if torch is None:
         torch = next((p.exact_version for p in meta.requires if p.name == "torch"), None)
+    try:
+        serves = _served(provenance, meta.requires)
+    except ValueError as exc:
+        return Refusal(wheel.name, f"its provenance's torch_range: {exc}")
     entry = IndexEntry(
         file=wheel.name,
         project=str(canonicalize_name(name)),
@@ -436,6 +493,7 @@ def examine(candidate: Candidate, now: str) -> _Examined | Refusal:
         cell_key=candidate.cell_key,
         provenance=candidate.provenance is not None,
         published_at=now,
+        serves=serves,
     )
     return _Examined(entry, candidate, audit_document([report]), metadata)
 
@@ -508,8 +566,8 @@ def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
     by_page: dict[str, list[IndexEntry]] = {}
     for e in entries:
         by_project.setdefault(e.project, []).append(e)
-        if e.find_links_page:
-            by_page.setdefault(e.find_links_page, []).append(e)
+        for page in e.find_links_pages:
+            by_page.setdefault(page, []).append(e)
     for project in sorted(by_project):
         (simple / project).mkdir()
         write_text_atomic(

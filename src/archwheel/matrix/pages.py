@@ -52,12 +52,12 @@ def project_page(project: str, entries: Sequence[IndexEntry]) -> str:
 
 
 def find_links_page(page: str, entries: Sequence[IndexEntry]) -> str:
-    rows = sorted((e for e in entries if e.find_links_page == page), key=lambda e: e.file)
+    rows = sorted((e for e in entries if page in e.find_links_pages), key=lambda e: e.file)
     return _page(page.removesuffix(".html"), [_link(f"{WHEELS}/", e) for e in rows])
 
 
 def landing_page(entries: Sequence[IndexEntry]) -> str:
-    pages = sorted({p for e in entries if (p := e.find_links_page)})
+    pages = sorted({p for e in entries for p in e.find_links_pages})
     body = ['<p><a href="simple/">simple/</a> (PEP 503)</p>\n', "<h2>find-links pages</h2>\n"]
     body += [f'<a href="{quote(p)}">{html.escape(p)}</a><br>\n' for p in pages]
     return _page("archwheel wheel index", body)

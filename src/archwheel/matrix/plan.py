@@ -35,6 +35,8 @@ from itertools import product
 from pathlib import Path
 from typing import Any, cast
 
+from packaging.version import Version
+
 from archwheel.effects.files import read_document
 from archwheel.errors import UsageError
 from archwheel.facts.arch import ArchList
@@ -70,6 +72,10 @@ class RecipeFacts:
     # Whether the wheel's file name carries the torch version (a local label such as
     # +pt2.14.1cu130); without it two torch cells of one Python make one file name.
     torch_in_name: bool = True
+    # [torch] loads_with: the releases one wheel of the recipe should serve (its build checks
+    # each with can-load and claims those that pass); the torch axis's values among them (and
+    # the recipe's own torch) make one cell, built against the recipe's own torch.
+    loads_with: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,16 +127,22 @@ class Cell:
     torch: str | None
     python: str
     arch: str  # the checked arch list, canonical form
+    # A range cell: the torch releases its one wheel is meant to serve (the recipe's
+    # loads_with among the torch axis); () for a cell of one torch.
+    serves: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
         torch = f" torch {self.torch}" if self.torch else ""
+        if self.serves:
+            torch += f" (serves {', '.join(self.serves)})"
         return f"{self.recipe}{torch} py{self.python} [{self.arch}]"
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
             "recipe": self.recipe,
             "torch": self.torch,
+            "serves": list(self.serves),
             "python": self.python,
             "arch": self.arch,
         }
@@ -249,14 +261,35 @@ def _cells(spec: MatrixSpec, recipes: Mapping[str, RecipeFacts]) -> Iterable[tup
     for name in spec.recipes:
         facts = recipes[name]
         torches, pythons, archs = _axes(spec, facts)
-        for torch, python, arch in product(torches, pythons, archs):
+        torch_cells = _torch_cells(torches, facts, axis_given=bool(spec.torch))
+        for (torch, serves), python, arch in product(torch_cells, pythons, archs):
             reason = ""
             if python not in facts.python_versions:
                 reason = (
                     f"recipe {name} does not list Python {python} "
                     f"(it lists {', '.join(facts.python_versions)})"
                 )
-            yield Cell(name, torch, python, str(ArchList.parse(arch))), reason
+            yield Cell(name, torch, python, str(ArchList.parse(arch)), serves), reason
+
+
+def _torch_cells(
+    torches: Sequence[str | None], facts: RecipeFacts, *, axis_given: bool
+) -> list[tuple[str | None, tuple[str, ...]]]:
+    """The torch of each cell and the releases it serves: the axis's values that the recipe's
+    ``loads_with`` (or its own torch) names become one cell built against its own torch; the
+    others a cell each, as without ``loads_with``. Without a torch axis the range cell serves
+    every release of ``loads_with``."""
+    if not facts.loads_with or facts.torch is None:
+        return [(t, ()) for t in torches]
+    own = Version(facts.torch)
+    claimable = {Version(v) for v in facts.loads_with} | {own}
+    given = {Version(t) for t in torches if t is not None}
+    inside = sorted((given & claimable) if axis_given else claimable)
+    cells: list[tuple[str | None, tuple[str, ...]]] = []
+    if inside:
+        cells.append((facts.torch, tuple(str(v) for v in inside)))
+    cells.extend((t, ()) for t in torches if t is None or Version(t) not in claimable)
+    return cells
 
 
 def make_plan(

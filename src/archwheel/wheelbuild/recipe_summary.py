@@ -50,6 +50,7 @@ class RecipeSummary:
     source_digest: str | None  # of the source, when known before building
     torch: str | None  # the torch it pins; None: not built against torch
     torch_in_name: bool  # its wheel's file name carries the torch version (a local label)
+    loads_with: tuple[str, ...] = ()  # [torch] loads_with: one wheel for those releases
 
 
 def summarize_recipes(
@@ -81,6 +82,7 @@ def summarize_recipes(
             source_digest=source_digest(recipe, settings.cache),
             torch=str(pin.version) if pin is not None else None,
             torch_in_name=recipe.torch.local_version is not None,
+            loads_with=recipe.torch.loads_with,
         )
     return found
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import os
 import re
+import subprocess
 import sys
 import threading
 import zipfile
@@ -439,3 +441,61 @@ def test_a_link_out_of_the_artifacts_folder_is_not_followed(tmp_path: Path, link
     else:
         (artifacts / "t1").unlink()
     assert [c.wheel.name for c in candidates_from(artifacts)] == [wheel.name]
+
+
+# -- a wheel that serves several torches (a build's [torch] loads_with) ----------------------------
+
+
+def _range_wheel(out: Path, passed: list[str]) -> Candidate:
+    wheel = make_dist(
+        out, "stableext", "1.0", python_tag=HERE, abi_tag=HERE, platform_tag="linux_x86_64",
+        requires=("torch>=2.12.1,<2.15",),
+    )  # fmt: skip
+    provenance = wheel.with_name(wheel.name + ".provenance.json")
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    provenance.write_text(
+        json.dumps({"wheel": {"sha256": digest}, "torch_range": {"passed": passed}})
+    )
+    return Candidate(wheel, provenance, torch="2.14.1", cuda="13.0")
+
+
+def test_a_range_wheel_is_on_the_find_links_page_of_every_torch_it_serves(tmp_path: Path) -> None:
+    # 2.15.0 passed its check, but the wheel's Requires-Dist does not admit it: not served
+    candidate = _range_wheel(tmp_path / "w", ["2.12.1", "2.13.0", "2.14.1", "2.15.0"])
+    index = tmp_path / "index"
+    result = publish(index, [candidate])
+    assert result.ok, result.refused
+    (entry,) = read_index(index)
+    assert entry.serves == ("2.12.1", "2.13.0", "2.14.1")
+    root = index / CURRENT
+    for torch in ("2.12.1", "2.13.0", "2.14.1"):
+        page = root / f"torch-{torch}+cu130.html"
+        assert [t.name for t, _, _ in links(page)] == [candidate.wheel.name]
+    assert not (root / "torch-2.15.0+cu130.html").exists()
+    landing = (root / "index.html").read_text()
+    assert "torch-2.12.1+cu130.html" in landing
+    # pip installs it from the page of a torch it serves, next to that torch (a stand-in)
+    torches = tmp_path / "torches"
+    make_dist(torches, "torch", "2.12.1")
+    python = fresh_venv(tmp_path / "venv")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-cache-dir",
+         "--no-index", "--find-links", str(torches),
+         "--find-links", (root / "torch-2.12.1+cu130.html").as_uri(), "stableext", "torch==2.12.1"],
+        capture_output=True, text=True, check=False, timeout=300,
+        env={**os.environ, "PIP_CONFIG_FILE": os.devnull},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("passed", [["2.12"], ["not a version"], "2.13.0", [1], ["2.13.0"] * 65])
+def test_a_range_the_index_cannot_believe_is_refused_or_ignored(
+    tmp_path: Path, passed: object
+) -> None:
+    candidate = _range_wheel(tmp_path / "w", passed)  # type: ignore[arg-type]
+    result = publish(tmp_path / "index", [candidate])
+    if passed == ["2.12"]:  # a version, which the wheel's range does not admit: serves nothing
+        assert result.ok and read_index(tmp_path / "index")[0].serves == ()
+    else:
+        (refusal,) = result.refused
+        assert "torch_range" in refusal.reason

@@ -228,3 +228,40 @@ def test_a_rebuild_with_another_arch_list_never_replaces_a_published_file(
     assert [c.verdict for c in (*one.cells, *two.cells)] == [Verdict.PUBLISHED, Verdict.REFUSED]
     assert "with other bytes" in two.cells[0].message
     assert [e.expect for e in read_index(index)] == ["8.0"]
+
+
+# -- range cells: a recipe whose one wheel serves several torches ([torch] loads_with) ----------
+
+
+def _stable_facts() -> RecipeFacts:
+    return RecipeFacts(
+        name="stable", sha256="b" * 64, python_versions=("3.11",), default_arch="9.0",
+        cuda="13.0", torch="2.14.1", torch_in_name=False,
+        loads_with=("2.12.1", "2.13.0", "2.14.1"),
+    )  # fmt: skip
+
+
+def test_a_recipe_that_loads_across_its_range_gets_one_cell_for_it() -> None:
+    spec = MatrixSpec(recipes=("stable",), torch=("2.12.1", "2.13.0", "2.14.1", "2.15.0"))
+    with pytest.raises(UsageError, match="would publish the same wheel file name"):
+        # 2.15.0 is outside the range: a cell of its own, with the same file name (no label)
+        make_plan(spec, {"stable": _stable_facts()}, [])
+    spec = MatrixSpec(recipes=("stable",), torch=("2.12.1", "2.14.1"))
+    plan = make_plan(spec, {"stable": _stable_facts()}, [])
+    (cell,) = [p.cell for p in plan.cells]
+    assert (cell.torch, cell.serves) == ("2.14.1", ("2.12.1", "2.14.1"))
+    assert "serves 2.12.1, 2.14.1" in cell.label
+    assert plan.to_json_dict()["cells"][0]["serves"] == ["2.12.1", "2.14.1"]
+
+
+def test_without_a_torch_axis_the_range_cell_serves_all_its_releases() -> None:
+    plan = make_plan(MatrixSpec(recipes=("stable",)), {"stable": _stable_facts()}, [])
+    (cell,) = [p.cell for p in plan.cells]
+    assert cell.serves == ("2.12.1", "2.13.0", "2.14.1")
+
+
+def test_a_labelled_range_recipe_builds_torches_outside_its_range_as_cells_of_their_own() -> None:
+    facts = dataclasses.replace(_stable_facts(), torch_in_name=True)
+    spec = MatrixSpec(recipes=("stable",), torch=("2.13.0", "2.15.0"))
+    cells = [p.cell for p in make_plan(spec, {"stable": facts}, []).cells]
+    assert [(c.torch, c.serves) for c in cells] == [("2.14.1", ("2.13.0",)), ("2.15.0", ())]

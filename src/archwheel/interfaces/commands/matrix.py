@@ -266,6 +266,7 @@ def recipe_facts(spec: MatrixSpec, settings: Settings) -> dict[str, RecipeFacts]
             source_digest=s.source_digest,
             torch=s.torch,
             torch_in_name=s.torch_in_name,
+            loads_with=s.loads_with,
         )
         for name, s in summaries.items()
     }
