@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         make_plan,
         parse_exclusion,
     )
+    from archwheel.matrix.recheck import RecheckReport, recheck_index
     from archwheel.matrix.run import (
         CellBuilder,
         CellOutput,
@@ -74,6 +75,8 @@ _WHERE = {
     "load_matrix": "plan",
     "make_plan": "plan",
     "parse_exclusion": "plan",
+    "RecheckReport": "recheck",
+    "recheck_index": "recheck",
     "CellBuilder": "run",
     "CellOutput": "run",
     "CellResult": "run",
@@ -99,6 +102,7 @@ __all__ = [
     "MatrixSpec",
     "PlannedCell",
     "PublishResult",
+    "RecheckReport",
     "RecipeFacts",
     "Verdict",
     "candidates_from",
@@ -108,6 +112,7 @@ __all__ = [
     "parse_exclusion",
     "publish",
     "read_index",
+    "recheck_index",
     "run_matrix",
     "unfinished_publishes",
 ]

@@ -396,7 +396,7 @@ MAX_PROVENANCE_BYTES = 16 << 20  # a provenance file (a build's is a few KB)
 MAX_PROVENANCE_NESTING = 32  # lists and objects inside each other (a build's nests 4 deep)
 
 
-def _load_provenance(path: Path) -> dict[str, Any]:
+def load_provenance(path: Path) -> dict[str, Any]:
     document, _ = read_document(
         path, MAX_PROVENANCE_BYTES, MAX_PROVENANCE_NESTING, what="provenance JSON"
     )
@@ -438,7 +438,7 @@ def examine(candidate: Candidate, now: str) -> _Examined | Refusal:
         meta = read_wheel_metadata(wheel)
         metadata = _core_metadata(wheel)
         requires_python = _requires_python(metadata)
-        provenance = _load_provenance(candidate.provenance) if candidate.provenance else None
+        provenance = load_provenance(candidate.provenance) if candidate.provenance else None
     except _NOT_EXAMINED as exc:
         return Refusal(wheel.name, exc.one_line() if isinstance(exc, ArchwheelError) else str(exc))
     disagreement = name_version_disagreement(meta.filename, meta.name, meta.version)

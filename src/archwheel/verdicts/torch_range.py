@@ -207,6 +207,18 @@ def can_load_range(
     )
 
 
+def torch_releases_for(
+    wheel: Path, *, pip: PipSettings, python: str | None = None, on_event: Event | None = None
+) -> tuple[str, ...]:
+    """Every public torch release the indexes (and find-links folders) hold a wheel of for
+    ``wheel``'s CPython and machine, oldest first (``matrix --recheck``: which appeared since
+    a wheel was checked). ``ToolError`` when no index answers."""
+    files = read_wheel_files(wheel)
+    interpreter, machine = extension_target(files.tags, python)
+    _, listed = _torch_files(pip, on_event or (lambda _line: None))
+    return available_releases(listed, interpreter, machine)
+
+
 def _torch_files(
     pip: PipSettings, say: Event
 ) -> tuple[tuple[str, ...], list[tuple[str, str, str | None, int | None]]]:

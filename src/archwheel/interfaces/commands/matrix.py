@@ -36,7 +36,13 @@ from archwheel.interfaces.render.build import ConsoleReporter, print_result
 from archwheel.interfaces.render.ci import to_yaml
 from archwheel.interfaces.render.common import console, dump_json, err_console
 from archwheel.interfaces.render.html import index_renderer
-from archwheel.interfaces.render.matrix import print_cell, print_plan, print_publish, print_summary
+from archwheel.interfaces.render.matrix import (
+    print_cell,
+    print_plan,
+    print_publish,
+    print_recheck,
+    print_summary,
+)
 from archwheel.matrix import (
     EXPORTS,
     MAX_MATRIX_CELLS,
@@ -56,6 +62,7 @@ from archwheel.matrix import (
     parse_exclusion,
     publish,
     read_index,
+    recheck_index,
     run_matrix,
 )
 from archwheel.wheelbuild import (
@@ -86,8 +93,12 @@ it is published, beside its provenance and its audit JSON; a failed cell publish
 One index holds one arch list per recipe, torch and Python (a wheel's name does not carry it):
 cells that differ only in their arch list are refused; give each arch list its own --index.
 
+  archwheel matrix --recheck --index /srv/wheels      which published wheels to rebuild for
+                                                      the torch releases that appeared since
+
 exit codes: 0 every cell passed (published, or skipped because the index has it),
-2 bad matrix or options, 5 a cell failed to build or its wheel was refused (publish: 1)
+2 bad matrix or options, 5 a cell failed to build or its wheel was refused (publish: 1);
+--recheck: 0 nothing to rebuild, 1 some wheel must be rebuilt, 3 a check could not be made
 """
 
 
@@ -126,6 +137,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="leave out cells matching every pair, e.g. python=3.12,arch=8.0;9.0",
     )
     p.add_argument("--plan", action="store_true", help="print the plan and stop")
+    p.add_argument(
+        "--recheck",
+        action="store_true",
+        help="build nothing: run can-load of every published wheel built against torch against "
+        "the torch releases on the index newer than those it was checked against, and list the "
+        "wheels that must be rebuilt (exit 1; docs/matrix.md)",
+    )
     p.add_argument(
         "--work", type=Path, default=Path("dist/matrix"), help="cell build folders (dist/matrix)"
     )
@@ -306,8 +324,44 @@ def cell_builder(
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.recheck:
+        return run_recheck(args)
     request = MatrixRequest.from_args(args)
     return run_request(request, builder=None)
+
+
+def run_recheck(args: argparse.Namespace) -> int:
+    """``matrix --recheck``: the published wheels against the torch releases that appeared."""
+    given = [
+        flag
+        for flag, value in (
+            ("MATRIX.toml", args.matrix), ("--recipe", args.recipe), ("--torch", args.torch),
+            ("--python", args.python), ("--arch", args.arch), ("--plan", args.plan),
+            ("--export", args.export),
+        )
+        if value
+    ]  # fmt: skip
+    if given:
+        raise UsageError(
+            f"--recheck reads the index only: {', '.join(given)} does not apply",
+            hint="archwheel matrix --recheck --index DIR",
+        )
+    if not args.index.is_dir():
+        raise UsageError(f"--index {args.index}: no such folder", hint="the index to recheck")
+    from archwheel.effects import PipSettings
+    from archwheel.interfaces.render.common import echo_to
+
+    report = recheck_index(
+        args.index,
+        pip=PipSettings.from_host().validated(),
+        cache=environment_settings().cache,
+        on_event=echo_to(err_console()),
+    )
+    if args.format == "json":
+        dump_json(report.to_json_dict())
+    else:
+        print_recheck(console(), report)
+    return report.exit_code
 
 
 def run_request(request: MatrixRequest, builder: CellBuilder | None) -> int:

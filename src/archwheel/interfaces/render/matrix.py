@@ -9,6 +9,8 @@ from rich.table import Table
 from archwheel.interfaces.render.common import safe
 from archwheel.matrix.index import PublishResult, simple_url
 from archwheel.matrix.plan import Action, MatrixPlan
+from archwheel.matrix.recheck import Action as RecheckAction
+from archwheel.matrix.recheck import RecheckReport, rebuild_lines
 from archwheel.matrix.run import CellResult, MatrixResult, Verdict
 
 ACTION_STYLE = {Action.BUILD: "bold", Action.SKIP: "dim", Action.EXCLUDED: "dim"}
@@ -30,9 +32,10 @@ def print_plan(out: Console, plan: MatrixPlan) -> None:
         detail = c.reason or ""
         if c.existing:
             detail = f"{detail}: {', '.join(c.existing)}"
+        serves = f" (serves {', '.join(c.cell.serves)})" if c.cell.serves else ""
         table.add_row(
             c.cell.recipe,
-            c.cell.torch or "-",
+            (c.cell.torch or "-") + serves,
             c.cell.python,
             safe(c.cell.arch),
             c.key[:12],
@@ -89,3 +92,40 @@ def print_publish(out: Console, result: PublishResult) -> None:
         out.print(f"[bold red]refused[/] {safe(refusal.wheel)}: {safe(refusal.reason)}")
     out.print(f"{len(result.entries)} wheels in {safe(str(result.index))}")
     out.print(f"pip install --index-url {simple_url(result.index)} NAME")
+
+
+RECHECK_STYLE = {
+    RecheckAction.COVERED: "green",
+    RecheckAction.BROKEN: "bold red",
+    RecheckAction.CLAIMABLE: "yellow",
+    RecheckAction.NEEDS_BUILD: "bold",
+    RecheckAction.UNKNOWN: "dim",
+}
+
+
+def print_recheck(out: Console, report: RecheckReport) -> None:
+    """``matrix --recheck``: per wheel, each new torch release and what it means."""
+    table = Table(title=f"recheck of {safe(str(report.index))}", show_lines=False)
+    for column in ("wheel", "Requires-Dist torch", "checked before", "new release", "answer"):
+        table.add_column(column, overflow="fold")
+    for wheel in report.wheels:
+        rows = [
+            (r.version, f"[{RECHECK_STYLE[r.action]}]{r.action.value}[/]: {safe(r.summary)}")
+            for r in wheel.releases
+        ] or [("-", safe(wheel.problem) if wheel.problem else "[dim]no newer release[/]")]
+        for i, (version, answer) in enumerate(rows):
+            table.add_row(
+                safe(wheel.file) if i == 0 else "",
+                safe(wheel.requirement or "any") if i == 0 else "",
+                ", ".join(wheel.checked) if i == 0 else "",
+                version,
+                answer,
+            )
+    out.print(table)
+    lines = rebuild_lines(report)
+    if lines:
+        out.print(f"[bold]{len(lines)} wheels must be rebuilt:[/]")
+        for line in lines:
+            out.print(f"  {safe(line)}")
+    else:
+        out.print("no wheel must be rebuilt")
