@@ -45,3 +45,7 @@ def matrix_result_schema() -> dict[str, Any]:
 
 def publish_schema() -> dict[str, Any]:
     return _load("publish.schema.json")
+
+
+def matrix_recheck_schema() -> dict[str, Any]:
+    return _load("matrix-recheck.schema.json")

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from archwheel.effects.pipconfig import PipSettings
@@ -20,6 +21,7 @@ from archwheel.matrix.recheck import Action, recheck_index
 from tests.support.builders import Entry, container
 from tests.support.can_load_fakes import TAG, Fakes, make_wheel
 from tests.support.cli import CliRun
+from tests.support.schemas import matrix_recheck_schema
 
 # Which fake torch each release on the index is: "new" exports c10::foo, which the extension
 # calls; "old" does not.
@@ -129,6 +131,7 @@ def test_the_cli_lists_the_wheels_to_rebuild(
     code, out, err = cli_run("matrix", "--recheck", "--index", str(folder), "--format", "json")
     assert code == 1, out + err
     document = json.loads(out)
+    jsonschema.validate(document, matrix_recheck_schema())
     assert document["kind"] == "matrix-recheck"
     assert sorted(f.split("-")[0] for f in document["rebuild"]) == ["pinned", "ranged"]
     code, out, err = cli_run("matrix", "--recheck", "--index", str(folder))
