@@ -38,6 +38,8 @@ from tests.support.venvs import copy_torch_venv
 CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
 TORCHES = ("2.13.0", "2.14.1")
 EXTENSION = "archwheel-torch-ops"
+STABLE = "archwheel-stable-ops"
+STABLE_SERVES = ("2.12.1", "2.13.0", "2.14.0")  # besides 2.14.1: recipes/stable-ops.toml
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.realwheel]
 
@@ -71,7 +73,8 @@ class Ran:
 def _run_matrix(env: dict[str, str], index: Path, work: Path) -> Run:
     argv = [
         *CLI, "matrix", "--recipe", "example", "--recipe", "libtorch-ops",
-        "--recipe", "example-broken", *(a for t in TORCHES for a in ("--torch", t)),
+        "--recipe", "example-broken", "--recipe", "stable-ops",
+        *(a for t in TORCHES for a in ("--torch", t)),
         "--index", str(index), "--work", str(work), "--format", "json",
     ]  # fmt: skip
     mark = time.monotonic()
@@ -146,6 +149,8 @@ def test_every_cell_is_reported_and_the_failing_one_stops_nothing(ran: Ran) -> N
         ("libtorch-ops", "2.13.0"): "published",
         ("libtorch-ops", "2.14.1"): "published",
         ("example-broken", None): "build failed",
+        # one cell for both torches: the recipe's loads_with names them
+        ("stable-ops", "2.14.1"): "published",
     }, first.stderr[-4000:]
     broken = first.cell("example-broken")
     assert broken["message"] and not broken["wheels"]
@@ -166,6 +171,7 @@ def test_the_same_matrix_again_builds_only_the_failed_cell(ran: Ran) -> None:
         ("libtorch-ops", "2.13.0"): "skipped",
         ("libtorch-ops", "2.14.1"): "skipped",
         ("example-broken", None): "build failed",
+        ("stable-ops", "2.14.1"): "skipped",
     }
     for cell in again.result["cells"]:
         if cell["verdict"] == "skipped":
@@ -225,7 +231,8 @@ def test_the_two_torch_cells_differ_in_what_they_compiled_against(ran: Ran) -> N
 def test_each_find_links_page_lists_only_its_torch(ran: Ran) -> None:
     current = ran.index / "current"
     pages = sorted(p.name for p in current.glob("torch-*.html"))
-    assert pages == [f"torch-{t}+cu130.html" for t in TORCHES]
+    # the stable-ABI wheel also serves 2.12.1 and 2.14.0, which its build checked
+    assert pages == [f"torch-{t}+cu130.html" for t in (*STABLE_SERVES, "2.14.1")]
     for torch in TORCHES:
         text = (current / f"torch-{torch}+cu130.html").read_text()
         other = next(t for t in TORCHES if t != torch)
@@ -273,3 +280,33 @@ def test_the_example_installs_into_an_empty_venv(ran: Ran, tmp_path: Path, insta
     # and the extension cannot be installed without a torch the index does not serve
     proc = install(python, simple_url(ran.index), EXTENSION)
     assert proc.returncode != 0
+
+
+# -- a range cell: one wheel for several torches ([torch] loads_with) -----------------------------
+
+
+def test_the_range_cell_is_one_wheel_on_the_page_of_every_torch_it_serves(ran: Ran) -> None:
+    cell = ran.first.cell("stable-ops", "2.14.1")
+    assert cell["serves"] == list(TORCHES)  # the torch axis's values its loads_with names
+    wheel = _wheel(ran, cell)
+    meta = _metadata(wheel).split("\n\n")[0].splitlines()
+    assert "Requires-Dist: torch>=2.12.1,<2.15" in meta
+    (entry,) = [e for e in read_index(ran.index) if e.project == STABLE]
+    assert entry.serves == (*STABLE_SERVES, "2.14.1")
+    for torch in entry.serves:
+        text = (ran.index / "current" / f"torch-{torch}+cu130.html").read_text()
+        assert f"#sha256={sha256_file(wheel)}" in text
+
+
+def test_pip_installs_the_range_wheel_next_to_an_older_torch(ran: Ran, tmp_path: Path) -> None:
+    python = copy_torch_venv("2.13.0", tmp_path / "venv")
+    proc = pip_from_index(python, simple_url(ran.index), STABLE)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert installed(python, STABLE) == "0.1.0"
+    assert installed(python, "torch") == "2.13.0"  # kept: the wheel's range admits it
+    run = subprocess.run(
+        [str(python), "-c", "import torch, archwheel_stable_ops as o; "
+         "print(o.axpy(torch.ones(3), torch.ones(3), 2.0).tolist())"],
+        capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0 and run.stdout.strip() == "[3.0, 3.0, 3.0]", run.stderr[-2000:]
