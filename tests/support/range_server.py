@@ -16,8 +16,8 @@ Each file is served at ``/files/NAME``; the first path segment picks a behaviour
 A folder holding an ``index.html`` is served as that page (a PEP 503 index: ``simple_index``
 writes one whose links use one of the behaviours above).
 
-``requests`` counts the requests per behaviour and ``served`` the body bytes sent, so that tests
-see what a reader cost.
+``requests`` counts the requests per behaviour, ``served`` the body bytes sent and
+``connections`` the TCP connections accepted, so that tests see what a reader cost.
 """
 
 from __future__ import annotations
@@ -41,11 +41,16 @@ class RangeServer:
     folder: Path
     requests: Counter[str] = field(default_factory=Counter)
     served: int = 0
+    connections: int = 0  # TCP connections accepted (a kept-alive client makes one)
 
 
 def _handler(state: RangeServer) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            state.connections += 1
+            super().setup()
 
         def do_GET(self) -> None:
             _, mode, *rest = self.path.split("/")

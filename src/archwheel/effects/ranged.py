@@ -282,10 +282,14 @@ class RangedFile:
         self._runs[end] = run_length
         if len(self._runs) > MAX_RUNS:
             del self._runs[next(iter(self._runs))]  # the run not continued for longest
-        if run_length > end - offset:  # a sequential reader: fetch as far ahead as it has read
+        have = self._have(first, last)
+        if run_length > end - offset and 0 in have:
+            # A sequential reader that needs the network: fetch as far ahead as it has read
+            # (the reads the fetch serves then cost nothing, so requests grow with the log of
+            # a member's size, not with it).
             ahead = min(run_length, MAX_AHEAD)
             last = max(last, min(self._blocks - 1, (end + ahead - 1) // self.block))
-        have = self._have(first, last)
+            have = self._have(first, last)
         run: int | None = None
         for i in range(first, last + 2):
             missing = i <= last and have[i - first] == 0

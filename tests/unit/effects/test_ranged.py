@@ -199,3 +199,23 @@ def test_a_local_file_reads_the_same_way(tmp_path: Path) -> None:
         assert local.pread(3, 4) == b"456"
         assert local.reader().read() == b"0123456789"
         assert local.transfer.served == 13
+
+
+def test_a_member_read_in_order_costs_few_requests_on_one_connection(tmp_path: Path) -> None:
+    """A reader inflating a member reads it 64 KiB at a time from its start: the file fetches
+    ahead as far as the reader has come whenever it needs the network, so the requests grow
+    with the log of what was read, and they all go over one kept-alive connection."""
+    folder = tmp_path / "served"
+    folder.mkdir()
+    size = 64 * BLOCK + 1000
+    data = random.Random(3).randbytes(size)
+    (folder / "big").write_bytes(data)
+    with range_server(folder) as server:
+        with RangedFile(f"{server.url}/files/big", tmp_path / "cache", size=size) as remote:
+            at = 0
+            while at < size:
+                assert remote.pread(64 << 10, at) == data[at : at + (64 << 10)]
+                at += 64 << 10
+            assert remote.transfer.fetched == size
+            assert remote.transfer.requests <= 2 * (size // (64 << 10)).bit_length()
+        assert server.connections == 1
