@@ -54,6 +54,8 @@ class GateVerdict:
     ok: bool
     summary: str  # one line for the terminal and provenance
     report: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+    # per library with device code beyond the request: (its path, the image names)
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 AuditGate = Callable[[Path, ArchList], GateVerdict]
@@ -86,7 +88,8 @@ def audit_gate(wheel: Path, arch_list: ArchList) -> GateVerdict:
         f"all {len(report.libraries)} libraries with device code ({listed}) hold "
         f"{arch_list}{beyond}"
     )
-    return GateVerdict(True, summary, document)
+    per_library = tuple((str(v.library.path), v.extra) for v in report.libraries if v.extra)
+    return GateVerdict(True, summary, document, per_library)
 
 
 # -- the load gate: does the wheel load next to the torch it was built against? ------------------

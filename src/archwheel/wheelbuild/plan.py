@@ -42,6 +42,7 @@ from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.python_target import PythonTarget
 from archwheel.wheelbuild.compression import FatbinCompression, choose_compression
 from archwheel.wheelbuild.jobs import JobCount
+from archwheel.wheelbuild.nvcc_record import TIME_FLAG
 from archwheel.wheelbuild.parallel import ParallelPlan, choose_parallel, without_threads
 from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.remote_cache import (
@@ -242,6 +243,21 @@ class BuildPlan:
         rows.extend((name, value) for name, value in self.build_env.items())
         return rows
 
+    def gate_row(self) -> str:
+        """What the gates at the end of the build refuse."""
+        recipe = self.recipe
+        text = f"audit: every library with device code holds {self.arch_list}"
+        if recipe.kind == "extension" and recipe.toolchain.cuda is not None:
+            text += "; every .cu of the source compiled by nvcc (its --time record)" + (
+                f" but {', '.join(recipe.gate.unbuilt_cuda)}" if recipe.gate.unbuilt_cuda else ""
+            )
+        text += "; archs beyond the request " + (
+            "reported" if recipe.gate.allows_extra(recipe.kind) else "refused"
+        )
+        if self.torch is not None:
+            text += f"; can-load against torch {self.torch.wheel.version}"
+        return text
+
     def summary_rows(self) -> list[tuple[str, str]]:
         """The plan as (label, value) rows: printed before the build, kept in the log."""
         recipe = self.recipe
@@ -273,6 +289,7 @@ class BuildPlan:
                 else []
             ),
             *([("fatbins", self.compression.describe())] if self.compression is not None else []),
+            ("gate", self.gate_row()),
             ("engine", f"{self.engine}, build user {self.user}"),
             (
                 "compiler cache",
@@ -340,6 +357,11 @@ def make_plan(
     if compression is not None and compression.flags:
         own = nvcc_env.get("NVCC_APPEND_FLAGS", "")
         nvcc_env["NVCC_APPEND_FLAGS"] = f"{own} {compression.flags}".strip()
+    if recipe.kind == "extension" and cuda is not None:
+        # The build's own record of its nvcc compiles (nvcc_record.py; module_gate.py)
+        own = nvcc_env.get("NVCC_APPEND_FLAGS", "")
+        if "--time" not in own.split():
+            nvcc_env["NVCC_APPEND_FLAGS"] = f"{own} {TIME_FLAG}".strip()
     parallel = choose_parallel(
         recipe.build.parallel,
         jobs,

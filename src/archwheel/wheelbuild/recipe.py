@@ -44,6 +44,7 @@ from archwheel.wheelbuild.recipe_model import (
     ArchFormat,
     ArchInput,
     BuildSpec,
+    GateSpec,
     Recipe,
     RecipeKind,
     RepairConfig,
@@ -87,6 +88,7 @@ SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
                 "smoke",
                 "repair",
                 "torch",
+                "gate",
             }
         ),
         "recipe": frozenset({"name", "kind", "version", "description", "source_date_epoch"}),
@@ -122,6 +124,8 @@ SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
             }
         ),
         "smoke": frozenset({"snippet"}),
+        # docs/builds.md, "The gates"; used by wheelbuild/module_gate.py
+        "gate": frozenset({"extra_archs", "unbuilt_cuda"}),
         # docs/builds.md, "The repair step"; resolved by build/repair.py (spec_for_recipe)
         "repair": frozenset(
             {
@@ -238,8 +242,17 @@ def parse_recipe(
             ) from None
 
     repair = _parse_repair(_section(top, "repair")) if "repair" in data else None
+    gate = _section(top, "gate")
+    unbuilt = gate.texts("unbuilt_cuda")
+    for pattern in unbuilt:
+        if not pattern.strip() or pattern.startswith("/") or ".." in pattern.split("/"):
+            raise gate.fail("unbuilt_cuda", f"{pattern!r} is not a glob inside the source")
 
     return Recipe(
+        gate=GateSpec(
+            extra_archs=gate.flag("extra_archs", False) if gate.has("extra_archs") else None,
+            unbuilt_cuda=unbuilt,
+        ),
         repair=repair,
         name=name,
         path=origin,

@@ -204,6 +204,23 @@ class RepairConfig:
 
 
 @dataclass(frozen=True)
+class GateSpec:
+    """``[gate]``: what the gate at the end of a build lets pass beyond the request.
+
+    ``extra_archs``: archs the request did not ask for are reported, not refused (PyTorch adds
+    ``sm_90a`` kernels to a 9.0 build on purpose; an extension that carries them ignored the
+    arch list). None: the default of the recipe's kind (PyTorch true, extensions false).
+    ``unbuilt_cuda``: globs of ``.cu`` files of the source that nvcc need not compile (tests,
+    other platforms); every other one must be, or a module fell back to CPU."""
+
+    extra_archs: bool | None = None
+    unbuilt_cuda: tuple[str, ...] = ()
+
+    def allows_extra(self, kind: str) -> bool:
+        return self.extra_archs if self.extra_archs is not None else kind == "pytorch"
+
+
+@dataclass(frozen=True)
 class Recipe:
     """A validated recipe. ``sha256`` is the hash of the file's bytes (recorded in provenance)."""
 
@@ -222,6 +239,7 @@ class Recipe:
     source_date_epoch: int | None = None
     repair: RepairConfig | None = None  # None: no [repair] table, the wheel is not repaired
     torch: TorchOptions = field(default_factory=TorchOptions)
+    gate: GateSpec = field(default_factory=GateSpec)
 
     @property
     def default_python(self) -> str:

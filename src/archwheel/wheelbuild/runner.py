@@ -85,8 +85,9 @@ from archwheel.wheelbuild.gate import (
     load_gate,
     range_gate,
 )
+from archwheel.wheelbuild.module_gate import ModuleEvidence, check_modules
 from archwheel.wheelbuild.output import BuildOutput
-from archwheel.wheelbuild.plan import BuildPlan, serial_variant, without_remote_cache
+from archwheel.wheelbuild.plan import BUILD_SRC, BuildPlan, serial_variant, without_remote_cache
 from archwheel.wheelbuild.provenance import (
     ImageRecord,
     RunRecord,
@@ -211,7 +212,7 @@ class BuildRunner:
             timings.update(first.built.timings)
             wheel, repair = self._repaired(run, first.built.wheel, staging / "repair-first")
             comparison = self._reproducibility(run, wheel) if plan.check_reproducible else None
-            verdict = self._audit(run, wheel)
+            verdict = self._audit(run, wheel, first.built)
             load = self._can_load(run, wheel, verdict)
             wheel, torch_range = self._torch_range(run, wheel, load)
             timings.finish()
@@ -449,10 +450,18 @@ class BuildRunner:
         self.output.line(f"reproducibility: {comparison.summary()}")
         return comparison
 
-    def _audit(self, run: _Run, wheel: Path) -> GateVerdict:
-        arch_list = run.plan.arch_list
+    def _audit(self, run: _Run, wheel: Path, built: Built) -> GateVerdict:
+        plan = run.plan
+        arch_list = plan.arch_list
         with run.timings.stage(self.output, "audit", f"audit the wheel against {arch_list}"):
-            verdict = self.gate(wheel, arch_list)
+            evidence = ModuleEvidence(
+                files=plan.source.files,
+                src_root=BUILD_SRC,
+                record=built.nvcc,
+                cached=[c.file for c in built.compiles if c.result in ("local", "remote")],
+                source_rows=plan.source_check,
+            )
+            verdict = check_modules(self.gate(wheel, arch_list), plan.recipe, arch_list, evidence)
         self.output.line(f"audit: {'passed' if verdict.ok else 'FAILED'}: {verdict.summary}")
         return verdict
 

@@ -30,6 +30,7 @@ from archwheel.wheelbuild.failures import (
     out_of_space_error,
     out_of_space_evidence,
 )
+from archwheel.wheelbuild.nvcc_record import NvccRecord, read_nvcc_record
 from archwheel.wheelbuild.output import BuildOutput
 from archwheel.wheelbuild.parallel import PARALLEL_CONFIG
 from archwheel.wheelbuild.plan import BUILD, BUILD_SRC, CCACHE, DIST, FILE_LIST, BuildPlan, Step
@@ -71,6 +72,7 @@ class Built:
     cache_stats: Mapping[str, int]  # ccache's counters over the compile step
     compiles: tuple[CompileRecord, ...] = ()
     cache_room: CacheRoom | None = None  # the cache volume's file system after the compile
+    nvcc: NvccRecord | None = None  # what nvcc compiled (its --time record; nvcc_record.py)
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ class WorkFolder:
                 MappingProxyType(stats),
                 read_compiles(work),
                 room,
+                read_nvcc_record(work),
             )
         finally:
             if self.keep_work:

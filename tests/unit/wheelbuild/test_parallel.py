@@ -15,6 +15,7 @@ from archwheel.errors import RecipeError
 from archwheel.facts.catalog import load_facts
 from archwheel.interfaces.render.build import plan_json
 from archwheel.wheelbuild.jobs import GIB, HostResources, JobCount, choose_jobs
+from archwheel.wheelbuild.nvcc_record import TIME_FLAG
 from archwheel.wheelbuild.parallel import (
     PARALLEL_CONFIG,
     ParallelSwitches,
@@ -245,7 +246,7 @@ def test_the_plan_carries_the_split_into_the_compile_environment() -> None:
     plan = plan_for(recipe, ("setup.py:137",))
     env = compile_env(plan)
     assert env["MAX_JOBS"] == "2" and env["CMAKE_BUILD_PARALLEL_LEVEL"] == "2"
-    assert env["NVCC_APPEND_FLAGS"] == "--threads 2"
+    assert env["NVCC_APPEND_FLAGS"] == f"{TIME_FLAG} --threads 2"
     assert env["DIST_EXTRA_CONFIG"] == PARALLEL_CONFIG
     assert plan.parallel is not None and plan.parallel.config
     rows = dict(plan.summary_rows())
@@ -260,7 +261,7 @@ def test_the_serial_variant_differs_only_in_the_split() -> None:
     serial = serial_variant(plan)
     before, after = compile_env(plan), compile_env(serial)
     assert after["MAX_JOBS"] == "1" and after["CMAKE_BUILD_PARALLEL_LEVEL"] == "1"
-    assert "DIST_EXTRA_CONFIG" not in after and "NVCC_APPEND_FLAGS" not in after
+    assert "DIST_EXTRA_CONFIG" not in after and after["NVCC_APPEND_FLAGS"] == TIME_FLAG
     changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
     assert changed == {
         "MAX_JOBS", "ARCHWHEEL_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL", "DIST_EXTRA_CONFIG",
@@ -277,5 +278,5 @@ def test_the_serial_variant_keeps_the_recipes_own_values(tmp_path: Path) -> None
     path = tmp_path / "torch-scatter-2.1.2.toml"
     path.write_text(text)
     plan = plan_for(load_recipe(path, facts=FACTS), ("setup.py:137",))
-    assert compile_env(plan)["NVCC_APPEND_FLAGS"] == "-lineinfo --threads 2"
-    assert compile_env(serial_variant(plan))["NVCC_APPEND_FLAGS"] == "-lineinfo"
+    assert compile_env(plan)["NVCC_APPEND_FLAGS"] == f"-lineinfo {TIME_FLAG} --threads 2"
+    assert compile_env(serial_variant(plan))["NVCC_APPEND_FLAGS"] == f"-lineinfo {TIME_FLAG}"

@@ -22,6 +22,7 @@ from archwheel.facts.versions import CudaVersion
 from archwheel.interfaces.render.build import plan_json
 from archwheel.wheelbuild.compression import choose_compression
 from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
+from archwheel.wheelbuild.nvcc_record import TIME_FLAG
 from archwheel.wheelbuild.plan import (
     BuildOptions,
     BuildPlan,
@@ -277,21 +278,23 @@ def scatter_without_its_flags(tmp_path: Path, extra: str = "") -> Recipe:
 def test_an_extension_without_its_own_choice_compresses(tmp_path: Path) -> None:
     plan = plan_for(scatter_without_its_flags(tmp_path))
     env = compile_env(plan)
-    assert env["NVCC_APPEND_FLAGS"] == "-Xfatbin -compress-all -compress-mode=size --threads 2"
+    assert env["NVCC_APPEND_FLAGS"] == (
+        f"-Xfatbin -compress-all -compress-mode=size {TIME_FLAG} --threads 2"
+    )
     assert plan.compression is not None and plan.compression.flags
     assert "fatbins" in dict(plan.summary_rows())
     assert plan_json(plan)["fatbins"]["flags"] == plan.compression.flags  # type: ignore[index]
     # the reproducibility check's serial build keeps the compression, drops only --threads
     serial = compile_env(serial_variant(plan))
-    assert serial["NVCC_APPEND_FLAGS"] == "-Xfatbin -compress-all -compress-mode=size"
+    assert serial["NVCC_APPEND_FLAGS"] == f"-Xfatbin -compress-all -compress-mode=size {TIME_FLAG}"
 
 
 def test_the_recipes_own_choice_and_the_switch(tmp_path: Path) -> None:
     shipped = plan_for(load_recipe(ROOT / "recipes" / "torch-scatter-2.1.2.toml", facts=FACTS))
-    assert compile_env(shipped)["NVCC_APPEND_FLAGS"] == "--threads 2"
+    assert compile_env(shipped)["NVCC_APPEND_FLAGS"] == f"{TIME_FLAG} --threads 2"
     assert shipped.compression is not None and "NVCC_FLAGS" in shipped.compression.why
     off = plan_for(scatter_without_its_flags(tmp_path, "compress_fatbins = false\n"), arch="9.0")
-    assert "NVCC_APPEND_FLAGS" not in compile_env(off)
+    assert compile_env(off)["NVCC_APPEND_FLAGS"] == TIME_FLAG  # the record only
     pytorch = load_recipe(ROOT / "recipes" / "pytorch-2.14.1-cu130.toml", facts=FACTS)
     assert plan_for(pytorch, arch="9.0").compression is None  # torch's own TORCH_NVCC_FLAGS
 

@@ -1,0 +1,121 @@
+"""The build's own record of what nvcc compiled: ``nvcc --time FILE``.
+
+Every nvcc of an extension build gets ``--time /build/.archwheel/nvcc-time.csv`` through
+``NVCC_APPEND_FLAGS`` (which nvcc reads however it is started: from ``PATH``, by absolute path
+as ``torch.utils.cpp_extension`` and CMake call it, behind ccache). nvcc then appends one CSV row
+per compilation phase: the source file as it was given, the phase (``cicc``, ``ptxas``, ...),
+its output and the arch it worked for (measured with nvcc 13.0; ``--time`` changes no byte of
+the object). A compile ccache answers from its cache runs no nvcc: ccache's stats log
+(``STATS_LOG``) names its input instead. Together they say which CUDA sources were compiled,
+and for which SASS archs (``ptxas`` rows), whatever build system ran them: ``module_gate``
+judges a build by them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path, PurePosixPath
+from types import MappingProxyType
+
+from archwheel.effects.files import open_regular
+
+BUILD = "/build"
+NVCC_RECORD = f"{BUILD}/.archwheel/nvcc-time.csv"
+TIME_FLAG = f"--time {NVCC_RECORD}"
+MAX_RECORD_BYTES = 64 << 20  # the build's own output: read at most this much
+MAX_SOURCES = 100_000
+CUDA_SUFFIXES = (".cu",)
+
+
+@dataclass(frozen=True)
+class NvccRecord:
+    """What nvcc compiled: each source as nvcc was given it -> the SASS archs ptxas made."""
+
+    sources: Mapping[str, frozenset[str]]
+    truncated: bool = False  # the record was larger than archwheel reads
+
+    def archs_of(self, source: str) -> frozenset[str]:
+        return self.sources.get(source, frozenset())
+
+
+def parse_nvcc_record(text: str) -> NvccRecord:
+    """The rows of ``nvcc --time`` (a header row, then ``source, phase, inputs, output, arch,
+    tool, metric, unit``); rows of another shape are passed over (parallel nvcc processes
+    append to one file)."""
+    found: dict[str, set[str]] = {}
+    for row in csv.reader(io.StringIO(text)):
+        if len(row) < 5:
+            continue
+        source, phase, arch = row[0].strip(), row[1].strip(), row[4].strip()
+        if not source or source == "source file name":
+            continue
+        if source not in found and len(found) >= MAX_SOURCES:
+            continue
+        archs = found.setdefault(source, set())
+        if phase == "ptxas" and arch.startswith("sm_"):
+            archs.add(arch)
+    return NvccRecord(MappingProxyType({k: frozenset(v) for k, v in found.items()}))
+
+
+def read_nvcc_record(work: Path) -> NvccRecord | None:
+    """The record in a build's work folder; None where nvcc wrote none (no nvcc ran, or the
+    build is not one archwheel records). A link or a special file there is not followed."""
+    path = work / NVCC_RECORD.removeprefix(BUILD + "/")
+    try:
+        if path.is_symlink() or not path.exists():
+            return None
+        with open_regular(path) as handle:
+            data = handle.read(MAX_RECORD_BYTES + 1)
+    except OSError:
+        return None
+    record = parse_nvcc_record(data[:MAX_RECORD_BYTES].decode("utf-8", "replace"))
+    if len(data) > MAX_RECORD_BYTES:
+        return NvccRecord(record.sources, truncated=True)
+    return record
+
+
+def cuda_sources(files: Iterable[str]) -> tuple[str, ...]:
+    """The CUDA sources among a source's files (paths relative to its root)."""
+    return tuple(sorted(f for f in files if f.endswith(CUDA_SUFFIXES)))
+
+
+def compiled(source: str, names: Iterable[str], src_root: str) -> bool:
+    """Whether ``source`` (relative to the source root) is one of ``names`` (as nvcc or ccache
+    was given them: absolute under ``src_root``, or relative to the compile's folder)."""
+    wanted = PurePosixPath(source).parts
+    for name in names:
+        path = PurePosixPath(name)
+        if path.is_absolute():
+            try:
+                parts = path.relative_to(src_root).parts
+            except ValueError:
+                continue
+            if parts == wanted:
+                return True
+            continue
+        parts = tuple(p for p in path.parts if p != ".")
+        if ".." in parts or not parts:
+            if PurePosixPath(name).name == PurePosixPath(source).name:
+                return True  # a path that leaves its folder: judged by its name
+            continue
+        if len(parts) <= len(wanted) and wanted[-len(parts) :] == parts:
+            return True
+    return False
+
+
+def never_compiled(
+    sources: Iterable[str], names: Iterable[str], src_root: str, exempt: Iterable[str] = ()
+) -> tuple[str, ...]:
+    """The CUDA sources no nvcc compile and no ccache answer names, but those ``exempt``
+    (globs) lets go."""
+    listed = list(names)
+    patterns = list(exempt)
+    return tuple(
+        s
+        for s in sources
+        if not any(fnmatchcase(s, p) for p in patterns) and not compiled(s, listed, src_root)
+    )

@@ -1,0 +1,47 @@
+"""The build's record of its nvcc compiles (wheelbuild/nvcc_record.py) from real nvcc 13 runs:
+``--time FILE`` through ``NVCC_APPEND_FLAGS``, nvcc started by absolute path as cpp_extension
+and CMake start it, several at once appending to one file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from archwheel.wheelbuild.nvcc_record import cuda_sources, never_compiled, parse_nvcc_record
+
+pytestmark = [pytest.mark.nvcc]
+
+KERNEL = "__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n"
+
+
+def test_every_compile_is_recorded_with_the_archs_ptxas_made(nvcc: Path, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "csrc" / "cuda").mkdir(parents=True)
+    for name in ("csrc/cuda/a.cu", "csrc/b.cu", "csrc/unused.cu"):
+        (src / name).write_text(KERNEL)
+    record = tmp_path / "nvcc-time.csv"
+    env = {**os.environ, "NVCC_APPEND_FLAGS": f"--time {record}"}
+    # one relative to its folder, one absolute, both at once (they append to one file)
+    runs = [
+        subprocess.Popen(
+            [str(nvcc), "-c", "csrc/cuda/a.cu", "-o", "a.o",
+             "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"],
+            cwd=src, env=env,
+        ),
+        subprocess.Popen(
+            [str(nvcc), "-c", str(src / "csrc" / "b.cu"), "-o", str(tmp_path / "b.o"),
+             "-gencode", "arch=compute_90,code=compute_90"],
+            cwd=tmp_path, env=env,
+        ),
+    ]  # fmt: skip
+    assert [r.wait(timeout=300) for r in runs] == [0, 0]
+    parsed = parse_nvcc_record(record.read_text())
+    assert parsed.archs_of("csrc/cuda/a.cu") == {"sm_80", "sm_90"}
+    assert parsed.archs_of(str(src / "csrc" / "b.cu")) == frozenset()  # PTX only: no ptxas
+    files = ["csrc/cuda/a.cu", "csrc/b.cu", "csrc/unused.cu", "setup.py"]
+    assert cuda_sources(files) == ("csrc/b.cu", "csrc/cuda/a.cu", "csrc/unused.cu")
+    assert never_compiled(cuda_sources(files), parsed.sources, str(src)) == ("csrc/unused.cu",)
+    assert never_compiled(cuda_sources(files), parsed.sources, str(src), ["csrc/un*.cu"]) == ()
