@@ -12,7 +12,7 @@ guide for finding the tests that hold disk, not an exact account.
 
 ``ARCHWHEEL_TEST_PRUNE=1`` (set by ``.ci/run``, where no later run reuses the cache): when the
 run leaves ``tests/integration/docker/``, what only those tests use is removed (the torch
-images of the extension builds, 6-7 GB each, and the cached torch 2.13.0 venv), and
+images of the extension builds, 6-7 GB each, and the cached torch 2.13.0 and 2.12.1 venvs), and
 ``prune_after_module`` folders go when their module ends. A developer's machine keeps them for
 the next run.
 """
@@ -33,7 +33,7 @@ GB = 1024**3
 PRUNE = os.environ.get("ARCHWHEEL_TEST_PRUNE") == "1"
 DOCKER_TESTS = "tests/integration/docker/"
 # Used only by tests under DOCKER_TESTS (tests/support/venvs.py names the venvs).
-DOCKER_ONLY_VENVS = (CACHE / "venvs" / "torch-2.13.0",)
+DOCKER_ONLY_VENVS = (CACHE / "venvs" / "torch-2.13.0", CACHE / "venvs" / "torch-2.12.1")
 
 
 def _free(path: Path) -> tuple[int, int] | None:
