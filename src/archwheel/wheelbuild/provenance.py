@@ -106,6 +106,9 @@ def provenance_document(
     }
 
 
+MAX_LISTED = 2000  # nvcc sources named in a provenance (PyTorch's own build compiles ~1500)
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """What a build run found and measured; with its plan, all that its provenance says."""
@@ -197,6 +200,20 @@ def provenance_for(
         started_at=run.started_at,
         torch=run.torch_image,
         load=run.load.to_json_dict() if run.load is not None else None,
+    )
+    # What nvcc compiled, by its own record (nvcc_record.py): each source and its SASS archs.
+    nvcc = run.built.nvcc
+    document["nvcc"] = (
+        {
+            "record": "nvcc --time (NVCC_APPEND_FLAGS)",
+            "truncated": nvcc.truncated,
+            "sources": {
+                name: sorted(archs) for name, archs in sorted(nvcc.sources.items())[:MAX_LISTED]
+            },
+            "sources_total": len(nvcc.sources),
+        }
+        if nvcc is not None
+        else None
     )
     # [torch] loads_with: can-load against each release, and the Requires-Dist they backed.
     document["torch_range"] = run.torch_range.to_json_dict() if run.torch_range else None

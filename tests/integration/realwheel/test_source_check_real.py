@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import CliRun
-from tests.support.paths import DATA
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.realwheel
 
@@ -53,7 +53,7 @@ def test_the_plan_names_a_real_projects_hard_coded_archs_and_switches(
     assert f"{prefix}_SKIP_CUDA_BUILD (setup.py:" in switches
 
 
-PATCH = DATA / "patches" / "causal-conv1d-1.7.0-arch-list.diff"
+PATCH = ROOT / "recipes" / "patches" / "causal-conv1d-1.7.0-arch-list.diff"
 PATCH_SHA256 = "20d97714ac0a05fe3fb998d2a225a81fcdace2a60daf3502a2f9b43cfd4cc018"
 
 
