@@ -247,6 +247,7 @@ typedef struct {
     Sect **kept; /* the section index */
     Py_ssize_t nkept;
     int e_type, interp;
+    uint64_t debug_bytes; /* in .debug_* and .zdebug_* sections: what strip --strip-debug removes */
     PyObject *containers, *entries;
 } Unit;
 
@@ -268,6 +269,14 @@ typedef struct {
     uint64_t *acc_off, *acc_end, *acc_prefix; /* the accepted containers, in file order */
     Py_ssize_t nacc;
 } Ctx;
+
+/* A section strip --strip-debug removes (elf.is_debug_section): .debug_*, .zdebug_*, and
+ * .debug, .stab, .stabstr. */
+static int is_debug_section(const unsigned char *name, uint64_t n) {
+    return (n >= 7 && !memcmp(name, ".debug_", 7)) || (n >= 8 && !memcmp(name, ".zdebug_", 8)) ||
+           (n == 6 && !memcmp(name, ".debug", 6)) || (n == 5 && !memcmp(name, ".stab", 5)) ||
+           (n == 8 && !memcmp(name, ".stabstr", 8));
+}
 
 /* One ELF image at [base, base + size), as layout.elf_unit reads it, into u. Everything it
  * reads must lie inside the image (the Python scan may read past it: left to it). */
@@ -345,6 +354,8 @@ static int elf_unit(Ctx *c, uint64_t base, uint64_t size, Unit *u) {
         s->index = i;
         s->fatbin = (n == 10 && !memcmp(start, ".nv_fatbin", 10)) ||
                     (n == 14 && !memcmp(start, "__nv_relfatbin", 14));
+        if (type != SHT_NOBITS && is_debug_section(start, n))
+            u->debug_bytes += sh_size; /* inside the image: checked above */
         s->label = label; /* a reference of its own */
     }
     Py_DECREF(labels);
@@ -684,8 +695,9 @@ static PyObject *scan_buffer(const unsigned char *buf, uint64_t len, const Bound
             if (containers && entries) {
                 PyObject_GC_UnTrack(containers); /* containers only (see named) */
                 PyObject_GC_UnTrack(entries);
-                row = Py_BuildValue("(OOKOO)", u->name, file_kind(u->e_type, u->interp),
-                                    (unsigned long long)(u->end - u->start), containers, entries);
+                row = Py_BuildValue("(OOKOOK)", u->name, file_kind(u->e_type, u->interp),
+                                    (unsigned long long)(u->end - u->start), containers, entries,
+                                    (unsigned long long)u->debug_bytes);
             }
             Py_XDECREF(containers);
             Py_XDECREF(entries);

@@ -4,6 +4,8 @@ from typing import Literal, TypeVar
 from archwheel.binary.model import FatbinContainer, FatbinEntry
 
 _M = TypeVar("_M", bound=tuple[object, ...])
+# name, file kind, size, containers, entries, debug-section bytes
+_Unit = tuple[str, str, int, tuple[FatbinContainer, ...], tuple[FatbinEntry, ...], int]
 
 def configure(
     entry_type: type[FatbinEntry],
@@ -18,7 +20,7 @@ def scan_whole(
     max_entries: int,
     max_raw_cubins: int,
     /,
-) -> list[tuple[str, str, int, tuple[FatbinContainer, ...], tuple[FatbinEntry, ...]]] | None: ...
+) -> list[_Unit] | None: ...
 def scan_members(
     fd: int,
     archive_size: int,
@@ -30,12 +32,7 @@ def scan_members(
     max_entries: int,
     max_raw_cubins: int,
     /,
-) -> list[
-    list[tuple[str, str, int, tuple[FatbinContainer, ...], tuple[FatbinEntry, ...]]]
-    | bytes
-    | Literal[False]
-    | None
-]: ...
+) -> list[list[_Unit] | bytes | Literal[False] | None]: ...
 def plain_directory(
     directory: bytes,
     start_dir: int,

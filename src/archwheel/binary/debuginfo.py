@@ -16,6 +16,7 @@ from pathlib import Path
 from archwheel.binary.elf import (
     ELF_MAGIC,
     FormatError,
+    debug_bytes,
     name_sections,
     parse_elf_header,
     parse_section_headers,
@@ -38,10 +39,6 @@ class StripView:
     @property
     def has_debug(self) -> bool:
         return self.debug_bytes > 0
-
-
-def _is_debug(name: str) -> bool:
-    return name.startswith((".debug_", ".zdebug_")) or name in (".debug", ".stab", ".stabstr")
 
 
 def strip_view(path: Path) -> StripView | None:
@@ -71,7 +68,7 @@ def strip_view(path: Path) -> StripView | None:
         except FormatError:
             return None
     sections, _ = name_sections(raw, names, size)
-    debug = sum(s.size for s in sections if _is_debug(s.name))
+    debug = debug_bytes(sections)
     symtab = 0
     for r in raw:
         if r.sh_type == SHT_SYMTAB:

@@ -8,6 +8,7 @@ standalone cubins) and the sections' names, types, offsets and sizes.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -152,6 +153,17 @@ def section_count(header: ElfHeader, first: RawSection | None) -> tuple[int, int
     if count > MAX_SECTIONS:
         raise FormatError(f"absurd section count {count}")
     return count, strndx
+
+
+def is_debug_section(name: str) -> bool:
+    """A section ``strip --strip-debug`` removes: DWARF (``.debug_*``, compressed ``.zdebug_*``)
+    and the older stabs (the compiled scan tests the same names, _speedups.c)."""
+    return name.startswith((".debug_", ".zdebug_")) or name in (".debug", ".stab", ".stabstr")
+
+
+def debug_bytes(sections: Iterable[Section]) -> int:
+    """The bytes a file's debug sections hold."""
+    return sum(s.size for s in sections if s.has_file_data and is_debug_section(s.name))
 
 
 def name_sections(

@@ -129,6 +129,8 @@ class LibraryInventory:
     size: int
     entries: tuple[FatbinEntry, ...] = ()
     containers: tuple[FatbinContainer, ...] = ()
+    # Bytes in its .debug_* and .zdebug_* sections (DWARF): what strip --strip-debug removes.
+    debug_bytes: int = 0
 
     @property
     def has_device_code(self) -> bool:

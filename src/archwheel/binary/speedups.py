@@ -51,9 +51,10 @@ class Bounds(NamedTuple):
     raw_cubins: int
 
 
-Unit = tuple[str, str, int, tuple[FatbinContainer, ...], tuple[FatbinEntry, ...]]
+Unit = tuple[str, str, int, tuple[FatbinContainer, ...], tuple[FatbinEntry, ...], int]
 """One library the compiled scan read: its name in the archive ("" for the file itself), its
-file kind, its size, its containers and its entries (offsets from the library's first byte)."""
+file kind, its size, its containers, its entries (offsets from the library's first byte) and
+the bytes of its debug sections."""
 
 
 def scan_whole(data: bytes, bounds: Bounds) -> list[Unit] | None:

@@ -118,6 +118,7 @@ class AuditReport:
                 "path": lib.path,
                 "file_kind": lib.file_kind,
                 "size": lib.size,
+                "debug_bytes": lib.debug_bytes,
                 "containers": len(lib.containers),
                 "raw_cubins": len(lib.raw_cubins),
                 "images": [

@@ -30,8 +30,11 @@ HOST = elf64([(".text", b"\x90" * 16)])
 ZSTD, LZ4, ARCH_SPECIFIC, FAMILY = 0x8000, 0x2000, 0x100000, 0x200000
 
 # Each clean: the compiled scan must answer for it (test_the_compiled_scan_answers_for_clean_ones).
+DEBUG = [(".debug_info", b"i" * 1000), (".zdebug_str", b"s" * 50), (".stab", b"t" * 7),
+         (".debugger_notes", b"n" * 3), (".gnu_debuglink", b"l" * 16)]  # fmt: skip
 CLEAN = {
     "one container": elf64([(".nv_fatbin", container(Entry(sm=80), Entry(kind=1, sm=90)))]),
+    "debug sections": elf64([(".nv_fatbin", container(Entry(sm=90))), *DEBUG]),
     "kinds and flags": elf64(
         [
             (
@@ -126,6 +129,17 @@ def test_the_compiled_scan_answers_for_clean_ones(
     reference = _python_only(data, monkeypatch)
     assert reference is not None and not reference[1]  # type: ignore[index]
     assert said(scan_in_chunks(data)) == reference
+
+
+def test_debug_sections_are_counted_alike_compiled_or_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What strip --strip-debug removes (elf.is_debug_section): .debug_*, .zdebug_*, .stab;
+    not .debugger_notes or .gnu_debuglink. 1000 + 50 + 7 bytes."""
+    data = CLEAN["debug sections"]
+    compiled = scan_in_chunks(data)
+    assert compiled is not None and [lib.debug_bytes for lib in compiled.libraries] == [1057]
+    assert said(compiled) == _python_only(data, monkeypatch)
 
 
 @pytest.mark.parametrize("name", sorted(LEFT))

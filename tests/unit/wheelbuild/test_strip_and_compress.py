@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 
 from archwheel.binary.debuginfo import strip_view
+from archwheel.binary.scan.inputs import scan_path
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import RecipeError
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
 from archwheel.interfaces.render.build import plan_json
+from archwheel.verdicts.audit import audit, audit_document
 from archwheel.wheelbuild.compression import choose_compression
 from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
 from archwheel.wheelbuild.nvcc_record import TIME_FLAG
@@ -34,6 +36,7 @@ from archwheel.wheelbuild.recipe import load_recipe, parse_recipe
 from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.repair import RepairError, RepairSpec, repair_wheel, spec_for_recipe
 from archwheel.wheelbuild.source import ResolvedSource
+from tests.support.builders import Entry, container
 from tests.support.components import require
 from tests.support.paths import ROOT
 from tests.support.repair_wheels import write_wheel
@@ -302,3 +305,31 @@ def test_the_recipes_own_choice_and_the_switch(tmp_path: Path) -> None:
 def test_compress_fatbins_must_be_a_flag(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match="compress_fatbins must be true or false"):
         scatter_without_its_flags(tmp_path, 'compress_fatbins = "yes"\n')
+
+
+def test_the_audit_reports_what_strip_would_save_and_then_saved(
+    debug_wheel: Path, tmp_path: Path
+) -> None:
+    """The audit's size report (issue 27, item 5): each library's debug-section bytes, as the
+    repair's own reader (debuginfo.strip_view) counts them, and none once stripped."""
+    require(shutil.which("strip") is not None, "binutils is not installed")
+    member = module_member(debug_wheel)
+    with zipfile.ZipFile(debug_wheel) as zf:
+        view = strip_view(Path(zf.extract(member, tmp_path / "x")))
+    assert view is not None and view.debug_bytes > 0
+    (library,) = [lib for lib in scan_path(debug_wheel).libraries if lib.path == member]
+    assert library.debug_bytes == view.debug_bytes
+    # with device code (a fatbin section added), the audit JSON lists it with its debug bytes
+    fatbin = tmp_path / "k.fatbin"
+    fatbin.write_bytes(container(Entry(sm=90)))
+    module = tmp_path / "module.so"
+    subprocess.run(
+        ["objcopy", "--add-section", f".nv_fatbin={fatbin}", str(tmp_path / "x" / member),
+         str(module)], check=True, capture_output=True,
+    )  # fmt: skip
+    document = audit_document([audit(scan_path(module), None)])
+    (row,) = document["inputs"][0]["libraries"]
+    assert row["debug_bytes"] == view.debug_bytes
+    report = repair_wheel(debug_wheel, tmp_path / "out", RepairSpec("t: [repair]", strip="debug"))
+    (stripped,) = [lib for lib in scan_path(report.wheel).libraries if lib.path == member]
+    assert stripped.debug_bytes == 0

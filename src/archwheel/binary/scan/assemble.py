@@ -15,7 +15,7 @@ import bisect
 import itertools
 from collections import Counter
 
-from archwheel.binary.elf import FormatError, Section
+from archwheel.binary.elf import FormatError, Section, debug_bytes
 from archwheel.binary.fatbin import KNOWN_FLAGS, entry_from_raw
 from archwheel.binary.layout import (
     FATBIN_SECTIONS,
@@ -200,6 +200,7 @@ def assemble(
                 size=unit.end - unit.start,
                 entries=tuple(sorted(entries, key=lambda e: e.offset)),
                 containers=tuple(per_unit_containers[unit.name]),
+                debug_bytes=debug_bytes(unit.sections),
             )
         )
         binary_notes.extend((unit.name or None, n) for n in _limit(notes))

@@ -314,9 +314,14 @@ def _whole(
     return BinaryScan(
         libraries=[
             LibraryInventory(
-                f"{label}({name})" if name else label, file_kind, unit_size, entries, containers
+                f"{label}({name})" if name else label,
+                file_kind,
+                unit_size,
+                entries,
+                containers,
+                debug,
             )
-            for name, file_kind, unit_size, containers, entries in found
+            for name, file_kind, unit_size, containers, entries, debug in found
         ],
         bytes_read=size,
         sha256=sha256,

@@ -142,6 +142,10 @@ def _library_table(report: AuditReport, libraries: Sequence[LibraryInventory]) -
         table.add_column("missing", style="red", ratio=2)
         table.add_column("extra", ratio=2)
     table.add_column("device code", justify="right")
+    # What strip --strip-debug would remove ([repair] strip; docs/building-extensions.md)
+    with_debug = any(lib.debug_bytes for lib in libraries)
+    if with_debug:
+        table.add_column("debug sections", justify="right")
     verdicts = {v.library.path: v for v in report.libraries}
     for lib in libraries:
         row = [
@@ -152,9 +156,20 @@ def _library_table(report: AuditReport, libraries: Sequence[LibraryInventory]) -
         if with_expect:
             v = verdicts.get(lib.path) or LibraryVerdict(lib)
             row += [compact(v.missing), compact(v.extra)]
-        row.append(human_bytes(_device_bytes(lib)))
+        row.append(_stored_and_uncompressed(lib))
+        if with_debug:
+            row.append(human_bytes(lib.debug_bytes) if lib.debug_bytes else "-")
         table.add_row(*row)
     return table
+
+
+def _stored_and_uncompressed(lib: LibraryInventory) -> str:
+    """The device code's stored bytes, and what compression saved where it did."""
+    stored = _device_bytes(lib)
+    uncompressed = sum(r.uncompressed_bytes for r in lib.images())
+    if uncompressed > stored:
+        return f"{human_bytes(stored)} ({human_bytes(uncompressed)} uncompressed)"
+    return human_bytes(stored)
 
 
 def _detail_table(rows: Sequence[tuple[LibraryInventory, ImageRow]]) -> Table:
