@@ -56,6 +56,9 @@ class GateVerdict:
     report: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
     # per library with device code beyond the request: (its path, the image names)
     extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # the shared objects of the wheel that hold no device code (a module that fell back to CPU
+    # is one of them)
+    without_device_code: tuple[str, ...] = ()
 
 
 AuditGate = Callable[[Path, ArchList], GateVerdict]
@@ -70,13 +73,23 @@ def audit_gate(wheel: Path, arch_list: ArchList) -> GateVerdict:
     """
     report = audit(scan_path(wheel), arch_list)
     document = audit_document([report])
+    plain = tuple(
+        sorted(
+            str(lib.path)
+            for lib in report.inventory.libraries
+            if lib.file_kind == "shared-object" and not lib.has_device_code
+        )
+    )
     if not report.complete:
         problems = "; ".join(p.one_line() for p in report.inventory.problems[:3])
         return GateVerdict(
             False, f"the audit could not read the wheel completely: {problems}", document
         )
     if report.no_device_code:
-        return GateVerdict(False, "no library in the wheel carries device code", document)
+        return GateVerdict(
+            False, "no library in the wheel carries device code", document,
+            without_device_code=plain,
+        )  # fmt: skip
     missing = [f"{v.library.path} lacks {', '.join(v.missing)}" for v in report.failing]
     if missing:
         return GateVerdict(False, "; ".join(missing), document)
@@ -89,7 +102,7 @@ def audit_gate(wheel: Path, arch_list: ArchList) -> GateVerdict:
         f"{arch_list}{beyond}"
     )
     per_library = tuple((str(v.library.path), v.extra) for v in report.libraries if v.extra)
-    return GateVerdict(True, summary, document, per_library)
+    return GateVerdict(True, summary, document, per_library, plain)
 
 
 # -- the load gate: does the wheel load next to the torch it was built against? ------------------

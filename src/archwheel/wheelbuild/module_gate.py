@@ -54,7 +54,7 @@ def check_modules(
             if switches:
                 return dataclasses.replace(verdict, summary=f"{verdict.summary}; {switches}")
         return verdict
-    unbuilt = _unbuilt(recipe, evidence)
+    unbuilt = _unbuilt(recipe, evidence, verdict.without_device_code)
     if unbuilt:
         return dataclasses.replace(verdict, ok=False, summary=unbuilt)
     if verdict.extra and not recipe.gate.allows_extra(recipe.kind):
@@ -64,7 +64,7 @@ def check_modules(
     return verdict
 
 
-def _unbuilt(recipe: Recipe, evidence: ModuleEvidence) -> str | None:
+def _unbuilt(recipe: Recipe, evidence: ModuleEvidence, plain: Sequence[str]) -> str | None:
     if evidence.record is None and not evidence.cached:
         return None  # nothing recorded: no nvcc ran; the audit gate judged the wheel alone
     names = [*(evidence.record.sources if evidence.record else ()), *evidence.cached]
@@ -82,6 +82,11 @@ def _unbuilt(recipe: Recipe, evidence: ModuleEvidence) -> str | None:
         f"the module built from {'them' if len(missing) > 1 else 'it'} fell back to CPU "
         f"(or was not built)"
     )
+    if plain:
+        listed = ", ".join(plain[:SHOWN]) + (
+            f" and {len(plain) - SHOWN} more" if len(plain) > SHOWN else ""
+        )
+        text += f"; the wheel's modules without device code: {listed}"
     switches = _switches(evidence)
     if switches:
         text += f"; {switches}"

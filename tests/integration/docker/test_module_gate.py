@@ -90,6 +90,8 @@ def test_a_module_that_fell_back_to_cpu_fails_naming_its_source_and_the_switch(
     assert code == 5, err[-3000:]
     assert "1 CUDA sources of the project were never compiled by nvcc (csrc/extra_cuda.cu)" in err
     assert "fell back to CPU" in err
+    # the module: the one the wheel holds without device code (the build linked it CPU-only)
+    assert "the wheel's modules without device code: archwheel_stable_ops/_extra.abi3.so" in err
     assert "STABLE_OPS_EXTRA_CUDA (setup.py:" in err  # the switch, from the build files
     assert not list(out.glob("*.whl")) and len(list((out / "rejected").glob("*.whl"))) == 1
     assert containers_with_label(["docker"], extension_builds.label) == []

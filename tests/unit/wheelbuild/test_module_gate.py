@@ -49,8 +49,10 @@ def test_every_cuda_source_compiled_passes() -> None:
 
 def test_a_cuda_source_never_compiled_fails_naming_it_and_the_switches() -> None:
     files = (*FILES, "csrc/cpu_fallback/kernels.cu")
-    verdict = check_modules(GOOD, STABLE, ARCHS, evidence(files=files))
+    good = dataclasses.replace(GOOD, without_device_code=("x/_cpu.so",))
+    verdict = check_modules(good, STABLE, ARCHS, evidence(files=files))
     assert not verdict.ok
+    assert "the wheel's modules without device code: x/_cpu.so" in verdict.summary
     assert "1 CUDA sources of the project were never compiled by nvcc" in verdict.summary
     assert (
         "csrc/cpu_fallback/kernels.cu" in verdict.summary and "fell back to CPU" in verdict.summary
@@ -87,9 +89,12 @@ def test_archs_beyond_the_request_fail_an_extension_naming_where() -> None:
 
 
 def test_a_wheel_without_device_code_says_which_switches_the_project_reads() -> None:
-    none = GateVerdict(False, "no library in the wheel carries device code")
+    none = GateVerdict(
+        False, "no library in the wheel carries device code", without_device_code=("x/_C.so",)
+    )
     verdict = check_modules(none, STABLE, ARCHS, evidence(record=None))
     assert verdict.summary.startswith("no library in the wheel carries device code; ")
+    assert "modules: x/_C.so" in verdict.summary
     assert "FORCE_CUDA (setup.py:12)" in verdict.summary
 
 
