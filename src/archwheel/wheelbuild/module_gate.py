@@ -50,9 +50,13 @@ def check_modules(
     """The audit gate's verdict, failed where the build compiled less or more than asked."""
     if not verdict.ok:
         if "no library in the wheel carries device code" in verdict.summary:
+            said = [verdict.summary]
+            if verdict.without_device_code:
+                said.append(f"modules: {', '.join(verdict.without_device_code[:SHOWN])}")
             switches = _switches(evidence)
             if switches:
-                return dataclasses.replace(verdict, summary=f"{verdict.summary}; {switches}")
+                said.append(switches)
+            return dataclasses.replace(verdict, summary="; ".join(said))
         return verdict
     unbuilt = _unbuilt(recipe, evidence, verdict.without_device_code)
     if unbuilt:
