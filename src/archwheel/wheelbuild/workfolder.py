@@ -30,7 +30,7 @@ from archwheel.wheelbuild.failures import (
     out_of_space_error,
     out_of_space_evidence,
 )
-from archwheel.wheelbuild.nvcc_record import NvccRecord, read_nvcc_record
+from archwheel.wheelbuild.nvcc_record import NVCC_RECORD, NvccRecord, read_nvcc_record
 from archwheel.wheelbuild.output import BuildOutput
 from archwheel.wheelbuild.parallel import PARALLEL_CONFIG
 from archwheel.wheelbuild.plan import BUILD, BUILD_SRC, CCACHE, DIST, FILE_LIST, BuildPlan, Step
@@ -204,9 +204,12 @@ def _prepare(work: Path, plan: BuildPlan) -> None:
     (work / FILE_LIST.removeprefix(BUILD + "/")).write_bytes(
         b"".join(name.encode() + b"\0" for name in plan.source.files)
     )
+    # archwheel's own folder in the work folder, with or without the compiler cache: nvcc's
+    # --time record goes there, and nvcc stops ("Cannot open file") where it cannot write it.
+    (work / NVCC_RECORD.removeprefix(BUILD + "/")).parent.mkdir(parents=True, exist_ok=True)
     if plan.ccache_volume is not None:
         launcher = work / LAUNCHER_DIR.removeprefix(BUILD + "/") / "ccache"
-        launcher.parent.mkdir(parents=True)
+        launcher.parent.mkdir(parents=True, exist_ok=True)
         launcher.write_text(launcher_script())
         launcher.chmod(0o755)
     if plan.parallel is not None and plan.parallel.config:
