@@ -98,9 +98,11 @@ def compiled(source: str, names: Iterable[str], src_root: str) -> bool:
                 return True
             continue
         parts = tuple(p for p in path.parts if p != ".")
+        while parts[:1] == ("..",):  # ninja's: relative to its build folder inside the source
+            parts = parts[1:]
         if ".." in parts or not parts:
             if PurePosixPath(name).name == PurePosixPath(source).name:
-                return True  # a path that leaves its folder: judged by its name
+                return True  # a path that wanders: judged by its name
             continue
         if len(parts) <= len(wanted) and wanted[-len(parts) :] == parts:
             return True

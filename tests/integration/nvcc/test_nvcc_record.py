@@ -45,3 +45,6 @@ def test_every_compile_is_recorded_with_the_archs_ptxas_made(nvcc: Path, tmp_pat
     assert cuda_sources(files) == ("csrc/b.cu", "csrc/cuda/a.cu", "csrc/unused.cu")
     assert never_compiled(cuda_sources(files), parsed.sources, str(src)) == ("csrc/unused.cu",)
     assert never_compiled(cuda_sources(files), parsed.sources, str(src), ["csrc/un*.cu"]) == ()
+    # ninja (cpp_extension) gives nvcc paths relative to its build folder inside the source
+    assert never_compiled(("csrc/b.cu",), ["../../csrc/b.cu"], str(src)) == ()
+    assert never_compiled(("csrc/b.cu",), ["../../other/b2.cu"], str(src)) == ("csrc/b.cu",)
