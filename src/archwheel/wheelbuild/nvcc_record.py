@@ -98,13 +98,16 @@ def compiled(source: str, names: Iterable[str], src_root: str) -> bool:
                 return True
             continue
         parts = tuple(p for p in path.parts if p != ".")
-        while parts[:1] == ("..",):  # ninja's: relative to its build folder inside the source
+        # ninja's and CMake's: relative to a build folder (../../csrc/x.cu from inside the
+        # source, ../../../build/src/csrc/x.cu from a temporary one): what follows the ..
+        while parts[:1] == ("..",):
             parts = parts[1:]
         if ".." in parts or not parts:
             if PurePosixPath(name).name == PurePosixPath(source).name:
                 return True  # a path that wanders: judged by its name
             continue
-        if len(parts) <= len(wanted) and wanted[-len(parts) :] == parts:
+        shorter, longer = sorted((parts, wanted), key=len)
+        if longer[-len(shorter) :] == shorter:
             return True
     return False
 

@@ -47,4 +47,6 @@ def test_every_compile_is_recorded_with_the_archs_ptxas_made(nvcc: Path, tmp_pat
     assert never_compiled(cuda_sources(files), parsed.sources, str(src), ["csrc/un*.cu"]) == ()
     # ninja (cpp_extension) gives nvcc paths relative to its build folder inside the source
     assert never_compiled(("csrc/b.cu",), ["../../csrc/b.cu"], str(src)) == ()
+    # CMake (scikit-build-core) from a temporary build folder: /tmp/x/build -> /build/src
+    assert never_compiled(("csrc/b.cu",), ["../../../build/src/csrc/b.cu"], "/build/src") == ()
     assert never_compiled(("csrc/b.cu",), ["../../other/b2.cu"], str(src)) == ("csrc/b.cu",)
