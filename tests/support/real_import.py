@@ -24,7 +24,8 @@ def really_loads(
     site = tmp / wheel.stem
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(site)
-        modules = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".so")]
+        # extension modules: in a package folder, or at the top (causal_conv1d_cuda.*.so)
+        modules = [n for n in zf.namelist() if n.count("/") <= 1 and n.endswith(".so")]
     if separate:
         found: dict[str, tuple[bool, str]] = {}
         for module in modules:
