@@ -58,11 +58,14 @@ PATCH_SHA256 = "20d97714ac0a05fe3fb998d2a225a81fcdace2a60daf3502a2f9b43cfd4cc018
 
 
 def test_a_recipe_patch_steers_a_project_that_hard_codes_its_archs(
-    cli_run: CliRun, tmp_path: Path
+    cli_run: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """causal-conv1d 1.7.0 with ``[[source.patches]]``: its fixed -gencode list replaced by one
     read from TORCH_CUDA_ARCH_LIST. The plan's source check no longer finds a hard-coded list,
-    and the source row names the patch."""
+    and the source row names the patch. A cache folder of its own: the patched copy is made
+    here (a build of the shipped causal-conv1d recipe earlier in the run made one in the
+    shared cache, which a second plan reuses without running git apply)."""
+    monkeypatch.setenv("ARCHWHEEL_CACHE", str(tmp_path / "cache"))
     version, sha256, _ = SDISTS["causal-conv1d"]
     shutil.copy(PATCH, tmp_path / PATCH.name)
     recipe = tmp_path / "causal-conv1d.toml"
