@@ -115,3 +115,10 @@ def test_a_gate_table_that_cannot_work_is_refused(tmp_path: Path, table: str, me
     with pytest.raises(RecipeError) as info:
         load_recipe(path, facts=FACTS)
     assert message in info.value.one_line()
+
+
+def test_a_record_the_project_wrote_garbage_into_is_read_without_a_word() -> None:
+    """The work folder is the build's: its code can write anything into the record."""
+    garbage = RECORD + "\0\0\0\n" + ("x," * 5 + "y" * 200_000) + "\n" + '"unterminated,\n'
+    parsed = parse_nvcc_record(garbage)
+    assert parsed.archs_of("csrc/ops_cuda.cu") == {"sm_90"}
