@@ -384,12 +384,18 @@ def _served(provenance: dict[str, Any] | None, requires: Sequence[Pin]) -> tuple
     if not isinstance(section, dict):
         return ()
     passed = _versions(section.get("passed"), "passed")
-    specifiers = [p.specifier for p in requires if p.name == "torch" and not p.is_optional]
     try:
-        admitted = SpecifierSet(",".join(s for s in specifiers if s))
+        admitted = SpecifierSet(torch_requirement(requires))
     except InvalidSpecifier:
         return ()
     return tuple(v for v in passed if admitted.contains(v, prereleases=True))
+
+
+def torch_requirement(requires: Sequence[Pin]) -> str:
+    """What a wheel's ``Requires-Dist`` asks of torch, as one specifier set ("" for nothing):
+    its unconditional torch requirements together."""
+    specifiers = [p.specifier for p in requires if p.name == "torch" and not p.is_optional]
+    return ",".join(s for s in specifiers if s)
 
 
 MAX_PROVENANCE_BYTES = 16 << 20  # a provenance file (a build's is a few KB)

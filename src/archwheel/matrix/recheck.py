@@ -44,6 +44,7 @@ from archwheel.matrix.index import (
     IndexEntry,
     load_provenance,
     read_index,
+    torch_requirement,
 )
 from archwheel.verdicts.load import LoadReport, LoadVerdict
 from archwheel.verdicts.torch_range import can_load_range, torch_releases_for
@@ -169,7 +170,7 @@ def _recheck(
 ) -> WheelRecheck:
     checked = _checked(entry, wheel)
     try:
-        requirement = _torch_requirement(wheel)
+        requirement = torch_requirement(read_wheel_metadata(wheel).requires)
     except (ArchwheelError, OSError) as exc:
         return WheelRecheck(entry.file, "", checked, problem=_why(exc))
     newest = max((Version(v) for v in checked), default=None)
@@ -236,12 +237,6 @@ def _checked(entry: IndexEntry, wheel: Path) -> tuple[str, ...]:
         except InvalidVersion:
             continue
     return tuple(str(v) for v in sorted(good))
-
-
-def _torch_requirement(wheel: Path) -> str:
-    pins = read_wheel_metadata(wheel).requires
-    specifiers = [p.specifier for p in pins if p.name == "torch" and not p.is_optional]
-    return ",".join(s for s in specifiers if s)
 
 
 def _admits(requirement: str) -> Callable[[str], bool]:
