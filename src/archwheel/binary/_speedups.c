@@ -1226,6 +1226,17 @@ static PyObject *retain_freed_memory(PyObject *self, PyObject *args) {
     Py_RETURN_FALSE;
 }
 
+/* What such a process retains grows: ISA-L's inflater (python-isal 1.9) leaves the heap
+ * fragmented, every freed hole kept, about 70 MB over libtorch_cuda.so's 480 MB (stdlib zlib
+ * under the same loop: none; malloc_trim gives it all back: measured, docs/performance.md).
+ * The worker gives its free pages back now and then (trim_freed_memory), not per chunk. */
+static PyObject *trim_freed_memory(PyObject *self, PyObject *unused) {
+#if defined(__GLIBC__)
+    if (malloc_trim(0)) Py_RETURN_TRUE;
+#endif
+    Py_RETURN_FALSE;
+}
+
 static PyObject *configure(PyObject *self, PyObject *args) {
     PyObject *e, *c, *d, *o;
     if (!PyArg_ParseTuple(args, "OOOO", &e, &c, &d, &o)) return NULL;
@@ -1266,6 +1277,9 @@ static PyMethodDef methods[] = {
      "retain_freed_memory(mmap_threshold, trim_threshold) -> bool: glibc's malloc serves blocks\n"
      "below mmap_threshold from its heap and keeps up to trim_threshold freed bytes there (for\n"
      "a process that only scans); False where that cannot be set."},
+    {"trim_freed_memory", trim_freed_memory, METH_NOARGS,
+     "trim_freed_memory() -> bool: glibc's malloc gives the free pages of its heap back to the\n"
+     "kernel (malloc_trim); False where nothing was given back or the C library is not glibc."},
     {"find_magics", find_magics, METH_VARARGS,
      "find_magics(chunk) -> (container magic offsets, ELF magic offsets): every occurrence of\n"
      "each magic in the chunk, in increasing order, as re.finditer finds them (neither\n"

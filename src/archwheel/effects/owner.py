@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +81,8 @@ def _start_time(pid: int) -> int | None:
 
 def current_owner() -> Owner:
     """This process."""
+    import socket  # a lock's owner only: most commands take none
+
     pid = os.getpid()
     return Owner(socket.gethostname(), _boot_id(), pid, _start_time(pid) or 0)
 

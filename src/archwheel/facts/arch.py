@@ -16,10 +16,23 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from archwheel.errors import ArchListError
-from archwheel.facts.catalog import CudaFacts, Toolkit, load_facts
 from archwheel.facts.versions import ComputeCapability
+
+if TYPE_CHECKING:
+    from archwheel.facts.catalog import CudaFacts, Toolkit
+
+
+def load_facts() -> CudaFacts:
+    """``catalog.load_facts``, imported on first use: the model of targets is imported by
+    every scan (``binary.model``), the facts file's reader (TOML, resources) only by what
+    parses an arch list or judges one."""
+    from archwheel.facts.catalog import load_facts as load
+
+    return load()
+
 
 VALID_FORMS = (
     "8.0, 9.0a, 10.0f, 12.0+PTX, sm_90, sm_100a, compute_90, 90, 90-real, 90-virtual, "

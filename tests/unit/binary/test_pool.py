@@ -69,3 +69,29 @@ def test_a_worker_that_dies_is_replaced_by_this_process(
     parallel = scan_path(wheel, workers=2)
     assert parallel.libraries == serial.libraries
     assert parallel.problems == serial.problems
+
+
+def test_while_waiting_runs_once_while_the_workers_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheel = _wheel(tmp_path, 4)
+    serial = scan_path(wheel, workers=1)
+    started = _every_member_to_a_worker(monkeypatch)
+    seen: list[list[bool]] = []
+    parallel = scan_path(
+        wheel, workers=2, while_waiting=lambda: seen.append([w.busy for w in started])
+    )
+    assert seen == [[True, True]]  # once, with both workers holding a member
+    assert parallel.libraries == serial.libraries
+
+
+def test_while_waiting_runs_once_after_a_scan_without_workers(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path, 3)
+    calls: list[int] = []
+    inventory = scan_path(wheel, workers=1, while_waiting=lambda: calls.append(len(calls)))
+    assert calls == [0]
+    assert len(inventory.libraries) == 3
+    library = tmp_path / "lib.so"
+    library.write_bytes(elf64([(".nv_fatbin", container(Entry(sm=90)))]))
+    scan_path(library, while_waiting=lambda: calls.append(len(calls)))
+    assert calls == [0]  # a single file starts no worker: nothing to do meanwhile

@@ -223,3 +223,20 @@ def test_importing_the_package_or_a_module_imports_no_more_of_it() -> None:
     assert "archwheel.interfaces.api" not in loaded
     assert "archwheel.binary.scan" not in loaded
     assert not {m for m in loaded if m.startswith(("archwheel.verdicts", "archwheel.inspection"))}
+
+
+def test_a_json_audit_renders_without_rich(tmp_path: Path) -> None:
+    """``audit --format json`` writes its document with the standard library: rich (a table's
+    renderer) is imported only for the formats that draw with it (docs/performance.md)."""
+    from tests.support.builders import Entry, container, elf64, write_zip
+
+    wheel = write_zip(
+        tmp_path / "x-1.0-py3-none-any.whl",
+        [("x/lib.so", elf64([(".nv_fatbin", container(Entry(sm=90)))]))],
+    )
+    exit_code, modules = imported_by(["audit", str(wheel), "--format", "json"])
+    assert exit_code == 0
+    assert "archwheel.binary.scan" in modules  # the audit ran
+    assert [m for m in modules if m == "rich" or m.startswith("rich.")] == []
+    _, drawn = imported_by(["audit", str(wheel)])
+    assert "rich" in drawn  # the probe sees rich where a table is drawn

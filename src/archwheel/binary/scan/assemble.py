@@ -38,7 +38,6 @@ from archwheel.binary.scan import bounds
 from archwheel.binary.scan.containers import ContainerScan
 from archwheel.binary.stream import ParserOutcome
 from archwheel.facts.arch import CodeKind, Target, Variant
-from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import ComputeCapability
 
 # Gaps inside a fatbin section larger than this are bytes no valid container explains.
@@ -226,6 +225,8 @@ def _place_raw_cubins(
     starts = [a for a, _ in spans]
     furthest = list(itertools.accumulate((b for _, b in spans), max))
     taken_end = -1
+    from archwheel.facts.catalog import load_facts  # raw cubins only: most binaries have none
+
     suffixed = load_facts().suffixed_capabilities
     unsure: dict[str, list[str]] = {}  # unit -> archs whose 'a'/'f' suffix is unknown
     for cubin in sorted(found, key=lambda c: c.offset):

@@ -16,7 +16,6 @@ The bytes come from a file (``scan_file``), memory (``scan_bytes``) or a wheel m
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -123,7 +122,7 @@ def scan_stream(
                 _close(chunks)
                 if on_bytes:
                     on_bytes(size)
-                sha256 = hashlib.sha256(data).hexdigest() if digest else None
+                sha256 = _sha256(data) if digest else None
                 return _whole(label, found, size, sha256)
         chunks = _again(pieces[1:], ended, chunks)
     outcomes: dict[object, ParserOutcome] = {}
@@ -188,7 +187,12 @@ def scan_stream(
     tail = b""
     elf_tail = b""
     chunk = first
-    hasher = hashlib.sha256() if digest else None
+    if digest:
+        import hashlib  # only when asked: its OpenSSL costs 3-5 ms of every start
+
+        hasher = hashlib.sha256()
+    else:
+        hasher = None
     try:
         while chunk:
             if hasher is not None:
@@ -260,6 +264,12 @@ def scan_stream(
         header_errors=header_errors,
     )
     return result
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
 
 
 def _magics(chunk: bytes) -> tuple[Iterable[int], Iterable[int]]:

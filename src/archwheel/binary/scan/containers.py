@@ -20,7 +20,6 @@ from archwheel.binary.fatbin import (
     walk_entries,
 )
 from archwheel.binary.model import Compression
-from archwheel.binary.payload import MAX_DEEP_PAYLOAD, check_payload
 from archwheel.binary.scan import bounds
 from archwheel.binary.scan.bounds import Budget
 from archwheel.binary.stream import Need, Parser
@@ -118,6 +117,9 @@ def container_parser(
                 offset, end, position, headers, view, base=base, budget=budget, one=deep
             )
             if deep and len(headers) > before:
+                # --deep only: the payload checks import zstandard and lz4
+                from archwheel.binary.payload import MAX_DEEP_PAYLOAD, check_payload
+
                 entry = entry_header(*headers[-1])
                 inflates = 0 if entry.compression is Compression.NONE else entry.uncompressed_size
                 if entry.padded_size > MAX_DEEP_PAYLOAD:

@@ -33,12 +33,6 @@ from archwheel.effects.files import (
     is_text_list,
     open_regular,
 )
-from archwheel.effects.process import (
-    MAX_ANSWER_NESTING,
-    ProgramNotStarted,
-    ProgramTimedOut,
-    run_program,
-)
 from archwheel.errors import InputError, ToolError
 from archwheel.facts.documents import load_document
 
@@ -160,9 +154,12 @@ def scan_wheel(
     all_members: bool = False,
     deep: bool = False,
     digests: bool = False,
+    while_waiting: Callable[[], None] | None = None,
 ) -> InputInventory:
     """Scan every binary member of a wheel (any zip), streamed, in parallel; ``digests``: and
-    hash each binary member read whole (``InputInventory.member_digests``)."""
+    hash each binary member read whole (``InputInventory.member_digests``). ``while_waiting``
+    is called once, while the worker processes scan (``pool.scan_members``), or after the scan
+    where none runs; not at all when the archive's directory cannot be read."""
     found = _Found(str(path))
     reader = WheelReader(path)
     for name, why in reader.name_problems:
@@ -180,6 +177,7 @@ def scan_wheel(
         deep=deep,
         digest=digests,
         identity=reader.identity,
+        while_waiting=while_waiting,
     )
 
     unscanned = []
@@ -327,11 +325,13 @@ def scan_path(
     all_members: bool = False,
     deep: bool = False,
     digests: bool = False,
+    while_waiting: Callable[[], None] | None = None,
 ) -> InputInventory:
     """Scan a wheel (or any zip), a directory, or a single file, detected from the path.
 
     ``deep`` also decompresses every payload and checks it against its header (slow);
-    ``digests`` also hashes a wheel's binary members (``InputInventory.member_digests``).
+    ``digests`` also hashes a wheel's binary members (``InputInventory.member_digests``);
+    ``while_waiting``: see ``scan_wheel`` (other inputs never call it).
     """
     p = Path(path)
     try:
@@ -355,6 +355,7 @@ def scan_path(
             all_members=all_members,
             deep=deep,
             digests=digests,
+            while_waiting=while_waiting,
         )
     libraries, problems = scan_file(p, deep=deep)
     if not libraries and not problems:
@@ -397,6 +398,14 @@ def scan_installed(
     deep: bool = False,
 ) -> InputInventory:
     """Scan the files an installed distribution recorded (RECORD) in a Python environment."""
+    # Here, not at the top: a wheel's scan starts no program (subprocess costs every start).
+    from archwheel.effects.process import (
+        MAX_ANSWER_NESTING,
+        ProgramNotStarted,
+        ProgramTimedOut,
+        run_program,
+    )
+
     interpreter = python or sys.executable
     try:
         proc = run_program(

@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from archwheel.binary import speedups
 from archwheel.binary.scan.binary import (
@@ -34,8 +34,10 @@ from archwheel.binary.scan.binary import (
     small_enough,
 )
 from archwheel.binary.zipread import Member, file_identity
-from archwheel.effects import process
 from archwheel.effects.files import open_regular
+
+if TYPE_CHECKING:
+    from archwheel.effects import process
 
 PARALLEL_MIN_COMPRESSED = 8 << 20
 # Small members are read in batches of this many (``scan_small_members``): one compiled call
@@ -136,10 +138,15 @@ class _ForkedWorker(_Worker):
     ) -> None:  # pragma: no cover - runs in the child
         done = 0
 
+        trim_at = speedups.TRIM_EVERY
+
         def on_bytes(amount: int) -> None:
-            nonlocal done
+            nonlocal done, trim_at
             done += amount
             struct.pack_into("<Q", self._counter, 0, done)
+            if done >= trim_at:  # what the inflater left fragmented goes back to the kernel
+                trim_at = done + speedups.TRIM_EVERY
+                speedups.trim_freed_memory()
 
         with os.fdopen(command, "rb", buffering=0) as commands:
             while True:
@@ -152,6 +159,7 @@ class _ForkedWorker(_Worker):
                     return
                 member, deep = pickle.loads(order)  # noqa: S301 - our parent
                 done = 0
+                trim_at = speedups.TRIM_EVERY
                 result = scan_member(path, archive_size, member, on_bytes, deep, digest=digest)
                 payload = pickle.dumps(result)
                 struct.pack_into("<Q", self._counter, 0, 0)
@@ -283,6 +291,8 @@ class _SpawnedWorker(_Worker):
         return self._done if self.busy else 0
 
     def assign(self, index: int, member: Member, deep: bool) -> None:
+        from archwheel.effects import process  # spawned workers only: forks need no subprocess
+
         path, archive_size, digest = self._args
         self._done = 0
         self._stdout = b""
@@ -360,9 +370,14 @@ def scan_members(
     deep: bool = False,
     digest: bool = False,
     identity: tuple[int, int, int, int] | None = None,
+    while_waiting: Callable[[], None] | None = None,
 ) -> dict[int, MemberResult]:
     """Every member's result by its index in ``members``, big ones scanned in worker processes;
     ``progress`` hears the bytes scanned so far, all workers together.
+
+    ``while_waiting``, when given, is called once in this process, as soon as the workers have
+    their first members (or after the scan, where no worker runs): the caller's work that does
+    not need the results (imports, reading other files) is then done while they scan, not after.
 
     The members scanned here read one handle of the archive, opened once: a wheel of 200000
     tiny members is not opened 200000 times, and they all read the file whose directory was
@@ -378,9 +393,19 @@ def scan_members(
             now = file_identity(os.fstat(handle.fileno()))
             if now[2] != archive_size or (identity is not None and now != identity):
                 changed = "the archive changed while it was scanned: not read"
+                if while_waiting is not None:
+                    while_waiting()
                 return dict.fromkeys(range(len(members)), (None, changed))
         return _scan_members(
-            path, archive_size, members, progress, workers, deep=deep, digest=digest, handle=handle
+            path,
+            archive_size,
+            members,
+            progress,
+            workers,
+            deep=deep,
+            digest=digest,
+            handle=handle,
+            while_waiting=while_waiting,
         )
 
 
@@ -394,6 +419,7 @@ def _scan_members(
     deep: bool,
     digest: bool,
     handle: BinaryIO | None,
+    while_waiting: Callable[[], None] | None = None,
 ) -> dict[int, MemberResult]:
     results: dict[int, MemberResult] = {}
     kept_entries = 0
@@ -494,6 +520,9 @@ def _scan_members(
                 index = big.popleft()
                 worker.assign(index, members[index], deep)
                 busy[worker] = members[index].name
+            if while_waiting is not None and busy and forked:
+                waiting, while_waiting = while_waiting, None
+                waiting()
             finished = False
             for worker in list(busy):
                 for index, outcome in worker.collect():
@@ -522,4 +551,6 @@ def _scan_members(
             if clean:
                 worker.close()
             worker.kill()
+    if while_waiting is not None:
+        while_waiting()
     return results

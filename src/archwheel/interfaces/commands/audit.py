@@ -180,13 +180,15 @@ class AuditRequest:
 
 def run(args: argparse.Namespace) -> int:
     from archwheel.inspection import audit_inputs
-    from archwheel.interfaces.render.audit import scan_progress
-    from archwheel.verdicts import overall_exit_code
 
     request = AuditRequest.from_args(args)
     if request.output is not None:
         check_output(request.output)  # before a scan that may take minutes
-    callback, progress = scan_progress() if request.shows_progress else (None, None)
+    callback, progress = None, None
+    if request.shows_progress:
+        from archwheel.interfaces.render.audit import scan_progress
+
+        callback, progress = scan_progress()
     try:
         if progress is not None:
             progress.start()
@@ -199,16 +201,30 @@ def run(args: argparse.Namespace) -> int:
             deep=request.deep,
             all_members=request.all_members,
             on_progress=callback,
+            while_scanning=lambda: _renderer(request),
         )
     finally:
         if progress is not None:
             progress.stop()
+    from archwheel.verdicts import overall_exit_code
+
     crosscheck = _cross_check(request, reports) if request.cross_check else None
     code = overall_exit_code(reports)
     if crosscheck is not None and crosscheck != 0 and code == 0:
         code = crosscheck
     _emit(request, reports)
     return code
+
+
+def _renderer(request: AuditRequest) -> None:
+    """Import what ``_emit`` needs for the request's format (called while the scan's workers
+    run: see ``audit_inputs``)."""
+    import importlib
+
+    if request.format == "html":
+        importlib.import_module("archwheel.interfaces.render.html")
+    elif request.format != "json":
+        importlib.import_module("archwheel.interfaces.render.audit")
 
 
 def _cross_check(request: AuditRequest, reports: list[AuditReport]) -> int:
@@ -234,8 +250,7 @@ def _emit(request: AuditRequest, reports: list[AuditReport]) -> None:
     """The report on standard output, or written atomically to ``--output``."""
     import io
 
-    from archwheel.interfaces.render.audit import render_markdown, render_quiet, render_table
-    from archwheel.interfaces.render.common import console, dump_json
+    from archwheel.interfaces.render.formats import dump_json
     from archwheel.verdicts import audit_document
 
     if request.format == "html":
@@ -250,11 +265,15 @@ def _emit(request: AuditRequest, reports: list[AuditReport]) -> None:
     stream = io.StringIO() if request.output else None
     if request.format == "json":
         dump_json(audit_document(reports), stream)
-    elif request.format == "markdown":
-        (stream or sys.stdout).write(render_markdown(reports, detail=request.detail))
-    elif request.quiet:
-        render_quiet(reports, console(stream))
     else:
-        render_table(reports, console(stream), detail=request.detail)
+        from archwheel.interfaces.render.audit import render_markdown, render_quiet, render_table
+        from archwheel.interfaces.render.common import console
+
+        if request.format == "markdown":
+            (stream or sys.stdout).write(render_markdown(reports, detail=request.detail))
+        elif request.quiet:
+            render_quiet(reports, console(stream))
+        else:
+            render_table(reports, console(stream), detail=request.detail)
     if request.output is not None and stream is not None:
         write_output(request.output, stream.getvalue())

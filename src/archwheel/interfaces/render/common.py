@@ -6,7 +6,6 @@ Each command's own text lives in its module beside this one (``render/<command>.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -19,6 +18,7 @@ from rich.text import Text
 
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.interfaces.render.formats import FORMATS as FORMATS  # noqa: PLC0414 - re-exported
+from archwheel.interfaces.render.formats import dump_json as dump_json  # noqa: PLC0414 - re-exported
 from archwheel.text import MAX_SHOWN as MAX_SHOWN  # noqa: PLC0414 - re-exported
 from archwheel.text import literal as literal  # noqa: PLC0414 - re-exported
 
@@ -124,12 +124,6 @@ def compact(names: Iterable[str]) -> str:
     """A space-separated list, or '-' when empty."""
     items = list(names)
     return " ".join(items) if items else "-"
-
-
-def dump_json(document: Any, stream: TextIO | None = None) -> None:
-    out = stream or sys.stdout
-    json.dump(document, out, indent=2, sort_keys=False)
-    out.write("\n")
 
 
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
