@@ -230,6 +230,47 @@ def test_members_deflated_by_zlib_at_any_level_read_back_whole(tmp_path: Path, l
         assert data == payloads[member.name], member.name
 
 
+@pytest.mark.parametrize("stored", [False, True])
+def test_a_mapped_read_gives_what_pread_gives(
+    tmp_path: Path, stored: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The forked workers read the compressed bytes through a memory map (``mapped``): the
+    same chunks, the same errors, and the pages read are let go of on the way."""
+    from archwheel.binary import zipread
+
+    monkeypatch.setattr(zipread._Mapped, "RELEASE_EVERY", 64 << 10)  # released many times
+    released: list[int] = []
+    real_call = zipread._Mapped.__call__
+
+    def watched(self: Any, size: int, at: int) -> memoryview:
+        view = real_call(self, size, at)
+        released.append(self._released)
+        return view
+
+    monkeypatch.setattr(zipread._Mapped, "__call__", watched)
+    payloads = {"lib/small.so": _compressible(70_000, 1), "lib/big.so": os.urandom(3_000_000)}
+    path = write_zip(tmp_path / "m.whl", list(payloads.items()), stored=stored)
+    reader = WheelReader(path)
+    for member in reader.members:
+        plain = list(member_chunks(path, reader.archive_size, member))
+        mapped = list(member_chunks(path, reader.archive_size, member, mapped=True))
+        assert all(type(chunk) is bytes for chunk in mapped)
+        assert b"".join(mapped) == b"".join(plain) == payloads[member.name]
+    if not stored:  # only a deflated member's input is read through the map
+        assert max(released) > 1 << 20
+    # Cut short before it is read (the directory still says otherwise): the same error.
+    big = max(reader.members, key=lambda m: m.size)
+    with path.open("r+b") as fh:
+        fh.truncate(big.header_offset + 200_000)
+    errors = []
+    for mapped_read in (False, True):
+        with pytest.raises(MemberError) as info:
+            list(member_chunks(path, reader.archive_size, big, mapped=mapped_read))
+        errors.append(str(info.value))
+    assert errors[0] == errors[1]
+    assert "truncated" in errors[0]
+
+
 @pytest.mark.parametrize("level", [1, 6, 9])
 def test_read_wheel_dynamic_reads_a_library_deflated_at_any_level(
     tmp_path: Path, level: int

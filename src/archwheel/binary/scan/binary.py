@@ -435,12 +435,13 @@ def scan_member(
     digest: bool = False,
     handle: BinaryIO | None = None,
     read: bytes | None = None,
+    mapped: bool = False,
 ) -> MemberResult:
     """Scan one wheel member; a crash in the scanner becomes a message, never an exception.
 
     ``handle``: the archive already open (the in-process scans of one wheel share it);
     ``digest``: as ``scan_stream``'s; ``read``: the member's bytes, already read whole and
-    sound (``scan_small_members``).
+    sound (``scan_small_members``); ``mapped``: as ``member_chunks``'s (forked workers only).
     """
     try:
         data = read
@@ -450,7 +451,7 @@ def scan_member(
             scan = scan_stream(
                 member.name,
                 member.size,
-                lambda: member_chunks(path, archive_size, member, handle=handle),
+                lambda: member_chunks(path, archive_size, member, handle=handle, mapped=mapped),
                 on_bytes,
                 deep=deep,
                 digest=digest,

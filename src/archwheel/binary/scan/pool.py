@@ -160,7 +160,11 @@ class _ForkedWorker(_Worker):
                 member, deep = pickle.loads(order)  # noqa: S301 - our parent
                 done = 0
                 trim_at = speedups.TRIM_EVERY
-                result = scan_member(path, archive_size, member, on_bytes, deep, digest=digest)
+                # Mapped: a file cut short while it is read kills this process (SIGBUS), and the
+                # parent reads the member again (``collect`` says it failed).
+                result = scan_member(
+                    path, archive_size, member, on_bytes, deep, digest=digest, mapped=True
+                )
                 payload = pickle.dumps(result)
                 struct.pack_into("<Q", self._counter, 0, 0)
                 view = memoryview(_FRAME.pack(index, len(payload)) + payload)
