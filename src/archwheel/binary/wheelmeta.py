@@ -27,9 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-
 from archwheel.binary.zipread import MemberError, Source, WheelReader, member_chunks, open_zip
 from archwheel.effects import files
 from archwheel.errors import InputError
@@ -246,6 +243,9 @@ def sha256_file(path: Path) -> str:
 
 
 def _read(path: Path, archive: zipfile.ZipFile) -> WheelMetadata:
+    # packaging here, not at the top: an audit imports this module for MAX_METADATA_BYTES alone
+    from packaging.utils import canonicalize_name
+
     warnings: list[str] = []
     names = archive.namelist()
     dist_info = _dist_info_dir(path, names)
@@ -342,6 +342,8 @@ def _first(headers: Mapping[str, list[str]], key: str) -> str | None:
 def _tags(
     path: Path, archive: zipfile.ZipFile, dist_info: str, warnings: list[str]
 ) -> tuple[str, ...]:
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
     tags: set[str] = set()
     wheel_text = _read_text(archive, f"{dist_info}/WHEEL", path, MAX_METADATA_BYTES)
     if wheel_text is not None:
@@ -356,6 +358,9 @@ def _tags(
 def _requirements(lines: list[str], warnings: list[str]) -> tuple[Pin, ...]:
     """The Requires-Dist pins, at most ``MAX_REQUIREMENTS``; the unparseable ones are warnings,
     the first ``MAX_WARNINGS_SHOWN`` of them each on a line, the rest counted."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
     pins: list[Pin] = []
     if len(lines) > MAX_REQUIREMENTS:
         warnings.append(

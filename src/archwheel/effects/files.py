@@ -11,16 +11,12 @@ umask), not the 0600 that ``tempfile`` would leave.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import errno
 import functools
-import hashlib
 import json
 import os
-import shutil
 import stat
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -175,6 +171,8 @@ def read_regular(path: Path | str, limit: int) -> bytes:
 
 def sha256_stream(stream: IO[bytes]) -> str:
     """The hex sha256 of what is left to read in ``stream``, read in blocks."""
+    import hashlib
+
     digest = hashlib.sha256()
     while block := stream.read(HASH_BLOCK):
         digest.update(block)
@@ -189,6 +187,8 @@ def sha256_file(path: Path) -> str:
 
 def record_form(sha256_hex: str) -> str:
     """A sha256 as a wheel's RECORD writes it: ``sha256=`` + urlsafe base64, without padding."""
+    import base64
+
     return "sha256=" + base64.urlsafe_b64encode(bytes.fromhex(sha256_hex)).rstrip(b"=").decode()
 
 
@@ -201,6 +201,8 @@ def _umask() -> int:
 @contextlib.contextmanager
 def atomic_writer(path: Path) -> Iterator[IO[bytes]]:
     """Open a temporary file beside ``path``; on success it replaces ``path``, else vanishes."""
+    import tempfile
+
     # The writer's pid and start time in the name: a run killed before the rename leaves a
     # part that the next one can tell from a live writer's (effects.owner.dead_parts).
     prefix = f".{path.name[:160]}.{part_token()}."
@@ -234,6 +236,8 @@ def write_json_atomic(path: Path, document: object) -> None:
 
 def copy_file_atomic(source: Path, target: Path) -> None:
     """Copy ``source``'s bytes to ``target``; a reader sees the old file or the whole new one."""
+    import shutil
+
     with source.open("rb") as src, atomic_writer(target) as dst:
         shutil.copyfileobj(src, dst, HASH_BLOCK)
 

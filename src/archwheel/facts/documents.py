@@ -17,7 +17,6 @@ Pure: nothing here reads a file; the facts floor and every floor above use it.
 
 from __future__ import annotations
 
-import difflib
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -26,10 +25,16 @@ from typing import Any, Protocol
 
 from archwheel.errors import InputError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+
+def _toml() -> Any:
+    """The TOML reader, imported where a TOML document is read (every command imports this
+    module; a wheel's audit reads no TOML before its scan's workers start)."""
+    if sys.version_info >= (3, 11):
+        import tomllib as reader
+    else:  # pragma: no cover - exercised on Python 3.10 only
+        import tomli as reader
+    return reader
+
 
 # Makes the exception a caller wants from a one-line message (an ``ArchwheelError`` class,
 # ``functools.partial(InputError, hint=...)``, or any exception taking one string).
@@ -98,7 +103,7 @@ def parse_document(raw: bytes | str, nesting: int, *, toml: bool = False) -> obj
     kind = "TOML" if toml else "JSON"
     try:
         document: object = (
-            tomllib.loads(text) if toml else json.loads(text, object_pairs_hook=_refuse_duplicates)
+            _toml().loads(text) if toml else json.loads(text, object_pairs_hook=_refuse_duplicates)
         )
     except RecursionError:
         raise DocumentUnreadable(f"nested deeper than the limit of {nesting}") from None
@@ -234,6 +239,8 @@ class Table:
         unknown key, the closest known one and the list of known keys."""
         allowed = sorted(set(known))
         for key in self.unknown(allowed):
+            import difflib  # a misspelt key only
+
             close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
             known_text = f"known: {', '.join(allowed)}"
             hint = f"did you mean {close[0]!r}? {known_text}" if close else known_text

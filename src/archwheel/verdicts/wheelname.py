@@ -9,8 +9,7 @@ versions, as pip compares them.
 
 from __future__ import annotations
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+import re
 
 from archwheel.text import literal
 
@@ -25,6 +24,11 @@ def name_version_disagreement(filename: str, name: str, version: str) -> str | N
     """What a wheel's METADATA ``name`` and ``version`` say against its file name
     ``filename``'s, naming both values; None when they agree (or the file name is not a
     wheel's: refused elsewhere)."""
+    if _same_as_written(filename, name, version):
+        return None  # what packaging would say too, without importing it (every audit asks)
+    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+    from packaging.version import InvalidVersion, Version
+
     try:
         file_project, file_version, _build, _tags = parse_wheel_filename(filename)
     except InvalidWheelFilename:
@@ -45,6 +49,21 @@ def name_version_disagreement(filename: str, name: str, version: str) -> str | N
     if not found:
         return None
     return "; ".join(found) + ": pip cannot install it from an index"
+
+
+def _same_as_written(filename: str, name: str, version: str) -> bool:
+    """Whether the file name writes ``name`` (compared canonically: runs of ``-_.`` as one
+    ``-``, lower case) and ``version`` exactly, the common case. Then the full comparison
+    agrees: the same name canonically, and the same string is the same version (or the file
+    name is not a valid wheel's, which says nothing either)."""
+    parts = filename.removesuffix(".whl").split("-")
+    if not filename.endswith(".whl") or len(parts) not in (5, 6):
+        return False
+    return parts[1] == version and _canonical(parts[0]) == _canonical(name)
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 HINT = "rebuild the wheel, or give it the file name its METADATA says"

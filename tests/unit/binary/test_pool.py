@@ -79,7 +79,7 @@ def test_while_waiting_runs_once_while_the_workers_scan(
     started = _every_member_to_a_worker(monkeypatch)
     seen: list[list[bool]] = []
     parallel = scan_path(
-        wheel, workers=2, while_waiting=lambda: seen.append([w.busy for w in started])
+        wheel, workers=2, while_waiting=lambda reader: seen.append([w.busy for w in started])
     )
     assert seen == [[True, True]]  # once, with both workers holding a member
     assert parallel.libraries == serial.libraries
@@ -88,10 +88,12 @@ def test_while_waiting_runs_once_while_the_workers_scan(
 def test_while_waiting_runs_once_after_a_scan_without_workers(tmp_path: Path) -> None:
     wheel = _wheel(tmp_path, 3)
     calls: list[int] = []
-    inventory = scan_path(wheel, workers=1, while_waiting=lambda: calls.append(len(calls)))
-    assert calls == [0]
+    inventory = scan_path(
+        wheel, workers=1, while_waiting=lambda reader: calls.append(len(reader.members))
+    )
+    assert calls == [3]  # once, with the wheel's directory read
     assert len(inventory.libraries) == 3
     library = tmp_path / "lib.so"
     library.write_bytes(elf64([(".nv_fatbin", container(Entry(sm=90)))]))
-    scan_path(library, while_waiting=lambda: calls.append(len(calls)))
-    assert calls == [0]  # a single file starts no worker: nothing to do meanwhile
+    scan_path(library, while_waiting=lambda reader: calls.append(len(reader.members)))
+    assert calls == [3]  # a single file starts no worker: nothing to do meanwhile

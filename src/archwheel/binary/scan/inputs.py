@@ -154,12 +154,14 @@ def scan_wheel(
     all_members: bool = False,
     deep: bool = False,
     digests: bool = False,
-    while_waiting: Callable[[], None] | None = None,
+    while_waiting: Callable[[WheelReader], None] | None = None,
 ) -> InputInventory:
     """Scan every binary member of a wheel (any zip), streamed, in parallel; ``digests``: and
     hash each binary member read whole (``InputInventory.member_digests``). ``while_waiting``
-    is called once, while the worker processes scan (``pool.scan_members``), or after the scan
-    where none runs; not at all when the archive's directory cannot be read."""
+    is called once with the archive's reader (its directory read: a caller reads other members
+    through it, not parsing the directory again), while the worker processes scan
+    (``pool.scan_members``), or after the scan where none runs; not at all when the archive's
+    directory cannot be read."""
     found = _Found(str(path))
     reader = WheelReader(path)
     for name, why in reader.name_problems:
@@ -177,7 +179,7 @@ def scan_wheel(
         deep=deep,
         digest=digests,
         identity=reader.identity,
-        while_waiting=while_waiting,
+        while_waiting=(lambda: while_waiting(reader)) if while_waiting is not None else None,
     )
 
     unscanned = []
@@ -325,7 +327,7 @@ def scan_path(
     all_members: bool = False,
     deep: bool = False,
     digests: bool = False,
-    while_waiting: Callable[[], None] | None = None,
+    while_waiting: Callable[[WheelReader], None] | None = None,
 ) -> InputInventory:
     """Scan a wheel (or any zip), a directory, or a single file, detected from the path.
 
