@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, BinaryIO, TypeGuard
 
-from archwheel.effects.owner import part_token
 from archwheel.errors import InputError
 from archwheel.facts import documents
 from archwheel.facts.documents import (
@@ -202,6 +201,8 @@ def _umask() -> int:
 def atomic_writer(path: Path) -> Iterator[IO[bytes]]:
     """Open a temporary file beside ``path``; on success it replaces ``path``, else vanishes."""
     import tempfile
+
+    from archwheel.effects.owner import part_token  # a writer's only: a scan writes nothing
 
     # The writer's pid and start time in the name: a run killed before the rename leaves a
     # part that the next one can tell from a live writer's (effects.owner.dead_parts).
