@@ -47,7 +47,12 @@ from archwheel.matrix.index import (
     torch_requirement,
 )
 from archwheel.verdicts.load import LoadReport, LoadVerdict
-from archwheel.verdicts.torch_range import can_load_range, torch_releases_for
+from archwheel.verdicts.torch_range import (
+    TorchListing,
+    can_load_range,
+    list_torch_files,
+    torch_releases_for,
+)
 
 Event = Callable[[str], None]
 
@@ -157,16 +162,42 @@ def recheck_index(
     say = on_event or (lambda _line: None)
     tree = index / CURRENT
     found: list[WheelRecheck] = []
+    listing = _Listing(pip, say)
     for entry in sorted(read_index(index), key=lambda e: e.file):
         if entry.torch is None and not entry.serves:
             continue  # not built against torch: no torch release concerns it
         say(f"{entry.file}")
-        found.append(_recheck(entry, tree / WHEELS / entry.file, pip=pip, cache=cache, say=say))
+        found.append(
+            _recheck(
+                entry, tree / WHEELS / entry.file, pip=pip, cache=cache, say=say, listing=listing
+            )
+        )
     return RecheckReport(index, tuple(found))
 
 
+class _Listing:
+    """The indexes' torch files, asked for once per recheck (torch's page lists thousands of
+    files; every wheel of the index is judged against the same), and only when a wheel needs
+    them. A failure is kept and raised again for every wheel, as each would have met it."""
+
+    def __init__(self, pip: PipSettings, say: Event) -> None:
+        self._pip = pip
+        self._say = say
+        self._found: TorchListing | ArchwheelError | None = None
+
+    def get(self) -> TorchListing:
+        if self._found is None:
+            try:
+                self._found = list_torch_files(self._pip, on_event=self._say)
+            except ArchwheelError as exc:
+                self._found = exc
+        if isinstance(self._found, ArchwheelError):
+            raise self._found
+        return self._found
+
+
 def _recheck(
-    entry: IndexEntry, wheel: Path, *, pip: PipSettings, cache: Path, say: Event
+    entry: IndexEntry, wheel: Path, *, pip: PipSettings, cache: Path, say: Event, listing: _Listing
 ) -> WheelRecheck:
     checked = _checked(entry, wheel)
     try:
@@ -175,14 +206,16 @@ def _recheck(
         return WheelRecheck(entry.file, "", checked, problem=_why(exc))
     newest = max((Version(v) for v in checked), default=None)
     try:
-        available = torch_releases_for(wheel, pip=pip, on_event=say)
+        available = torch_releases_for(wheel, pip=pip, on_event=say, listing=listing.get())
     except ArchwheelError as exc:
         return WheelRecheck(entry.file, requirement, checked, problem=exc.one_line())
     new = [v for v in available if newest is None or Version(v) > newest]
     if not new:
         return WheelRecheck(entry.file, requirement, checked)
     try:
-        report = can_load_range(wheel, ",".join(new), pip=pip, cache=cache, on_event=say)
+        report = can_load_range(
+            wheel, ",".join(new), pip=pip, cache=cache, on_event=say, listing=listing.get()
+        )
     except ArchwheelError as exc:
         return WheelRecheck(entry.file, requirement, checked, problem=exc.one_line())
     admits = _admits(requirement)

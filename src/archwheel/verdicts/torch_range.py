@@ -32,7 +32,7 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from archwheel.binary.dynamic import DynamicInfo, UndefinedSymbol
 from archwheel.effects.files import write_bytes_atomic
@@ -167,21 +167,23 @@ def can_load_range(
     python: str | None = None,
     system: SystemLibraries | None = None,
     on_event: Event | None = None,
+    listing: TorchListing | None = None,
 ) -> TorchRangeReport:
     """``wheel`` judged against each torch release ``torch`` names (see the module doc).
 
     ``pip``: the indexes to look on; ``cache``: archwheel's cache folder; ``python``: the
     Python (``3.11``) of an extension whose tags name none; ``system``: gives the stand-ins for
     the system libraries the extension's policy allows (None: the policy stands for them, as in
-    a build's gates). ``UsageError`` for a bad request, ``InputError`` when the extension cannot
-    be read, ``ToolError`` when no index answers."""
+    a build's gates); ``listing``: the indexes' torch files, read already (``list_torch_files``:
+    a caller checking many wheels reads them once). ``UsageError`` for a bad request,
+    ``InputError`` when the extension cannot be read, ``ToolError`` when no index answers."""
     say = on_event or (lambda _line: None)
     request = parse_torch_request(torch)
     if wheel.suffix != ".whl":
         raise InputError(f"{wheel}: not a wheel (.whl)")
     files = read_wheel_files(wheel)
     interpreter, machine = extension_target(files.tags, python)
-    indexes, listed = _torch_files(pip, say)
+    indexes, listed = listing if listing is not None else list_torch_files(pip, on_event=say)
     chosen = choose_torch_files(listed, request, interpreter, machine)
     if not chosen and not request.exact:
         raise ToolError(
@@ -208,15 +210,36 @@ def can_load_range(
 
 
 def torch_releases_for(
-    wheel: Path, *, pip: PipSettings, python: str | None = None, on_event: Event | None = None
+    wheel: Path,
+    *,
+    pip: PipSettings,
+    python: str | None = None,
+    on_event: Event | None = None,
+    listing: TorchListing | None = None,
 ) -> tuple[str, ...]:
     """Every public torch release the indexes (and find-links folders) hold a wheel of for
     ``wheel``'s CPython and machine, oldest first (``matrix --recheck``: which appeared since
-    a wheel was checked). ``ToolError`` when no index answers."""
+    a wheel was checked); ``listing`` as ``can_load_range``'s. ``ToolError`` when no index
+    answers."""
     files = read_wheel_files(wheel)
     interpreter, machine = extension_target(files.tags, python)
-    _, listed = _torch_files(pip, on_event or (lambda _line: None))
+    _, listed = listing if listing is not None else list_torch_files(pip, on_event=on_event)
     return available_releases(listed, interpreter, machine)
+
+
+class TorchListing(NamedTuple):
+    """The torch files on the configured indexes and find-links folders: where was asked, and
+    each file as (file name, URL, sha256 or None, size or None)."""
+
+    indexes: tuple[str, ...]
+    files: tuple[tuple[str, str, str | None, int | None], ...]
+
+
+def list_torch_files(pip: PipSettings, *, on_event: Event | None = None) -> TorchListing:
+    """Every torch file on the configured indexes and find-links folders (one request per
+    index: torch's page lists thousands of files). ``ToolError`` when no index answers."""
+    indexes, found = _torch_files(pip, on_event or (lambda _line: None))
+    return TorchListing(indexes, tuple(found))
 
 
 def _torch_files(

@@ -92,7 +92,10 @@ def _sha256(path: Path) -> str:
 
 def test_each_new_release_gets_its_answer(index: tuple[Path, PipSettings], tmp_path: Path) -> None:
     folder, pip = index
-    report = recheck_index(folder, pip=pip, cache=tmp_path / "cache")
+    said: list[str] = []
+    report = recheck_index(folder, pip=pip, cache=tmp_path / "cache", on_event=said.append)
+    # The index's torch files are asked for once, not once per wheel and again per check.
+    assert len([line for line in said if line.startswith("index ")]) == 1, said
     by_file = {w.file.split("-")[0]: w for w in report.wheels}
     assert set(by_file) == {"pinned", "ranged", "newest"}  # "plain" is not built against torch
     ranged = by_file["ranged"]
