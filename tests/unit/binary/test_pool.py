@@ -44,10 +44,17 @@ def test_forked_workers_take_several_members_each(
     serial = scan_path(wheel, workers=1)
     started = _every_member_to_a_worker(monkeypatch)
     seen: list[int] = []
-    parallel = scan_path(wheel, workers=2, on_progress=lambda done, total, name: seen.append(done))
+    meanwhile: list[list[bool]] = []
+    parallel = scan_path(
+        wheel,
+        workers=2,
+        on_progress=lambda done, total, name: seen.append(done),
+        while_waiting=lambda reader: meanwhile.append([w.busy for w in started]),
+    )
     assert [type(w).__name__ for w in started] == ["_ForkedWorker", "_ForkedWorker"]
     assert parallel.libraries == serial.libraries
     assert parallel.problems == serial.problems
+    assert meanwhile == [[True, True]]  # called once, with both workers holding a member
     assert seen == sorted(seen)  # progress never goes back
 
 
@@ -69,20 +76,6 @@ def test_a_worker_that_dies_is_replaced_by_this_process(
     parallel = scan_path(wheel, workers=2)
     assert parallel.libraries == serial.libraries
     assert parallel.problems == serial.problems
-
-
-def test_while_waiting_runs_once_while_the_workers_scan(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    wheel = _wheel(tmp_path, 4)
-    serial = scan_path(wheel, workers=1)
-    started = _every_member_to_a_worker(monkeypatch)
-    seen: list[list[bool]] = []
-    parallel = scan_path(
-        wheel, workers=2, while_waiting=lambda reader: seen.append([w.busy for w in started])
-    )
-    assert seen == [[True, True]]  # once, with both workers holding a member
-    assert parallel.libraries == serial.libraries
 
 
 def test_while_waiting_runs_once_after_a_scan_without_workers(tmp_path: Path) -> None:
