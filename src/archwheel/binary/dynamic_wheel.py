@@ -12,10 +12,11 @@ with the symbols kept for the whole wheel bounded (``dynamic.MAX_SYMBOLS_PER_INP
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from archwheel.binary import speedups
@@ -230,47 +231,76 @@ def read_wheel_dynamic(
     kept for all of them together are bounded by ``max_symbols`` (the small members in member
     order, then the large ones, largest first).
     """
+    if source is None:
+        return read_wheels_dynamic([path], workers, max_symbols=max_symbols)[0]
+    from archwheel.binary.zipread import WheelReader
+
+    # Read over the network: one member after the other, in this process.
+    reader = WheelReader(path, source=source)
+    budget = SymbolBudget(max_symbols)
+    return tuple(
+        budget.admit(
+            read_dynamic(functools.partial(reader.chunks, m), m.size, m.name, whole_limit=0)
+        )
+        for m in reader.members
+        if is_library_member(m.name)
+    )
+
+
+def read_wheels_dynamic(
+    paths: Sequence[Path],
+    workers: int | None = None,
+    *,
+    max_symbols: int = MAX_SYMBOLS_PER_INPUT,
+    while_waiting: Callable[[], None] | None = None,
+) -> list[tuple[DynamicInfo, ...]]:
+    """``read_wheel_dynamic`` of several local wheels at once: one pool of workers takes the
+    large members of all of them, largest first, while this process reads the small ones (an
+    extension's libraries are read while torch's inflate: can-load of torchvision against torch
+    1.14-1.24 -> 0.9 s, docs/performance.md). Each wheel's symbols are bounded on their own, in
+    the order ``read_wheel_dynamic`` admits them. ``while_waiting``: the caller's other work,
+    called once, when the workers have their members (or before the reading, without them)."""
     import threading
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import Future, ProcessPoolExecutor
 
     from archwheel.binary.zipread import WheelReader
 
-    reader = WheelReader(path, source=source)
-    members = [m for m in reader.members if is_library_member(m.name)]
-    big = [m for m in members if m.size > PARALLEL_MIN_BYTES]
-    results: dict[str, DynamicInfo] = {}
-    budget = SymbolBudget(max_symbols)
-    if source is not None:  # read over the network: one member after the other, in this process
-        return tuple(
-            budget.admit(
-                read_dynamic(functools.partial(reader.chunks, m), m.size, m.name, whole_limit=0)
-            )
-            for m in members
-        )
+    readers = [WheelReader(path) for path in paths]
+    members = [[m for m in r.members if is_library_member(m.name)] for r in readers]
+    big = sorted(
+        ((i, m) for i, found in enumerate(members) for m in found if m.size > PARALLEL_MIN_BYTES),
+        key=lambda item: -item[1].size,
+    )
     count = workers if workers is not None else min(4, os.cpu_count() or 1)
-    if big and count > 1 and hasattr(os, "fork") and threading.active_count() == 1:
-        import multiprocessing
+    results: list[dict[str, DynamicInfo]] = [{} for _ in paths]
+    budgets = [SymbolBudget(max_symbols) for _ in paths]
+    futures: list[tuple[int, str, Future[DynamicInfo]]] = []
+    with contextlib.ExitStack() as stack:
+        if big and count > 1 and hasattr(os, "fork") and threading.active_count() == 1:
+            import multiprocessing
 
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(
-            max_workers=min(count, len(big)),
-            mp_context=context,
-            # A worker only reads, then ends: it keeps the memory it frees (each chunk would
-            # be faulted in again otherwise: docs/performance.md, "Session 11").
-            initializer=speedups.retain_freed_memory,
-        ) as pool:
-            jobs = sorted(big, key=lambda m: -m.size)
-            futures = {
-                m.name: pool.submit(_member_job, (path, reader.archive_size, m)) for m in jobs
-            }
-            for m in members:
-                if m.name not in futures:
-                    results[m.name] = budget.admit(
-                        read_member_dynamic(path, reader.archive_size, m)
+            pool = stack.enter_context(
+                ProcessPoolExecutor(
+                    max_workers=min(count, len(big)),
+                    mp_context=multiprocessing.get_context("fork"),
+                    # A worker only reads, then ends: it keeps the memory it frees (each chunk
+                    # would be faulted in again otherwise: docs/performance.md, "Session 11").
+                    initializer=speedups.retain_freed_memory,
+                )
+            )
+            futures = [
+                (i, m.name, pool.submit(_member_job, (paths[i], readers[i].archive_size, m)))
+                for i, m in big
+            ]
+        if while_waiting is not None:
+            while_waiting()
+        sent = {(i, name) for i, name, _ in futures}
+        for i, found in enumerate(members):
+            for m in found:
+                if (i, m.name) not in sent:
+                    results[i][m.name] = budgets[i].admit(
+                        read_member_dynamic(paths[i], readers[i].archive_size, m)
                     )
-            for name, future in futures.items():
-                results[name] = budget.admit(future.result())
-    else:
-        for m in members:
-            results[m.name] = budget.admit(read_member_dynamic(path, reader.archive_size, m))
-    return tuple(results[m.name] for m in members)
+        for i, name, future in futures:
+            results[i][name] = budgets[i].admit(future.result())
+    return [tuple(results[i][m.name] for m in found) for i, found in enumerate(members)]

@@ -19,6 +19,7 @@ from archwheel.verdicts.load import (
     judge_load,
     policy_for,
     read_wheel_files,
+    read_wheels_files,
 )
 
 # Where the host's own copies of system libraries are looked for (ld.so's default folders).
@@ -54,16 +55,16 @@ def can_load(
     for path in [wheel, *with_wheels]:
         if path.suffix != ".whl":
             raise UsageError(f"{path}: not a wheel (.whl)")
-    files = read_wheel_files(wheel)
     if installed:
+        files = read_wheel_files(wheel)
         others = installed_wheels(interpreter)
         if not any(is_torch(w) for w in others):
             raise UsageError(
                 f"no torch installed for {interpreter or sys.executable}",
                 hint="install torch there, or give --with TORCH.whl",
             )
-    else:
-        others = [read_wheel_files(p) for p in with_wheels]
+    else:  # all read together: the extension's libraries while torch's inflate
+        files, *others = read_wheels_files([wheel, *with_wheels])
     torches = [w for w in others if is_torch(w)]
     if not torches:
         raise UsageError(

@@ -8,6 +8,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,6 +56,38 @@ def test_member_reader_equals_file_reader(fakes: Fakes) -> None:
     from_member = read_member_dynamic(fakes.ext, reader.archive_size, member)
     from_file = read_file_dynamic(fakes.ext_so, member.name)
     assert from_member == from_file
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_wheels_read_together_are_read_as_each_alone(
+    fakes: Fakes, pooled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """can-load reads the extension and torch together (one pool for the large members of
+    both): each wheel's libraries as ``read_wheel_dynamic`` reads it alone, and the caller's
+    other work done once, while the workers read."""
+    from archwheel.binary import dynamic_wheel
+
+    wheels = [fakes.ext, fakes.torch_new, fakes.torch_old]
+    alone = [read_wheel_dynamic(w) for w in wheels]
+    import concurrent.futures
+
+    pools: list[object] = []
+
+    class CountedPool(concurrent.futures.ProcessPoolExecutor):
+        def __init__(self, *args: Any, **named: Any) -> None:
+            pools.append(self)
+            super().__init__(*args, **named)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", CountedPool)
+    if pooled:  # every library to a forked worker
+        monkeypatch.setattr(dynamic_wheel, "PARALLEL_MIN_BYTES", 0)
+    calls: list[int] = []
+    together = dynamic_wheel.read_wheels_dynamic(
+        wheels, workers=2, while_waiting=lambda: calls.append(len(calls))
+    )
+    assert together == alone
+    assert calls == [0]
+    assert len(pools) == (1 if pooled else 0)  # one pool for all the wheels, or none
 
 
 def test_truncated_library_is_a_problem_not_a_traceback(fakes: Fakes, tmp_path: Path) -> None:
