@@ -264,28 +264,33 @@ def test_a_long_buffer_with_magics_in_both_loops_and_the_tail() -> None:
 TRIM_PROBE = """
 import sys
 from archwheel.binary import speedups
-assert speedups.retain_freed_memory()
+retained = speedups.retain_freed_memory()
 def resident():
     for line in open("/proc/self/status"):
         if line.startswith("RssAnon:"):
             return int(line.split()[1]) << 10
-kept = [b"\x01" * (8 << 20) for _ in range(8)]  # 64 MiB written, from the heap
+kept = [b"\\x01" * (8 << 20) for _ in range(8)]  # 64 MiB written, from the heap
 del kept
 before = resident()
 trimmed = speedups.trim_freed_memory()
-print(before - resident(), trimmed)
+print(retained, before - resident(), trimmed)
 """
 
 
 def test_a_worker_gives_back_what_it_retained() -> None:
     """A process that retains freed memory (a scan's worker) keeps it until it trims: then
-    the freed blocks go back to the kernel (``trim_freed_memory``, glibc's ``malloc_trim``)."""
+    the freed blocks go back to the kernel (``trim_freed_memory``, glibc's ``malloc_trim``).
+    Under another allocator (AddressSanitizer's, in ``nox -s sanitize``) neither call has
+    anything to set or give back: both answer False, and nothing fails."""
     import subprocess
     import sys
 
     out = subprocess.run(
         [sys.executable, "-c", TRIM_PROBE], capture_output=True, text=True, check=True, timeout=60
     ).stdout.split()
-    given_back, trimmed = int(out[0]), out[1]
-    assert trimmed == "True"
+    retained, given_back, trimmed = out[0] == "True", int(out[1]), out[2] == "True"
+    if "LD_PRELOAD" in os.environ and "asan" in os.environ["LD_PRELOAD"]:
+        assert not retained  # AddressSanitizer's allocator: mallopt has nothing to set
+        return
+    assert retained and trimmed
     assert given_back >= 48 << 20  # most of the 64 MiB freed and kept
