@@ -11,7 +11,6 @@ The JSON document (``to_json_dict``) is the machine rendering of this result; it
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -94,28 +93,27 @@ class AuditReport:
         Entries are grouped by the identity of their kind and target objects (torch's 13,000
         entries share a few dozen), then the groups merged by value: hashing every entry's
         target, a dataclass, cost 10-20 ms of each audit of torch, after its scan."""
-        paths: dict[tuple[int, int], set[str]] = {}
-        counts: dict[tuple[int, int], list[int]] = {}  # entries, stored, uncompressed bytes
-        objects: dict[tuple[int, int], tuple[CodeKind, Target]] = {}
+        # (kind, target) identities -> the objects, the library paths, entries, stored bytes,
+        # uncompressed bytes
+        groups: dict[tuple[int, int], tuple[tuple[CodeKind, Target], set[str], list[int]]] = {}
         for lib in self.inventory.libraries:
             for e in lib.entries:
                 key = (id(e.kind), id(e.target))
-                found = counts.get(key)
-                if found is None:
-                    found = counts[key] = [0, 0, 0]
-                    paths[key] = set()
-                    objects[key] = (e.kind, e.target)
-                paths[key].add(lib.path)
-                found[0] += 1
-                found[1] += e.stored_bytes
-                found[2] += e.uncompressed_bytes
-        libs: dict[tuple[CodeKind, Target], set[str]] = defaultdict(set)
-        totals: dict[tuple[CodeKind, Target], list[int]] = defaultdict(lambda: [0, 0, 0])
-        for key, found in counts.items():
-            value = objects[key]
-            libs[value] |= paths[key]
-            totals[value] = [a + b for a, b in zip(totals[value], found, strict=True)]
-        rows = [ArchCost(k[0], k[1], len(libs[k]), *totals[k]) for k in libs]
+                group = groups.get(key)
+                if group is None:
+                    group = groups[key] = ((e.kind, e.target), set(), [0, 0, 0])
+                group[1].add(lib.path)
+                counts = group[2]
+                counts[0] += 1
+                counts[1] += e.stored_bytes
+                counts[2] += e.uncompressed_bytes
+        merged: dict[tuple[CodeKind, Target], tuple[set[str], list[int]]] = {}
+        for value, paths, counts in groups.values():
+            libs, totals = merged.setdefault(value, (set(), [0, 0, 0]))
+            libs |= paths
+            for i, count in enumerate(counts):
+                totals[i] += count
+        rows = [ArchCost(k[0], k[1], len(libs), *totals) for k, (libs, totals) in merged.items()]
         rows.sort(key=lambda r: (KIND_ORDER[r.kind], r.target))
         return rows
 
