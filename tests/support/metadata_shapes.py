@@ -71,8 +71,19 @@ def descriptions(draw: st.DrawFn) -> str:
     """A README: headings, empty lines, lines that look like fields (a body is no header)."""
     lines = draw(
         st.lists(
-            st.sampled_from(("# myext", "", "Requires-Dist: evil==1", "Name: other", "  code",
-                             "From here on", "Version: 0", "text, more text", "\t")),  # fmt: skip
+            st.sampled_from(
+                (
+                    "# myext",
+                    "",
+                    "Requires-Dist: evil==1",
+                    "Name: other",
+                    "  code",
+                    "From here on",
+                    "Version: 0",
+                    "text, more text",
+                    "\t",
+                )
+            ),
             max_size=12,
         )
     )
@@ -93,11 +104,12 @@ def _indent_lines(text: str, indent: str = 8 * " ") -> str:
 
 def _maturin_fold(text: str) -> str:
     out: list[str] = []
-    for line in text.split("\n"):
-        while len(line) > 78:
-            out.append(line[:78].rstrip())
-            line = line[78:]
-        out.append(line.rstrip())
+    for whole in text.split("\n"):
+        rest = whole
+        while len(rest) > 78:
+            out.append(rest[:78].rstrip())
+            rest = rest[78:]
+        out.append(rest.rstrip())
     return "\r\n".join(line if not i else "\t" + line for i, line in enumerate(out))
 
 
