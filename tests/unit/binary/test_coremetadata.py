@@ -37,7 +37,7 @@ def _oracle(text: str) -> tuple[tuple[tuple[str, str], ...], str]:
     return tuple((k, str(v)) for k, v in message.items()), payload
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(st.lists(st.sampled_from(_PIECES), max_size=40).map("".join))
 def test_the_same_headers_and_body_as_email_parser(text: str) -> None:
     parsed = parse_core_metadata(text)
@@ -72,7 +72,7 @@ def _pip_reads(text: str) -> tuple[str, str, list[str], str | None]:
     )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(shapes())
 def test_backend_shapes_read_as_packaging_reads_them(shape: Shape) -> None:
     parsed = parse_core_metadata(shape.text)
