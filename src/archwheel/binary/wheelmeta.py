@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from archwheel.binary.coremetadata import parse_core_metadata
 from archwheel.binary.zipread import MemberError, Source, WheelReader, member_chunks, open_zip
 from archwheel.effects import files
 from archwheel.errors import InputError
@@ -317,21 +318,13 @@ def _read_text(archive: zipfile.ZipFile, member: str, path: Path, limit: int) ->
 
 
 def _parse_headers(text: str) -> dict[str, list[str]]:
-    """RFC 822-style headers up to the first blank line (the description follows)."""
-    headers: dict[str, list[str]] = {}
-    last: str | None = None
-    for line in text.splitlines():
-        if not line.strip():
-            break
-        if line[:1] in (" ", "\t") and last is not None:
-            headers[last][-1] += " " + line.strip()
-            continue
-        key, sep, value = line.partition(":")
-        if not sep:
-            continue
-        last = key.strip().lower()
-        headers.setdefault(last, []).append(value.strip())
-    return headers
+    """Every field of a metadata file by its lower-case name, each value with its ends
+    stripped (pip strips a ``Requires-Dist`` so), read as pip reads them
+    (``coremetadata``: folded lines, whitespace-only continuation lines, repeated fields)."""
+    return {
+        key: [value.strip() for value in values]
+        for key, values in parse_core_metadata(text).fields().items()
+    }
 
 
 def _first(headers: Mapping[str, list[str]], key: str) -> str | None:

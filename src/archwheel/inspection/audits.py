@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from archwheel.facts.arch import ArchList
     from archwheel.verdicts.audit import AuditReport
 
-# What the scan needs is imported above; the judging (verdicts, the facts, packaging, email)
+# What the scan needs is imported above; the judging (verdicts, the facts, packaging)
 # is imported while the scan's workers run (``_Meanwhile``): an audit of torch starts its
 # workers about 40 ms sooner, and what it imports then costs no core that would sit idle.
 
@@ -127,9 +127,8 @@ def _name_and_version(reader: WheelReader) -> tuple[str, str] | None:
     """``Name`` and ``Version`` of the wheel's one ``.dist-info/METADATA`` (None: none, or
     several). Read through the scan's own zip reader, whose directory the scan has read
     already (torch 2.14.1's 12261 members: about 12 ms of compiled parse; ``zipfile`` and the
-    full metadata took 234 ms)."""
-    from email.parser import HeaderParser
-
+    full metadata took 234 ms). Read as pip reads it (``binary.coremetadata``)."""
+    from archwheel.binary.coremetadata import parse_core_metadata
     from archwheel.binary.wheelmeta import MAX_METADATA_BYTES
 
     found = [
@@ -138,6 +137,6 @@ def _name_and_version(reader: WheelReader) -> tuple[str, str] | None:
     if len(found) != 1 or found[0].size > MAX_METADATA_BYTES:
         return None
     data = b"".join(reader.chunks(found[0]))
-    headers = HeaderParser().parsestr(data.decode("utf-8", "replace"), headersonly=True)
+    headers = parse_core_metadata(data.decode("utf-8", "replace"))
     name, version = headers.get("Name"), headers.get("Version")
     return (name.strip(), version.strip()) if name and version else None

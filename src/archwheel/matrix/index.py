@@ -38,7 +38,6 @@ import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any, overload
 
@@ -46,6 +45,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from archwheel.binary.coremetadata import parse_core_metadata
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.binary.wheelmeta import Pin, read_wheel_metadata
 from archwheel.binary.zipread import open_zip
@@ -363,9 +363,7 @@ def _core_metadata(wheel: Path) -> bytes:
 
 
 def _requires_python(metadata: bytes) -> str | None:
-    value = (
-        HeaderParser().parsestr(metadata.decode("utf-8", errors="replace")).get("Requires-Python")
-    )
+    value = parse_core_metadata(metadata.decode("utf-8", errors="replace")).get("Requires-Python")
     return value.strip() if value and value.strip() else None
 
 

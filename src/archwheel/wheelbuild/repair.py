@@ -217,7 +217,9 @@ def add_requirements(metadata: str, lines: Sequence[str]) -> str:
     kept: list[str] = []
     plain_end: int | None = None
     first_extra: int | None = None
-    for raw in head.splitlines():
+    # Lines end at "\n" only (pip's reader ends them at \r and \n, never at the form feeds of a
+    # licence text that str.splitlines breaks at: rejoined, those would end the headers).
+    for raw in head.split("\n") if sep else head.rstrip("\n").split("\n"):
         if raw.lower().startswith("requires-dist:"):
             try:
                 req = Requirement(raw.split(":", 1)[1].strip())

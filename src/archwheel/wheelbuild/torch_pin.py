@@ -31,6 +31,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from archwheel.binary.coremetadata import parse_core_metadata
 from archwheel.effects.files import ZIP_MEMBER_ERRORS
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import LineSink, run_program
@@ -239,16 +240,10 @@ def read_torch_wheel(path: Path) -> TorchWheel:
             version_py = archive.read("torch/version.py").decode("utf-8", "replace")
     except ZIP_MEMBER_ERRORS as exc:
         raise ToolError(f"cannot read the torch wheel {path}: {exc}") from None
-    requires = tuple(
-        line.partition(":")[2].strip()
-        for line in metadata.splitlines()
-        if line.startswith("Requires-Dist:")
-    )
+    headers = parse_core_metadata(metadata)  # as pip reads it
+    requires = tuple(line.strip() for line in headers.get_all("Requires-Dist"))
     m = _VERSION_PY_VERSION.search(version_py)
-    meta_version = next(
-        (ln.partition(":")[2].strip() for ln in metadata.splitlines() if ln.startswith("Version:")),
-        "",
-    )
+    meta_version = (headers.get("Version") or "").strip()
     version = m.group(1) if m else meta_version
     c = _VERSION_PY_CUDA.search(version_py)
     cuda_text = (c.group(1) or c.group(2)) if c else None

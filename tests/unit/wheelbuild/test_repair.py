@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from archwheel.binary.coremetadata import parse_core_metadata
 from archwheel.binary.dynamic import read_file_dynamic
 from archwheel.binary.dynamic_wheel import read_wheel_dynamic
 from archwheel.binary.wheelmeta import read_wheel_metadata
@@ -195,6 +196,20 @@ def test_add_requirements_replaces_same_name_and_keeps_extras() -> None:
         'Requires-Dist: pyyaml; extra == "yaml"',
     ]
     assert new.endswith("\n\nDescription body\nRequires-Dist: not-a-header\n")
+
+
+def test_add_requirements_keeps_a_licence_with_form_feeds_one_field() -> None:
+    """A licence text folded by setuptools keeps its form feeds and whitespace-only lines: the
+    rewritten METADATA reads, as pip reads it, with every requirement a header."""
+    text = (
+        "Metadata-Version: 2.1\nName: t\nVersion: 1\nLicense: GPL\n        \n"
+        "        \x0cEND OF TERMS\nRequires-Dist: filelock\n"
+    )
+    for body in ("", "\nbody\n"):
+        new = parse_core_metadata(add_requirements(text + body, ["b==1"]))
+        assert new.get_all("Requires-Dist") == ["filelock", "b==1"]
+        assert new.get("License") == "GPL\n        \n        \x0cEND OF TERMS"
+        assert new.body == body[1:]
 
 
 def test_platform_verdict() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,34 @@ def test_read_torch_wheel_takes_cuda_and_the_toolkit_pin_from_the_wheel(tmp_path
     extras = full[full.index("[") + 1 : full.index("]")].split(",")
     assert {"nvcc", "crt", "nvvm", "cccl", "cublas", "cusparse", "cusolver"} <= set(extras)
     assert extras == sorted(extras)
+
+
+def test_read_torch_wheel_reads_metadata_as_pip_does(tmp_path: Path) -> None:
+    """A folded licence with whitespace-only lines is one field; a ``Requires-Dist:`` line of
+    the description (the body) is no requirement."""
+    (tmp_path / "official").mkdir()
+    source = fake_torch_wheel(tmp_path / "official")
+    path = tmp_path / source.name
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(path, "w") as new:
+        for name in old.namelist():
+            data = old.read(name).decode()
+            if name.endswith("/METADATA"):
+                head, _, _ = data.partition("\n\n")
+                data = (
+                    head.replace(
+                        "Name: torch\n",
+                        "Name: torch\nLicense: BSD-3-Clause\n        \n        From PyTorch:\n",
+                    )
+                    + "\n\n```\nRequires-Dist: nvidia-fake-cu13==1.0\n```\n"
+                )
+            new.writestr(name, data)
+    wheel = read_torch_wheel(path)
+    assert wheel.requires_dist == (
+        "filelock",
+        f'{TOOLKIT_PIN}; platform_system == "Linux"',
+        'pyyaml; extra == "pyyaml"',
+    )
+    assert wheel.nvidia_requirements() == ()
 
 
 def test_a_cpu_torch_wheel_is_refused_naming_the_wheel(tmp_path: Path) -> None:
