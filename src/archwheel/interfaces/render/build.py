@@ -90,20 +90,24 @@ def build_output(
 class ConsoleReporter:
     """The build's reporter on a terminal (``wheelbuild.BuildReporter``): host-side lines and
     the plan on ``console`` (standard error), the stages and the build output unless quiet,
-    with one live progress line."""
+    with one live progress line. ``plan_console``: where the plan goes instead (standard
+    output for ``build --plan``, whose answer the plan is)."""
 
-    def __init__(self, console: Console, *, quiet: bool) -> None:
+    def __init__(
+        self, console: Console, *, quiet: bool, plan_console: Console | None = None
+    ) -> None:
         self.console = console
         self.quiet = quiet
+        self.plan_console = plan_console or console
 
     @property
     def echo(self) -> Callable[[str], None] | None:
         return None if self.quiet else echo_to(self.console)
 
     def planned(self, plan: BuildPlan, repair: RepairSpec | None) -> None:
-        print_plan(self.console, plan)
+        print_plan(self.plan_console, plan)
         if repair is not None:
-            self.console.print(
+            self.plan_console.print(
                 literal(f"repair: {repair.describe()}"), markup=False, highlight=False
             )
 
