@@ -247,8 +247,9 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
     ninja_off: tuple[str, ...] | None = None  # not known until the source is read
     if not source.unresolved:
         checked, ninja_off = look_at_source(
-            source.root, source.files, recipe.arch.variable, resolved.arch.arch_list
-        )
+            source.root, source.files, recipe.arch.variable, resolved.arch.arch_list,
+            consumer=recipe.arch.consumer, arch_value=resolved.arch.value,
+        )  # fmt: skip
     plan = make_plan(
         recipe,
         resolved.arch,

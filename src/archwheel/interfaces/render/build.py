@@ -143,6 +143,12 @@ def plan_json(plan: BuildPlan) -> dict[str, object]:
         "environment": dict(plan.build_env),
         "container": dict(plan.environment_rows()[:2]),
         "source_check": [value for label, value in plan.source_check if label == "source check"],
+        # what the CMake files do with the arch list (wheelbuild/cmake_project.py)
+        "cmake": [
+            {"kind": label, "line": value}
+            for label, value in plan.source_check
+            if label in ("cmake", "arch variable")
+        ],
         "parallel": plan.parallel.to_json() if plan.parallel is not None else None,
         "fatbins": (
             {"flags": plan.compression.flags, "why": plan.compression.why}
