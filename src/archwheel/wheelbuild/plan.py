@@ -338,9 +338,11 @@ def make_plan(
     user: tuple[int, int],
     torch: TorchBuild | None = None,
     ninja_off: tuple[str, ...] | None = None,
+    own_threads: tuple[str, ...] = (),
 ) -> BuildPlan:
     """Decide everything; run nothing. ``arch`` comes from ``check_arch_list``; ``ninja_off``:
-    where the source's build files turn ninja off (None: the source is not read yet)."""
+    where the source's build files turn ninja off (None: the source is not read yet);
+    ``own_threads``: where they pass nvcc ``--threads`` themselves."""
     python = choose_python(recipe, options.python)
     arch_list = arch.arch_list
     arch_value = arch.value
@@ -372,6 +374,7 @@ def make_plan(
         archs=len(arch_list),
         ninja_off=ninja_off,
         recipe_env=nvcc_env,
+        own_threads=own_threads,
     )
     env: dict[str, str] = {
         **nvcc_env,
