@@ -11,13 +11,23 @@ from pathlib import Path
 
 import pytest
 
+from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import RecipeError
 from archwheel.facts.arch_consumers import CMAKE, CPP_EXTENSION
 from archwheel.facts.catalog import load_facts
 from archwheel.wheelbuild.cmake_project import commands, read_cmake_files
+from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
+from archwheel.wheelbuild.plan import (
+    BuildOptions,
+    BuildPlan,
+    check_arch_list,
+    make_plan,
+    serial_variant,
+)
 from archwheel.wheelbuild.recipe import load_recipe
+from archwheel.wheelbuild.recipe_model import Recipe
+from archwheel.wheelbuild.source import ResolvedSource
 from tests.support.cli import CliRun
-from tests.unit.wheelbuild.test_build_plan import plan_for
 
 FACTS = load_facts()
 OURS = "80-real;90-real"
@@ -55,6 +65,22 @@ if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
 endif()
 project(demo LANGUAGES CXX CUDA)
 """
+
+
+def plan_for(recipe: Recipe, arch: str = "8.0;9.0") -> BuildPlan:
+    source = ResolvedSource(
+        spec=recipe.source, root=Path("/checkout/src"), commit="c" * 40, dirty=False,
+        content_sha256="d" * 64, files=("a.cu",), source_date_epoch=1, epoch_origin="test",
+    )  # fmt: skip
+    return make_plan(
+        recipe,
+        check_arch_list(recipe, arch, facts=FACTS),
+        BuildOptions(out=Path("/out")),
+        source,
+        jobs=choose_jobs(HostResources(cpus=8, memory_bytes=6 * GIB), 2.0),
+        pip=PipSettings(),
+        user=(1234, 567),
+    )
 
 
 def write_recipe(tmp_path: Path, arch: str, build: str = "", cmakelists: str = "") -> Path:
@@ -97,8 +123,6 @@ def test_the_plan_hands_cmake_cudaarchs_and_a_define_after_the_recipes_own_args(
     assert said.startswith(f"CMake receives -DCMAKE_CUDA_ARCHITECTURES={OURS}")
     assert "CMake reads no environment variable of that name" in said
     # the reproducibility check's serial build keeps them
-    from archwheel.wheelbuild.plan import serial_variant
-
     assert serial_variant(plan).build_env["CMAKE_ARGS"] == env["CMAKE_ARGS"]
 
 
