@@ -148,11 +148,15 @@ def read_cmake_files(
     """What the CMake files among ``files`` (``(relative path, text)``) do with the list of a
     recipe whose arch list reaches ``consumer`` as ``variable=value``: its ``rows`` are the
     plan's."""
+    files = list(files)
     cmake_files = sorted(
         ((p, t) for p, t in files if PurePosixPath(p).name == "CMakeLists.txt"
          or p.endswith(".cmake")),
         key=lambda item: (item[0].count("/"), item[0]),
     )  # fmt: skip
+    # a setup.py of torch.utils.cpp_extension compiles the CUDA itself (its CMake files, if
+    # any, serve something else): CMake is then not why the recipe's variable goes unread
+    cpp_extension = any(p.endswith(".py") and "CUDAExtension" in t for p, t in files)
     reading = CmakeReading()
     if not cmake_files:
         return reading
@@ -160,7 +164,12 @@ def read_cmake_files(
     for path, text in cmake_files:
         _read_file(reading, path, text, defined=defined, variable=variable, value=value)
     rows = reading.rows
-    cause = reading.cuda_language and not reading.torch_cmake and not reading.reads_variable
+    cause = (
+        reading.cuda_language
+        and not reading.torch_cmake
+        and not reading.reads_variable
+        and not cpp_extension
+    )
     if not defined and cause:
         built = (
             f"its fallback {reading.fallback}"

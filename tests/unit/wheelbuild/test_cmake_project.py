@@ -235,6 +235,10 @@ def test_another_format_on_a_cmake_cuda_project_names_the_recipes_variable_as_th
     ]
     reads = FALLBACK + 'set(CMAKE_CUDA_ARCHITECTURES "$ENV{MY_ARCHS}")\n'
     assert "arch variable" not in [k for k, _ in lines(reads, CPP_EXTENSION, "MY_ARCHS")]
+    # a setup.py of cpp_extension compiles the CUDA: its CMake files are not the cause
+    both = [("CMakeLists.txt", FALLBACK), ("setup.py", "CUDAExtension('x', ['x.cu'])\n")]
+    rows = read_cmake_files(both, CPP_EXTENSION, "TORCH_CUDA_ARCH_LIST", OURS).rows
+    assert rows and "arch variable" not in [k for k, _ in rows]
     # no CMake files, or CMake without CUDA: nothing to say
     assert lines("project(x CXX)\n", CPP_EXTENSION, "TORCH_CUDA_ARCH_LIST") == []
     assert read_cmake_files([("setup.py", "x")], CMAKE, "X", OURS).rows == []
