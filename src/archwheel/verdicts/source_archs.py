@@ -97,9 +97,16 @@ def _lines(numbers: list[int]) -> str:
     return shown + (",..." if len(numbers) > MAX_LINES_SHOWN else "")
 
 
-def check_build_files(files: Iterable[tuple[str, str]], arch_variable: str) -> SourceCheck:
+def check_build_files(
+    files: Iterable[tuple[str, str]],
+    arch_variable: str,
+    *,
+    unused: frozenset[tuple[str, int]] = frozenset(),
+) -> SourceCheck:
     """Look at each ``(relative path, text)`` of a project's build files (the top folder's
-    first): one finding per file that hard-codes targets, one per own arch variable read."""
+    first): one finding per file that hard-codes targets, one per own arch variable read.
+    ``unused``: ``(path, line)`` of lists known not to apply to this build (a CMake fallback
+    where the build defines the list), left out of the hard-coded targets."""
     findings: list[SourceFinding] = []
     switches: dict[str, str] = {}
     targets: set[str] = set()
@@ -118,7 +125,7 @@ def check_build_files(files: Iterable[tuple[str, str]], arch_variable: str) -> S
             for m in _CMAKE_ARCHS.finditer(line):
                 for item in re.findall(r"\d{2,3}[af]?", m.group(1)):
                     found.append(f"sm_{item}")
-            if found:
+            if found and (path, number) not in unused:
                 targets.update(found)
                 coded.update(dict.fromkeys(found))
                 coded_lines.append(number)

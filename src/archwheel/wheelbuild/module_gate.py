@@ -26,8 +26,15 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 
 from archwheel.facts.arch import ArchList
+from archwheel.wheelbuild.cmake_project import CAUSE
+from archwheel.wheelbuild.cmake_project import NOTE as CMAKE_NOTE
 from archwheel.wheelbuild.gate import GateVerdict
-from archwheel.wheelbuild.nvcc_record import NvccRecord, cuda_sources, never_compiled
+from archwheel.wheelbuild.nvcc_record import (
+    NvccRecord,
+    cuda_sources,
+    is_cmake_probe,
+    never_compiled,
+)
 from archwheel.wheelbuild.recipe_model import Recipe
 
 SHOWN = 6  # files, sources and findings named in one message
@@ -63,7 +70,7 @@ def check_modules(
         return dataclasses.replace(verdict, ok=False, summary=unbuilt)
     if verdict.extra and not recipe.gate.allows_extra(recipe.kind):
         return dataclasses.replace(
-            verdict, ok=False, summary=_ignored(verdict, arch_list, evidence)
+            verdict, ok=False, summary=_ignored(verdict, recipe, arch_list, evidence)
         )
     return verdict
 
@@ -100,15 +107,36 @@ def _unbuilt(recipe: Recipe, evidence: ModuleEvidence, plain: Sequence[str]) -> 
     )
 
 
-def _ignored(verdict: GateVerdict, arch_list: ArchList, evidence: ModuleEvidence) -> str:
+def _ignored(
+    verdict: GateVerdict, recipe: Recipe, arch_list: ArchList, evidence: ModuleEvidence
+) -> str:
     parts = [f"{library} carries {', '.join(extra)}" for library, extra in verdict.extra[:SHOWN]]
     extras = {name for _, names in verdict.extra for name in names}
     text = "; ".join(parts) + f" beyond the request {arch_list}: the build ignored the arch list"
     if evidence.record is not None:
-        sources = sorted(s for s, archs in evidence.record.sources.items() if archs & extras)
+        sources = sorted(
+            s
+            for s, archs in evidence.record.sources.items()
+            if archs & extras and not is_cmake_probe(s)  # CMake's probes are not the project
+        )
         if sources:
             text += f"; nvcc compiled {', '.join(sources[:SHOWN])} for them"
-    found = [detail for kind, detail in evidence.source_rows if kind == "source check"]
+    # The recipe's variable is the cause where the project does not read it: a CMake project
+    # and a format other than cmake (cmake_project.py), or a variable of the project's own.
+    causes = [detail for kind, detail in evidence.source_rows if kind == CAUSE] + [
+        detail
+        for kind, detail in evidence.source_rows
+        if kind == "source check" and "reads its own arch variable" in detail
+    ]
+    if causes:
+        return text + (
+            f"; the recipe's arch variable {recipe.arch.variable} is the cause: "
+            + "; ".join(causes[:SHOWN])
+            + "; change [arch] in the recipe, or allow them with [gate] extra_archs = true"
+        )
+    found = [
+        detail for kind, detail in evidence.source_rows if kind in ("source check", CMAKE_NOTE)
+    ]
     if found:
         text += "; the build files: " + "; ".join(found[:SHOWN])
     return text + (

@@ -83,6 +83,19 @@ def read_nvcc_record(work: Path) -> NvccRecord | None:
     return record
 
 
+# CMake's own compiles while it configures: the compiler-identification and ABI probes
+# (CMakeFiles/<version>/CompilerIdCUDA/CMakeCUDACompilerId.cu, CMake's
+# Modules/CMakeCUDACompilerABI.cu), check_language and try_compile (CMakeFiles/CheckCUDA,
+# CMakeFiles/CMakeScratch, CMakeFiles/CMakeTmp). nvcc records them like the project's sources.
+_CMAKE_PROBE_FOLDERS = frozenset({"CMakeFiles", "CompilerIdCUDA", "CMakeScratch", "CMakeTmp"})
+
+
+def is_cmake_probe(name: str) -> bool:
+    """Whether a source nvcc compiled is one of CMake's probes, not the project's."""
+    path = PurePosixPath(name)
+    return path.name.startswith("CMakeCUDA") or not _CMAKE_PROBE_FOLDERS.isdisjoint(path.parts)
+
+
 def cuda_sources(files: Iterable[str]) -> tuple[str, ...]:
     """The CUDA sources among a source's files (paths relative to its root)."""
     return tuple(sorted(f for f in files if f.endswith(CUDA_SUFFIXES)))

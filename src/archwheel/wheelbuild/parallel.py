@@ -50,6 +50,9 @@ BuildExtMode = Literal["auto", "on", "off"]
 PARALLEL_CONFIG = "/build/.archwheel/parallel.cfg"  # the DIST_EXTRA_CONFIG file, in the container
 _NINJA_OFF = re.compile(r"use_ninja\s*=\s*False\b")
 _THREADS_FLAG = re.compile(r"(?:^|\s)(?:--threads|-t)(?:[=\s]|\d)")
+# nvcc's --threads in a project's build files: "--threads 4", "--threads=4", ["--threads", "4"],
+# "-t8", "-t 8", ["-t", "8"] (a string or a CMake flag list; -t only before a number).
+_OWN_THREADS = re.compile(r"""(?:^|[\s"'(;])(?:--threads\b|-t(?:\s*=?\s*\d|["']\s*,\s*["']?\d))""")
 OVERSUBSCRIPTION = 2  # files x threads <= this x the cores
 # What choose_parallel appends to NVCC_APPEND_FLAGS (the cache launcher strips the same).
 _TRAILING_THREADS = re.compile(r" *--threads [0-9]+\Z")
@@ -114,6 +117,17 @@ def ninja_off_in(build_files: Iterable[tuple[str, str]]) -> tuple[str, ...]:
     return tuple(found)
 
 
+def own_threads_in(build_files: Iterable[tuple[str, str]]) -> tuple[str, ...]:
+    """Where the build files pass nvcc a ``--threads`` of their own (``setup.py:40``): nvcc
+    warns when it is given twice and takes the last, so archwheel then adds none."""
+    found: list[str] = []
+    for name, text in build_files:
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.lstrip().startswith("#") and _OWN_THREADS.search(line):
+                found.append(f"{name}:{number}")
+    return tuple(found)
+
+
 def choose_parallel(
     switches: ParallelSwitches,
     jobs: JobCount,
@@ -122,10 +136,12 @@ def choose_parallel(
     ninja_off: tuple[str, ...] | None,
     recipe_env: dict[str, str] | None = None,
     serial: bool = False,
+    own_threads: tuple[str, ...] = (),
 ) -> ParallelPlan:
     """Decide the split. ``archs``: the arch list's targets (one nvcc step each);
     ``ninja_off``: where the project turns ninja off (None: the source is not read yet);
-    ``serial``: one compile at a time, no threads (the reproducibility check's second build)."""
+    ``serial``: one compile at a time, no threads (the reproducibility check's second build);
+    ``own_threads``: where the project's build files pass nvcc ``--threads`` themselves."""
     env = dict(recipe_env or {})
     if serial:
         return ParallelPlan(1, 1, False, "a serial build", "a serial build", (
@@ -153,6 +169,9 @@ def choose_parallel(
         threads, why_threads = 1, "turned off by [build.parallel] nvcc_threads"
     elif _THREADS_FLAG.search(own):
         threads, why_threads = 1, "the recipe's NVCC_APPEND_FLAGS sets its own"
+    elif own_threads:
+        threads = 1
+        why_threads = f"the project passes its own ({', '.join(own_threads[:3])})"
     elif archs < 2:
         threads, why_threads = 1, "one arch per compile"
     elif threads < 2:

@@ -40,6 +40,7 @@ from archwheel.facts.arch_grammars import parse_arch_list
 from archwheel.facts.arch_grammars import read as read_arch_value
 from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.python_target import PythonTarget
+from archwheel.wheelbuild.cmake_arch import arch_environment, describe_delivery
 from archwheel.wheelbuild.compression import FatbinCompression, choose_compression
 from archwheel.wheelbuild.jobs import JobCount
 from archwheel.wheelbuild.nvcc_record import TIME_FLAG
@@ -227,7 +228,6 @@ class BuildPlan:
         """What the build command sees in its container: the nvcc it runs, the arch variable
         and what its consumer makes of it, then every variable of the compile step."""
         toolchain = self.recipe.toolchain
-        variable = self.recipe.arch.variable
         rows = [
             (
                 "nvcc",
@@ -236,12 +236,16 @@ class BuildPlan:
             ),
             (
                 "arch variable",
-                f"{variable}={self.arch_value}"
-                + (f"; {self.arch_reading}" if self.arch_reading else ""),
+                self.arch_delivery() + (f"; {self.arch_reading}" if self.arch_reading else ""),
             ),
         ]
         rows.extend((name, value) for name, value in self.build_env.items())
         return rows
+
+    def arch_delivery(self, *, short: bool = False) -> str:
+        """``VAR=VALUE``, or for CMake what CMake will really receive (cmake_arch.py)."""
+        arch = self.recipe.arch
+        return describe_delivery(arch.consumer, arch.variable, self.arch_value, short=short)
 
     def gate_row(self) -> str:
         """What the gates at the end of the build refuse."""
@@ -273,7 +277,7 @@ class BuildPlan:
                 else f"{recipe.source.describe()}; commit {commit}; {len(src.files)} files",
             ),
             *self.source_check,
-            ("arch list", f"{self.arch_list} -> {recipe.arch.variable}={self.arch_value}"),
+            ("arch list", f"{self.arch_list} -> {self.arch_delivery(short=True)}"),
             ("toolkit", f"CUDA {recipe.toolchain.cuda} from {recipe.toolchain.source}"),
             (
                 "base image",
@@ -334,9 +338,11 @@ def make_plan(
     user: tuple[int, int],
     torch: TorchBuild | None = None,
     ninja_off: tuple[str, ...] | None = None,
+    own_threads: tuple[str, ...] = (),
 ) -> BuildPlan:
     """Decide everything; run nothing. ``arch`` comes from ``check_arch_list``; ``ninja_off``:
-    where the source's build files turn ninja off (None: the source is not read yet)."""
+    where the source's build files turn ninja off (None: the source is not read yet);
+    ``own_threads``: where they pass nvcc ``--threads`` themselves."""
     python = choose_python(recipe, options.python)
     arch_list = arch.arch_list
     arch_value = arch.value
@@ -368,10 +374,12 @@ def make_plan(
         archs=len(arch_list),
         ninja_off=ninja_off,
         recipe_env=nvcc_env,
+        own_threads=own_threads,
     )
     env: dict[str, str] = {
         **nvcc_env,
-        recipe.arch.variable: arch_value,
+        # the arch variable; for CMake also CUDAARCHS and a -D in CMAKE_ARGS (cmake_arch.py)
+        **arch_environment(recipe.arch.consumer, recipe.arch.variable, arch_value, nvcc_env),
         recipe.build.jobs_variable: str(parallel.files),
         "SOURCE_DATE_EPOCH": str(source.source_date_epoch),
         "HOME": HOME,

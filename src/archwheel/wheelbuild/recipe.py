@@ -34,6 +34,7 @@ from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.documents import Table
 from archwheel.facts.python_target import PythonTarget
 from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild.cmake_arch import env_problem, variable_problem
 from archwheel.wheelbuild.parallel import BuildExtMode, ParallelSwitches
 from archwheel.wheelbuild.recipe_model import (
     ARCH_FORMATS,
@@ -606,6 +607,9 @@ def _parse_arch(
     variable = table.text("variable", default_variable)
     if not _ENV_NAME.match(variable) or variable in RESERVED_ENV:
         raise table.fail("variable", f"{variable!r} cannot be used as the arch variable")
+    problem = variable_problem(consumer, variable)  # cmake_arch.py: what CMake really reads
+    if problem is not None:
+        raise table.fail("variable", problem)
     default_text = table.text("default", required=True)
     try:
         default = ArchList.parse(default_text, facts)
@@ -636,6 +640,9 @@ def _parse_build(table: Table, arch: ArchInput) -> BuildSpec:
             raise table.fail(
                 f"env.{key}", "is set by archwheel itself and cannot be overridden here"
             )
+    clash = env_problem(arch.consumer, env)  # CUDAARCHS, CMAKE_ARGS: cmake_arch.py
+    if clash is not None:
+        raise table.fail(f"env.{clash[0]}", clash[1])
     memory = table.number("memory_per_job_gib", 2.0)
     if not 0.05 <= memory <= 1024:
         raise table.fail("memory_per_job_gib", "must be between 0.05 and 1024")

@@ -19,7 +19,9 @@ What archwheel adds to ccache:
   device library by sha256, the host compilers) into ccache's ``namespace``, which is hashed
   into every key, local and remote alike. A trailing ``--threads N`` in ``NVCC_APPEND_FLAGS``
   (archwheel's own, parallel.py) is left out of the key: it changes no output byte, and the
-  key must not depend on the machine's core count.
+  key must not depend on the machine's core count. Where the compile's own command line
+  already gives nvcc ``--threads`` (or ``-t``), the launcher drops archwheel's before nvcc
+  runs, so nvcc does not warn that it is given twice (the project's value stands).
 - the way in: the compile container keeps ``--network none``; the server is reached through
   archwheel's relay, a Unix socket mounted at ``REMOTE_MOUNT`` (effects/redis_relay.py), which
   also authenticates on the host (no password enters the container or its log).
@@ -161,6 +163,19 @@ env -0 >/dev/null 2>&1 && [ -s __TOOLKIT_ID__ ] \
     || { key=none; CCACHE_DISABLE=1; export CCACHE_DISABLE; }
 CCACHE_NAMESPACE="archwheel-$(printf '%s' "$key" | cut -c1-32)"
 export CCACHE_NAMESPACE
+# A compile whose own command line gives nvcc --threads (or -t) keeps it: archwheel's trailing
+# one is dropped (nvcc would warn that it is given twice and take the last). Not in the key.
+case "${NVCC_APPEND_FLAGS-}" in
+*--threads\ [0-9]*)
+    for arg in "$@"; do
+        case "$arg" in
+        --threads | --threads=* | -t | -t=* | -t[0-9]*)
+            NVCC_APPEND_FLAGS=$(printf '%s' "$NVCC_APPEND_FLAGS" | sed -E 's/ *--threads [0-9]+$//')
+            export NVCC_APPEND_FLAGS
+            break ;;
+        esac
+    done ;;
+esac
 exec "$real" "$@"
 """
 

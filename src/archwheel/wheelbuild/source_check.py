@@ -15,7 +15,8 @@ from archwheel.effects.files import open_regular
 from archwheel.facts.arch import ArchList
 from archwheel.facts.arch_readers import image_names
 from archwheel.verdicts.source_archs import check_build_files
-from archwheel.wheelbuild.parallel import ninja_off_in
+from archwheel.wheelbuild.cmake_project import read_cmake_files
+from archwheel.wheelbuild.parallel import ninja_off_in, own_threads_in
 
 BUILD_FILE_NAMES = frozenset({"setup.py", "setup.cfg", "pyproject.toml", "build.py",
                               "CMakeLists.txt"})  # fmt: skip
@@ -60,10 +61,20 @@ def source_check_rows(
 
 
 def look_at_source(
-    root: Path, files: Sequence[str], arch_variable: str, requested: ArchList
-) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
-    """The plan's source-check rows, and where the build files turn ninja off (for
-    ``parallel.choose_parallel``), from one read of the build files."""
+    root: Path,
+    files: Sequence[str],
+    arch_variable: str,
+    requested: ArchList,
+    *,
+    consumer: str = "",
+    arch_value: str = "",
+) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...], tuple[str, ...]]:
+    """The plan's source-check rows (with ``consumer``: also what the CMake files do with the
+    list, ``cmake_project``), where the build files turn ninja off and where they pass nvcc
+    ``--threads`` (both for ``parallel.choose_parallel``), from one read of the build files."""
     build_files = list(read_build_files(root, files))
-    check = check_build_files(build_files, arch_variable)
-    return tuple(check.rows(image_names(requested))), ninja_off_in(build_files)
+    cmake = read_cmake_files(build_files, consumer, arch_variable, arch_value) if consumer else None
+    unused = frozenset(cmake.unused) if cmake is not None else frozenset()
+    check = check_build_files(build_files, arch_variable, unused=unused)
+    rows = check.rows(image_names(requested)) + (cmake.rows if cmake is not None else [])
+    return tuple(rows), ninja_off_in(build_files), own_threads_in(build_files)

@@ -245,10 +245,12 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
             source = ResolvedSource.not_resolved(recipe.source, exc.one_line(), epoch)
     checked: tuple[tuple[str, str], ...] = ()
     ninja_off: tuple[str, ...] | None = None  # not known until the source is read
+    own_threads: tuple[str, ...] = ()
     if not source.unresolved:
-        checked, ninja_off = look_at_source(
-            source.root, source.files, recipe.arch.variable, resolved.arch.arch_list
-        )
+        checked, ninja_off, own_threads = look_at_source(
+            source.root, source.files, recipe.arch.variable, resolved.arch.arch_list,
+            consumer=recipe.arch.consumer, arch_value=resolved.arch.value,
+        )  # fmt: skip
     plan = make_plan(
         recipe,
         resolved.arch,
@@ -259,6 +261,7 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
         user=build_user(),
         torch=torch,
         ninja_off=ninja_off,
+        own_threads=own_threads,
     )
     plan = dataclasses.replace(plan, source_check=checked)
     reporter.planned(plan, repair)

@@ -444,10 +444,12 @@ def test_the_plan_shows_the_container_environment_and_what_the_arch_consumer_mak
         "-gencode=arch=compute_90,code=sm_90; nvcc's -gencode/-arch options makes it "
         "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90"
     )
-    # the text plan: every variable of the compile step, PATH whole
-    code, _, err = cli_run("build", "--recipe", "example", "--plan", "--no-host-pip-config")
+    # the text plan: every variable of the compile step, PATH whole, on standard output (the
+    # answer of --plan); standard error keeps the messages only
+    code, out, err = cli_run("build", "--recipe", "example", "--plan", "--no-host-pip-config")
     assert code == 0
-    text = " ".join(err.split())
+    text = " ".join(out.split())
+    assert "archwheel build plan" in text and "archwheel build plan" not in err
     assert "what the build command sees in its container" in text
     for name in ("PATH", "CUDA_HOME", "CUDA_GENCODE_FLAGS", "SOURCE_DATE_EPOCH", "MAX_JOBS"):
         assert name in document["environment"] and name in text

@@ -122,3 +122,54 @@ def test_a_record_the_project_wrote_garbage_into_is_read_without_a_word() -> Non
     garbage = RECORD + "\0\0\0\n" + ("x," * 5 + "y" * 200_000) + "\n" + '"unterminated,\n'
     parsed = parse_nvcc_record(garbage)
     assert parsed.archs_of("csrc/ops_cuda.cu") == {"sm_90"}
+
+
+# CMake's compiles while it configures, as nvcc 13 records them (cmake 3.25 configuring a CUDA
+# project with CUDAARCHS=80-real;90: the id probe for nvcc's default sm_75, the ABI probe for
+# the requested list).
+CMAKE_RECORD = (
+    RECORD
+    + """\
+CMakeCUDACompilerId.cu , ptxas , /tmp/z.ptx , /tmp/z.cubin , sm_75 , nvcc , 10.0 , ms
+/usr/share/cmake-3.25/Modules/CMakeCUDACompilerABI.cu , ptxas , /tmp/a.ptx , /tmp/a.cubin , sm_80 , nvcc , 9.0 , ms
+/build/src/build/CMakeFiles/CMakeScratch/TryCompile-x/main.cu , ptxas , /tmp/b.ptx , /tmp/b.cubin , sm_80 , nvcc , 9.0 , ms
+/build/src/csrc/kernels.cu , ptxas , /tmp/c.ptx , /tmp/c.cubin , sm_75 , nvcc , 9.0 , ms
+"""
+)
+
+
+def test_cmakes_probe_files_are_no_sources_of_the_project() -> None:
+    extra = dataclasses.replace(GOOD, extra=(("x/_C.so", ("sm_75", "sm_80")),))
+    verdict = check_modules(
+        extra, STABLE, ARCHS, evidence(record=parse_nvcc_record(CMAKE_RECORD), source_rows=())
+    )
+    assert not verdict.ok
+    assert "nvcc compiled /build/src/csrc/extra.cu, /build/src/csrc/kernels.cu for them" in (
+        verdict.summary
+    )
+    assert "CMake" not in verdict.summary and "TryCompile" not in verdict.summary
+
+
+def test_the_advice_names_the_recipes_variable_when_it_is_the_cause() -> None:
+    extra = dataclasses.replace(GOOD, extra=(("x/_C.so", ("sm_75",)),))
+    cause = (
+        "arch variable",
+        "CMakeLists.txt:7 enables CMake's CUDA language, which takes its archs from "
+        "CMAKE_CUDA_ARCHITECTURES (a -D option or CUDAARCHS), never from TORCH_CUDA_ARCH_LIST: "
+        'CMake builds its fallback 75;86; set [arch] format = "cmake"',
+    )
+    verdict = check_modules(extra, STABLE, ARCHS, evidence(source_rows=(cause,)))
+    assert not verdict.ok
+    assert f"the recipe's arch variable {STABLE.arch.variable} is the cause: CMakeLists.txt:7" in (
+        verdict.summary
+    )
+    assert "patch the project" not in verdict.summary
+    assert "change [arch] in the recipe" in verdict.summary
+    # a variable of the project's own, found by the source check, is the same cause
+    own = ("source check", "setup.py:3 reads its own arch variable MY_ARCHS (the recipe sets X)")
+    said = check_modules(extra, STABLE, ARCHS, evidence(source_rows=(own,))).summary
+    assert "is the cause: setup.py:3 reads its own arch variable MY_ARCHS" in said
+    # where the project's own list is the cause, patching it is the advice
+    coded = ("cmake", "CMakeLists.txt:4 sets CMAKE_CUDA_ARCHITECTURES to 75 whatever is given")
+    said = check_modules(extra, STABLE, ARCHS, evidence(source_rows=(coded,))).summary
+    assert "the build files: CMakeLists.txt:4 sets" in said and "patch the project's list" in said

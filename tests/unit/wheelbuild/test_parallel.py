@@ -21,6 +21,7 @@ from archwheel.wheelbuild.parallel import (
     ParallelSwitches,
     choose_parallel,
     ninja_off_in,
+    own_threads_in,
 )
 from archwheel.wheelbuild.plan import (
     BuildOptions,
@@ -137,6 +138,28 @@ def test_the_recipes_own_nvcc_threads_win() -> None:
         recipe_env={"NVCC_APPEND_FLAGS": "-lineinfo"},
     )  # fmt: skip
     assert dict(plan.env)["NVCC_APPEND_FLAGS"] == "-lineinfo --threads 2"
+
+
+def test_the_projects_own_nvcc_threads_win() -> None:
+    """nvcc warns when --threads is given twice (and takes the last, archwheel's): a project
+    that passes its own gets none from archwheel (the launcher covers what no file shows)."""
+    setup = textwrap.dedent("""\
+        nvcc_flags = ["-O3", "--threads", "4"]
+        # "--threads 8" in a comment is not read
+        other = ['-t8']
+        docker = ["docker", "build", "-t", "name"]
+        """)
+    cmake = 'string(APPEND CMAKE_CUDA_FLAGS " -t 2")\nset(X "--threads=0")\n'
+    found = own_threads_in([("setup.py", setup), ("CMakeLists.txt", cmake)])
+    assert found == ("setup.py:1", "setup.py:3", "CMakeLists.txt:1", "CMakeLists.txt:2")
+    plan = choose_parallel(
+        ParallelSwitches(), jobs(2, 20), archs=2, ninja_off=(), own_threads=found
+    )
+    assert plan.threads == 1 and "NVCC_APPEND_FLAGS" not in dict(plan.env)
+    assert plan.why_threads == (
+        "the project passes its own (setup.py:1, setup.py:3, CMakeLists.txt:1)"
+    )
+    assert own_threads_in([("setup.py", "args = ['-time', 't.csv', '-t', 'x']\n")]) == ()
 
 
 def test_serial_is_one_compile_at_a_time() -> None:

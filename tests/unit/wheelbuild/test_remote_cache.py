@@ -242,6 +242,44 @@ def namespace_of(tmp_path: Path, env: dict[str, str]) -> str:
     return done.stdout
 
 
+def test_the_launcher_drops_archwheels_threads_where_the_compile_has_its_own(
+    tmp_path: Path,
+) -> None:
+    """The real launcher in front of a stand-in ``ccache`` that prints the NVCC_APPEND_FLAGS it
+    was given (tests/integration/nvcc/test_nvcc_threads.py runs real nvcc behind it)."""
+    toolkit = tmp_path / "toolkit-id"
+    toolkit.write_text("nvcc 13.0 sha256:abc\n")
+    launcher_dir, real_dir = tmp_path / "launcher", tmp_path / "real"
+    launcher_dir.mkdir()
+    real_dir.mkdir()
+    launcher = launcher_dir / "ccache"
+    launcher.write_text(launcher_script(str(toolkit)))
+    stand_in = real_dir / "ccache"
+    stand_in.write_text('#!/bin/sh\nprintf "%s|%s" "$NVCC_APPEND_FLAGS" "$CCACHE_NAMESPACE"\n')
+    for script in (launcher, stand_in):
+        script.chmod(0o755)
+
+    def given(flags: str, *args: str) -> tuple[str, str]:
+        done = subprocess.run(
+            [str(launcher), "/usr/local/cuda/bin/nvcc", *args],
+            env={"PATH": f"{launcher_dir}:{real_dir}:/usr/bin:/bin", "NVCC_APPEND_FLAGS": flags},
+            capture_output=True, text=True, check=True, timeout=30,
+        )  # fmt: skip
+        seen, _, namespace = done.stdout.partition("|")
+        return seen, namespace
+
+    ours = "--time /build/t.csv --threads 2"
+    assert given(ours, "-c", "a.cu")[0] == ours
+    for own in (["--threads", "4"], ["--threads=4"], ["-t", "4"], ["-t4"], ["-t=4"]):
+        assert given(ours, "-c", "a.cu", *own)[0] == "--time /build/t.csv", own
+    assert given("--threads 2", "-t4")[0] == ""
+    # -time is not -t; a --threads of the recipe's own (not trailing) stays
+    assert given(ours, "-time", "x.csv")[0] == ours
+    assert given("--threads 3 -lineinfo", "-t4")[0] == "--threads 3 -lineinfo"
+    # the cache key does not change with it
+    assert given(ours, "-t4")[1] == given(ours)[1]
+
+
 def test_nvcc_threads_do_not_enter_the_cache_key(tmp_path: Path) -> None:
     bare = namespace_of(tmp_path, {})
     assert namespace_of(tmp_path, {"NVCC_APPEND_FLAGS": "--threads 2"}) == bare

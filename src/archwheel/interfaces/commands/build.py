@@ -254,7 +254,10 @@ def build(command: BuildCommand) -> int:
     if command.list_recipes:
         print_recipes(out, list_recipes(command.request.settings), command.format)
         return 0
-    reporter = ConsoleReporter(err, quiet=command.quiet)
+    # build --plan answers with the plan: on standard output (as text; with --format json the
+    # document is the answer there and the table stays on standard error with the messages).
+    plan_text = command.request.plan_only and command.format == "text"
+    reporter = ConsoleReporter(err, quiet=command.quiet, plan_console=out if plan_text else None)
     if command.compare_official:
         comparison = compare_to_official(command.request, echo=reporter.echo)
         print_comparison(out, comparison, command.format)

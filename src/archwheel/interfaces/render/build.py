@@ -90,20 +90,24 @@ def build_output(
 class ConsoleReporter:
     """The build's reporter on a terminal (``wheelbuild.BuildReporter``): host-side lines and
     the plan on ``console`` (standard error), the stages and the build output unless quiet,
-    with one live progress line."""
+    with one live progress line. ``plan_console``: where the plan goes instead (standard
+    output for ``build --plan``, whose answer the plan is)."""
 
-    def __init__(self, console: Console, *, quiet: bool) -> None:
+    def __init__(
+        self, console: Console, *, quiet: bool, plan_console: Console | None = None
+    ) -> None:
         self.console = console
         self.quiet = quiet
+        self.plan_console = plan_console or console
 
     @property
     def echo(self) -> Callable[[str], None] | None:
         return None if self.quiet else echo_to(self.console)
 
     def planned(self, plan: BuildPlan, repair: RepairSpec | None) -> None:
-        print_plan(self.console, plan)
+        print_plan(self.plan_console, plan)
         if repair is not None:
-            self.console.print(
+            self.plan_console.print(
                 literal(f"repair: {repair.describe()}"), markup=False, highlight=False
             )
 
@@ -139,6 +143,12 @@ def plan_json(plan: BuildPlan) -> dict[str, object]:
         "environment": dict(plan.build_env),
         "container": dict(plan.environment_rows()[:2]),
         "source_check": [value for label, value in plan.source_check if label == "source check"],
+        # what the CMake files do with the arch list (wheelbuild/cmake_project.py)
+        "cmake": [
+            {"kind": label, "line": value}
+            for label, value in plan.source_check
+            if label in ("cmake", "arch variable")
+        ],
         "parallel": plan.parallel.to_json() if plan.parallel is not None else None,
         "fatbins": (
             {"flags": plan.compression.flags, "why": plan.compression.why}
