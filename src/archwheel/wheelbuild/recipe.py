@@ -35,6 +35,7 @@ from archwheel.facts.documents import Table
 from archwheel.facts.python_target import PythonTarget
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.parallel import BuildExtMode, ParallelSwitches
+from archwheel.wheelbuild.recipe_env import OWN_TIME, OWN_TIME_HINT, sets_nvcc_time
 from archwheel.wheelbuild.recipe_model import (
     ARCH_FORMATS,
     CONSUMER_FORMAT,
@@ -636,6 +637,10 @@ def _parse_build(table: Table, arch: ArchInput) -> BuildSpec:
             raise table.fail(
                 f"env.{key}", "is set by archwheel itself and cannot be overridden here"
             )
+        if sets_nvcc_time(env[key]):
+            raise table.fail(f"env.{key}", OWN_TIME, hint=OWN_TIME_HINT)
+    if sets_nvcc_time(command):
+        raise table.fail("command", OWN_TIME, hint=OWN_TIME_HINT)
     memory = table.number("memory_per_job_gib", 2.0)
     if not 0.05 <= memory <= 1024:
         raise table.fail("memory_per_job_gib", "must be between 0.05 and 1024")
