@@ -37,3 +37,23 @@ def _escaped(char: str) -> str:
     if code < 0x10000:
         return f"\\u{code:04x}"
     return f"\\U{code:08x}"
+
+
+# How a boolean setting (``ARCHWHEEL_DEBUG``, ``ARCHWHEEL_KEEP_CONTAINERS``,
+# ``ARCHWHEEL_PURE_PYTHON``) is written: case-insensitive, white space around it ignored; empty
+# is unset (the default, off). One spelling table for every switch (docs/design.md, "Settings
+# are read once").
+SWITCH_ON = frozenset({"1", "true", "yes"})
+SWITCH_OFF = frozenset({"0", "false", "no", ""})
+
+
+def switch_value(text: str) -> bool | None:
+    """A boolean setting's value as written: True (``1``, ``true``, ``yes``), False (``0``,
+    ``false``, ``no``, empty), None for anything else, which the caller refuses (a typo must
+    not read as on, nor ``0`` as on because it is not empty)."""
+    word = text.strip().lower()
+    if word in SWITCH_ON:
+        return True
+    if word in SWITCH_OFF:
+        return False
+    return None

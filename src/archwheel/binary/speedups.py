@@ -17,6 +17,7 @@ from typing import Literal, NamedTuple, TypeVar
 
 from archwheel.binary.fatbin import describe
 from archwheel.binary.model import FatbinContainer, FatbinEntry, Origin
+from archwheel.text import switch_value
 
 _Member = TypeVar("_Member", bound=tuple[object, ...])
 
@@ -28,7 +29,10 @@ def _load() -> ModuleType | None:
     # Read here, not through effects.settings.Settings (the one exception below interfaces/,
     # tests/unit/test_settings_read_once.py): it decides at import, and the scan's worker
     # processes import this module too, inheriting the environment, never a settings object.
-    if os.environ.get("ARCHWHEEL_PURE_PYTHON", "") not in ("", "0"):
+    # Written as every switch (text.switch_value); the command line refuses a value that is
+    # not one before any command runs (effects.settings.check_switches), so a library caller's
+    # typo alone reaches here, and leaves the compiled scan on.
+    if switch_value(os.environ.get("ARCHWHEEL_PURE_PYTHON", "")):
         return None
     try:
         from archwheel.binary import _speedups

@@ -8,6 +8,8 @@ cuobjdump is looked up on ``ARCHWHEEL_CUOBJDUMP`` (the ``cuobjdump`` setting), `
 ``site-packages`` (``nvidia/cu13/bin``), ``/usr/local/cuda/bin``, and a venv in archwheel's
 cache folder (the ``cache`` setting: ``$ARCHWHEEL_CACHE/archwheel/cuobjdump``) where it is
 installed on demand from PyPI. The settings come from the caller (``effects.settings``).
+``ARCHWHEEL_CUOBJDUMP``, when set, is the one used: a path that is not an executable file is
+a usage error, not skipped.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import fcntl
 import os
 import re
 import shutil
+import stat
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -39,6 +42,7 @@ from archwheel.effects.process import (
 )
 from archwheel.effects.settings import Settings
 from archwheel.errors import ToolError, UsageError
+from archwheel.text import literal
 
 CUOBJDUMP_REQUIREMENT = "nvidia-cuda-cuobjdump>=13,<14"
 """The PyPI wheel installed on demand (13.x reads every target CUDA 13 compiles)."""
@@ -150,13 +154,14 @@ def find_cuobjdump(
     environ: Mapping[str, str] | None = None,
     search_path: Sequence[str] | None = None,
 ) -> Path | None:
-    """The first usable cuobjdump, or None: ``settings.cuobjdump``, then ``PATH``,
+    """The first usable cuobjdump, or None: ``settings.cuobjdump`` (which must be one:
+    ``explicit_cuobjdump``), else ``PATH``,
     ``CUDA_HOME``/``CUDA_PATH`` (of ``environ``, default this process's), ``search_path``
     (default ``sys.path``), ``/usr/local/cuda``; the cache venv (``settings.cache``) last."""
     env = os.environ if environ is None else environ
-    candidates: list[Path] = []
     if settings.cuobjdump is not None:
-        candidates.append(settings.cuobjdump)
+        return explicit_cuobjdump(settings.cuobjdump)
+    candidates: list[Path] = []
     on_path = shutil.which("cuobjdump", path=env.get("PATH", os.defpath))
     if on_path:
         candidates.append(Path(on_path))
@@ -172,6 +177,32 @@ def find_cuobjdump(
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
     return None
+
+
+def explicit_cuobjdump(path: Path) -> Path:
+    """``ARCHWHEEL_CUOBJDUMP``, the cuobjdump the user named: an executable regular file, else a
+    ``UsageError`` saying what it is (a folder, ``/dev/null``, missing), never skipped for
+    another one found elsewhere, nor for an install from the package index."""
+    shown = literal(path, 200)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        why = "no such file"
+    except OSError as exc:
+        why = f"cannot be read: {exc.strerror or exc}"
+    else:
+        if stat.S_ISDIR(mode):
+            why = "a folder, not the cuobjdump program"
+        elif not stat.S_ISREG(mode):
+            why = "not a regular file"
+        elif not os.access(path, os.X_OK):
+            why = "not executable"
+        else:
+            return path
+    raise UsageError(
+        f"ARCHWHEEL_CUOBJDUMP={shown}: {why}",
+        hint="point it at NVIDIA's cuobjdump, or unset it to have archwheel find or install one",
+    )
 
 
 class CuobjdumpInstaller:

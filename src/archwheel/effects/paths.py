@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from archwheel.errors import ToolError
+from archwheel.errors import ToolError, UsageError
+from archwheel.text import literal
 
 MARKERS = ("recipes", "docker/Dockerfile")
 
@@ -24,12 +25,20 @@ def _is_root(path: Path) -> bool:
 
 def project_root(explicit: str | None) -> Path:
     """The archwheel checkout holding ``recipes/`` and ``docker/Dockerfile``: ``explicit`` (the
-    ``ARCHWHEEL_ROOT`` setting), else found from the installed package or the current folder."""
+    ``ARCHWHEEL_ROOT`` setting), else found from the installed package or the current folder.
+    A wrong ``explicit`` is the user's setting, a ``UsageError``; none found is a ``ToolError``
+    (an installation without its checkout)."""
     if explicit:
-        root = Path(explicit).resolve()
-        if not _is_root(root):
-            raise ToolError(
-                f"ARCHWHEEL_ROOT={explicit} does not hold recipes/ and docker/Dockerfile"
+        try:
+            root = Path(explicit).resolve()
+            found = _is_root(root)
+        except (OSError, RuntimeError, ValueError) as exc:  # a loop of links, a NUL, too long
+            raise UsageError(f"ARCHWHEEL_ROOT={literal(explicit, 200)}: {exc}") from None
+        if not found:
+            raise UsageError(
+                f"ARCHWHEEL_ROOT={literal(explicit, 200)} does not hold recipes/ and "
+                "docker/Dockerfile",
+                hint="point it at the archwheel checkout, or unset it",
             )
         return root
     for start in (Path(__file__).resolve().parent, Path.cwd().resolve()):

@@ -22,6 +22,8 @@ from pathlib import Path
 from types import MappingProxyType
 
 from archwheel.effects import paths
+from archwheel.errors import UsageError
+from archwheel.text import literal, switch_value
 
 VARIABLES: Mapping[str, str] = MappingProxyType(
     {
@@ -40,6 +42,34 @@ VARIABLES: Mapping[str, str] = MappingProxyType(
 )
 """Each field of ``Settings`` and the variable it is read from."""
 
+SWITCHES: tuple[str, ...] = (
+    VARIABLES["keep_containers"],
+    VARIABLES["debug"],
+    "ARCHWHEEL_PURE_PYTHON",  # read by binary/speedups.py itself, at import
+)
+"""The boolean settings: each written ``1``/``true``/``yes`` or ``0``/``false``/``no``
+(``text.switch_value``), the same way for every one; anything else is a ``UsageError``."""
+
+
+def switch_setting(variable: str, environ: Mapping[str, str]) -> bool:
+    """The boolean setting ``variable`` of ``environ`` (unset or empty: off); a value that is
+    not a switch is a ``UsageError`` naming the variable, never read as on or off."""
+    text = environ.get(variable, "")
+    value = switch_value(text)
+    if value is None:
+        raise UsageError(
+            f"{variable}='{literal(text, 40)}': not a switch",
+            hint="write 1, true or yes to turn it on; 0, false, no or nothing to leave it off",
+        )
+    return value
+
+
+def check_switches(environ: Mapping[str, str]) -> None:
+    """Every boolean setting of ``environ`` is written as a switch (``switch_setting``): the
+    command line checks them before any command runs, those it reads or not."""
+    for variable in SWITCHES:
+        switch_setting(variable, environ)
+
 
 def _default_cache() -> Path:
     return paths.cache_dir(None)
@@ -54,24 +84,25 @@ class Settings:
     cache: Path = field(default_factory=_default_cache)
     root: str | None = None  # the archwheel checkout; None: found from the package or cwd
     recipes: tuple[Path, ...] = ()  # recipe folders searched before the checkout's own
-    keep_containers: bool = False  # keep containers after they end (for debugging)
+    keep_containers: bool = False  # keep containers after they end (for debugging); a switch
     run_label: str | None = None  # an extra label on every container (e.g. for tests)
     podman_runtime: str | None = None  # podman's --runtime; None: runc when on PATH, "": none
     cache_url: str | None = None  # the remote compiler cache (build --cache-url's default)
     debian_mirror: str | None = None  # the base image's Debian mirror (--mirror's default)
     cuobjdump: Path | None = None  # the cuobjdump to use, before any other found
     cuobjdump_timeout: str = ""  # per cuobjdump run, as written (checked where it is used)
-    debug: bool = False  # errors raise with their traceback instead of one line
+    debug: bool = False  # errors raise with their traceback instead of one line; a switch
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Settings:
-        """The settings ``environ`` gives (an unset or empty variable: the default)."""
+        """The settings ``environ`` gives (an unset or empty variable: the default); a boolean
+        setting that is not a switch (``switch_setting``) is a ``UsageError``."""
 
         def text(name: str) -> str | None:
             return environ.get(VARIABLES[name]) or None
 
         def switch(name: str) -> bool:
-            return environ.get(VARIABLES[name], "") not in ("", "0")
+            return switch_setting(VARIABLES[name], environ)
 
         explicit = text("cuobjdump")
         return cls(
@@ -86,7 +117,7 @@ class Settings:
             debian_mirror=text("debian_mirror"),
             cuobjdump=Path(explicit) if explicit else None,
             cuobjdump_timeout=environ.get(VARIABLES["cuobjdump_timeout"], "").strip(),
-            debug=bool(environ.get(VARIABLES["debug"])),
+            debug=switch("debug"),
         )
 
     def recipe_dirs(self) -> list[Path]:

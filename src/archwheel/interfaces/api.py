@@ -7,20 +7,47 @@ a driver version as text), makes the one call into the use case that the command
 returns the result dataclass the command renders (``to_json_dict()``/``to_json()`` gives the
 document ``--format json`` prints). Errors are ``archwheel.errors`` classes (``InputError``,
 ``UsageError``, ...), which carry no exit code; docs/api.md has an example.
+
+Every argument is checked before any work (``api_arguments``): a wrong type or value is a
+``UsageError`` naming the call and the parameter; an ``OSError`` the system raises on a path
+(too long a name, a loop of links, no permission) is an ``InputError`` naming it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from os import PathLike
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
+
+from archwheel.errors import InputError, UsageError
+from archwheel.interfaces.api_arguments import (
+    expect_argument,
+    flag_argument,
+    interpreter_argument,
+    names_argument,
+    path_argument,
+    paths_argument,
+    version_argument,
+    workers_argument,
+)
 
 if TYPE_CHECKING:
     from archwheel.facts import ArchList
     from archwheel.verdicts import AuditReport, CanRunReport, DiffReport, LoadReport
 
 StrPath = str | PathLike[str]
+
+_Result = TypeVar("_Result")
+
+
+def _guarded(work: Callable[[], _Result]) -> _Result:
+    """``work()``, an ``OSError`` on a path the caller gave (too long a name, a loop of links,
+    no permission) raised as an ``InputError``, as the command line reports it (exit 3)."""
+    try:
+        return work()
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise InputError(where + (exc.strerror or str(exc))) from exc
 
 
 def audit(
@@ -40,12 +67,17 @@ def audit(
     in ``report.inventory.problems``). ``deep``: also decompress every payload and check it
     against its header; ``all_members``: also look inside wheel members named like text or
     Python files; ``workers``: threads inflating wheel members."""
-    from archwheel.facts import ArchList
     from archwheel.inspection import audit_inputs
 
-    wanted = ArchList.parse(expect) if isinstance(expect, str) else expect
-    (report,) = audit_inputs(
-        [Path(path)], expect=wanted, deep=deep, all_members=all_members, workers=workers
+    where = path_argument("audit", "path", path)
+    wanted = expect_argument("audit", expect)
+    deep = flag_argument("audit", "deep", deep)
+    all_members = flag_argument("audit", "all_members", all_members)
+    count = workers_argument("audit", workers)
+    (report,) = _guarded(
+        lambda: audit_inputs(
+            [where], expect=wanted, deep=deep, all_members=all_members, workers=count
+        )
     )
     return report
 
@@ -69,13 +101,20 @@ def can_run(
     from archwheel.inspection import can_run as judge
     from archwheel.verdicts import resolve_gpus
 
-    inputs = [paths] if isinstance(paths, str | PathLike) else list(paths)
-    return judge(
-        [Path(p) for p in inputs],
-        resolve_gpus(gpus, ccs, facts=load_facts()),
-        driver=DriverVersion.parse(driver) if driver else None,
-        cuda_runtime=CudaVersion.parse(cuda_runtime) if cuda_runtime else None,
-    )
+    inputs = paths_argument("can_run", "paths", paths, one=True)
+    if not inputs:
+        raise UsageError("can_run: paths is empty", hint="give a wheel, a library or a folder")
+    names = names_argument("can_run", "gpus", gpus)
+    capabilities = names_argument("can_run", "ccs", ccs)
+    if not names and not capabilities:
+        raise UsageError("can_run: no GPU given", hint='give gpus=["A100"] or ccs=["8.0"]')
+    driver_text = version_argument("can_run", "driver", driver, "570.86.10")
+    runtime_text = version_argument("can_run", "cuda_runtime", cuda_runtime, "12.8")
+    facts = load_facts()
+    fleet = resolve_gpus(names, capabilities, facts=facts)
+    driver_version = DriverVersion.parse(driver_text) if driver_text else None
+    runtime = CudaVersion.parse(runtime_text) if runtime_text else None
+    return _guarded(lambda: judge(inputs, fleet, driver=driver_version, cuda_runtime=runtime))
 
 
 def can_load(
@@ -96,12 +135,15 @@ def can_load(
     system libraries the wheel's manylinux tag allows."""
     from archwheel.inspection import can_load as judge
 
-    return judge(
-        Path(wheel),
-        [Path(p) for p in with_],
-        installed=installed,
-        interpreter=interpreter,
-        host_libraries=host_libraries,
+    target = path_argument("can_load", "wheel", wheel)
+    others = paths_argument("can_load", "with_", with_, one=False)
+    use_installed = flag_argument("can_load", "installed", installed)
+    python = interpreter_argument("can_load", interpreter)
+    host = flag_argument("can_load", "host_libraries", host_libraries)
+    return _guarded(
+        lambda: judge(
+            target, others, installed=use_installed, interpreter=python, host_libraries=host
+        )
     )
 
 
@@ -113,4 +155,6 @@ def diff(old: StrPath, new: StrPath) -> DiffReport:
     arch ``old`` had is missing in ``new``."""
     from archwheel.inspection import diff_builds
 
-    return diff_builds(Path(old), Path(new))
+    before = path_argument("diff", "old", old)
+    after = path_argument("diff", "new", new)
+    return _guarded(lambda: diff_builds(before, after))

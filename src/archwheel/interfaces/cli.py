@@ -35,7 +35,7 @@ from archwheel.exit_codes import (
 )
 from archwheel.interfaces.commands import COMMANDS
 from archwheel.interfaces.streams import OutputGone, gone_message, guarded_streams
-from archwheel.text import literal
+from archwheel.text import literal, switch_value
 
 # Sub-command modules, in the order `archwheel --help` lists them. Each defines
 # `register(subparsers) -> None`, which adds a parser whose default `func(args) -> int` runs it.
@@ -140,6 +140,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def _debug() -> bool:
+    """``ARCHWHEEL_DEBUG`` is on (a value that is not a switch is off here: it was refused,
+    with one line, before the command ran)."""
+    return switch_value(os.environ.get("ARCHWHEEL_DEBUG", "")) is True
+
+
 def _main(argv: Sequence[str] | None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     command = _requested_command(arguments)
@@ -149,9 +155,12 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
+        from archwheel.effects.settings import check_switches
+
+        check_switches(os.environ)  # ARCHWHEEL_DEBUG=banana: exit 2, whatever the command
         code: int = args.func(args)
     except ArchwheelError as exc:
-        if os.environ.get("ARCHWHEEL_DEBUG"):
+        if _debug():
             raise
         print(f"archwheel: error: {literal(exc.one_line())}", file=sys.stderr)
         return exit_code_for(exc)
@@ -161,14 +170,14 @@ def _main(argv: Sequence[str] | None) -> int:
     except OSError as exc:
         # The system refused a path the user gave (too long a name, a loop of links, a full
         # disk, no permission): the input or the machine, not a bug of archwheel.
-        if os.environ.get("ARCHWHEEL_DEBUG"):
+        if _debug():
             raise
         where = f"{exc.filename}: " if exc.filename else ""
         reason = exc.strerror or str(exc)
         print(f"archwheel: error: {literal(where + reason)}", file=sys.stderr)
         return EXIT_INCOMPLETE
     except Exception as exc:
-        if os.environ.get("ARCHWHEEL_DEBUG"):
+        if _debug():
             raise
         print(
             f"archwheel: internal error: {type(exc).__name__}: {literal(exc)} "

@@ -45,6 +45,7 @@ from archwheel.wheelbuild.compression import FatbinCompression, choose_compressi
 from archwheel.wheelbuild.jobs import JobCount
 from archwheel.wheelbuild.nvcc_record import TIME_FLAG
 from archwheel.wheelbuild.parallel import ParallelPlan, choose_parallel, without_threads
+from archwheel.wheelbuild.recipe_env import refuse_replaced
 from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.remote_cache import (
     LAUNCHER_DIR,
@@ -364,10 +365,10 @@ def make_plan(
         own = nvcc_env.get("NVCC_APPEND_FLAGS", "")
         nvcc_env["NVCC_APPEND_FLAGS"] = f"{own} {compression.flags}".strip()
     if recipe.kind == "extension" and cuda is not None:
-        # The build's own record of its nvcc compiles (nvcc_record.py; module_gate.py)
+        # The build's own record of its nvcc compiles (nvcc_record.py; module_gate.py); a
+        # recipe's own --time is refused when it is read (recipe_env.sets_nvcc_time)
         own = nvcc_env.get("NVCC_APPEND_FLAGS", "")
-        if "--time" not in own.split():
-            nvcc_env["NVCC_APPEND_FLAGS"] = f"{own} {TIME_FLAG}".strip()
+        nvcc_env["NVCC_APPEND_FLAGS"] = f"{own} {TIME_FLAG}".strip()
     parallel = choose_parallel(
         recipe.build.parallel,
         jobs,
@@ -438,6 +439,7 @@ def make_plan(
     else:
         env["CCACHE_DISABLE"] = "1"
     _apply_parallel(env, recipe, parallel)
+    refuse_replaced(recipe, env)  # what archwheel set over the recipe's own: refused, not lost
     env = dict(sorted(env.items()))
 
     # The work folder (mounted at /build) is made per build by the runner and added then.

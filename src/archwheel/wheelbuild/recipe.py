@@ -36,6 +36,7 @@ from archwheel.facts.python_target import PythonTarget
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.cmake_arch import env_problem, variable_problem
 from archwheel.wheelbuild.parallel import BuildExtMode, ParallelSwitches
+from archwheel.wheelbuild.recipe_env import OWN_TIME, OWN_TIME_HINT, sets_nvcc_time
 from archwheel.wheelbuild.recipe_model import (
     ARCH_FORMATS,
     CONSUMER_FORMAT,
@@ -640,6 +641,10 @@ def _parse_build(table: Table, arch: ArchInput) -> BuildSpec:
             raise table.fail(
                 f"env.{key}", "is set by archwheel itself and cannot be overridden here"
             )
+        if sets_nvcc_time(env[key]):
+            raise table.fail(f"env.{key}", OWN_TIME, hint=OWN_TIME_HINT)
+    if sets_nvcc_time(command):
+        raise table.fail("command", OWN_TIME, hint=OWN_TIME_HINT)
     clash = env_problem(arch.consumer, env)  # CUDAARCHS, CMAKE_ARGS: cmake_arch.py
     if clash is not None:
         raise table.fail(f"env.{clash[0]}", clash[1])

@@ -58,7 +58,10 @@ DEFAULT_ARCH_VARIABLE: Mapping[str, str] = MappingProxyType(
     }
 )
 
-# Variables archwheel sets itself in the build container; a recipe may not override them.
+# Variables archwheel sets itself in the build container; a recipe may not override them
+# (refused when the recipe is read). plan.py sets them; a variable it sets that is missing here
+# is still refused, when the plan is made (plan.refuse_replaced), never replaced silently, and
+# tests/unit/wheelbuild/test_build_plan.py checks that this set holds every one it sets.
 RESERVED_ENV = frozenset(
     {
         "PATH",
@@ -66,8 +69,16 @@ RESERVED_ENV = frozenset(
         "CUDA_HOME",
         "CUDA_PATH",
         "SOURCE_DATE_EPOCH",
+        "PYTHONDONTWRITEBYTECODE",
+        "TZ",
+        "LC_ALL",
         "CCACHE_DIR",
         "CCACHE_BASEDIR",
+        "CCACHE_COMPILERCHECK",
+        "CCACHE_MAXSIZE",
+        "CCACHE_NOHASHDIR",
+        "CCACHE_STATSLOG",
+        "CCACHE_TEMPDIR",
         "CCACHE_DISABLE",
         "ARCHWHEEL_SRC",
         "ARCHWHEEL_DIST",

@@ -14,6 +14,7 @@ import re
 import stat
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -260,12 +261,48 @@ def test_find_prefers_the_explicit_variable_then_path_then_cuda_home(
     (cuda_home / "bin").mkdir(parents=True)
     (cuda_home / "bin" / "cuobjdump").symlink_to(real)
     base = {"ARCHWHEEL_CACHE": str(tmp_path / "cache")}
-    env = {**base, "PATH": str(on_path), "CUDA_HOME": str(cuda_home), "ARCHWHEEL_CUOBJDUMP": "/x"}
+    env = {**base, "PATH": str(on_path), "CUDA_HOME": str(cuda_home)}
     assert _find({**env, "ARCHWHEEL_CUOBJDUMP": str(real)}, []) == real
     assert _find(env, []) == on_path / "cuobjdump"
     assert _find({**base, "PATH": "", "CUDA_HOME": str(cuda_home)}, []) == (
         cuda_home / "bin" / "cuobjdump"
     )
+
+
+def _not_executable(folder: Path) -> str:
+    path = folder / "cuobjdump-text"
+    path.write_text("#!/bin/sh\n")
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda folder: str(folder / "missing"), "no such file"),
+        (str, "a folder"),
+        (lambda _: "/dev/null", "not a regular file"),
+        (_not_executable, "not executable"),
+    ],
+)
+def test_a_wrong_explicit_cuobjdump_is_a_usage_error_not_skipped(
+    tmp_path: Path, make: Callable[[Path], str], why: str
+) -> None:
+    """ARCHWHEEL_CUOBJDUMP names the one to use: a wrong one was skipped for the one on PATH,
+    or, with none, for a pip install from the index (13 s)."""
+    on_path = tmp_path / "path-bin"
+    on_path.mkdir()
+    other = on_path / "cuobjdump"  # another executable, found first before
+    other.write_text("#!/bin/sh\nexit 0\n")
+    other.chmod(0o755)
+    wrong = make(tmp_path)
+    env = {"ARCHWHEEL_CACHE": str(tmp_path / "cache"), "PATH": str(on_path)}
+    with pytest.raises(UsageError, match=f"ARCHWHEEL_CUOBJDUMP=.*: {why}") as info:
+        _find({**env, "ARCHWHEEL_CUOBJDUMP": wrong}, [])
+    assert "\n" not in info.value.one_line()
+    with pytest.raises(UsageError, match=why):  # before any install is tried
+        ensure_cuobjdump(
+            Settings.from_environ({**env, "ARCHWHEEL_CUOBJDUMP": wrong}), install=True, environ=env
+        )
 
 
 def test_find_looks_in_site_packages_for_the_pypi_wheel(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import sys
 import zipfile
@@ -19,9 +20,11 @@ from pathlib import Path
 
 import pytest
 
+import archwheel
 from archwheel.binary.scan.inputs import MAX_PROBLEMS_PER_INPUT, scan_wheel
 from archwheel.binary.scan.pool import scan_members
 from archwheel.binary.zipread import WheelReader
+from archwheel.errors import ArchwheelError
 from archwheel.exit_codes import ExitCode
 from tests.support.builders import (
     Entry,
@@ -128,6 +131,20 @@ def _unplaceable_ar_member(folder: Path) -> str:
     return str(write_zip(folder / "ar-1.0-py3-none-any.whl", [("ar/libx.a", bytes(data))]))
 
 
+def _recipe_with_env(env_line: str) -> Make:
+    """An extension recipe whose [build.env] holds ``env_line`` (a folder "src" beside it)."""
+
+    def make(folder: Path) -> str:
+        (folder / "src").mkdir(exist_ok=True)
+        text = (REPO / "recipes" / "example.toml").read_text(encoding="utf-8")
+        text = re.sub(r'^path = ".*"$', 'path = "src"', text, count=1, flags=re.M)
+        path = folder / "recipe.toml"
+        path.write_text(text.replace("[build.env]\n", f"[build.env]\n{env_line}\n", 1))
+        return str(path)
+
+    return make
+
+
 BAD_INPUTS: dict[str, Make] = {
     "fifo": _fifo,
     "char-device": lambda _: "/dev/zero",
@@ -154,6 +171,9 @@ BAD_INPUTS: dict[str, Make] = {
     "empty-member-name": _empty_member_name,
     "metadata-disagrees-with-file-name": _metadata_disagrees,
     "unplaceable-ar-member": _unplaceable_ar_member,
+    # archwheel sets TZ itself: it was replaced silently; nvcc's own --time moved the record
+    "recipe-sets-tz": _recipe_with_env('TZ = "Europe/Paris"'),
+    "recipe-own-nvcc-time": _recipe_with_env('NVCC_APPEND_FLAGS = "--time /tmp/mine.csv"'),
     "zip-declaring-a-billion-members": lambda folder: str(
         zip_declaring(folder / "many-1.0-py3-none-any.whl", [("many/a.txt", b"x")], 10**9)
     ),
@@ -224,6 +244,79 @@ def test_no_bad_input_is_an_internal_error(
     assert len(err) < 20_000, "an error line repeats a huge argument"
     if code != ExitCode.OK:
         assert err.strip() or out.strip()
+
+
+API_CALLS: dict[str, Callable[[str], object]] = {
+    "audit": archwheel.audit,
+    "audit-expect": lambda x: archwheel.audit(x, expect="8.0", deep=True),
+    "can_run": lambda x: archwheel.can_run(x, ccs=["8.0"]),
+    "can_run-list": lambda x: archwheel.can_run([x, x], gpus=["A100"], driver="570.86.10"),
+    "can_load": lambda x: archwheel.can_load(x, with_=[x]),
+    "diff": lambda x: archwheel.diff(x, x),
+}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_INPUTS))
+@pytest.mark.parametrize("call", sorted(API_CALLS))
+def test_no_bad_input_escapes_the_python_api_as_another_exception(
+    call: str, bad: str, tmp_path: Path
+) -> None:
+    """The Python API on the same shapes: a report, or an archwheel error with one line (an
+    OSError on a path is an InputError), never a bare ValueError, OSError or TypeError."""
+    if bad == "proc-file" and not Path("/proc/self/status").exists():
+        pytest.skip("no /proc here")
+    argument = BAD_INPUTS[bad](tmp_path)
+    error: ArchwheelError | None = None
+    with watchdog(60):
+        try:
+            API_CALLS[call](argument)
+        except ArchwheelError as raised:
+            error = raised
+    assert error is None or "\n" not in error.one_line()
+
+
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [
+        ("recipe-sets-tz", "[build] env.TZ: is set by archwheel itself"),
+        ("recipe-own-nvcc-time", "[build] env.NVCC_APPEND_FLAGS: gives nvcc its own --time"),
+    ],
+)
+def test_a_recipe_that_replaces_or_defeats_archwheel_is_refused_by_build_plan(
+    bad: str, words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _main(COMMANDS["build-recipe"](BAD_INPUTS[bad](tmp_path), tmp_path)) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err
+
+
+# Settings written wrong: refused before any command runs (exit 2, one line naming the
+# variable), whatever the command reads (ARCHWHEEL_DEBUG=0 turned debugging on).
+BAD_SETTINGS: dict[str, dict[str, str]] = {
+    "debug-not-a-switch": {"ARCHWHEEL_DEBUG": "banana"},
+    "debug-two": {"ARCHWHEEL_DEBUG": "2"},
+    "keep-containers-on": {"ARCHWHEEL_KEEP_CONTAINERS": "on"},
+    "pure-python-escape": {"ARCHWHEEL_PURE_PYTHON": "\x1b[31m1"},
+}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_SETTINGS))
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_setting_written_wrong_is_a_usage_error_for_every_command(
+    command: str,
+    bad: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for variable, value in BAD_SETTINGS[bad].items():
+        monkeypatch.setenv(variable, value)
+    with watchdog(60):
+        code = _main(COMMANDS[command](str(tmp_path / "x.whl"), tmp_path))
+    err = capsys.readouterr().err
+    assert code == ExitCode.USAGE, err[-2000:]
+    (variable,) = BAD_SETTINGS[bad]
+    assert err.count("\n") == 1 and f"{variable}=" in err and "\x1b" not in err
 
 
 @pytest.mark.parametrize(
