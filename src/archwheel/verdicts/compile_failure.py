@@ -350,6 +350,11 @@ _MAY_EXPLAIN = re.compile(
     r"CMAKE_CUDA_COMPILER|CUDACXX|find nvcc",
     re.IGNORECASE,
 )
+# What EvidenceLines keeps: the first lines that may show a cause, the last that set a C++
+# standard, the last lines.
+MAX_FIRST_LINES = 200
+MAX_STANDARD_LINES = 50
+MAX_TAIL_LINES = 400
 _SETS_STANDARD = re.compile(r"std[= :](?:c|gnu)\+\+")
 
 
@@ -360,7 +365,13 @@ class EvidenceLines:
     (the failing compile's command), and the last lines. ``lines()`` gives them in the order
     they came, each once."""
 
-    def __init__(self, *, first: int = 200, standards: int = 50, tail: int = 400) -> None:
+    def __init__(
+        self,
+        *,
+        first: int = MAX_FIRST_LINES,
+        standards: int = MAX_STANDARD_LINES,
+        tail: int = MAX_TAIL_LINES,
+    ) -> None:
         self._first: list[tuple[int, str]] = []
         self._first_max = first
         self._standards: deque[tuple[int, str]] = deque(maxlen=standards)

@@ -44,6 +44,7 @@ from archwheel.wheelbuild.plan import (
     choose_python,
     make_plan,
 )
+from archwheel.wheelbuild.project_constraints import project_check
 from archwheel.wheelbuild.recipe_lookup import find_recipe
 from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.recipe_torch import with_torch
@@ -245,10 +246,12 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
             source = ResolvedSource.not_resolved(recipe.source, exc.one_line(), epoch)
     checked: tuple[tuple[str, str], ...] = ()
     ninja_off: tuple[str, ...] | None = None  # not known until the source is read
+    project = None  # the project's own constraints: a Python it excludes stops here (exit 2)
     if not source.unresolved:
         checked, ninja_off = look_at_source(
             source.root, source.files, recipe.arch.variable, resolved.arch.arch_list
         )
+        project = project_check(recipe, source, resolved.python, torch)
     plan = make_plan(
         recipe,
         resolved.arch,
@@ -260,7 +263,7 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
         torch=torch,
         ninja_off=ninja_off,
     )
-    plan = dataclasses.replace(plan, source_check=checked)
+    plan = dataclasses.replace(plan, source_check=checked, project=project)
     reporter.planned(plan, repair)
     if request.plan_only:
         return BuildResult(plan, repair)

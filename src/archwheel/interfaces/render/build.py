@@ -102,6 +102,8 @@ class ConsoleReporter:
 
     def planned(self, plan: BuildPlan, repair: RepairSpec | None) -> None:
         print_plan(self.console, plan)
+        for line in plan.project.warnings() if plan.project is not None else []:
+            self.console.print(literal(f"warning: {line}"), markup=False, highlight=False)
         if repair is not None:
             self.console.print(
                 literal(f"repair: {repair.describe()}"), markup=False, highlight=False
@@ -140,6 +142,7 @@ def plan_json(plan: BuildPlan) -> dict[str, object]:
         "container": dict(plan.environment_rows()[:2]),
         "source_check": [value for label, value in plan.source_check if label == "source check"],
         "parallel": plan.parallel.to_json() if plan.parallel is not None else None,
+        "project": plan.project.to_json_dict() if plan.project is not None else None,
         "fatbins": (
             {"flags": plan.compression.flags, "why": plan.compression.why}
             if plan.compression is not None
