@@ -266,7 +266,13 @@ def test_build_plan_says_each_contradiction_and_the_json_records_it(
     )
     code, out, err = cli_run(*argv, "--python", "3.12", "--format", "json")
     assert code == 0, err
-    project = json.loads(out)["project"]
+    document = json.loads(out)
+    # the plan's python row gives the tag the backend will write, and says why
+    assert document["plan"]["python"] == (
+        "3.12 (with the GIL; wheel tag cp312-cp312 (setuptools.build_meta's tag for an "
+        "extension module))"
+    )
+    project = document["project"]
     assert project["requires_python"]["ignored"] is False
     assert [t["origin"] for t in project["torch"] if t["overridden"]] == [
         "pyproject.toml [build-system] requires",
