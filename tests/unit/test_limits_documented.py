@@ -69,6 +69,8 @@ def _module(short: str) -> str:
         "build.recipe": "archwheel.wheelbuild.recipe",
         "build.source": "archwheel.wheelbuild.source",
         "build.jobs": "archwheel.wheelbuild.jobs",
+        "build.project_constraints": "archwheel.wheelbuild.project_constraints",
+        "verdicts.compile_failure": "archwheel.verdicts.compile_failure",
         "matrix.plan": "archwheel.matrix.plan",
         "matrix.index": "archwheel.matrix.index",
         "inspection.diffing": "archwheel.inspection.diffing",

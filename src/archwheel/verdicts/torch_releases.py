@@ -124,7 +124,7 @@ def extension_target(tags: Iterable[str], python: str | None) -> tuple[str, str]
     if python is not None:
         major, _, minor = python.partition(".")
         if not (major.isdigit() and minor.isdigit()):
-            raise UsageError(f"--python {python!r}: expected X.Y, e.g. 3.11")
+            raise UsageError(f"--python-version {python!r}: expected X.Y, e.g. 3.11")
         interpreters = {f"cp{major}{minor}"}
     if len(interpreters) != 1:
         raise UsageError(
@@ -135,7 +135,7 @@ def extension_target(tags: Iterable[str], python: str | None) -> tuple[str, str]
                 else "no CPython of its own (abi3 or pure)"
             )
             + ": which torch build it meets depends on the Python",
-            hint="give --python X.Y",
+            hint="give --python-version X.Y (the Python whose torch builds to read)",
         )
     if len(machines) != 1:
         raise UsageError(

@@ -1,5 +1,10 @@
 """Why a compile step failed, when the output says more than its exit code.
 
+``compile_failure_error`` is the one place a failed compile step becomes its message: a full
+file system, then memory, then the other causes ``verdicts.compile_failure`` knows (the C++
+standard, a missing CUDA header, nvcc not found), each one line with its fix and the path of
+the full log; an unknown cause keeps the step's last line, with the log's path.
+
 A compile that runs out of memory rarely says so in its exit status: the kernel's OOM killer
 ends one ``cc1plus`` or ``cicc`` and the compiler driver reports "Killed signal terminated
 program cc1plus" (exit 1), or an address-space limit makes the compiler print "virtual memory
@@ -11,21 +16,23 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from archwheel.effects.engine import OOM_LIKELY
 from archwheel.errors import BuildError
-
-OOM_SIGNATURES = (
-    re.compile(r"Killed signal terminated program (\S+)"),
-    re.compile(r"virtual memory exhausted"),
-    re.compile(r"std::bad_alloc"),
-    re.compile(r"\bout of memory\b", re.IGNORECASE),
-    re.compile(r"Cannot allocate memory"),
-    re.compile(r"MemoryError"),
-    re.compile(r"nvcc error\s*:\s*'(\S+)' died due to signal 9"),
+from archwheel.verdicts.compile_failure import (
+    OOM_PATTERNS,
+    OUT_OF_MEMORY,
+    FailureContext,
+    classify_compile_failure,
 )
+
+if TYPE_CHECKING:  # the type only (plan.py does not import this module)
+    from archwheel.wheelbuild.plan import BuildPlan
+
+OOM_SIGNATURES = OOM_PATTERNS  # one table (verdicts/compile_failure.py)
 
 
 def out_of_memory_evidence(lines: Iterable[str], message: str) -> str | None:
@@ -76,4 +83,57 @@ def out_of_space_error(evidence: str, *, work: Path) -> BuildError:
         f"(/build in the container; {size}) filled up; nothing was placed",
         hint="free space there or point TMPDIR at a larger file system; the container's own "
         "/tmp lives in the engine's storage (`docker system df`)",
+    )
+
+
+def with_log(error: BuildError, log: str | None) -> BuildError:
+    """``error`` with the path of the build's full log after its hint (the same object)."""
+    if log:
+        where = f"the full log: {log}"
+        error.hint = f"{error.hint}; {where}" if error.hint else where
+    return error
+
+
+def compile_failure_error(
+    error: BuildError,
+    *,
+    tail: Sequence[str],
+    evidence: Sequence[str],
+    plan: BuildPlan,
+    work: Path,
+    log: str | None,
+) -> BuildError:
+    """The error a failed compile step ends the build with: its known cause and fix where
+    its output shows one (``tail``: the last lines; ``evidence``: ``EvidenceLines.lines()``),
+    else ``error`` itself; with the log's path either way."""
+    no_room = out_of_space_evidence(tail)
+    if no_room is not None:
+        return with_log(out_of_space_error(no_room, work=work), log)
+    recipe = plan.recipe
+    oom = out_of_memory_evidence(tail, error.message)
+    torch = plan.torch.wheel.version if plan.torch is not None else None
+    context = FailureContext(
+        toolchain=recipe.toolchain.source,
+        cuda_major=recipe.toolchain.cuda.major if recipe.toolchain.cuda is not None else None,
+        torch=torch,
+    )
+    cause = None if oom is not None else classify_compile_failure(evidence, context)
+    if cause is not None and cause.kind == OUT_OF_MEMORY:
+        oom = cause.evidence
+    if oom is not None:
+        return with_log(
+            out_of_memory_error(
+                oom,
+                jobs=plan.jobs.jobs,
+                jobs_variable=recipe.build.jobs_variable,
+                memory_per_job_gib=recipe.build.memory_per_job_gib,
+                recipe=recipe.path,
+            ),
+            log,
+        )
+    if cause is None:
+        return with_log(error, log)
+    return with_log(
+        BuildError(f"the compile failed: {cause.cause} ({cause.evidence[:200]})", hint=cause.fix),
+        log,
     )

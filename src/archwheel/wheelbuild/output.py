@@ -39,6 +39,12 @@ class BuildOutput:
         self.shown = shown
         self.stage_name = ""
 
+    @property
+    def log_path(self) -> str | None:
+        """The path of the log file, where it is one (its name); None otherwise."""
+        name = getattr(self.log, "name", None)
+        return name if isinstance(name, str) and not name.startswith("<") else None
+
     def _write(self, text: str) -> None:
         if self.log is not None:
             self.log.write(text + "\n")

@@ -45,6 +45,7 @@ from archwheel.wheelbuild.compression import FatbinCompression, choose_compressi
 from archwheel.wheelbuild.jobs import JobCount
 from archwheel.wheelbuild.nvcc_record import TIME_FLAG
 from archwheel.wheelbuild.parallel import ParallelPlan, choose_parallel, without_threads
+from archwheel.wheelbuild.project_constraints import ProjectCheck
 from archwheel.wheelbuild.recipe_env import refuse_replaced
 from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.remote_cache import (
@@ -216,6 +217,7 @@ class BuildPlan:
     source_check: tuple[tuple[str, str], ...] = ()  # the build files' own archs and switches
     parallel: ParallelPlan | None = None  # how the compiles share the cores (parallel.py)
     compression: FatbinCompression | None = None  # an extension's fatbins (compression.py)
+    project: ProjectCheck | None = None  # the project's own constraints (project_constraints.py)
 
     @property
     def user(self) -> str:
@@ -286,7 +288,13 @@ class BuildPlan:
                 if recipe.toolchain.base_image_id
                 else f"{self.base_image} (tag not pinned: [toolchain] base_image_id)",
             ),
-            ("python", PythonTarget.parse(self.python).describe()),
+            (
+                "python",
+                self.project.python_row()
+                if self.project is not None
+                else PythonTarget.parse(self.python).describe(),
+            ),
+            *(self.project.rows() if self.project is not None else []),
             ("jobs", f"{recipe.build.jobs_variable}={self.jobs.reason}"),
             *(
                 [("parallel", self.parallel.describe(recipe.build.jobs_variable))]

@@ -217,5 +217,7 @@ def provenance_for(
     )
     # [torch] loads_with: can-load against each release, and the Requires-Dist they backed.
     document["torch_range"] = run.torch_range.to_json_dict() if run.torch_range else None
+    # The project's own requires-python and torch requirement, and what the build overrode.
+    document["project"] = plan.project.to_json_dict() if plan.project is not None else None
     document["repair"] = dict(run.repair) if run.repair is not None else None
     return document

@@ -111,7 +111,7 @@ SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
         "toolchain": frozenset(
             {"cuda", "base_image", "base_image_id", "source", "pypi_packages", "system_packages"}
         ),
-        "python": frozenset({"versions"}),
+        "python": frozenset({"versions", "ignore_requires_python"}),
         "arch": frozenset({"variable", "format", "consumer", "default"}),
         "build": frozenset(
             {
@@ -223,6 +223,8 @@ def parse_recipe(
             PythonTarget.parse(v)
         except ValueError as exc:
             raise python.fail("versions", str(exc)) from None
+    # build for a Python the project's requires-python excludes (wheelbuild/project_constraints)
+    ignore_requires_python = python.flag("ignore_requires_python", False)
     # The torch whose arch-list readers apply (facts/arch_grammars.py): the release a PyTorch
     # recipe builds, or the torch an extension pins in its build requirements or [torch] table.
     grammar_torch = (
@@ -265,6 +267,7 @@ def parse_recipe(
         source=source,
         toolchain=toolchain,
         python_versions=versions,
+        ignore_requires_python=ignore_requires_python,
         arch=arch,
         build=build,
         smoke_snippet=snippet,

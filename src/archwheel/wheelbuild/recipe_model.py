@@ -251,6 +251,8 @@ class Recipe:
     repair: RepairConfig | None = None  # None: no [repair] table, the wheel is not repaired
     torch: TorchOptions = field(default_factory=TorchOptions)
     gate: GateSpec = field(default_factory=GateSpec)
+    # [python] ignore_requires_python: build for a Python the project excludes (provenance)
+    ignore_requires_python: bool = False
 
     @property
     def default_python(self) -> str:

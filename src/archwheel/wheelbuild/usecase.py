@@ -44,6 +44,7 @@ from archwheel.wheelbuild.plan import (
     choose_python,
     make_plan,
 )
+from archwheel.wheelbuild.project_constraints import project_check
 from archwheel.wheelbuild.recipe_lookup import find_recipe
 from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.recipe_torch import with_torch
@@ -246,11 +247,13 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
     checked: tuple[tuple[str, str], ...] = ()
     ninja_off: tuple[str, ...] | None = None  # not known until the source is read
     own_threads: tuple[str, ...] = ()
+    project = None  # the project's own constraints: a Python it excludes stops here (exit 2)
     if not source.unresolved:
         checked, ninja_off, own_threads = look_at_source(
             source.root, source.files, recipe.arch.variable, resolved.arch.arch_list,
             consumer=recipe.arch.consumer, arch_value=resolved.arch.value,
         )  # fmt: skip
+        project = project_check(recipe, source, resolved.python, torch)
     plan = make_plan(
         recipe,
         resolved.arch,
@@ -263,7 +266,7 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
         ninja_off=ninja_off,
         own_threads=own_threads,
     )
-    plan = dataclasses.replace(plan, source_check=checked)
+    plan = dataclasses.replace(plan, source_check=checked, project=project)
     reporter.planned(plan, repair)
     if request.plan_only:
         return BuildResult(plan, repair)

@@ -23,10 +23,10 @@ from archwheel.effects.owner import owned_tempdir, remove_owned, unmark_folder
 from archwheel.effects.redis_relay import UnixRelay
 from archwheel.errors import BuildError
 from archwheel.facts.python_target import PythonTarget
+from archwheel.verdicts.compile_failure import EvidenceLines
 from archwheel.wheelbuild.builder_image import BuilderImage, Toolchain
 from archwheel.wheelbuild.failures import (
-    out_of_memory_error,
-    out_of_memory_evidence,
+    compile_failure_error,
     out_of_space_error,
     out_of_space_evidence,
 )
@@ -166,11 +166,14 @@ class WorkFolder:
         return stats, room
 
     def _call(self, container: Container, plan: BuildPlan, step: Step, work: Path) -> None:
-        """One step; a compile that ran out of memory says so, with what to change."""
+        """One step; a failed compile says why where its output shows a known cause
+        (failures.compile_failure_error: memory, disk, the C++ standard, ...)."""
         tail: deque[str] = deque(maxlen=400)
+        evidence = EvidenceLines()
 
         def sink(line: str) -> None:
             tail.append(line)
+            evidence.add(line)
             self.output.line(line)
 
         try:
@@ -183,19 +186,19 @@ class WorkFolder:
                 what=f"step {step.name!r}",
             )
         except BuildError as exc:
+            if step.name == "compile":
+                raise compile_failure_error(
+                    exc,
+                    tail=tail,
+                    evidence=evidence.lines(),
+                    plan=plan,
+                    work=work,
+                    log=self.output.log_path,
+                ) from None
             no_room = out_of_space_evidence(tail)
             if no_room is not None:
                 raise out_of_space_error(no_room, work=work) from None
-            evidence = out_of_memory_evidence(tail, exc.message)
-            if step.name != "compile" or evidence is None:
-                raise
-            raise out_of_memory_error(
-                evidence,
-                jobs=plan.jobs.jobs,
-                jobs_variable=plan.recipe.build.jobs_variable,
-                memory_per_job_gib=plan.recipe.build.memory_per_job_gib,
-                recipe=plan.recipe.path,
-            ) from None
+            raise
 
 
 def _prepare(work: Path, plan: BuildPlan) -> None:

@@ -134,6 +134,9 @@ def test_a_run_delivers_the_audited_wheel_with_its_provenance(tmp_path: Path) ->
     assert provenance["compiler_cache"]["local_hits"] == 2
     assert provenance["compiler_cache"]["misses"] == 1
     assert list(provenance)[-1] == "repair" and provenance["repair"]["wheel"] == result.wheel.name
+    # what the project declares (the example's pyproject.toml: no requires-python, no torch)
+    assert provenance["project"]["files"] == ["pyproject.toml"]
+    assert provenance["project"]["requires_python"] is None
     assert dict(result.cache_stats)["local_hits"] == 2
     assert work.plans == [plan]
     assert "== engine: check docker" in log.getvalue()

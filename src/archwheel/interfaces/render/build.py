@@ -106,6 +106,8 @@ class ConsoleReporter:
 
     def planned(self, plan: BuildPlan, repair: RepairSpec | None) -> None:
         print_plan(self.plan_console, plan)
+        for line in plan.project.warnings() if plan.project is not None else []:
+            self.console.print(literal(f"warning: {line}"), markup=False, highlight=False)
         if repair is not None:
             self.plan_console.print(
                 literal(f"repair: {repair.describe()}"), markup=False, highlight=False
@@ -150,6 +152,7 @@ def plan_json(plan: BuildPlan) -> dict[str, object]:
             if label in ("cmake", "arch variable")
         ],
         "parallel": plan.parallel.to_json() if plan.parallel is not None else None,
+        "project": plan.project.to_json_dict() if plan.project is not None else None,
         "fatbins": (
             {"flags": plan.compression.flags, "why": plan.compression.why}
             if plan.compression is not None

@@ -1,0 +1,294 @@
+"""The project's own constraints (requires-python, its torch requirement, its wheel tag), read
+statically from its build files and judged against the recipe before any container."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from archwheel.errors import UsageError
+from archwheel.exit_codes import EXIT_USAGE, exit_code_for
+from archwheel.wheelbuild.project_constraints import (
+    Declared,
+    ProjectCheck,
+    check_project,
+    python_excluded,
+    read_constraints,
+)
+from tests.support.cli import CliRun
+from tests.support.torch_pin_support import fake_torch_wheel
+
+PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=64", "torch>=2.0,<2.8", "wheel"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "capped-ext"
+version = "0.3.0"
+requires-python = ">=3.12"
+dependencies = ["numpy", "torch>=2.0,<2.8"]
+"""
+
+
+def _check(texts: dict[str, str], python: str = "3.12", ignore: bool = False) -> ProjectCheck:
+    return check_project(
+        read_constraints(texts),
+        python=python,
+        torch="2.14.1",
+        requires_dist="torch==2.14.1",
+        ignore_requires_python=ignore,
+        recipe=Path("recipes/capped.toml"),
+        recipe_pythons=("3.11", "3.12"),
+    )
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+def test_pyproject_declares_python_and_torch_in_both_places() -> None:
+    found = read_constraints({"pyproject.toml": PYPROJECT})
+    assert found.requires_python == Declared(">=3.12", "pyproject.toml [project] requires-python")
+    assert found.torch == (
+        Declared("torch>=2.0,<2.8", "pyproject.toml [build-system] requires"),
+        Declared("torch>=2.0,<2.8", "pyproject.toml [project] dependencies"),
+    )
+    assert found.backend == "setuptools.build_meta"
+
+
+def test_setup_cfg_is_read_as_setuptools_reads_it() -> None:
+    cfg = (
+        "[metadata]\nname = x\n\n[options]\npython_requires = >=3.10, !=3.11.*\n"
+        "install_requires =\n    numpy\n    torch >=2.1  # the ABI\nsetup_requires = torch==2.3.1\n"
+        "\n[bdist_wheel]\npy_limited_api = cp39\n"
+    )
+    found = read_constraints({"setup.cfg": cfg})
+    assert found.requires_python is not None
+    assert found.requires_python.requirement == ">=3.10, !=3.11.*"
+    assert [d.requirement for d in found.torch] == ["torch >=2.1", "torch==2.3.1"]
+    assert found.tag == Declared("cp39-abi3", "setup.cfg [bdist_wheel] py_limited_api")
+
+
+def test_setup_py_literals_are_read_and_computed_values_named_never_run(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    setup_py = f"""\
+import pathlib
+from setuptools import setup
+pathlib.Path({str(marker)!r}).write_text("setup.py was executed")
+REQUIRES = ["torch>=1.13,<2.6", "einops"]
+setup(
+    name="x",
+    python_requires=">=3.9",
+    install_requires=REQUIRES,
+    setup_requires=[r for r in open("reqs.txt")],
+    options={{"bdist_wheel": {{"py_limited_api": "cp310"}}}},
+)
+"""
+    found = read_constraints({"setup.py": setup_py})
+    assert not marker.exists()
+    assert found.requires_python == Declared(">=3.9", "setup.py setup(python_requires=...)")
+    assert found.torch == (Declared("torch>=1.13,<2.6", "setup.py setup(install_requires=...)"),)
+    assert found.unread == ("setup.py setup(setup_requires=...) (computed, not a literal)",)
+    assert found.tag is not None and found.tag.requirement == "cp310-abi3"
+
+
+def test_pyproject_wins_over_setup_py_for_requires_python() -> None:
+    found = read_constraints(
+        {"pyproject.toml": PYPROJECT, "setup.py": "setup(python_requires='>=3.8')"}
+    )
+    assert found.requires_python is not None and found.requires_python.requirement == ">=3.12"
+    assert found.files == ("pyproject.toml", "setup.py")
+
+
+def test_a_torch_requirement_for_another_platform_or_an_extra_is_not_the_projects() -> None:
+    text = (
+        '[project]\nname = "x"\nversion = "1"\n'
+        "dependencies = [\"torch>=2.9; sys_platform == 'win32'\", \"torch>=2.1; extra == 'gpu'\"]\n"
+    )
+    assert read_constraints({"pyproject.toml": text}).torch == ()
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("pyproject.toml", "[project\nrequires-python = '>=3.12'"),
+        ("pyproject.toml", "a = " + "[" * 5000 + "]" * 5000),
+        ("setup.py", "setup(python_requires='>=3.9'"),
+        ("setup.py", "x = " + "(" * 100_000 + ")" * 100_000),
+        ("setup.py", "setup(\0)"),
+        ("setup.cfg", "[options\npython_requires = >=3.9"),
+        ("setup.cfg", "[options]\npython_requires = banana"),
+    ],
+)
+def test_an_unreadable_file_is_one_note_not_a_traceback(name: str, text: str) -> None:
+    found = read_constraints({name: text})
+    assert found.requires_python is None
+    assert len(found.unread) == 1 and found.unread[0].startswith(name)
+    assert "\n" not in found.unread[0]
+
+
+# -- judging ------------------------------------------------------------------------------------
+
+
+def test_python_excluded_reads_a_minor_version_as_any_of_its_releases() -> None:
+    assert python_excluded(">=3.12", "3.11")
+    assert not python_excluded(">=3.12", "3.12")
+    assert not python_excluded(">=3.11.4", "3.11")  # a later 3.11 is admitted
+    assert python_excluded("!=3.11.*", "3.11")
+    assert not python_excluded("<3.14", "3.13t")
+    assert python_excluded("<3.13", "3.14t")
+
+
+def test_a_python_the_project_excludes_is_refused_naming_what_it_allows() -> None:
+    with pytest.raises(UsageError) as caught:
+        _check({"pyproject.toml": PYPROJECT}, python="3.11")
+    text = caught.value.one_line()
+    assert exit_code_for(caught.value) == EXIT_USAGE
+    assert text.startswith(
+        "the project requires Python >=3.12 (pyproject.toml [project] requires-python); the "
+        "build targets Python 3.11, which it excludes"
+    )
+    assert "build for 3.12 (--python)" in text and "ignore_requires_python = true" in text
+
+
+def test_ignore_requires_python_builds_with_a_warning_and_a_record() -> None:
+    check = _check({"pyproject.toml": PYPROJECT}, python="3.11", ignore=True)
+    assert check.python_ignored
+    assert check.warnings()[0] == (
+        "the project requires Python >=3.12 (pyproject.toml [project] requires-python); the "
+        "build targets Python 3.11: built anyway ([python] ignore_requires_python = true)"
+    )
+    record = check.to_json_dict()["requires_python"]
+    assert record == {
+        "requirement": ">=3.12",
+        "origin": "pyproject.toml [project] requires-python",
+        "python": "3.11",
+        "ignored": True,
+    }
+
+
+def test_an_overridden_torch_cap_is_one_line_each() -> None:
+    check = _check({"pyproject.toml": PYPROJECT})
+    assert check.warnings() == [
+        "the project requires torch>=2.0,<2.8 (pyproject.toml [build-system] requires); the "
+        "recipe pins torch 2.14.1: overridden (the wheel's Requires-Dist says torch==2.14.1)",
+        "the project requires torch>=2.0,<2.8 (pyproject.toml [project] dependencies); the "
+        "recipe pins torch 2.14.1: overridden (the wheel's Requires-Dist says torch==2.14.1)",
+    ]
+    record = json.loads(json.dumps(check.to_json_dict()))
+    assert [t["overridden"] for t in record["torch"]] == [True, True]
+    met = _check({"pyproject.toml": PYPROJECT.replace("<2.8", "<2.15")})
+    assert met.warnings() == []
+    assert any("torch 2.14.1 meets it" in value for _, value in met.rows())
+
+
+def test_the_plan_shows_the_tag_the_project_builds() -> None:
+    skbuild = (
+        '[build-system]\nrequires = ["scikit-build-core"]\n'
+        'build-backend = "scikit_build_core.build"\n'
+        '[project]\nname = "x"\nversion = "1"\n[tool.scikit-build]\nwheel.py-api = "py3"\n'
+    )
+    row = _check({"pyproject.toml": skbuild}).python_row()
+    assert row.startswith("3.12 (with the GIL; wheel tag py3-none (pyproject.toml")
+    assert "cp312-cp312" not in row
+    plain = _check({"pyproject.toml": PYPROJECT}).python_row()
+    assert "wheel tag cp312-cp312 (setuptools.build_meta's tag for an extension module)" in plain
+    other = '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
+    assert "the tag follows the backend" in _check({"pyproject.toml": other}).python_row()
+
+
+# -- end to end: build --plan on a real folder, nothing started ----------------------------------
+
+RECIPE = """\
+schema_version = 1
+[recipe]
+name = "capped"
+[source]
+path = "src"
+[toolchain]
+base_image = "archwheel/debian:bookworm"
+source = "pypi"
+[python]
+versions = ["3.11", "3.12"]
+IGNORE
+[arch]
+format = "torch"
+default = "9.0"
+[torch]
+version = "2.14.1"
+[build]
+command = "true"
+"""
+
+
+def _project(tmp_path: Path, ignore: bool) -> Path:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "pyproject.toml").write_text(PYPROJECT)
+    recipe = tmp_path / "capped.toml"
+    recipe.write_text(RECIPE.replace("IGNORE", "ignore_requires_python = true" if ignore else ""))
+    cache = tmp_path / "cache" / "archwheel" / "torch-wheels"
+    cache.mkdir(parents=True)
+    fake_torch_wheel(cache, python="cp311")
+    fake_torch_wheel(cache, python="cp312")
+    return recipe
+
+
+def test_build_plan_refuses_an_excluded_python_before_anything_runs(
+    cli_run: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recipe = _project(tmp_path, ignore=False)
+    monkeypatch.setenv("ARCHWHEEL_CACHE", str(tmp_path / "cache"))
+    code, _, err = cli_run(
+        "build", "--recipe", str(recipe), "--plan", "--out", str(tmp_path / "out"),
+        "--python", "3.11",
+    )  # fmt: skip
+    assert code == 2, err
+    (line,) = [line for line in err.splitlines() if line.startswith("archwheel: error:")]
+    assert "the project requires Python >=3.12" in line and "build for 3.12" in line
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_build_plan_says_each_contradiction_and_the_json_records_it(
+    cli_run: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recipe = _project(tmp_path, ignore=True)
+    monkeypatch.setenv("ARCHWHEEL_CACHE", str(tmp_path / "cache"))
+    argv = ("build", "--recipe", str(recipe), "--plan", "--out", str(tmp_path / "out"))
+    code, out, err = cli_run(*argv, "--python", "3.11")
+    assert code == 0, err
+    text = " ".join((out + err).split())
+    assert "warning: the project requires Python >=3.12" in text
+    assert (
+        "warning: the project requires torch>=2.0,<2.8 (pyproject.toml [project] dependencies); "
+        "the recipe pins torch 2.14.1: overridden" in text
+    )
+    code, out, err = cli_run(*argv, "--python", "3.12", "--format", "json")
+    assert code == 0, err
+    document = json.loads(out)
+    # the plan's python row gives the tag the backend will write, and says why
+    assert document["plan"]["python"] == (
+        "3.12 (with the GIL; wheel tag cp312-cp312 (setuptools.build_meta's tag for an "
+        "extension module))"
+    )
+    project = document["project"]
+    assert project["requires_python"]["ignored"] is False
+    assert [t["origin"] for t in project["torch"] if t["overridden"]] == [
+        "pyproject.toml [build-system] requires",
+        "pyproject.toml [project] dependencies",
+    ]
+
+
+def test_the_recipe_key_is_validated(tmp_path: Path) -> None:
+    from archwheel.errors import RecipeError
+    from archwheel.facts.catalog import load_facts
+    from archwheel.wheelbuild.recipe import load_recipe
+
+    recipe = _project(tmp_path, ignore=False)
+    assert not load_recipe(recipe, load_facts()).ignore_requires_python
+    recipe.write_text(RECIPE.replace("IGNORE", 'ignore_requires_python = "yes"'))
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(recipe, load_facts())
+    assert "ignore_requires_python" in caught.value.one_line()
+    assert "true or false" in caught.value.one_line()
