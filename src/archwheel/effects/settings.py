@@ -36,6 +36,8 @@ VARIABLES: Mapping[str, str] = MappingProxyType(
         "cuobjdump": "ARCHWHEEL_CUOBJDUMP",
         "cuobjdump_timeout": "ARCHWHEEL_CUOBJDUMP_TIMEOUT",
         "debug": "ARCHWHEEL_DEBUG",
+        "net_timeout": "ARCHWHEEL_NET_TIMEOUT",
+        "net_run_timeout": "ARCHWHEEL_NET_RUN_TIMEOUT",
     }
 )
 """Each field of ``Settings`` and the variable it is read from."""
@@ -62,6 +64,10 @@ class Settings:
     cuobjdump: Path | None = None  # the cuobjdump to use, before any other found
     cuobjdump_timeout: str = ""  # per cuobjdump run, as written (checked where it is used)
     debug: bool = False  # errors raise with their traceback instead of one line
+    # network reads (effects.deadline.NetLimits.from_settings), as written: per request, to the
+    # end of its headers; per run, every request together
+    net_timeout: str = ""
+    net_run_timeout: str = ""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Settings:
@@ -87,6 +93,8 @@ class Settings:
             cuobjdump=Path(explicit) if explicit else None,
             cuobjdump_timeout=environ.get(VARIABLES["cuobjdump_timeout"], "").strip(),
             debug=bool(environ.get(VARIABLES["debug"])),
+            net_timeout=environ.get(VARIABLES["net_timeout"], "").strip(),
+            net_run_timeout=environ.get(VARIABLES["net_run_timeout"], "").strip(),
         )
 
     def recipe_dirs(self) -> list[Path]:
