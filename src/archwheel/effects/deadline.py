@@ -132,6 +132,7 @@ class Deadline:
         self._header_end = 0.0
         self._previous: Deadline | None = None
         self.fired = False
+        self._fired_in_headers = False
 
     def __enter__(self) -> Deadline:
         if self._budget.spent:
@@ -155,7 +156,7 @@ class Deadline:
             raise TimedOut(self.why()) from None
 
     def why(self) -> str:
-        if self._headers and self._header_end < self._budget.end:
+        if self._fired_in_headers and self._header_end < self._budget.end:
             limit = self._budget.limits.request_timeout_s
             return (
                 f"no complete answer (status line and headers) within {limit:g} s "
@@ -169,8 +170,12 @@ class Deadline:
 
     def headers_done(self) -> None:
         """The headers are in: from now on only the run's bound applies (and the body's
-        least rate, ``effects.net.paced_blocks``)."""
-        self._headers = False
+        least rate, ``effects.net.paced_blocks``). Headers cut short by the deadline (a
+        socket shut down reads as their end) leave it fired."""
+        with self._lock:
+            if self.fired:
+                return
+            self._headers = False
         self._arm(self._budget.end)
 
     def watch(self, sock: socket.socket) -> None:
@@ -196,6 +201,7 @@ class Deadline:
     def _fire(self) -> None:
         with self._lock:
             self.fired = True
+            self._fired_in_headers = self._headers
             sockets = list(self._sockets)
         for sock in sockets:
             _shut(sock)
