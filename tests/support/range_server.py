@@ -32,7 +32,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -219,7 +219,7 @@ def simple_index(root: Path, project: str, wheels: list[Path], *, mode: str = "f
 def index_page(
     root: Path,
     project: str,
-    links: list[tuple[str, str, str | None]],
+    links: Sequence[tuple[str, str, str | None]],
     *,
     name: str = "hostile",
     pep691: bool = False,

@@ -192,10 +192,11 @@ def run_range(request: CanLoadRequest) -> int:
     from archwheel.interfaces.render.common import echo_to, err_console
 
     assert request.torch is not None
+    settings = environment_settings()
+    budget = net_budget(settings)  # a limit that is not one: refused before anything is read
     pip = PipSettings.from_host()
     if request.index_url:
         pip = PipSettings(index_url=request.index_url, ca_bundle=pip.ca_bundle)
-    settings = environment_settings()
     report = can_load_range(
         request.wheel,
         request.torch,
@@ -204,7 +205,7 @@ def run_range(request: CanLoadRequest) -> int:
         python=request.python_version,
         host_libraries=request.host_libraries,
         on_event=echo_to(err_console()),
-        budget=net_budget(settings),
+        budget=budget,
     )
     demangled = demangled_range(report)
     _print(

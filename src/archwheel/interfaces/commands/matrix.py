@@ -353,12 +353,13 @@ def run_recheck(args: argparse.Namespace) -> int:
     from archwheel.interfaces.render.common import echo_to
 
     settings = environment_settings()
+    budget = net_budget(settings)  # a limit that is not one: refused before anything is read
     report = recheck_index(
         args.index,
         pip=PipSettings.from_host().validated(),
         cache=settings.cache,
         on_event=echo_to(err_console()),
-        budget=net_budget(settings),
+        budget=budget,
     )
     if args.format == "json":
         dump_json(report.to_json_dict())
