@@ -36,8 +36,8 @@ from urllib.parse import urlparse
 
 from archwheel.effects.net import TransferError
 
-DEFAULT_REQUEST_TIMEOUT_S = 60.0
-DEFAULT_RUN_TIMEOUT_S = 3600.0
+DEFAULT_REQUEST_TIMEOUT_S = 60
+DEFAULT_RUN_TIMEOUT_S = 3600
 MAX_REDIRECTS = 5
 REQUEST_VARIABLE = "the setting ARCHWHEEL_NET_TIMEOUT"
 RUN_VARIABLE = "the setting ARCHWHEEL_NET_RUN_TIMEOUT"
@@ -56,8 +56,8 @@ class NetLimits:
     """How long network reads may take: ``request_timeout_s`` from a request's connection to
     the end of its answer's headers, ``run_timeout_s`` for every read of a run together."""
 
-    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
-    run_timeout_s: float = DEFAULT_RUN_TIMEOUT_S
+    request_timeout_s: float = float(DEFAULT_REQUEST_TIMEOUT_S)
+    run_timeout_s: float = float(DEFAULT_RUN_TIMEOUT_S)
 
     @classmethod
     def from_settings(cls, request: str, run: str) -> NetLimits:
@@ -65,13 +65,13 @@ class NetLimits:
         naming the setting for a value that is not a time limit (``parse_timeout``)."""
         from archwheel.effects.process import parse_timeout
 
-        values = []
+        values: list[float] = []
         for text, default, name in (
             (request, DEFAULT_REQUEST_TIMEOUT_S, "ARCHWHEEL_NET_TIMEOUT"),
             (run, DEFAULT_RUN_TIMEOUT_S, "ARCHWHEEL_NET_RUN_TIMEOUT"),
         ):
             try:
-                values.append(parse_timeout(text.strip()) if text.strip() else default)
+                values.append(parse_timeout(text.strip()) if text.strip() else float(default))
             except ValueError as exc:
                 raise ValueError(f"{name}: {exc}") from None
         return cls(*values)
