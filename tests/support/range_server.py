@@ -200,9 +200,20 @@ def range_server(folder: Path) -> Iterator[RangeServer]:
         httpd.server_close()
 
 
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def simple_index(root: Path, project: str, wheels: list[Path], *, mode: str = "files") -> str:
     """A PEP 503 page for ``project`` under ``root/simple-MODE/`` whose links are served with
-    behaviour ``mode``, the wheels linked (not copied) into ``root``; the index's path."""
+    behaviour ``mode`` and state each file's sha256, the wheels linked (not copied) into
+    ``root``; the index's path."""
     index = f"simple-{mode}"
     page = root / index / project
     page.mkdir(parents=True, exist_ok=True)
@@ -211,7 +222,8 @@ def simple_index(root: Path, project: str, wheels: list[Path], *, mode: str = "f
         target = root / wheel.name
         if not target.exists():
             target.symlink_to(wheel)
-        links.append(f'<a href="/{mode}/{wheel.name}">{wheel.name}</a>')
+        digest = _sha256(wheel)  # as PyPI states it: what archwheel verifies before keeping
+        links.append(f'<a href="/{mode}/{wheel.name}#sha256={digest}">{wheel.name}</a>')
     (page / "index.html").write_text("<html><body>\n" + "\n".join(links) + "\n</body></html>\n")
     return f"/files/{index}/"
 
