@@ -11,10 +11,15 @@ Each file is served at ``/files/NAME``; the first path segment picks a behaviour
 - ``/loop/``: a redirect to itself, for ever;
 - ``/gone/``: 404;
 - ``/cut/``: 200 with the whole file's ``Content-Length``, half the body, then the connection
-  ends (every time): an index that goes away in the middle of a download.
+  ends (every time): an index that goes away in the middle of a download;
+- ``/slowhead/``: the status line, then one header byte every ``HEADER_PACE_S`` (for at most
+  ``HEADER_TRICKLE_S``, then the rest of an ordinary answer): a socket timeout never fires;
+- ``/ftp/``: a redirect to an ``ftp://`` URL.
 
 A folder holding an ``index.html`` is served as that page (a PEP 503 index: ``simple_index``
-writes one whose links use one of the behaviours above).
+writes one whose links use one of the behaviours above); one holding an ``index.json`` as a
+PEP 691 page (``index_page(..., pep691=True)``). Under ``/slowhead/`` and ``/ftp/`` a page
+misbehaves as a file does.
 
 ``requests`` counts the requests per behaviour, ``served`` the body bytes sent and
 ``connections`` the TCP connections accepted, so that tests see what a reader cost.
@@ -27,12 +32,15 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)\Z")
+HEADER_PACE_S = 0.2
+HEADER_TRICKLE_S = 8.0
+PEP691 = "application/vnd.pypi.simple.v1+json"
 
 
 @dataclass
@@ -55,13 +63,20 @@ def _handler(state: RangeServer) -> type[http.server.BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             _, mode, *rest = self.path.split("/")
             state.requests[mode] += 1
-            if mode == "loop":
+            if mode in ("loop", "ftp"):
                 self.send_response(302)
-                self.send_header("Location", self.path)
+                where = self.path if mode == "loop" else "ftp://127.0.0.1/torch/"
+                self.send_header("Location", where)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
+            if mode == "slowhead":
+                self._slow_head()
+                return
             path = state.folder / "/".join(rest)
+            if path.is_dir() and (path / "index.json").is_file():  # a PEP 691 page
+                self._send(200, (path / "index.json").read_bytes(), {}, kind=PEP691)
+                return
             if path.is_dir() and (path / "index.html").is_file():  # a PEP 503 page
                 self._send(200, (path / "index.html").read_bytes(), {}, kind="text/html")
                 return
@@ -92,6 +107,24 @@ def _handler(state: RangeServer) -> type[http.server.BaseHTTPRequestHandler]:
                 self._send(206, body, headers, trickle=True)
             else:
                 self._send(206, body, headers)
+
+        def _slow_head(self) -> None:
+            """The status line, then a header a byte at a time, then an empty page."""
+            try:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                self.wfile.flush()
+                header = b"X-Slow: " + b"a" * 10_000
+                started = time.monotonic()
+                for byte in header:
+                    if time.monotonic() - started > HEADER_TRICKLE_S:
+                        break
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(HEADER_PACE_S)
+                self.wfile.write(b"\r\nContent-Type: text/html\r\nContent-Length: 0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.close_connection = True
 
         def _send_file(self, path: Path, size: int, cut: int | None = None) -> None:
             """The whole file with 200, streamed (torch wheels are half a gigabyte); with
@@ -167,9 +200,20 @@ def range_server(folder: Path) -> Iterator[RangeServer]:
         httpd.server_close()
 
 
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def simple_index(root: Path, project: str, wheels: list[Path], *, mode: str = "files") -> str:
     """A PEP 503 page for ``project`` under ``root/simple-MODE/`` whose links are served with
-    behaviour ``mode``, the wheels linked (not copied) into ``root``; the index's path."""
+    behaviour ``mode`` and state each file's sha256, the wheels linked (not copied) into
+    ``root``; the index's path."""
     index = f"simple-{mode}"
     page = root / index / project
     page.mkdir(parents=True, exist_ok=True)
@@ -178,6 +222,41 @@ def simple_index(root: Path, project: str, wheels: list[Path], *, mode: str = "f
         target = root / wheel.name
         if not target.exists():
             target.symlink_to(wheel)
-        links.append(f'<a href="/{mode}/{wheel.name}">{wheel.name}</a>')
+        digest = _sha256(wheel)  # as PyPI states it: what archwheel verifies before keeping
+        links.append(f'<a href="/{mode}/{wheel.name}#sha256={digest}">{wheel.name}</a>')
     (page / "index.html").write_text("<html><body>\n" + "\n".join(links) + "\n</body></html>\n")
     return f"/files/{index}/"
+
+
+def index_page(
+    root: Path,
+    project: str,
+    links: Sequence[tuple[str, str, str | None]],
+    *,
+    name: str = "hostile",
+    pep691: bool = False,
+) -> str:
+    """A project page under ``root/NAME/PROJECT/`` listing ``links`` as written, each
+    (file name, href, sha256 as stated or None): an HTML page (the sha256 in the link's
+    fragment) or a PEP 691 JSON one; the index's path on the server (``/files/NAME/``)."""
+    import json
+
+    page = root / name / project
+    page.mkdir(parents=True, exist_ok=True)
+    if pep691:
+        files = [
+            {"filename": f, "url": href, "hashes": {} if sha is None else {"sha256": sha}}
+            for f, href, sha in links
+        ]
+        (page / "index.json").write_text(
+            json.dumps({"meta": {"api-version": "1.0"}, "files": files})
+        )
+    else:
+        anchors = [
+            f'<a href="{href}{"" if sha is None else "#sha256=" + sha}">{f}</a>'
+            for f, href, sha in links
+        ]
+        (page / "index.html").write_text(
+            "<html><body>\n" + "\n".join(anchors) + "\n</body></html>\n"
+        )
+    return f"/files/{name}/"

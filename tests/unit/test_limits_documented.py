@@ -78,6 +78,8 @@ def _module(short: str) -> str:
         "cli": "archwheel.interfaces.cli",
         "effects.process": "archwheel.effects.process",
         "effects.net": "archwheel.effects.net",
+        "effects.deadline": "archwheel.effects.deadline",
+        "verdicts.torch_range": "archwheel.verdicts.torch_range",
         "effects.redis_relay": "archwheel.effects.redis_relay",
         "effects.watchdog": "archwheel.effects.watchdog",
         "render.common": "archwheel.interfaces.render.common",

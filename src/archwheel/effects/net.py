@@ -9,6 +9,7 @@ in (a megabyte at that pace is 700 days). ``paced_blocks`` reads what has arrive
 from __future__ import annotations
 
 import http.client
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
@@ -18,6 +19,15 @@ from typing import Protocol
 RATE_WINDOW_S: float = 60
 MIN_BYTES_PER_WINDOW = 16 << 10
 BLOCK = 1 << 20
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}\Z")
+
+
+def is_sha256(text: str) -> bool:
+    """Whether ``text`` is a sha256 as archwheel keeps one (64 lower-case hex digits): the only
+    form of a stated hash that may ever name something on disk."""
+    return _SHA256.match(text) is not None
 
 
 class TransferError(OSError):

@@ -15,7 +15,19 @@ it (a later answer that disagrees is refused), and ``effects.net.paced_blocks`` 
 that trickles. A server that answers a range request with the whole file (status 200) is read
 whole, once, into the same cache, and ``Transfer.whole`` says so.
 
-A local path or a ``file://`` URL is read directly (``os.pread``), without a cache.
+Every request runs under a ``effects.deadline.Deadline`` of the run's ``NetBudget``: its
+headers within the request bound, every request together within the run's.
+
+What the index states is data: the cache folder of a file is named by a sha256 archwheel
+computes (of the URL and the stated sha256), never by the stated sha256 itself, and that stated
+sha256 (``digest``) is checked: a whole download is hashed as it arrives and nothing of it is
+marked before it matches; ``verify`` fetches what a ranged reader left out and hashes the whole
+file. A mismatch is ``HashMismatch`` (one line) and the file's folder is emptied
+(``discard``). Before ``verify`` passes, the blocks are only the server's word: the caller keeps
+nothing judged from them (docs/verdicts.md, "What is trusted").
+
+A local path or a ``file://`` URL is read directly (``os.pread``), without a cache, and only a
+regular file (a FIFO is refused without ever blocking).
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ import http.client
 import io
 import os
 import re
+import shutil
 import ssl
 import urllib.error
 import urllib.request
@@ -35,7 +48,10 @@ from pathlib import Path
 from typing import cast
 from urllib.parse import unquote, urljoin, urlparse
 
-from archwheel.effects.net import TransferError, paced_blocks
+from archwheel.effects import deadline
+from archwheel.effects.deadline import NetBudget, RedirectRefused
+from archwheel.effects.files import check_regular
+from archwheel.effects.net import TransferError, is_sha256, paced_blocks
 
 BLOCK = 256 << 10
 # A read that continues the last one fetches as far ahead as the run of reads has come, up to
@@ -58,6 +74,10 @@ class RemoteFileError(TransferError):
     """A remote file that could not be read as asked; the message is one line."""
 
 
+class HashMismatch(RemoteFileError):
+    """The bytes of a remote file do not hash to the sha256 its index states."""
+
+
 @dataclass
 class Transfer:
     """What reading one file cost: requests made, bytes from the network, bytes handed out."""
@@ -66,11 +86,7 @@ class Transfer:
     fetched: int = 0
     served: int = 0
     whole: bool = False  # the server refused ranges: the file was downloaded whole
-
-
-class _Redirects(urllib.request.HTTPRedirectHandler):
-    max_redirections = MAX_REDIRECTS
-    max_repeats = 2
+    whole_failed: bool = False  # a whole download failed (what it wrote is emptied)
 
 
 class _Redirected(Exception):
@@ -101,6 +117,14 @@ class _Connection:
         self._origin: tuple[str, str, int | None] | None = None
         self._moved: dict[str, str] = {}  # a URL -> where it redirected to
         self._opener: urllib.request.OpenerDirector | None = None
+
+    def opened(self, url: str, headers: dict[str, str], method: str) -> http.client.HTTPResponse:
+        """``open``, its headers read: from now on only the run's time bound applies."""
+        response = self.open(url, headers, method)
+        watching = deadline.current()
+        if watching is not None:
+            watching.headers_done()
+        return response
 
     def open(self, url: str, headers: dict[str, str], method: str) -> http.client.HTTPResponse:
         url = self._moved.get(url, url)
@@ -136,6 +160,9 @@ class _Connection:
                 self._conn = self._connect(origin)
                 self._origin = origin
             assert self._conn is not None
+            watching = deadline.current()
+            if watching is not None and self._conn.sock is not None:
+                watching.watch(self._conn.sock)  # a kept-alive connection: watched again
             try:
                 self._conn.request(method, target, headers=headers)
                 return self._conn.getresponse()
@@ -148,8 +175,10 @@ class _Connection:
     def _connect(self, origin: tuple[str, str, int | None]) -> http.client.HTTPConnection:
         scheme, host, port = origin
         if scheme == "https":
-            return http.client.HTTPSConnection(host, port, timeout=TIMEOUT_S, context=self._context)
-        return http.client.HTTPConnection(host, port, timeout=TIMEOUT_S)
+            return deadline.WatchedHTTPSConnection(
+                host, port, timeout=TIMEOUT_S, context=self._context
+            )
+        return deadline.WatchedHTTPConnection(host, port, timeout=TIMEOUT_S)
 
     def _discard(self, response: http.client.HTTPResponse) -> None:
         """A response not handed out: its small body read so the connection can go on,
@@ -176,12 +205,12 @@ class _Connection:
         self, url: str, headers: dict[str, str], method: str
     ) -> http.client.HTTPResponse:
         if self._opener is None:
-            self._opener = urllib.request.build_opener(
-                _Redirects(), urllib.request.HTTPSHandler(context=self._context)
-            )
+            self._opener = deadline.opener(self._context)
         request = urllib.request.Request(url, headers=headers, method=method)  # noqa: S310
         try:
             return cast(http.client.HTTPResponse, self._opener.open(request, timeout=TIMEOUT_S))
+        except RedirectRefused as exc:
+            raise _Redirected(str(exc)) from None
         except urllib.error.HTTPError as exc:
             exc.close()
             if 300 <= exc.code < 400:
@@ -221,16 +250,25 @@ class RangedFile:
         context: ssl.SSLContext | None = None,
         progress: Progress | None = None,
         block: int = BLOCK,
+        budget: NetBudget | None = None,
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise RemoteFileError(f"{url}: not an http(s) URL")
+        if digest is not None and not is_sha256(digest):
+            raise RemoteFileError(
+                f"{url}: the index states the sha256 {digest[:80]!r}, which is not one; not read"
+            )
         self.url = url
+        self.digest = digest  # the sha256 the index states, unverified until ``verify``
         self.block = block
         self.transfer = Transfer()
+        self.verified = False
         self._progress = progress
+        self._budget = budget or NetBudget()
         self._connection = _Connection(context)
-        key = digest or hashlib.sha256(url.encode("utf-8", "surrogateescape")).hexdigest()
-        self.folder = cache / key[:64]
+        # Named by what archwheel computes, never by what the index states.
+        key = hashlib.sha256(f"{url}\0{digest or ''}".encode("utf-8", "surrogateescape"))
+        self.folder = cache / key.hexdigest()
         self.folder.mkdir(parents=True, exist_ok=True)
         self.size = size if size is not None else self._size_from_server()
         if not 0 < self.size <= MAX_FILE_BYTES:
@@ -240,6 +278,8 @@ class RangedFile:
         self._runs: dict[int, int] = {}
         self._data = self._open("data", self.size)
         self._map = self._open("blocks", self._blocks)
+        # Blocks kept by an earlier run: the server's word then, checked only by ``verify``.
+        self.reused = 1 in self._have(0, self._blocks - 1)
 
     # -- the cache ---------------------------------------------------------------------------
 
@@ -259,6 +299,44 @@ class RangedFile:
         for fd in (self._data, self._map):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+    def discard(self) -> None:
+        """Close the file and remove its cache folder (named by archwheel, under the cache
+        folder given): what failed or did not match is never kept."""
+        self.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def verify(self) -> bool:
+        """Check the file against the sha256 its index states: fetch the blocks no read asked
+        for, then hash the whole file. True when it matches; False when the index states no
+        sha256 (nothing to check against); ``HashMismatch`` when it differs."""
+        if self.digest is None:
+            return False
+        step = max(1, MAX_AHEAD // self.block)
+        have = self._have(0, self._blocks - 1)
+        at = 0
+        while at < self._blocks and not self.verified:
+            if have[at]:
+                at += 1
+                continue
+            end = at
+            while end + 1 < self._blocks and not have[end + 1] and end + 1 - at < step:
+                end += 1
+            self._fetch(at, end)
+            at = end + 1
+        if not self.verified:  # a whole download was checked as it arrived
+            digest = hashlib.sha256()
+            for offset in range(0, self.size, 1 << 20):
+                digest.update(os.pread(self._data, min(1 << 20, self.size - offset), offset))
+            self._compare(digest.hexdigest())
+        return True
+
+    def _compare(self, actual: str) -> None:
+        if actual != self.digest:
+            raise HashMismatch(
+                f"{self.url}: its sha256 is {actual}, the index states {self.digest}: not kept"
+            )
+        self.verified = True
 
     def __enter__(self) -> RangedFile:
         return self
@@ -311,7 +389,7 @@ class RangedFile:
             raise RemoteFileError(f"{self.url}: more than {MAX_REQUESTS} requests; given up")
         self.transfer.requests += 1
         try:
-            return self._connection.open(self.url, headers, method)
+            return self._connection.opened(self.url, headers, method)
         except _Redirected as exc:
             raise RemoteFileError(f"{self.url}: {exc}") from None
         except _Answered as exc:
@@ -321,6 +399,16 @@ class RangedFile:
             raise RemoteFileError(f"{self.url}: {reason}") from None
 
     def _size_from_server(self) -> int:
+        try:
+            with self._budget.request(self.url):
+                return self._ask_size()
+        except TransferError as exc:
+            self._connection.close()
+            if isinstance(exc, RemoteFileError):
+                raise
+            raise RemoteFileError(f"{self.url}: {exc}") from None
+
+    def _ask_size(self) -> int:
         response = self._request({"Range": "bytes=0-0"})
         with response:
             status = response.status
@@ -340,7 +428,8 @@ class RangedFile:
 
     def _fetch(self, first: int, last: int) -> None:
         try:
-            self._fetch_blocks(first, last)
+            with self._budget.request(self.url):
+                self._fetch_blocks(first, last)
         except BaseException as exc:
             # An answer not read to its end leaves its rest on the connection: never reused.
             self._connection.close()
@@ -375,18 +464,33 @@ class RangedFile:
         os.pwrite(self._map, b"\x01" * (last - first + 1), first)
 
     def _whole(self, response: http.client.HTTPResponse) -> None:
-        """The server ignored the range and sends the whole file: keep all of it."""
+        """The server ignored the range and sends the whole file: keep all of it, hashed as it
+        arrives and marked only once it is whole and matches the stated sha256; a download
+        that fails leaves nothing (the data file emptied)."""
         at = 0
-        for chunk in paced_blocks(response, limit=self.size):
-            os.pwrite(self._data, chunk, at)
-            at += len(chunk)
-            if self._progress is not None:
-                self._progress(at, self.size)
-        if at != self.size:
-            raise RemoteFileError(
-                f"{self.url}: the server sent {at} bytes, not the {self.size} it announced"
-            )
-        self.transfer.fetched += at
+        digest = hashlib.sha256()
+        try:
+            for chunk in paced_blocks(response, limit=self.size):
+                os.pwrite(self._data, chunk, at)
+                digest.update(chunk)
+                at += len(chunk)
+                if self._progress is not None:
+                    self._progress(at, self.size)
+            if at != self.size:
+                raise RemoteFileError(
+                    f"{self.url}: the server sent {at} bytes, not the {self.size} it announced"
+                )
+            self.transfer.fetched += at
+            if self.digest is not None:
+                self._compare(digest.hexdigest())
+        except BaseException:
+            self.transfer.whole_failed = True
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._map, 0)
+                os.ftruncate(self._map, self._blocks)
+                os.ftruncate(self._data, 0)
+                os.ftruncate(self._data, self.size)
+            raise
         self.transfer.whole = True
         os.pwrite(self._map, b"\x01" * self._blocks, 0)
 
@@ -400,9 +504,17 @@ class LocalFile:
 
     def __init__(self, path: Path) -> None:
         self.url = str(path)
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        # Never blocks (a FIFO), and only a regular file is read (effects.files.open_regular).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            status = os.fstat(fd)
+            check_regular(path, status)
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
         self._fd = fd
-        self.size = os.fstat(fd).st_size
+        self.size = status.st_size
         self.transfer = Transfer()
 
     def pread(self, length: int, offset: int) -> bytes:

@@ -38,6 +38,8 @@ VARIABLES: Mapping[str, str] = MappingProxyType(
         "cuobjdump": "ARCHWHEEL_CUOBJDUMP",
         "cuobjdump_timeout": "ARCHWHEEL_CUOBJDUMP_TIMEOUT",
         "debug": "ARCHWHEEL_DEBUG",
+        "net_timeout": "ARCHWHEEL_NET_TIMEOUT",
+        "net_run_timeout": "ARCHWHEEL_NET_RUN_TIMEOUT",
     }
 )
 """Each field of ``Settings`` and the variable it is read from."""
@@ -92,6 +94,10 @@ class Settings:
     cuobjdump: Path | None = None  # the cuobjdump to use, before any other found
     cuobjdump_timeout: str = ""  # per cuobjdump run, as written (checked where it is used)
     debug: bool = False  # errors raise with their traceback instead of one line; a switch
+    # network reads (effects.deadline.NetLimits.from_settings), as written: per request, to the
+    # end of its headers; per run, every request together
+    net_timeout: str = ""
+    net_run_timeout: str = ""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Settings:
@@ -118,6 +124,8 @@ class Settings:
             cuobjdump=Path(explicit) if explicit else None,
             cuobjdump_timeout=environ.get(VARIABLES["cuobjdump_timeout"], "").strip(),
             debug=switch("debug"),
+            net_timeout=environ.get(VARIABLES["net_timeout"], "").strip(),
+            net_run_timeout=environ.get(VARIABLES["net_run_timeout"], "").strip(),
         )
 
     def recipe_dirs(self) -> list[Path]:

@@ -3,24 +3,33 @@
 The indexes are those of the host's pip configuration (``pip config list`` and the
 ``--index-url``/``--extra-index-url`` options; pip's own default index when none is set), so no
 index host is written in the code. A page is read with a size bound, against a server that
-trickles (``effects.net.paced_blocks``), and a local folder or ``file://`` index is read from
-disk. Used to find an sdist named by project and version (``wheelbuild.index_sdist``) and the
-torch wheels of a release range (``can-load --torch``).
+trickles (``effects.net.paced_blocks``) and within the time bounds of ``effects.deadline``
+(redirects to http(s) URLs only), and a local folder or ``file://`` index is read from disk.
+
+What a page says is data, never a path or an authority: a stated sha256 is lower-cased when it
+is one (64 hex digits) and kept as stated otherwise, for the reader to refuse
+(``effects.net.is_sha256``); a page read over http(s) lists only its http(s) links (a
+``file://`` link there would make archwheel open a local file the user never named), while a
+local index the user named may link local files. Used to find an sdist named by project and
+version (``wheelbuild.index_sdist``) and the torch wheels of a release range (``can-load
+--torch``).
 """
 
 from __future__ import annotations
 
+import re
 import ssl
 import sys
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote, urljoin, urlparse
 
 from packaging.utils import canonicalize_name
 
+from archwheel.effects.deadline import NetBudget, opener
 from archwheel.effects.files import read_regular
 from archwheel.effects.net import TooLarge, paced_blocks
 from archwheel.effects.pipconfig import PipSettings
@@ -31,6 +40,8 @@ from archwheel.facts.documents import load_document
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
 MAX_PAGE_BYTES = 64 << 20
 MAX_PAGE_NESTING = 16  # a PEP 691 page nests 4 deep
+MAX_STATED_HASH = 100  # characters of a malformed stated sha256 kept (to be named, refused)
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}\Z")
 
 
 @dataclass(frozen=True)
@@ -75,13 +86,31 @@ def _is_index_file(entry: object) -> bool:
     )
 
 
-def _sha256_of(entry: dict[str, Any]) -> str | None:
-    digest = (entry.get("hashes") or {}).get("sha256")
-    return digest if isinstance(digest, str) else None
+def _stated(digest: object) -> str | None:
+    """A stated sha256, lower-cased when it is one, else as stated (cut): never trusted as a
+    name (``effects.net.is_sha256`` says which)."""
+    if not isinstance(digest, str):
+        return None
+    return digest.lower() if _SHA256.match(digest) else digest[:MAX_STATED_HASH]
+
+
+def _readable_link(url: str, page_url: str) -> bool:
+    """An http(s) link; on a local page (``file://``, a folder the user named) a local one
+    too. Anything else (``ftp:``, ``data:``, a ``file://`` link on a remote page) is dropped."""
+    scheme = urlparse(url).scheme
+    if scheme in ("http", "https"):
+        return True
+    return scheme == "file" and urlparse(page_url).scheme == "file"
 
 
 def parse_simple_page(body: bytes, content_type: str, page_url: str) -> list[IndexFile]:
-    """The files of one project page of a simple index, JSON (PEP 691) or HTML (PEP 503)."""
+    """The files of one project page of a simple index, JSON (PEP 691) or HTML (PEP 503): of
+    its links only those archwheel may read (``_readable_link``), each stated sha256 as
+    ``_stated`` keeps it."""
+    return [f for f in _parse_page(body, content_type, page_url) if _readable_link(f.url, page_url)]
+
+
+def _parse_page(body: bytes, content_type: str, page_url: str) -> list[IndexFile]:
     if "json" in content_type:
         where = f"the package index page {page_url} is unreadable"
         data = load_document(body, origin=where, nesting=MAX_PAGE_NESTING, error=ToolError)
@@ -92,9 +121,7 @@ def parse_simple_page(body: bytes, content_type: str, page_url: str) -> list[Ind
             IndexFile(
                 f["filename"],
                 urljoin(page_url, f["url"]),
-                sha256
-                if isinstance(sha256 := (f.get("hashes") or {}).get("sha256"), str)
-                else None,
+                _stated((f.get("hashes") or {}).get("sha256")),
                 size if isinstance(size := f.get("size"), int) and size > 0 else None,
             )
             for f in files
@@ -104,7 +131,8 @@ def parse_simple_page(body: bytes, content_type: str, page_url: str) -> list[Ind
     files = []
     for href, text in parser.links:
         url, _, fragment = href.partition("#")
-        digest = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else None
+        stated = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else None
+        digest = _stated(stated)
         name = text or unquote(Path(urlparse(url).path).name)
         files.append(IndexFile(name, urljoin(page_url, url), digest))
     return files
@@ -137,8 +165,11 @@ def index_urls(pip: PipSettings) -> tuple[str, ...]:
     return (primary, *pip.extra_index_urls)
 
 
-def fetch_page(index: str, project: str, pip: PipSettings) -> list[IndexFile] | None:
-    """The project's files on one index; None when the index has no such project."""
+def fetch_page(
+    index: str, project: str, pip: PipSettings, *, budget: NetBudget | None = None
+) -> list[IndexFile] | None:
+    """The project's files on one index; None when the index has no such project. ``budget``:
+    the run's network time (None: a budget of the default limits for this page alone)."""
     name = canonicalize_name(project)
     base = index.rstrip("/") + "/"
     page = urljoin(base, f"{name}/")
@@ -155,11 +186,17 @@ def fetch_page(index: str, project: str, pip: PipSettings) -> list[IndexFile] | 
     request = urllib.request.Request(page, headers={"Accept": JSON_ACCEPT})  # noqa: S310
     cafile = str(pip.ca_bundle) if pip.ca_bundle else None
     context = ssl.create_default_context(cafile=cafile)
+    budget = budget or NetBudget()
     try:
-        with urllib.request.urlopen(request, timeout=60, context=context) as response:  # noqa: S310
+        with (
+            budget.request(page) as deadline,
+            opener(context).open(request, timeout=60) as response,
+        ):
+            deadline.headers_done()
             # A server that trickles bytes is given up; so is a page past the bound.
             body = b"".join(paced_blocks(response, limit=MAX_PAGE_BYTES))
-            return parse_simple_page(body, response.headers.get("Content-Type", ""), page)
+            kind = response.headers.get("Content-Type", "")
+        return parse_simple_page(body, kind, page)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             return None

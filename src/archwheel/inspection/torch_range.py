@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from archwheel.binary.dynamic import DynamicInfo
+from archwheel.effects.deadline import NetBudget
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.inspection.loading import LOADERS, host_library_files
 from archwheel.verdicts import torch_range
@@ -27,12 +28,14 @@ def can_load_range(
     python: str | None = None,
     host_libraries: bool = True,
     on_event: Event | None = None,
+    budget: NetBudget | None = None,
 ) -> TorchRangeReport:
     """``wheel`` against each torch release ``torch`` names (``verdicts.torch_range``);
-    ``host_libraries``: this host's libc and libstdc++ stand in for the system's."""
+    ``host_libraries``: this host's libc and libstdc++ stand in for the system's; ``budget``:
+    the run's network time (None: the default limits, ``effects.deadline``)."""
     return torch_range.can_load_range(
         wheel, torch, pip=pip, cache=cache, python=python,
-        system=_host_system if host_libraries else None, on_event=on_event,
+        system=_host_system if host_libraries else None, on_event=on_event, budget=budget,
     )  # fmt: skip
 
 

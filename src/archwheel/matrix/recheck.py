@@ -34,6 +34,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from archwheel.binary.wheelmeta import read_wheel_metadata
+from archwheel.effects.deadline import NetBudget
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ArchwheelError
 from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
@@ -154,15 +155,21 @@ class RecheckReport:
 
 
 def recheck_index(
-    index: Path, *, pip: PipSettings, cache: Path, on_event: Event | None = None
+    index: Path,
+    *,
+    pip: PipSettings,
+    cache: Path,
+    on_event: Event | None = None,
+    budget: NetBudget | None = None,
 ) -> RecheckReport:
     """Every published wheel built against torch, against the releases newer than those it
     was checked against (see the module doc). ``cache``: archwheel's cache folder (what was
-    read of each torch wheel is kept there)."""
+    read of each torch wheel is kept there); ``budget``: the run's network time, every wheel's
+    checks together (None: the default limits, ``effects.deadline``)."""
     say = on_event or (lambda _line: None)
     tree = index / CURRENT
     found: list[WheelRecheck] = []
-    listing = _Listing(pip, say)
+    listing = _Listing(pip, say, budget or NetBudget())
     for entry in sorted(read_index(index), key=lambda e: e.file):
         if entry.torch is None and not entry.serves:
             continue  # not built against torch: no torch release concerns it
@@ -180,15 +187,16 @@ class _Listing:
     files; every wheel of the index is judged against the same), and only when a wheel needs
     them. A failure is kept and raised again for every wheel, as each would have met it."""
 
-    def __init__(self, pip: PipSettings, say: Event) -> None:
+    def __init__(self, pip: PipSettings, say: Event, budget: NetBudget) -> None:
         self._pip = pip
         self._say = say
+        self.budget = budget
         self._found: TorchListing | ArchwheelError | None = None
 
     def get(self) -> TorchListing:
         if self._found is None:
             try:
-                self._found = list_torch_files(self._pip, on_event=self._say)
+                self._found = list_torch_files(self._pip, on_event=self._say, budget=self.budget)
             except ArchwheelError as exc:
                 self._found = exc
         if isinstance(self._found, ArchwheelError):
@@ -214,8 +222,9 @@ def _recheck(
         return WheelRecheck(entry.file, requirement, checked)
     try:
         report = can_load_range(
-            wheel, ",".join(new), pip=pip, cache=cache, on_event=say, listing=listing.get()
-        )
+            wheel, ",".join(new), pip=pip, cache=cache, on_event=say, listing=listing.get(),
+            budget=listing.budget,
+        )  # fmt: skip
     except ArchwheelError as exc:
         return WheelRecheck(entry.file, requirement, checked, problem=exc.one_line())
     admits = _admits(requirement)

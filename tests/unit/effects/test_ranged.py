@@ -4,8 +4,11 @@ server on 127.0.0.1 that serves ranges, ignores them, or misbehaves (tests/suppo
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
+import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +16,7 @@ import pytest
 
 from archwheel.binary.zipread import WheelReader
 from archwheel.effects import net
-from archwheel.effects.ranged import BLOCK, LocalFile, RangedFile, RemoteFileError
+from archwheel.effects.ranged import BLOCK, HashMismatch, LocalFile, RangedFile, RemoteFileError
 from archwheel.errors import InputError
 from tests.support.builders import write_zip
 from tests.support.range_server import RangeServer, range_server
@@ -219,3 +222,103 @@ def test_a_member_read_in_order_costs_few_requests_on_one_connection(tmp_path: P
             assert remote.transfer.fetched == size
             assert remote.transfer.requests <= 2 * (size // (64 << 10)).bit_length()
         assert server.connections == 1
+
+
+# -- what the index states is data: checked, never a path ----------------------------------------
+
+
+@pytest.mark.parametrize("stated", ["../../../victim", "/abs/victim", "A" * 63, "g" * 64, ""])
+def test_a_stated_sha256_that_is_not_one_is_refused_and_names_nothing(
+    served: RangeServer, tmp_path: Path, stated: str
+) -> None:
+    with pytest.raises(RemoteFileError, match="which is not one; not read"):
+        RangedFile(f"{served.url}/files/blob", tmp_path / "c" / "ranges", digest=stated)
+    assert not (tmp_path / "c").exists()  # nothing made, inside the cache or out
+    assert not list(tmp_path.rglob("victim*"))
+    assert served.requests["files"] == 0
+
+
+def test_the_cache_folder_is_named_by_archwheel_not_by_the_index(
+    served: RangeServer, tmp_path: Path
+) -> None:
+    digest = hashlib.sha256(_blob(served)).hexdigest()
+    with RangedFile(f"{served.url}/files/blob", tmp_path / "c", size=SIZE, digest=digest) as r:
+        assert r.folder.parent == tmp_path / "c"
+        assert r.folder.name != digest and re.fullmatch(r"[0-9a-f]{64}", r.folder.name)
+
+
+def test_verify_reads_what_was_left_out_and_checks_the_whole_file(
+    served: RangeServer, tmp_path: Path
+) -> None:
+    digest = hashlib.sha256(_blob(served)).hexdigest()
+    with RangedFile(f"{served.url}/files/blob", tmp_path / "c", size=SIZE, digest=digest) as r:
+        r.pread(10, 0)
+        assert r.verify() and r.verified
+        assert r.transfer.fetched == SIZE
+
+
+def test_ranges_of_another_file_than_the_stated_sha256_are_a_mismatch(
+    served: RangeServer, tmp_path: Path
+) -> None:
+    other = hashlib.sha256(b"another release").hexdigest()
+    with RangedFile(f"{served.url}/files/blob", tmp_path / "c", size=SIZE, digest=other) as r:
+        r.pread(10, 0)
+        with pytest.raises(HashMismatch, match=f"the index states {other}: not kept") as caught:
+            r.verify()
+        assert "\n" not in str(caught.value) and not r.verified
+        r.discard()
+    assert list((tmp_path / "c").iterdir()) == []
+
+
+def test_a_whole_download_that_does_not_match_marks_nothing_and_keeps_no_bytes(
+    served: RangeServer, tmp_path: Path
+) -> None:
+    other = hashlib.sha256(b"another release").hexdigest()
+    with RangedFile(f"{served.url}/whole/blob", tmp_path / "c", size=SIZE, digest=other) as r:
+        with pytest.raises(HashMismatch):
+            r.pread(10, 0)
+        folder = r.folder
+        assert not r.transfer.whole
+    assert set((folder / "blocks").read_bytes()) == {0}
+    assert (folder / "data").stat().st_blocks == 0  # emptied: a sparse file of no bytes
+
+
+def test_a_whole_download_that_matches_is_verified_as_it_arrives(
+    served: RangeServer, tmp_path: Path
+) -> None:
+    digest = hashlib.sha256(_blob(served)).hexdigest()
+    with RangedFile(f"{served.url}/whole/blob", tmp_path / "c", size=SIZE, digest=digest) as r:
+        r.pread(10, 0)
+        assert r.verified and r.verify()
+        assert r.transfer.requests == 1  # verify read nothing more
+
+
+def test_a_whole_download_cut_short_leaves_no_bytes(served: RangeServer, tmp_path: Path) -> None:
+    with RangedFile(f"{served.url}/cut/blob", tmp_path / "c", size=SIZE) as r:
+        with pytest.raises(RemoteFileError, match="before the announced length"):
+            r.pread(10, 0)
+        assert r.transfer.whole_failed
+        folder = r.folder
+    assert (folder / "data").stat().st_blocks == 0
+
+
+def test_a_fifo_is_refused_at_once_never_opened_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "torch.whl"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def open_it() -> None:
+        try:
+            LocalFile(fifo).close()
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    reader = threading.Thread(target=open_it, daemon=True)
+    reader.start()
+    reader.join(5)
+    if reader.is_alive():  # blocked in open: a writer lets it go before the test fails
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(5)
+        pytest.fail("LocalFile blocked on a FIFO")
+    assert isinstance(outcome[0], OSError) and "not a regular file" in str(outcome[0])

@@ -35,6 +35,8 @@ def test_each_field_is_read_from_its_variable(tmp_path: Path) -> None:
         "ARCHWHEEL_CUOBJDUMP": "/opt/cuobjdump",
         "ARCHWHEEL_CUOBJDUMP_TIMEOUT": " 30 ",
         "ARCHWHEEL_DEBUG": "1",
+        "ARCHWHEEL_NET_TIMEOUT": " 5 ",
+        "ARCHWHEEL_NET_RUN_TIMEOUT": "600",
     }
     assert set(environ) == set(VARIABLES.values())
     assert set(VARIABLES) == {f.name for f in dataclasses.fields(Settings)}
@@ -51,6 +53,8 @@ def test_each_field_is_read_from_its_variable(tmp_path: Path) -> None:
         cuobjdump=Path("/opt/cuobjdump"),
         cuobjdump_timeout="30",
         debug=True,
+        net_timeout="5",
+        net_run_timeout="600",
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.debug = False  # type: ignore[misc]

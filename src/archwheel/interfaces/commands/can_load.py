@@ -9,7 +9,11 @@ from typing import TYPE_CHECKING
 
 from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.interfaces.commands import SUMMARY
-from archwheel.interfaces.commands.options import add_interpreter_option, environment_settings
+from archwheel.interfaces.commands.options import (
+    add_interpreter_option,
+    environment_settings,
+    net_budget,
+)
 from archwheel.interfaces.render.formats import FORMATS
 
 if TYPE_CHECKING:
@@ -188,6 +192,8 @@ def run_range(request: CanLoadRequest) -> int:
     from archwheel.interfaces.render.common import echo_to, err_console
 
     assert request.torch is not None
+    settings = environment_settings()
+    budget = net_budget(settings)  # a limit that is not one: refused before anything is read
     pip = PipSettings.from_host()
     if request.index_url:
         pip = PipSettings(index_url=request.index_url, ca_bundle=pip.ca_bundle)
@@ -195,10 +201,11 @@ def run_range(request: CanLoadRequest) -> int:
         request.wheel,
         request.torch,
         pip=pip.validated(),
-        cache=environment_settings().cache,
+        cache=settings.cache,
         python=request.python_version,
         host_libraries=request.host_libraries,
         on_event=echo_to(err_console()),
+        budget=budget,
     )
     demangled = demangled_range(report)
     _print(

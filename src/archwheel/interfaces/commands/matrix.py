@@ -28,6 +28,7 @@ from archwheel.interfaces.commands.options import (
     check_folder,
     check_output,
     environment_settings,
+    net_budget,
     version_text,
     volume_name,
     write_output,
@@ -351,11 +352,14 @@ def run_recheck(args: argparse.Namespace) -> int:
     from archwheel.effects import PipSettings
     from archwheel.interfaces.render.common import echo_to
 
+    settings = environment_settings()
+    budget = net_budget(settings)  # a limit that is not one: refused before anything is read
     report = recheck_index(
         args.index,
         pip=PipSettings.from_host().validated(),
-        cache=environment_settings().cache,
+        cache=settings.cache,
         on_event=echo_to(err_console()),
+        budget=budget,
     )
     if args.format == "json":
         dump_json(report.to_json_dict())

@@ -22,6 +22,7 @@ from archwheel.errors import UsageError
 
 if TYPE_CHECKING:
     from archwheel.effects import Settings
+    from archwheel.effects.deadline import NetBudget
 
 
 def environment_settings() -> Settings:
@@ -166,3 +167,16 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text[:40]!r}: must be 0 or more")
     return value
+
+
+def net_budget(settings: Settings) -> NetBudget:
+    """The run's network time (``effects.deadline``) from the ``ARCHWHEEL_NET_TIMEOUT`` and
+    ``ARCHWHEEL_NET_RUN_TIMEOUT`` settings, started now; a value that is not a time limit is a
+    ``UsageError`` naming the setting."""
+    from archwheel.effects.deadline import NetBudget, NetLimits
+
+    try:
+        limits = NetLimits.from_settings(settings.net_timeout, settings.net_run_timeout)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return NetBudget(limits)
