@@ -47,6 +47,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from archwheel.binary.scan.inputs import scan_path
+from archwheel.binary.variantname import split_label
 from archwheel.binary.wheelmeta import Pin, read_wheel_metadata
 from archwheel.binary.zipread import open_zip
 from archwheel.effects.files import (
@@ -84,6 +85,9 @@ METADATA_LIMIT = 4 << 20  # bytes of METADATA read at most
 # Renders a tree's index.html from the written tree (its index.json and the audit JSON beside
 # each wheel); the interfaces floor passes one with a chart, else ``landing_page`` is used.
 Landing = Callable[[Path], str]
+# Writes what a publish adds to a new tree beside its pages (the variants' files): the tree,
+# the previous tree (None: the first) and every entry; ``matrix.variants`` makes one.
+TreeExtras = Callable[[Path, "Path | None", "Sequence[IndexEntry]"], None]
 _LOCAL_CUDA = re.compile(r"(?:^|[._-]|pt[0-9]+)cu([0-9]{2,3})(?:$|[._-])")
 
 
@@ -171,7 +175,7 @@ class IndexEntry:
         if not _PLAIN_NAME.fullmatch(file) or file.startswith("."):
             raise ValueError(f"entry file {file[:80]!r} is not a wheel file name")
         try:
-            name, version, _build, _tags = parse_wheel_filename(file)
+            name, version, _build, _tags = parse_wheel_filename(split_label(file)[0])
         except InvalidWheelFilename:
             raise ValueError(f"entry file {file[:80]!r} is not a wheel file name") from None
         sha256 = _field(data, "sha256")
@@ -435,7 +439,7 @@ def examine(candidate: Candidate, now: str) -> _Examined | Refusal:
     """Audit one wheel and read what the index needs from it; a Refusal says why not."""
     wheel = candidate.wheel
     try:
-        name, version, _build, _tags = parse_wheel_filename(wheel.name)
+        name, version, _build, _tags = parse_wheel_filename(split_label(wheel.name)[0])
     except InvalidWheelFilename as exc:
         return Refusal(wheel.name, f"not a wheel file name: {exc}")
     if not wheel.is_file():
@@ -545,7 +549,8 @@ def _new_tree_name() -> str:
 
 
 def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
-                new: Sequence[_Examined], landing: Landing | None) -> None:  # fmt: skip
+                new: Sequence[_Examined], landing: Landing | None, *,
+                extras: TreeExtras | None = None) -> None:  # fmt: skip
     wheels = tree / WHEELS
     wheels.mkdir(parents=True)
     fresh = {x.entry.file for x in new}
@@ -588,6 +593,8 @@ def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
             "entries": [e.to_json_dict() for e in sorted(entries, key=lambda e: e.file)],
         },
     )
+    if extras is not None:
+        extras(tree, old, entries)
     text = landing(tree) if landing is not None else landing_page(entries)
     write_text_atomic(tree / "index.html", text)
 
@@ -653,7 +660,11 @@ def _collect(index: Path, keep: Path) -> None:
 
 
 def publish(
-    index: Path, candidates: Sequence[Candidate], *, landing: Landing | None = None
+    index: Path,
+    candidates: Sequence[Candidate],
+    *,
+    landing: Landing | None = None,
+    extras: TreeExtras | None = None,
 ) -> PublishResult:
     """Audit each candidate and publish those that pass, in one atomic step.
 
@@ -663,7 +674,7 @@ def publish(
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     with _writing_into(index):
         index.mkdir(parents=True, exist_ok=True)
-        return _publish(index, candidates, landing, now)
+        return _publish(index, candidates, landing, now, extras)
 
 
 # What writing into a full, read-only or quota-bound file system raises.
@@ -681,8 +692,9 @@ def _writing_into(index: Path) -> Iterator[None]:
 
 
 def _publish(
-    index: Path, candidates: Sequence[Candidate], landing: Landing | None, now: str
-) -> PublishResult:
+    index: Path, candidates: Sequence[Candidate], landing: Landing | None, now: str,
+    extras: TreeExtras | None = None,
+) -> PublishResult:  # fmt: skip
     with _locked(index):
         stale = _remove_unfinished(index)
         old_tree = _current_tree(index)
@@ -718,7 +730,7 @@ def _publish(
         (index / TREES).mkdir(exist_ok=True)
         tree = index / TREES / _new_tree_name()
         try:
-            _write_tree(tree, old_tree, entries, accepted, landing)
+            _write_tree(tree, old_tree, entries, accepted, landing, extras=extras)
             _swap(index, tree)
         except BaseException:
             shutil.rmtree(tree, ignore_errors=True)
