@@ -26,6 +26,7 @@ import tempfile
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from packaging.utils import canonicalize_name
 
@@ -45,6 +46,7 @@ from archwheel.facts.arch import ArchList
 from archwheel.facts.versions import CudaVersion
 from archwheel.matrix.index import (
     CURRENT,
+    METADATA_SUFFIX,
     PROVENANCE_SUFFIX,
     Candidate,
     IndexEntry,
@@ -56,6 +58,8 @@ from archwheel.matrix.index import (
     publish,
 )
 from archwheel.matrix.pages import WHEELS, link_page, variants_json_name
+from archwheel.matrix.plan import MatrixPlan
+from archwheel.matrix.run import Publisher
 from archwheel.matrix.variant_wheel import write_variant_wheel
 from archwheel.verdicts.audit import audit
 from archwheel.verdicts.variants import (
@@ -156,6 +160,9 @@ def tree_extras(new: dict[str, Candidate]) -> TreeExtras:
                         shutil.copyfile(given, target)
                 elif old is not None and (old / WHEELS / label / (plain + suffix)).is_file():
                     _link_or_copy(old / WHEELS / label / (plain + suffix), target)
+            metadata = wheels / (entry.file + METADATA_SUFFIX)  # the plain wheel's METADATA too
+            if metadata.is_file() and not (folder / (plain + METADATA_SUFFIX)).exists():
+                _link_or_copy(metadata, folder / (plain + METADATA_SUFFIX))
             name = variants_json_name(entry.file)
             assert name is not None
             props = _properties(_read_json_member(wheels / entry.file))
@@ -247,3 +254,57 @@ def _conflict(
             "other properties: give this build another version"
         )
     return None
+
+
+def expected_properties(arch: str, cuda: str | None) -> VariantProperties | None:
+    """What a cell of this arch list and toolkit is expected to prove once built (its SASS as
+    ``_real``, its PTX as ``_virtual``; the lower bound ``X.0``, or ``X.Y`` with PTX, which
+    carries the toolkit's PTX ISA): the plan's preview. The published wheel's properties are
+    derived from its audit. None without a known toolkit."""
+    if cuda is None:
+        return None
+    arch_list = ArchList.parse(arch)
+    toolkit = CudaVersion.parse(cuda)
+    sass = [f"{t.number}_real" for t in sorted(arch_list.sass_targets)]
+    ptx = [f"{t.number}_virtual" for t in sorted(arch_list.ptx_targets)]
+    bound = toolkit if ptx else CudaVersion(toolkit.major, 0)
+    return VariantProperties((*sass, *ptx), bound)
+
+
+def matrix_publisher(default_arch: str | None) -> Publisher:
+    """``matrix --variants``: each cell's wheel published as a variant, but the wheel of the
+    cell of ``default_arch`` plain (the wheel installers without variant support get)."""
+    default = str(ArchList.parse(default_arch)) if default_arch else None
+
+    def publish_cell(
+        index: Path, candidates: list[Candidate], *, landing: Landing | None
+    ) -> PublishResult:
+        plain = [c for c in candidates if default and str(c.expect) == default]
+        variant = [c for c in candidates if c not in plain]
+        return publish_variants(index, variant, defaults=plain, landing=landing)
+
+    return publish_cell
+
+
+def variant_preview(plan: MatrixPlan, default_arch: str | None) -> list[dict[str, Any]]:
+    """Each cell of a ``--variants`` plan with the label and properties it is expected to
+    publish (proven by its audit when published), or "plain" for the default arch list; a
+    skipped cell names the labels already published."""
+    default = str(ArchList.parse(default_arch)) if default_arch else None
+    rows: list[dict[str, Any]] = []
+    for planned in plan.cells:
+        recipe = plan.recipes.get(planned.cell.recipe)
+        row: dict[str, Any] = {"cell": planned.cell.label, "action": planned.action.value}
+        if planned.cell.arch == default:
+            row.update(label=None, properties=None, plain=True)
+        else:
+            props = expected_properties(planned.cell.arch, recipe.cuda if recipe else None)
+            row.update(
+                label=props.label if props else None,
+                properties=props.to_json_dict() if props else None,
+                plain=False,
+            )
+        labels = [label for _, label in map(split_label, planned.existing) if label]
+        row["published"] = labels
+        rows.append(row)
+    return rows
