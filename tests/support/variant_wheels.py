@@ -22,14 +22,14 @@ ARCHS = {80: "8.0", 90: "9.0", 120: "12.0"}
 def arch_wheels(root: Path, library: Callable[..., bytes]) -> tuple[dict[int, Path], Path]:
     """One wheel ``vext 1.0`` per SM of ``ARCHS`` (library ``_k<sm>.so``) and a default one
     with all three (``_kall.so``); ``library(*sms)`` makes the device code."""
-    per_arch = {
-        sm: make_dist(
-            root / f"sm{sm}", "vext", "1.0", **TAGS, libraries={f"_k{sm}.so": library(sm)}
-        )
-        for sm in ARCHS
-    }
-    default = make_dist(root / "all", "vext", "1.0", **TAGS,
-                        libraries={"_kall.so": library(*ARCHS)})  # fmt: skip
+
+    def wheel(folder: str, libraries: dict[str, bytes]) -> Path:
+        return make_dist(root / folder, "vext", "1.0", python_tag=TAGS["python_tag"],
+                         abi_tag=TAGS["abi_tag"], platform_tag=TAGS["platform_tag"],
+                         libraries=libraries)  # fmt: skip
+
+    per_arch = {sm: wheel(f"sm{sm}", {f"_k{sm}.so": library(sm)}) for sm in ARCHS}
+    default = wheel("all", {"_kall.so": library(*ARCHS)})
     return per_arch, default
 
 
