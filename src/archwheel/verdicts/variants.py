@@ -32,15 +32,17 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from archwheel.binary.model import Compression, LibraryInventory
+from archwheel.binary.model import Compression, LibraryInventory, VariantFile
 from archwheel.errors import UsageError
 from archwheel.facts.arch import CodeKind, Target
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.versions import CudaVersion
-from archwheel.verdicts.audit import AuditReport
 from archwheel.verdicts.compat.judge import split_modules
+
+if TYPE_CHECKING:  # the audit imports this module for its variant.json check
+    from archwheel.verdicts.audit import AuditReport
 
 NAMESPACE = "nvidia"
 SM_ARCH = "sm_arch"
@@ -131,9 +133,16 @@ def _serving_modules(library: LibraryInventory) -> list[frozenset[tuple[CodeKind
 
 def common_images(report: AuditReport) -> frozenset[tuple[CodeKind, Target]]:
     """The SASS and PTX images present in every serving module of every device library."""
+    return images_in_every_module(v.library for v in report.libraries)
+
+
+def images_in_every_module(
+    libraries: Iterable[LibraryInventory],
+) -> frozenset[tuple[CodeKind, Target]]:
+    """The SASS and PTX images present in every serving module of ``libraries``."""
     found: frozenset[tuple[CodeKind, Target]] | None = None
-    for verdict in report.libraries:
-        for images in _serving_modules(verdict.library):
+    for library in libraries:
+        for images in _serving_modules(library):
             found = images if found is None else found & images
     return found or frozenset()
 
@@ -270,12 +279,32 @@ def read_claims(document: object) -> tuple[list[Claim], str | None]:
 def unbacked(
     claims: Sequence[Claim], report: AuditReport, facts: CudaFacts | None = None
 ) -> list[str]:
-    """One line per property a wheel's ``variant.json`` claims that its device code does not
-    back: an ``sm_arch`` value some module lacks (or that names no image), and a
-    ``cuda_version_lower_bound`` below what its PTX needs (rule ``ptx-isa-driver``)."""
+    """One line per property a wheel's ``variant.json`` claims that its audited device code
+    does not back (``unbacked_by`` on the report's libraries)."""
+    return unbacked_by(claims, [v.library for v in report.libraries], facts)
+
+
+def _ptx_needs(libraries: Sequence[LibraryInventory], facts: CudaFacts) -> CudaVersion | None:
+    """The newest CUDA the PTX ISA of ``libraries`` needs of the driver (rule
+    ``ptx-isa-driver``); None: no PTX, or only ISA versions the facts do not know."""
+    isas = {e.ptx_isa for lib in libraries for e in lib.entries if e.ptx_isa is not None}
+    needs = [n for n in (facts.ptx_isa_min_cuda(isa) for isa in isas) if n is not None]
+    return max(needs, default=None)
+
+
+def unbacked_by(
+    claims: Sequence[Claim],
+    libraries: Sequence[LibraryInventory],
+    facts: CudaFacts | None = None,
+) -> list[str]:
+    """One line per property a wheel's ``variant.json`` claims that the device code of
+    ``libraries`` (those with device code) does not back: an ``sm_arch`` value some module
+    lacks (or that names no image), and a ``cuda_version_lower_bound`` below what its PTX needs
+    (rule ``ptx-isa-driver``). An installer trusts these properties to pick the wheel for a
+    machine: each such line is a GPU or driver that would get a wheel that does not run."""
     facts = facts or load_facts()
-    images = common_images(report)
-    have = {arch_value(kind, target) for kind, target in images}
+    have = {arch_value(kind, target) for kind, target in images_in_every_module(libraries)}
+    need = _ptx_needs(libraries, facts)
     problems = []
     for claim in claims:
         for value in claim.sm_arch:
@@ -288,8 +317,6 @@ def unbacked(
                     f"{'sm' if kind == 'SASS' else 'compute'}_{value.split('_')[0]} "
                     "in every module with device code"
                 )
-        reasons, _ = lower_bound_reasons([v.library for v in report.libraries], None, facts)
-        need = max((r.needs for r in reasons), default=None)
         for text in claim.lower_bounds:
             try:
                 bound = CudaVersion.parse(text)
@@ -302,3 +329,55 @@ def unbacked(
                     "needs (rule ptx-isa-driver)"
                 )
     return problems
+
+
+@dataclass(frozen=True)
+class ClaimsCheck:
+    """A wheel's ``variant.json`` judged against its device code: the claims judged and one
+    line per claim the code does not back (or the one reason the file cannot be judged)."""
+
+    member: str
+    label: str | None  # the label of the wheel's file name (None: no label, or installed)
+    claims: tuple[Claim, ...]
+    unbacked: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """Every claim judged is backed by the device code."""
+        return not self.unbacked
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The ``variant`` object of the audit, can-run and doctor documents."""
+        return {
+            "member": self.member,
+            "label": self.label,
+            "ok": self.ok,
+            "claims": [
+                {"label": c.label, SM_ARCH: list(c.sm_arch), LOWER_BOUND: list(c.lower_bounds)}
+                for c in self.claims
+            ],
+            "unbacked": list(self.unbacked),
+        }
+
+
+def check_variant_file(
+    found: VariantFile,
+    libraries: Sequence[LibraryInventory],
+    label: str | None = None,
+    facts: CudaFacts | None = None,
+) -> ClaimsCheck:
+    """Judge a ``variant.json`` (archwheel's or anyone's) against the device code of
+    ``libraries``. With ``label`` (the wheel's file name has one), only that label's claims are
+    the wheel's, and a ``variant.json`` without it is itself a line; without, every label's."""
+    if found.problem is not None:
+        return ClaimsCheck(found.member, label, (), (f"variant.json: {found.problem}",))
+    claims, problem = read_claims(found.document)
+    if problem is not None:
+        return ClaimsCheck(found.member, label, (), (problem,))
+    judged = [c for c in claims if label is None or c.label == label]
+    missing: list[str] = []
+    if label is not None and not judged:
+        written = ", ".join(sorted(c.label for c in claims)) or "none"
+        missing.append(f"{label}: the file name's label is not in its variant.json ({written})")
+    lines = missing + unbacked_by(judged, libraries, facts)
+    return ClaimsCheck(found.member, label, tuple(judged), tuple(lines))
