@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.parser import HeaderParser
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -73,6 +73,9 @@ from archwheel.matrix.pages import (
 from archwheel.verdicts.audit import AuditReport, audit, audit_document
 from archwheel.verdicts.wheelname import name_version_disagreement
 
+if TYPE_CHECKING:  # what a variants publish adds under the lock (screen, extras)
+    from archwheel.matrix.variants import VariantTree
+
 INDEX_SCHEMA_VERSION = 1
 CURRENT = "current"
 TREES = "trees"
@@ -85,9 +88,6 @@ METADATA_LIMIT = 4 << 20  # bytes of METADATA read at most
 # Renders a tree's index.html from the written tree (its index.json and the audit JSON beside
 # each wheel); the interfaces floor passes one with a chart, else ``landing_page`` is used.
 Landing = Callable[[Path], str]
-# Writes what a publish adds to a new tree beside its pages (the variants' files): the tree,
-# the previous tree (None: the first) and every entry; ``matrix.variants`` makes one.
-TreeExtras = Callable[[Path, "Path | None", "Sequence[IndexEntry]"], None]
 _LOCAL_CUDA = re.compile(r"(?:^|[._-]|pt[0-9]+)cu([0-9]{2,3})(?:$|[._-])")
 
 
@@ -550,7 +550,7 @@ def _new_tree_name() -> str:
 
 def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
                 new: Sequence[_Examined], landing: Landing | None, *,
-                extras: TreeExtras | None = None) -> None:  # fmt: skip
+                variants: VariantTree | None = None) -> None:  # fmt: skip
     wheels = tree / WHEELS
     wheels.mkdir(parents=True)
     fresh = {x.entry.file for x in new}
@@ -593,8 +593,8 @@ def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
             "entries": [e.to_json_dict() for e in sorted(entries, key=lambda e: e.file)],
         },
     )
-    if extras is not None:
-        extras(tree, old, entries)
+    if variants is not None:
+        variants.extras(tree, old, entries)
     text = landing(tree) if landing is not None else landing_page(entries)
     write_text_atomic(tree / "index.html", text)
 
@@ -660,12 +660,9 @@ def _collect(index: Path, keep: Path) -> None:
 
 
 def publish(
-    index: Path,
-    candidates: Sequence[Candidate],
-    *,
-    landing: Landing | None = None,
-    extras: TreeExtras | None = None,
-) -> PublishResult:
+    index: Path, candidates: Sequence[Candidate], *, landing: Landing | None = None,
+    variants: VariantTree | None = None,
+) -> PublishResult:  # fmt: skip
     """Audit each candidate and publish those that pass, in one atomic step.
 
     ``landing`` renders the tree's ``index.html`` (default: a plain list of the pages). An
@@ -674,7 +671,7 @@ def publish(
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     with _writing_into(index):
         index.mkdir(parents=True, exist_ok=True)
-        return _publish(index, candidates, landing, now, extras)
+        return _publish(index, candidates, landing, now, variants)
 
 
 # What writing into a full, read-only or quota-bound file system raises.
@@ -693,7 +690,7 @@ def _writing_into(index: Path) -> Iterator[None]:
 
 def _publish(
     index: Path, candidates: Sequence[Candidate], landing: Landing | None, now: str,
-    extras: TreeExtras | None = None,
+    variants: VariantTree | None = None,
 ) -> PublishResult:  # fmt: skip
     with _locked(index):
         stale = _remove_unfinished(index)
@@ -702,6 +699,8 @@ def _publish(
         accepted: list[_Examined] = []
         unchanged: list[IndexEntry] = []
         refused: list[Refusal] = []
+        if variants is not None:  # the labels the index holds now, under the lock
+            candidates, refused = variants.screen(index, candidates)
         for candidate in candidates:
             result = examine(candidate, now)
             if isinstance(result, Refusal):
@@ -730,7 +729,7 @@ def _publish(
         (index / TREES).mkdir(exist_ok=True)
         tree = index / TREES / _new_tree_name()
         try:
-            _write_tree(tree, old_tree, entries, accepted, landing, extras=extras)
+            _write_tree(tree, old_tree, entries, accepted, landing, variants=variants)
             _swap(index, tree)
         except BaseException:
             shutil.rmtree(tree, ignore_errors=True)

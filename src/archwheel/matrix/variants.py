@@ -53,7 +53,6 @@ from archwheel.matrix.index import (
     Landing,
     PublishResult,
     Refusal,
-    TreeExtras,
     load_provenance,
     publish,
 )
@@ -137,11 +136,37 @@ def published_labels(index: Path) -> dict[str, dict[str, VariantProperties]]:
     return found
 
 
-def tree_extras(new: dict[str, Candidate]) -> TreeExtras:
-    """What a variants publish writes into each new tree (see the module's text); ``new``:
-    variant file name -> the candidate of the plain wheel it was made from."""
+@dataclasses.dataclass(frozen=True)
+class VariantTree:
+    """What a variants publish does inside the index's own publish, under the index's lock
+    (``index.publish(..., variants=...)``): ``screen`` refuses a variant whose label the index
+    already publishes for its version with other properties (read under the lock, so two
+    publishes at once cannot both give one label), ``extras`` writes the variants' files into
+    each new tree (see the module's text). ``made``: variant file name -> the candidate of the
+    plain wheel it was made from; ``properties``: variant file name -> its properties."""
 
-    def extras(tree: Path, old: Path | None, entries: Sequence[IndexEntry]) -> None:
+    made: dict[str, Candidate]
+    properties: dict[str, VariantProperties]
+
+    def screen(
+        self, index: Path, candidates: Sequence[Candidate]
+    ) -> tuple[list[Candidate], list[Refusal]]:
+        """The candidates that may join the index as it is now, and the refusals."""
+        known = published_labels(index)
+        kept: list[Candidate] = []
+        refused: list[Refusal] = []
+        for candidate in candidates:
+            props = self.properties.get(candidate.wheel.name)
+            problem = _published_conflict(candidate, props, known) if props else None
+            if problem is None:
+                kept.append(candidate)
+            else:
+                plain = self.made[candidate.wheel.name].wheel.name
+                refused.append(Refusal(plain, problem))
+        return kept, refused
+
+    def extras(self, tree: Path, old: Path | None, entries: Sequence[IndexEntry]) -> None:
+        """Write the variants files of ``tree`` (``old``: the previous tree, None: the first)."""
         wheels = tree / WHEELS
         versions: dict[str, dict[str, VariantProperties]] = {}
         pages: dict[str, list[IndexEntry]] = {}
@@ -151,7 +176,7 @@ def tree_extras(new: dict[str, Candidate]) -> TreeExtras:
                 continue
             folder = wheels / label
             folder.mkdir(exist_ok=True)
-            source = new.get(entry.file)
+            source = self.made.get(entry.file)
             for suffix in ("", PROVENANCE_SUFFIX):
                 target = folder / (plain + suffix)
                 if source is not None:
@@ -183,8 +208,6 @@ def tree_extras(new: dict[str, Candidate]) -> TreeExtras:
             label = page.removesuffix(".html").rsplit("-", 1)[1]
             write_text_atomic(tree / page, link_page(page, shown_entries, f"{WHEELS}/{label}/"))
 
-    return extras
-
 
 def _link_or_copy(source: Path, target: Path) -> None:
     try:
@@ -203,11 +226,11 @@ def publish_variants(
     """Publish ``candidates`` as variants (and ``defaults`` as plain wheels) into ``index`` in
     one atomic step; a wheel that cannot be a variant is refused with its reason."""
     index.mkdir(parents=True, exist_ok=True)
-    known = published_labels(index)
     refused: list[Refusal] = []
     staging = Path(tempfile.mkdtemp(prefix=".variants-", dir=index))
     try:
         made: dict[str, Candidate] = {}
+        properties: dict[str, VariantProperties] = {}
         offered: list[tuple[str, VariantProperties]] = []
         accepted: list[Candidate] = []
         for candidate in candidates:
@@ -215,7 +238,7 @@ def publish_variants(
             if isinstance(got, NoVariant):
                 refused.append(Refusal(candidate.wheel.name, f"not a variant: {got.reason}"))
                 continue
-            problem = _conflict(candidate, got.properties, known, offered)
+            problem = _offered_twice(candidate, got.properties, offered)
             if problem is not None:
                 refused.append(Refusal(candidate.wheel.name, problem))
                 continue
@@ -223,30 +246,36 @@ def publish_variants(
             document = document_bytes(variants_document({got.label: got.properties}))
             variant = write_variant_wheel(candidate.wheel, got.label, document, staging)
             made[variant.name] = candidate
+            properties[variant.name] = got.properties
             expect = _expect(candidate)
             accepted.append(
                 dataclasses.replace(candidate, wheel=variant, provenance=None, expect=expect)
             )
-        extras = tree_extras(made)
-        result = publish(index, [*accepted, *defaults], landing=landing, extras=extras)
+        tree = VariantTree(made, properties)
+        result = publish(index, [*accepted, *defaults], landing=landing, variants=tree)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return dataclasses.replace(result, refused=(*refused, *result.refused))
 
 
-def _conflict(
+def _offered_twice(
     candidate: Candidate,
     props: VariantProperties,
-    known: dict[str, dict[str, VariantProperties]],
     offered: Sequence[tuple[str, VariantProperties]],
 ) -> str | None:
-    """Why ``candidate`` cannot join: a wheel of this publish with its file name and the same
-    properties (or label), or a published label of its version with other properties."""
+    """Why ``candidate`` cannot join this publish: another wheel of it with its file name has
+    the same properties (or label)."""
     same_name = [(w, p) for w, p in offered if w == candidate.wheel.name]
     problems = duplicates([*same_name, (candidate.wheel.name + " (again)", props)])
-    if problems:
-        return problems[0]
-    name, version = candidate.wheel.name.split("-")[:2]
+    return problems[0] if problems else None
+
+
+def _published_conflict(
+    candidate: Candidate, props: VariantProperties, known: dict[str, dict[str, VariantProperties]]
+) -> str | None:
+    """Why ``candidate`` cannot join the index: a published label of its version has other
+    properties (``known``: ``published_labels`` of the index, read under its lock)."""
+    name, version = split_label(candidate.wheel.name)[0].split("-")[:2]
     published = known.get(f"{name}-{version}", {}).get(props.label)
     if published is not None and published != props:
         return (
