@@ -549,7 +549,7 @@ def _new_tree_name() -> str:
 
 
 def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
-                new: Sequence[_Examined], landing: Landing | None, *,
+                new: Sequence[_Examined], landing: Landing | None,
                 variants: VariantTree | None = None) -> None:  # fmt: skip
     wheels = tree / WHEELS
     wheels.mkdir(parents=True)
@@ -729,7 +729,7 @@ def _publish(
         (index / TREES).mkdir(exist_ok=True)
         tree = index / TREES / _new_tree_name()
         try:
-            _write_tree(tree, old_tree, entries, accepted, landing, variants=variants)
+            _write_tree(tree, old_tree, entries, accepted, landing, variants)
             _swap(index, tree)
         except BaseException:
             shutil.rmtree(tree, ignore_errors=True)
