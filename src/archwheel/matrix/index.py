@@ -549,8 +549,7 @@ def _new_tree_name() -> str:
 
 
 def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
-                new: Sequence[_Examined], landing: Landing | None,
-                variants: VariantTree | None = None) -> None:  # fmt: skip
+                new: Sequence[_Examined], landing: Landing | None) -> None:  # fmt: skip
     wheels = tree / WHEELS
     wheels.mkdir(parents=True)
     fresh = {x.entry.file for x in new}
@@ -593,8 +592,6 @@ def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
             "entries": [e.to_json_dict() for e in sorted(entries, key=lambda e: e.file)],
         },
     )
-    if variants is not None:
-        variants.extras(tree, old, entries)
     text = landing(tree) if landing is not None else landing_page(entries)
     write_text_atomic(tree / "index.html", text)
 
@@ -659,10 +656,8 @@ def _collect(index: Path, keep: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def publish(
-    index: Path, candidates: Sequence[Candidate], *, landing: Landing | None = None,
-    variants: VariantTree | None = None,
-) -> PublishResult:  # fmt: skip
+def publish(index: Path, candidates: Sequence[Candidate], *, landing: Landing | None = None,
+            variants: VariantTree | None = None) -> PublishResult:  # fmt: skip
     """Audit each candidate and publish those that pass, in one atomic step.
 
     ``landing`` renders the tree's ``index.html`` (default: a plain list of the pages). An
@@ -688,19 +683,15 @@ def _writing_into(index: Path) -> Iterator[None]:
         raise
 
 
-def _publish(
-    index: Path, candidates: Sequence[Candidate], landing: Landing | None, now: str,
-    variants: VariantTree | None = None,
-) -> PublishResult:  # fmt: skip
+def _publish(index: Path, candidates: Sequence[Candidate], landing: Landing | None, now: str,
+             variants: VariantTree | None) -> PublishResult:  # fmt: skip
     with _locked(index):
         stale = _remove_unfinished(index)
         old_tree = _current_tree(index)
         existing = {e.file: e for e in read_index(index)}
         accepted: list[_Examined] = []
         unchanged: list[IndexEntry] = []
-        refused: list[Refusal] = []
-        if variants is not None:  # the labels the index holds now, under the lock
-            candidates, refused = variants.screen(index, candidates)
+        candidates, refused = variants.screen(index, candidates) if variants else (candidates, [])
         for candidate in candidates:
             result = examine(candidate, now)
             if isinstance(result, Refusal):
@@ -729,7 +720,9 @@ def _publish(
         (index / TREES).mkdir(exist_ok=True)
         tree = index / TREES / _new_tree_name()
         try:
-            _write_tree(tree, old_tree, entries, accepted, landing, variants)
+            _write_tree(tree, old_tree, entries, accepted, landing)
+            if variants is not None:  # the variants' files, beside the pages
+                variants.extras(tree, old_tree, entries)
             _swap(index, tree)
         except BaseException:
             shutil.rmtree(tree, ignore_errors=True)
