@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archwheel.binary.model import InputInventory, LibraryInventory, Severity
 from archwheel.binary.variantname import split_label
@@ -21,7 +21,9 @@ from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.facts.arch import ArchList, CodeKind, Target
 from archwheel.facts.catalog import load_facts
 from archwheel.verdicts.document import document_header
-from archwheel.verdicts.variants import ClaimsCheck, check_variant_file
+
+if TYPE_CHECKING:  # imported when an input has a variant.json (the judge is not cheap to import)
+    from archwheel.verdicts.variants import ClaimsCheck
 
 AUDIT_SCHEMA_VERSION = 1
 KIND_ORDER = {CodeKind.SASS: 0, CodeKind.PTX: 1, CodeKind.LTOIR: 2}
@@ -213,6 +215,8 @@ def audit(inventory: InputInventory, expect: ArchList | None) -> AuditReport:
     no_device_code = expect is not None and not verdicts
     variant = None
     if inventory.variant_json is not None:
+        from archwheel.verdicts.variants import check_variant_file
+
         label = split_label(inventory.metadata.get("file", ""))[1]
         variant = check_variant_file(inventory.variant_json, inventory.device_libraries, label)
     return AuditReport(inventory, expect, tuple(verdicts), no_device_code, variant)
