@@ -5,7 +5,7 @@ A command returns a member of ``ExitCode``; nothing else in the package defines 
 the same codes with the same meaning). Generic codes (0-5, 130, 141, 143) come from a verdict or
 from the class of the error that ended a command (``ERROR_CODES``: the exceptions of
 ``errors.py`` carry no exit code, the command line maps them here); the verdict commands add
-their own ranges, chosen not to collide: ``can-run`` / ``doctor`` 10-12, ``smoke`` 20-23.
+their own ranges, chosen not to collide: ``can-run`` / ``doctor`` 10-13, ``smoke`` 20-23.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class ExitCode(IntEnum):
     SOME_JIT = 10
     NO_KERNEL_IMAGE = 11
     DRIVER_TOO_OLD = 12
+    VARIANT_UNBACKED = 13  # a variant.json claims what the device code does not back
     # smoke: what really happened on the GPU
     SMOKE_NO_DEVICE = 20
     SMOKE_JIT_ONLY = 21
@@ -59,6 +60,7 @@ MEANING: dict[ExitCode, str] = {
     ExitCode.SOME_JIT: "some library runs only by JIT-compiling PTX",
     ExitCode.NO_KERNEL_IMAGE: "some library has no kernel image for some GPU",
     ExitCode.DRIVER_TOO_OLD: "the driver is too old",
+    ExitCode.VARIANT_UNBACKED: "a variant.json claims an arch or driver the device code lacks",
     ExitCode.SMOKE_NO_DEVICE: "no CUDA device",
     ExitCode.SMOKE_JIT_ONLY: "some kernels ran only through the PTX JIT",
     ExitCode.SMOKE_NO_KERNEL_IMAGE: "no kernel image for some device",

@@ -148,6 +148,17 @@ class LibraryInventory:
 
 
 @dataclass(frozen=True)
+class VariantFile:
+    """A wheel's (or an installed distribution's) ``.dist-info/variant.json`` as found: the
+    parsed JSON document, or the one-line reason it could not be read (too large, not JSON).
+    Its claims are judged by ``verdicts.variants``, whoever wrote it."""
+
+    member: str  # the member (wheel) or file (installed) it was read from
+    document: object = None  # the parsed JSON; None where ``problem`` says why
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
 class InputInventory:
     """Everything found in one input (a wheel, a file, a directory, an installed distribution)."""
 
@@ -161,6 +172,8 @@ class InputInventory:
     # Wheel member -> hex sha256 of its bytes, for the binary members read whole; only from a
     # scan asked for them (``scan_path(..., digests=True)``).
     member_digests: dict[str, str] = field(default_factory=dict)
+    # Its .dist-info/variant.json, where a wheel or an installed distribution has one.
+    variant_json: VariantFile | None = None
 
     @property
     def complete(self) -> bool:

@@ -337,12 +337,14 @@ def _tags(
 ) -> tuple[str, ...]:
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+    from archwheel.binary.variantname import split_label
+
     tags: set[str] = set()
     wheel_text = _read_text(archive, f"{dist_info}/WHEEL", path, MAX_METADATA_BYTES)
     if wheel_text is not None:
         tags.update(v for v in _parse_headers(wheel_text).get("tag", []) if v)
     try:
-        tags.update(str(t) for t in parse_wheel_filename(path.name)[3])
+        tags.update(str(t) for t in parse_wheel_filename(split_label(path.name)[0])[3])
     except InvalidWheelFilename:
         warnings.append(f"file name {path.name!r} is not a valid wheel name; tags from WHEEL")
     return tuple(sorted(tags))

@@ -24,7 +24,7 @@ from archwheel.effects.host import (
     probe_gpus,
 )
 from archwheel.errors import ArchwheelError
-from archwheel.exit_codes import EXIT_INCOMPLETE
+from archwheel.exit_codes import EXIT_INCOMPLETE, ExitCode
 from archwheel.facts.arch import ArchList, CodeKind, Target
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.versions import ComputeCapability, CudaVersion, parse_or_none
@@ -38,6 +38,7 @@ from archwheel.verdicts.compat.judge import check_runtime, judge_input
 from archwheel.verdicts.compat.report import LibraryVerdict, Reason, RuntimeCheck, worst
 from archwheel.verdicts.document import document_header
 from archwheel.verdicts.recommend import coverage_of
+from archwheel.verdicts.variants import ClaimsCheck, check_variant_file
 from archwheel.verdicts.vocabulary import Verdict
 
 DOCTOR_SCHEMA_VERSION = 1
@@ -78,14 +79,19 @@ class DoctorReport:
     runtime: RuntimeCheck | None
     diagnoses: tuple[GpuDiagnosis, ...]
     findings: tuple[str, ...]
+    # The installed torch's .dist-info/variant.json against its device code (None: none).
+    variant: ClaimsCheck | None = None
 
     @property
     def exit_code(self) -> int:
-        """As can-run's; 3 when the Python environment could not be inspected at all."""
+        """As can-run's (13 where torch's ``variant.json`` claims what its device code does
+        not back); 3 when the Python environment could not be inspected at all."""
         verdicts = [d.verdict for d in self.diagnoses if d.verdict is not None]
         if self.runtime is not None and self.runtime.blocks:
             verdicts.append(Verdict.DRIVER_TOO_OLD)
         code = worst(verdicts).exit_code if verdicts else 0
+        if code in (0, Verdict.JIT.exit_code) and self.variant and not self.variant.ok:
+            return ExitCode.VARIANT_UNBACKED
         if code == 0 and self.environment.errors:
             return EXIT_INCOMPLETE
         return code
@@ -107,6 +113,7 @@ class DoctorReport:
             "complete": self.audit.complete,
             "problems": [p.one_line() for p in self.audit.problems],
             "libraries": libraries,
+            **({"variant": self.variant.to_json_dict()} if self.variant is not None else {}),
         }
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -201,6 +208,14 @@ def diagnose(
                 f"{host.cuda_driver_version}"
             )
     findings.extend(_flags_versus_audit(torch.arch_flags, inventory))
+    variant = None
+    if inventory is not None and inventory.variant_json is not None:
+        # uv picked this torch for this machine by these claims (wheel variants).
+        variant = check_variant_file(inventory.variant_json, inventory.device_libraries)
+        findings.extend(
+            f"torch's variant.json claims what its device code does not back: {line}"
+            for line in variant.unbacked
+        )
     if host.gpus and torch.cuda_available is False and runtime is not None and not runtime.blocks:
         findings.append(
             "torch.cuda.is_available() is False although a GPU and a recent enough driver are "
@@ -220,6 +235,7 @@ def diagnose(
         runtime=runtime,
         diagnoses=diagnoses,
         findings=tuple(findings),
+        variant=variant,
     )
 
 

@@ -4,15 +4,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from archwheel.binary.scan.inputs import scan_path
+from archwheel.binary.variantname import split_label
 from archwheel.binary.wheelmeta import WheelMetadata, read_wheel_metadata
 from archwheel.facts.catalog import CudaFacts, load_facts
 from archwheel.facts.versions import CudaVersion, DriverVersion
 from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.compat.judge import judge_input
 from archwheel.verdicts.compat.report import CanRunReport, InputVerdicts, build_report
+from archwheel.verdicts.variants import check_variant_file
 
 
 def can_run(
@@ -26,7 +29,9 @@ def can_run(
     """Scan every input and judge it on every GPU (and the driver, when given).
 
     The CUDA runtime an input targets is ``cuda_runtime`` when given, else what a wheel's
-    metadata says (its ``nvidia-cuda-runtime`` pin, its ``+cuXYZ`` local version)."""
+    metadata says (its ``nvidia-cuda-runtime`` pin, its ``+cuXYZ`` local version). A wheel's
+    ``.dist-info/variant.json`` (anyone's) is judged against its device code: an installer
+    picks the wheel for a GPU by those claims."""
     if facts is None:  # a library caller's: the use case loads them once, here
         facts = load_facts()
     judged: list[InputVerdicts] = []
@@ -41,16 +46,19 @@ def can_run(
             if cuda_runtime
             else (metadata.cuda_source if metadata else None)
         )
-        judged.append(
-            judge_input(
-                inventory,
-                gpus,
-                driver=driver,
-                runtime=runtime,
-                runtime_source=source,
-                name=metadata.name if metadata else None,
-                version=metadata.version if metadata else None,
-                facts=facts,
-            )
+        verdicts = judge_input(
+            inventory,
+            gpus,
+            driver=driver,
+            runtime=runtime,
+            runtime_source=source,
+            name=metadata.name if metadata else None,
+            version=metadata.version if metadata else None,
+            facts=facts,
         )
+        if inventory.variant_json is not None:
+            label = split_label(path.name)[1]
+            check = check_variant_file(inventory.variant_json, inventory.device_libraries, label)
+            verdicts = replace(verdicts, variant=check)
+        judged.append(verdicts)
     return build_report(judged, gpus, driver, facts)

@@ -50,6 +50,12 @@ if TYPE_CHECKING:
         Verdict,
         run_matrix,
     )
+    from archwheel.matrix.variants import (
+        expected_properties,
+        matrix_publisher,
+        publish_variants,
+        variant_preview,
+    )
 
 # name -> the module that defines it (``module:attribute`` where the name differs)
 _WHERE = {
@@ -83,6 +89,10 @@ _WHERE = {
     "MatrixResult": "run",
     "Verdict": "run",
     "run_matrix": "run",
+    "expected_properties": "variants",
+    "matrix_publisher": "variants",
+    "publish_variants": "variants",
+    "variant_preview": "variants",
 }
 
 __all__ = [
@@ -106,15 +116,19 @@ __all__ = [
     "RecipeFacts",
     "Verdict",
     "candidates_from",
+    "expected_properties",
     "export_workflow",
     "load_matrix",
     "make_plan",
+    "matrix_publisher",
     "parse_exclusion",
     "publish",
+    "publish_variants",
     "read_index",
     "recheck_index",
     "run_matrix",
     "unfinished_publishes",
+    "variant_preview",
 ]
 
 

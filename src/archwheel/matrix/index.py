@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -47,6 +47,7 @@ from packaging.version import InvalidVersion, Version
 
 from archwheel.binary.coremetadata import parse_core_metadata
 from archwheel.binary.scan.inputs import scan_path
+from archwheel.binary.variantname import split_label
 from archwheel.binary.wheelmeta import Pin, read_wheel_metadata
 from archwheel.binary.zipread import open_zip
 from archwheel.effects.files import (
@@ -71,6 +72,9 @@ from archwheel.matrix.pages import (
 )
 from archwheel.verdicts.audit import AuditReport, audit, audit_document
 from archwheel.verdicts.wheelname import name_version_disagreement
+
+if TYPE_CHECKING:  # what a variants publish adds under the lock (screen, extras)
+    from archwheel.matrix.variants import VariantTree
 
 INDEX_SCHEMA_VERSION = 1
 CURRENT = "current"
@@ -171,7 +175,7 @@ class IndexEntry:
         if not _PLAIN_NAME.fullmatch(file) or file.startswith("."):
             raise ValueError(f"entry file {file[:80]!r} is not a wheel file name")
         try:
-            name, version, _build, _tags = parse_wheel_filename(file)
+            name, version, _build, _tags = parse_wheel_filename(split_label(file)[0])
         except InvalidWheelFilename:
             raise ValueError(f"entry file {file[:80]!r} is not a wheel file name") from None
         sha256 = _field(data, "sha256")
@@ -433,7 +437,7 @@ def examine(candidate: Candidate, now: str) -> _Examined | Refusal:
     """Audit one wheel and read what the index needs from it; a Refusal says why not."""
     wheel = candidate.wheel
     try:
-        name, version, _build, _tags = parse_wheel_filename(wheel.name)
+        name, version, _build, _tags = parse_wheel_filename(split_label(wheel.name)[0])
     except InvalidWheelFilename as exc:
         return Refusal(wheel.name, f"not a wheel file name: {exc}")
     if not wheel.is_file():
@@ -650,9 +654,8 @@ def _collect(index: Path, keep: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def publish(
-    index: Path, candidates: Sequence[Candidate], *, landing: Landing | None = None
-) -> PublishResult:
+def publish(index: Path, candidates: Sequence[Candidate], *, landing: Landing | None = None,
+            variants: VariantTree | None = None) -> PublishResult:  # fmt: skip
     """Audit each candidate and publish those that pass, in one atomic step.
 
     ``landing`` renders the tree's ``index.html`` (default: a plain list of the pages). An
@@ -661,7 +664,7 @@ def publish(
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     with _writing_into(index):
         index.mkdir(parents=True, exist_ok=True)
-        return _publish(index, candidates, landing, now)
+        return _publish(index, candidates, landing, now, variants)
 
 
 # What writing into a full, read-only or quota-bound file system raises.
@@ -678,16 +681,15 @@ def _writing_into(index: Path) -> Iterator[None]:
         raise
 
 
-def _publish(
-    index: Path, candidates: Sequence[Candidate], landing: Landing | None, now: str
-) -> PublishResult:
+def _publish(index: Path, candidates: Sequence[Candidate], landing: Landing | None, now: str,
+             variants: VariantTree | None) -> PublishResult:  # fmt: skip
     with _locked(index):
         stale = _remove_unfinished(index)
         old_tree = _current_tree(index)
         existing = {e.file: e for e in read_index(index)}
         accepted: list[_Examined] = []
         unchanged: list[IndexEntry] = []
-        refused: list[Refusal] = []
+        candidates, refused = variants.screen(index, candidates) if variants else (candidates, [])
         for candidate in candidates:
             result = examine(candidate, now)
             if isinstance(result, Refusal):
@@ -717,6 +719,8 @@ def _publish(
         tree = index / TREES / _new_tree_name()
         try:
             _write_tree(tree, old_tree, entries, accepted, landing)
+            if variants is not None:  # the variants' files, beside the pages
+                variants.extras(tree, old_tree, entries)
             _swap(index, tree)
         except BaseException:
             shutil.rmtree(tree, ignore_errors=True)

@@ -36,6 +36,23 @@ def _link(prefix: str, entry: IndexEntry) -> str:
     return f"<a {attrs}>{html.escape(entry.file)}</a><br>\n"
 
 
+def variants_json_name(file: str) -> str | None:
+    """``{name}-{version}-variants.json`` of a variant wheel's file name (PEP 825 draft: the
+    index serves it beside the wheels); None for a plain wheel."""
+    from archwheel.binary.variantname import split_label
+
+    plain, label = split_label(file)
+    if label is None:
+        return None
+    name, version = plain.split("-")[:2]
+    return f"{name}-{version}-variants.json"
+
+
+def _variants_links(prefix: str, rows: Sequence[IndexEntry]) -> list[str]:
+    names = sorted({n for n in (variants_json_name(e.file) for e in rows) if n is not None})
+    return [f'<a href="{html.escape(prefix + quote(n))}">{html.escape(n)}</a><br>\n' for n in names]
+
+
 def simple_root_page(entries: Sequence[IndexEntry]) -> str:
     projects = sorted({e.project for e in entries})
     body = [f'<a href="{quote(p)}/">{html.escape(p)}</a><br>\n' for p in projects]
@@ -46,14 +63,21 @@ def project_page(project: str, entries: Sequence[IndexEntry]) -> str:
     rows = sorted((e for e in entries if e.project == project), key=lambda e: e.file)
     return _page(
         f"Links for {project}",
-        [_link(f"../../{WHEELS}/", e) for e in rows],
+        [_link(f"../../{WHEELS}/", e) for e in rows] + _variants_links(f"../../{WHEELS}/", rows),
         meta='<meta name="pypi:repository-version" content="1.0">\n',
     )
 
 
 def find_links_page(page: str, entries: Sequence[IndexEntry]) -> str:
     rows = sorted((e for e in entries if page in e.find_links_pages), key=lambda e: e.file)
-    return _page(page.removesuffix(".html"), [_link(f"{WHEELS}/", e) for e in rows])
+    links = [_link(f"{WHEELS}/", e) for e in rows] + _variants_links(f"{WHEELS}/", rows)
+    return _page(page.removesuffix(".html"), links)
+
+
+def link_page(page: str, entries: Sequence[IndexEntry], prefix: str) -> str:
+    """A find-links page of ``entries`` under ``prefix`` (one arch list's plain wheels)."""
+    rows = sorted(entries, key=lambda e: e.file)
+    return _page(page.removesuffix(".html"), [_link(prefix, e) for e in rows])
 
 
 def landing_page(entries: Sequence[IndexEntry]) -> str:

@@ -293,9 +293,17 @@ def _torch_cells(
 
 
 def make_plan(
-    spec: MatrixSpec, recipes: Mapping[str, RecipeFacts], index: Sequence[IndexEntry]
+    spec: MatrixSpec,
+    recipes: Mapping[str, RecipeFacts],
+    index: Sequence[IndexEntry],
+    *,
+    variants: bool = False,
+    default_arch: str | None = None,
 ) -> MatrixPlan:
-    """Every cell with its key and action; a cell whose key the index holds is skipped."""
+    """Every cell with its key and action; a cell whose key the index holds is skipped.
+    With ``variants`` cells that differ only in their arch list become variants of one version
+    (docs/variants.md): only the cells of ``default_arch`` (published plain) must not share a
+    file name."""
     if not spec.recipes:
         raise UsageError("the matrix names no recipe", hint="matrix.recipes or --recipe NAME")
     missing = [r for r in spec.recipes if r not in recipes]
@@ -346,7 +354,11 @@ def make_plan(
             )
         else:
             planned.append(PlannedCell(cell, key, Action.BUILD))
-    _refuse_one_file_name(planned, recipes)
+    if variants:
+        default = str(ArchList.parse(default_arch)) if default_arch else None
+        _refuse_one_file_name([p for p in planned if p.cell.arch == default], recipes)
+    else:
+        _refuse_one_file_name(planned, recipes)
     return MatrixPlan(tuple(planned), dict(recipes))
 
 

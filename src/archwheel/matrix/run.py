@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from archwheel.errors import ArchwheelError
 from archwheel.exit_codes import EXIT_BUILD, EXIT_OK
 from archwheel.facts.arch import ArchList
-from archwheel.matrix.index import Candidate, Landing, publish
+from archwheel.matrix.index import Candidate, Landing, PublishResult, publish
 from archwheel.matrix.plan import Action, Cell, MatrixPlan, PlannedCell
 
 
@@ -31,6 +31,14 @@ class CellOutput:
 
     wheel: Path
     provenance: Path | None = None
+
+
+class Publisher(Protocol):
+    """Publishes a cell's wheel: the plain index's ``publish``, or ``publish_variants``."""
+
+    def __call__(
+        self, index: Path, candidates: list[Candidate], *, landing: Landing | None
+    ) -> PublishResult: ...
 
 
 class CellBuilder(Protocol):
@@ -103,6 +111,7 @@ def _build_one(
     *,
     cuda: str | None,
     landing: Landing | None,
+    publisher: Publisher | None = None,
 ) -> CellResult:
     out = work / planned.key[:16]
     if out.exists():
@@ -127,7 +136,7 @@ def _build_one(
         torch=planned.cell.torch,
         cuda=cuda,
     )
-    result = publish(index, [candidate], landing=landing)
+    result = (publisher or publish)(index, [candidate], landing=landing)
     seconds = time.monotonic() - started
     if result.refused:
         return CellResult(planned, Verdict.REFUSED, result.refused[0].reason, seconds=seconds)
@@ -143,8 +152,10 @@ def run_matrix(
     *,
     on_cell: Callable[[CellResult], None] | None = None,
     landing: Landing | None = None,
+    publisher: Publisher | None = None,
 ) -> MatrixResult:
-    """Build every cell the plan builds; report every cell with its verdict."""
+    """Build every cell the plan builds; report every cell with its verdict (each published
+    by ``publisher``: default, the plain index's ``publish``)."""
     results: list[CellResult] = []
     for planned in plan.cells:
         if planned.action is Action.SKIP:
@@ -154,7 +165,9 @@ def run_matrix(
         else:
             recipe = plan.recipes.get(planned.cell.recipe)
             cuda = recipe.cuda if recipe else None
-            result = _build_one(planned, builder, index, work, cuda=cuda, landing=landing)
+            result = _build_one(
+                planned, builder, index, work, cuda=cuda, landing=landing, publisher=publisher
+            )
         results.append(result)
         if on_cell is not None:
             on_cell(result)

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archwheel.binary.model import InputInventory, LibraryInventory, Severity
+from archwheel.binary.variantname import split_label
 from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.facts.arch import ArchList, CodeKind, Target
 from archwheel.facts.catalog import load_facts
 from archwheel.verdicts.document import document_header
+
+if TYPE_CHECKING:  # imported when an input has a variant.json (the judge is not cheap to import)
+    from archwheel.verdicts.variants import ClaimsCheck
 
 AUDIT_SCHEMA_VERSION = 1
 KIND_ORDER = {CodeKind.SASS: 0, CodeKind.PTX: 1, CodeKind.LTOIR: 2}
@@ -67,11 +71,24 @@ class AuditReport:
     expect: ArchList | None
     libraries: tuple[LibraryVerdict, ...]  # libraries with device code, in input order
     no_device_code: bool  # something was requested but no library carries device code
+    # Its .dist-info/variant.json judged against its device code (None: it has none).
+    variant: ClaimsCheck | None = None
 
     @property
     def ok(self) -> bool:
         """Nothing requested is missing (always True without a request)."""
         return not self.no_device_code and all(v.ok for v in self.libraries)
+
+    @property
+    def variant_ok(self) -> bool:
+        """Every property its ``variant.json`` claims is backed (True without one)."""
+        return self.variant is None or self.variant.ok
+
+    @property
+    def passed(self) -> bool:
+        """The audit passed: nothing requested is missing and no variant claim is unbacked
+        (what the exit code and the JSON ``ok`` say)."""
+        return self.ok and self.variant_ok
 
     @property
     def complete(self) -> bool:
@@ -81,7 +98,7 @@ class AuditReport:
     def exit_code(self) -> int:
         if not self.complete:
             return EXIT_INCOMPLETE
-        return EXIT_OK if self.ok else EXIT_VERDICT_FAILED
+        return EXIT_OK if self.passed else EXIT_VERDICT_FAILED
 
     @property
     def failing(self) -> tuple[LibraryVerdict, ...]:
@@ -155,7 +172,7 @@ class AuditReport:
             "source": inv.source,
             "input_kind": inv.input_kind,
             "complete": self.complete,
-            "ok": self.ok,
+            "ok": self.passed,
             "no_device_code": self.no_device_code,
             "binaries_scanned": inv.members_scanned,
             "bytes_scanned": inv.bytes_scanned,
@@ -176,6 +193,7 @@ class AuditReport:
                 for p in inv.problems
             ],
             "metadata": dict(inv.metadata),
+            **({"variant": self.variant.to_json_dict()} if self.variant is not None else {}),
         }
 
 
@@ -195,7 +213,13 @@ def audit(inventory: InputInventory, expect: ArchList | None) -> AuditReport:
         extra += [t.name(CodeKind.LTOIR) for t in sorted(lib.targets(CodeKind.LTOIR))]
         verdicts.append(LibraryVerdict(lib, missing_sass, missing_ptx, tuple(extra)))
     no_device_code = expect is not None and not verdicts
-    return AuditReport(inventory, expect, tuple(verdicts), no_device_code)
+    variant = None
+    if inventory.variant_json is not None:
+        from archwheel.verdicts.variants import check_variant_file
+
+        label = split_label(inventory.metadata.get("file", ""))[1]
+        variant = check_variant_file(inventory.variant_json, inventory.device_libraries, label)
+    return AuditReport(inventory, expect, tuple(verdicts), no_device_code, variant)
 
 
 def audit_document(reports: Sequence[AuditReport]) -> dict[str, Any]:
@@ -212,7 +236,7 @@ def audit_document(reports: Sequence[AuditReport]) -> dict[str, Any]:
                 "ptx": sorted(t.compute for t in expect.ptx_targets),
             }
         ),
-        "ok": all(r.ok for r in reports),
+        "ok": all(r.passed for r in reports),
         "complete": all(r.complete for r in reports),
         "exit_code": overall_exit_code(reports),
         "inputs": [r.to_json_dict() for r in reports],
@@ -220,10 +244,11 @@ def audit_document(reports: Sequence[AuditReport]) -> dict[str, Any]:
 
 
 def overall_exit_code(reports: Sequence[AuditReport]) -> int:
-    """3 when any input is incomplete, else 1 when anything requested is missing, else 0."""
+    """3 when any input is incomplete, else 1 when anything requested is missing or a
+    ``variant.json`` claims what the device code does not back, else 0."""
     if any(not r.complete for r in reports):
         return EXIT_INCOMPLETE
-    if any(not r.ok for r in reports):
+    if any(not r.passed for r in reports):
         return EXIT_VERDICT_FAILED
     return EXIT_OK
 

@@ -29,8 +29,10 @@ def name_version_disagreement(filename: str, name: str, version: str) -> str | N
     from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
     from packaging.version import InvalidVersion, Version
 
+    from archwheel.binary.variantname import split_label
+
     try:
-        file_project, file_version, _build, _tags = parse_wheel_filename(filename)
+        file_project, file_version, _build, _tags = parse_wheel_filename(split_label(filename)[0])
     except InvalidWheelFilename:
         return None
     found = []

@@ -26,6 +26,7 @@ from archwheel.binary.scan.binary import (
     scan_stream,
 )
 from archwheel.binary.scan.pool import scan_members
+from archwheel.binary.variantfile import installed_variant_json, wheel_variant_json
 from archwheel.binary.zipread import WheelReader
 from archwheel.effects.files import (
     NotRegularFile,
@@ -199,7 +200,8 @@ def scan_wheel(
             f"{len(unscanned)} members not scanned (limit; first: {unscanned[0]})",
             unscanned[0],
         )
-    return found.inventory("wheel", {"file": path.name})
+    inventory = found.inventory("wheel", {"file": path.name})
+    return dataclasses.replace(inventory, variant_json=wheel_variant_json(reader))
 
 
 def _folders(root: Path) -> Iterator[tuple[str, list[str]]]:
@@ -488,6 +490,7 @@ def scan_installed(
             "root": str(root),
             "python": interpreter,
         },
+        variant_json=installed_variant_json(existing),
     )
 
 

@@ -26,9 +26,12 @@ DESCRIPTION = """\
 Report the device code (SASS cubins per sm_XY, including 'a'/'f' variants, PTX, LTO-IR) that
 every library of a wheel, file, directory or installed distribution really contains, read from
 the fatbin headers themselves (no CUDA toolkit needed, wheels are never extracted). With
---expect, list every library that lacks a requested image and exit 1.
+--expect, list every library that lacks a requested image and exit 1. A wheel (or installed
+distribution) with a .dist-info/variant.json has its claims checked against its device code:
+each property the code does not back is one line, and the exit is 1.
 
-exit codes: 0 ok (or inventory only), 1 something requested is missing,
+exit codes: 0 ok (or inventory only), 1 something requested is missing or a variant.json
+claims what the device code does not back,
 3 the input could not be read completely (the report still shows what was read),
 2 usage error.
 

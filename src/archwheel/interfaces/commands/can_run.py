@@ -26,9 +26,10 @@ exit codes (docs/exit-codes.md):
   10  some library only runs by JIT-compiling PTX (slow first launch)
   11  some library has no kernel image for some GPU (cudaErrorNoKernelImageAvailable)
   12  the driver is too old: for the CUDA runtime, or for the PTX it would JIT
+  13  a wheel's variant.json claims an arch or driver its device code does not back
   3   an input could not be read completely (the verdict may be wrong)
   2   usage error (unknown GPU, bad version); 4 the scanner is missing
-  when several apply: 11, then 12, then 3, then 10
+  when several apply: 11, then 12, then 13, then 3, then 10
 """
 
 

@@ -17,7 +17,8 @@ examples:
 
 It works without a GPU or driver (it says so and still reports torch), and without torch.
 
-exit codes: as can-run (0 native on every GPU, 10 JIT, 11 no kernel image, 12 driver too old);
+exit codes: as can-run (0 native on every GPU, 10 JIT, 11 no kernel image, 12 driver too old,
+13 torch's variant.json claims what its device code does not back);
 0 when there is no GPU or no torch to judge
 """
 

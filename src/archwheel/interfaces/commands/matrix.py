@@ -43,6 +43,7 @@ from archwheel.interfaces.render.matrix import (
     print_publish,
     print_recheck,
     print_summary,
+    print_variant_preview,
 )
 from archwheel.matrix import (
     EXPORTS,
@@ -60,11 +61,14 @@ from archwheel.matrix import (
     export_workflow,
     load_matrix,
     make_plan,
+    matrix_publisher,
     parse_exclusion,
     publish,
+    publish_variants,
     read_index,
     recheck_index,
     run_matrix,
+    variant_preview,
 )
 from archwheel.wheelbuild import (
     CACHE_URL_ENV,
@@ -92,7 +96,8 @@ file:///INDEX/current/simple/ NAME` works without one. Each wheel is audited by 
 it is published, beside its provenance and its audit JSON; a failed cell publishes nothing.
 
 One index holds one arch list per recipe, torch and Python (a wheel's name does not carry it):
-cells that differ only in their arch list are refused; give each arch list its own --index.
+cells that differ only in their arch list are refused; give each arch list its own --index,
+or publish them as wheel variants of one version with --variants (docs/variants.md).
 
   archwheel matrix --recheck --index /srv/wheels      which published wheels to rebuild for
                                                       the torch releases that appeared since
@@ -138,6 +143,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="leave out cells matching every pair, e.g. python=3.12,arch=8.0;9.0",
     )
     p.add_argument("--plan", action="store_true", help="print the plan and stop")
+    p.add_argument(
+        "--variants",
+        action="store_true",
+        help="publish cells that differ only in their arch list as wheel variants of one "
+        "version (PEP 825 draft; docs/variants.md)",
+    )
+    p.add_argument(
+        "--default-arch",
+        metavar="ARCHS",
+        help="with --variants: the arch list whose cell is published as the plain (non-variant) "
+        "wheel, for installers without variant support (added to the arch axis)",
+    )
     p.add_argument(
         "--recheck",
         action="store_true",
@@ -205,6 +222,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--torch", type=version_text, metavar="VERSION", help="the torch they were built against"
     )
     q.add_argument("--cuda", type=version_text, metavar="X.Y", help="the CUDA they were built with")
+    q.add_argument(
+        "--variants",
+        action="store_true",
+        help="publish each wheel as a wheel variant, its properties proven by its audit "
+        "(PEP 825 draft; docs/variants.md)",
+    )
+    q.add_argument(
+        "--default",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="WHEEL",
+        help="with --variants: also publish WHEEL plain, for installers without variant support",
+    )
     q.add_argument("--format", choices=("text", "json"), default="text")
     q.set_defaults(func=run_publish)
 
@@ -227,6 +258,8 @@ class MatrixRequest:
     output: Path | None = None
     export_options: ExportOptions = field(default_factory=ExportOptions)
     settings: Settings = field(default_factory=Settings)  # archwheel's (recipe folders, cache)
+    variants: bool = False
+    default_arch: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> MatrixRequest:
@@ -234,6 +267,13 @@ class MatrixRequest:
         spec = spec.override(
             recipes=args.recipe, torch=args.torch, python=args.python, arch=args.arch
         )
+        if args.default_arch is not None and not args.variants:
+            raise UsageError("--default-arch applies to --variants", hint="add --variants")
+        default_arch = str(ArchList.parse(args.default_arch)) if args.default_arch else None
+        if default_arch is not None:
+            arch_axis = spec.arch or tuple(args.arch)
+            if arch_axis and default_arch not in {str(ArchList.parse(a)) for a in arch_axis}:
+                spec = spec.override(arch=[*arch_axis, default_arch])
         extra = tuple(parse_exclusion(e) for e in args.exclude)
         spec = MatrixSpec(spec.recipes, spec.torch, spec.python, spec.arch, spec.exclude + extra)
         check_jobs(args.jobs)
@@ -243,6 +283,8 @@ class MatrixRequest:
             no_cache=args.no_cache,
         )
         return cls(
+            variants=args.variants,
+            default_arch=default_arch,
             settings=settings,
             cache_url=cache_url,
             ccache_volume=args.ccache_volume,
@@ -376,16 +418,27 @@ def run_request(request: MatrixRequest, builder: CellBuilder | None) -> int:
         check_folder(request.index)  # a plan naming an index that cannot work is refused
         check_folder(request.work)
     recipes = recipe_facts(request.spec, request.settings)
-    plan = make_plan(request.spec, recipes, read_index(request.index))
+    plan = make_plan(
+        request.spec,
+        recipes,
+        read_index(request.index),
+        variants=request.variants,
+        default_arch=request.default_arch,
+    )
     err = err_console()
     if request.export is not None:
         _export(request, plan)
         return EXIT_OK
     if request.plan_only:
         if request.format == "json":
-            dump_json(plan.to_json_dict())
+            document = plan.to_json_dict()
+            if request.variants:
+                document["variants"] = variant_preview(plan, request.default_arch)
+            dump_json(document)
         else:
             print_plan(console(), plan)
+            if request.variants:
+                print_variant_preview(console(), variant_preview(plan, request.default_arch))
         return EXIT_OK
     print_plan(err, plan)
     if builder is None:
@@ -397,6 +450,7 @@ def run_request(request: MatrixRequest, builder: CellBuilder | None) -> int:
         request.work,
         on_cell=lambda c: print_cell(err, c),
         landing=index_renderer(),
+        publisher=matrix_publisher(request.default_arch) if request.variants else None,
     )
     if request.format == "json":
         dump_json(result.to_json_dict())
@@ -445,7 +499,17 @@ def run_publish(args: argparse.Namespace) -> int:
                 cuda=args.cuda,
             )
         )
-    result = publish(args.index, candidates, landing=index_renderer())
+    if args.default and not args.variants:
+        raise UsageError("--default applies to --variants", hint="add --variants")
+    if args.variants:
+        defaults = [
+            Candidate(w, expect=expect, torch=args.torch, cuda=args.cuda) for w in args.default
+        ]
+        result = publish_variants(
+            args.index, candidates, defaults=defaults, landing=index_renderer()
+        )
+    else:
+        result = publish(args.index, candidates, landing=index_renderer())
     document: dict[str, Any] = result.to_json_dict()
     if args.format == "json":
         dump_json(document)

@@ -29,6 +29,7 @@ from archwheel.interfaces.render.common import (
     plain,
     safe,
 )
+from archwheel.interfaces.render.variant_claims import variant_lines
 from archwheel.verdicts.audit import AuditReport, LibraryVerdict, overall_exit_code
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ def _device_bytes(lib: LibraryInventory) -> int:
 def verdict_line(reports: Sequence[AuditReport]) -> str:
     code = overall_exit_code(reports)
     failing = [v for r in reports for v in r.failing]
+    unbacked = sum(len(r.variant.unbacked) for r in reports if r.variant is not None)
     empty = [r for r in reports if r.no_device_code]
     errors = sum(1 for r in reports for p in r.inventory.problems if p.severity is Severity.ERROR)
     parts: list[str] = []
@@ -85,6 +87,8 @@ def verdict_line(reports: Sequence[AuditReport]) -> str:
         parts.append(
             f"{len(empty)} input(s) carry no device code at all although archs were requested"
         )
+    if unbacked:
+        parts.append(f"{unbacked} variant.json claims the device code does not back")
     if errors:
         parts.append(f"{errors} read errors: the result is incomplete")
     if code == 0:
@@ -214,6 +218,8 @@ def _problems(report: AuditReport, console: Console) -> None:
     for p in report.inventory.problems:
         style = "red" if p.severity is Severity.ERROR else "yellow"
         console.print(plain(f"{p.severity.value}: {p.one_line()}", style=style))
+    for line in variant_lines(report.variant):
+        console.print(plain(line, style="green" if report.variant_ok else "red"))
 
 
 def render_markdown(reports: Sequence[AuditReport], *, detail: bool) -> str:
@@ -294,7 +300,8 @@ def render_markdown(reports: Sequence[AuditReport], *, detail: bool) -> str:
             out.append("")
         for p in inv.problems:
             out.append(f"- **{p.severity.value}**: {md_text(p.one_line())}")
-        if inv.problems:
+        out.extend(f"- {md_text(line)}" for line in variant_lines(report.variant))
+        if inv.problems or report.variant is not None:
             out.append("")
     out.append(f"**{md_text(verdict_line(reports))}**")
     return "\n".join(out) + "\n"
@@ -305,6 +312,8 @@ def render_quiet(reports: Sequence[AuditReport], console: Console) -> None:
     for r in reports:
         for p in r.inventory.problems:
             console.print(plain(f"{p.severity.value}: {p.one_line()}"))
+        for line in variant_lines(r.variant) if not r.variant_ok else []:
+            console.print(plain(line))
     console.print(plain(verdict_line(reports)))
 
 

@@ -15,6 +15,7 @@ from archwheel.interfaces.render.common import (
     more_rows,
     safe,
 )
+from archwheel.interfaces.render.variant_claims import variant_lines
 from archwheel.interfaces.render.verdict_labels import VERDICT_LABEL, VERDICT_STYLE
 from archwheel.verdicts.compat.report import CanRunReport, InputVerdicts, LibraryVerdict
 from archwheel.verdicts.vocabulary import Verdict
@@ -65,6 +66,8 @@ def can_run_table(report: CanRunReport, out: Console) -> None:
             out.print(safe(more_rows(hidden, "libraries", MAX_LIBRARY_ROWS)))
         for problem in item.problems:
             out.print(f"[red]incomplete:[/red] {safe(problem)}")
+        for line in variant_lines(item.variant):
+            out.print(f"[{'green' if item.variant_ok else 'red'}]{safe(line)}[/]")
         if item.per_gpu:
             runtime = item.per_gpu[0].runtime
             out.print(safe(f"runtime: {runtime.reason.text} [{runtime.reason.rule_id}]"))
@@ -86,7 +89,14 @@ def can_run_table(report: CanRunReport, out: Console) -> None:
         out.print("[bold]Rules cited[/bold]")
         for rule_id in report.rules:
             out.print(f"  {safe(cite(rule_id, facts))}")
-    out.print(f"verdict: {VERDICT_LABEL[report.verdict]} (exit {report.exit_code})")
+    verdict = f"{VERDICT_LABEL[report.verdict]}{safe(_unbacked(report))}"
+    out.print(f"verdict: {verdict} (exit {report.exit_code})")
+
+
+def _unbacked(report: CanRunReport) -> str:
+    """``; 2 variant.json claims the device code does not back`` (empty: none)."""
+    count = sum(len(i.variant.unbacked) for i in report.inputs if i.variant is not None)
+    return f"; {count} variant.json claims the device code does not back" if count else ""
 
 
 def can_run_markdown(report: CanRunReport) -> str:
@@ -119,7 +129,11 @@ def can_run_markdown(report: CanRunReport) -> str:
                 lines.extend(f"  - fix ({md_code(lib.library)}): {fix}" for fix in lib.fixes)
         if item.per_gpu:
             lines.append(f"- runtime: {item.per_gpu[0].runtime.reason.text}")
+        lines.extend(f"- {md_text(line)}" for line in variant_lines(item.variant))
         lines.append("")
-    lines.append(f"Verdict: **{VERDICT_LABEL[report.verdict]}** (exit {report.exit_code})")
+    lines.append(
+        f"Verdict: **{VERDICT_LABEL[report.verdict]}**{md_text(_unbacked(report))} "
+        f"(exit {report.exit_code})"
+    )
     lines.extend(f"- rule `{rid}`: {text}" for rid, text in report.rules.items())
     return "\n".join(lines) + "\n"

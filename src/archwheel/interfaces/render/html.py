@@ -35,6 +35,7 @@ from archwheel.interfaces.render.common import (
     literal,
     more_rows,
 )
+from archwheel.interfaces.render.variant_claims import variant_lines
 from archwheel.verdicts.audit import AuditReport, LibraryVerdict
 
 STYLE = """
@@ -150,6 +151,8 @@ def _input_section(n: int, report: AuditReport) -> list[str]:
         overall = ("verdict-inventory", "inventory (no --expect)")
     else:
         overall = ("verdict-ok", "ok") if report.ok else ("verdict-missing", "missing images")
+    if report.complete and report.ok and not report.variant_ok:
+        overall = ("verdict-missing", "variant.json claims what the device code lacks")
     expected = f"; expected <code>{e(str(report.expect))}</code>" if report.expect else ""
     out.append(
         f"<p>{e(inv.input_kind)}, {inv.members_scanned} binaries scanned, "
@@ -195,6 +198,10 @@ def _input_section(n: int, report: AuditReport) -> list[str]:
         for p in inv.problems:
             where = f"{p.member}: " if p.member else ""
             out.append(f"<li>{e(p.severity.value)}: {e(where + p.message)}</li>")
+        out.append("</ul>")
+    if report.variant is not None:
+        out.append('<h3>variant.json</h3><ul class="variant">')
+        out.extend(f"<li>{e(line)}</li>" for line in variant_lines(report.variant))
         out.append("</ul>")
     provenance = _provenance(inv.source)
     if provenance is not None:

@@ -3,6 +3,8 @@ cell, the summary of every cell with its verdict, and what a publish did."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.table import Table
 
@@ -47,6 +49,24 @@ def print_plan(out: Console, plan: MatrixPlan) -> None:
         f"{len(plan.of(Action.BUILD))} to build, {len(plan.of(Action.SKIP))} already in the "
         f"index, {len(plan.of(Action.EXCLUDED))} excluded"
     )
+
+
+def print_variant_preview(out: Console, rows: list[dict[str, Any]]) -> None:
+    """``matrix --variants --plan``: each cell's label and expected properties."""
+    out.print("variants (properties expected from the arch list; proven by the audit at publish):")
+    for row in rows:
+        if row["plain"]:
+            what = "plain wheel (the default for installers without variants)"
+        elif row["label"] is None:
+            what = "label unknown until built (no toolkit known)"
+        else:
+            nvidia = row["properties"]["nvidia"]
+            what = (
+                f"{row['label']}: sm_arch {', '.join(nvidia['sm_arch'])}; "
+                f"cuda_version_lower_bound {nvidia['cuda_version_lower_bound'][0]}"
+            )
+        published = f" (published: {', '.join(row['published'])})" if row["published"] else ""
+        out.print(f"  {safe(row['cell'])} -> {safe(what)}{safe(published)}")
 
 
 def print_cell(out: Console, result: CellResult) -> None:

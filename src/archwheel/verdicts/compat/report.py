@@ -10,14 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from archwheel.exit_codes import EXIT_INCOMPLETE, ExitCode
 from archwheel.facts.arch import Target
 from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.versions import CudaVersion, DriverVersion
 from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.document import document_header
 from archwheel.verdicts.vocabulary import Verdict
+
+if TYPE_CHECKING:  # verdicts.variants imports the judge, which imports this module
+    from archwheel.verdicts.variants import ClaimsCheck
 
 CAN_RUN_SCHEMA_VERSION = 1
 
@@ -150,10 +154,17 @@ class InputVerdicts:
     complete: bool
     problems: tuple[str, ...]
     per_gpu: tuple[InputGpuVerdict, ...]
+    # Its .dist-info/variant.json judged against its device code (None: it has none).
+    variant: ClaimsCheck | None = None
 
     @property
     def verdict(self) -> Verdict:
         return worst(v.verdict for v in self.per_gpu)
+
+    @property
+    def variant_ok(self) -> bool:
+        """Every property its ``variant.json`` claims is backed (True without one)."""
+        return self.variant is None or self.variant.ok
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
@@ -164,6 +175,7 @@ class InputVerdicts:
             "problems": list(self.problems),
             "verdict": self.verdict.value,
             "gpus": [v.to_json_dict() for v in self.per_gpu],
+            **({"variant": self.variant.to_json_dict()} if self.variant is not None else {}),
         }
 
 
@@ -187,12 +199,15 @@ class CanRunReport:
 
     @property
     def exit_code(self) -> int:
-        """11 missing > 12 driver > 3 incomplete > 10 JIT > 0 (docs/exit-codes.md)."""
+        """11 missing > 12 driver > 13 unbacked variant claim > 3 incomplete > 10 JIT > 0
+        (docs/exit-codes.md)."""
         verdict = self.verdict
         if verdict.severity >= Verdict.DRIVER_TOO_OLD.severity:
             return verdict.exit_code
+        if not all(i.variant_ok for i in self.inputs):
+            return ExitCode.VARIANT_UNBACKED
         if not self.complete:
-            return 3
+            return EXIT_INCOMPLETE
         return verdict.exit_code
 
     def to_json_dict(self) -> dict[str, Any]:
