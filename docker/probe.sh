@@ -7,7 +7,7 @@ echo "cuda_home=$(readlink -f /usr/local/cuda 2>/dev/null)"
 echo "gcc=$(first_line g++ --version)"
 echo "python=$(first_line /opt/archwheel/venv/bin/python --version)"
 echo "pip=$(first_line /opt/archwheel/venv/bin/python -m pip --version | cut -d' ' -f1-2)"
-if [ -f /opt/archwheel/ccache-shim ]; then echo "ccache=none"; else echo "ccache=$(first_line ccache --version)"; fi
+if [ -x /opt/archwheel/sccache/sccache ]; then echo "sccache=$(first_line /opt/archwheel/sccache/sccache --version)"; else echo "sccache=none"; fi
 echo "glibc=$(first_line ldd --version)"
 echo "os=$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
 echo "toolchain_source=$(cat /opt/archwheel/toolchain-source 2>/dev/null)"

@@ -18,7 +18,6 @@ mkdir -p "$AW/bin"
 missing=""
 command -v g++ >/dev/null 2>&1 || missing="$missing cxx"
 command -v git >/dev/null 2>&1 || missing="$missing git"
-command -v ccache >/dev/null 2>&1 || missing="$missing ccache"
 command -v tar >/dev/null 2>&1 || missing="$missing tar"
 command -v make >/dev/null 2>&1 || missing="$missing make"
 # 3.14t: free-threaded CPython, ABI cp314t (manylinux: /opt/python/cp314-cp314t/bin/python3.14t)
@@ -61,7 +60,6 @@ if [ -n "$missing$SYSTEM_PACKAGES" ]; then
             case $m in
                 cxx) pkgs="$pkgs gcc-c++" ;;
                 python) pkgs="$pkgs python$(echo "$PYTHON_VERSION" | tr -d .) python$PYTHON_VERSION" ;;
-                ccache) ;;  # EPEL only: tried separately below
                 *) pkgs="$pkgs $m" ;;
             esac
         done
@@ -69,20 +67,10 @@ if [ -n "$missing$SYSTEM_PACKAGES" ]; then
             # shellcheck disable=SC2086
             "$pm" install -y $pkgs $SYSTEM_PACKAGES || die "$pm could not install:$pkgs $SYSTEM_PACKAGES"
         fi
-        case $missing in *ccache*) "$pm" install -y ccache || log "ccache is not available here" ;; esac
         "$pm" clean all >/dev/null 2>&1 || true
     else
         die "no apt-get, dnf or yum in the base image to install:$missing"
     fi
-fi
-
-# A base without ccache still builds: the shim runs the compiler directly, and provenance
-# says "ccache: none".
-if ! command -v ccache >/dev/null 2>&1; then
-    printf '#!/bin/sh\n# archwheel: no ccache in this image; run the compiler directly\nexec "$@"\n' \
-        > "$AW/bin/ccache"
-    chmod 755 "$AW/bin/ccache"
-    echo none > "$AW/ccache-shim"
 fi
 
 # -- Python -------------------------------------------------------------------------------------

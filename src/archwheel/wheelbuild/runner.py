@@ -94,9 +94,10 @@ from archwheel.wheelbuild.provenance import (
     provenance_for,
     provenance_path,
 )
-from archwheel.wheelbuild.remote_cache import REMOTE_MOUNT, CacheCounts
+from archwheel.wheelbuild.remote_cache import REMOTE_MOUNT
 from archwheel.wheelbuild.repair import RepairSpec, repair_step, spec_for_recipe
 from archwheel.wheelbuild.reproducible import WheelComparison, compare_wheels, repack_wheel
+from archwheel.wheelbuild.sccache_stats import CacheCounts
 from archwheel.wheelbuild.stages import Timings
 from archwheel.wheelbuild.toolkit import ensure_torch_image, image_glibc, manylinux_platforms
 from archwheel.wheelbuild.wheel_label import relabel_wheel
@@ -252,10 +253,11 @@ class BuildRunner:
                 comparison=comparison,
                 cache_stats=MappingProxyType(
                     {
-                        **first.built.cache_stats,
                         "local_hits": first.counts.local_hits,
                         "remote_hits": first.counts.remote_hits,
                         "misses": first.counts.misses,
+                        "errors": first.counts.errors,
+                        "fallbacks": first.counts.fallbacks,
                     }
                 ),
             )
@@ -311,7 +313,7 @@ class BuildRunner:
         check_toolchain(toolchain, plan.recipe.cuda, plan.recipe.path, origin)
         self.output.line(
             f"nvcc {toolchain.nvcc}, gcc {toolchain.gcc}, python {toolchain.python}, "
-            f"ccache {toolchain.ccache}, glibc {toolchain.glibc}"
+            f"sccache {toolchain.sccache}, glibc {toolchain.glibc}"
         )
         if not toolchain.python.startswith(PythonTarget.parse(plan.python).version + "."):
             raise BuildError(
@@ -397,7 +399,14 @@ class BuildRunner:
             built = self.work.build_once(
                 plan, images.builder, run.staging / "first", images.toolchain, relay
             )
-        counts = CacheCounts.from_stats(built.cache_stats)
+        counts = CacheCounts.from_stats(built.cache_stats, fallbacks=len(built.fallbacks))
+        if plan.ccache_volume is not None and counts.compiles:
+            self.output.line(f"compiler cache: {counts.describe()}")
+        if built.fallbacks:
+            self.output.warn(
+                f"compiler cache: {len(built.fallbacks)} compiles ran without it because "
+                f"sccache failed (first: {built.fallbacks[0][:160]}); the wheel is not affected"
+            )
         room = built.cache_room
         if plan.ccache_volume is not None and room is not None and cache_nearly_full(room):
             self.output.warn(
@@ -405,13 +414,14 @@ class BuildRunner:
                 f"{_mib(room.free)} free of {_mib(room.size)} after the compile: objects that "
                 "did not fit were compiled and not stored (the wheel is not affected); give it "
                 f"room (`{plan.engine} volume rm {plan.ccache_volume}` empties it) or a "
-                f"--ccache-size ({plan.ccache_size} now) below the size of its file system"
+                f"--cache-size ({plan.ccache_size} now) below the size of its file system"
             )
         if remote is not None and relay is not None and (counts.remote_errors or relay.failures):
             self.output.warn(
-                f"compiler cache: {counts.remote_errors} remote-cache errors during the build "
-                f"({relay.failures} connections to {remote.redacted()} failed: server down?); "
-                "those compiles went on without it"
+                f"compiler cache: {counts.remote_errors + relay.failures} remote-cache errors "
+                f"during the build ({relay.failures} requests to {remote.redacted()} failed or "
+                "timed out: server down, slow or not Redis?); the relay answered them as an "
+                "empty cache and those compiles went on without it"
             )
         if remote_record is not None:
             remote_record = {**remote_record, "errors": counts.remote_errors}
@@ -458,7 +468,9 @@ class BuildRunner:
                 files=plan.source.files,
                 src_root=BUILD_SRC,
                 record=built.nvcc,
-                cached=[c.file for c in built.compiles if c.result in ("local", "remote")],
+                # the launcher has nvcc write its record from a --dryrun of every call, the
+                # ones the cache answers included: the record alone is the evidence
+                cached=(),
                 source_rows=plan.source_check,
             )
             verdict = check_modules(self.gate(wheel, arch_list), plan.recipe, arch_list, evidence)

@@ -4,8 +4,6 @@
   that ``torch.utils.cpp_extension``, which takes ccache first, and a recipe's own
   ``ccache`` launcher reach it too), first on ``PATH``: keys, records, falls back, then runs
   the real sccache.
-- ``compiler_name_script``: one per compiler name that a build runs without a launcher
-  (Python's ``CC`` and ``CXX`` from sysconfig): it runs the launcher with its own name.
 - ``start_command``: the compile phase's first step: the forwarder to the relay (with
   ``--cache-url``) and the daemon; the local cache alone where the shared one cannot be used,
   and no cache at all (``CACHE_OFF``) where no daemon starts.
@@ -72,7 +70,7 @@ if env -0 >/dev/null 2>&1 && [ -s __TOOLKIT_ID__ ] \
     SCCACHE_C_CUSTOM_CACHE_BUSTER="archwheel-$(printf '%s' "$key" | cut -c1-32)"
     export SCCACHE_C_CUSTOM_CACHE_BUSTER
 else
-    echo "archwheel: no compiler-cache key (toolkit identity __TOOLKIT_ID__); compiling without the cache" >&2
+    echo "archwheel: no compiler-cache key (__TOOLKIT_ID__); compiling without the cache" >&2
     exec "$compiler" "$@"
 fi
 # sccache does not cache an nvcc call with --time: nvcc writes archwheel's record from a
@@ -118,12 +116,6 @@ def launcher_script(
         .replace("__OFF__", off)
         .replace("__TIME_FLAG__", TIME_FLAG)
     )
-
-
-def compiler_name_script(name: str, launcher: str) -> str:
-    """A compiler name that runs the launcher with that name (which the launcher resolves to
-    the real compiler further down ``PATH``)."""
-    return f'#!/bin/sh\nexec {launcher} {name} "$@"\n'
 
 
 # The forwarder: a loopback TCP port in the compile container to the relay's Unix socket
@@ -192,7 +184,7 @@ if [ -n "${{ARCHWHEEL_CACHE_SOCKET-}}" ]; then
             SCCACHE_REDIS_DB="${{ARCHWHEEL_CACHE_DB:-0}}"
         start
     ); then
-        echo "compiler cache: sccache $({sccache} --version | cut -d' ' -f2), local volume and the shared cache"
+        echo "compiler cache: $({sccache} --version), local volume and the shared cache"
         exit 0
     fi
     echo "compiler cache: the shared cache could not be used ($(why)); the local cache only"
@@ -200,7 +192,7 @@ if [ -n "${{ARCHWHEEL_CACHE_SOCKET-}}" ]; then
     rm -f "${{SCCACHE_SERVER_UDS-}}"
 fi
 if start; then
-    echo "compiler cache: sccache $({sccache} --version | cut -d' ' -f2), local volume"
+    echo "compiler cache: $({sccache} --version), local volume"
 else
     echo "compiler cache: sccache did not start ($(why)); compiling without the cache"
     : > {CACHE_OFF}

@@ -33,34 +33,24 @@ from archwheel.wheelbuild.failures import (
 from archwheel.wheelbuild.nvcc_record import NVCC_RECORD, NvccRecord, read_nvcc_record
 from archwheel.wheelbuild.output import BuildOutput
 from archwheel.wheelbuild.parallel import PARALLEL_CONFIG
-from archwheel.wheelbuild.plan import BUILD, BUILD_SRC, CCACHE, DIST, FILE_LIST, BuildPlan, Step
+from archwheel.wheelbuild.plan import BUILD, CACHE_DIR, DIST, FILE_LIST, BuildPlan, Step
 from archwheel.wheelbuild.remote_cache import (
+    FALLBACK_LOG,
+    FORWARDER,
     LAUNCHER_DIR,
     REMOTE_MOUNT,
-    STATS_LOG,
-    CompileRecord,
-    launcher_script,
-    parse_stats_log,
+    SCCACHE_BIN,
+    SERVER_LOG,
+    SERVER_SOCKET,
 )
 from archwheel.wheelbuild.reproducible import repack_wheel
+from archwheel.wheelbuild.sccache_launcher import FORWARDER_SCRIPT, launcher_script
+from archwheel.wheelbuild.sccache_stats import CompileRecord, parse_server_log, parse_stats_json
 from archwheel.wheelbuild.stages import Timings
 from archwheel.wheelbuild.wheel_label import relabel_wheel
 
-_CCACHE_STAT = re.compile(r"^(\w+)\s+(\d+)$")
-_CCACHE_COUNTERS = (
-    "direct_cache_hit",
-    "preprocessed_cache_hit",
-    "cache_miss",
-    "files_in_cache",
-    "local_storage_hit",
-    "remote_storage_hit",
-    "remote_storage_miss",
-    "remote_storage_error",
-    "remote_storage_timeout",
-    "remote_storage_write",
-)
-# The stats log is the build's own output; read at most this much of it.
-_STATS_LOG_LIMIT = 64 * 1024 * 1024
+# The daemon's log is written in the build's work folder; read at most this much of it.
+_SERVER_LOG_LIMIT = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -69,10 +59,11 @@ class Built:
 
     wheel: Path  # the deterministic re-pack, in the staging folder
     timings: Mapping[str, float]  # its phases and the package step
-    cache_stats: Mapping[str, int]  # ccache's counters over the compile step
+    cache_stats: Mapping[str, object]  # sccache's statistics after the compile step (JSON)
     compiles: tuple[CompileRecord, ...] = ()
     cache_room: CacheRoom | None = None  # the cache volume's file system after the compile
     nvcc: NvccRecord | None = None  # what nvcc compiled (its --time record; nvcc_record.py)
+    fallbacks: tuple[str, ...] = ()  # why compiles ran without the cache (the launcher's log)
 
 
 @dataclass(frozen=True)
@@ -110,6 +101,7 @@ class WorkFolder:
                 read_compiles(work),
                 room,
                 read_nvcc_record(work),
+                read_fallbacks(work),
             )
         finally:
             if self.keep_work:
@@ -127,12 +119,12 @@ class WorkFolder:
         *,
         relay: UnixRelay | None,
         timings: Timings,
-    ) -> tuple[dict[str, int], CacheRoom | None]:
-        """Each phase in its own container; ccache's counters over the compile step, and the
-        room left on the cache volume's file system after it."""
-        use_stats = plan.ccache_volume is not None and toolchain.ccache != "none"
-        stats: dict[str, int] = {}
-        before: dict[str, int] = {}
+    ) -> tuple[dict[str, object], CacheRoom | None]:
+        """Each phase in its own container; sccache's statistics after the compile step (its
+        daemon started with the phase, so they are the compile's), and the room left on the
+        cache volume's file system after it."""
+        use_stats = plan.ccache_volume is not None and toolchain.sccache != "none"
+        stats: dict[str, object] = {}
         room: CacheRoom | None = None
         for phase in plan.phases:
             with timings.timed(phase.name):
@@ -155,13 +147,10 @@ class WorkFolder:
                 )
                 with self.engine.container(spec) as container:
                     for step in phase.steps:
-                        if step.name == "compile" and use_stats:
-                            before = ccache_stats(container, plan.user)
                         self.output.stage(step.name, step.description)
                         self._call(container, plan, step, work)
                         if step.name == "compile" and use_stats:
-                            after = ccache_stats(container, plan.user)
-                            stats = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+                            stats = sccache_stats(container, plan.user)
                             room = cache_room(container, plan.user)
         return stats, room
 
@@ -202,8 +191,8 @@ class WorkFolder:
 
 
 def _prepare(work: Path, plan: BuildPlan) -> None:
-    """The file list, archwheel's ccache launcher, setuptools' parallel config, and the folder
-    given to the build user."""
+    """The file list, archwheel's sccache launcher (also named ccache) and forwarder,
+    setuptools' parallel config, and the folder given to the build user."""
     (work / FILE_LIST.removeprefix(BUILD + "/")).write_bytes(
         b"".join(name.encode() + b"\0" for name in plan.source.files)
     )
@@ -211,10 +200,13 @@ def _prepare(work: Path, plan: BuildPlan) -> None:
     # --time record goes there, and nvcc stops ("Cannot open file") where it cannot write it.
     (work / NVCC_RECORD.removeprefix(BUILD + "/")).parent.mkdir(parents=True, exist_ok=True)
     if plan.ccache_volume is not None:
-        launcher = work / LAUNCHER_DIR.removeprefix(BUILD + "/") / "ccache"
+        launcher = work / LAUNCHER_DIR.removeprefix(BUILD + "/") / "sccache"
         launcher.parent.mkdir(parents=True, exist_ok=True)
         launcher.write_text(launcher_script())
         launcher.chmod(0o755)
+        # torch's _wrap_compiler takes ccache before sccache: both names are the launcher
+        (launcher.parent / "ccache").symlink_to("sccache")
+        (work / FORWARDER.removeprefix(BUILD + "/")).write_text(FORWARDER_SCRIPT)
     if plan.parallel is not None and plan.parallel.config:
         # setuptools' extra config file (DIST_EXTRA_CONFIG): [build_ext] parallel = N
         config = work / PARALLEL_CONFIG.removeprefix(BUILD + "/")
@@ -273,18 +265,28 @@ def built_wheels(dist: Path) -> list[Path]:
     return sorted(found)
 
 
-def read_compiles(work: Path) -> tuple[CompileRecord, ...]:
-    """The per-file record of the compile step (ccache's stats log in the work folder)."""
-    path = work / STATS_LOG.removeprefix(BUILD + "/")
+def _read_own(work: Path, path: str, limit: int) -> str:
+    """A file of archwheel's in the work folder, as text; "" when it is not a regular file.
+    The work folder is the build's: a link or a FIFO there is not followed or waited on."""
+    target = work / path.removeprefix(BUILD + "/")
     try:
-        # The work folder is the build's: a link or a FIFO there is not followed or waited on.
-        if path.is_symlink():
-            return ()
-        with open_regular(path) as log:
-            text = log.read(_STATS_LOG_LIMIT).decode("utf-8", "replace")
+        if target.is_symlink():
+            return ""
+        with open_regular(target) as handle:
+            return handle.read(limit).decode("utf-8", "replace")
     except OSError:
-        return ()
-    return parse_stats_log(text, base=BUILD_SRC)
+        return ""
+
+
+def read_compiles(work: Path) -> tuple[CompileRecord, ...]:
+    """The per-step record of the compile step (the sccache daemon's log)."""
+    return parse_server_log(_read_own(work, SERVER_LOG, _SERVER_LOG_LIMIT))
+
+
+def read_fallbacks(work: Path) -> tuple[str, ...]:
+    """Why compiles ran without the cache: the launcher's lines (at most 1000 kept)."""
+    lines = _read_own(work, FALLBACK_LOG, 1 << 20).splitlines()
+    return tuple(line[:300] for line in lines[:1000] if line.strip())
 
 
 def give(folder: Path, user: tuple[int, int]) -> None:
@@ -314,7 +316,7 @@ _DF_LINE = re.compile(r"^\S+\s+(\d+)\s+\d+\s+(\d+)\s+\d+%")
 def cache_room(container: Container, user: str) -> CacheRoom | None:
     """``df -Pk`` of the cache folder in the build container; None when it cannot be read."""
     try:
-        text = container.output(["df", "-Pk", CCACHE], user=user)
+        text = container.output(["df", "-Pk", CACHE_DIR], user=user)
     except BuildError:
         return None
     return parse_df(text)
@@ -329,17 +331,15 @@ def parse_df(text: str) -> CacheRoom | None:
     return None
 
 
-def ccache_stats(container: Container, user: str) -> dict[str, int]:
-    """ccache's counters (``ccache --print-stats``) in the build container."""
+def sccache_stats(container: Container, user: str) -> dict[str, object]:
+    """sccache's statistics (``--show-stats --stats-format json``) from this build's daemon;
+    {} when it does not answer (it never started: the compiles ran without it)."""
     try:
         text = container.output(
-            ["env", f"CCACHE_DIR={CCACHE}", "ccache", "--print-stats"], user=user
-        )
+            ["env", f"SCCACHE_SERVER_UDS={SERVER_SOCKET}", SCCACHE_BIN, "--show-stats",
+             "--stats-format", "json"],
+            user=user,
+        )  # fmt: skip
     except BuildError:
         return {}
-    stats: dict[str, int] = {}
-    for line in text.splitlines():
-        m = _CCACHE_STAT.match(line.strip())
-        if m and m.group(1) in _CCACHE_COUNTERS:
-            stats[m.group(1)] = int(m.group(2))
-    return stats
+    return parse_stats_json(text)

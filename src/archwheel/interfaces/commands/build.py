@@ -107,16 +107,21 @@ def register(subparsers: Any) -> None:
     )
     cache = parser.add_argument_group("compiler cache")
     cache.add_argument(
+        "--cache-volume",
         "--ccache-volume",
+        dest="ccache_volume",
         type=volume_name,
         default=DEFAULT_CCACHE_VOLUME,
-        help=f"named volume of the compiler cache ({DEFAULT_CCACHE_VOLUME})",
+        help=f"named volume of the compiler cache, sccache's local storage "
+        f"({DEFAULT_CCACHE_VOLUME})",
     )
     cache.add_argument(
+        "--cache-size",
         "--ccache-size",
+        dest="ccache_size",
         type=ccache_size,
         default=DEFAULT_CCACHE_SIZE,
-        help=f"ccache max size, as ccache -M takes it ({DEFAULT_CCACHE_SIZE})",
+        help=f"its max size, as SCCACHE_CACHE_SIZE takes it ({DEFAULT_CCACHE_SIZE})",
     )
     cache.add_argument("--no-cache", action="store_true", help="compile without the cache")
     cache.add_argument(

@@ -169,7 +169,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--jobs", type=int, help="compile jobs per cell")
     p.add_argument("--no-cache", action="store_true", help="compile without the compiler cache")
     p.add_argument(
+        "--cache-volume",
         "--ccache-volume",
+        dest="ccache_volume",
         type=volume_name,
         default=DEFAULT_CCACHE_VOLUME,
         help=f"named volume of the local compiler cache ({DEFAULT_CCACHE_VOLUME})",

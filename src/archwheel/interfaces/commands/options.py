@@ -134,8 +134,9 @@ def positive_number(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-# ccache's max_size: a number and an optional k/M/G/T (decimal) or Ki/Mi/Gi/Ti (binary) suffix.
-_CCACHE_SIZE = re.compile(r"[0-9]{1,9}(\.[0-9]{1,3})?(?:[kMGT]i?)?")
+# sccache's SCCACHE_CACHE_SIZE: a whole number and an optional K/M/G/T (binary) suffix; it
+# passes over anything else (1.5G, 1Gi) and keeps its default of 10 GiB without a word.
+_CACHE_SIZE = re.compile(r"[1-9][0-9]{0,8}[KMGT]?")
 
 
 def volume_name(text: str) -> str:
@@ -150,10 +151,12 @@ def volume_name(text: str) -> str:
 
 
 def ccache_size(text: str) -> str:
-    """An argparse type: ccache's max size, as ``ccache -M`` takes it (20G, 500M, 1.5Ti, 0)."""
-    if not _CCACHE_SIZE.fullmatch(text):
+    """An argparse type: the compiler cache's max size, as sccache takes it (20G, 500M, 2T:
+    a whole number, binary units)."""
+    if not _CACHE_SIZE.fullmatch(text):
         raise argparse.ArgumentTypeError(
-            f"{text[:40]!r} is not a size (a number with k, M, G, T, Ki, Mi, Gi or Ti: 20G)"
+            f"{text[:40]!r} is not a size sccache takes (a whole number above 0 with K, M, G "
+            "or T: 20G)"
         )
     return text
 
