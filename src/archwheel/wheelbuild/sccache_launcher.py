@@ -85,7 +85,7 @@ err=$(mktemp "${TMPDIR:-/tmp}/archwheel-sccache.XXXXXX") || plain "$@"
 "$real" "$compiler" "$@" 2>"$err"
 status=$?
 if [ "$status" -ne 0 ] && grep -q '^sccache: error' "$err"; then
-    why=$(grep -m1 '^sccache: error' "$err" | cut -c1-300)
+    why=$(grep -m1 '^sccache: error' "$err" | sed 's/^sccache: error: //' | cut -c1-300)
     grep -v '^sccache: \(error\|caused by\)' "$err" >&2
     rm -f "$err"
     echo "archwheel: the compiler cache failed ($why); compiling without it" >&2

