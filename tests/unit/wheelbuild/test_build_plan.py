@@ -80,7 +80,13 @@ def test_example_plan_compiles_offline_in_one_container(example: Recipe) -> None
     assert len(plan.phases) == 1  # no requirements: nothing to fetch, no network at all
     (phase,) = plan.phases
     assert phase.network == "none"
-    assert [s.name for s in phase.steps] == ["cache-owner", "copy-source", "cache-key", "compile"]
+    assert [s.name for s in phase.steps] == [
+        "cache-owner",
+        "copy-source",
+        "cache-key",
+        "cache-start",
+        "compile",
+    ]
     compile_step = phase.steps[-1]
     env = compile_step.env
     assert env["CUDA_GENCODE_FLAGS"] == (
@@ -88,9 +94,9 @@ def test_example_plan_compiles_offline_in_one_container(example: Recipe) -> None
     )
     assert env["MAX_JOBS"] == "3"  # 8 cores, but 6 GiB at 2 GiB per job
     assert env["SOURCE_DATE_EPOCH"] == "1700000000"
-    assert env["CCACHE_DIR"] == "/ccache"
+    assert env["SCCACHE_DIR"] == "/sccache" and env["SCCACHE_IDLE_TIMEOUT"] == "0"
     assert env["HOME"] == "/build/home"
-    assert env["NVCC_LAUNCHER"] == "ccache"
+    assert env["NVCC_LAUNCHER"] == "sccache"
     assert "CCACHE_DISABLE" not in env
     assert compile_step.user == "1234:567"
     assert compile_step.workdir == "/build/src"
@@ -99,7 +105,7 @@ def test_example_plan_compiles_offline_in_one_container(example: Recipe) -> None
     mounts = {m.target: m for m in phase.mounts}
     assert mounts["/src"].read_only
     assert mounts["/src"].source == "/checkout/src"
-    assert mounts["/ccache"].volume
+    assert mounts["/sccache"].volume
     assert plan.network_during_compile is False
 
 
@@ -121,7 +127,7 @@ def test_requirements_are_fetched_with_network_then_compiled_without(pytorch: Re
     assert "/opt/pypi" not in {m.target for m in compile_phase.mounts}
     env = compile_phase.steps[-1].env
     assert env["TORCH_CUDA_ARCH_LIST"] == "9.0;12.0+PTX"
-    # archwheel's ccache launcher first (the cache key), then the venv before the image
+    # archwheel's sccache launcher first (the cache key), then the venv before the image
     assert env["PATH"].startswith("/build/.archwheel/bin:/build/venv/bin:")
     assert env["USE_CUDA"] == "1"
     assert plan.python == "3.12"
@@ -131,7 +137,7 @@ def test_reproducibility_check_disables_the_cache(example: Recipe) -> None:
     plan = plan_for(example, check_reproducible=True)
     env = plan.build_env
     assert env["CCACHE_DISABLE"] == "1"
-    assert "CCACHE_DIR" not in env
+    assert "SCCACHE_DIR" not in env
     assert plan.ccache_volume is None
     assert all(not m.volume for phase in plan.phases for m in phase.mounts)
     assert [s.name for s in plan.phases[0].steps] == ["copy-source", "compile"]

@@ -19,15 +19,15 @@ from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
 from archwheel.wheelbuild.plan import (
-    CCACHE_NAMES,
     COMPILER_LAUNCHERS,
     BuildOptions,
-    ccache_names_script,
     check_arch_list,
+    compiler_names_script,
     make_plan,
 )
 from archwheel.wheelbuild.recipe import load_recipe
 from archwheel.wheelbuild.recipe_model import Recipe
+from archwheel.wheelbuild.remote_cache import COMPILER_NAMES
 from archwheel.wheelbuild.source import ResolvedSource
 from archwheel.wheelbuild.toolkit import prepare_torch, with_torch_cuda
 from archwheel.wheelbuild.torch_pin import TORCH_WHEELS
@@ -159,10 +159,10 @@ def plan_env(recipe: Recipe, tmp_path: Path, **options: object) -> dict[str, str
     return dict(plan.build_env)
 
 
-def test_cmake_builds_compile_through_ccache(tmp_path: Path) -> None:
+def test_cmake_builds_compile_through_sccache(tmp_path: Path) -> None:
     r = load_recipe(write(tmp_path, '"numpy"', cuda="13.0"), facts=FACTS)
     env = plan_env(r, tmp_path)
-    assert {v: env[v] for v in COMPILER_LAUNCHERS} == dict.fromkeys(COMPILER_LAUNCHERS, "ccache")
+    assert {v: env[v] for v in COMPILER_LAUNCHERS} == dict.fromkeys(COMPILER_LAUNCHERS, "sccache")
     assert set(COMPILER_LAUNCHERS) == {
         "CMAKE_C_COMPILER_LAUNCHER",
         "CMAKE_CXX_COMPILER_LAUNCHER",
@@ -171,10 +171,10 @@ def test_cmake_builds_compile_through_ccache(tmp_path: Path) -> None:
 
 
 def test_a_recipe_launcher_wins_and_no_cache_sets_none(tmp_path: Path) -> None:
-    env_table = '[build.env]\nCMAKE_CXX_COMPILER_LAUNCHER = "sccache"\n'
+    env_table = '[build.env]\nCMAKE_CXX_COMPILER_LAUNCHER = "ccache"\n'
     r = load_recipe(write(tmp_path, '"numpy"', cuda="13.0", env=env_table), facts=FACTS)
-    assert plan_env(r, tmp_path)["CMAKE_CXX_COMPILER_LAUNCHER"] == "sccache"
-    assert plan_env(r, tmp_path)["CMAKE_CUDA_COMPILER_LAUNCHER"] == "ccache"
+    assert plan_env(r, tmp_path)["CMAKE_CXX_COMPILER_LAUNCHER"] == "ccache"
+    assert plan_env(r, tmp_path)["CMAKE_CUDA_COMPILER_LAUNCHER"] == "sccache"
     uncached = plan_env(load_recipe(write(tmp_path / "n", '"numpy"', cuda="13.0"), facts=FACTS), tmp_path,
                         ccache_volume=None)  # fmt: skip
     assert not set(COMPILER_LAUNCHERS) & set(uncached)
@@ -226,14 +226,14 @@ def plan_steps(recipe: Recipe, tmp_path: Path, **options: object) -> dict[str, s
     return {s.name: s.command[-1] for p in plan.phases for s in p.steps}
 
 
-def test_pythons_own_compiler_names_run_ccache_in_cached_builds(tmp_path: Path) -> None:
+def test_pythons_own_compiler_names_run_sccache_in_cached_builds(tmp_path: Path) -> None:
     # setuptools (and cpp_extension without ninja) compiles C++ with sysconfig's CXX,
-    # x86_64-linux-gnu-g++ on Debian: a name in CCACHE_NAMES, ahead of /usr/bin on PATH.
+    # x86_64-linux-gnu-g++ on Debian: a name in COMPILER_NAMES, ahead of /usr/bin on PATH.
     r = load_recipe(write(tmp_path, '"numpy"', cuda="13.0"), facts=FACTS)
     path = plan_env(r, tmp_path)["PATH"].split(":")
-    assert path.index(CCACHE_NAMES) < path.index("/usr/bin")
+    assert path.index(COMPILER_NAMES) < path.index("/usr/bin")
     copy = plan_steps(r, tmp_path)["copy-source"]
-    assert ccache_names_script() in copy and "get_config_var" in copy
+    assert compiler_names_script() in copy and "get_config_var" in copy
     for options in ({"ccache_volume": None}, {"check_reproducible": True}):
-        assert CCACHE_NAMES not in plan_env(r, tmp_path, **options)["PATH"]
-        assert CCACHE_NAMES not in plan_steps(r, tmp_path, **options)["copy-source"]
+        assert COMPILER_NAMES not in plan_env(r, tmp_path, **options)["PATH"]
+        assert COMPILER_NAMES not in plan_steps(r, tmp_path, **options)["copy-source"]

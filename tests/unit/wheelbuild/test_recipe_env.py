@@ -108,7 +108,7 @@ def _set_by_archwheel(recipe: Recipe, plan: BuildPlan) -> set[str]:
     """The compile step's variables that archwheel set, less those it honours a recipe's
     value for by design (the launchers, the parallel variables, NVCC_APPEND_FLAGS) and those
     refused on their own (the arch and jobs variables) or at plan time (the remote cache)."""
-    honoured = {*COMPILER_LAUNCHERS, "NVCC_APPEND_FLAGS", "CCACHE_REMOTE_STORAGE"}
+    honoured = {*COMPILER_LAUNCHERS, "NVCC_APPEND_FLAGS"}
     honoured |= {name for name, _ in (plan.parallel.env if plan.parallel else ())}
     honoured |= {recipe.arch.variable, recipe.build.jobs_variable}
     return set(plan.build_env) - set(recipe.build.env) - honoured
@@ -119,8 +119,8 @@ def _set_by_archwheel(recipe: Recipe, plan: BuildPlan) -> set[str]:
 def test_every_variable_archwheel_sets_is_refused_when_the_recipe_is_read(
     name: str, variant: str
 ) -> None:
-    """RESERVED_ENV holds every variable the plan sets (TZ, LC_ALL, CCACHE_COMPILERCHECK and
-    CCACHE_STATSLOG were set over a recipe's own value without a word)."""
+    """RESERVED_ENV holds every variable the plan sets (TZ, LC_ALL and the compiler cache's
+    settings were once set over a recipe's own value without a word)."""
     recipe = load_recipe(ROOT / "recipes" / f"{name}.toml", facts=FACTS)
     plan = plan_for(recipe, **VARIANTS[variant])
     assert _set_by_archwheel(recipe, plan) <= RESERVED_ENV, sorted(
@@ -130,8 +130,8 @@ def test_every_variable_archwheel_sets_is_refused_when_the_recipe_is_read(
 
 @pytest.mark.parametrize(
     "variable",
-    ["TZ", "LC_ALL", "CCACHE_COMPILERCHECK", "CCACHE_STATSLOG", "CCACHE_TEMPDIR",
-     "CCACHE_MAXSIZE", "CCACHE_NOHASHDIR", "PYTHONDONTWRITEBYTECODE", "PATH"],
+    ["TZ", "LC_ALL", "SCCACHE_DIR", "SCCACHE_CACHE_SIZE", "SCCACHE_IDLE_TIMEOUT",
+     "SCCACHE_SERVER_UDS", "SCCACHE_C_CUSTOM_CACHE_BUSTER", "PYTHONDONTWRITEBYTECODE", "PATH"],
 )  # fmt: skip
 def test_build_env_may_not_set_what_archwheel_sets(tmp_path: Path, variable: str) -> None:
     path = recipe_file(tmp_path, f'{variable} = "x"\n')
@@ -141,7 +141,7 @@ def test_build_env_may_not_set_what_archwheel_sets(tmp_path: Path, variable: str
     assert str(path) in line and f"[build] env.{variable}" in line and "set by archwheel" in line
 
 
-@pytest.mark.parametrize("variable", ["TZ", "CCACHE_STATSLOG", "HOME"])
+@pytest.mark.parametrize("variable", ["TZ", "SCCACHE_IDLE_TIMEOUT", "HOME"])
 def test_a_variable_the_plan_would_replace_is_refused_when_the_plan_is_made(
     tmp_path: Path, variable: str
 ) -> None:
@@ -152,20 +152,6 @@ def test_a_variable_the_plan_would_replace_is_refused_when_the_plan_is_made(
     sneaked = dataclasses.replace(recipe, build=dataclasses.replace(recipe.build, env=env))
     with pytest.raises(RecipeError, match=rf"\[build\] env\.{variable}: is set by archwheel"):
         plan_for(sneaked)
-
-
-def test_a_recipe_remote_cache_and_a_cache_url_together_are_refused(tmp_path: Path) -> None:
-    """The recipe's CCACHE_REMOTE_STORAGE is honoured alone; with --cache-url it was replaced."""
-    recipe = load_recipe(
-        recipe_file(tmp_path, 'CCACHE_REMOTE_STORAGE = "http://own.example/ccache"\n'),
-        facts=FACTS,
-    )
-    own = plan_for(recipe)
-    assert own.build_env["CCACHE_REMOTE_STORAGE"] == "http://own.example/ccache"
-    with pytest.raises(RecipeError, match="CCACHE_REMOTE_STORAGE") as info:
-        plan_for(recipe, **REMOTE)
-    assert "--cache-url" in info.value.one_line()
-    assert "own.example" not in info.value.one_line()  # a value is never shown
 
 
 def test_what_archwheel_honours_keeps_the_recipe_s_value(tmp_path: Path) -> None:

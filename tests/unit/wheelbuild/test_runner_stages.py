@@ -31,7 +31,7 @@ from tests.support.index_wheels import make_dist
 
 TOOLCHAIN = Toolchain(
     nvcc="13.0.88", cuda=CudaVersion.parse("13.0"), gcc="12.2.0", python="3.11.2", pip="24.0",
-    ccache="4.8", glibc="2.36", os="debian 12", cuda_home="/usr/local/cuda", source="pypi",
+    sccache="0.16.0", glibc="2.36", os="debian 12", cuda_home="/usr/local/cuda", source="pypi",
     raw=MappingProxyType({}),
 )  # fmt: skip
 
@@ -55,7 +55,14 @@ class FakeWork:
     ) -> Built:
         self.plans.append(plan)
         wheel = make_dist(staging, "demo", "1.0")
-        stats = MappingProxyType({"direct_cache_hit": 2, "cache_miss": 1})
+        stats = MappingProxyType(
+            {
+                "stats": {
+                    "cache_hits": {"counts": {"PTX": 2}},
+                    "cache_misses": {"counts": {"CUDA": 1}},
+                }
+            }
+        )
         return Built(wheel, MappingProxyType({"prepare": 0.5, "compile": 2.0}), stats)
 
 

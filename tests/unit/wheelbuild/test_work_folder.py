@@ -13,7 +13,7 @@ import pytest
 from archwheel.errors import BuildError
 from archwheel.wheelbuild import workfolder
 from archwheel.wheelbuild.plan import BUILD
-from archwheel.wheelbuild.remote_cache import STATS_LOG
+from archwheel.wheelbuild.remote_cache import SERVER_LOG
 from archwheel.wheelbuild.runner import cache_nearly_full
 from tests.support.fuzz import watchdog
 
@@ -48,13 +48,13 @@ def test_a_dist_folder_made_a_link_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", ["fifo", "link"])
 def test_the_compile_log_is_not_waited_on_or_followed(tmp_path: Path, kind: str) -> None:
-    log = tmp_path / STATS_LOG.removeprefix(BUILD + "/")
+    log = tmp_path / SERVER_LOG.removeprefix(BUILD + "/")
     log.parent.mkdir(parents=True)
     if kind == "fifo":
         os.mkfifo(log)
     else:
         target = tmp_path / "host.log"
-        target.write_text("# /build/src/a.cpp\ncache_miss\n")  # read, it would be one record
+        target.write_text("x] [a.o]: compile result: cache miss\n")  # read, it would be one record
         log.symlink_to(target)
     with watchdog(20):
         assert workfolder.read_compiles(tmp_path) == ()
@@ -68,7 +68,7 @@ def test_the_cache_volume_room_is_read_from_real_df_output(tmp_path: Path) -> No
     assert room is not None and room.size == fs.f_blocks * fs.f_frsize // 1024 * 1024
     assert abs(room.free - fs.f_bavail * fs.f_frsize) < 64 * 2**20  # others write meanwhile
     assert workfolder.parse_df("") is None
-    assert workfolder.parse_df("df: /ccache: No such file or directory\n") is None
+    assert workfolder.parse_df("df: /sccache: No such file or directory\n") is None
 
 
 @pytest.mark.parametrize(
