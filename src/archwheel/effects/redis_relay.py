@@ -4,8 +4,14 @@ Build containers compile with ``--network none`` (nothing reachable, a build can
 what its recipe does not declare), and Docker here runs with ``--bridge=none``. So a remote
 compiler cache on ``HOST:PORT`` is reached through a relay: archwheel listens on a Unix socket
 in a folder of its own, which is bind-mounted into the compile container, and forwards each
-connection to the TCP server. The container can reach that one server and nothing else, and
-the compile keeps ``--network none``.
+request to the TCP server and its reply back, whole (``effects/resp.py``), with a deadline. The
+container can reach that one server and nothing else, and the compile keeps ``--network none``.
+
+A server that is down, hangs or answers what is no Redis reply costs the cache, never the
+build: the relay answers that request, and every request for ``DOWN_FOR_S`` after, as an empty
+Redis would (a GET finds nothing, a SET is dropped), and counts it in ``failures``. sccache
+itself waits 30 s per request on a server that does not answer, which on a build of thousands
+of steps is a hang.
 
 ``probe`` asks the server ``PING`` (after ``AUTH`` when the URL has a password) with a short
 timeout, so an unreachable or down server is known before the build starts.
@@ -22,11 +28,13 @@ from pathlib import Path
 from types import TracebackType
 
 from archwheel.effects.owner import owned_tempdir, unmark_folder
+from archwheel.effects.resp import ProtocolError, Reader, empty_cache_reply, read_value
 
 PROBE_TIMEOUT_S = 3.0
 CONNECT_TIMEOUT_S = 5.0
+REPLY_TIMEOUT_S = 10.0  # a whole reply (a cached object of some MB) from the request sent
+DOWN_FOR_S = 30.0  # after a failure, requests are answered here without asking the server
 SOCKET_NAME = "redis.sock"
-_BUFFER = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -126,8 +134,10 @@ def probe(address: RedisAddress, timeout: float = PROBE_TIMEOUT_S) -> str | None
 
 
 class UnixRelay:
-    """Forward connections on ``<folder>/redis.sock`` to the server (TCP or a Unix socket),
-    in threads, authenticating each one first when the address has a password.
+    """Forward requests on ``<folder>/redis.sock`` to the server (TCP or a Unix socket), in
+    threads, each connection authenticated first when the address has a password; answer as
+    an empty cache where the server fails (``connections``: server connections made;
+    ``failures``: requests answered without it).
 
     ``with UnixRelay(address) as relay:`` mount ``relay.folder``; the socket and its folder are
     open to every user (the build user in the container is not archwheel's user when it runs
@@ -145,6 +155,7 @@ class UnixRelay:
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._thread = threading.Thread(target=self._accept, name="archwheel-relay", daemon=True)
+        self._down_until = 0.0
 
     def __enter__(self) -> UnixRelay:
         self._listener.bind(str(self.path))
@@ -192,7 +203,10 @@ class UnixRelay:
                 return
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
-    def _serve(self, client: socket.socket) -> None:
+    def _connect(self) -> socket.socket | None:
+        """A connection to the server, authenticated; None while it is taken for down."""
+        if time.monotonic() < self._down_until:
+            return None
         try:
             server = self.address.connect(CONNECT_TIMEOUT_S)
             deadline = time.monotonic() + CONNECT_TIMEOUT_S
@@ -200,30 +214,58 @@ class UnixRelay:
                 server.close()
                 raise OSError("AUTH refused")
         except OSError:
-            with self._lock:
-                self.failures += 1
-            client.close()  # ccache counts a remote-storage error and compiles without it
-            return
-        server.settimeout(None)
+            self._down()
+            return None
         with self._lock:
             self.connections += 1
-            self._open.update((client, server))
-        pump = threading.Thread(target=self._pump, args=(server, client), daemon=True)
-        pump.start()
-        self._pump(client, server)
-        pump.join()
-        with self._lock:
-            self._open.difference_update((client, server))
-        client.close()
-        server.close()
+            self._open.add(server)
+        return server
 
-    @staticmethod
-    def _pump(source: socket.socket, target: socket.socket) -> None:
+    def _down(self) -> None:
+        with self._lock:
+            self._down_until = time.monotonic() + DOWN_FOR_S
+
+    def _serve(self, client: socket.socket) -> None:
+        """Each request whole to the server and its reply whole back; the empty cache's
+        answer where the server fails."""
+        with self._lock:
+            self._open.add(client)
+        requests = Reader(client)
+        server: socket.socket | None = None
+        replies: Reader | None = None
         try:
-            while chunk := source.recv(_BUFFER):
-                target.sendall(chunk)
+            while not self._stop.is_set():
+                try:
+                    request = read_value(requests)
+                except (OSError, ProtocolError):
+                    return  # the client went away, or sent what is no request
+                answer = None
+                if server is None:
+                    server = self._connect()
+                    replies = Reader(server) if server is not None else None
+                if server is not None and replies is not None:
+                    try:
+                        server.sendall(request)
+                        answer = read_value(replies, time.monotonic() + REPLY_TIMEOUT_S)
+                    except OSError:  # down, hung, or no Redis reply (ProtocolError)
+                        self._down()
+                        self._close(server)
+                        server = replies = None
+                if answer is None:
+                    with self._lock:
+                        self.failures += 1
+                    answer = empty_cache_reply(request)
+                client.settimeout(None)
+                client.sendall(answer)
         except OSError:
-            pass
-        for sock, how in ((target, socket.SHUT_WR), (source, socket.SHUT_RD)):
-            with contextlib.suppress(OSError):
-                sock.shutdown(how)
+            return
+        finally:
+            self._close(client)
+            if server is not None:
+                self._close(server)
+
+    def _close(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._open.discard(sock)
+        with contextlib.suppress(OSError):
+            sock.close()
