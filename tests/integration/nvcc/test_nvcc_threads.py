@@ -4,8 +4,9 @@ another. archwheel's compiler launcher (wheelbuild/remote_cache.py), which every
 compile runs through, drops archwheel's where the command line has one; the plan adds none
 where the project's build files show one (parallel.own_threads_in, tests/unit).
 
-ccache itself is stood in for by a script that runs the compiler it is given (what ccache
-does on a miss): the launcher's part is what is tested, nvcc is real.
+sccache itself is stood in for by a script that runs the compiler it is given (what sccache does
+with a call it cannot cache, and what the launcher does where sccache fails): the launcher's part
+is what is tested, nvcc is real.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.wheelbuild.remote_cache import launcher_script
+from archwheel.wheelbuild.sccache_launcher import launcher_script
 
 pytestmark = [pytest.mark.nvcc]
 
@@ -30,13 +31,17 @@ def compile_with(tmp_path: Path, nvcc: Path, own: list[str], *, launcher: bool) 
     launcher_dir, real_dir = tmp_path / "launcher", tmp_path / "real"
     launcher_dir.mkdir(exist_ok=True)
     real_dir.mkdir(exist_ok=True)
-    (launcher_dir / "ccache").write_text(launcher_script(str(toolkit)))
-    (real_dir / "ccache").write_text('#!/bin/sh\nexec "$@"\n')  # stand-in: runs the compiler
-    for script in (launcher_dir / "ccache", real_dir / "ccache"):
+    stand_in = real_dir / "sccache"
+    (launcher_dir / "sccache").write_text(
+        launcher_script(str(toolkit), sccache=str(stand_in), names=str(tmp_path / "names"),
+                        fallbacks=str(tmp_path / "fallbacks"), off=str(tmp_path / "off"))
+    )  # fmt: skip
+    stand_in.write_text('#!/bin/sh\nexec "$@"\n')  # stand-in: runs the compiler
+    for script in (launcher_dir / "sccache", stand_in):
         script.chmod(0o755)
     path = f"{launcher_dir}:{real_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"
     env = {**os.environ, "PATH": path, "NVCC_APPEND_FLAGS": "--threads 2"}
-    prefix = ["ccache"] if launcher else []
+    prefix = ["sccache"] if launcher else []
     done = subprocess.run(
         [*prefix, str(nvcc), *own, "-arch=sm_80", "-c", "k.cu", "-o", "k.o"],
         cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=300,
