@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from archwheel.wheelbuild.plan import (
         DEFAULT_CCACHE_SIZE,
         DEFAULT_CCACHE_VOLUME,
+        OLD_CCACHE_VOLUME,
         BuildPlan,
         CheckedArchList,
     )
@@ -58,6 +59,7 @@ _WHERE = {
     "BuildOutput": "output",
     "DEFAULT_CCACHE_SIZE": "plan",
     "DEFAULT_CCACHE_VOLUME": "plan",
+    "OLD_CCACHE_VOLUME": "plan",
     "BuildPlan": "plan",
     "CheckedArchList": "plan",
     "provenance_path": "provenance",
@@ -91,6 +93,7 @@ __all__ = [
     "DEFAULT_SUITE",
     "MAX_JOBS",
     "MIRROR_ENV",
+    "OLD_CCACHE_VOLUME",
     "BaseImage",
     "BaseImageRequest",
     "BuildOutput",

@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from archwheel.interfaces.commands import SUMMARY
+
+if TYPE_CHECKING:
+    from archwheel.effects import ContainerEngine
 from archwheel.interfaces.commands.options import environment_settings
 
 EXAMPLES = """\
@@ -15,6 +19,9 @@ examples:
   archwheel clean                               remove it
   archwheel clean --index /srv/wheels           also an index's unfinished publishes
   archwheel clean --engine podman --format json
+
+It also names the volume archwheel-ccache of earlier versions (builds now cache with sccache
+in archwheel-sccache) with the command that frees it; it removes no volume itself.
 
 What it removes, and only that: containers labelled archwheel.owner whose run has ended;
 temporary folders (archwheel-work-*, -stage-*, -cache-*, -smoke-*) with an owner record whose
@@ -88,6 +95,20 @@ class CleanRequest:
         )
 
 
+def old_cache_volumes(engine: ContainerEngine) -> list[str]:
+    """A line for the volume ccache used before sccache, where it still exists: archwheel
+    never writes it again, and never removes a volume itself (it holds no leftover of a run)."""
+    from archwheel.wheelbuild import DEFAULT_CCACHE_VOLUME, OLD_CCACHE_VOLUME
+
+    if not engine.volume_exists(OLD_CCACHE_VOLUME):
+        return []
+    return [
+        f"volume {OLD_CCACHE_VOLUME} is the ccache cache of earlier archwheel versions, no longer "
+        f"used (builds cache with sccache in {DEFAULT_CCACHE_VOLUME}): "
+        f"`{engine.name} volume rm {OLD_CCACHE_VOLUME}` frees it"
+    ]
+
+
 def run(args: argparse.Namespace) -> int:
     from archwheel.effects import ContainerEngine, EngineSettings
     from archwheel.errors import ToolError
@@ -109,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
             if request.engine is not None:
                 raise
             notes.append(f"containers not checked: {exc.message}")
+    if engine is not None:
+        notes.extend(old_cache_volumes(engine))
     found = find_leftovers(engine, request.temp_roots)
     items = found if request.dry_run else remove_leftovers(engine, found)
     trees = {
