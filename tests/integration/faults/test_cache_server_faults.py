@@ -125,7 +125,7 @@ def test_redis_killed_during_the_compile_then_restarted(
         for line in proc.stderr:
             seen.append(line)
             if "archwheel-example: 7 sources" in line:
-                time.sleep(3)  # nvcc is compiling; ccache has asked the server for each object
+                time.sleep(3)  # nvcc is compiling; sccache has asked the server for each step
                 os.kill(server.pid, signal.SIGKILL)
                 break
             assert time.monotonic() < deadline, "".join(seen[-20:])
