@@ -67,6 +67,7 @@ DIST = "/build/dist"
 HOME = "/build/home"
 VENV = "/build/venv"
 CACHE_DIR = "/sccache"
+UNUSED_CACHE_DIR = "/build/.archwheel/sccache-unused"  # SCCACHE_DIR without the cache
 IMAGE_VENV = "/opt/archwheel/venv"
 FILE_LIST = "/build/.archwheel-files"
 # When archwheel itself runs as root, the build runs as this unprivileged user instead.
@@ -310,7 +311,8 @@ class BuildPlan:
                 f"volume {self.ccache_volume} (max {self.ccache_size})"
                 + (f"; {describe_remote(self.remote_cache)}" if self.remote_cache else "")
                 if self.ccache_volume
-                else "off",
+                else "off (sccache still runs the compilers, caching nothing: the objects are "
+                "a cached build's)",
             ),
             ("SOURCE_DATE_EPOCH", f"{src.source_date_epoch} ({src.epoch_origin})"),
             ("output", str(self.out_dir)),
@@ -396,7 +398,7 @@ def make_plan(
         "CUDA_HOME": "/usr/local/cuda",
         "CUDA_PATH": "/usr/local/cuda",
         "PATH": (
-            (f"{LAUNCHER_DIR}:" if cache_on else "")
+            f"{LAUNCHER_DIR}:"
             + (f"{VENV}/bin:" if has_requirements else "")
             + f"/opt/archwheel/bin:/usr/local/cuda/bin:{IMAGE_VENV}/bin"
             + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -411,37 +413,42 @@ def make_plan(
         "TZ": "UTC",
         "LC_ALL": "C.UTF-8",
     }
+    # Every build compiles through sccache, with or without the cache: sccache takes each nvcc
+    # call apart and gives nvcc's temporary files fixed names, and those names reach the
+    # objects (a host object's file symbol), so a build without the cache must take the same
+    # path to make the same bytes. Without it sccache only runs the steps
+    # (SCCACHE_NO_CACHE=1: no lookup, no store).
+    env.update(
+        {
+            # no daemon restart (and no statistics lost) in the middle of a long compile
+            "SCCACHE_IDLE_TIMEOUT": "0",
+            # this build's own daemon, on a socket in its work folder: no port shared with
+            # another build on a host-network compile
+            "SCCACHE_SERVER_UDS": SERVER_SOCKET,
+        }
+    )
     cache_mounts: tuple[Mount, ...] = ()
     if cache_on:
         assert options.ccache_volume is not None
-        env.update(
-            {
-                "SCCACHE_DIR": CACHE_DIR,
-                "SCCACHE_CACHE_SIZE": options.ccache_size,
-                # no daemon restart (and no statistics lost) in the middle of a long compile
-                "SCCACHE_IDLE_TIMEOUT": "0",
-                # this build's own daemon, on a socket in its work folder: no port shared
-                # with another build on a host-network compile
-                "SCCACHE_SERVER_UDS": SERVER_SOCKET,
-            }
-        )
+        env.update({"SCCACHE_DIR": CACHE_DIR, "SCCACHE_CACHE_SIZE": options.ccache_size})
         cache_mounts = (Mount(options.ccache_volume, CACHE_DIR, volume=True),)
-        # CMake projects (scikit-build-core, setup.py driving CMake, PyTorch) compile through
-        # sccache only with a launcher, as PyTorch's CI sets them; CMake >= 3.17 reads these
-        # from the environment. A recipe's own value wins. torch.utils.cpp_extension needs
-        # none: it puts ccache, else sccache, in front of c++ and nvcc itself when one is on
-        # PATH (`_wrap_compiler`); archwheel's launcher answers to both names.
-        for variable in COMPILER_LAUNCHERS:
-            env.setdefault(variable, "sccache")
-        # setuptools compiles with Python's own CC and CXX (x86_64-linux-gnu-g++), and
-        # cpp_extension's one-file-at-a-time path (use_ninja=False, torch-scatter) wraps only
-        # the `compiler_so` that setuptools >= 72 no longer uses for C++ (`compiler_so_cxx`):
-        # those names run the launcher from COMPILER_NAMES, made by the copy-source step.
-        env["PATH"] = env["PATH"].replace(
-            "/opt/archwheel/bin:", f"{COMPILER_NAMES}:/opt/archwheel/bin:", 1
-        )
     else:
+        env.update({"SCCACHE_NO_CACHE": "1", "SCCACHE_DIR": UNUSED_CACHE_DIR})
         env["CCACHE_DISABLE"] = "1"  # a ccache of the base image, if any, passes through
+    # CMake projects (scikit-build-core, setup.py driving CMake, PyTorch) compile through
+    # sccache only with a launcher, as PyTorch's CI sets them; CMake >= 3.17 reads these from
+    # the environment. A recipe's own value wins. torch.utils.cpp_extension needs none: it
+    # puts ccache, else sccache, in front of c++ and nvcc itself when one is on PATH
+    # (`_wrap_compiler`); archwheel's launcher answers to both names.
+    for variable in COMPILER_LAUNCHERS:
+        env.setdefault(variable, "sccache")
+    # setuptools compiles with Python's own CC and CXX (x86_64-linux-gnu-g++), and
+    # cpp_extension's one-file-at-a-time path (use_ninja=False, torch-scatter) wraps only the
+    # `compiler_so` that setuptools >= 72 no longer uses for C++ (`compiler_so_cxx`): those
+    # names run the launcher from COMPILER_NAMES, made by the copy-source step.
+    env["PATH"] = env["PATH"].replace(
+        "/opt/archwheel/bin:", f"{COMPILER_NAMES}:/opt/archwheel/bin:", 1
+    )
     _apply_parallel(env, recipe, parallel)
     refuse_replaced(recipe, env)  # what archwheel set over the recipe's own: refused, not lost
     env = dict(sorted(env.items()))
@@ -463,10 +470,10 @@ def make_plan(
         Step(
             "copy-source",
             "copy the listed source files from /src (read-only) to /build/src"
-            + (f"; compiler names in {COMPILER_NAMES}" if cache_mounts else ""),
+            + f"; compiler names in {COMPILER_NAMES}",
             ("sh", "-c", f"mkdir -p {BUILD_SRC} {DIST} {HOME} && "
              f"tar -C {SRC} --null -T {FILE_LIST} -cf - | tar -C {BUILD_SRC} -xf -"
-             + (f" && {{ {compiler_names_script()}; }}" if cache_mounts else "")),
+             + f" && {{ {compiler_names_script()}; }}"),
             user=uid_gid,
         )
     )  # fmt: skip
@@ -499,30 +506,30 @@ def make_plan(
         workdir=BUILD_SRC,
         env=MappingProxyType(env),
     )
-    if cache_mounts:
-        # The toolkit's identity, part of every cache key (the launcher reads it).
-        prepare_steps.append(
-            Step(
-                "cache-key",
-                "hash the toolkit and host compilers into the compiler-cache key",
-                toolkit_id_command(),
-                user=uid_gid,
-                env=MappingProxyType({k: env[k] for k in ("PATH", "CUDA_HOME", "LC_ALL")}),
-            )
+    # The toolkit's identity, part of every cache key (the launcher reads it), then the daemon
+    # (and with --cache-url the forwarder to the relay), in the compile container: what
+    # starts here lives through the compile step. With or without the cache (see above).
+    prepare_steps.append(
+        Step(
+            "cache-key",
+            "hash the toolkit and host compilers into the compiler-cache key",
+            toolkit_id_command(),
+            user=uid_gid,
+            env=MappingProxyType({k: env[k] for k in ("PATH", "CUDA_HOME", "LC_ALL")}),
         )
-        # The daemon (and with --cache-url the forwarder to the relay), in the compile
-        # container: what starts here lives through the compile step.
-        start_env = {**env, **(remote.container_env() if remote is not None else {})}
-        prepare_steps.append(
-            Step(
-                "cache-start",
-                "start sccache, the compiler cache"
-                + (" (local volume and the shared cache)" if remote is not None else ""),
-                start_command(f"{IMAGE_VENV}/bin/python"),
-                user=uid_gid,
-                env=MappingProxyType(start_env),
-            )
+    )
+    start_env = {**env, **(remote.container_env() if remote is not None else {})}
+    prepare_steps.append(
+        Step(
+            "cache-start",
+            "start sccache, the compiler cache"
+            + (" (local volume and the shared cache)" if remote is not None else "")
+            + ("" if cache_mounts else " (caching nothing: it only runs the compilers)"),
+            start_command(f"{IMAGE_VENV}/bin/python"),
+            user=uid_gid,
+            env=MappingProxyType(start_env),
         )
+    )
     phases.append(Phase("compile", compile_network, (*prepare_steps, compile_step), base_mounts))
 
     return BuildPlan(

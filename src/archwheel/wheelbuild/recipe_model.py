@@ -77,6 +77,7 @@ RESERVED_ENV = frozenset(
         "SCCACHE_IDLE_TIMEOUT",
         "SCCACHE_SERVER_UDS",
         "SCCACHE_C_CUSTOM_CACHE_BUSTER",
+        "SCCACHE_NO_CACHE",
         "CCACHE_DISABLE",
         "ARCHWHEEL_SRC",
         "ARCHWHEEL_DIST",

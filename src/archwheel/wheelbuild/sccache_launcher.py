@@ -61,7 +61,7 @@ plain() {
     printf '%s\n' "$*" >> __FALLBACKS__ 2>/dev/null
     exec "$compiler" "$@"
 }
-[ -e __OFF__ ] && exec "$compiler" "$@"
+[ -e __OFF__ ] || [ ! -x "$real" ] && exec "$compiler" "$@"  # no daemon, or no sccache
 # nvcc --threads N (archwheel's, parallel.py) changes no output byte: not in the key.
 UNTHREAD='s/^(NVCC_APPEND_FLAGS=(.*[^ ])?) *--threads [0-9]+$/\1/; /^NVCC_APPEND_FLAGS=$/d'
 keyed() { env -0 | grep -zE '^(__VARIABLES__)=' | sed -zE "$UNTHREAD" | sort -z; }
@@ -222,7 +222,11 @@ if [ -n "${{ARCHWHEEL_CACHE_SOCKET-}}" ]; then
     rm -f "${{SCCACHE_SERVER_UDS-}}"
 fi
 if start; then
-    echo "compiler cache: $({sccache} --version), local volume"
+    if [ -n "${{SCCACHE_NO_CACHE-}}" ]; then
+        echo "compiler cache: off; $({sccache} --version) runs the compilers, caching nothing"
+    else
+        echo "compiler cache: $({sccache} --version), local volume"
+    fi
 else
     echo "compiler cache: sccache did not start ($(why)); compiling without the cache"
     : > {CACHE_OFF}

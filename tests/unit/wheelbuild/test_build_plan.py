@@ -137,15 +137,19 @@ def test_reproducibility_check_disables_the_cache(example: Recipe) -> None:
     plan = plan_for(example, check_reproducible=True)
     env = plan.build_env
     assert env["CCACHE_DISABLE"] == "1"
-    assert "SCCACHE_DIR" not in env
+    # sccache still runs the compilers (the same objects as a cached build), caching nothing
+    assert env["SCCACHE_NO_CACHE"] == "1" and env["SCCACHE_DIR"].startswith("/build/")
     assert plan.ccache_volume is None
     assert all(not m.volume for phase in plan.phases for m in phase.mounts)
-    assert [s.name for s in plan.phases[0].steps] == ["copy-source", "compile"]
+    assert [s.name for s in plan.phases[0].steps] == [
+        "copy-source", "cache-key", "cache-start", "compile"
+    ]  # fmt: skip
 
 
 def test_no_cache_option(example: Recipe) -> None:
     plan = plan_for(example, ccache_volume=None)
-    assert plan.build_env["CCACHE_DISABLE"] == "1"
+    assert plan.build_env["CCACHE_DISABLE"] == "1" and plan.build_env["SCCACHE_NO_CACHE"] == "1"
+    assert "SCCACHE_NO_CACHE" not in plan_for(example).build_env
 
 
 def test_plan_summary_and_json(example: Recipe) -> None:

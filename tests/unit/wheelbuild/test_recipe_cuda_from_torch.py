@@ -175,12 +175,11 @@ def test_a_recipe_launcher_wins_and_no_cache_sets_none(tmp_path: Path) -> None:
     r = load_recipe(write(tmp_path, '"numpy"', cuda="13.0", env=env_table), facts=FACTS)
     assert plan_env(r, tmp_path)["CMAKE_CXX_COMPILER_LAUNCHER"] == "ccache"
     assert plan_env(r, tmp_path)["CMAKE_CUDA_COMPILER_LAUNCHER"] == "sccache"
+    # without the cache sccache still runs the compilers, caching nothing (the same objects)
     uncached = plan_env(load_recipe(write(tmp_path / "n", '"numpy"', cuda="13.0"), facts=FACTS), tmp_path,
                         ccache_volume=None)  # fmt: skip
-    assert not set(COMPILER_LAUNCHERS) & set(uncached)
-    checked = plan_env(load_recipe(write(tmp_path / "n", '"numpy"', cuda="13.0"), facts=FACTS), tmp_path,
-                       check_reproducible=True)  # fmt: skip
-    assert not set(COMPILER_LAUNCHERS) & set(checked)
+    assert uncached["CMAKE_CUDA_COMPILER_LAUNCHER"] == "sccache"
+    assert uncached["SCCACHE_NO_CACHE"] == "1"
 
 
 # -- the arch list's reader in the CMake recipe ---------------------------------------------------
@@ -235,5 +234,4 @@ def test_pythons_own_compiler_names_run_sccache_in_cached_builds(tmp_path: Path)
     copy = plan_steps(r, tmp_path)["copy-source"]
     assert compiler_names_script() in copy and "get_config_var" in copy
     for options in ({"ccache_volume": None}, {"check_reproducible": True}):
-        assert COMPILER_NAMES not in plan_env(r, tmp_path, **options)["PATH"]
-        assert COMPILER_NAMES not in plan_steps(r, tmp_path, **options)["copy-source"]
+        assert COMPILER_NAMES in plan_env(r, tmp_path, **options)["PATH"]  # caching nothing
