@@ -199,14 +199,14 @@ def _prepare(work: Path, plan: BuildPlan) -> None:
     # archwheel's own folder in the work folder, with or without the compiler cache: nvcc's
     # --time record goes there, and nvcc stops ("Cannot open file") where it cannot write it.
     (work / NVCC_RECORD.removeprefix(BUILD + "/")).parent.mkdir(parents=True, exist_ok=True)
-    if plan.ccache_volume is not None:
-        launcher = work / LAUNCHER_DIR.removeprefix(BUILD + "/") / "sccache"
-        launcher.parent.mkdir(parents=True, exist_ok=True)
-        launcher.write_text(launcher_script())
-        launcher.chmod(0o755)
-        # torch's _wrap_compiler takes ccache before sccache: both names are the launcher
-        (launcher.parent / "ccache").symlink_to("sccache")
-        (work / FORWARDER.removeprefix(BUILD + "/")).write_text(FORWARDER_SCRIPT)
+    # The launcher, with or without the cache: sccache runs every compiler (plan.py).
+    launcher = work / LAUNCHER_DIR.removeprefix(BUILD + "/") / "sccache"
+    launcher.parent.mkdir(parents=True, exist_ok=True)
+    launcher.write_text(launcher_script())
+    launcher.chmod(0o755)
+    # torch's _wrap_compiler takes ccache before sccache: both names are the launcher
+    (launcher.parent / "ccache").symlink_to("sccache")
+    (work / FORWARDER.removeprefix(BUILD + "/")).write_text(FORWARDER_SCRIPT)
     if plan.parallel is not None and plan.parallel.config:
         # setuptools' extra config file (DIST_EXTRA_CONFIG): [build_ext] parallel = N
         config = work / PARALLEL_CONFIG.removeprefix(BUILD + "/")
