@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -498,3 +499,20 @@ def test_a_plan_is_made_without_network_and_marks_what_the_build_resolves(
     errors = [line for line in err.splitlines() if line.startswith("archwheel: error")]
     assert code == 4 and len(errors) == 1 and "git ls-remote failed" in errors[0], err
     assert not out_dir.exists()
+
+
+@pytest.mark.parametrize("options", [{}, {"ccache_volume": None}, {"check_reproducible": True}])
+def test_the_work_folder_has_the_launcher_with_or_without_the_cache(
+    example: Recipe, tmp_path: Path, options: dict[str, object]
+) -> None:
+    """Every build compiles through sccache (a build without the cache caching nothing), so the
+    launcher, its ccache name and the forwarder are in every work folder: without them a build
+    without the cache ran plain nvcc and made other bytes than a cached one."""
+    from archwheel.wheelbuild import workfolder
+    from archwheel.wheelbuild.remote_cache import FORWARDER, LAUNCHER_DIR
+
+    workfolder._prepare(tmp_path, plan_for(example, **options))
+    launcher = tmp_path / LAUNCHER_DIR.removeprefix("/build/") / "sccache"
+    assert launcher.is_file() and os.access(launcher, os.X_OK)
+    assert (launcher.parent / "ccache").resolve() == launcher.resolve()
+    assert (tmp_path / FORWARDER.removeprefix("/build/")).is_file()
