@@ -511,7 +511,7 @@ def test_the_work_folder_has_the_launcher_with_or_without_the_cache(
     from archwheel.wheelbuild import workfolder
     from archwheel.wheelbuild.remote_cache import FORWARDER, LAUNCHER_DIR
 
-    workfolder._prepare(tmp_path, plan_for(example, **options))
+    workfolder._prepare(tmp_path, plan_for(example, "8.0;9.0", **options))
     launcher = tmp_path / LAUNCHER_DIR.removeprefix("/build/") / "sccache"
     assert launcher.is_file() and os.access(launcher, os.X_OK)
     assert (launcher.parent / "ccache").resolve() == launcher.resolve()
