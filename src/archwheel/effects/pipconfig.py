@@ -33,7 +33,16 @@ CONTAINER_CONSTRAINTS_DIR = "/etc/archwheel/constraints"
 _CONFIG_LINE = re.compile(r"^(?P<scope>[^.]*)\.(?P<key>[a-z-]+)='(?P<value>.*)'$")
 # pip's precedence, lowest first: global < user < site < environment.
 _SCOPE_RANK = {"global": 0, "user": 1, "site": 2, ":env:": 3}
-_RESERVED_TARGETS = ("/build", "/src", "/ccache", "/opt/archwheel", "/usr", "/etc", "/proc")
+_RESERVED_TARGETS = (
+    "/build",
+    "/src",
+    "/sccache",
+    "/ccache",
+    "/opt/archwheel",
+    "/usr",
+    "/etc",
+    "/proc",
+)
 
 
 @dataclass(frozen=True)

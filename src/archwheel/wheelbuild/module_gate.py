@@ -2,12 +2,13 @@
 
 The audit gate (``gate.audit_gate``) reads the wheel: every library with device code must hold
 every requested arch. Two traps pass it, and this module catches them from the build's own
-record of its nvcc compiles (``nvcc_record``: ``nvcc --time`` rows and ccache's stats log):
+record of its nvcc compiles (``nvcc_record``: ``nvcc --time`` rows, those of the compiles the
+cache answered included):
 
 - **a module that fell back to CPU.** Projects build a CUDA module only when ``nvcc`` is on
   ``PATH`` or a switch of theirs (``FORCE_CUDA``, ``<PROJECT>_FORCE_BUILD``) is set, and quietly
   build the CPU one otherwise; the wheel then holds some device code, just not that module's.
-  Every ``.cu`` file of the source must have been compiled by nvcc (or answered by ccache),
+  Every ``.cu`` file of the source must have been compiled by nvcc (or answered by the cache),
   but those the recipe's ``[gate] unbuilt_cuda`` lets go; the message names the files and the
   switches the project's build files read.
 - **archs the request did not ask for.** A project that hard-codes its ``-gencode`` list (or
@@ -47,7 +48,7 @@ class ModuleEvidence:
     files: Sequence[str]  # the source's files, relative to its root
     src_root: str  # where the source was compiled (/build/src)
     record: NvccRecord | None  # None: no nvcc ran (or none was recorded)
-    cached: Sequence[str] = ()  # inputs ccache answered (its stats log)
+    cached: Sequence[str] = ()  # inputs a cache answered outside nvcc's record (none now)
     source_rows: Sequence[tuple[str, str]] = ()  # the plan's source check (build files)
 
 

@@ -2,13 +2,15 @@
 
 Every nvcc of an extension build gets ``--time /build/.archwheel/nvcc-time.csv`` through
 ``NVCC_APPEND_FLAGS`` (which nvcc reads however it is started: from ``PATH``, by absolute path
-as ``torch.utils.cpp_extension`` and CMake call it, behind ccache). nvcc then appends one CSV row
+as ``torch.utils.cpp_extension`` and CMake call it). nvcc then appends one CSV row
 per compilation phase: the source file as it was given, the phase (``cicc``, ``ptxas``, ...),
 its output and the arch it worked for (measured with nvcc 13.0; ``--time`` changes no byte of
-the object). A compile ccache answers from its cache runs no nvcc: ccache's stats log
-(``STATS_LOG``) names its input instead. Together they say which CUDA sources were compiled,
+the object). sccache, the compiler cache, refuses to cache a call with ``--time`` and runs no
+whole nvcc for one it takes apart: its launcher (sccache_launcher.py) has nvcc write the same
+rows from a ``--dryrun`` of each call and gives sccache the call without the flag, so the
+record names the compiles the cache answered too. It says which CUDA sources were compiled,
 and for which SASS archs (``ptxas`` rows), whatever build system ran them: ``module_gate``
-judges a build by them.
+judges a build by it.
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ def cuda_sources(files: Iterable[str]) -> tuple[str, ...]:
 
 
 def compiled(source: str, names: Iterable[str], src_root: str) -> bool:
-    """Whether ``source`` (relative to the source root) is one of ``names`` (as nvcc or ccache
+    """Whether ``source`` (relative to the source root) is one of ``names`` (as nvcc or a cache
     was given them: absolute under ``src_root``, or relative to the compile's folder)."""
     wanted = PurePosixPath(source).parts
     for name in names:
@@ -133,7 +135,7 @@ def compiled(source: str, names: Iterable[str], src_root: str) -> bool:
 def never_compiled(
     sources: Iterable[str], names: Iterable[str], src_root: str, exempt: Iterable[str] = ()
 ) -> tuple[str, ...]:
-    """The CUDA sources no nvcc compile and no ccache answer names, but those ``exempt``
+    """The CUDA sources no nvcc compile and no cache answer names, but those ``exempt``
     (globs) lets go."""
     listed = list(names)
     patterns = list(exempt)
