@@ -390,3 +390,30 @@ def test_the_launcher_resolves_archwheels_own_compiler_names(tmp_path: Path) -> 
     done = subprocess.run([str(launcher), "--show-stats"], env=env, capture_output=True,
                           text=True, check=True, timeout=30)  # fmt: skip
     assert done.stdout == "--show-stats"
+
+
+def test_a_call_sccache_reports_done_but_leaves_no_object_is_compiled_without_it(
+    tmp_path: Path,
+) -> None:
+    """sccache 0.16.0 with ``nvcc -objtemp`` exits 0 and writes no object (seen, real nvcc):
+    the launcher runs the compiler itself, logs why, and gives sccache nvcc's call without
+    ``-objtemp`` (which sccache's fixed temporary names make needless)."""
+    launcher, launcher_dir = _launcher(
+        tmp_path,
+        '#!/bin/sh\nprintf "%s\\n" "$*" > "$SEEN"\nexit 0\n',  # leaves nothing
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    nvcc = bin_dir / "nvcc"
+    nvcc.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && : > "$2"; shift; done\n')
+    nvcc.chmod(0o755)
+    out = tmp_path / "k.o"
+    env = {"PATH": f"{launcher_dir}:/usr/bin:/bin", "SEEN": str(tmp_path / "seen")}
+    done = subprocess.run(
+        [str(launcher), str(nvcc), "-c", "k.cu", "-o", str(out), "-objtemp"], env=env,
+        capture_output=True, text=True, check=False, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 0 and out.is_file()
+    assert "-objtemp" not in (tmp_path / "seen").read_text()  # sccache's call went without it
+    assert f"sccache left no {out}" in (tmp_path / "fallbacks.log").read_text()
+    assert "compiling without it" in done.stderr
