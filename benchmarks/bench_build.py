@@ -82,8 +82,9 @@ def build(arch: str, volume: str, out: Path) -> dict[str, float]:
         "wall_s": wall,
         "compile_s": float(result["timings_s"].get("compile", 0.0)),
         "wheel_bytes": float(Path(result["wheel"]).stat().st_size),
-        "cache_hits": float(result["compiler_cache"].get("direct_cache_hit", 0))
-        + float(result["compiler_cache"].get("preprocessed_cache_hit", 0)),
+        # every sub-phase sccache counts (C/C++, CUDA, CUDA (Device code), PTX, CUBIN)
+        "cache_hits": float(result["compiler_cache"].get("local_hits", 0))
+        + float(result["compiler_cache"].get("remote_hits", 0)),
     }
 
 

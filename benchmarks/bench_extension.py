@@ -138,7 +138,7 @@ def main(argv: list[str]) -> int:
             "not_compiling_share": round(overhead / total, 3),
             "compile_cpu_busy": round(busy, 2),
             "timings_s": timings,
-            # C++ objects go through ccache too: misses well above the CUDA files' count.
+            # C++ objects go through sccache too, and each nvcc call is several cached steps.
             "compiler_cache": cold.get("compiler_cache"),
         }
     print(
