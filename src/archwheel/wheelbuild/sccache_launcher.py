@@ -92,6 +92,7 @@ for arg in "$@"; do
     esac
     prev=$arg
 done
+case "$out" in - | /dev/*) out= ;; esac  # standard output, a device: no file to check
 # nvcc -objtemp (intermediate files beside the object, for names without the pid) is what
 # sccache's fixed names already give, and what it mishandles: sccache's call goes without it.
 cached() {

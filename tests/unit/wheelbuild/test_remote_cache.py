@@ -417,3 +417,11 @@ def test_a_call_sccache_reports_done_but_leaves_no_object_is_compiled_without_it
     assert "-objtemp" not in (tmp_path / "seen").read_text()  # sccache's call went without it
     assert f"sccache left no {out}" in (tmp_path / "fallbacks.log").read_text()
     assert "compiling without it" in done.stderr
+    # output to standard output (CMake's probes: -o -) or a device is no file to look for
+    (tmp_path / "fallbacks.log").unlink()
+    for target in ("-", "/dev/null"):
+        done = subprocess.run(
+            [str(launcher), str(nvcc), "-E", "k.cu", "-o", target], env=env, cwd=tmp_path,
+            capture_output=True, text=True, check=False, timeout=30,
+        )  # fmt: skip
+        assert done.returncode == 0 and not (tmp_path / "fallbacks.log").exists(), target
