@@ -73,6 +73,7 @@ from archwheel.wheelbuild.builder_image import (
     probe_base_toolkit,
     probe_toolchain,
 )
+from archwheel.wheelbuild.cache_report import cache_warnings
 from archwheel.wheelbuild.gate import (
     AuditGate,
     GateVerdict,
@@ -101,7 +102,7 @@ from archwheel.wheelbuild.sccache_stats import CacheCounts
 from archwheel.wheelbuild.stages import Timings
 from archwheel.wheelbuild.toolkit import ensure_torch_image, image_glibc, manylinux_platforms
 from archwheel.wheelbuild.wheel_label import relabel_wheel
-from archwheel.wheelbuild.workfolder import Built, CacheRoom, WorkFolder
+from archwheel.wheelbuild.workfolder import Built, WorkFolder
 
 
 @dataclass(frozen=True)
@@ -144,19 +145,6 @@ class _FirstBuild:
     built: Built
     counts: CacheCounts
     remote_cache: dict[str, object] | None
-
-
-# A compiler cache is nearly full when less than this is free on its file system, or less
-# than a tenth of a file system smaller than ten times this: the next object may not fit.
-CACHE_ROOM_LOW = 256 * 2**20
-
-
-def cache_nearly_full(room: CacheRoom) -> bool:
-    return room.free < min(CACHE_ROOM_LOW, room.size // 10)
-
-
-def _mib(size: int) -> str:
-    return f"{size / 2**20:.1f} MiB"
 
 
 class BuildRunner:
@@ -402,27 +390,8 @@ class BuildRunner:
         counts = CacheCounts.from_stats(built.cache_stats, fallbacks=len(built.fallbacks))
         if plan.ccache_volume is not None and counts.compiles:
             self.output.line(f"compiler cache: {counts.describe()}")
-        if built.fallbacks:
-            self.output.warn(
-                f"compiler cache: {len(built.fallbacks)} compiles ran without it because "
-                f"sccache failed (first: {built.fallbacks[0][:160]}); the wheel is not affected"
-            )
-        room = built.cache_room
-        if plan.ccache_volume is not None and room is not None and cache_nearly_full(room):
-            self.output.warn(
-                f"compiler cache: the file system of volume {plan.ccache_volume} has "
-                f"{_mib(room.free)} free of {_mib(room.size)} after the compile: objects that "
-                "did not fit were compiled and not stored (the wheel is not affected); give it "
-                f"room (`{plan.engine} volume rm {plan.ccache_volume}` empties it) or a "
-                f"--cache-size ({plan.ccache_size} now) below the size of its file system"
-            )
-        if remote is not None and relay is not None and (counts.remote_errors or relay.failures):
-            self.output.warn(
-                f"compiler cache: {counts.remote_errors + relay.failures} remote-cache errors "
-                f"during the build ({relay.failures} requests to {remote.redacted()} failed or "
-                "timed out: server down, slow or not Redis?); the relay answered them as an "
-                "empty cache and those compiles went on without it"
-            )
+        for warning in cache_warnings(plan, counts, built, relay):
+            self.output.warn(warning)
         if remote_record is not None:
             remote_record = {**remote_record, "errors": counts.remote_errors}
             if relay is not None:

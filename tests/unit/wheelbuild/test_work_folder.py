@@ -12,9 +12,9 @@ import pytest
 
 from archwheel.errors import BuildError
 from archwheel.wheelbuild import workfolder
+from archwheel.wheelbuild.cache_report import cache_nearly_full
 from archwheel.wheelbuild.plan import BUILD
 from archwheel.wheelbuild.remote_cache import SERVER_LOG
-from archwheel.wheelbuild.runner import cache_nearly_full
 from tests.support.fuzz import watchdog
 
 
