@@ -201,10 +201,14 @@ def test_a_rebuild_gets_its_cpp_objects_from_the_compiler_cache(
     first = built.provenance["compiler_cache"]
     again = rebuilt.provenance["compiler_cache"]
     assert isinstance(first, dict) and isinstance(again, dict)
-    assert first["cache_miss"] >= cxx + cuda, first  # the first build compiled them all
-    assert again["cache_miss"] == 0, again
-    hits = again["direct_cache_hit"] + again["preprocessed_cache_hit"]
-    assert hits >= cxx + cuda, again  # so every C++ object was a hit as well
+    assert first["misses"] >= cxx + cuda, first  # the first build compiled them all
+    # sccache's sub-phases: each C++ object is a C/C++ step, each CUDA object a CUDA step
+    # (its host side) beside its device steps; only CMake's own probes, compiled from new
+    # temporary files each run (src.cxx, detect_cuda_version.cc), may miss, as C/C++ steps
+    phases = again["by_phase"]
+    assert phases["C/C++"]["hits"] >= cxx and phases["CUDA"]["hits"] >= cuda, phases
+    assert all(row["misses"] == 0 for name, row in phases.items() if name != "C/C++"), phases
+    assert again["fallbacks"] == 0, again
     assert rebuilt.wheel.read_bytes() == built.wheel.read_bytes()
 
 
