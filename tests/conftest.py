@@ -42,6 +42,7 @@ pytest_plugins = [
     "tests.support.doctor_fakes",
     "tests.support.can_load_fakes",
     "tests.support.extension_builds",
+    "tests.support.farm",
 ]
 
 
