@@ -1,0 +1,300 @@
+"""Compile farms: sending a build's compile jobs to an sccache-dist scheduler and its servers.
+
+sccache splits each nvcc call into its jobs (cudafe++, cicc's PTX and ptxas' CUBIN per arch,
+the host compile) and, given a scheduler in its client configuration, asks the scheduler for a
+build server per job and sends the job there; a job the farm cannot run is compiled locally.
+archwheel's part (``archwheel build --dist-scheduler URL --dist-token-file FILE``):
+
+- the token is a secret: it is read from a file (``read_token_file``: one line, bounded, a clear
+  usage error for a missing, empty or unreadable file), never taken on the command line, and
+  written only into the sccache client configuration of the one build (``write_client_config``:
+  mode 0600, in the work folder, which is removed after the build). ``DistFarm``'s ``repr``
+  leaves it out, so no log or provenance record can carry it.
+- before a build, ``check_farm`` asks the scheduler (``probe_scheduler``, with a deadline): its
+  status (how many build servers it has) and whether the token is accepted. The status is
+  open; the token is checked by asking for a job without one (``alloc_job`` with no body): the
+  scheduler checks the bearer token first (401 for a wrong one) and refuses the empty request
+  after (400), so no job is made. A scheduler that cannot be reached, or has no server, is one
+  warning line and a local build; ``--dist-required`` refuses the build instead
+  (``FarmUnavailable``, exit 4). A wrong token is a setting written wrong: one line, exit 2,
+  whatever ``--dist-required`` says (a farm that will not take the build's jobs is never what
+  the user meant).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from archwheel.effects.files import FileTooLarge, NotRegularFile, read_regular
+from archwheel.errors import ToolError, UsageError
+
+TOKEN_LIMIT = 4096  # bytes in a token file: a token is a line, not a document
+PROBE_TIMEOUT_S = 10.0  # the whole probe of the scheduler (connect, ask, read), per request
+REPLY_LIMIT = 64 << 10  # bytes of a scheduler's reply to the probe
+CLIENT_CONFIG_NAME = "sccache-dist.toml"
+_TOKEN_HINT = "write the scheduler's client token (client_auth) on the file's one line"  # noqa: S105
+
+
+class FarmUnavailable(ToolError):
+    """``--dist-required`` and the farm cannot take the build's jobs (exit 4)."""
+
+
+@dataclass(frozen=True)
+class DistFarm:
+    """A compile farm to send the build's compile jobs to: the scheduler's URL and the client
+    token (left out of ``repr``: it is a secret), and whether a build without it is refused."""
+
+    scheduler_url: str
+    token: str = field(repr=False)
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class SchedulerStatus:
+    """What the probe learned: reached or not (``why`` says why not), its build servers, and
+    whether it accepted the token (``None``: not asked, the scheduler was not reached)."""
+
+    reached: bool
+    servers: int = 0
+    cpus: int = 0
+    token_accepted: bool | None = None
+    why: str = ""
+
+
+def parse_scheduler_url(text: str) -> str:
+    """``--dist-scheduler``: ``http(s)://HOST[:PORT]`` (a path or credentials are refused:
+    sccache adds its own path, and a secret belongs in the token file). Usage error, exit 2."""
+    hint = "give the scheduler as http://HOST:PORT or https://HOST[:PORT]"
+    shown = text if len(text) <= 100 else text[:100] + "..."
+    try:
+        parts = urlsplit(text.strip())
+        port = parts.port
+    except ValueError:
+        raise UsageError(f"--dist-scheduler {shown!r} is not a URL", hint=hint) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--dist-scheduler {shown!r} is not an http(s) URL", hint=hint)
+    if parts.username is not None or parts.password is not None:
+        raise UsageError(
+            "--dist-scheduler holds credentials: the token goes in --dist-token-file", hint=hint
+        )
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise UsageError(f"--dist-scheduler {shown!r}: a path is not supported", hint=hint)
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
+
+
+def read_token_file(path: Path) -> str:
+    """The client token in ``path``: one line of printable ASCII without spaces, at most
+    ``TOKEN_LIMIT`` bytes. A missing, unreadable, empty, large or many-lined file is a usage
+    error (exit 2) naming the file, never echoing what it holds."""
+    try:
+        data = read_regular(path, TOKEN_LIMIT)
+    except FileNotFoundError:
+        raise UsageError(f"--dist-token-file {path}: no such file", hint=_TOKEN_HINT) from None
+    except NotRegularFile:
+        raise UsageError(
+            f"--dist-token-file {path}: not a regular file", hint=_TOKEN_HINT
+        ) from None
+    except FileTooLarge:
+        raise UsageError(
+            f"--dist-token-file {path}: larger than {TOKEN_LIMIT} bytes; not a token",
+            hint=_TOKEN_HINT,
+        ) from None
+    except OSError as exc:
+        raise UsageError(
+            f"--dist-token-file {path}: cannot read: {exc.strerror or exc}", hint=_TOKEN_HINT
+        ) from None
+    lines = [line for line in data.decode("ascii", errors="replace").splitlines() if line.strip()]
+    if not lines:
+        raise UsageError(f"--dist-token-file {path}: empty", hint=_TOKEN_HINT)
+    if len(lines) > 1:
+        raise UsageError(f"--dist-token-file {path}: more than one line", hint=_TOKEN_HINT)
+    token = lines[0].strip()
+    if not all(33 <= ord(c) < 127 for c in token):
+        raise UsageError(
+            f"--dist-token-file {path}: not a token (one line of printable ASCII, no spaces)",
+            hint=_TOKEN_HINT,
+        )
+    return token
+
+
+def dist_farm_option(
+    url: str | None, token_file: Path | None, *, required: bool
+) -> DistFarm | None:
+    """The farm of ``--dist-scheduler``/``--dist-token-file``/``--dist-required`` (or their
+    settings), or ``None``; one without the other is a usage error (exit 2)."""
+    if url is None and token_file is None:
+        if required:
+            raise UsageError(
+                "--dist-required needs a farm", hint="give --dist-scheduler and --dist-token-file"
+            )
+        return None
+    if url is None:
+        raise UsageError("--dist-token-file without --dist-scheduler", hint="give both")
+    if token_file is None:
+        raise UsageError(
+            "--dist-scheduler without --dist-token-file",
+            hint="the scheduler's client token is read from a file, never from the command line",
+        )
+    return DistFarm(parse_scheduler_url(url), read_token_file(token_file), required)
+
+
+def _quoted(text: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's for these)."""
+    return json.dumps(text, ensure_ascii=True)
+
+
+def client_config_text(farm: DistFarm, toolchains_dir: str) -> str:
+    """The sccache client configuration sending jobs to ``farm`` (what ``write_client_config``
+    writes): sccache packages the compilers it finds itself (``toolchains = []``) into
+    ``toolchains_dir``."""
+    return (
+        "[dist]\n"
+        f"scheduler_url = {_quoted(farm.scheduler_url)}\n"
+        "toolchains = []\n"
+        f"cache_dir = {_quoted(toolchains_dir)}\n"
+        "\n[dist.auth]\n"
+        'type = "token"\n'
+        f"token = {_quoted(farm.token)}\n"
+    )
+
+
+def write_client_config(path: Path, farm: DistFarm, toolchains_dir: str) -> Path:
+    """Write the client configuration (``client_config_text``) to ``path``, created with mode
+    0600 (never readable by others, not even for a moment); an existing file is replaced."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as handle:
+        handle.write(client_config_text(farm, toolchains_dir))
+    return path
+
+
+class _ProbeFailed(OSError):
+    """The scheduler did not answer as one (one line)."""
+
+
+def _ask(url: str, method: str, target: str, token: str | None, end: float) -> tuple[int, bytes]:
+    """One HTTP/1.1 request with ``Connection: close``; ``(status, body)``, all of it before
+    the monotonic ``end`` (each socket wait is bounded by what is left)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+
+    def left() -> float:
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            raise _ProbeFailed("no answer in time")
+        return remaining
+
+    sock: socket.socket = socket.create_connection((host, port), timeout=left())
+    try:
+        if parts.scheme == "https":
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+        headers = [
+            f"{method} {target} HTTP/1.1",
+            f"Host: {parts.netloc}",
+            "Accept: application/json",
+            "Connection: close",
+            "Content-Length: 0",
+        ]
+        if token is not None:
+            headers.append(f"Authorization: Bearer {token}")
+        sock.settimeout(left())
+        sock.sendall(("\r\n".join(headers) + "\r\n\r\n").encode("ascii"))
+        reply = b""
+        while True:
+            sock.settimeout(left())
+            chunk = sock.recv(8192)
+            if not chunk:
+                break
+            reply += chunk
+            if len(reply) > REPLY_LIMIT:
+                raise _ProbeFailed(f"a reply over {REPLY_LIMIT} bytes")
+    finally:
+        sock.close()
+    head, _, body = reply.partition(b"\r\n\r\n")
+    status_line = head.split(b"\r\n", 1)[0].split()
+    if (
+        len(status_line) < 2
+        or not status_line[0].startswith(b"HTTP/")
+        or not status_line[1].isdigit()
+    ):
+        raise _ProbeFailed("not an HTTP answer")
+    return int(status_line[1]), body
+
+
+def probe_scheduler(farm: DistFarm, timeout_s: float = PROBE_TIMEOUT_S) -> SchedulerStatus:
+    """Ask the scheduler for its status and whether it takes ``farm``'s token, each request
+    within ``timeout_s``; never raises for a scheduler that fails (``reached=False``)."""
+    try:
+        code, body = _ask(
+            farm.scheduler_url, "GET", "/api/v1/scheduler/status", None,
+            time.monotonic() + timeout_s,
+        )  # fmt: skip
+        if code != 200:
+            raise _ProbeFailed(f"the status request answered HTTP {code}")
+        status = json.loads(body)
+        if not isinstance(status, dict) or not isinstance(status.get("num_servers"), int):
+            raise _ProbeFailed("the status is not a scheduler's")
+        code, _ = _ask(
+            farm.scheduler_url, "POST", "/api/v1/scheduler/alloc_job", farm.token,
+            time.monotonic() + timeout_s,
+        )  # fmt: skip
+    except (OSError, ValueError) as exc:
+        why = str(exc) if isinstance(exc, _ProbeFailed) else (_reason(exc))
+        return SchedulerStatus(reached=False, why=why)
+    cpus = status.get("num_cpus")
+    return SchedulerStatus(
+        reached=True,
+        servers=status["num_servers"],
+        cpus=cpus if isinstance(cpus, int) else 0,
+        token_accepted=code != 401,
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return "no answer in time"
+    if isinstance(exc, ValueError):
+        return "the status is not JSON"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return type(exc).__name__
+
+
+def check_farm(
+    farm: DistFarm,
+    warn: Callable[[str], None],
+    *,
+    timeout_s: float = PROBE_TIMEOUT_S,
+    probe: Callable[[DistFarm, float], SchedulerStatus] = probe_scheduler,
+) -> SchedulerStatus:
+    """Decide, before the build, whether it sends jobs to ``farm`` (``reached`` with servers
+    and the token accepted). A wrong token: ``UsageError`` (exit 2). A scheduler that cannot be
+    reached or has no server: ``FarmUnavailable`` (exit 4) with ``farm.required``, else one
+    ``warn`` line and the status (the build compiles locally)."""
+    status = probe(farm, timeout_s)
+    where = f"compile farm {farm.scheduler_url}"
+    if status.reached and status.token_accepted is False:
+        raise UsageError(
+            f"{where} refused the token of --dist-token-file",
+            hint="the file must hold the scheduler's client token (client_auth)",
+        )
+    if status.reached and status.servers > 0:
+        return status
+    why = f"cannot be reached ({status.why})" if not status.reached else "has no build server"
+    if farm.required:
+        raise FarmUnavailable(
+            f"{where} {why}; --dist-required refuses to build without it",
+            hint="start the farm, or drop --dist-required to build locally",
+        )
+    warn(f"{where} {why}: compiling locally")
+    return status
