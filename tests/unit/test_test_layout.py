@@ -2,7 +2,7 @@
 
 - every test module lies in ``unit/<floor>/`` (a top-level folder of the package; ``unit/``
   itself for checks of the whole tree) or in ``integration/<need>/``, where the need is one of
-  the markers docker, nvcc, gpu, realwheel, faults;
+  the markers docker, nvcc, gpu, realwheel, faults, farm;
 - an integration test carries its folder's marker, a unit test none of those markers;
 - no module under tests/ imports a test module or a conftest: helpers are imported from
   ``tests.support``, fixtures come from the conftest files and the plugins they name;
@@ -19,7 +19,7 @@ import archwheel
 
 TESTS = Path(__file__).resolve().parent.parent
 PACKAGE = Path(archwheel.__file__).parent
-NEEDS = ("docker", "nvcc", "gpu", "realwheel", "faults")
+NEEDS = ("docker", "nvcc", "gpu", "realwheel", "faults", "farm")
 SUPPORT = "tests.support"
 
 
