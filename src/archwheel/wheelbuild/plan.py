@@ -214,6 +214,7 @@ class BuildPlan:
     source_check: tuple[tuple[str, str], ...] = ()  # the build files' own archs and switches
     parallel: ParallelPlan | None = None  # how the compiles share the cores (parallel.py)
     compression: FatbinCompression | None = None  # an extension's fatbins (compression.py)
+    base_choice: str = ""  # why the base image has the build's Python (python_base.py)
 
     @property
     def user(self) -> str:
@@ -277,9 +278,12 @@ class BuildPlan:
             ("toolkit", f"CUDA {recipe.toolchain.cuda} from {recipe.toolchain.source}"),
             (
                 "base image",
-                f"{self.base_image} (pinned to {recipe.toolchain.base_image_id})"
-                if recipe.toolchain.base_image_id
-                else f"{self.base_image} (tag not pinned: [toolchain] base_image_id)",
+                (
+                    f"{self.base_image} (pinned to {recipe.toolchain.base_image_id})"
+                    if recipe.toolchain.base_image_id
+                    else f"{self.base_image} (tag not pinned: [toolchain] base_image_id)"
+                )
+                + (f"; {self.base_choice}" if self.base_choice else ""),
             ),
             ("python", PythonTarget.parse(self.python).describe()),
             ("jobs", f"{recipe.build.jobs_variable}={self.jobs.reason}"),
