@@ -27,9 +27,8 @@ def test_each_debian_suite_offers_its_one_cpython_with_a_source() -> None:
     ]
     assert all(s.source.startswith("https://packages.debian.org/") for s in table.debian)
     assert table.suite_for("3.13") == table.suite("trixie")
-    assert table.suite_for("3.11") is not None and table.suite_for("3.11").image == (
-        "archwheel/debian:bookworm"
-    )
+    bookworm = table.suite_for("3.11")
+    assert bookworm is not None and bookworm.image == "archwheel/debian:bookworm"
     assert table.suite_for("3.12") is None
     assert table.suite_for("3.13t") is None  # Debian's python3 has the GIL
     assert table.debian_offers() == "3.9 (bullseye), 3.11 (bookworm), 3.13 (trixie)"

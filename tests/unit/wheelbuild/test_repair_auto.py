@@ -44,9 +44,7 @@ def spec(**changes: object) -> RepairSpec:
 
 def auditwheel_policies() -> list[str]:
     """The x86_64 manylinux tags the installed auditwheel knows, oldest first."""
-    import auditwheel
-
-    text = resources.files(auditwheel).joinpath("policy/manylinux-policy.json").read_text()
+    text = resources.files("auditwheel").joinpath("policy/manylinux-policy.json").read_text()
     names = [p["name"] for p in json.loads(text) if p["name"].startswith("manylinux_")]
     return sorted((f"{n}_x86_64" for n in names), key=lambda t: manylinux_glibc(t) or (0, 0, ""))
 
