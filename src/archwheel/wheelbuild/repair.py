@@ -417,13 +417,17 @@ def repair_wheel(
         filename = wheel.name
         platform = filename.removesuffix(".whl").rsplit("-", 1)[-1]
         report: Mapping[str, object] = {}
-        if spec.platform is not None or rpaths:
+        # "auto" on a wheel without native code (auditwheel judges none): the built tag stays
+        tagged = spec.platform is not None and (
+            spec.platform != AUTO or any(_is_elf(root / m) for m in names)
+        )
+        if tagged or rpaths:
             interim = Path(tmp) / filename
             _write_record(root, names, dist_info)  # auditwheel judges what RECORD lists
             _zip(root, names, interim)
             report = show(interim)
             interim.unlink()
-            if spec.platform is not None:
+            if tagged:
                 platform = _agreed_platform(report, spec, filename)
                 text, filename = _retag(wheel_meta.read_text(encoding="utf-8"), filename, platform)
                 wheel_meta.write_text(text, encoding="utf-8")

@@ -19,6 +19,7 @@ from archwheel.facts.catalog import load_facts
 from archwheel.wheelbuild.recipe import parse_recipe
 from archwheel.wheelbuild.repair import RepairError, RepairSpec, repair_wheel, spec_for_recipe
 from archwheel.wheelbuild.repair_tag import best_platform, manylinux_glibc
+from tests.support.index_wheels import make_dist
 from tests.support.repair_wheels import DemoWheels, build_demo_wheels
 
 FACTS = load_facts()
@@ -86,6 +87,17 @@ def test_auto_with_a_library_nobody_provides_places_nothing(
             library_dirs=[demo.libgomp_dir],
         )  # fmt: skip
     assert list(out.iterdir()) == []
+
+
+def test_auto_leaves_a_wheel_without_native_code_as_built(tmp_path: Path) -> None:
+    """Nothing for auditwheel to judge (it refuses such a wheel): the built tag stays."""
+    wheel = make_dist(tmp_path / "built", "pure", "1.0")
+    report = repair_wheel(
+        wheel, tmp_path / "out", spec(platform="auto", bundle=(), library_folder=None)
+    )
+    assert report.platform == "any"
+    assert report.wheel.name == "pure-1.0-py3-none-any.whl"
+    assert dict(report.auditwheel) == {}
 
 
 # auditwheel 6.8's answers for archwheel's example (`auditwheel show --json`), built on each base
