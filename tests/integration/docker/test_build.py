@@ -1,7 +1,8 @@
 """``archwheel build`` end to end against a real Docker engine, on the example recipe.
 
 The builds share one builder image and one compiler-cache volume made for this test session
-(removed at the end), so the first build is cold and later ones reuse what they can. Every
+(removed at the end), so the first build is cold and later ones reuse what they can; the one
+build for Python 3.13 runs on the trixie base and its own builder image. Every
 container archwheel starts here carries a label unique to the test, so the tests can prove that
 none was left behind, or that none was created at all.
 """
@@ -195,9 +196,11 @@ def test_the_example_for_each_python_is_tagged_checked_and_imports_in_a_fresh_ve
     assert provenance["repair"]["platform"] == platform
     assert provenance["repair"]["auditwheel"]["sym_tag"] == platform
 
+    # against the torch of that Python, on a system the wheel's tag admits (this machine's own
+    # libstdc++ is older than a trixie build needs: it is not the stand-in)
     checked = subprocess.run(
         [*CLI, "can-load", str(wheel), "--torch", "2.14.1", "--python-version", python,
-         "--format", "json"],
+         "--no-host-libraries", "--format", "json"],
         env=session.env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
