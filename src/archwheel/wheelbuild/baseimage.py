@@ -18,13 +18,14 @@ from pathlib import Path
 from archwheel.effects.engine import ContainerEngine
 from archwheel.effects.process import Echo, LineSink, find_program, stream_lines
 from archwheel.errors import RecipeError, ToolError, UsageError
+from archwheel.facts.base_pythons import DEBIAN_REPOSITORY
 
 DEFAULT_SUITE = "bookworm"
 # No mirror by default: debootstrap uses its own default. A company mirror comes from --mirror
 # or this variable (read into effects.settings.Settings.debian_mirror; also read by
 # .ci/setup-engine.sh): the caller passes it.
 MIRROR_ENV = "ARCHWHEEL_DEBIAN_MIRROR"
-IMAGE_REPOSITORY = "archwheel/debian"
+IMAGE_REPOSITORY = DEBIAN_REPOSITORY  # archwheel/debian
 LABEL_BASE = "org.archwheel.base"
 
 

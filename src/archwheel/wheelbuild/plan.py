@@ -218,6 +218,7 @@ class BuildPlan:
     parallel: ParallelPlan | None = None  # how the compiles share the cores (parallel.py)
     compression: FatbinCompression | None = None  # an extension's fatbins (compression.py)
     project: ProjectCheck | None = None  # the project's own constraints (project_constraints.py)
+    base_choice: str = ""  # why the base image has the build's Python (python_base.py)
 
     @property
     def user(self) -> str:
@@ -284,9 +285,12 @@ class BuildPlan:
             ("toolkit", f"CUDA {recipe.toolchain.cuda} from {recipe.toolchain.source}"),
             (
                 "base image",
-                f"{self.base_image} (pinned to {recipe.toolchain.base_image_id})"
-                if recipe.toolchain.base_image_id
-                else f"{self.base_image} (tag not pinned: [toolchain] base_image_id)",
+                (
+                    f"{self.base_image} (pinned to {recipe.toolchain.base_image_id})"
+                    if recipe.toolchain.base_image_id
+                    else f"{self.base_image} (tag not pinned: [toolchain] base_image_id)"
+                )
+                + (f"; {self.base_choice}" if self.base_choice else ""),
             ),
             (
                 "python",

@@ -313,9 +313,11 @@ def _parse_repair(table: Table) -> RepairConfig:
             if not _SONAME.match(name):
                 raise table.fail(key, f"{name!r} is not a library file name such as libgomp.so.1")
     platform = values.get("platform")
-    if platform is not None and not _MANYLINUX.match(platform):
+    if platform is not None and platform != "auto" and not _MANYLINUX.match(platform):
         raise table.fail(
-            "platform", f"{platform!r} is not a manylinux tag", hint="e.g. manylinux_2_28_x86_64"
+            "platform",
+            f"{platform!r} is not a manylinux tag",
+            hint='e.g. manylinux_2_28_x86_64, or "auto" (the oldest tag auditwheel accepts)',
         )
     if table.has("force_rpath"):
         values["force_rpath"] = table.flag("force_rpath", True)

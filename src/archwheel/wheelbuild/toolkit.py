@@ -24,11 +24,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from types import MappingProxyType
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -38,6 +37,7 @@ from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import LineSink
 from archwheel.errors import BuildError, RecipeError, ToolError
+from archwheel.facts.base_pythons import load_base_pythons
 from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.baseimage import is_local_base, suite_of
@@ -59,10 +59,6 @@ TORCH_IMAGE_FORMAT = 1
 CONTAINER_WHEELS = "/opt/archwheel/torch-wheels"
 IMAGE_SITE_PACKAGES_LABEL = "org.archwheel.site-packages"
 EXTRA_PACKAGES = ("ninja",)
-# glibc of the Debian suites `archwheel base-image` makes (Debian's libc6 versions).
-DEBIAN_GLIBC: Mapping[str, tuple[int, int]] = MappingProxyType(
-    {"bullseye": (2, 31), "bookworm": (2, 36), "trixie": (2, 41)}
-)
 # When the base image's glibc is not known before a container runs: torch's own tag.
 FALLBACK_GLIBC = (2, 28)
 _LEGACY = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
@@ -84,7 +80,8 @@ def manylinux_platforms(glibc: tuple[int, int], machine: str = "x86_64") -> tupl
 def known_glibc(base_image: str) -> tuple[int, int] | None:
     """The glibc of a base image known without running it (archwheel's Debian images)."""
     if is_local_base(base_image):
-        return DEBIAN_GLIBC.get(suite_of(base_image))
+        suite = load_base_pythons().suite(suite_of(base_image))  # Debian's libc6 version
+        return suite.glibc if suite is not None else None
     return None
 
 

@@ -2,10 +2,10 @@
 
 Every decision of ``archwheel build`` is made here, in this order, so that everything that can
 be wrong with a request fails before any container starts: the recipe (and ``--torch``), the
-Python, pip's settings, the CUDA of a pinned torch, git mirrors, the arch list, ``[repair]``,
-the job count, the engine; then the source (host-side git or download), the pinned torch's
-wheel, and the plan. A plan-only request stops there; otherwise the build runs under the audit
-gate (``runner.BuildRunner``) with its log in ``<out>/logs``.
+Python and the base image that has it, pip's settings, the CUDA of a pinned torch, git mirrors,
+the arch list, ``[repair]``, the job count, the engine; then the source (host-side git or
+download), the pinned torch's wheel, and the plan. A plan-only request stops there; otherwise
+the build runs under the audit gate (``runner.BuildRunner``) with its log in ``<out>/logs``.
 
 Nothing here prints: the caller passes a ``BuildReporter`` (the interfaces floor renders the
 plan, the stages and the build output; a library caller may pass none: the log only).
@@ -45,6 +45,7 @@ from archwheel.wheelbuild.plan import (
     make_plan,
 )
 from archwheel.wheelbuild.project_constraints import project_check
+from archwheel.wheelbuild.python_base import BaseChoice, with_base_for
 from archwheel.wheelbuild.recipe_lookup import find_recipe
 from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.recipe_torch import with_torch
@@ -157,10 +158,11 @@ class LogOnly:
 class _Resolved:
     """A request read against its recipe: everything ``compare_to_official`` needs too."""
 
-    recipe: Recipe
+    recipe: Recipe  # its [toolchain] base_image: the base chosen for the Python
     python: str
     pip: PipSettings
     arch: CheckedArchList
+    base: BaseChoice
 
 
 def _resolve(request: BuildRequest, echo: LineSink | None) -> _Resolved:
@@ -172,12 +174,14 @@ def _resolve(request: BuildRequest, echo: LineSink | None) -> _Resolved:
         check_torch_release(request.torch, pip)
         recipe = with_torch(recipe, request.torch)
     python = choose_python(recipe, request.python)
+    # The base image that has this Python (refused here when none does).
+    recipe, base = with_base_for(recipe, python)
     # No [toolchain] cuda: the pinned torch wheel's CUDA (the wheel is fetched once, cached).
     recipe = with_torch_cuda(recipe, python, pip, cache, facts=facts, sink=echo)
     if request.git_mirrors:
         recipe = with_git_mirrors(recipe, request.git_mirrors)
     arch = check_arch_list(recipe, request.arch, facts)
-    return _Resolved(recipe, python, pip, arch)
+    return _Resolved(recipe, python, pip, arch, base)
 
 
 def check_torch_release(version: str, pip: PipSettings) -> None:
@@ -266,7 +270,9 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
         ninja_off=ninja_off,
         own_threads=own_threads,
     )
-    plan = dataclasses.replace(plan, source_check=checked, project=project)
+    plan = dataclasses.replace(
+        plan, source_check=checked, project=project, base_choice=resolved.base.why
+    )
     reporter.planned(plan, repair)
     if request.plan_only:
         return BuildResult(plan, repair)

@@ -35,7 +35,8 @@ pytestmark = [
 ]  # fmt: skip
 CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
 ARCH = "8.0"
-WHEEL = "archwheel_example-0.1.0-py3-none-linux_x86_64.whl"
+# the example's [repair] platform = "auto": manylinux_2_34 for a build on bookworm
+WHEEL = "archwheel_example-0.1.0-py3-none-manylinux_2_34_x86_64.whl"
 LEFT = "left by a build that did not finish"
 
 
