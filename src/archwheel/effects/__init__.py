@@ -15,6 +15,8 @@ __all__ = [
     "ContainerEngine",
     "EngineName",
     "EngineSettings",
+    "NetBudget",
+    "NetLimits",
     "PipSettings",
     "Settings",
     "Watchdog",
@@ -30,6 +32,8 @@ _WHERE = {
     "EngineName": "engine",
     "ContainerEngine": "engine",
     "EngineSettings": "engine",
+    "NetBudget": "deadline",
+    "NetLimits": "deadline",
     "PipSettings": "pipconfig",
     "Settings": "settings",
     "Watchdog": "watchdog",
@@ -41,6 +45,7 @@ _WHERE = {
 }
 
 if TYPE_CHECKING:
+    from archwheel.effects.deadline import NetBudget, NetLimits
     from archwheel.effects.engine import (
         ENGINES,
         ContainerEngine,

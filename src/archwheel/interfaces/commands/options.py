@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 from archwheel.errors import UsageError
 
 if TYPE_CHECKING:
-    from archwheel.effects import Settings
-    from archwheel.effects.deadline import NetBudget
+    from archwheel.effects import NetBudget, Settings
 
 
 def environment_settings() -> Settings:
@@ -173,7 +172,7 @@ def net_budget(settings: Settings) -> NetBudget:
     """The run's network time (``effects.deadline``) from the ``ARCHWHEEL_NET_TIMEOUT`` and
     ``ARCHWHEEL_NET_RUN_TIMEOUT`` settings, started now; a value that is not a time limit is a
     ``UsageError`` naming the setting."""
-    from archwheel.effects.deadline import NetBudget, NetLimits
+    from archwheel.effects import NetBudget, NetLimits
 
     try:
         limits = NetLimits.from_settings(settings.net_timeout, settings.net_run_timeout)
