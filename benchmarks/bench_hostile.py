@@ -25,7 +25,7 @@ again from their fields): the floor of a scan written in Python; the compiled sc
 also the least CPython can do per member and what ``zipfile`` alone takes to read the
 directory. Every time is the best of ``REPEAT`` runs (the reference: ``REFERENCE_REPEAT``).
 Says whether the compiled scan is in use (``ARCHWHEEL_PURE_PYTHON=1``: the Python scan alone).
-Writes them to $ARCHWHEEL_CACHE/bench/hostile.json (docs/performance.md, "Hostile input").
+Writes them to $ARCHWHEEL_CACHE/bench/hostile.json (docs/maintainers/performance.md, "Hostile input").
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def _binary_bytes(wheel: Path) -> int:
 
 
 # Each time is the best of this many runs (as ``timeit`` takes it): on a shared 2-core machine
-# one run of a 1 s case varied by 30% and the ratios with it (docs/performance.md).
+# one run of a 1 s case varied by 30% and the ratios with it (docs/maintainers/performance.md).
 REPEAT = 3
 REFERENCE_REPEAT = 2
 

@@ -7,7 +7,7 @@ What must hold: the build ends 0 with one warning line naming the remote-cache e
 is byte-identical to the undisturbed one (a cache fault costs time, never bytes), no container
 is left, and after a restart the next build fills the server again. Whole builds: these run in
 ``nox -s faults`` (marker ``costly``), not in the README's ``nox -s tests``; figures in
-docs/design.md, "Faults".
+docs/faults.md.
 """
 
 from __future__ import annotations

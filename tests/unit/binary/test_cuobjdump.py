@@ -1,7 +1,7 @@
 """cuobjdump as an oracle: its listing parser, section attribution, the layout reader on hostile
 input, finding and running the tool.
 
-The listing samples below are cuobjdump 13.5's real output (see docs/fixtures.md for the
+The listing samples below are cuobjdump 13.5's real output (see docs/maintainers/fixtures.md for the
 commands). The runner on the nvcc fixture corpus, whose contents are derived from the nvcc flags,
 and the layout reader are checked in tests/integration/nvcc/test_cuobjdump.py; facts about the
 torch 2.14.1 wheel (cuda-facts.md section 6) in tests/integration/realwheel/test_cuobjdump.py.
