@@ -1207,7 +1207,7 @@ static PyObject *find_magics(PyObject *self, PyObject *args) {
  * the one before is still held (the stream keeps its window). glibc's malloc gives such blocks
  * back to the kernel when they are freed at the top of the heap (its trim threshold follows the
  * block size), so every chunk is faulted in again, page by page: a quarter of the inflate's time
- * on torch's libraries (docs/maintainers/performance.md, "Session 11"). A process that only scans (a forked
+ * on torch's libraries (docs/maintainers/performance.md, "Audit"). A process that only scans (a forked
  * worker) keeps them instead. */
 
 #if defined(__GLIBC__)

@@ -284,7 +284,7 @@ def read_wheels_dynamic(
                     max_workers=min(count, len(big)),
                     mp_context=multiprocessing.get_context("fork"),
                     # A worker only reads, then ends: it keeps the memory it frees (each chunk
-                    # would be faulted in again otherwise: docs/maintainers/performance.md, "Session 11").
+                    # would be faulted in again otherwise: docs/maintainers/performance.md, "Audit").
                     initializer=speedups.retain_freed_memory,
                 )
             )

@@ -1,4 +1,4 @@
-"""``archwheel build`` hit in the middle of real work (issue 29): SIGKILL in each phase, the work
+"""``archwheel build`` hit in the middle of real work: SIGKILL in each phase, the work
 and output file systems filling up (small tmpfs mounts), and the engine stopped and started.
 
 Each build is the example recipe (one arch) against an undisturbed build of the same inputs. What

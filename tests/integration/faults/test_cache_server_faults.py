@@ -1,4 +1,4 @@
-"""The shared compiler cache's server failing in the middle of real builds (issue 29): a server
+"""The shared compiler cache's server failing in the middle of real builds: a server
 that answers garbage, one that hangs, and Debian's redis-server killed with SIGKILL during the
 compile and started again. Each build is the example recipe, cold (a fresh local cache volume,
 so every compile asks the server), against an undisturbed build of the same inputs.

@@ -1,4 +1,4 @@
-"""``archwheel matrix`` runs that meet on one index, and one killed while it publishes (issue 29).
+"""``archwheel matrix`` runs that meet on one index, and one killed while it publishes.
 
 Real container builds of the example recipe (one arch, a warm cache volume after the first) and
 of a copy of it under another distribution name, published into one index folder from separate

@@ -334,7 +334,7 @@ def test_without_any_cuobjdump_and_no_install_the_error_says_how_to_get_one(
 
 
 def test_cache_dir_follows_archwheel_cache_then_xdg(tmp_path: Path) -> None:
-    # $ARCHWHEEL_CACHE/archwheel, as every other cache of archwheel (issue 8: it was
+    # $ARCHWHEEL_CACHE/archwheel, as every other cache of archwheel (it was
     # $ARCHWHEEL_CACHE itself here, a second cache folder beside effects.paths.cache_dir).
     assert _cache_dir({"ARCHWHEEL_CACHE": str(tmp_path)}) == tmp_path / "archwheel"
     assert _cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "archwheel"
