@@ -194,12 +194,12 @@ def _check_extent(entries: int, directory_size: int, limit: int, label: object) 
     if entries > limit:
         raise InputError(
             f"{label}: its zip directory declares {entries} members, above the limit "
-            f'of {limit} (docs/limits.md); not read'
+            f"of {limit} (docs/limits.md); not read"
         )
     if directory_size > MAX_DIRECTORY_BYTES:
         raise InputError(
             f"{label}: its zip directory declares {directory_size} bytes, above the "
-            f'limit of {MAX_DIRECTORY_BYTES} (docs/limits.md); not read'
+            f"limit of {MAX_DIRECTORY_BYTES} (docs/limits.md); not read"
         )
 
 
@@ -229,8 +229,8 @@ READS_UNICODE_PATH = _reads_unicode_path()
 def plain_directory(fh: BinaryIO, archive_size: int, label: object) -> list[Member] | None:
     """The members of a plain zip, as ``WheelReader`` would list them through this Python's
     ``zipfile``, read by the compiled reader (``speedups.plain_directory``) when it is built and
-    the directory is plain and sound throughout (docs/maintainers/design.md, "The compiled scan"); None
-    otherwise, and ``zipfile`` reads it. The bounds are checked as ``open_zip`` checks them,
+    the directory is plain and sound throughout (docs/maintainers/design.md, "The compiled scan");
+    None otherwise, and ``zipfile`` reads it. The bounds are checked as ``open_zip`` checks them,
     with the same messages."""
     fd = fh.fileno()
     return plain_directory_at(lambda n, at: os.pread(fd, n, at), archive_size, label)
@@ -524,8 +524,8 @@ def member_chunks(
 
     ``mapped``: the compressed bytes go to the inflater straight from a memory map of the
     archive, not copied out of the page cache by ``os.pread`` first (libtorch_cuda.so's 340 MB:
-    about 0.06 s less, docs/maintainers/performance.md). Only for a process that may die of it: a file
-    cut short while it is mapped kills the reader with SIGBUS (the scan's forked workers,
+    about 0.06 s less, docs/maintainers/performance.md). Only for a process that may die of it: a
+    file cut short while it is mapped kills the reader with SIGBUS (the scan's forked workers,
     whose member is then read again by their parent, with ``os.pread``).
     """
     with contextlib.ExitStack() as stack:
