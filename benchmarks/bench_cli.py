@@ -1,4 +1,4 @@
-"""How fast the command line answers what it can answer without doing work (issue 26, item 2).
+"""How fast the command line answers what it can answer without doing work.
 
 Measured in one run, on this machine, each a fresh process, the median of ``REPEAT`` runs
 (``--quick``: 3) of
