@@ -95,6 +95,16 @@ def lint(session: nox.Session) -> None:
     )  # fmt: skip
 
 
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Build the documentation site (mkdocs.yml) into site/, with `mkdocs build --strict`: a
+    broken link or anchor, or a page left out of the nav, fails. Installs only the `docs`
+    extra's tools, not archwheel: seconds, and nothing is fetched while it builds."""
+    extras = nox.project.load_toml(ROOT / "pyproject.toml")["project"]["optional-dependencies"]
+    session.install(*extras["docs"])
+    session.run("mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"))
+
+
 # The property tests of the scan and the zip reader, run on the compiled part built with
 # sanitizers.
 SANITIZED_TESTS = [

@@ -257,9 +257,9 @@ def read_wheels_dynamic(
     """``read_wheel_dynamic`` of several local wheels at once: one pool of workers takes the
     large members of all of them, largest first, while this process reads the small ones (an
     extension's libraries are read while torch's inflate: can-load of torchvision against torch
-    1.14-1.24 -> 0.9 s, docs/performance.md). Each wheel's symbols are bounded on their own, in
-    the order ``read_wheel_dynamic`` admits them. ``while_waiting``: the caller's other work,
-    called once, when the workers have their members (or before the reading, without them)."""
+    1.14-1.24 -> 0.9 s, docs/maintainers/performance.md). Each wheel's symbols are bounded on their
+    own, in the order ``read_wheel_dynamic`` admits them. ``while_waiting``: the caller's other
+    work, called once, when the workers have their members (or before the reading, without them)."""
     import threading
     from concurrent.futures import Future, ProcessPoolExecutor
 
@@ -284,7 +284,7 @@ def read_wheels_dynamic(
                     max_workers=min(count, len(big)),
                     mp_context=multiprocessing.get_context("fork"),
                     # A worker only reads, then ends: it keeps the memory it frees (each chunk
-                    # would be faulted in again otherwise: docs/performance.md, "Session 11").
+                    # would be faulted in again otherwise: docs/maintainers/performance.md, Audit).
                     initializer=speedups.retain_freed_memory,
                 )
             )

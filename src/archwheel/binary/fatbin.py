@@ -48,7 +48,8 @@ FLAG_ARCH_SPECIFIC = 0x100000
 FLAG_FAMILY_SPECIFIC = 0x200000
 # Observed on every entry that carries an options/compatibility descriptor (nvcc 12.8+, 13.x).
 FLAG_HAS_DESCRIPTOR = 0x1000000
-# Observed on every LTO-IR entry nvcc 13.0 writes (docs/fixtures.md); meaning not documented.
+# Observed on every LTO-IR entry nvcc 13.0 writes (docs/maintainers/fixtures.md); meaning not
+# documented.
 FLAG_LTOIR_OBSERVED = 0x10000
 KNOWN_FLAGS = (
     FLAG_64BIT

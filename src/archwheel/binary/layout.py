@@ -260,7 +260,7 @@ def ar_layout(size: int) -> LayoutParser:
             name = raw_name.rstrip("/")
         if not name and unplaced and member_size > 0:
             # A member that cannot be named is not silently dropped: its device code would
-            # show as missing (issue 31). The result is incomplete and says which member.
+            # show as missing. The result is incomplete and says which member.
             problems.append(
                 Note(Severity.ERROR, f"archive member at offset {pos}: {unplaced}: not read")
             )

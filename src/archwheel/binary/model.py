@@ -61,8 +61,9 @@ class FatbinEntry(NamedTuple):
     """One image inside a fatbin container.
 
     A named tuple, not a frozen dataclass: a library may hold 2^18 entries, and a frozen
-    dataclass costs about 1 us to make against 0.2 us (docs/performance.md, "Hostile input").
-    Immutable and compared by value all the same; no field may be named like a tuple method.
+    dataclass costs about 1 us to make against 0.2 us
+    (docs/maintainers/performance.md, "Hostile input"). Immutable and compared by value all the
+    same; no field may be named like a tuple method.
     """
 
     section: str  # ELF section holding the container, e.g. ".nv_fatbin"; "" for raw fatbins

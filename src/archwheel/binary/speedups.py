@@ -5,7 +5,7 @@ An accelerator only: ``scan_whole`` answers for a binary the Python scan would r
 problem at all, and None for anything else, which the Python scan then reads as always. Where
 it is not built (no C compiler at install time), or ``ARCHWHEEL_PURE_PYTHON=1`` is set, every
 binary takes the Python scan: the same results, slower on binaries dense in containers
-(docs/performance.md, "Hostile input").
+(docs/maintainers/performance.md, "Hostile input").
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ READ_BLOCK = 1 << 20  # compressed bytes read at a time
 OUT_CHUNK = 4 << 20  # most inflated bytes produced per chunk
 FIRST_CHUNK = 64 << 10  # the first chunk is small so that non-binaries cost little
 DEFAULT_MAX_MEMBER = 16 << 30  # no real library is near this; a larger declaration is refused
-# What one archive's central directory may make a reader hold (docs/design.md, "Bad input"):
+# What one archive's central directory may make a reader hold (docs/limits.md):
 # ``zipfile`` reads the whole directory and makes an object per member before anything else
 # runs, so both are checked in the end record first. torch 2.14.1: 13043 members, 1.2 MB.
 MAX_ARCHIVE_MEMBERS = 200_000
@@ -194,12 +194,12 @@ def _check_extent(entries: int, directory_size: int, limit: int, label: object) 
     if entries > limit:
         raise InputError(
             f"{label}: its zip directory declares {entries} members, above the limit "
-            f'of {limit} (docs/design.md, "Bad input"); not read'
+            f"of {limit} (docs/limits.md); not read"
         )
     if directory_size > MAX_DIRECTORY_BYTES:
         raise InputError(
             f"{label}: its zip directory declares {directory_size} bytes, above the "
-            f'limit of {MAX_DIRECTORY_BYTES} (docs/design.md, "Bad input"); not read'
+            f"limit of {MAX_DIRECTORY_BYTES} (docs/limits.md); not read"
         )
 
 
@@ -207,7 +207,7 @@ def _check_count(count: int, limit: int, label: object) -> None:
     if count > limit:
         raise InputError(
             f"{label}: its zip directory holds {count} members, above the limit of {limit} "
-            f'(docs/design.md, "Bad input"); not read'
+            "(docs/limits.md); not read"
         )
 
 
@@ -229,8 +229,8 @@ READS_UNICODE_PATH = _reads_unicode_path()
 def plain_directory(fh: BinaryIO, archive_size: int, label: object) -> list[Member] | None:
     """The members of a plain zip, as ``WheelReader`` would list them through this Python's
     ``zipfile``, read by the compiled reader (``speedups.plain_directory``) when it is built and
-    the directory is plain and sound throughout (docs/design.md, "The compiled scan"); None
-    otherwise, and ``zipfile`` reads it. The bounds are checked as ``open_zip`` checks them,
+    the directory is plain and sound throughout (docs/maintainers/design.md, "The compiled scan");
+    None otherwise, and ``zipfile`` reads it. The bounds are checked as ``open_zip`` checks them,
     with the same messages."""
     fd = fh.fileno()
     return plain_directory_at(lambda n, at: os.pread(fd, n, at), archive_size, label)
@@ -299,8 +299,8 @@ def _check_inflation(declared: int, archive_size: int, label: object) -> None:
         raise InputError(
             f"{label}: its members declare {declared} bytes uncompressed, above the {bound} "
             f"allowed for an archive of {archive_size} bytes (the larger of {INFLATION_FLOOR} "
-            f"and {MAX_INFLATION_RATIO}x its size: a zip bomb?) (docs/design.md, "
-            '"Bad input"); not read'
+            f"and {MAX_INFLATION_RATIO}x its size: a zip bomb?) (docs/limits.md); "
+            "not read"
         )
 
 
@@ -524,8 +524,8 @@ def member_chunks(
 
     ``mapped``: the compressed bytes go to the inflater straight from a memory map of the
     archive, not copied out of the page cache by ``os.pread`` first (libtorch_cuda.so's 340 MB:
-    about 0.06 s less, docs/performance.md). Only for a process that may die of it: a file
-    cut short while it is mapped kills the reader with SIGBUS (the scan's forked workers,
+    about 0.06 s less, docs/maintainers/performance.md). Only for a process that may die of it: a
+    file cut short while it is mapped kills the reader with SIGBUS (the scan's forked workers,
     whose member is then read again by their parent, with ``os.pread``).
     """
     with contextlib.ExitStack() as stack:

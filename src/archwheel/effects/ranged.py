@@ -108,8 +108,8 @@ class _Connection:
     """The requests of one file over one kept-alive connection (HTTP/1.1), redirects followed
     here (at most ``MAX_REDIRECTS``, http and https only) and their end remembered, so that a
     file read in hundreds of ranges costs one name lookup and one TLS handshake, not one per
-    range (measured: 453 lookups took 60 of a 68 s read, docs/performance.md). Where a proxy
-    applies (``*_proxy`` variables), urllib's opener makes each request, as before."""
+    range (measured: 453 lookups took 60 of a 68 s read, docs/maintainers/performance.md). Where a
+    proxy applies (``*_proxy`` variables), urllib's opener makes each request, as before."""
 
     def __init__(self, context: ssl.SSLContext | None) -> None:
         self._context = context

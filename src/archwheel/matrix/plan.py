@@ -44,7 +44,7 @@ from archwheel.facts.documents import Table
 from archwheel.matrix.index import IndexEntry
 
 MATRIX_SCHEMA_VERSION = 1
-# The largest matrix file read and its deepest nesting (a real one nests 3 deep; docs/design.md).
+# The largest matrix file read and its deepest nesting (a real one nests 3 deep; docs/limits.md).
 MAX_MATRIX_BYTES = 1 << 20
 MAX_MATRIX_NESTING = 16
 # The most cells one matrix may span (recipes x torch x python x arch lists, before exclusions):

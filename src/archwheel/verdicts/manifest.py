@@ -32,7 +32,7 @@ from archwheel.verdicts.document import document_header
 MANIFEST_SCHEMA_VERSION = 1
 MANIFEST_KIND = "archwheel-manifest"
 VERIFY_SCHEMA_VERSION = 1
-# Bounds on a manifest read from a file (docs/design.md, "Bad input").
+# Bounds on a manifest read from a file (docs/limits.md).
 MAX_MANIFEST_BYTES = 16 << 20
 MAX_NESTING = 32  # lists and objects inside each other (a real manifest nests 4 deep)
 MAX_FILE_NAME = 255

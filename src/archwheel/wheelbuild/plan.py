@@ -428,7 +428,7 @@ def make_plan(
                 "CCACHE_STATSLOG": STATS_LOG,
                 # ccache's temporary files (nvcc's preprocessed output: MBs per compile) in
                 # the work folder, not in the cache volume: a small or nearly full volume then
-                # still stores whatever objects fit (issue 29)
+                # still stores whatever objects fit
                 "CCACHE_TEMPDIR": CCACHE_TEMP,
             }
         )

@@ -373,7 +373,7 @@ def test_a_sigkilled_build_leaves_no_container_and_the_next_one_cleans_up_and_ma
     """SIGKILL (a CI job's hard timeout, the OOM killer): archwheel cannot clean up. The
     container ends with it (its PID 1 waits on a pipe the killed process held); the next build
     removes the work folders the killed one left, says so, and makes the same wheel as an
-    undisturbed build (issue 29)."""
+    undisturbed build."""
     label = f"archwheel.test={uuid.uuid4().hex}"
     proc = start_build(session, tmp_path / "killed", label, "7.5")
     try:

@@ -1,4 +1,4 @@
-"""Two more real third-party extension sdists from the package index (issue 27, item 7), of kinds
+"""Two more real third-party extension sdists from the package index, of kinds
 the other shipped recipes do not cover, built for one arch (9.0) against torch 2.14.1 in the
 session's torch image (tests/support/extension_builds.py):
 

@@ -1,4 +1,4 @@
-"""The compiler-cache key covers what nvcc takes from the environment (issue 12, item 2).
+"""The compiler-cache key covers what nvcc takes from the environment.
 
 Real nvcc, real ccache 4.7, a real Redis server reached through archwheel's relay, and
 archwheel's launcher exactly as builds write it (build/remote_cache.py); each "machine" is an

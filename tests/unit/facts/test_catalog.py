@@ -115,7 +115,7 @@ def test_version_spellings() -> None:
     assert DriverVersion.parse("570.86.10") > DriverVersion.parse("570.26")
 
 
-# -- integrated GPUs, the official lists, releases (cuda_facts.toml, issue 11 item 4) -----------
+# -- integrated GPUs, the official lists, releases (cuda_facts.toml) --------------------------
 
 
 def test_integrated_gpus_are_the_tegra_capabilities() -> None:

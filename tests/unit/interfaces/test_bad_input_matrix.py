@@ -1,5 +1,5 @@
-"""Every bad-input class against every command that reads files (issue 13, classes 5, 7, 8;
-issue 31: metadata that disagrees with the file name, an archive member that cannot be placed;
+"""Every bad-input class against every command that reads files (also
+metadata that disagrees with the file name, an archive member that cannot be placed;
 the output shapes are in test_bad_output_matrix.py).
 
 Exit 4 and "internal error" are reserved for archwheel's own bugs: a user's mistake or a
@@ -123,7 +123,7 @@ def _metadata_disagrees(folder: Path) -> str:
 
 
 def _unplaceable_ar_member(folder: Path) -> str:
-    # A static library whose member's long name (/N) points past the '//' table (issue 31).
+    # A static library whose member's long name (/N) points past the '//' table.
     lib = elf64([(".nv_fatbin", container(Entry(sm=80)))])
     data = bytearray(ar_archive([("a_very_long_member_name.o", lib)]))
     at = data.index(b"/0".ljust(16))

@@ -227,7 +227,7 @@ def test_importing_the_package_or_a_module_imports_no_more_of_it() -> None:
 
 def test_a_json_audit_renders_without_rich(tmp_path: Path) -> None:
     """``audit --format json`` writes its document with the standard library: rich (a table's
-    renderer) is imported only for the formats that draw with it (docs/performance.md)."""
+    renderer) is imported only for the formats that draw with it (docs/maintainers/performance.md)."""
     from tests.support.builders import Entry, container, elf64, write_zip
 
     wheel = write_zip(

@@ -1,4 +1,4 @@
-"""A publish killed with SIGKILL before its swap (issue 29): the index keeps serving the tree it
+"""A publish killed with SIGKILL before its swap: the index keeps serving the tree it
 had, and the next publish, or ``archwheel clean --index``, removes what the killed one left and
 says so. The kill is real: a child process publishes and is killed while its tree is written."""
 

@@ -129,7 +129,7 @@ def test_defaults_are_the_recipes() -> None:
 
 
 def test_a_matrix_spanning_too_many_cells_is_refused_before_any_is_planned() -> None:
-    # Issue 13: a 9 KB file of 200 torch x 200 Python x 150 arch values planned six million cells
+    # Once, a 9 KB file of 200 torch x 200 Python x 150 arch values planned six million cells
     # (minutes, gigabytes) before saying anything; the product is checked first.
     from archwheel.matrix import plan
 

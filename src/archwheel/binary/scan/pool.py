@@ -44,7 +44,7 @@ PARALLEL_MIN_COMPRESSED = 8 << 20
 # each, and the entry bound checked between them.
 SMALL_BATCH = 256
 # The most fatbin entries one input (a wheel) keeps, all members together: members not yet
-# scanned when it is reached are left unscanned (memory stays bounded; docs/design.md).
+# scanned when it is reached are left unscanned (memory stays bounded; docs/limits.md).
 MAX_ENTRIES_PER_INPUT = 1 << 20
 FORK_WORKERS = True  # tests turn it off to exercise the spawned workers
 WORKER_MODULE = "archwheel.binary.scan.worker"

@@ -39,7 +39,7 @@ Only regular files are read (FIFOs, devices, /proc refused); links out of a dire
 are not followed. ELF cubins stored outside any fatbin (in .rodata and other data sections)
 are found by their ELF header and reported as raw cubins. Limits per binary: 65536 containers,
 262144 fatbin entries (16384 per container), 65536 embedded ELF headers; per wheel 200000
-members; 20 problems per library and 200 per input are shown (docs/design.md, "Bad input");
+members; 20 problems per library and 200 per input are shown (docs/limits.md);
 reaching one is a problem naming the input and the limit (exit 3). Text, Markdown and HTML list
 at most 500 libraries per input (failing ones first; --format json lists every one)."""
 

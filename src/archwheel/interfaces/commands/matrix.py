@@ -117,7 +117,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "exclusions) that the index does not already hold with the same inputs, and "
             "publish each audited wheel into a PEP 503 simple index with find-links pages "
             f"per torch+CUDA. A matrix may span at most {MAX_MATRIX_CELLS} cells (exit 2 above; "
-            "docs/design.md)."
+            "docs/limits.md)."
         ),
         epilog=MATRIX_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
