@@ -17,8 +17,8 @@ do not cover, built for one arch (9.0) against torch 2.14.1 in the session's tor
 Each module is checked by an independent scan (exactly sm_90, no other image), by the build's
 own nvcc record (every .cu compiled, for sm_90 only), and by can-load against the real torch
 2.14.1, whose verdict the real loader confirms; the smoke snippet's CPU part runs in a fresh venv.
-Budget: about 2 (torchsort), 4-7 (causal-conv1d), BEAMGRAD (beamgrad) and DEEPSPEED (deepspeed)
-minutes of compile on the 2-core machine.
+Budget: about 2 (torchsort), 4-7 (causal-conv1d), 4 (beamgrad) and 3 (DeepSpeed) minutes of
+compile on the 2-core machine, cold.
 """
 
 from __future__ import annotations
