@@ -10,7 +10,8 @@ expected (``must be a string, not 3``; an unknown key with the closest known one
 A field's ``Meta(extra=...)`` may say what its message says instead: ``{"expected": "true,
 false or \\"auto\\""}`` (``... must be true, false or "auto", not 3``), ``{"problem": "must be
 a template"}`` (``[torch] local_version: must be a template``, for any wrong value) or
-``{"invalid": ...}`` (the same, for a value of the right type that its constraint refuses);
+``{"invalid": ...}`` (the same, for a value of the right type that its constraint refuses),
+``{"mistyped": ...}`` (for a value of another type) and ``{"missing": ...}`` (for its absence);
 ``NonBlank`` is a string with text in it (``[build] command: must not be empty``). msgspec is
 imported with the first Struct module (a recipe, a matrix, a manifest), never by a command
 that reads none (the command line's start, ``docs/performance.md``).
@@ -71,12 +72,15 @@ def _translate(top: Table, info: typeinfo.Type, message: str) -> Exception:
             return inner.unknown_key(unknown, known)
         if what.startswith("Object missing required"):
             field = next((f for f in plain.fields if f.encode_name == name), None)
-            if field is not None and isinstance(_plain(field.type)[0], typeinfo.StructType):
+            field_type, field_extra = _plain(field.type) if field else (None, {})
+            if "missing" in field_extra:
+                return inner.fail(name, str(field_extra["missing"]))
+            if isinstance(field_type, typeinfo.StructType):
                 return inner.fail(name, "missing table (required)")
             return inner.missing(name)
     assert key is not None  # a type error is about a value, never the top table
     mistyped = ", got `" in what  # else a constraint failed (a pattern, a bound, a literal)
-    problem = extra.get("problem") or (None if mistyped else extra.get("invalid"))
+    problem = extra.get("problem") or extra.get("mistyped" if mistyped else "invalid")
     if problem:
         return table.fail(key, str(problem))
     if "expected" in extra:
