@@ -9,6 +9,10 @@ stream is read once, and only the bytes asked for are kept.
 A parser that asks for bytes the stream has already passed is served from a small window of
 recent chunks when possible; otherwise its request is kept for a replay pass
 (``missed``), which the caller runs by streaming the input again.
+
+Hand-written for a measured reason: no ELF or fatbin library parses from a forward stream; each
+(pyelftools, LIEF) wants the whole file seekable, which for a wheel member means inflating it to
+memory or disk first (a torch wheel holds members of over 1 GB).
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@
 every promise holds: memory stays bounded by the chunk size, a member that inflates past its
 declared size (a zip bomb) is stopped, the CRC is checked, truncation is detected, and member
 names are checked (``..``, absolute paths, duplicates) although nothing is ever written.
+
+Hand-written for a measured reason: zipfile's own member reader inflates with zlib and cannot
+stop a member at its declared size; this one inflates with ISA-L (about 2x faster, most of an
+audit's time, docs/maintainers/performance.md) and bounds every member as it streams.
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ whatever happened (an exception, Ctrl-C, SIGTERM turned into ``SystemExit`` by
 ``sigterm_as_exit``), unless ``ARCHWHEEL_KEEP_CONTAINERS=1`` asks to keep it for debugging.
 
 Every command is echoed as ``+ docker ...`` in shell quoting before it runs.
+
+Hand-written for a measured reason: the docker CLI, not the Docker SDK, because podman is served
+by the same argv (the SDK speaks the Docker API only), every step can be echoed and re-run by
+hand, and the SDK would add requests and its API version handshake to each build's start.
 """
 
 from __future__ import annotations

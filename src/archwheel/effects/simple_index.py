@@ -20,8 +20,6 @@ from __future__ import annotations
 import re
 import ssl
 import sys
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -29,8 +27,9 @@ from urllib.parse import unquote, urljoin, urlparse
 
 from packaging.utils import canonicalize_name
 
-from archwheel.effects.deadline import NetBudget, opener
+from archwheel.effects.deadline import NetBudget
 from archwheel.effects.files import read_regular
+from archwheel.effects.http import Answered, Client
 from archwheel.effects.net import TooLarge, paced_blocks
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import run_program
@@ -183,24 +182,23 @@ def fetch_page(
         except OSError as exc:
             raise ToolError(f"cannot read the package index page {html}: {exc}") from None
         return parse_simple_page(body, "text/html", html.as_uri())
-    request = urllib.request.Request(page, headers={"Accept": JSON_ACCEPT})  # noqa: S310
     cafile = str(pip.ca_bundle) if pip.ca_bundle else None
     context = ssl.create_default_context(cafile=cafile)
     budget = budget or NetBudget()
     try:
         with (
-            budget.request(page) as deadline,
-            opener(context).open(request, timeout=60) as response,
+            Client(context) as client,
+            budget.request(page),
+            client.opened(page, {"Accept": JSON_ACCEPT}) as response,
         ):
-            deadline.headers_done()
             # A server that trickles bytes is given up; so is a page past the bound.
             body = b"".join(paced_blocks(response, limit=MAX_PAGE_BYTES))
             kind = response.headers.get("Content-Type", "")
         return parse_simple_page(body, kind, page)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
+    except Answered as exc:
+        if exc.status == 404:
             return None
-        raise ToolError(f"the package index answered {exc.code} for {page}") from None
+        raise ToolError(f"the package index answered {exc.status} for {page}") from None
     except TooLarge:
         raise ToolError(f"{page} is larger than {MAX_PAGE_BYTES} bytes") from None
     except OSError as exc:

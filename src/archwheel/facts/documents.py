@@ -209,9 +209,11 @@ class Table:
         message = f"{self.origin}: {where}: {problem}" if where else f"{self.origin}: {problem}"
         return self.error(message, hint=hint)
 
-    def expected(self, key: str, what: str) -> Exception:
-        """``{file}: {key} must be {what}, not {the value}``."""
-        found = _found(self.data.get(key), self.toml)
+    def expected(self, key: str | int, what: str, value: object = None) -> Exception:
+        """``{file}: {key} must be {what}, not {the value}`` (``value``: the wrong value where
+        the key is no key of this table's data, an item of an array)."""
+        given = self.data.get(key) if isinstance(key, str) and value is None else value
+        found = _found(given, self.toml)
         return self.error(f"{self.origin}: {self.where(key)} must be {what}, not {found}")
 
     def missing(self, key: str) -> Exception:
@@ -237,17 +239,23 @@ class Table:
     def refuse_unknown(self, known: Iterable[str]) -> Table:
         """This table, once no key outside ``known`` is in it; else the error names the first
         unknown key, the closest known one and the list of known keys."""
-        allowed = sorted(set(known))
+        allowed = tuple(known)
         for key in self.unknown(allowed):
-            import difflib  # a misspelt key only
-
-            close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-            known_text = f"known: {', '.join(allowed)}"
-            hint = f"did you mean {close[0]!r}? {known_text}" if close else known_text
-            if self.toml_keys:
-                raise self.fail(key, "unknown key", hint=hint)
-            raise self.error(f"{self.origin}: unknown key {self.where(key)}", hint=hint)
+            raise self.unknown_key(key, allowed)
         return self
+
+    def unknown_key(self, key: str, known: Iterable[str]) -> Exception:
+        """The error of ``key``, not among ``known``: it names the closest known key and the
+        list of known keys."""
+        import difflib  # a misspelt key only
+
+        allowed = sorted(set(known))
+        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        known_text = f"known: {', '.join(allowed)}"
+        hint = f"did you mean {close[0]!r}? {known_text}" if close else known_text
+        if self.toml_keys:
+            return self.fail(key, "unknown key", hint=hint)
+        return self.error(f"{self.origin}: unknown key {self.where(key)}", hint=hint)
 
     # -- values --------------------------------------------------------------------------------
 
@@ -343,11 +351,11 @@ class Table:
         if key not in self.data:
             if required:
                 raise self.missing(key)
-            return self._child(key, {})
+            return self.child(key, {})
         value = self.data[key]
         if not isinstance(value, dict):
             raise self.expected(key, "a table" if self.toml else "an object")
-        return self._child(key, value)
+        return self.child(key, value)
 
     def tables(self, key: str, *, required: bool = False) -> tuple[Table, ...]:
         """The array of tables at ``key`` (``[[key]]`` in TOML), each named by its index."""
@@ -358,13 +366,13 @@ class Table:
         value = self.data[key]
         if not isinstance(value, list):
             raise self.expected(key, "an array of tables" if self.toml else "a list of objects")
-        child = self._child(key, {})
+        child = self.child(key, {})
         for index, item in enumerate(value):
             if not isinstance(item, dict):
                 what = "a table" if self.toml else "an object"
                 found = _found(item, self.toml)
                 raise self.error(f"{self.origin}: {child.where(index)} must be {what}, not {found}")
-        return tuple(child._child(i, item) for i, item in enumerate(value))
+        return tuple(child.child(i, item) for i, item in enumerate(value))
 
     def text_map(self, key: str) -> dict[str, str]:
         """A table of strings (empty where absent); a value that is not one names its key."""
@@ -376,7 +384,8 @@ class Table:
             out[str(name)] = value
         return out
 
-    def _child(self, key: str | int, data: Mapping[str, Any]) -> Table:
+    def child(self, key: str | int, data: Mapping[str, Any]) -> Table:
+        """The table ``data`` found at ``key`` of this one (an item of an array: its index)."""
         return Table(data, self.origin, self.error, (*self.path, key), self.toml_keys, self.toml)
 
 

@@ -33,14 +33,16 @@ from dataclasses import dataclass, field
 from enum import Enum
 from itertools import product
 from pathlib import Path
-from typing import Any, cast
+from typing import Annotated, Any, Literal, cast
 
+from msgspec import Meta
 from packaging.version import Version
 
 from archwheel.effects.files import read_document
 from archwheel.errors import UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.documents import Table
+from archwheel.facts.typed import Document, decode
 from archwheel.matrix.index import IndexEntry
 
 MATRIX_SCHEMA_VERSION = 1
@@ -208,6 +210,27 @@ def parse_exclusion(text: str, where: str = "--exclude") -> Exclusion:
     return Exclusion(values)
 
 
+Axis = str | tuple[str, ...]  # one value, or a list of values
+
+
+class MatrixTable(Document, frozen=True, kw_only=True):
+    """``[matrix]``: the values of each axis (a string or a list of strings) and the cells
+    left out (``[[matrix.exclude]]``, each a table of axis values)."""
+
+    recipes: Axis | None = None
+    torch: Axis | None = None
+    python: Axis | None = None
+    arch: Axis | None = None
+    exclude: tuple[dict[str, Any], ...] = ()
+
+
+class MatrixFile(Document, frozen=True, kw_only=True):
+    """A matrix file: its schema version and ``[matrix]``."""
+
+    schema_version: Annotated[Literal[1], Meta(extra={"expected": "1"})] = 1  # the one version
+    matrix: MatrixTable | None = None
+
+
 def load_matrix(path: Path) -> MatrixSpec:
     """Read and validate a matrix file; every message names the file and the key."""
     document, _ = read_document(  # FIFOs, devices, /proc refused by type
@@ -215,14 +238,17 @@ def load_matrix(path: Path) -> MatrixSpec:
     )
     # TOML's top level is always a table
     top = Table(cast("dict[str, Any]", document), str(path), UsageError, toml=True)
-    if top.data.get("schema_version", MATRIX_SCHEMA_VERSION) != MATRIX_SCHEMA_VERSION:
-        raise top.expected("schema_version", str(MATRIX_SCHEMA_VERSION))
-    for key in top.unknown(("schema_version", "matrix")):
+    for key in top.unknown(("schema_version", "matrix")):  # a table or a key, said so
         raise top.fail(None, f"unknown table or key {key!r}", hint="known: matrix, schema_version")
-    if not top.has("matrix"):
+    matrix = decode(top, MatrixFile).matrix  # types, unknown keys: msgspec (facts/typed.py)
+    if matrix is None:
         raise top.fail(None, "no [matrix] table")
-    table = top.table("matrix").refuse_unknown([*_FILE_AXES, "exclude"])
-    axes = {key: table.texts(key, single=True) for key in _FILE_AXES if table.has(key)}
+    table = top.table("matrix")
+    axes: dict[str, tuple[str, ...]] = {"recipes": ()}  # none: --recipe, else refused at plan
+    for key in _FILE_AXES:
+        value: Axis | None = getattr(matrix, key)
+        if value is not None:
+            axes[key] = (value,) if isinstance(value, str) else value
     exclusions: list[Exclusion] = []
     for item in table.tables("exclude"):
         if item.unknown(AXES) or not item.data:

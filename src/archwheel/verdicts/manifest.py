@@ -15,8 +15,10 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
+from msgspec import Meta
 from packaging.markers import InvalidMarker, Marker
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
@@ -27,6 +29,7 @@ from archwheel.binary.wheelmeta import WheelMetadata
 from archwheel.errors import InputError
 from archwheel.facts.arch import CodeKind, Target
 from archwheel.facts.documents import Table, load_document
+from archwheel.facts.typed import decode
 from archwheel.verdicts.document import document_header
 
 MANIFEST_SCHEMA_VERSION = 1
@@ -119,6 +122,36 @@ def build_manifest(wheels: Sequence[dict[str, Any]], facts_version: str) -> dict
 # -- loading ------------------------------------------------------------------------------------
 
 
+# A manifest is written by archwheel: a field of the wrong type or missing is one message.
+def _either(kind: str) -> dict[str, str]:
+    return {"mistyped": f"missing or not a {kind}", "missing": f"missing or not a {kind}"}
+
+
+_Str = Annotated[str, Meta(extra=_either("str"))]
+_Dict = Annotated[dict[str, Any], Meta(extra=_either("dict"))]
+# manifest.schema.json: a size is a byte count (-1 was reported as a size mismatch)
+_Size = Annotated[int, Meta(ge=0, le=MAX_FILE_SIZE, extra=_either("int"))]
+
+
+class _WheelRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields of a manifest's wheel record that verify reads (others are kept as written)."""
+
+    file: _Str
+    sha256: _Str
+    size: _Size
+    name: _Str
+    version: _Str
+    cuda: _Dict
+    requires_cuda: _Dict
+    native_libraries: _Dict
+
+
+class _Manifest(msgspec.Struct, frozen=True, kw_only=True):
+    """A manifest's wheels (its header is checked before, in its own words)."""
+
+    wheels: tuple[_WheelRecord, ...]
+
+
 def load_manifest(text: str, origin: str) -> dict[str, Any]:
     """Parse and validate a manifest; ``InputError`` names the first bad key."""
     doc = load_document(text, origin=origin, nesting=MAX_NESTING, error=_not_a_manifest)
@@ -144,20 +177,9 @@ def manifest_from_document(doc: object, origin: str) -> dict[str, Any]:
     wheels = doc.get("wheels")
     if not isinstance(wheels, list) or not wheels:
         raise InputError(f"{origin}: 'wheels' must be a non-empty list")
-    for wheel in Table(doc, origin, InputError).tables("wheels"):
-        for key, kind in (
-            ("file", str),
-            ("sha256", str),
-            ("size", int),
-            ("name", str),
-            ("version", str),
-            ("cuda", dict),
-            ("requires_cuda", dict),
-            ("native_libraries", dict),
-        ):
-            wheel.typed(key, kind)
-        # manifest.schema.json: a size is a byte count (-1 was reported as a size mismatch)
-        wheel.integer("size", low=0, high=MAX_FILE_SIZE)
+    top = Table(doc, origin, InputError)
+    decode(top, _Manifest)  # the types of each wheel's record (msgspec: facts/typed.py)
+    for wheel in top.tables("wheels"):
         file = wheel.data["file"]
         if any(c in file for c in "/\\\0") or file in ("", ".", "..") or len(file) > MAX_FILE_NAME:
             raise wheel.fail("file", f"must be a bare file name, not {file[:MAX_FILE_NAME]!r}")

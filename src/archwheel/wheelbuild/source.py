@@ -22,13 +22,13 @@ import shutil
 import ssl
 import stat
 import tarfile
-import urllib.request
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from archwheel.binary.zipread import open_zip
+from archwheel.effects.deadline import NetBudget
 from archwheel.effects.files import (
     ZIP_MEMBER_ERRORS,
     OversizedMember,
@@ -37,6 +37,7 @@ from archwheel.effects.files import (
     open_regular,
     sha256_file,
 )
+from archwheel.effects.http import Client
 from archwheel.effects.net import TooLarge, paced_blocks
 from archwheel.effects.process import Echo, echo_to_stderr, last_line, run_program
 from archwheel.errors import BuildError, InputError, ToolError, UsageError
@@ -409,7 +410,9 @@ def _fetch(location: str, target: Path, echo: Echo | None) -> None:
     context = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)
     try:
         with (
-            urllib.request.urlopen(location, timeout=120, context=context) as response,  # noqa: S310
+            Client(context, timeout=120) as client,
+            NetBudget().request(location),
+            client.opened(location) as response,
             atomic_writer(target) as out,
         ):
             # A server that trickles bytes is given up; so is an sdist past the bound.
