@@ -1,5 +1,7 @@
-"""The package's floors: a module imports only from its own floor and the ones below, and the use
-cases (floor 4) never import each other (checked on the source)."""
+"""The package's floors: a module imports only from its own floor and the ones below; the use
+cases that share floor 4 (inspection, smoke, doctor, crosscheck, housekeeping) never import each
+other, and the use cases above them stand in order (wheelbuild builds on inspection, matrix on
+wheelbuild); verdicts only judge (checked on the source)."""
 
 from __future__ import annotations
 
@@ -14,16 +16,16 @@ FLOORS = {
     "effects": 1,
     "binary": 2,
     "verdicts": 3,
-    "wheelbuild": 4,
+    "inspection": 4,
     "smoke": 4,
     "doctor": 4,
     "crosscheck": 4,
-    "matrix": 4,
-    "inspection": 4,
     "housekeeping": 4,
-    "interfaces": 5,
+    "wheelbuild": 5,
+    "matrix": 6,
+    "interfaces": 7,
 }
-USE_CASE_FLOOR = 4
+USE_CASE_FLOOR = 4  # the one floor several use cases share: siblings there never meet
 SHARED = ("errors.py", "exit_codes.py", "text.py", "_lazy.py", "__init__.py")
 PACKAGE = Path(archwheel.__file__).parent
 
@@ -151,8 +153,14 @@ def test_checker_sees_a_sibling_use_case(tmp_path: Path) -> None:
     global PACKAGE  # noqa: PLW0603
     saved, PACKAGE = PACKAGE, tmp_path
     try:
-        assert violations_of("smoke", probe) == ["probe.py imports the sibling use case wheelbuild"]
+        assert violations_of("smoke", probe) == ["probe.py imports the upper floor wheelbuild"]
+        assert violations_of("matrix", probe) == []
         assert violations_of("interfaces", probe) == []
+        probe.write_text("from archwheel.inspection.audits import audit_inputs\n")
+        assert violations_of("smoke", probe) == ["probe.py imports the sibling use case inspection"]
+        assert violations_of("wheelbuild", probe) == []
+        probe.write_text("from archwheel.matrix.plan import make_plan\n")
+        assert violations_of("wheelbuild", probe) == ["probe.py imports the upper floor matrix"]
     finally:
         PACKAGE = saved
 
@@ -206,3 +214,4 @@ def test_no_argparse_below_the_interfaces() -> None:
         if imports_module(path, "argparse") and path.relative_to(PACKAGE).parts[0] != "interfaces"
     }
     assert found == SUBPROCESS_EXEMPT  # the payload script parses its own argv
+
