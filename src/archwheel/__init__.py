@@ -15,8 +15,8 @@ other:
    kernels in an isolated environment), ``archwheel.doctor`` (this host's GPUs and torch),
    ``archwheel.crosscheck`` (NVIDIA's cuobjdump as an oracle), ``archwheel.housekeeping``
    (what runs that did not end cleanly left behind).
-3. ``archwheel.verdicts``: pure judgements over the values handed to them (audit, can-run, recommend,
-   manifest, smoke verdicts, comparison with cuobjdump).
+3. ``archwheel.verdicts``: pure judgements over the values handed to them (audit, can-run,
+   can-load, recommend, manifest, smoke verdicts, comparison with cuobjdump).
 2. ``archwheel.binary``: read-only inspection of ELF files, fatbins, archives and wheels.
 1. ``archwheel.effects``: every side effect: processes, files, the cache folder, the container
    engine, the watchdog, host probes.

@@ -13,7 +13,7 @@ library found nowhere, an undefined symbol, a symbol version beyond the platform
 build and nothing reaches the output folder; the verdict is recorded in the provenance.
 
 The range gate runs after it for a recipe that names other torch releases its wheel should
-serve (``[torch] loads_with``): can-load against each (``verdicts.torch_range``: read from the
+serve (``[torch] loads_with``): can-load against each (``inspection.torch_range``: read from the
 indexes pip is configured with, by range requests, the loader's view of each torch kept), and
 the ``Requires-Dist`` the wheel may state (``verdicts.torch_releases.range_claim``): the
 releases that passed, never one that failed or was not checked. A release that does not load
@@ -36,6 +36,8 @@ from archwheel.binary.scan.inputs import scan_path
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ArchwheelError
 from archwheel.facts.arch import ArchList
+from archwheel.inspection.torch_range import can_load_range
+from archwheel.inspection.wheel_files import read_wheel_files
 from archwheel.verdicts.audit import audit, audit_document
 from archwheel.verdicts.load import (
     LibraryLoad,
@@ -43,9 +45,7 @@ from archwheel.verdicts.load import (
     LoadVerdict,
     judge_load,
     mangled_names,
-    read_wheel_files,
 )
-from archwheel.verdicts.torch_range import can_load_range
 from archwheel.verdicts.torch_releases import RangeClaim, range_claim
 
 
@@ -247,7 +247,7 @@ def range_gate(wheel: Path, request: RangeRequest) -> RangeGateVerdict:
         report = can_load_range(
             wheel, ",".join(others), pip=request.pip, cache=request.cache,
             python=None if _names_cpython(wheel.name) else request.python.rstrip("t"),
-            on_event=request.on_event,
+            host_libraries=False, on_event=request.on_event,
         )  # fmt: skip
     except ArchwheelError as exc:
         return RangeGateVerdict(range_claim(own, (), others, ()), problem=exc.one_line())
