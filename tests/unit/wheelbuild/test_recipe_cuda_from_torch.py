@@ -34,7 +34,7 @@ from archwheel.wheelbuild.recipe import load_recipe
 from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.source import ResolvedSource
 from archwheel.wheelbuild.toolkit import prepare_torch, with_torch_cuda
-from archwheel.wheelbuild.torch_pin import TORCH_WHEELS, TorchWheel
+from archwheel.wheelbuild.torch_pin import TORCH_WHEELS, TorchWheel, read_torch_wheel
 from tests.support.paths import ROOT
 from tests.support.torch_pin_support import fake_torch_wheel
 
@@ -284,7 +284,7 @@ def test_a_plan_fetches_and_reads_the_pinned_torch_wheel_once(
     (cache / TORCH_WHEELS).mkdir(parents=True)
     fake_torch_wheel(cache / TORCH_WHEELS, python="cp" + python.replace(".", ""))
     reads: list[Path] = []
-    real = toolkit.read_torch_wheel
+    real = read_torch_wheel
 
     def counted(wheel: Path) -> TorchWheel:
         reads.append(wheel)
