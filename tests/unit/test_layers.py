@@ -1,5 +1,7 @@
-"""The package's floors: a module imports only from its own floor and the ones below, and the use
-cases (floor 4) never import each other (checked on the source)."""
+"""The package's floors: a module imports only from its own floor and the ones below; the use
+cases that share floor 4 (inspection, smoke, doctor, crosscheck, housekeeping) never import each
+other, and the use cases above them stand in order (wheelbuild builds on inspection, matrix on
+wheelbuild); verdicts only judge (checked on the source)."""
 
 from __future__ import annotations
 
@@ -14,16 +16,16 @@ FLOORS = {
     "effects": 1,
     "binary": 2,
     "verdicts": 3,
-    "wheelbuild": 4,
+    "inspection": 4,
     "smoke": 4,
     "doctor": 4,
     "crosscheck": 4,
-    "matrix": 4,
-    "inspection": 4,
     "housekeeping": 4,
-    "interfaces": 5,
+    "wheelbuild": 5,
+    "matrix": 6,
+    "interfaces": 7,
 }
-USE_CASE_FLOOR = 4
+USE_CASE_FLOOR = 4  # the one floor several use cases share: siblings there never meet
 SHARED = ("errors.py", "exit_codes.py", "text.py", "_lazy.py", "__init__.py")
 PACKAGE = Path(archwheel.__file__).parent
 
@@ -151,8 +153,14 @@ def test_checker_sees_a_sibling_use_case(tmp_path: Path) -> None:
     global PACKAGE  # noqa: PLW0603
     saved, PACKAGE = PACKAGE, tmp_path
     try:
-        assert violations_of("smoke", probe) == ["probe.py imports the sibling use case wheelbuild"]
+        assert violations_of("smoke", probe) == ["probe.py imports the upper floor wheelbuild"]
+        assert violations_of("matrix", probe) == []
         assert violations_of("interfaces", probe) == []
+        probe.write_text("from archwheel.inspection.audits import audit_inputs\n")
+        assert violations_of("smoke", probe) == ["probe.py imports the sibling use case inspection"]
+        assert violations_of("wheelbuild", probe) == []
+        probe.write_text("from archwheel.matrix.plan import make_plan\n")
+        assert violations_of("wheelbuild", probe) == ["probe.py imports the upper floor matrix"]
     finally:
         PACKAGE = saved
 
@@ -206,3 +214,77 @@ def test_no_argparse_below_the_interfaces() -> None:
         if imports_module(path, "argparse") and path.relative_to(PACKAGE).parts[0] != "interfaces"
     }
     assert found == SUBPROCESS_EXEMPT  # the payload script parses its own argv
+
+
+# Verdicts only judge the values handed to them: reading files, wheels, indexes or the network
+# is the floors' below (binary's readers, effects) called from a use case. From binary and
+# effects a verdict imports only these names: result types and pure parsers of text it is
+# given ("*": every name of a module that reads nothing).
+VERDICTS_MAY_IMPORT: dict[str, frozenset[str] | str] = {
+    "archwheel.binary.model": "*",  # the scan's frozen results
+    "archwheel.binary.variantname": "*",  # a variant label's grammar
+    "archwheel.binary.cuobjdump": frozenset(  # the listing's grammar
+        {
+            "CUBIN_SECTION",
+            "EXECUTABLE_FATBIN",
+            "RAW_FATBIN_SECTION",
+            "RELOCATABLE_FATBIN",
+            "ImageKey",
+        }
+    ),
+    "archwheel.binary.dynamic": frozenset({"DynamicInfo", "UndefinedSymbol"}),
+    "archwheel.binary.wheelmeta": frozenset({"WheelMetadata"}),
+    "archwheel.effects.watchdog": frozenset({"ChildOutcome", "ChildStatus"}),
+}
+# Standard modules that reach files, processes or the network: no verdict imports them.
+VERDICTS_NEVER_IMPORT = frozenset(
+    {"http", "os", "shutil", "socket", "ssl", "subprocess", "tarfile", "tempfile", "urllib",
+     "zipfile"}
+)  # fmt: skip
+
+
+def verdict_import_violations(path: Path) -> list[str]:
+    """The imports of ``path`` that a verdict may not make (see ``VERDICTS_MAY_IMPORT``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bad: list[str] = []
+    for node in ast.walk(tree):
+        pairs: list[tuple[str, str | None]]
+        if isinstance(node, ast.Import):
+            pairs = [(a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            pairs = [(node.module, a.name) for a in node.names]
+        else:
+            continue
+        for module, name in pairs:
+            top = module.split(".")[0]
+            parts = module.split(".")
+            if top in VERDICTS_NEVER_IMPORT:
+                bad.append(f"{path.name} imports {module}")
+            elif top == "archwheel" and len(parts) > 1 and parts[1] in ("binary", "effects"):
+                allowed = VERDICTS_MAY_IMPORT.get(module, frozenset())
+                if name is None or (allowed != "*" and name not in allowed):
+                    bad.append(f"{path.name} imports {module}{'' if name is None else ':' + name}")
+    return bad
+
+
+def test_verdicts_import_no_reader() -> None:
+    violations = []
+    for path in sorted((PACKAGE / "verdicts").rglob("*.py")):
+        violations.extend(verdict_import_violations(path))
+    assert violations == []
+
+
+def test_verdict_checker_sees_a_reader(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from archwheel.binary.dynamic import DynamicInfo, read_file_dynamic\n"
+        "from archwheel.binary.model import InputInventory\n"
+        "from archwheel.effects.ranged import RangedFile\n"
+        "import archwheel.binary.zipread\nimport ssl\n"
+    )
+    assert verdict_import_violations(probe) == [
+        "probe.py imports archwheel.binary.dynamic:read_file_dynamic",
+        "probe.py imports archwheel.effects.ranged:RangedFile",
+        "probe.py imports archwheel.binary.zipread",
+        "probe.py imports ssl",
+    ]

@@ -79,7 +79,7 @@ def _module(short: str) -> str:
         "effects.process": "archwheel.effects.process",
         "effects.net": "archwheel.effects.net",
         "effects.deadline": "archwheel.effects.deadline",
-        "verdicts.torch_range": "archwheel.verdicts.torch_range",
+        "inspection.torch_range": "archwheel.inspection.torch_range",
         "effects.redis_relay": "archwheel.effects.redis_relay",
         "effects.watchdog": "archwheel.effects.watchdog",
         "render.common": "archwheel.interfaces.render.common",

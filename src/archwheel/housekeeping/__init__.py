@@ -3,9 +3,9 @@
 What ``archwheel clean`` does, as a call: ``leftovers.find_leftovers`` lists the containers
 (label ``archwheel.owner``) and temporary folders (an ``<folder>.owner`` record beside each)
 whose maker is dead (``effects.owner``), and ``remove_leftovers`` removes them. Nothing without
-an owner record is touched, nor anything a live run or another machine made. Like every use
-case it imports no other use case (an index's unfinished trees are ``matrix``'s, and the
-command calls it too).
+an owner record is touched, nor anything a live run or another machine made. It shares its floor
+with inspection, smoke, doctor and crosscheck and imports none of them nor the use cases above
+(an index's unfinished trees are ``matrix``'s, and the command calls it too).
 """
 
 from __future__ import annotations

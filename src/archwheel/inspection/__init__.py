@@ -6,7 +6,7 @@ them): ``audits`` scans inputs and audits them, ``arch_lists`` answers an arch l
 ``running`` says whether inputs run on GPUs, ``loading`` whether a wheel loads next to a torch
 (with the environment probes that needs), ``diffing`` compares two builds (reading audit
 documents), ``manifests`` makes and verifies manifests. The judgements are ``verdicts/``'s;
-this floor reads what they judge. Like every use case it imports no other use case.
+this floor reads what they judge. It imports no other use case; the build's gates call it.
 """
 
 from __future__ import annotations

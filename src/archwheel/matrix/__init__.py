@@ -2,10 +2,11 @@
 
 ``index`` publishes wheels into a PEP 503 simple index (plus find-links pages per torch+CUDA)
 atomically, auditing each wheel itself; ``plan`` turns a matrix (recipes x torch x Python x arch
-lists, less exclusions) into cells and says which are already in the index; ``run`` builds the
-missing cells through a builder passed in (this floor never imports ``wheelbuild/``: the
-interfaces floor injects the build use case) and publishes each one that passed; ``export``
-writes a CI workflow of the cells. docs/matrix.md has the design.
+lists, less exclusions) into cells and says which are already in the index; ``cells`` reads the
+recipes it plans with and builds each cell with the build use case (``wheelbuild.build_wheel``,
+the floor below; another builder may be passed in, as the tests do); ``run`` builds the missing
+cells with a cell builder and publishes each one that passed; ``export`` writes a CI workflow of
+the cells. docs/matrix.md has the design.
 
 The names below are the floor's public entry points, bound lazily (PEP 562).
 """
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 from archwheel._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from archwheel.matrix.cells import BuildWheel, build_cells, read_recipes
     from archwheel.matrix.export import EXPORTS, ExportOptions
     from archwheel.matrix.export import export as export_workflow
     from archwheel.matrix.index import (
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
         MatrixPlan,
         MatrixSpec,
         PlannedCell,
-        RecipeFacts,
         load_matrix,
         make_plan,
         parse_exclusion,
@@ -59,6 +60,9 @@ if TYPE_CHECKING:
 
 # name -> the module that defines it (``module:attribute`` where the name differs)
 _WHERE = {
+    "BuildWheel": "cells",
+    "build_cells": "cells",
+    "read_recipes": "cells",
     "EXPORTS": "export",
     "ExportOptions": "export",
     # ``export`` is also the module's name (importing it binds the module here): an alias
@@ -77,7 +81,6 @@ _WHERE = {
     "MatrixPlan": "plan",
     "MatrixSpec": "plan",
     "PlannedCell": "plan",
-    "RecipeFacts": "plan",
     "load_matrix": "plan",
     "make_plan": "plan",
     "parse_exclusion": "plan",
@@ -99,6 +102,7 @@ __all__ = [
     "EXPORTS",
     "MAX_MATRIX_CELLS",
     "Action",
+    "BuildWheel",
     "Candidate",
     "Cell",
     "CellBuilder",
@@ -113,8 +117,8 @@ __all__ = [
     "PlannedCell",
     "PublishResult",
     "RecheckReport",
-    "RecipeFacts",
     "Verdict",
+    "build_cells",
     "candidates_from",
     "expected_properties",
     "export_workflow",
@@ -125,6 +129,7 @@ __all__ = [
     "publish",
     "publish_variants",
     "read_index",
+    "read_recipes",
     "recheck_index",
     "run_matrix",
     "unfinished_publishes",

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from itertools import product
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from msgspec import Meta
 from packaging.version import Version
@@ -44,6 +44,9 @@ from archwheel.facts.arch import ArchList
 from archwheel.facts.documents import Table
 from archwheel.facts.typed import Document, decode
 from archwheel.matrix.index import IndexEntry
+
+if TYPE_CHECKING:
+    from archwheel.wheelbuild.recipe_summary import RecipeSummary
 
 MATRIX_SCHEMA_VERSION = 1
 # The largest matrix file read and its deepest nesting (a real one nests 3 deep; docs/limits.md).
@@ -56,28 +59,6 @@ MAX_MATRIX_CELLS = 10_000
 MAX_MATRIX_EXCLUSIONS = 1000  # [[matrix.exclude]] tables and --exclude options together
 AXES = ("recipe", "torch", "python", "arch")
 _FILE_AXES = {"recipes": "recipe", "torch": "torch", "python": "python", "arch": "arch"}
-
-
-@dataclass(frozen=True)
-class RecipeFacts:
-    """What the matrix needs to know about a recipe (the interfaces floor reads the recipe)."""
-
-    name: str
-    sha256: str  # of the recipe file
-    python_versions: tuple[str, ...]
-    default_arch: str
-    cuda: str | None = None  # "13.0"
-    source_digest: str | None = None  # of the source, when known before building
-    # The torch the recipe pins ("2.14.1"); None: it is not built against torch, and a torch
-    # axis does not apply to it (one cell per Python and arch list, torch None).
-    torch: str | None = None
-    # Whether the wheel's file name carries the torch version (a local label such as
-    # +pt2.14.1cu130); without it two torch cells of one Python make one file name.
-    torch_in_name: bool = True
-    # [torch] loads_with: the releases one wheel of the recipe should serve (its build checks
-    # each with can-load and claims those that pass); the torch axis's values among them (and
-    # the recipe's own torch) make one cell, built against the recipe's own torch.
-    loads_with: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -177,7 +158,7 @@ class PlannedCell:
 @dataclass(frozen=True)
 class MatrixPlan:
     cells: tuple[PlannedCell, ...]
-    recipes: Mapping[str, RecipeFacts] = field(default_factory=dict)
+    recipes: Mapping[str, RecipeSummary] = field(default_factory=dict)
 
     def of(self, action: Action) -> tuple[PlannedCell, ...]:
         return tuple(c for c in self.cells if c.action is action)
@@ -260,7 +241,7 @@ def load_matrix(path: Path) -> MatrixSpec:
 # -- planning -------------------------------------------------------------------------------------
 
 
-def cell_key(cell: Cell, recipe: RecipeFacts) -> str:
+def cell_key(cell: Cell, recipe: RecipeSummary) -> str:
     """sha256 of everything known before the build that decides the cell's wheel."""
     inputs = {
         "recipe": recipe.name,
@@ -274,7 +255,7 @@ def cell_key(cell: Cell, recipe: RecipeFacts) -> str:
 
 
 def _axes(
-    spec: MatrixSpec, facts: RecipeFacts
+    spec: MatrixSpec, facts: RecipeSummary
 ) -> tuple[tuple[str | None, ...], tuple[str, ...], tuple[str, ...]]:
     """The torch, Python and arch values one recipe's cells take."""
     torches: tuple[str | None, ...] = (
@@ -283,7 +264,7 @@ def _axes(
     return torches, spec.python or facts.python_versions[:1], spec.arch or (facts.default_arch,)
 
 
-def _cells(spec: MatrixSpec, recipes: Mapping[str, RecipeFacts]) -> Iterable[tuple[Cell, str]]:
+def _cells(spec: MatrixSpec, recipes: Mapping[str, RecipeSummary]) -> Iterable[tuple[Cell, str]]:
     for name in spec.recipes:
         facts = recipes[name]
         torches, pythons, archs = _axes(spec, facts)
@@ -299,7 +280,7 @@ def _cells(spec: MatrixSpec, recipes: Mapping[str, RecipeFacts]) -> Iterable[tup
 
 
 def _torch_cells(
-    torches: Sequence[str | None], facts: RecipeFacts, *, axis_given: bool
+    torches: Sequence[str | None], facts: RecipeSummary, *, axis_given: bool
 ) -> list[tuple[str | None, tuple[str, ...]]]:
     """The torch of each cell and the releases it serves: the axis's values that the recipe's
     ``loads_with`` (or its own torch) names become one cell built against its own torch; the
@@ -320,7 +301,7 @@ def _torch_cells(
 
 def make_plan(
     spec: MatrixSpec,
-    recipes: Mapping[str, RecipeFacts],
+    recipes: Mapping[str, RecipeSummary],
     index: Sequence[IndexEntry],
     *,
     variants: bool = False,
@@ -389,7 +370,7 @@ def make_plan(
 
 
 def _refuse_one_file_name(
-    planned: Sequence[PlannedCell], recipes: Mapping[str, RecipeFacts]
+    planned: Sequence[PlannedCell], recipes: Mapping[str, RecipeSummary]
 ) -> None:
     """Two cells that would publish the same wheel file name into one index: refused.
 

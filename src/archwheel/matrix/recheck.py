@@ -5,7 +5,7 @@ For every wheel of the index built against torch (a pin, or a range its build ch
 releases it was checked against are known: the torch it was built with, those its index entry
 serves, and those its provenance's ``torch_range`` checked. Every release the indexes pip is
 configured with now hold for the wheel's Python and machine that is newer than all of those is
-new; can-load judges the wheel against each (``verdicts.torch_range``: read by ranges, each
+new; can-load judges the wheel against each (``inspection.torch_range``: read by ranges, each
 torch's loader view kept), and each answer is one of:
 
 - ``covered``: the wheel's ``Requires-Dist`` admits the release and the wheel loads with it;
@@ -38,6 +38,12 @@ from archwheel.effects.deadline import NetBudget
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ArchwheelError
 from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
+from archwheel.inspection.torch_range import (
+    TorchListing,
+    can_load_range,
+    list_torch_files,
+    torch_releases_for,
+)
 from archwheel.matrix.index import (
     CURRENT,
     PROVENANCE_SUFFIX,
@@ -48,12 +54,6 @@ from archwheel.matrix.index import (
     torch_requirement,
 )
 from archwheel.verdicts.load import LoadReport, LoadVerdict
-from archwheel.verdicts.torch_range import (
-    TorchListing,
-    can_load_range,
-    list_torch_files,
-    torch_releases_for,
-)
 
 Event = Callable[[str], None]
 
@@ -222,8 +222,8 @@ def _recheck(
         return WheelRecheck(entry.file, requirement, checked)
     try:
         report = can_load_range(
-            wheel, ",".join(new), pip=pip, cache=cache, on_event=say, listing=listing.get(),
-            budget=listing.budget,
+            wheel, ",".join(new), pip=pip, cache=cache, host_libraries=False, on_event=say,
+            listing=listing.get(), budget=listing.budget,
         )  # fmt: skip
     except ArchwheelError as exc:
         return WheelRecheck(entry.file, requirement, checked, problem=exc.one_line())

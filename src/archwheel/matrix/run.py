@@ -1,8 +1,8 @@
 """Build the missing cells of a plan, one after the other, and publish each that passes.
 
-The builder is passed in (this floor never imports ``wheelbuild/``; the interfaces floor wires
-``archwheel build`` in): it gets the cell and an empty folder, and returns the wheel (and its
-provenance) it left there, or raises. A cell that fails (its build raises, or the index refuses
+The builder is passed in (``cells.build_cells``: the build use case; the tests pass their own):
+it gets the cell and an empty folder, and returns the wheel (and its provenance) it left there,
+or raises. A cell that fails (its build raises, or the index refuses
 its wheel because archwheel's audit does not pass it) publishes nothing and does not stop the
 cells after it. Each passing cell is published at once, in its own atomic step, so a matrix
 stopped halfway keeps what it finished and a rerun skips it.

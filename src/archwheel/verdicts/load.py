@@ -37,13 +37,9 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from archwheel.binary.dynamic import DynamicInfo
-from archwheel.binary.dynamic_wheel import read_wheel_dynamic, read_wheels_dynamic
-from archwheel.binary.wheelmeta import WheelMetadata, read_wheel_metadata
-from archwheel.binary.zipread import Source
 from archwheel.verdicts.document import document_header
 from archwheel.verdicts.load_world import (
     TORCH_NAME,
@@ -127,7 +123,8 @@ def version_allowed(version: str, policy: Policy) -> bool | None:
 
 @dataclass(frozen=True)
 class WheelFiles:
-    """One wheel's shared libraries and the metadata the verdict uses."""
+    """One wheel's shared libraries and the metadata the verdict uses (read by
+    ``inspection.wheel_files``, or kept in the cache as a torch wheel's view)."""
 
     filename: str
     name: str  # canonical distribution name
@@ -136,35 +133,6 @@ class WheelFiles:
     libraries: tuple[DynamicInfo, ...]
     requires: tuple[tuple[str, str, str], ...] = ()  # (name, specifier, marker)
     cuda_major: int | None = None
-
-
-def read_wheel_files(path: Path, *, source: Source | None = None) -> WheelFiles:
-    """A wheel's metadata and shared libraries, read from the zip (nothing extracted); with
-    ``source``, from a file on a package index (``path`` names it)."""
-    meta = read_wheel_metadata(path, source=source)
-    return _wheel_files(path, meta, read_wheel_dynamic(path, source=source))
-
-
-def read_wheels_files(paths: Sequence[Path]) -> list[WheelFiles]:
-    """``read_wheel_files`` of several local wheels, their libraries read together
-    (``read_wheels_dynamic``: one pool of workers for the large ones of all of them)."""
-    metas: list[WheelMetadata] = []
-    libraries = read_wheels_dynamic(  # the metadata read while the workers inflate
-        paths, while_waiting=lambda: metas.extend(read_wheel_metadata(path) for path in paths)
-    )
-    return [_wheel_files(*found) for found in zip(paths, metas, libraries, strict=True)]
-
-
-def _wheel_files(path: Path, meta: WheelMetadata, libraries: tuple[DynamicInfo, ...]) -> WheelFiles:
-    return WheelFiles(
-        filename=path.name,
-        name=meta.name,
-        version=meta.version,
-        tags=meta.tags,
-        libraries=libraries,
-        requires=tuple((p.name, p.specifier, p.marker) for p in meta.requires),
-        cuda_major=meta.cuda_major,
-    )
 
 
 @dataclass(frozen=True)

@@ -200,7 +200,17 @@ def parse_recipe(
         smoke_snippet=snippet,
         source_date_epoch=epoch,
         torch=torch,
+        document=data,
     )
+
+
+def with_cuda_of_torch(recipe: Recipe, cuda: CudaVersion, facts: CudaFacts) -> Recipe:
+    """``recipe`` (one without ``[toolchain] cuda`` whose torch pin has no ``+cuXYZ`` label)
+    validated again from the document it was read from, with ``cuda``, its pinned torch wheel's
+    CUDA: the toolchain, the arch list and the torch table follow it. The file is not read
+    again, so the recipe keeps the sha256 of the bytes it was read from."""
+    again = parse_recipe(recipe.document, origin=recipe.path, facts=facts, torch_cuda=cuda)
+    return dataclasses.replace(again, sha256=recipe.sha256)
 
 
 _REPAIR_LISTS = ("rpath_folders", "bundle", "requirements", "provided")

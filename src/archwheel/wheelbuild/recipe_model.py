@@ -151,9 +151,9 @@ class ToolchainSpec:
 
     ``cuda`` is None only for a recipe that pins torch without a ``+cuXYZ`` label and writes no
     ``cuda``: the CUDA is then the pinned torch wheel's, known once the wheel is fetched
-    (``build/toolkit.py`` ``with_torch_cuda`` reloads the recipe with it). ``cuda_from`` says
-    where the value came from: ``recipe`` (written), ``torch-label``, ``torch-wheel``, or
-    ``torch`` while still unresolved.
+    (``wheelbuild/toolkit.py`` ``with_torch_cuda`` validates the recipe's document again with
+    it). ``cuda_from`` says where the value came from: ``recipe`` (written), ``torch-label``,
+    ``torch-wheel``, or ``torch`` while still unresolved.
     """
 
     cuda: CudaVersion | None
@@ -253,6 +253,11 @@ class Recipe:
     gate: GateSpec = field(default_factory=GateSpec)
     # [python] ignore_requires_python: build for a Python the project excludes (provenance)
     ignore_requires_python: bool = False
+    # The document the recipe was validated from, as read from its file: validated again, not
+    # read again, once the CUDA of its pinned torch wheel is known (recipe.with_cuda_of_torch).
+    document: Mapping[str, Any] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False, repr=False
+    )
 
     @property
     def default_python(self) -> str:

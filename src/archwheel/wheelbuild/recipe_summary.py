@@ -4,7 +4,7 @@
 ``summarize_recipes`` reads the named recipes and checks each against every torch and arch list
 it will be built with (a list its toolkit cannot build fails here, exit 2), and says what
 identifies each before a build: the recipe's sha256 and its source's digest. The matrix use
-case plans with these summaries; it never reads a recipe itself.
+case plans with these summaries (``matrix.read_recipes``); it never reads a recipe itself.
 """
 
 from __future__ import annotations
@@ -40,17 +40,24 @@ def list_recipes(settings: Settings) -> tuple[ListedRecipe, ...]:
 
 @dataclass(frozen=True)
 class RecipeSummary:
-    """What a plan of many builds needs to know of a recipe, read and checked."""
+    """What a plan of many builds (the matrix) needs to know of a recipe, read and checked."""
 
     name: str
     sha256: str  # of the recipe file
     python_versions: tuple[str, ...]
     default_arch: str
-    cuda: str | None  # "13.0"
-    source_digest: str | None  # of the source, when known before building
-    torch: str | None  # the torch it pins; None: not built against torch
-    torch_in_name: bool  # its wheel's file name carries the torch version (a local label)
-    loads_with: tuple[str, ...] = ()  # [torch] loads_with: one wheel for those releases
+    cuda: str | None = None  # "13.0"
+    source_digest: str | None = None  # of the source, when known before building
+    # The torch the recipe pins ("2.14.1"); None: it is not built against torch, and a matrix's
+    # torch axis does not apply to it (one cell per Python and arch list, torch None).
+    torch: str | None = None
+    # Whether the wheel's file name carries the torch version (a local label such as
+    # +pt2.14.1cu130); without it two torch cells of one Python make one file name.
+    torch_in_name: bool = True
+    # [torch] loads_with: the releases one wheel of the recipe should serve (its build checks
+    # each with can-load and claims those that pass); a matrix's torch axis values among them
+    # (and the recipe's own torch) make one cell, built against the recipe's own torch.
+    loads_with: tuple[str, ...] = ()
 
 
 def summarize_recipes(

@@ -95,7 +95,7 @@ from archwheel.wheelbuild.provenance import (
     provenance_path,
 )
 from archwheel.wheelbuild.remote_cache import REMOTE_MOUNT, CacheCounts
-from archwheel.wheelbuild.repair import RepairSpec, repair_step, spec_for_recipe
+from archwheel.wheelbuild.repair import RepairSpec, repair_step
 from archwheel.wheelbuild.reproducible import WheelComparison, compare_wheels, repack_wheel
 from archwheel.wheelbuild.stages import Timings
 from archwheel.wheelbuild.toolkit import ensure_torch_image, image_glibc, manylinux_platforms
@@ -167,6 +167,7 @@ class BuildRunner:
         engine: ContainerEngine,
         output: BuildOutput,
         *,
+        repair: RepairSpec | None,
         docker_dir: Path,
         work_root: Path | None = None,
         gate: AuditGate = audit_gate,
@@ -177,6 +178,7 @@ class BuildRunner:
         cache: Path | None = None,
     ) -> None:
         self.plan = plan
+        self.repair = repair  # the recipe's [repair], resolved with the plan (None: no repair)
         self.base_mirror = base_mirror  # the Debian mirror of a local base image
         self.engine = engine
         self.output = output
@@ -192,8 +194,6 @@ class BuildRunner:
     def run(self) -> BuiltWheel:
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         timings = Timings()
-        # [repair] resolved first: a missing pin table is refused before any container.
-        repair_spec = spec_for_recipe(self.plan.recipe)
         with timings.stage(self.output, "engine", f"check {self.plan.engine}", timed=False):
             version = self.engine.version()
         for left in remove_dead_folders(self.work_root):
@@ -206,7 +206,7 @@ class BuildRunner:
         # Without the remote cache from here on when its server is unreachable.
         plan, remote_record = self._check_remote_cache(self.plan)
         staging = owned_tempdir("archwheel-stage-", self.work_root)
-        run = _Run(plan, images, repair_spec, timings, staging)
+        run = _Run(plan, images, self.repair, timings, staging)
         try:
             first = self._first_build(run, remote_record)
             timings.update(first.built.timings)

@@ -21,6 +21,7 @@ Two things here:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -41,7 +42,7 @@ from archwheel.facts.base_pythons import load_base_pythons
 from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.baseimage import is_local_base, suite_of
-from archwheel.wheelbuild.recipe import load_recipe, pypi_toolchains
+from archwheel.wheelbuild.recipe import pypi_toolchains, with_cuda_of_torch
 from archwheel.wheelbuild.recipe_model import Recipe, ToolchainSpec
 from archwheel.wheelbuild.recipe_torch import with_torch
 from archwheel.wheelbuild.torch_pin import (
@@ -265,6 +266,20 @@ def _wheel_sha256(path: Path) -> str:
     return digest
 
 
+def pinned_torch_wheel(
+    recipe: Recipe, python: str, pip: PipSettings, cache: Path, *, sink: LineSink | None = None
+) -> TorchWheel | None:
+    """The torch wheel the recipe's pin names for ``python`` on its base image's glibc:
+    fetched into the cache (once: ``pip download --no-deps``) and read (``METADATA``,
+    ``torch/version.py``). None for a recipe that pins no torch."""
+    pin = recipe.torch.pin
+    if pin is None:
+        return None
+    glibc = known_glibc(recipe.toolchain.base_image) or FALLBACK_GLIBC
+    path = fetch_torch_wheel(pin, python, manylinux_platforms(glibc), pip, cache, sink=sink)
+    return read_torch_wheel(path)
+
+
 def with_torch_cuda(
     recipe: Recipe,
     python: str,
@@ -273,16 +288,15 @@ def with_torch_cuda(
     *,
     facts: CudaFacts,
     sink: LineSink | None = None,
-) -> Recipe:
-    """A recipe without ``[toolchain] cuda`` and without a ``+cuXYZ`` pin, reloaded with the
-    CUDA of its pinned torch wheel (fetched into the cache, once; the same wheel
-    ``prepare_torch`` then reads). Any other recipe is returned as it is."""
+) -> tuple[Recipe, TorchWheel | None]:
+    """A recipe without ``[toolchain] cuda`` and without a ``+cuXYZ`` pin, validated again with
+    the CUDA of its pinned torch wheel (``pinned_torch_wheel``), and that wheel, read, for
+    ``prepare_torch``. Any other recipe is returned as it is, and no wheel (None)."""
     pin = recipe.torch.pin
     if recipe.toolchain.cuda is not None or pin is None:
-        return recipe
-    glibc = known_glibc(recipe.toolchain.base_image) or FALLBACK_GLIBC
-    path = fetch_torch_wheel(pin, python, manylinux_platforms(glibc), pip, cache, sink=sink)
-    wheel = read_torch_wheel(path)
+        return recipe, None
+    wheel = pinned_torch_wheel(recipe, python, pip, cache, sink=sink)
+    assert wheel is not None  # the recipe pins torch
     if wheel.cuda is None:
         raise RecipeError(
             f"{recipe.path}: {pin.requirement} resolved to torch {wheel.version} "
@@ -293,26 +307,36 @@ def with_torch_cuda(
         )
     if sink:
         sink(f"[toolchain] cuda: {wheel.cuda}, from {wheel.filename} (torch.version.cuda)")
-    reloaded = load_recipe(recipe.path, facts, torch_cuda=wheel.cuda)
-    if pin.replaces:  # built against another torch (--torch): the reload read the file's pin
-        reloaded = with_torch(reloaded, str(pin.version))
-    return reloaded
+    resolved = with_cuda_of_torch(recipe, wheel.cuda, facts)
+    if pin.replaces:  # built against another torch (--torch): the document has the file's pin
+        resolved = with_torch(resolved, str(pin.version))
+    # The base image chosen for the Python (python_base.with_base_for), not the document's.
+    toolchain = dataclasses.replace(resolved.toolchain, base_image=recipe.toolchain.base_image)
+    return dataclasses.replace(resolved, toolchain=toolchain), wheel
 
 
 def prepare_torch(
-    recipe: Recipe, python: str, pip: PipSettings, cache: Path, sink: LineSink | None = None
+    recipe: Recipe,
+    python: str,
+    pip: PipSettings,
+    cache: Path,
+    sink: LineSink | None = None,
+    *,
+    wheel: TorchWheel | None = None,
 ) -> TorchBuild | None:
     """For a recipe pinning torch: fetch and read its wheel, refuse a contradiction (exit 2).
 
     Runs on the host before any container: ``pip download --no-deps`` into the archwheel cache
-    (once per torch wheel), then ``torch/version.py`` and ``METADATA`` are read.
+    (once per torch wheel), then ``torch/version.py`` and ``METADATA`` are read; ``wheel``: the
+    pin's wheel read already (``with_torch_cuda``'s), neither fetched nor read again.
     """
     options = recipe.torch
     if options.pin is None:
         return None
-    glibc = known_glibc(recipe.toolchain.base_image) or FALLBACK_GLIBC
-    path = fetch_torch_wheel(options.pin, python, manylinux_platforms(glibc), pip, cache, sink=sink)
-    wheel = read_torch_wheel(path)
+    if wheel is None:
+        wheel = pinned_torch_wheel(recipe, python, pip, cache, sink=sink)
+        assert wheel is not None  # the recipe pins torch
+    path = wheel.path
     check_torch_wheel(wheel, options.pin, recipe.cuda, recipe.path)
     toolkit = toolkit_requirement_for(wheel, recipe.toolchain)
     if recipe.toolchain.source == "pypi" and toolkit is None:

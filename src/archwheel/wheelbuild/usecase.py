@@ -55,6 +55,7 @@ from archwheel.wheelbuild.runner import BuildRunner, BuiltWheel
 from archwheel.wheelbuild.source import ResolvedSource, resolve_source
 from archwheel.wheelbuild.source_check import look_at_source
 from archwheel.wheelbuild.toolkit import prepare_torch, with_torch_cuda
+from archwheel.wheelbuild.torch_pin import TorchWheel
 
 LineSink = Callable[[str], None]
 
@@ -163,6 +164,7 @@ class _Resolved:
     pip: PipSettings
     arch: CheckedArchList
     base: BaseChoice
+    torch_wheel: TorchWheel | None = None  # the pinned torch's, where reading it gave the CUDA
 
 
 def _resolve(request: BuildRequest, echo: LineSink | None) -> _Resolved:
@@ -176,12 +178,13 @@ def _resolve(request: BuildRequest, echo: LineSink | None) -> _Resolved:
     python = choose_python(recipe, request.python)
     # The base image that has this Python (refused here when none does).
     recipe, base = with_base_for(recipe, python)
-    # No [toolchain] cuda: the pinned torch wheel's CUDA (the wheel is fetched once, cached).
-    recipe = with_torch_cuda(recipe, python, pip, cache, facts=facts, sink=echo)
+    # No [toolchain] cuda: the pinned torch wheel's CUDA (the wheel is fetched once, cached,
+    # and read once: prepare_torch gets it).
+    recipe, torch_wheel = with_torch_cuda(recipe, python, pip, cache, facts=facts, sink=echo)
     if request.git_mirrors:
         recipe = with_git_mirrors(recipe, request.git_mirrors)
     arch = check_arch_list(recipe, request.arch, facts)
-    return _Resolved(recipe, python, pip, arch, base)
+    return _Resolved(recipe, python, pip, arch, base, torch_wheel)
 
 
 def check_torch_release(version: str, pip: PipSettings) -> None:
@@ -237,7 +240,9 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
                 raise
             unreachable = exc.one_line()
     # A pinned torch: its wheel (cached), its CUDA, its toolkit pin; contradictions exit 2.
-    torch = prepare_torch(recipe, resolved.python, resolved.pip, cache, sink=echo)
+    torch = prepare_torch(
+        recipe, resolved.python, resolved.pip, cache, sink=echo, wheel=resolved.torch_wheel
+    )
     epoch = recipe.source_date_epoch
     if unreachable:
         source = ResolvedSource.not_resolved(recipe.source, unreachable, epoch)
@@ -286,6 +291,7 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
             plan,
             engine,
             output,
+            repair=repair,
             docker_dir=request.settings.docker_dir(),
             keep_work=request.keep_work,
             base_mirror=request.settings.debian_mirror,

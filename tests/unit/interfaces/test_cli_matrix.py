@@ -15,13 +15,8 @@ from rich.console import Console
 
 from archwheel.errors import InputError
 from archwheel.interfaces.cli import build_parser
-from archwheel.interfaces.commands.matrix import (
-    MatrixRequest,
-    cell_builder,
-    recipe_facts,
-    run_request,
-)
-from archwheel.matrix import Cell, Verdict, make_plan, read_index, run_matrix
+from archwheel.interfaces.commands.matrix import MatrixRequest, cell_builder, run_request
+from archwheel.matrix import Cell, Verdict, make_plan, read_index, read_recipes, run_matrix
 from archwheel.wheelbuild import (
     BuildReporter,
     BuildRequest,
@@ -231,7 +226,7 @@ def test_a_cell_whose_build_raises_gets_the_errors_message(tmp_path: Path) -> No
         raise InputError(f"sdist of {request.recipe}: sha256 is not the recipe's", hint="pin")
 
     matrix = _request(tmp_path / "index", tmp_path / "work")
-    plan = make_plan(matrix.spec, recipe_facts(matrix.spec, matrix.settings), ())
+    plan = make_plan(matrix.spec, read_recipes(matrix.spec, matrix.settings), ())
     builder = cell_builder(matrix, build, shown=Console(file=io.StringIO()))
     result = run_matrix(plan, builder, tmp_path / "index", tmp_path / "work")
     assert [c.verdict for c in result.cells] == [Verdict.BUILD_FAILED, Verdict.BUILD_FAILED]

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from archwheel.interfaces.cli import build_parser
-from archwheel.interfaces.commands.matrix import MatrixRequest, recipe_facts, run_request
+from archwheel.interfaces.commands.matrix import MatrixRequest, run_request
+from archwheel.matrix.cells import read_recipes
 from archwheel.matrix.index import read_index
 from archwheel.matrix.plan import Action, make_plan
 from tests.support.cli import CliRun
@@ -109,7 +110,7 @@ def test_each_job_runs_exactly_the_local_plans_cell(
 ) -> None:
     index, files = exported
     local = _request(["archwheel", "matrix", *MATRIX, "--index", str(index)])
-    plan = make_plan(local.spec, recipe_facts(local.spec, local.settings), read_index(index))
+    plan = make_plan(local.spec, read_recipes(local.spec, local.settings), read_index(index))
     to_build = {c.key: c for c in plan.of(Action.BUILD)}
     assert len(to_build) == 2 and len(plan.of(Action.SKIP)) == 1  # the example is not exported
     per_kind = {}
@@ -122,7 +123,7 @@ def test_each_job_runs_exactly_the_local_plans_cell(
         for lines in commands.values():
             (line,) = lines
             job = _request(shlex.split(line))
-            job_plan = make_plan(job.spec, recipe_facts(job.spec, job.settings), ())
+            job_plan = make_plan(job.spec, read_recipes(job.spec, job.settings), ())
             (cell,) = job_plan.cells
             assert cell.action is Action.BUILD and cell.key in to_build
             assert cell.cell == to_build[cell.key].cell
@@ -155,7 +156,7 @@ def test_the_merge_job_publishes_what_the_cell_jobs_left(
     merged = read_index(runner / "wheel-index")
     assert len(merged) == 2 and all(e.cell_key for e in merged)
     local = _request(["archwheel", "matrix", *MATRIX, "--index", str(runner / "wheel-index")])
-    plan = make_plan(local.spec, recipe_facts(local.spec, local.settings), merged)
+    plan = make_plan(local.spec, read_recipes(local.spec, local.settings), merged)
     assert [c.cell.recipe for c in plan.of(Action.BUILD)] == ["example"]  # built locally
 
 

@@ -14,17 +14,19 @@ from archwheel.matrix.index import read_index
 from archwheel.matrix.plan import (
     Action,
     MatrixSpec,
-    RecipeFacts,
     load_matrix,
     make_plan,
     parse_exclusion,
 )
 from archwheel.matrix.run import Verdict, run_matrix
+from archwheel.wheelbuild.recipe_summary import RecipeSummary
 from tests.support.matrix_fakes import FakeCellBuilder
 
 RECIPES = {
-    "kern": RecipeFacts("kern", "a" * 64, ("3.11", "3.12"), "8.0;9.0", cuda="13.0", torch="2.14.1"),
-    "other": RecipeFacts("other", "b" * 64, ("3.11",), "9.0", cuda="12.8"),
+    "kern": RecipeSummary(
+        "kern", "a" * 64, ("3.11", "3.12"), "8.0;9.0", cuda="13.0", torch="2.14.1"
+    ),
+    "other": RecipeSummary("other", "b" * 64, ("3.11",), "9.0", cuda="12.8"),
 }
 
 MATRIX_TOML = """\
@@ -208,7 +210,7 @@ def test_a_changed_recipe_rebuilds_its_cells(tmp_path: Path) -> None:
     spec = MatrixSpec(recipes=("kern",))
     index = tmp_path / "index"
     run_matrix(make_plan(spec, RECIPES, ()), FakeCellBuilder(), index, tmp_path / "w")
-    changed = {"kern": RecipeFacts("kern", "c" * 64, ("3.11",), "8.0;9.0", cuda="13.0")}
+    changed = {"kern": RecipeSummary("kern", "c" * 64, ("3.11",), "8.0;9.0", cuda="13.0")}
     plan = make_plan(spec, changed, read_index(index))
     assert [c.action for c in plan.cells] == [Action.BUILD]
 
@@ -233,8 +235,8 @@ def test_a_rebuild_with_another_arch_list_never_replaces_a_published_file(
 # -- range cells: a recipe whose one wheel serves several torches ([torch] loads_with) ----------
 
 
-def _stable_facts() -> RecipeFacts:
-    return RecipeFacts(
+def _stable_facts() -> RecipeSummary:
+    return RecipeSummary(
         name="stable", sha256="b" * 64, python_versions=("3.11",), default_arch="9.0",
         cuda="13.0", torch="2.14.1", torch_in_name=False,
         loads_with=("2.12.1", "2.13.0", "2.14.1"),

@@ -1,9 +1,9 @@
 """``archwheel matrix`` and ``archwheel publish``: build matrices into a PEP 503 index.
 
 ``matrix`` reads a matrix (TOML and/or flags), prints the plan (``--plan`` stops there), builds
-each missing cell with the build use case (``wheelbuild.build_wheel``, injected here into the
-matrix use case as its ``CellBuilder``: the matrix never imports ``wheelbuild``), and publishes
-each audited wheel into the index.
+each missing cell with the matrix's cell builder (``matrix.build_cells``: the build use case,
+quiet, each cell's result shown on standard error), and publishes each audited wheel into the
+index.
 ``publish`` puts wheels built elsewhere into an index, through the same audit (docs/matrix.md).
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,14 +48,13 @@ from archwheel.matrix import (
     EXPORTS,
     MAX_MATRIX_CELLS,
     Action,
+    BuildWheel,
     Candidate,
-    Cell,
     CellBuilder,
-    CellOutput,
     ExportOptions,
     MatrixPlan,
     MatrixSpec,
-    RecipeFacts,
+    build_cells,
     candidates_from,
     export_workflow,
     load_matrix,
@@ -66,6 +64,7 @@ from archwheel.matrix import (
     publish,
     publish_variants,
     read_index,
+    read_recipes,
     recheck_index,
     run_matrix,
     variant_preview,
@@ -73,7 +72,6 @@ from archwheel.matrix import (
 from archwheel.wheelbuild import (
     CACHE_URL_ENV,
     DEFAULT_CCACHE_VOLUME,
-    BuildReporter,
     BuildRequest,
     BuildResult,
     CacheUrl,
@@ -81,7 +79,6 @@ from archwheel.wheelbuild import (
     build_wheel,
     check_jobs,
     provenance_path,
-    summarize_recipes,
 )
 
 MATRIX_EPILOG = """\
@@ -313,57 +310,27 @@ class MatrixRequest:
         )
 
 
-def recipe_facts(spec: MatrixSpec, settings: Settings) -> dict[str, RecipeFacts]:
-    """The recipes of the matrix, read and checked by the build use case (each arch list
-    against each toolkit), in the shape the matrix plans with."""
-    summaries = summarize_recipes(spec.recipes, settings, torch=spec.torch, arch=spec.arch)
-    return {
-        name: RecipeFacts(
-            name=s.name,
-            sha256=s.sha256,
-            python_versions=s.python_versions,
-            default_arch=s.default_arch,
-            cuda=s.cuda,
-            source_digest=s.source_digest,
-            torch=s.torch,
-            torch_in_name=s.torch_in_name,
-            loads_with=s.loads_with,
-        )
-        for name, s in summaries.items()
-    }
-
-
-BuildWheel = Callable[[BuildRequest, BuildReporter], BuildResult]
-
-
 def cell_builder(
     request: MatrixRequest, build: BuildWheel = build_wheel, *, shown: Console | None = None
 ) -> CellBuilder:
-    """The matrix's cell builder: the build use case (``build``) of the cell's recipe, torch,
-    arch list and Python, quiet, its plan and result on ``shown`` (standard error: the matrix
-    owns standard output). A failed build raises its own error: that message is the cell's."""
+    """The matrix's cell builder (``matrix.build_cells``) with this command's build options,
+    quiet, each cell's plan and result on ``shown`` (standard error: the matrix owns standard
+    output); ``build``: the build use case, or a test's stand-in."""
+    err = shown or Console(stderr=True, highlight=False, soft_wrap=True)
+    options = BuildRequest(
+        jobs=request.jobs,
+        engine=request.engine,
+        ccache_volume=request.ccache_volume if request.cache else None,
+        cache_url=request.cache_url,
+        pip=PipRequest(host_config=True),
+        settings=request.settings,
+    )
 
-    def build_cell(cell: Cell, out: Path) -> CellOutput:
-        err = shown or Console(stderr=True, highlight=False, soft_wrap=True)
-        build_request = BuildRequest(
-            recipe=cell.recipe,
-            torch=cell.torch,
-            arch=cell.arch,
-            python=cell.python,
-            jobs=request.jobs,
-            out=out,
-            engine=request.engine,
-            ccache_volume=request.ccache_volume if request.cache else None,
-            cache_url=request.cache_url,
-            pip=PipRequest(host_config=True),
-            settings=request.settings,
-        )
-        result = build(build_request, ConsoleReporter(err, quiet=True))
-        assert result.built is not None and result.log is not None  # not a plan-only request
+    def show(result: BuildResult) -> None:
+        assert result.built is not None and result.log is not None  # a finished build
         print_result(out=err, result=result.built, log_path=result.log, fmt="text")
-        return CellOutput(result.built.wheel, result.built.provenance)
 
-    return build_cell
+    return build_cells(options, ConsoleReporter(err, quiet=True), on_built=show, build=build)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -417,7 +384,7 @@ def run_request(request: MatrixRequest, builder: CellBuilder | None) -> int:
     if request.export is None:
         check_folder(request.index)  # a plan naming an index that cannot work is refused
         check_folder(request.work)
-    recipes = recipe_facts(request.spec, request.settings)
+    recipes = read_recipes(request.spec, request.settings)
     plan = make_plan(
         request.spec,
         recipes,
