@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from archwheel.errors import UsageError
 from archwheel.exit_codes import EXIT_OK, EXIT_USAGE, EXIT_VERDICT_FAILED
 from archwheel.interfaces.commands import SUMMARY
-from archwheel.interfaces.commands.options import version_text
+from archwheel.interfaces.commands.options import path_argument, version_text
 from archwheel.interfaces.render.formats import FORMATS
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--reference",
-        type=Path,
+        type=path_argument,
         metavar="WHEEL",
         help="estimate the wheel size of the list from this wheel's per-arch bytes",
     )

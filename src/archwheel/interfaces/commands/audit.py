@@ -14,6 +14,7 @@ from archwheel.interfaces.commands.options import (
     add_interpreter_option,
     check_output,
     environment_settings,
+    path_argument,
     write_output,
 )
 from archwheel.interfaces.render.formats import FORMATS
@@ -64,7 +65,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "inputs",
         nargs="*",
-        type=Path,
+        type=path_argument,
         metavar="INPUT",
         help="wheels (.whl), shared libraries, executables, .o/.a, .cubin, .fatbin, or directories",
     )
@@ -92,7 +93,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "-o",
         "--output",
-        type=Path,
+        type=path_argument,
         metavar="FILE",
         help="write the report to FILE instead of standard output",
     )

@@ -22,6 +22,7 @@ from archwheel.interfaces.commands.options import (
     ccache_size,
     check_folder,
     environment_settings,
+    path_argument,
     version_text,
     volume_name,
 )
@@ -98,7 +99,9 @@ def register(subparsers: Any) -> None:
         help="build against this torch instead of the one the recipe pins (e.g. 2.13.0)",
     )
     parser.add_argument("--jobs", type=int, help="compile jobs (default: from cores and memory)")
-    parser.add_argument("--out", type=Path, default=Path("dist"), help="output folder (dist/)")
+    parser.add_argument(
+        "--out", type=path_argument, default=Path("dist"), help="output folder (dist/)"
+    )
     parser.add_argument("--engine", choices=ENGINES, default="docker")
     parser.add_argument(
         "--check-reproducible",

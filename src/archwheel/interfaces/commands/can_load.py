@@ -13,6 +13,7 @@ from archwheel.interfaces.commands.options import (
     add_interpreter_option,
     environment_settings,
     net_budget,
+    path_argument,
 )
 from archwheel.interfaces.render.formats import FORMATS
 
@@ -58,13 +59,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("wheel", type=Path, metavar="WHEEL", help="the wheel to judge")
+    p.add_argument("wheel", type=path_argument, metavar="WHEEL", help="the wheel to judge")
     p.add_argument(
         "--with",
         dest="with_wheels",
         action="append",
         default=[],
-        type=Path,
+        type=path_argument,
         metavar="WHEEL",
         help="a wheel installed next to it: exactly one torch, and any others (nvidia-*); "
         "repeatable",

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from archwheel.interfaces.commands import SUMMARY
-from archwheel.interfaces.commands.options import version_text
+from archwheel.interfaces.commands.options import path_argument, version_text
 from archwheel.interfaces.render.formats import FORMATS
 
 if TYPE_CHECKING:
@@ -47,7 +47,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "inputs", nargs="+", type=Path, metavar="WHEEL", help="wheels, libraries or directories"
+        "inputs",
+        nargs="+",
+        type=path_argument,
+        metavar="WHEEL",
+        help="wheels, libraries or directories",
     )
     parser.add_argument(
         "--gpu", action="append", default=[], help='GPU names, comma-separated: "A100,RTX 5090"'

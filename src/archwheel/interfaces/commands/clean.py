@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archwheel.interfaces.commands import SUMMARY
-from archwheel.interfaces.commands.options import environment_settings
+from archwheel.interfaces.commands.options import environment_settings, path_argument
 
 EXAMPLES = """\
 examples:
@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--temp",
-        type=Path,
+        type=path_argument,
         action="append",
         default=[],
         metavar="DIR",
@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--index",
-        type=Path,
+        type=path_argument,
         action="append",
         default=[],
         metavar="DIR",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archwheel.interfaces.commands import SUMMARY
+from archwheel.interfaces.commands.options import path_argument
 from archwheel.interfaces.render.formats import FORMATS
 
 DESCRIPTION = """\
@@ -35,8 +36,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("old", type=Path, metavar="OLD", help="wheel, library, directory or audit JSON")
-    p.add_argument("new", type=Path, metavar="NEW", help="wheel, library, directory or audit JSON")
+    p.add_argument(
+        "old", type=path_argument, metavar="OLD", help="wheel, library, directory or audit JSON"
+    )
+    p.add_argument(
+        "new", type=path_argument, metavar="NEW", help="wheel, library, directory or audit JSON"
+    )
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
     p.set_defaults(func=run)
 

@@ -10,6 +10,7 @@ from archwheel.interfaces.commands import SUMMARY
 from archwheel.interfaces.commands.options import (
     add_interpreter_option,
     check_output,
+    path_argument,
     write_output,
 )
 from archwheel.interfaces.render.formats import FORMATS
@@ -59,8 +60,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog=MANIFEST_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    make.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL")
-    make.add_argument("-o", "--output", type=Path, help="write here (default: stdout)")
+    make.add_argument("wheels", nargs="+", type=path_argument, metavar="WHEEL")
+    make.add_argument("-o", "--output", type=path_argument, help="write here (default: stdout)")
     make.set_defaults(func=run_manifest)
 
     verify = subparsers.add_parser(
@@ -70,9 +71,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog=VERIFY_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    verify.add_argument("manifest", type=Path)
-    verify.add_argument("wheels", nargs="*", type=Path, metavar="WHEEL")
-    verify.add_argument("--dir", type=Path, help="where the wheel files are")
+    verify.add_argument("manifest", type=path_argument)
+    verify.add_argument("wheels", nargs="*", type=path_argument, metavar="WHEEL")
+    verify.add_argument("--dir", type=path_argument, help="where the wheel files are")
     verify.add_argument("--env", action="store_true", help="check the installed environment")
     add_interpreter_option(verify, "the environment's interpreter")
     verify.add_argument(

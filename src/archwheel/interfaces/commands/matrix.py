@@ -28,6 +28,7 @@ from archwheel.interfaces.commands.options import (
     check_output,
     environment_settings,
     net_budget,
+    path_argument,
     version_text,
     volume_name,
     write_output,
@@ -119,8 +120,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=MATRIX_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("matrix", nargs="?", type=Path, metavar="MATRIX.toml", help="matrix file")
-    p.add_argument("--index", type=Path, required=True, help="the index folder")
+    p.add_argument(
+        "matrix", nargs="?", type=path_argument, metavar="MATRIX.toml", help="matrix file"
+    )
+    p.add_argument("--index", type=path_argument, required=True, help="the index folder")
     p.add_argument("--recipe", action="append", default=[], help="a recipe (replaces the file's)")
     p.add_argument(
         "--torch",
@@ -160,7 +163,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "wheels that must be rebuilt (exit 1; docs/matrix.md)",
     )
     p.add_argument(
-        "--work", type=Path, default=Path("dist/matrix"), help="cell build folders (dist/matrix)"
+        "--work",
+        type=path_argument,
+        default=Path("dist/matrix"),
+        help="cell build folders (dist/matrix)",
     )
     p.add_argument("--engine", choices=ENGINES, default="docker")
     p.add_argument("--jobs", type=int, help="compile jobs per cell")
@@ -185,7 +191,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=EXPORTS,
         help="write a workflow: one job per cell to build, then a job merging them",
     )
-    ci.add_argument("-o", "--output", type=Path, metavar="FILE", help="write it to FILE")
+    ci.add_argument("-o", "--output", type=path_argument, metavar="FILE", help="write it to FILE")
     ci.add_argument("--runner", metavar="LABEL", help="GitHub runs-on label / GitLab runner tag")
     ci.add_argument(
         "--install",
@@ -203,17 +209,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "index in one atomic step (with <wheel>.provenance.json when it lies beside)."
         ),
     )
-    q.add_argument("wheels", nargs="*", type=Path, metavar="WHEEL")
+    q.add_argument("wheels", nargs="*", type=path_argument, metavar="WHEEL")
     q.add_argument(
         "--from-index",
         action="append",
         default=[],
-        type=Path,
+        type=path_argument,
         metavar="DIR",
         help="also publish every wheel of the archwheel index trees under DIR (CI artifacts), "
         "with what their manifests say; each is audited again",
     )
-    q.add_argument("--index", type=Path, required=True, help="the index folder")
+    q.add_argument("--index", type=path_argument, required=True, help="the index folder")
     q.add_argument("--expect", metavar="ARCHS", help="the arch list the wheels must hold")
     q.add_argument(
         "--torch", type=version_text, metavar="VERSION", help="the torch they were built against"
@@ -229,7 +235,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--default",
         action="append",
         default=[],
-        type=Path,
+        type=path_argument,
         metavar="WHEEL",
         help="with --variants: also publish WHEEL plain, for installers without variant support",
     )

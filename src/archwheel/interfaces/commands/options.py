@@ -24,6 +24,23 @@ if TYPE_CHECKING:
     from archwheel.effects import NetBudget, Settings
 
 
+def path_argument(text: str) -> Path:
+    """A path given on the command line: an empty one is refused (``Path("")`` is the current
+    folder, which nobody means by ``''``), and so is one holding a NUL (no system call takes it)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names nothing (give a file or folder)")
+    if "\0" in text:
+        raise argparse.ArgumentTypeError("a path cannot hold a NUL character")
+    return Path(text)
+
+
+def interpreter_argument(text: str) -> str:
+    """An interpreter named on the command line (a path, or a name looked up on PATH), refused
+    where ``path_argument`` refuses a path."""
+    path_argument(text)
+    return text
+
+
 def environment_settings() -> Settings:
     """archwheel's settings (the ``ARCHWHEEL_*`` variables, ``effects.settings``), read from
     this process's environment: here, at the edge, when a command builds its request; the
@@ -75,7 +92,7 @@ def add_alias(
 
 def add_interpreter_option(parser: argparse.ArgumentParser, help_text: str) -> None:
     """``--interpreter PATH`` (stored as ``interpreter``), with ``--python PATH`` as its alias."""
-    parser.add_argument("--interpreter", metavar="PATH", help=help_text)
+    parser.add_argument("--interpreter", metavar="PATH", type=interpreter_argument, help=help_text)
     add_alias(
         parser, "--python", dest="interpreter", replacement="--interpreter PATH", metavar="PATH"
     )

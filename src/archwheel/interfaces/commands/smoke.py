@@ -19,6 +19,7 @@ from archwheel.interfaces.commands.options import (
     check_output,
     environment_settings,
     non_negative_int,
+    path_argument,
     positive_number,
     write_output,
 )
@@ -74,7 +75,9 @@ def register(subparsers: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("wheels", nargs="*", type=Path, metavar="WHEEL", help="wheels to test")
+    parser.add_argument(
+        "wheels", nargs="*", type=path_argument, metavar="WHEEL", help="wheels to test"
+    )
     parser.add_argument(
         "--backend",
         choices=("venv", "docker", "existing"),
@@ -99,9 +102,9 @@ def register(subparsers: Any) -> None:
         "--index-url", metavar="URL", help="package index for the wheels' requirements"
     )
     add_alias(index, "--index", dest="index_url", replacement="--index-url URL", metavar="URL")
-    index.add_argument("--find-links", type=Path, metavar="DIR", help="a folder of wheels")
+    index.add_argument("--find-links", type=path_argument, metavar="DIR", help="a folder of wheels")
     parser.add_argument(
-        "--snippet", type=Path, metavar="FILE", help="the recipe's smoke snippet (Python)"
+        "--snippet", type=path_argument, metavar="FILE", help="the recipe's smoke snippet (Python)"
     )
     parser.add_argument(
         "--steps",
@@ -139,7 +142,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.add_argument(
         "--output",
-        type=Path,
+        type=path_argument,
         metavar="FILE",
         help="also write the JSON report to FILE (whatever --format prints)",
     )
