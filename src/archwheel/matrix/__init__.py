@@ -27,8 +27,8 @@ if TYPE_CHECKING:
         candidates_from,
         publish,
         read_index,
-        unfinished_publishes,
     )
+    from archwheel.matrix.layout import published_tree, unfinished_publishes
     from archwheel.matrix.plan import (
         MAX_MATRIX_CELLS,
         Action,
@@ -63,7 +63,8 @@ _WHERE = {
     "PublishResult": "index",
     "candidates_from": "index",
     "publish": "index",
-    "unfinished_publishes": "index",
+    "unfinished_publishes": "layout",
+    "published_tree": "layout",
     "read_index": "index",
     "MAX_MATRIX_CELLS": "plan",
     "Action": "plan",
@@ -111,6 +112,7 @@ __all__ = [
     "make_plan",
     "parse_exclusion",
     "publish",
+    "published_tree",
     "read_index",
     "recheck_index",
     "run_matrix",

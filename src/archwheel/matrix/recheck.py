@@ -38,7 +38,6 @@ from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ArchwheelError
 from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.matrix.index import (
-    CURRENT,
     PROVENANCE_SUFFIX,
     WHEELS,
     IndexEntry,
@@ -46,6 +45,7 @@ from archwheel.matrix.index import (
     read_index,
     torch_requirement,
 )
+from archwheel.matrix.layout import published_tree
 from archwheel.verdicts.load import LoadReport, LoadVerdict
 from archwheel.verdicts.torch_range import (
     TorchListing,
@@ -158,9 +158,10 @@ def recheck_index(
 ) -> RecheckReport:
     """Every published wheel built against torch, against the releases newer than those it
     was checked against (see the module doc). ``cache``: archwheel's cache folder (what was
-    read of each torch wheel is kept there)."""
+    read of each torch wheel is kept there). An index with no published tree (no ``current``,
+    or one whose tree is gone) is a ``UsageError``, not an index with nothing to rebuild."""
     say = on_event or (lambda _line: None)
-    tree = index / CURRENT
+    tree = published_tree(index)
     found: list[WheelRecheck] = []
     listing = _Listing(pip, say)
     for entry in sorted(read_index(index), key=lambda e: e.file):

@@ -17,8 +17,8 @@ from archwheel.matrix.index import (
     Candidate,
     publish,
     read_index,
-    unfinished_publishes,
 )
+from archwheel.matrix.layout import unfinished_publishes
 from tests.support.cli import CliRun
 from tests.support.index_wheels import make_dist
 

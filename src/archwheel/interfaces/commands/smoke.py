@@ -18,6 +18,8 @@ from archwheel.interfaces.commands.options import (
     add_interpreter_option,
     check_output,
     environment_settings,
+    location_path,
+    location_text,
     non_negative_int,
     positive_number,
     write_output,
@@ -96,10 +98,13 @@ def register(subparsers: Any) -> None:
     )
     index = parser.add_mutually_exclusive_group()
     index.add_argument(
-        "--index-url", metavar="URL", help="package index for the wheels' requirements"
+        "--index-url",
+        type=location_text,
+        metavar="URL",
+        help="package index for the wheels' requirements",
     )
     add_alias(index, "--index", dest="index_url", replacement="--index-url URL", metavar="URL")
-    index.add_argument("--find-links", type=Path, metavar="DIR", help="a folder of wheels")
+    index.add_argument("--find-links", type=location_path, metavar="DIR", help="a folder of wheels")
     parser.add_argument(
         "--snippet", type=Path, metavar="FILE", help="the recipe's smoke snippet (Python)"
     )
