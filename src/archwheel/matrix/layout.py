@@ -68,8 +68,9 @@ def current_tree(index: Path) -> Path | None:
     Only the link archwheel makes is taken: one reading ``trees/<id>`` with a tree's name. A
     link leading anywhere else (an absolute path, ``..``, another folder of the index) or a
     ``current`` that is no link is a ``UsageError``: taken as it was, a ``current`` pointing
-    at ``/`` made every tree of the index look unfinished to ``clean``. The tree itself may be
-    missing (see ``published_tree``)."""
+    at ``/`` made every tree of the index look unfinished to ``clean``; so is a ``trees`` that
+    is not a real folder (``trees_folder``). The tree itself may be missing (see
+    ``published_tree``)."""
     link = index / CURRENT
     status = _lstat(link)
     if status is None:
@@ -87,6 +88,7 @@ def current_tree(index: Path) -> Path | None:
             "not the link archwheel makes",
             hint=_NOT_OURS,
         )
+    trees_folder(index)  # trees/<id> through a trees/ that is a link would lead out too
     return index / TREES / parts[1]
 
 

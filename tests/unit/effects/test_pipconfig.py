@@ -196,4 +196,4 @@ def test_an_empty_location_is_refused_below_the_command_line() -> None:
     """The same at the floor the command line and the Python callers share."""
     for kwargs in ({"index_url": ""}, {"extra_index_urls": [" "]}, {"find_links": [""]}):
         with pytest.raises(UsageError, match="empty package index URL"):
-            PipSettings().override(**kwargs)  # type: ignore[arg-type]
+            PipSettings().override(**kwargs)
