@@ -69,8 +69,8 @@ def current_tree(index: Path) -> Path | None:
     link leading anywhere else (an absolute path, ``..``, another folder of the index) or a
     ``current`` that is no link is a ``UsageError``: taken as it was, a ``current`` pointing
     at ``/`` made every tree of the index look unfinished to ``clean``; so is a ``trees`` that
-    is not a real folder (``trees_folder``). The tree itself may be missing (see
-    ``published_tree``)."""
+    is not a real folder (``trees_folder``), or a tree that is a link. The tree may be missing
+    (see ``published_tree``)."""
     link = index / CURRENT
     status = _lstat(link)
     if status is None:
@@ -89,7 +89,15 @@ def current_tree(index: Path) -> Path | None:
             hint=_NOT_OURS,
         )
     trees_folder(index)  # trees/<id> through a trees/ that is a link would lead out too
-    return index / TREES / parts[1]
+    tree = index / TREES / parts[1]
+    status = _lstat(tree)
+    if status is not None and not stat.S_ISDIR(status.st_mode):
+        raise UsageError(
+            f"{tree}, the tree {link} names, is not a folder made by archwheel "
+            f"(a {kind_of(status.st_mode)}): not followed",
+            hint=_NOT_OURS,
+        )
+    return tree
 
 
 def published_tree(index: Path) -> Path:

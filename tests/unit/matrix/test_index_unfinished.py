@@ -178,7 +178,7 @@ def _lock_link(index: Path, victim: Path) -> None:
 
 
 def _current_tree_link(index: Path, victim: Path) -> None:
-    # A tree that is a link out, named by current: read through, never removed.
+    # A tree that is a link out, named by current.
     (index / TREES / NEW_NAME).symlink_to(victim / NEW_NAME, target_is_directory=True)
     _relink(index / CURRENT, f"{TREES}/{NEW_NAME}")
 
@@ -197,7 +197,7 @@ CURRENT_SHAPES: dict[str, tuple[Tamper, bool]] = {
     ),
     "current-trees": (lambda index, _victim: _relink(index / CURRENT, TREES), True),
     "current-folder": (_current_folder, True),
-    "current-tree-link": (_current_tree_link, False),
+    "current-tree-link": (_current_tree_link, True),
 }
 TREES_SHAPES: dict[str, tuple[Tamper, bool]] = {
     "trees-link": (_swap_trees, True),
