@@ -111,7 +111,7 @@ def existing_folder(option: str, path: Path, hint: str) -> None:
     given as an index was "nothing to clean", exit 0)."""
     import stat
 
-    from archwheel.effects.files import kind_of
+    from archwheel.effects import kind_of
 
     try:
         mode = path.stat().st_mode
