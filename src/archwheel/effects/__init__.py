@@ -22,6 +22,7 @@ __all__ = [
     "Watchdog",
     "cache_dir",
     "check_volume_name",
+    "kind_of",
     "parse_timeout",
     "run_program",
     "write_text_atomic",
@@ -39,6 +40,7 @@ _WHERE = {
     "Watchdog": "watchdog",
     "cache_dir": "paths",
     "check_volume_name": "engine",
+    "kind_of": "files",
     "parse_timeout": "process",
     "run_program": "process",
     "write_text_atomic": "files",
@@ -53,7 +55,7 @@ if TYPE_CHECKING:
         EngineSettings,
         check_volume_name,
     )
-    from archwheel.effects.files import write_text_atomic
+    from archwheel.effects.files import kind_of, write_text_atomic
     from archwheel.effects.paths import cache_dir
     from archwheel.effects.pipconfig import PipSettings
     from archwheel.effects.process import parse_timeout, run_program

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
         candidates_from,
         publish,
         read_index,
-        unfinished_publishes,
     )
+    from archwheel.matrix.layout import published_tree, unfinished_publishes
     from archwheel.matrix.plan import (
         MAX_MATRIX_CELLS,
         Action,
@@ -73,7 +73,8 @@ _WHERE = {
     "PublishResult": "index",
     "candidates_from": "index",
     "publish": "index",
-    "unfinished_publishes": "index",
+    "unfinished_publishes": "layout",
+    "published_tree": "layout",
     "read_index": "index",
     "MAX_MATRIX_CELLS": "plan",
     "Action": "plan",
@@ -128,6 +129,7 @@ __all__ = [
     "parse_exclusion",
     "publish",
     "publish_variants",
+    "published_tree",
     "read_index",
     "read_recipes",
     "recheck_index",

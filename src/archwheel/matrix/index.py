@@ -17,7 +17,7 @@ Layout of an index folder ``INDEX`` (serve ``INDEX/current`` with any static web
 Publishing writes a whole new tree (earlier wheels hard-linked, not copied), then points
 ``current`` at it with one ``rename``: a reader sees the old index or the new one, never a mix.
 The two newest trees are kept, so that a reader still inside the previous tree finishes.
-Publishers take a lock (``INDEX/.lock``) so two of them never lose each other's wheels.
+Publishers take a lock (``INDEX/.lock``, ``matrix.layout``: the lock and every removal here).
 
 Nothing gets in unaudited: every wheel is scanned and audited here, by archwheel's own audit,
 against the arch list it was built for (given, or read from its provenance); a wheel the scan
@@ -27,15 +27,11 @@ name already published is never given other bytes (pip caches by name and hash).
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import hashlib
 import os
 import re
-import secrets
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -59,10 +55,22 @@ from archwheel.effects.files import (
     write_json_atomic,
     write_text_atomic,
 )
-from archwheel.errors import ArchwheelError, InputError, OutputError, UsageError
+from archwheel.errors import ArchwheelError, InputError, UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.documents import Table
 from archwheel.facts.versions import CudaVersion
+from archwheel.matrix.layout import CURRENT as CURRENT  # noqa: PLC0414 - the index's layout
+from archwheel.matrix.layout import TREES as TREES  # noqa: PLC0414
+from archwheel.matrix.layout import (
+    collect,
+    current_tree,
+    locked,
+    new_tree_name,
+    remove_unfinished,
+    swap,
+    writing_into,
+)
+from archwheel.matrix.layout import simple_url as simple_url  # noqa: PLC0414
 from archwheel.matrix.pages import WHEELS as WHEELS  # noqa: PLC0414 - the tree's layout
 from archwheel.matrix.pages import (
     find_links_page,
@@ -77,13 +85,10 @@ if TYPE_CHECKING:  # what a variants publish adds under the lock (screen, extras
     from archwheel.matrix.variants import VariantTree
 
 INDEX_SCHEMA_VERSION = 1
-CURRENT = "current"
-TREES = "trees"
 MANIFEST = "index.json"
 AUDIT_SUFFIX = ".audit.json"
 METADATA_SUFFIX = ".metadata"
 PROVENANCE_SUFFIX = ".provenance.json"
-KEEP_TREES = 2
 METADATA_LIMIT = 4 << 20  # bytes of METADATA read at most
 # Renders a tree's index.html from the written tree (its index.json and the audit JSON beside
 # each wheel); the interfaces floor passes one with a chart, else ``landing_page`` is used.
@@ -314,17 +319,14 @@ class _Examined:
 # -- reading --------------------------------------------------------------------------------------
 
 
-def simple_url(index: Path) -> str:
-    """The ``--index-url`` of an index folder: ``file:///.../current/simple/``."""
-    return (index.resolve() / CURRENT / "simple").as_uri() + "/"
-
-
 def read_index(index: Path) -> tuple[IndexEntry, ...]:
-    """The entries of the index's current tree (none when it has not been published yet)."""
-    manifest = index / CURRENT / MANIFEST
-    if not manifest.exists():
+    """The entries of the index's current tree (none when it has not been published yet, or
+    its tree is gone); a ``current`` that is not archwheel's link is a ``UsageError``
+    (``layout.current_tree``: it is never followed out of the index)."""
+    tree = current_tree(index)
+    if tree is None or not (tree / MANIFEST).exists():
         return ()
-    return tuple(_manifest_entries(manifest))
+    return tuple(_manifest_entries(tree / MANIFEST))
 
 
 MAX_MANIFEST_BYTES = 64 << 20  # an index manifest (index.json): 10000 entries are about 5 MB
@@ -509,16 +511,6 @@ def examine(candidate: Candidate, now: str) -> _Examined | Refusal:
 # -- publishing -----------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _locked(index: Path) -> Iterator[None]:
-    with (index / ".lock").open("a") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
 def _place(source: Path, target: Path, *, link: bool) -> None:
     if link:
         try:
@@ -527,23 +519,6 @@ def _place(source: Path, target: Path, *, link: bool) -> None:
         except OSError:
             pass
     shutil.copyfile(source, target)
-
-
-def _current_tree(index: Path) -> Path | None:
-    current = index / CURRENT
-    if not current.exists() and not current.is_symlink():
-        return None
-    if not current.is_symlink():
-        raise UsageError(
-            f"{current} is not a symlink made by archwheel",
-            hint="publish into an empty folder or one that archwheel published before",
-        )
-    return current.resolve()
-
-
-def _new_tree_name() -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    return f"{stamp}-{secrets.token_hex(4)}"
 
 
 def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
@@ -594,66 +569,6 @@ def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
     write_text_atomic(tree / "index.html", text)
 
 
-def _swap(index: Path, tree: Path) -> None:
-    """Point ``current`` at ``tree`` with one rename (a reader never sees a half index)."""
-    temporary = index / f".{CURRENT}-{secrets.token_hex(4)}"
-    temporary.symlink_to(Path(TREES) / tree.name, target_is_directory=True)
-    try:
-        temporary.replace(index / CURRENT)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
-def _unfinished(index: Path) -> list[Path]:
-    """What publishes that did not finish left in ``index`` (call it under the lock): every
-    tree newer than the current one (a publish writes its tree, then swaps ``current`` to it,
-    under the lock: a newer tree is one whose swap never came), every tree when there is no
-    ``current``, and the temporary ``.current-*`` links of an unfinished swap."""
-    found: list[Path] = []
-    trees = index / TREES
-    current = _current_tree(index)
-    if trees.is_dir():
-        for tree in sorted(trees.iterdir()):
-            if not tree.is_dir() or tree.is_symlink() or tree == current:
-                continue
-            if current is None or tree.name > current.name:
-                found.append(tree)
-    found.extend(sorted(p for p in index.glob(f".{CURRENT}-*") if p.is_symlink()))
-    return found
-
-
-def _remove_unfinished(index: Path) -> tuple[str, ...]:
-    removed = []
-    for path in _unfinished(index):
-        if path.is_symlink():
-            path.unlink(missing_ok=True)
-        else:
-            shutil.rmtree(path, ignore_errors=True)
-        if not path.exists() and not path.is_symlink():
-            removed.append(str(path.relative_to(index)))
-    return tuple(removed)
-
-
-def unfinished_publishes(index: Path, *, remove: bool) -> tuple[str, ...]:
-    """The trees and links (relative to ``index``) that publishes killed before their swap
-    left; removed when ``remove``. Taken under the index's lock: a publish in progress holds
-    it, so its tree is never taken for a leftover."""
-    if not (index / TREES).is_dir():
-        return ()
-    with _writing_into(index), _locked(index):
-        if remove:
-            return _remove_unfinished(index)
-        return tuple(str(p.relative_to(index)) for p in _unfinished(index))
-
-
-def _collect(index: Path, keep: Path) -> None:
-    trees = sorted((p for p in (index / TREES).iterdir() if p.is_dir()), key=lambda p: p.name)
-    for old in trees[:-KEEP_TREES]:
-        if old != keep:
-            shutil.rmtree(old, ignore_errors=True)
-
-
 def publish(index: Path, candidates: Sequence[Candidate], *, landing: Landing | None = None,
             variants: VariantTree | None = None) -> PublishResult:  # fmt: skip
     """Audit each candidate and publish those that pass, in one atomic step.
@@ -662,30 +577,16 @@ def publish(index: Path, candidates: Sequence[Candidate], *, landing: Landing | 
     index the system will not let grow (a full or read-only file system) is an
     ``OutputError`` naming the index, not a file inside it or the wheel being copied."""
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    with _writing_into(index):
+    with writing_into(index):
         index.mkdir(parents=True, exist_ok=True)
         return _publish(index, candidates, landing, now, variants)
 
 
-# What writing into a full, read-only or quota-bound file system raises.
-_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
-
-
-@contextlib.contextmanager
-def _writing_into(index: Path) -> Iterator[None]:
-    try:
-        yield
-    except OSError as exc:
-        if exc.errno in _NO_ROOM:
-            raise OutputError.cannot_write(index, exc) from None
-        raise
-
-
 def _publish(index: Path, candidates: Sequence[Candidate], landing: Landing | None, now: str,
              variants: VariantTree | None) -> PublishResult:  # fmt: skip
-    with _locked(index):
-        stale = _remove_unfinished(index)
-        old_tree = _current_tree(index)
+    with locked(index):
+        stale = remove_unfinished(index)
+        old_tree = current_tree(index)
         existing = {e.file: e for e in read_index(index)}
         accepted: list[_Examined] = []
         unchanged: list[IndexEntry] = []
@@ -716,16 +617,16 @@ def _publish(index: Path, candidates: Sequence[Candidate], landing: Landing | No
                                  tuple(existing.values()), stale)  # fmt: skip
         entries = [*existing.values(), *(a.entry for a in accepted)]
         (index / TREES).mkdir(exist_ok=True)
-        tree = index / TREES / _new_tree_name()
+        tree = index / TREES / new_tree_name()
         try:
             _write_tree(tree, old_tree, entries, accepted, landing)
             if variants is not None:  # the variants' files, beside the pages
                 variants.extras(tree, old_tree, entries)
-            _swap(index, tree)
+            swap(index, tree)
         except BaseException:
             shutil.rmtree(tree, ignore_errors=True)
             raise
-        _collect(index, tree)
+        collect(index, tree)
     return PublishResult(
         index,
         tree,

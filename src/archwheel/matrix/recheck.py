@@ -45,7 +45,6 @@ from archwheel.inspection.torch_range import (
     torch_releases_for,
 )
 from archwheel.matrix.index import (
-    CURRENT,
     PROVENANCE_SUFFIX,
     WHEELS,
     IndexEntry,
@@ -53,6 +52,7 @@ from archwheel.matrix.index import (
     read_index,
     torch_requirement,
 )
+from archwheel.matrix.layout import published_tree
 from archwheel.verdicts.load import LoadReport, LoadVerdict
 
 Event = Callable[[str], None]
@@ -165,9 +165,11 @@ def recheck_index(
     """Every published wheel built against torch, against the releases newer than those it
     was checked against (see the module doc). ``cache``: archwheel's cache folder (what was
     read of each torch wheel is kept there); ``budget``: the run's network time, every wheel's
-    checks together (None: the default limits, ``effects.deadline``)."""
+    checks together (None: the default limits, ``effects.deadline``). An index with no published
+    tree (no ``current``, or one whose tree is gone) is a ``UsageError``, not an index with
+    nothing to rebuild."""
     say = on_event or (lambda _line: None)
-    tree = index / CURRENT
+    tree = published_tree(index)
     found: list[WheelRecheck] = []
     listing = _Listing(pip, say, budget or NetBudget())
     for entry in sorted(read_index(index), key=lambda e: e.file):

@@ -22,6 +22,7 @@ from archwheel.interfaces.commands.options import (
     ccache_size,
     check_folder,
     environment_settings,
+    location_text,
     path_argument,
     version_text,
     volume_name,
@@ -134,9 +135,19 @@ def register(subparsers: Any) -> None:
         "pip inside the container (default: this host's pip configuration)"
     )
     pip.add_argument("--ca-bundle", help="CA bundle (PEM) for pip, or 'none'")
-    pip.add_argument("--index-url", metavar="URL", help="replace the package index")
-    pip.add_argument("--extra-index-url", action="append", default=[], help="add an index")
-    pip.add_argument("--find-links", action="append", default=[], help="add a wheel folder/URL")
+    pip.add_argument(
+        "--index-url", type=location_text, metavar="URL", help="replace the package index"
+    )
+    pip.add_argument(
+        "--extra-index-url", type=location_text, action="append", default=[], help="add an index"
+    )
+    pip.add_argument(
+        "--find-links",
+        type=location_text,
+        action="append",
+        default=[],
+        help="add a wheel folder/URL",
+    )
     pip.add_argument(
         "--no-host-pip-config", action="store_true", help="ignore this host's pip configuration"
     )

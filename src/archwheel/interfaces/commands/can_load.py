@@ -12,6 +12,7 @@ from archwheel.interfaces.commands import SUMMARY
 from archwheel.interfaces.commands.options import (
     add_interpreter_option,
     environment_settings,
+    location_text,
     net_budget,
     path_argument,
 )
@@ -90,6 +91,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--index-url",
+        type=location_text,
         metavar="URL",
         help="with --torch: look on this index instead of pip's configured ones",
     )
@@ -123,7 +125,7 @@ class CanLoadRequest:
 
         if args.torch is not None and (args.with_wheels or args.installed):
             raise UsageError("give --torch, or --with wheels, or --installed: one of them")
-        if args.torch is None and (args.python_version or args.index_url):
+        if args.torch is None and (args.python_version or args.index_url is not None):
             raise UsageError("--python-version and --index-url go with --torch")
         return cls(
             wheel=args.wheel,
@@ -196,7 +198,7 @@ def run_range(request: CanLoadRequest) -> int:
     settings = environment_settings()
     budget = net_budget(settings)  # a limit that is not one: refused before anything is read
     pip = PipSettings.from_host()
-    if request.index_url:
+    if request.index_url is not None:
         pip = PipSettings(index_url=request.index_url, ca_bundle=pip.ca_bundle)
     report = can_load_range(
         request.wheel,

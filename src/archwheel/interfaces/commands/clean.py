@@ -7,7 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archwheel.interfaces.commands import SUMMARY
-from archwheel.interfaces.commands.options import environment_settings, path_argument
+from archwheel.interfaces.commands.options import (
+    environment_settings,
+    existing_folder,
+    path_argument,
+)
 
 EXAMPLES = """\
 examples:
@@ -22,7 +26,12 @@ run has ended; with --index, trees a publish wrote but never swapped in. A live 
 host's, and anything without an owner record are left alone. Each build, smoke and publish
 removes the same leftovers of its own kind when it starts, and says so.
 
-exit codes: 0 nothing left (or --dry-run), 1 something could not be removed, 2 usage error,
+With --index, only what lies in the index's own layout is touched: trees/<id> folders newer
+than the one current names (never what a link leads to). An index whose current leads out of
+trees/, whose trees/ is a link, or whose .lock is not a regular file is refused untouched.
+
+exit codes: 0 nothing left (or --dry-run), 1 something could not be removed, 2 usage error
+(an --index that is no folder, or whose current, trees/ or .lock archwheel did not make),
 4 the engine given with --engine is missing or does not answer
 """
 
@@ -96,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
     from archwheel.matrix import unfinished_publishes
 
     request = CleanRequest.from_args(args)
+    for index in request.indexes:
+        existing_folder("--index", index, "an index folder that archwheel published")
     settings = environment_settings()
     notes: list[str] = []
     engine = None
@@ -109,12 +120,13 @@ def run(args: argparse.Namespace) -> int:
             if request.engine is not None:
                 raise
             notes.append(f"containers not checked: {exc.message}")
+    # The indexes first: one whose layout is not archwheel's ends the command before anything
+    # is removed anywhere.
+    trees = {str(index): unfinished_publishes(index, remove=False) for index in request.indexes}
     found = find_leftovers(engine, request.temp_roots)
     items = found if request.dry_run else remove_leftovers(engine, found)
-    trees = {
-        str(index): unfinished_publishes(index, remove=not request.dry_run)
-        for index in request.indexes
-    }
+    if not request.dry_run:
+        trees = {str(index): unfinished_publishes(index, remove=True) for index in request.indexes}
     report = CleanReport(tuple(items), trees, request.dry_run, tuple(notes))
     print_clean(report, request.format)
     return report.exit_code

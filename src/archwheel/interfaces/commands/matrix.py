@@ -27,6 +27,7 @@ from archwheel.interfaces.commands.options import (
     check_folder,
     check_output,
     environment_settings,
+    existing_folder,
     net_budget,
     path_argument,
     version_text,
@@ -64,6 +65,7 @@ from archwheel.matrix import (
     parse_exclusion,
     publish,
     publish_variants,
+    published_tree,
     read_index,
     read_recipes,
     recheck_index,
@@ -102,7 +104,8 @@ or publish them as wheel variants of one version with --variants (docs/variants.
 
 exit codes: 0 every cell passed (published, or skipped because the index has it),
 2 bad matrix or options, 5 a cell failed to build or its wheel was refused (publish: 1);
---recheck: 0 nothing to rebuild, 1 some wheel must be rebuilt, 3 a check could not be made
+--recheck: 0 nothing to rebuild, 1 some wheel must be rebuilt, 3 a check could not be made,
+2 an --index that is no published index (a file, no current, a current whose tree is gone)
 """
 
 
@@ -362,8 +365,8 @@ def run_recheck(args: argparse.Namespace) -> int:
             f"--recheck reads the index only: {', '.join(given)} does not apply",
             hint="archwheel matrix --recheck --index DIR",
         )
-    if not args.index.is_dir():
-        raise UsageError(f"--index {args.index}: no such folder", hint="the index to recheck")
+    existing_folder("--index", args.index, "the index to recheck")
+    published_tree(args.index)  # before pip is asked: a damaged index is one line, exit 2
     from archwheel.effects import PipSettings
     from archwheel.interfaces.render.common import echo_to
 

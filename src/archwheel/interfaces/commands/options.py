@@ -122,6 +122,25 @@ def check_folder(path: Path) -> None:
     check_output_folder(path)
 
 
+def existing_folder(option: str, path: Path, hint: str) -> None:
+    """A folder named to be read (``clean --index``, ``matrix --recheck --index``) exists and
+    is a folder: a ``UsageError`` naming the option and the path otherwise (a regular file
+    given as an index was "nothing to clean", exit 0)."""
+    import stat
+
+    from archwheel.effects import kind_of
+
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise UsageError(f"{option} {path}: no such folder", hint=hint) from None
+    except (OSError, ValueError) as exc:  # a loop of links, a name too long, a NUL
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise UsageError(f"{option} {path}: cannot be read: {why}", hint=hint) from None
+    if not stat.S_ISDIR(mode):
+        raise UsageError(f"{option} {path}: not a folder (a {kind_of(mode)})", hint=hint)
+
+
 # A control character anywhere in a version, or white space around it: "12.8\n" must not pass
 # for 12.8 ("CUDA 12.8" is one way to write a CUDA version).
 _NOT_EXACT = re.compile(r"[\x00-\x1f\x7f-\x9f]|^\s|\s\Z")
@@ -137,6 +156,26 @@ def version_text(text: str) -> str:
             f"{text[:40]!r}: a control character, or white space around the version"
         )
     return text
+
+
+def location_text(text: str) -> str:
+    """An argparse type: a package index URL or a find-links location (``--index-url``,
+    ``--extra-index-url``, ``--find-links``), neither empty nor blank nor holding a control
+    character. An empty ``--index-url`` was taken for "not given", and the configured index
+    (or pip's default) was asked instead of the one the user meant."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty URL: give one, or leave the option out")
+    if _NOT_EXACT.search(text):
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r}: a control character, or white space around the URL"
+        )
+    return text
+
+
+def location_path(text: str) -> Path:
+    """An argparse type: a folder given as a find-links location (``smoke --find-links``), not
+    empty (``Path("")`` is the working folder)."""
+    return Path(location_text(text))
 
 
 def positive_number(text: str) -> float:

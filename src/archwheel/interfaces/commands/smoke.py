@@ -18,6 +18,8 @@ from archwheel.interfaces.commands.options import (
     add_interpreter_option,
     check_output,
     environment_settings,
+    location_path,
+    location_text,
     non_negative_int,
     path_argument,
     positive_number,
@@ -99,10 +101,13 @@ def register(subparsers: Any) -> None:
     )
     index = parser.add_mutually_exclusive_group()
     index.add_argument(
-        "--index-url", metavar="URL", help="package index for the wheels' requirements"
+        "--index-url",
+        type=location_text,
+        metavar="URL",
+        help="package index for the wheels' requirements",
     )
     add_alias(index, "--index", dest="index_url", replacement="--index-url URL", metavar="URL")
-    index.add_argument("--find-links", type=path_argument, metavar="DIR", help="a folder of wheels")
+    index.add_argument("--find-links", type=location_path, metavar="DIR", help="a folder of wheels")
     parser.add_argument(
         "--snippet", type=path_argument, metavar="FILE", help="the recipe's smoke snippet (Python)"
     )
