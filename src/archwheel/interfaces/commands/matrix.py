@@ -365,13 +365,13 @@ def run_recheck(args: argparse.Namespace) -> int:
             f"--recheck reads the index only: {', '.join(given)} does not apply",
             hint="archwheel matrix --recheck --index DIR",
         )
+    settings = environment_settings()
+    budget = net_budget(settings)  # a limit that is not one: refused before anything is read
     existing_folder("--index", args.index, "the index to recheck")
     published_tree(args.index)  # before pip is asked: a damaged index is one line, exit 2
     from archwheel.effects import PipSettings
     from archwheel.interfaces.render.common import echo_to
 
-    settings = environment_settings()
-    budget = net_budget(settings)  # a limit that is not one: refused before anything is read
     report = recheck_index(
         args.index,
         pip=PipSettings.from_host().validated(),
