@@ -36,6 +36,13 @@ T = TypeVar("T")
 NonBlank = Annotated[str, msgspec.Meta(pattern=r"\S", extra={"invalid": "must not be empty"})]
 
 
+def missing_or_not(kind: str) -> msgspec.Meta:
+    """The one message of a field of a document archwheel writes itself that is absent or of
+    another type: ``{file}: {key}: missing or not a {kind}`` (``ok: missing or not a bool``)."""
+    message = f"missing or not a {kind}"
+    return msgspec.Meta(extra={"mistyped": message, "missing": message})
+
+
 class Document(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The base of every document Struct: frozen, keyword-only, unknown keys refused."""
 
@@ -85,7 +92,7 @@ def _translate(top: Table, info: typeinfo.Type, message: str) -> Exception:
         return table.fail(key, str(problem))
     if "expected" in extra:
         return table.expected(key, str(extra["expected"]), value)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if not mistyped and isinstance(value, (int, float)) and not isinstance(value, bool):
         bounds = _bounds(plain)
         if bounds and isinstance(plain, typeinfo.IntType):
             return table.fail(key, f"must be {bounds}, not {value}")
@@ -155,8 +162,32 @@ def _plain(info: typeinfo.Type) -> tuple[typeinfo.Type, Mapping[str, Any]]:
 
 
 def _fits(value: object, info: typeinfo.Type) -> bool:
-    """Whether ``value`` has the JSON type ``info`` asks for (enough to find the item at fault)."""
+    """Whether ``value`` is what ``info`` asks for: a Struct's value is decoded as one, a
+    table's or a list's items are checked in turn, a string or a number against its bounds
+    (so a table of tables names the item at fault, not its first one)."""
     plain, _ = _plain(info)
+    if isinstance(plain, typeinfo.StructType):
+        try:
+            msgspec.convert(value, plain.cls, strict=True)
+        except msgspec.ValidationError:
+            return False
+        return True
+    if isinstance(plain, typeinfo.DictType) and isinstance(value, Mapping):
+        return all(_fits(v, plain.value_type) for v in value.values())
+    if isinstance(plain, _ARRAYS) and isinstance(value, list):
+        return all(_fits(v, plain.item_type) for v in value)
+    if not _of_type(value, plain):
+        return False
+    if isinstance(plain, typeinfo.StrType) and isinstance(value, str):
+        return plain.pattern is None or re.search(plain.pattern, value) is not None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        low, high = getattr(plain, "ge", None), getattr(plain, "le", None)
+        return (low is None or value >= low) and (high is None or value <= high)
+    return True
+
+
+def _of_type(value: object, plain: typeinfo.Type) -> bool:
+    """Whether ``value`` has the JSON type of ``plain`` (a boolean is no number)."""
     kinds: dict[type[Any], type[Any] | tuple[type[Any], ...]] = {
         typeinfo.StrType: str,
         typeinfo.IntType: int,
