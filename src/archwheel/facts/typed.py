@@ -82,7 +82,7 @@ def _translate(top: Table, info: typeinfo.Type, message: str) -> Exception:
             field_type, field_extra = _plain(field.type) if field else (None, {})
             if "missing" in field_extra:
                 return inner.fail(name, str(field_extra["missing"]))
-            if isinstance(field_type, typeinfo.StructType):
+            if isinstance(field_type, typeinfo.StructType) and inner.toml_keys:
                 return inner.fail(name, "missing table (required)")
             return inner.missing(name)
     assert key is not None  # a type error is about a value, never the top table
