@@ -15,11 +15,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta
 
 from archwheel.errors import InputError
 from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.facts.documents import Table
+from archwheel.facts.typed import NonBlank, decode, missing_or_not
 from archwheel.verdicts.audit import AUDIT_SCHEMA_VERSION
 from archwheel.verdicts.document import document_header
 
@@ -93,50 +97,84 @@ def side_from_audit(
 
 # The largest byte count or number a document may say (JSON numbers have no bound of their own).
 MAX_COUNT = (1 << 63) - 1
-# An audit document's counts (audit.schema.json): the key and its least value.
-_INPUT_COUNTS = {"binaries_scanned": 0, "bytes_scanned": 0}
-_LIBRARY_COUNTS = {"size": 0, "containers": 0, "raw_cubins": 0}
-_IMAGE_COUNTS = {"count": 1, "stored_bytes": 0, "uncompressed_bytes": 0}
-_ARCH_COUNTS = {"libraries": 1, "entries": 1, "stored_bytes": 0, "uncompressed_bytes": 0}
+# An audit document's counts (audit.schema.json), each a whole number from its least value.
+_Count = Annotated[int, Meta(ge=0, le=MAX_COUNT)]
+_Positive = Annotated[int, Meta(ge=1, le=MAX_COUNT)]
+_Verdict = Annotated[bool, missing_or_not("bool")]
 _SEVERITIES = ("error", "warning")
+_Severity = Annotated[
+    str,
+    Meta(
+        pattern=f"^({'|'.join(_SEVERITIES)})$", extra={"invalid": "must be one of error, warning"}
+    ),
+]
 
 
-def _counts(table: Table, counts: Mapping[str, int]) -> None:
-    for key, low in counts.items():
-        if table.has(key):
-            table.integer(key, low=low, high=MAX_COUNT)
+class _Image(msgspec.Struct, frozen=True, kw_only=True):
+    """One image of a library (``inputs[0].libraries[0].images[0]``)."""
+
+    arch: NonBlank
+    kind: str = ""
+    count: _Positive = 1
+    stored_bytes: _Count = 0
+    uncompressed_bytes: _Count = 0
 
 
-def check_audit_document(document: Mapping[str, Any], origin: str) -> Table:
+class _Library(msgspec.Struct, frozen=True, kw_only=True):
+    """One library with device code, and its images."""
+
+    path: NonBlank
+    size: _Count = 0
+    containers: _Count = 0
+    raw_cubins: _Count = 0
+    images: tuple[_Image, ...] = ()
+
+
+class _Arch(msgspec.Struct, frozen=True, kw_only=True):
+    """One arch's totals over the input."""
+
+    libraries: _Positive = 1
+    entries: _Positive = 1
+    stored_bytes: _Count = 0
+    uncompressed_bytes: _Count = 0
+
+
+class _Problem(msgspec.Struct, frozen=True, kw_only=True):
+    """One problem the audit found."""
+
+    message: str
+    severity: _Severity = "error"
+
+
+class _Input(msgspec.Struct, frozen=True, kw_only=True):
+    """One audited input: its verdict, its counts, libraries, archs and problems."""
+
+    source: str
+    complete: _Verdict
+    binaries_scanned: _Count = 0
+    bytes_scanned: _Count = 0
+    libraries: tuple[_Library, ...]
+    archs: tuple[_Arch, ...] = ()
+    problems: tuple[_Problem, ...] = ()
+
+
+class _AuditDocument(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``diff`` reads of an audit document; the keys it does not read are kept unread."""
+
+    schema_version: Annotated[int, Meta(ge=AUDIT_SCHEMA_VERSION, le=AUDIT_SCHEMA_VERSION)]
+    ok: _Verdict
+    complete: _Verdict
+    exit_code: Annotated[int, Meta(ge=0, le=255)] = 0
+    inputs: tuple[_Input, ...]
+
+
+def check_audit_document(document: Mapping[str, Any], origin: str) -> None:
     """An ``archwheel audit --format json`` document checked against what its schema says
     (``interfaces/schema/audit.schema.json``) before anything is read from it: its
     ``schema_version``, the verdicts' types, and every count a whole number in its range.
-    Every refusal is one ``InputError`` of ``facts.documents.Table``'s shape (``{file}:
-    inputs[0].libraries[1].size must be an integer, not 'many'``)."""
-    top = Table(document, origin, InputError)
-    top.integer("schema_version", low=AUDIT_SCHEMA_VERSION, high=AUDIT_SCHEMA_VERSION)
-    for key in ("ok", "complete"):
-        top.typed(key, bool)
-    if top.has("exit_code"):
-        top.integer("exit_code", low=0, high=255)
-    for item in top.tables("inputs", required=True):
-        item.text("source")
-        item.typed("complete", bool)
-        _counts(item, _INPUT_COUNTS)
-        for library in item.tables("libraries", required=True):
-            library.text("path", required=True)
-            _counts(library, _LIBRARY_COUNTS)
-            for image in library.tables("images"):
-                image.text("arch", required=True)
-                image.text("kind", "")
-                _counts(image, _IMAGE_COUNTS)
-        for arch in item.tables("archs"):
-            _counts(arch, _ARCH_COUNTS)
-        for problem in item.tables("problems"):
-            problem.text("message")
-            if problem.text("severity", "error") not in _SEVERITIES:
-                raise problem.fail("severity", f"must be one of {', '.join(_SEVERITIES)}")
-    return top
+    Every refusal is one ``InputError`` naming the file, the key and what was expected
+    (``{file}: inputs[0].libraries[1].size must be an integer, not 'many'``)."""
+    decode(Table(document, origin, InputError), _AuditDocument)
 
 
 def _objects(value: object, where: str) -> list[Mapping[str, Any]]:
