@@ -12,9 +12,10 @@ false or \\"auto\\""}`` (``... must be true, false or "auto", not 3``), ``{"prob
 a template"}`` (``[torch] local_version: must be a template``, for any wrong value) or
 ``{"invalid": ...}`` (the same, for a value of the right type that its constraint refuses),
 ``{"mistyped": ...}`` (for a value of another type) and ``{"missing": ...}`` (for its absence);
-``NonBlank`` is a string with text in it (``[build] command: must not be empty``). msgspec is
-imported with the first Struct module (a recipe, a matrix, a manifest), never by a command
-that reads none (the command line's start, ``docs/maintainers/performance.md``).
+``NonBlank`` is a string with text in it (``[build] command: must not be empty``);
+``missing_or_not`` is the one message of a field archwheel writes itself. msgspec is imported
+with the first Struct module (a recipe, a matrix, a manifest, the facts catalog), never by the
+command line's start (``--help``, ``--version``: ``docs/maintainers/performance.md``).
 
 Why msgspec: strict typed decoding of dicts into Structs with unknown keys refused, in one C
 extension with no dependencies, imported in about 5 ms over what archwheel already imports.
