@@ -66,28 +66,28 @@ def side_from_audit(
     binaries: frozenset[str] = frozenset(),
 ) -> Side:
     """One side of a diff from one input of an audit document (``to_json_dict``'s, or one read
-    from a file: each value is checked for its type, ``ValueError`` naming where one is not)."""
+    from a file and checked by ``check_audit_document``): a value of the wrong type is a
+    ``ValueError`` naming where (``... - at `$.libraries[0].path```)."""
+    try:
+        given = msgspec.convert(document_input, _Input, strict=True)
+    except msgspec.ValidationError as exc:
+        raise ValueError(str(exc)) from None
     libraries: dict[str, dict[str, ArchSize]] = {}
-    for i, lib in enumerate(_objects(document_input.get("libraries", []), "libraries")):
+    for lib in given.libraries:
         archs: dict[str, ArchSize] = {}
-        where = f"libraries[{i}]"
-        for j, image in enumerate(_objects(lib.get("images", []), f"{where}.images")):
-            at = f"{where}.images[{j}]"
-            arch = _text(image.get("arch"), f"{at}.arch")
-            old = archs.get(arch)
-            stored = _count(image.get("stored_bytes", 0), f"{at}.stored_bytes")
-            unpacked = _count(image.get("uncompressed_bytes", 0), f"{at}.uncompressed_bytes")
-            archs[arch] = ArchSize(
-                _text(image.get("kind", ""), f"{at}.kind", empty=True),
-                stored + (old.stored_bytes if old else 0),
-                unpacked + (old.uncompressed_bytes if old else 0),
+        for image in lib.images:
+            old = archs.get(image.arch, ArchSize(image.kind, 0, 0))
+            archs[image.arch] = ArchSize(
+                image.kind,
+                image.stored_bytes + old.stored_bytes,
+                image.uncompressed_bytes + old.uncompressed_bytes,
             )
         if archs:
-            libraries[library_key(_text(lib.get("path"), f"{where}.path"))] = archs
+            libraries[library_key(lib.path)] = archs
     return Side(
         label,
         libraries,
-        bool(document_input.get("complete", True)),
+        given.complete,
         dict(versions or {}),
         dict(pins or {}),
         versions is not None,
@@ -175,25 +175,6 @@ def check_audit_document(document: Mapping[str, Any], origin: str) -> None:
     Every refusal is one ``InputError`` naming the file, the key and what was expected
     (``{file}: inputs[0].libraries[1].size must be an integer, not 'many'``)."""
     decode(Table(document, origin, InputError), _AuditDocument)
-
-
-def _objects(value: object, where: str) -> list[Mapping[str, Any]]:
-    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
-        raise ValueError(f"{where} is not a list of objects")
-    return value
-
-
-def _text(value: object, where: str, *, empty: bool = False) -> str:
-    if not isinstance(value, str) or not (value or empty):
-        raise ValueError(f"{where} is not a {'' if empty else 'non-empty '}string")
-    return value
-
-
-def _count(value: object, where: str) -> int:
-    """A byte count: a whole number from 0 to 2**63 (JSON allows any, and bool is an int)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 63:
-        raise ValueError(f"{where} is not a byte count")
-    return value
 
 
 @dataclass(frozen=True)
