@@ -13,11 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, cast
+from typing import Annotated, Any, cast
+
+from msgspec import Meta
 
 from archwheel.errors import FactsError
 from archwheel.facts.documents import Table, load_document
 from archwheel.facts.python_target import PythonTarget
+from archwheel.facts.typed import Document, NonBlank, decode
 
 DATA_FILE = "base_pythons.toml"
 SCHEMA_VERSION = 1
@@ -79,47 +82,59 @@ class BasePythons:
         return ", ".join(f"{s.python} ({s.suite})" for s in self.debian)
 
 
-def _glibc(table: Table, key: str) -> tuple[int, int]:
-    text = table.text(key, required=True)
+class _DebianDoc(Document, frozen=True, kw_only=True):
+    """One ``[[debian]]`` row: a suite, its release, its CPython and glibc, and their source."""
+
+    suite: NonBlank
+    release: NonBlank
+    python: NonBlank
+    glibc: NonBlank
+    source: NonBlank
+
+
+class _OptPythonDoc(Document, frozen=True, kw_only=True):
+    """``[opt_python]``: the image names that keep their CPythons in /opt/python."""
+
+    prefixes: tuple[str, ...] = ()
+    source: NonBlank
+
+
+class _BasePythonsDoc(Document, frozen=True, kw_only=True):
+    """The data file: its schema version, the Debian suites and ``[opt_python]``."""
+
+    schema_version: Annotated[int, Meta(ge=1)]
+    debian: tuple[_DebianDoc, ...]
+    opt_python: _OptPythonDoc
+
+
+def _glibc(table: Table, text: str) -> tuple[int, int]:
     major, sep, minor = text.partition(".")
     if not (sep and major == "2" and minor.isdigit()):
-        raise table.fail(key, f"{text!r} is not a glibc version such as 2.36")
+        raise table.fail("glibc", f"{text!r} is not a glibc version such as 2.36")
     return 2, int(minor)
 
 
 def parse_base_pythons(data: dict[str, Any]) -> BasePythons:
     """The parsed table, checked: every value present and well-formed (``FactsError``)."""
     top = Table(data, DATA_FILE, FactsError, toml=True)
-    top.refuse_unknown(("schema_version", "debian", "opt_python"))
-    version = top.integer("schema_version", low=1)
-    if version != SCHEMA_VERSION:
-        raise top.fail("schema_version", f"{version} is not {SCHEMA_VERSION}")
+    doc = decode(top, _BasePythonsDoc)  # types, required and unknown keys (facts/typed.py)
+    if doc.schema_version != SCHEMA_VERSION:
+        raise top.fail("schema_version", f"{doc.schema_version} is not {SCHEMA_VERSION}")
     suites: list[DebianSuite] = []
-    for table in top.tables("debian", required=True):
-        table.refuse_unknown(("suite", "release", "python", "glibc", "source"))
-        python = table.text("python", required=True)
+    for table, row in zip(top.tables("debian"), doc.debian, strict=True):
         try:
-            target = PythonTarget.parse(python)
+            target = PythonTarget.parse(row.python)
         except ValueError as exc:
             raise table.fail("python", str(exc)) from None
         if target.free_threaded:
             raise table.fail("python", "a Debian suite's python3 is built with the GIL")
         suite = DebianSuite(
-            suite=table.text("suite", required=True),
-            release=table.text("release", required=True),
-            python=python,
-            glibc=_glibc(table, "glibc"),
-            source=table.text("source", required=True),
+            row.suite, row.release, row.python, _glibc(table, row.glibc), row.source
         )
         if any(s.suite == suite.suite for s in suites):
             raise table.fail("suite", f"{suite.suite!r} is listed twice")
         suites.append(suite)
-    opt = top.table("opt_python", required=True).refuse_unknown(("prefixes", "source"))
-    return BasePythons(
-        debian=tuple(suites),
-        opt_python_prefixes=tuple(opt.texts("prefixes")),
-        opt_python_source=opt.text("source", required=True),
-    )
+    return BasePythons(tuple(suites), doc.opt_python.prefixes, doc.opt_python.source)
 
 
 @cache

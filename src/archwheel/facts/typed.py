@@ -12,9 +12,10 @@ false or \\"auto\\""}`` (``... must be true, false or "auto", not 3``), ``{"prob
 a template"}`` (``[torch] local_version: must be a template``, for any wrong value) or
 ``{"invalid": ...}`` (the same, for a value of the right type that its constraint refuses),
 ``{"mistyped": ...}`` (for a value of another type) and ``{"missing": ...}`` (for its absence);
-``NonBlank`` is a string with text in it (``[build] command: must not be empty``). msgspec is
-imported with the first Struct module (a recipe, a matrix, a manifest), never by a command
-that reads none (the command line's start, ``docs/maintainers/performance.md``).
+``NonBlank`` is a string with text in it (``[build] command: must not be empty``);
+``missing_or_not`` is the one message of a field archwheel writes itself. msgspec is imported
+with the first Struct module (a recipe, a matrix, a manifest, the facts catalog), never by the
+command line's start (``--help``, ``--version``: ``docs/maintainers/performance.md``).
 
 Why msgspec: strict typed decoding of dicts into Structs with unknown keys refused, in one C
 extension with no dependencies, imported in about 5 ms over what archwheel already imports.
@@ -34,6 +35,13 @@ from archwheel.facts.documents import Table
 T = TypeVar("T")
 
 NonBlank = Annotated[str, msgspec.Meta(pattern=r"\S", extra={"invalid": "must not be empty"})]
+
+
+def missing_or_not(kind: str) -> msgspec.Meta:
+    """The one message of a field of a document archwheel writes itself that is absent or of
+    another type: ``{file}: {key}: missing or not a {kind}`` (``ok: missing or not a bool``)."""
+    message = f"missing or not a {kind}"
+    return msgspec.Meta(extra={"mistyped": message, "missing": message})
 
 
 class Document(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -75,7 +83,7 @@ def _translate(top: Table, info: typeinfo.Type, message: str) -> Exception:
             field_type, field_extra = _plain(field.type) if field else (None, {})
             if "missing" in field_extra:
                 return inner.fail(name, str(field_extra["missing"]))
-            if isinstance(field_type, typeinfo.StructType):
+            if isinstance(field_type, typeinfo.StructType) and inner.toml_keys:
                 return inner.fail(name, "missing table (required)")
             return inner.missing(name)
     assert key is not None  # a type error is about a value, never the top table
@@ -85,7 +93,7 @@ def _translate(top: Table, info: typeinfo.Type, message: str) -> Exception:
         return table.fail(key, str(problem))
     if "expected" in extra:
         return table.expected(key, str(extra["expected"]), value)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if not mistyped and isinstance(value, (int, float)) and not isinstance(value, bool):
         bounds = _bounds(plain)
         if bounds and isinstance(plain, typeinfo.IntType):
             return table.fail(key, f"must be {bounds}, not {value}")
@@ -155,8 +163,32 @@ def _plain(info: typeinfo.Type) -> tuple[typeinfo.Type, Mapping[str, Any]]:
 
 
 def _fits(value: object, info: typeinfo.Type) -> bool:
-    """Whether ``value`` has the JSON type ``info`` asks for (enough to find the item at fault)."""
+    """Whether ``value`` is what ``info`` asks for: a Struct's value is decoded as one, a
+    table's or a list's items are checked in turn, a string or a number against its bounds
+    (so a table of tables names the item at fault, not its first one)."""
     plain, _ = _plain(info)
+    if isinstance(plain, typeinfo.StructType):
+        try:
+            msgspec.convert(value, plain.cls, strict=True)
+        except msgspec.ValidationError:
+            return False
+        return True
+    if isinstance(plain, typeinfo.DictType) and isinstance(value, Mapping):
+        return all(_fits(v, plain.value_type) for v in value.values())
+    if isinstance(plain, _ARRAYS) and isinstance(value, list):
+        return all(_fits(v, plain.item_type) for v in value)
+    if not _of_type(value, plain):
+        return False
+    if isinstance(plain, typeinfo.StrType) and isinstance(value, str):
+        return plain.pattern is None or re.search(plain.pattern, value) is not None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        low, high = getattr(plain, "ge", None), getattr(plain, "le", None)
+        return (low is None or value >= low) and (high is None or value <= high)
+    return True
+
+
+def _of_type(value: object, plain: typeinfo.Type) -> bool:
+    """Whether ``value`` has the JSON type of ``plain`` (a boolean is no number)."""
     kinds: dict[type[Any], type[Any] | tuple[type[Any], ...]] = {
         typeinfo.StrType: str,
         typeinfo.IntType: int,

@@ -57,8 +57,8 @@ from archwheel.effects.files import (
 )
 from archwheel.errors import ArchwheelError, InputError, UsageError
 from archwheel.facts.arch import ArchList
-from archwheel.facts.documents import Table
 from archwheel.facts.versions import CudaVersion
+from archwheel.matrix.index_doc import INDEX_SCHEMA_VERSION, check_index_manifest
 from archwheel.matrix.layout import CURRENT as CURRENT  # noqa: PLC0414 - the index's layout
 from archwheel.matrix.layout import TREES as TREES  # noqa: PLC0414
 from archwheel.matrix.layout import (
@@ -84,7 +84,6 @@ from archwheel.verdicts.wheelname import name_version_disagreement
 if TYPE_CHECKING:  # what a variants publish adds under the lock (screen, extras)
     from archwheel.matrix.variants import VariantTree
 
-INDEX_SCHEMA_VERSION = 1
 MANIFEST = "index.json"
 AUDIT_SUFFIX = ".audit.json"
 METADATA_SUFFIX = ".metadata"
@@ -340,11 +339,7 @@ def _manifest_entries(path: Path) -> list[IndexEntry]:
     )
     if not isinstance(document, dict):
         raise InputError(f"{path}: not a readable archwheel index manifest: not a JSON object")
-    # Its version and shape before any entry is believed (1e999, 99 and "banana" passed when
-    # 'entries' was empty): one message shape, facts.documents.Table's.
-    top = Table(document, str(path), InputError)
-    top.integer("schema_version", low=INDEX_SCHEMA_VERSION, high=INDEX_SCHEMA_VERSION)
-    top.typed("entries", list)  # each entry is checked by IndexEntry.from_json_dict
+    check_index_manifest(document, path)  # its version and entry list, before any entry
     try:
         return [IndexEntry.from_json_dict(e) for e in document["entries"]]
     except ValueError as exc:  # an entry's field

@@ -29,7 +29,7 @@ from archwheel.binary.wheelmeta import WheelMetadata
 from archwheel.errors import InputError
 from archwheel.facts.arch import CodeKind, Target
 from archwheel.facts.documents import Table, load_document
-from archwheel.facts.typed import decode
+from archwheel.facts.typed import decode, missing_or_not
 from archwheel.verdicts.document import document_header
 
 MANIFEST_SCHEMA_VERSION = 1
@@ -123,14 +123,10 @@ def build_manifest(wheels: Sequence[dict[str, Any]], facts_version: str) -> dict
 
 
 # A manifest is written by archwheel: a field of the wrong type or missing is one message.
-def _either(kind: str) -> dict[str, str]:
-    return {"mistyped": f"missing or not a {kind}", "missing": f"missing or not a {kind}"}
-
-
-_Str = Annotated[str, Meta(extra=_either("str"))]
-_Dict = Annotated[dict[str, Any], Meta(extra=_either("dict"))]
+_Str = Annotated[str, missing_or_not("str")]
+_Dict = Annotated[dict[str, Any], missing_or_not("dict")]
 # manifest.schema.json: a size is a byte count (-1 was reported as a size mismatch)
-_Size = Annotated[int, Meta(ge=0, le=MAX_FILE_SIZE, extra=_either("int"))]
+_Size = Annotated[int, Meta(ge=0, le=MAX_FILE_SIZE), missing_or_not("int")]
 
 
 class _WheelRecord(msgspec.Struct, frozen=True, kw_only=True):

@@ -642,7 +642,7 @@ class BuildRunner:
     ) -> Path:
         rejected = plan.out_dir / "rejected"
         final = self._place(plan, staged, rejected, document)
-        report = _moved(verdict.report, str(staged), str(final))  # the file kept, not the stage
+        report = _swap_path(verdict.report, str(staged), str(final))  # the file kept, not the stage
         write_json_atomic(final.with_name(final.name + ".audit.json"), report)
         if comparison is not None and not comparison.identical:
             write_json_atomic(
@@ -680,12 +680,12 @@ def smoke_snippet_path(wheel: Path) -> Path:
     return wheel.with_name(wheel.name + ".smoke.py")
 
 
-def _moved(document: object, old: str, new: str) -> Any:
+def _swap_path(document: object, old: str, new: str) -> Any:
     """``document`` with every string that names ``old`` (a staged wheel) naming ``new``."""
     if isinstance(document, str):
         return new if document == old else document
     if isinstance(document, Mapping):
-        return {key: _moved(value, old, new) for key, value in document.items()}
+        return {key: _swap_path(value, old, new) for key, value in document.items()}
     if isinstance(document, (list, tuple)):
-        return [_moved(value, old, new) for value in document]
+        return [_swap_path(value, old, new) for value in document]
     return document

@@ -220,7 +220,7 @@ def _prepare(work: Path, plan: BuildPlan) -> None:
         config = work / PARALLEL_CONFIG.removeprefix(BUILD + "/")
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(plan.parallel.config)
-    give(work, plan.build_user)
+    chown_to_build_user(work, plan.build_user)
 
 
 def _package(plan: BuildPlan, work: Path, staging: Path) -> Path:
@@ -287,7 +287,7 @@ def read_compiles(work: Path) -> tuple[CompileRecord, ...]:
     return parse_stats_log(text, base=BUILD_SRC)
 
 
-def give(folder: Path, user: tuple[int, int]) -> None:
+def chown_to_build_user(folder: Path, user: tuple[int, int]) -> None:
     """Make the work folder the build user's (needed when archwheel runs as root)."""
     if os.getuid() != 0:
         return

@@ -47,6 +47,10 @@ def test_each_debian_suite_offers_its_one_cpython_with_a_source() -> None:
         (lambda d: d["debian"].append(dict(d["debian"][0])), "listed twice"),
         (lambda d: d.update(schema_version=2), "schema_version"),
         (lambda d: d["debian"][0].update(pythons="3.11"), "unknown key"),
+        (lambda d: d["debian"][1].update(glibc=3), r"debian\[1\]\.glibc must be a string, not 3"),
+        (lambda d: d["debian"][2].update(release=" "), r"debian\[2\]\.release: must not be empty"),
+        (lambda d: d.pop("opt_python"), "base_pythons.toml: missing key 'opt_python'"),
+        (lambda d: d.update(schema_version=0), "schema_version: must be at least 1, not 0"),
     ],
 )
 def test_a_broken_table_is_one_facts_error(change: Any, message: str) -> None:

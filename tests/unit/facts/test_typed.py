@@ -108,3 +108,30 @@ def test_a_matrix_without_recipes_is_read_not_a_traceback(tmp_path: Path) -> Non
     path.write_text("[matrix]\npython = ['3.11']\n")
     spec = load_matrix(path)
     assert spec.recipes == () and spec.python == ("3.11",)
+
+
+class Pair(Document, frozen=True, kw_only=True):
+    cuda: str
+    size: Annotated[int, Meta(ge=0, le=9)] = 0
+
+
+class Nested(Document, frozen=True, kw_only=True):
+    releases: dict[str, dict[str, Pair]] = {}  # noqa: RUF012 (msgspec copies an empty default)
+
+
+def test_a_table_of_tables_names_the_item_at_fault_not_its_first() -> None:
+    """msgspec says ``releases[...][...]``: the message names the release and variant at fault."""
+    data = {"releases": {"2.9": {"cu128": {"cuda": "12.8"}}, "2.10": {"cu130": {"cuda": 13}}}}
+    table = Table(data, "p.toml", FactsError, toml=True)
+    with pytest.raises(FactsError) as info:
+        decode(table, Nested)
+    assert info.value.one_line() == "p.toml: releases.2.10.cu130.cuda must be a string, not 13"
+
+
+@pytest.mark.parametrize("value", [1.5, 1e999])
+def test_a_fraction_where_a_bounded_integer_belongs_is_no_integer(value: float) -> None:
+    """A mistyped value is named by its type, not by the bounds of the type it should have."""
+    table = Table({"path": "p", "size": value}, "f.json", InputError)
+    with pytest.raises(InputError) as info:
+        decode(table, Item)
+    assert info.value.one_line() == f"f.json: size must be an integer, not {value!r}"

@@ -123,8 +123,8 @@ def scan_stream(
                 if on_bytes:
                     on_bytes(size)
                 sha256 = _sha256(data) if digest else None
-                return _whole(label, found, size, sha256)
-        chunks = _again(pieces[1:], ended, chunks)
+                return _from_compiled_scan(label, found, size, sha256)
+        chunks = _replay_gathered(pieces[1:], ended, chunks)
     outcomes: dict[object, ParserOutcome] = {}
 
     def done(outcome: ParserOutcome) -> None:
@@ -304,7 +304,7 @@ def _gathered(
     return pieces, None
 
 
-def _again(
+def _replay_gathered(
     pieces: list[bytes], pending: MemberError | None, rest: Iterator[bytes]
 ) -> Iterator[bytes]:
     """The chunks ``_gathered`` took, its error, then the rest: for the Python scan."""
@@ -317,7 +317,7 @@ def _again(
         _close(rest)
 
 
-def _whole(
+def _from_compiled_scan(
     label: str, found: list[speedups.Unit], size: int, sha256: str | None = None
 ) -> BinaryScan:
     """The scan of a binary of ``size`` bytes the compiled scan read whole (``scan_whole``)."""
@@ -510,7 +510,7 @@ def scan_small_members(
         elif isinstance(answer, bytes):
             results.append(scan_member(path, archive_size, member, on_bytes, read=answer))
         else:
-            results.append((_whole(member.name, answer, member.size), None))
+            results.append((_from_compiled_scan(member.name, answer, member.size), None))
             scanned += member.size
     if on_bytes and scanned:
         on_bytes(scanned)
