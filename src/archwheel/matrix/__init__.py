@@ -68,7 +68,7 @@ _WHERE = {
     # ``export`` is also the module's name (importing it binds the module here): an alias
     "export_workflow": "export:export",
     "Candidate": "index",
-    "IndexEntry": "index",
+    "IndexEntry": "entry",
     "Landing": "index",
     "PublishResult": "index",
     "candidates_from": "index",

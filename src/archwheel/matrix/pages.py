@@ -1,6 +1,6 @@
 """The pages of an index tree: the PEP 503 simple pages, the find-links pages, the landing page.
 
-Pure text from the index's entries (``index.IndexEntry``); ``index`` writes them into a tree.
+Pure text from the index's entries (``entry.IndexEntry``); ``index`` writes them into a tree.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 if TYPE_CHECKING:
-    from archwheel.matrix.index import IndexEntry
+    from archwheel.matrix.entry import IndexEntry
 
 WHEELS = "wheels"  # the tree's folder of wheels, which the pages link into
 
