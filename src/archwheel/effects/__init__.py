@@ -29,10 +29,10 @@ __all__ = [
 ]
 
 _WHERE = {
-    "ENGINES": "engine",
-    "EngineName": "engine",
+    "ENGINES": "engine_settings",
+    "EngineName": "engine_settings",
     "ContainerEngine": "engine",
-    "EngineSettings": "engine",
+    "EngineSettings": "engine_settings",
     "NetBudget": "deadline",
     "NetLimits": "deadline",
     "PipSettings": "pipconfig",
