@@ -44,7 +44,8 @@ from archwheel.binary.dynamic import (
     to_offset,
 )
 from archwheel.binary.elf import FormatError, parse_elf_header
-from archwheel.binary.zipread import Member, MemberError, Source, member_chunks
+from archwheel.binary.zipmember import Member, MemberError, member_chunks
+from archwheel.binary.zipread import Source
 
 WHOLE_LIMIT = 32 << 20  # a member up to this size is inflated into memory in one piece
 PREFIX_LIMIT = 16 << 20  # of a larger member, its first 16 MiB are kept (.dynsym sits there)
@@ -118,7 +119,7 @@ def read_dynamic(
 ) -> DynamicInfo:
     """The loader's view of one ELF file of ``size`` bytes delivered by ``chunks`` (a fresh
     iterator of its bytes in order at each call, raising ``MemberError`` on a defect: a wheel
-    member's ``WheelReader.chunks``, or ``zipread.member_chunks_at`` over any ``pread``, such
+    member's ``WheelReader.chunks``, or ``zipmember.member_chunks_at`` over any ``pread``, such
     as HTTP range requests). A stream is taken only as far as the last range the loader's
     tables need: of a member read over the network, the compressed bytes past it are never
     fetched. ``whole_limit``: a file up to this size is taken whole in one piece (faster from a

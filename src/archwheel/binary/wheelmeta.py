@@ -28,7 +28,8 @@ from pathlib import Path
 from types import MappingProxyType
 
 from archwheel.binary.coremetadata import parse_core_metadata
-from archwheel.binary.zipread import MemberError, Source, WheelReader, member_chunks, open_zip
+from archwheel.binary.zipmember import MemberError, member_chunks
+from archwheel.binary.zipread import Source, WheelReader, open_zip
 from archwheel.effects import files
 from archwheel.errors import InputError
 from archwheel.facts.versions import CudaVersion

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from archwheel.binary.model import InputInventory, Problem
 from archwheel.binary.scan.inputs import ProgressCallback, scan_installed, scan_path
-from archwheel.binary.zipread import MemberError, WheelReader
+from archwheel.binary.zipmember import MemberError
+from archwheel.binary.zipread import WheelReader
 from archwheel.effects.files import ZIP_MEMBER_ERRORS
 from archwheel.errors import ArchwheelError
 
