@@ -15,28 +15,8 @@ from typing import TYPE_CHECKING
 
 from archwheel._lazy import lazy_exports
 
-__all__ = [
-    "CleanReport",
-    "CleanRequest",
-    "Leftover",
-    "UnfinishedTrees",
-    "clean",
-    "find_leftovers",
-    "remove_leftovers",
-]
-
-_WHERE = {
-    "CleanReport": "cleaning",
-    "CleanRequest": "cleaning",
-    "UnfinishedTrees": "cleaning",
-    "clean": "cleaning",
-    "Leftover": "leftovers",
-    "find_leftovers": "leftovers",
-    "remove_leftovers": "leftovers",
-}
-
 if TYPE_CHECKING:
     from archwheel.housekeeping.cleaning import CleanReport, CleanRequest, UnfinishedTrees, clean
     from archwheel.housekeeping.leftovers import Leftover, find_leftovers, remove_leftovers
-else:
-    __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -81,9 +81,6 @@ from archwheel.matrix.pages import (
 )
 from archwheel.verdicts.audit import AuditReport, audit, audit_document
 from archwheel.verdicts.wheelname import name_version_disagreement
-
-if TYPE_CHECKING:  # what a variants publish adds under the lock (screen, extras)
-    from archwheel.matrix.variants import VariantTree
 
 INDEX_SCHEMA_VERSION = 1
 MANIFEST = "index.json"
@@ -149,6 +146,19 @@ class PublishResult:
             "entries": len(self.entries),
             "stale_removed": list(self.stale_removed),
         }
+
+
+class TreeExtras(Protocol):
+    """What another publish adds under the index's lock (``variants.VariantTree``): ``screen``
+    keeps the candidates that may join the index as it is now and refuses the others,
+    ``extras`` writes its files into each new tree (``old``: the previous tree, None: the
+    first)."""
+
+    def screen(
+        self, index: Path, candidates: Sequence[Candidate]
+    ) -> tuple[list[Candidate], list[Refusal]]: ...
+
+    def extras(self, tree: Path, old: Path | None, entries: Sequence[IndexEntry]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -413,7 +423,7 @@ def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
 
 
 def publish(index: Path, candidates: Sequence[Candidate], *, landing: Landing | None = None,
-            variants: VariantTree | None = None) -> PublishResult:  # fmt: skip
+            variants: TreeExtras | None = None) -> PublishResult:  # fmt: skip
     """Audit each candidate and publish those that pass, in one atomic step.
 
     ``landing`` renders the tree's ``index.html`` (default: a plain list of the pages). An
@@ -426,7 +436,7 @@ def publish(index: Path, candidates: Sequence[Candidate], *, landing: Landing | 
 
 
 def _publish(index: Path, candidates: Sequence[Candidate], landing: Landing | None, now: str,
-             variants: VariantTree | None) -> PublishResult:  # fmt: skip
+             variants: TreeExtras | None) -> PublishResult:  # fmt: skip
     with locked(index):
         stale = remove_unfinished(index)
         old_tree = current_tree(index)

@@ -12,34 +12,6 @@ from typing import TYPE_CHECKING
 
 from archwheel._lazy import lazy_exports
 
-__all__ = [
-    "DEFAULT_INSTALL_TIMEOUT",
-    "DEFAULT_STEP_TIMEOUT",
-    "EnvironmentOptions",
-    "SmokeRun",
-    "SmokeSettings",
-    "can_run_for",
-    "kernel_steps",
-    "make_environment",
-    "positive_seconds",
-    "run_smoke",
-    "smoke",
-]
-
-_WHERE = {
-    "DEFAULT_INSTALL_TIMEOUT": "environments",
-    "DEFAULT_STEP_TIMEOUT": "runner",
-    "EnvironmentOptions": "choose",
-    "SmokeRun": "usecase",
-    "SmokeSettings": "runner",
-    "can_run_for": "runner",
-    "kernel_steps": "choose",
-    "make_environment": "choose",
-    "positive_seconds": "choose",
-    "run_smoke": "runner",
-    "smoke": "usecase",
-}
-
 if TYPE_CHECKING:
     from archwheel.smoke.choose import (
         EnvironmentOptions,
@@ -50,5 +22,5 @@ if TYPE_CHECKING:
     from archwheel.smoke.environments import DEFAULT_INSTALL_TIMEOUT
     from archwheel.smoke.runner import DEFAULT_STEP_TIMEOUT, SmokeSettings, can_run_for, run_smoke
     from archwheel.smoke.usecase import SmokeRun, smoke
-else:
-    __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__)
