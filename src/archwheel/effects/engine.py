@@ -22,6 +22,7 @@ hand, and the SDK would add requests and its API version handshake to each build
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -213,8 +214,6 @@ class ContainerEngine:
         return text if text.startswith("sha256:") else f"sha256:{text}"
 
     def image_labels(self, reference: str) -> dict[str, str]:
-        import json
-
         result = self.run(
             "image", "inspect", "--format", "{{json .Config.Labels}}", reference, quiet=True
         )
@@ -223,8 +222,6 @@ class ContainerEngine:
 
     def repo_digests(self, reference: str) -> list[str]:
         """Registry digests of a pulled image (``name@sha256:...``); empty for local images."""
-        import json
-
         result = self.run(
             "image", "inspect", "--format", "{{json .RepoDigests}}", reference,
             check=False, quiet=True,

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from archwheel.binary.variantname import split_label
+
 if TYPE_CHECKING:
     from archwheel.matrix.entry import IndexEntry
 
@@ -39,8 +41,6 @@ def _link(prefix: str, entry: IndexEntry) -> str:
 def variants_json_name(file: str) -> str | None:
     """``{name}-{version}-variants.json`` of a variant wheel's file name (PEP 825 draft: the
     index serves it beside the wheels); None for a plain wheel."""
-    from archwheel.binary.variantname import split_label
-
     plain, label = split_label(file)
     if label is None:
         return None
