@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from archwheel.exit_codes import ExitCode
+from tests.support.bad_input import DOCUMENTED, run_main
 from tests.support.fuzz import watchdog
 from tests.support.index_wheels import make_dist
-from tests.unit.interfaces.test_bad_input_matrix import COMMANDS, DOCUMENTED, _main
 
 TREE = "20260101T000000000000Z-00c0ffee"
 
@@ -51,7 +51,16 @@ def _index_with(folder: Path, shape: str) -> str:
 INDEX_SHAPES = ("current-outside", "current-root", "current-dangling", "trees-link",
                 "lock-fifo", "lock-link")  # fmt: skip
 INDEX_COMMANDS: dict[str, Callable[[str, Path], list[str]]] = {
-    "clean-index": COMMANDS["clean-index"],
+    "clean-index": lambda x, folder: [
+        "clean",
+        "--engine",
+        "none",
+        "--temp",
+        str(folder / "none"),
+        "--index",
+        x,
+        "--dry-run",
+    ],
     "clean-index-remove": lambda x, folder: [
         "clean",
         "--engine",
@@ -61,7 +70,7 @@ INDEX_COMMANDS: dict[str, Callable[[str, Path], list[str]]] = {
         "--index",
         x,
     ],
-    "recheck-index": COMMANDS["recheck-index"],
+    "recheck-index": lambda x, _: ["matrix", "--recheck", "--index", x],
     "publish-into": lambda x, folder: [
         "publish",
         str(make_dist(folder / "w", "pure", "1.0")),
@@ -92,7 +101,7 @@ def test_an_index_archwheel_did_not_make_is_refused_untouched(
     before = sorted(str(p) for p in (tmp_path / "outside").rglob("*"))
     argv = INDEX_COMMANDS[command](index, tmp_path)
     with watchdog(60):
-        code = _main(argv)
+        code = run_main(argv)
     out, err = capsys.readouterr()
     assert "internal error" not in err and "Traceback" not in err, err[-2000:]
     assert sorted(str(p) for p in (tmp_path / "outside").rglob("*")) == before

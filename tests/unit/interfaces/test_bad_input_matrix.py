@@ -27,6 +27,7 @@ from archwheel.binary.scan.pool import scan_members
 from archwheel.binary.zipread import WheelReader
 from archwheel.errors import ArchwheelError
 from archwheel.exit_codes import ExitCode
+from tests.support.bad_input import DOCUMENTED, run_main
 from tests.support.builders import (
     Entry,
     ar_archive,
@@ -226,16 +227,6 @@ COMMANDS: dict[str, Callable[[str, Path], list[str]]] = {
         "20",
     ],
 }
-DOCUMENTED = {ExitCode.OK, ExitCode.VERDICT_FAILED, ExitCode.USAGE, ExitCode.INCOMPLETE}
-
-
-def _main(argv: list[str]) -> int:
-    from archwheel.interfaces.cli import main
-
-    try:
-        return main(argv)
-    except SystemExit as exc:  # argparse's usage errors
-        return int(exc.code or 0)
 
 
 @pytest.mark.parametrize("bad", sorted(BAD_INPUTS))
@@ -247,7 +238,7 @@ def test_no_bad_input_is_an_internal_error(
         pytest.skip("no /proc here")
     argument = BAD_INPUTS[bad](tmp_path)
     with watchdog(60):
-        code = _main(COMMANDS[command](argument, tmp_path))
+        code = run_main(COMMANDS[command](argument, tmp_path))
     out, err = capsys.readouterr()
     assert "internal error" not in err, err[-2000:]
     assert code in DOCUMENTED, (code, err[-2000:])
@@ -297,7 +288,7 @@ def test_no_bad_input_escapes_the_python_api_as_another_exception(
 def test_a_recipe_that_replaces_or_defeats_archwheel_is_refused_by_build_plan(
     bad: str, words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _main(COMMANDS["build-recipe"](BAD_INPUTS[bad](tmp_path), tmp_path)) == ExitCode.USAGE
+    assert run_main(COMMANDS["build-recipe"](BAD_INPUTS[bad](tmp_path), tmp_path)) == ExitCode.USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err
 
@@ -324,7 +315,7 @@ def test_a_setting_written_wrong_is_a_usage_error_for_every_command(
     for variable, value in BAD_SETTINGS[bad].items():
         monkeypatch.setenv(variable, value)
     with watchdog(60):
-        code = _main(COMMANDS[command](str(tmp_path / "x.whl"), tmp_path))
+        code = run_main(COMMANDS[command](str(tmp_path / "x.whl"), tmp_path))
     err = capsys.readouterr().err
     assert code == ExitCode.USAGE, err[-2000:]
     (variable,) = BAD_SETTINGS[bad]
@@ -353,7 +344,7 @@ def test_a_setting_written_wrong_is_a_usage_error_for_every_command(
 def test_numbers_out_of_range_are_usage_errors(
     argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _main(argv) == ExitCode.USAGE
+    assert run_main(argv) == ExitCode.USAGE
     assert words in capsys.readouterr().err
 
 
@@ -369,7 +360,7 @@ def test_numbers_out_of_range_are_usage_errors(
 def test_argparse_errors_do_not_repeat_a_huge_value(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _main(argv) == ExitCode.USAGE
+    assert run_main(argv) == ExitCode.USAGE
     err = capsys.readouterr().err
     assert "..." in err
     assert len(err) < 2_000
@@ -390,7 +381,7 @@ def test_output_to_a_folder_or_a_missing_folder_is_a_usage_error(
         ["audit", str(wheel), "-o", str(output)],
         ["manifest", str(wheel), "-o", str(output)],
     ):
-        assert _main(argv) == ExitCode.USAGE
+        assert run_main(argv) == ExitCode.USAGE
         err = capsys.readouterr().err
         assert "internal error" not in err and str(output) in err
 
@@ -399,7 +390,7 @@ def test_audit_output_is_written_atomically(tmp_path: Path) -> None:
     wheel = _small_wheel(tmp_path)
     target = tmp_path / "report.json"
     target.write_text("old")
-    assert _main(["audit", str(wheel), "--format", "json", "-o", str(target)]) == 0
+    assert run_main(["audit", str(wheel), "--format", "json", "-o", str(target)]) == 0
     assert json.loads(target.read_text())["inputs"][0]["libraries"][0]["path"] == "demo/libx.so"
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")] == []
 
@@ -489,13 +480,13 @@ def test_manifest_file_names_must_be_plain(
 ) -> None:
     wheel = make_wheel(tmp_path, "demo")
     manifest = tmp_path / "manifest.json"
-    assert _main(["manifest", str(wheel), "-o", str(manifest)]) == 0
+    assert run_main(["manifest", str(wheel), "-o", str(manifest)]) == 0
     doc = json.loads(manifest.read_text())
     doc["wheels"][0]["file"] = "../../../../dev/zero"
     manifest.write_text(json.dumps(doc))
     capsys.readouterr()
     with watchdog(60):
-        assert _main(["verify", str(manifest)]) == ExitCode.INCOMPLETE
+        assert run_main(["verify", str(manifest)]) == ExitCode.INCOMPLETE
     assert "must be a bare file name" in capsys.readouterr().err
 
 
@@ -524,7 +515,7 @@ def test_recipe_sources_that_cannot_be_built_are_usage_errors(
 ) -> None:
     recipe = _recipe(tmp_path, source)
     with watchdog(60):
-        code = _main(["build", "--recipe", str(recipe), "--plan"])
+        code = run_main(["build", "--recipe", str(recipe), "--plan"])
     err = capsys.readouterr().err
     assert code == ExitCode.USAGE, err
     assert words in err
@@ -537,7 +528,7 @@ def test_zip_with_struct_noise_never_crashes(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr("pkg/libn.so", noise)
     with watchdog(60):
-        assert _main(["audit", str(wheel)]) == ExitCode.INCOMPLETE
+        assert run_main(["audit", str(wheel)]) == ExitCode.INCOMPLETE
 
 
 def test_an_installed_distribution_is_read_only_inside_its_environment(
@@ -604,7 +595,7 @@ def test_output_into_a_fifo_or_through_a_link_is_written_not_replaced(tmp_path: 
     reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
     reader.start()
     with watchdog(60):
-        assert _main(["audit", str(wheel), "--format", "json", "-o", str(fifo)]) == 0
+        assert run_main(["audit", str(wheel), "--format", "json", "-o", str(fifo)]) == 0
         reader.join()
     assert stat.S_ISFIFO(fifo.lstat().st_mode)  # still a FIFO: written into, not replaced
     assert json.loads(received[0])["inputs"][0]["libraries"][0]["path"] == "demo/libx.so"
@@ -613,5 +604,5 @@ def test_output_into_a_fifo_or_through_a_link_is_written_not_replaced(tmp_path: 
     target.write_text("old")
     link = tmp_path / "report-link.txt"
     link.symlink_to(target)
-    assert _main(["audit", str(wheel), "-o", str(link)]) == 0
+    assert run_main(["audit", str(wheel), "-o", str(link)]) == 0
     assert link.is_symlink() and "demo/libx.so" in target.read_text()

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from archwheel.exit_codes import ExitCode
+from tests.support.bad_input import DOCUMENTED, run_main
 from tests.support.builders import Entry, container, elf64, write_zip
 from tests.support.fuzz import watchdog
 from tests.support.wheels import make_wheel
-from tests.unit.interfaces.test_bad_input_matrix import DOCUMENTED, _main
 
 # What a hostile or broken --interpreter answers its probes: archwheel's probe scripts run in
 # the user's interpreter, so the answer is untrusted input like a file (the marker line is what
@@ -62,11 +62,11 @@ def test_an_interpreter_s_answer_is_untrusted_input(
     members["demo/libx.so"] = elf64([(".nv_fatbin", container(Entry(sm=80)))])
     write_zip(wheel, list(members.items()))
     manifest = tmp_path / "manifest.json"
-    assert _main(["manifest", str(wheel), "-o", str(manifest)]) == 0
+    assert run_main(["manifest", str(wheel), "-o", str(manifest)]) == 0
     capsys.readouterr()
     named = {"MANIFEST": str(manifest), "WHEEL": str(wheel)}
     with watchdog(60):
-        code = _main([*(named.get(a, a) for a in argv), "--interpreter", str(script)])
+        code = run_main([*(named.get(a, a) for a in argv), "--interpreter", str(script)])
     out, err = capsys.readouterr()
     assert "internal error" not in err + out, (err + out)[-2000:]
     assert code in {*DOCUMENTED, ExitCode.TOOL}, (code, err[-2000:])
