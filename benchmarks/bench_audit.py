@@ -301,7 +301,8 @@ start = time.perf_counter()
 from archwheel.interfaces.commands import audit as command
 from archwheel.binary.scan.binary import scan_member
 from archwheel.binary.scan.inputs import _is_text_member, scan_wheel
-from archwheel.binary.zipread import WheelReader, member_chunks
+from archwheel.binary.zipread import WheelReader
+from archwheel.binary.zipmember import member_chunks
 from archwheel.interfaces.render.common import dump_json
 from archwheel.verdicts.audit import audit, audit_document
 import io

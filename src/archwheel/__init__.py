@@ -22,8 +22,8 @@ other:
    engine, the watchdog, host probes.
 0. ``archwheel.facts``: CUDA facts as data (toolkits, drivers, GPUs), the arch grammars, the rules.
 
-``errors.py``, ``exit_codes.py``, ``text.py`` and ``_lazy.py`` sit beside the floors and import
-none of them.
+``errors.py``, ``exit_codes.py``, ``text.py``, ``_version.py`` and ``_lazy.py`` sit beside the
+floors and import none of them.
 
 The Python API (docs/api.md): ``audit``, ``can_run``, ``can_load`` and ``diff`` (from
 ``interfaces/api.py``, imported on first use: ``import archwheel`` imports nothing else), with
@@ -35,26 +35,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from archwheel._lazy import lazy_exports
+from archwheel._version import __version__
 from archwheel.errors import ArchwheelError, InputError, ToolError, UsageError
 
-__version__ = "0.1.0"
-
-__all__ = [
-    "ArchwheelError",
-    "InputError",
-    "ToolError",
-    "UsageError",
-    "__version__",
-    "audit",
-    "can_load",
-    "can_run",
-    "diff",
-]
-
 # The API functions, from interfaces/api.py only (tests/unit/test_layers.py).
-_WHERE = dict.fromkeys(("audit", "can_load", "can_run", "diff"), "interfaces.api")
-
 if TYPE_CHECKING:
     from archwheel.interfaces.api import audit, can_load, can_run, diff
-else:
-    __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

@@ -730,7 +730,7 @@ static PyObject *scan_whole(PyObject *self, PyObject *args) {
 
 /* ---- Small wheel members, read, inflated and scanned in one call ----------------------------
  *
- * As zipread.small_member reads one (one pread of its local header, name, some extra-field
+ * As zipmember.small_member reads one (one pread of its local header, name, some extra-field
  * slack and its data; one inflate; its CRC), then as scan_stream scans the bytes whole. The
  * inflater is zlib's, the one CPython's zipfile (and so pip) inflates wheels with. Anything
  * irregular about a member is left: the Python path reads it again and says what is wrong. */

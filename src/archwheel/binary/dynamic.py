@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from archwheel.binary.elf import ELF_MAGIC, FormatError, parse_elf_header
 from archwheel.effects.files import NotRegularFile, check_regular, is_text_list
+from archwheel.errors import ToolError
 from archwheel.facts.documents import load_document
 
 PT_LOAD = 1
@@ -543,10 +545,7 @@ class InstalledDistribution:
 def read_installed_dynamic(python: str | None = None) -> tuple[InstalledDistribution, ...]:
     """torch and the nvidia-*/cuda-* distributions installed for ``python`` (default: this
     interpreter), their shared libraries read from disk."""
-    import sys
-
     from archwheel.effects.process import MAX_ANSWER_NESTING, run_program
-    from archwheel.errors import ToolError
 
     interpreter = python or sys.executable
     result = run_program(

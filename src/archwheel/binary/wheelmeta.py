@@ -28,7 +28,9 @@ from pathlib import Path
 from types import MappingProxyType
 
 from archwheel.binary.coremetadata import parse_core_metadata
-from archwheel.binary.zipread import MemberError, Source, WheelReader, member_chunks, open_zip
+from archwheel.binary.variantname import split_label
+from archwheel.binary.zipmember import MemberError, member_chunks
+from archwheel.binary.zipread import Source, WheelReader, open_zip
 from archwheel.effects import files
 from archwheel.errors import InputError
 from archwheel.facts.versions import CudaVersion
@@ -336,8 +338,6 @@ def _tags(
     path: Path, archive: zipfile.ZipFile, dist_info: str, warnings: list[str]
 ) -> tuple[str, ...]:
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    from archwheel.binary.variantname import split_label
 
     tags: set[str] = set()
     wheel_text = _read_text(archive, f"{dist_info}/WHEEL", path, MAX_METADATA_BYTES)

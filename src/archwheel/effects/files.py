@@ -11,11 +11,13 @@ umask), not the 0600 that ``tempfile`` would leave.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import errno
 import functools
 import json
 import os
+import shutil
 import stat
 import zipfile
 import zlib
@@ -186,8 +188,6 @@ def sha256_file(path: Path) -> str:
 
 def record_form(sha256_hex: str) -> str:
     """A sha256 as a wheel's RECORD writes it: ``sha256=`` + urlsafe base64, without padding."""
-    import base64
-
     return "sha256=" + base64.urlsafe_b64encode(bytes.fromhex(sha256_hex)).rstrip(b"=").decode()
 
 
@@ -237,8 +237,6 @@ def write_json_atomic(path: Path, document: object) -> None:
 
 def copy_file_atomic(source: Path, target: Path) -> None:
     """Copy ``source``'s bytes to ``target``; a reader sees the old file or the whole new one."""
-    import shutil
-
     with source.open("rb") as src, atomic_writer(target) as dst:
         shutil.copyfileobj(src, dst, HASH_BLOCK)
 

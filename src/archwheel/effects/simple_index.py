@@ -25,7 +25,14 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlparse
 
-from packaging.utils import canonicalize_name
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
 
 from archwheel.effects.deadline import NetBudget
 from archwheel.effects.files import read_regular
@@ -209,14 +216,6 @@ def project_versions(project: str, pip: PipSettings) -> list[str] | None:
     """The versions of ``project`` that the configured indexes and find-links folders hold a
     wheel or sdist of (as the file names say), oldest first; None when some index could not be
     asked (what it holds is unknown)."""
-    from packaging.utils import (
-        InvalidSdistFilename,
-        InvalidWheelFilename,
-        parse_sdist_filename,
-        parse_wheel_filename,
-    )
-    from packaging.version import InvalidVersion, Version
-
     found: set[Version] = set()
     answered = False
     for index in index_urls(pip):

@@ -19,11 +19,11 @@ from archwheel._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from archwheel.matrix.cells import BuildWheel, build_cells, read_recipes
+    from archwheel.matrix.entry import IndexEntry
     from archwheel.matrix.export import EXPORTS, ExportOptions
     from archwheel.matrix.export import export as export_workflow
     from archwheel.matrix.index import (
         Candidate,
-        IndexEntry,
         Landing,
         PublishResult,
         candidates_from,
@@ -58,85 +58,5 @@ if TYPE_CHECKING:
         variant_preview,
     )
 
-# name -> the module that defines it (``module:attribute`` where the name differs)
-_WHERE = {
-    "BuildWheel": "cells",
-    "build_cells": "cells",
-    "read_recipes": "cells",
-    "EXPORTS": "export",
-    "ExportOptions": "export",
-    # ``export`` is also the module's name (importing it binds the module here): an alias
-    "export_workflow": "export:export",
-    "Candidate": "index",
-    "IndexEntry": "index",
-    "Landing": "index",
-    "PublishResult": "index",
-    "candidates_from": "index",
-    "publish": "index",
-    "unfinished_publishes": "layout",
-    "published_tree": "layout",
-    "read_index": "index",
-    "MAX_MATRIX_CELLS": "plan",
-    "Action": "plan",
-    "Cell": "plan",
-    "MatrixPlan": "plan",
-    "MatrixSpec": "plan",
-    "PlannedCell": "plan",
-    "load_matrix": "plan",
-    "make_plan": "plan",
-    "parse_exclusion": "plan",
-    "RecheckReport": "recheck",
-    "recheck_index": "recheck",
-    "CellBuilder": "run",
-    "CellOutput": "run",
-    "CellResult": "run",
-    "MatrixResult": "run",
-    "Verdict": "run",
-    "run_matrix": "run",
-    "expected_properties": "variants",
-    "matrix_publisher": "variants",
-    "publish_variants": "variants",
-    "variant_preview": "variants",
-}
 
-__all__ = [
-    "EXPORTS",
-    "MAX_MATRIX_CELLS",
-    "Action",
-    "BuildWheel",
-    "Candidate",
-    "Cell",
-    "CellBuilder",
-    "CellOutput",
-    "CellResult",
-    "ExportOptions",
-    "IndexEntry",
-    "Landing",
-    "MatrixPlan",
-    "MatrixResult",
-    "MatrixSpec",
-    "PlannedCell",
-    "PublishResult",
-    "RecheckReport",
-    "Verdict",
-    "build_cells",
-    "candidates_from",
-    "expected_properties",
-    "export_workflow",
-    "load_matrix",
-    "make_plan",
-    "matrix_publisher",
-    "parse_exclusion",
-    "publish",
-    "publish_variants",
-    "published_tree",
-    "read_index",
-    "read_recipes",
-    "recheck_index",
-    "run_matrix",
-    "unfinished_publishes",
-    "variant_preview",
-]
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

@@ -1,6 +1,6 @@
 """The pages of an index tree: the PEP 503 simple pages, the find-links pages, the landing page.
 
-Pure text from the index's entries (``index.IndexEntry``); ``index`` writes them into a tree.
+Pure text from the index's entries (``entry.IndexEntry``); ``index`` writes them into a tree.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from archwheel.binary.variantname import split_label
+
 if TYPE_CHECKING:
-    from archwheel.matrix.index import IndexEntry
+    from archwheel.matrix.entry import IndexEntry
 
 WHEELS = "wheels"  # the tree's folder of wheels, which the pages link into
 
@@ -39,8 +41,6 @@ def _link(prefix: str, entry: IndexEntry) -> str:
 def variants_json_name(file: str) -> str | None:
     """``{name}-{version}-variants.json`` of a variant wheel's file name (PEP 825 draft: the
     index serves it beside the wheels); None for a plain wheel."""
-    from archwheel.binary.variantname import split_label
-
     plain, label = split_label(file)
     if label is None:
         return None

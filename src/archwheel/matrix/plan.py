@@ -43,7 +43,7 @@ from archwheel.errors import UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.documents import Table
 from archwheel.facts.typed import Document, decode
-from archwheel.matrix.index import IndexEntry
+from archwheel.matrix.entry import IndexEntry
 
 if TYPE_CHECKING:
     from archwheel.wheelbuild.recipe_summary import RecipeSummary

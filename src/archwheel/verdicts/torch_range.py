@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from archwheel._version import __version__
 from archwheel.verdicts.load import LoadReport, LoadVerdict, WheelFiles
 
 
@@ -70,8 +71,6 @@ class TorchRangeReport:
         return sum(c.size or 0 for c in self.checks)
 
     def to_json(self) -> dict[str, Any]:
-        from archwheel import __version__
-
         return {
             "schema_version": 1,
             "kind": "can-load-torch-range",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from archwheel import __version__
+from archwheel._version import __version__
 
 if TYPE_CHECKING:  # the types only: this module stays cheap to import (provenance_path)
     from archwheel.wheelbuild.builder_image import Toolchain

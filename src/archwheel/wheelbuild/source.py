@@ -14,6 +14,7 @@ This runs on the host, before any container starts, with the host's own git/CA s
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
 import hashlib
 import os
@@ -489,8 +490,6 @@ def _unpack(archive: Path, target: Path) -> int:
                     raise InputError(
                         f"{archive}: member {info.filename[:200]!r} cannot be unpacked: {exc}"
                     ) from None
-                import calendar
-
                 newest = max(newest, calendar.timegm((*info.date_time, 0, 0, -1)))
         return newest
     try:

@@ -32,7 +32,7 @@ from archwheel.binary.scan import bounds
 from archwheel.binary.scan.assemble import assemble
 from archwheel.binary.scan.containers import container_at_hand, container_parser
 from archwheel.binary.stream import ParserOutcome, StreamMux, WholeInput
-from archwheel.binary.zipread import (
+from archwheel.binary.zipmember import (
     LOCAL_SLACK,
     SMALL_MEMBER,
     Member,

@@ -33,7 +33,8 @@ from archwheel.binary.scan.binary import (
     scan_small_members,
     small_enough,
 )
-from archwheel.binary.zipread import Member, file_identity
+from archwheel.binary.zipmember import Member
+from archwheel.binary.zipread import file_identity
 from archwheel.effects.files import open_regular
 
 if TYPE_CHECKING:

@@ -21,6 +21,7 @@ from archwheel.interfaces.render.formats import FORMATS
 
 if TYPE_CHECKING:
     from archwheel.facts import ArchList
+    from archwheel.interfaces.auditing import AuditCall
     from archwheel.verdicts import AuditReport
 
 DESCRIPTION = """\
@@ -178,46 +179,49 @@ class AuditRequest:
         )
 
     @property
+    def call(self) -> AuditCall:
+        """What the audit use case is asked: the inputs, the scan's options and, with
+        ``--cross-check``, the settings that find cuobjdump."""
+        from archwheel.interfaces.auditing import AuditCall
+
+        return AuditCall(
+            inputs=self.inputs,
+            installed=self.installed,
+            interpreter=self.interpreter,
+            expect=self.expect,
+            workers=self.workers,
+            deep=self.deep,
+            all_members=self.all_members,
+            cross_check=environment_settings() if self.cross_check else None,
+        )
+
+    @property
     def shows_progress(self) -> bool:
         return not self.quiet and self.format == "table" and sys.stderr.isatty()
 
 
 def run(args: argparse.Namespace) -> int:
-    from archwheel.inspection import audit_inputs
+    from archwheel.interfaces.auditing import audit_and_cross_check
+    from archwheel.interfaces.render.crosscheck import AuditProgress, print_cross_check
 
     request = AuditRequest.from_args(args)
     if request.output is not None:
         check_output(request.output)  # before a scan that may take minutes
-    callback, progress = None, None
-    if request.shows_progress:
-        from archwheel.interfaces.render.audit import scan_progress
-
-        callback, progress = scan_progress()
+    progress = AuditProgress(scan_bar=request.shows_progress, quiet=request.quiet)
     try:
-        if progress is not None:
-            progress.start()
-        reports = audit_inputs(
-            request.inputs,
-            installed=request.installed,
-            interpreter=request.interpreter,
-            expect=request.expect,
-            workers=request.workers,
-            deep=request.deep,
-            all_members=request.all_members,
-            on_progress=callback,
+        outcome = audit_and_cross_check(
+            request.call,
+            on_progress=progress.scanning,
+            on_scanned=progress.scanned,
+            on_check=progress.checking,
             while_scanning=lambda: _renderer(request),
         )
     finally:
-        if progress is not None:
-            progress.stop()
-    from archwheel.verdicts import overall_exit_code
-
-    crosscheck = _cross_check(request, reports) if request.cross_check else None
-    code = overall_exit_code(reports)
-    if crosscheck is not None and crosscheck != 0 and code == 0:
-        code = crosscheck
-    _emit(request, reports)
-    return code
+        progress.close()
+    if outcome.cross_check is not None:
+        print_cross_check(outcome.cross_check, quiet=request.quiet)
+    _emit(request, list(outcome.reports))
+    return outcome.exit_code
 
 
 def _renderer(request: AuditRequest) -> None:
@@ -229,25 +233,6 @@ def _renderer(request: AuditRequest) -> None:
         importlib.import_module("archwheel.interfaces.render.html")
     elif request.format != "json":
         importlib.import_module("archwheel.interfaces.render.audit")
-
-
-def _cross_check(request: AuditRequest, reports: list[AuditReport]) -> int:
-    """Run cuobjdump over the same inputs (the crosscheck use case); print its findings.
-    Returns 0, 1 or 4."""
-    from archwheel.crosscheck import CrossCheckRequest, run_cross_check
-    from archwheel.interfaces.render.crosscheck import print_cross_check, progress_line
-
-    progress = progress_line(quiet=request.quiet)
-    try:
-        result = run_cross_check(
-            CrossCheckRequest(tuple(r.inventory for r in reports), settings=environment_settings()),
-            on_progress=progress,
-        )
-    finally:
-        if progress is not None:
-            progress.clear()
-    print_cross_check(result, quiet=request.quiet)
-    return result.exit_code
 
 
 def _emit(request: AuditRequest, reports: list[AuditReport]) -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
-from pathlib import Path
 
 from archwheel.interfaces.commands import SUMMARY
 from archwheel.interfaces.commands.options import (
@@ -76,57 +74,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
-@dataclass(frozen=True)
-class CleanRequest:
-    """``archwheel clean``, parsed."""
-
-    engine: str | None  # None: docker when it answers
-    temp_roots: tuple[Path | None, ...]
-    indexes: tuple[Path, ...]
-    dry_run: bool
-    format: str
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> CleanRequest:
-        return cls(
-            engine=args.engine,
-            temp_roots=tuple(args.temp) or (None,),
-            indexes=tuple(args.index),
-            dry_run=args.dry_run,
-            format=args.format,
-        )
-
-
 def run(args: argparse.Namespace) -> int:
-    from archwheel.effects import ContainerEngine, EngineSettings
-    from archwheel.errors import ToolError
-    from archwheel.housekeeping import find_leftovers, remove_leftovers
-    from archwheel.interfaces.render.clean import CleanReport, print_clean
+    from archwheel.housekeeping import CleanRequest, clean
+    from archwheel.interfaces.render.clean import print_clean
     from archwheel.matrix import unfinished_publishes
 
-    request = CleanRequest.from_args(args)
-    for index in request.indexes:
+    for index in args.index:
         existing_folder("--index", index, "an index folder that archwheel published")
-    settings = environment_settings()
-    notes: list[str] = []
-    engine = None
-    if request.engine != "none":
-        name = request.engine or "docker"
-        candidate = ContainerEngine(EngineSettings.create(name, settings), echo=None)
-        try:
-            candidate.version()
-            engine = candidate
-        except ToolError as exc:
-            if request.engine is not None:
-                raise
-            notes.append(f"containers not checked: {exc.message}")
-    # The indexes first: one whose layout is not archwheel's ends the command before anything
-    # is removed anywhere.
-    trees = {str(index): unfinished_publishes(index, remove=False) for index in request.indexes}
-    found = find_leftovers(engine, request.temp_roots)
-    items = found if request.dry_run else remove_leftovers(engine, found)
-    if not request.dry_run:
-        trees = {str(index): unfinished_publishes(index, remove=True) for index in request.indexes}
-    report = CleanReport(tuple(items), trees, request.dry_run, tuple(notes))
-    print_clean(report, request.format)
+    request = CleanRequest(
+        engine=args.engine,
+        temp_roots=tuple(args.temp) or (None,),
+        indexes=tuple(args.index),
+        dry_run=args.dry_run,
+        settings=environment_settings(),
+    )
+    report = clean(request, unfinished_trees=unfinished_publishes)
+    print_clean(report, args.format)
     return report.exit_code

@@ -17,7 +17,7 @@ from typing import Any
 
 from rich.console import Console
 
-from archwheel import __version__
+from archwheel._version import __version__
 from archwheel.effects import ENGINES, EngineName, Settings
 from archwheel.errors import UsageError
 from archwheel.exit_codes import EXIT_OK, EXIT_VERDICT_FAILED

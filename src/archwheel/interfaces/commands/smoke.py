@@ -27,7 +27,7 @@ from archwheel.interfaces.commands.options import (
 )
 
 if TYPE_CHECKING:
-    from archwheel.smoke import EnvironmentOptions
+    from archwheel.smoke import SmokeRun
 
 # The help states smoke.runner.DEFAULT_STEP_TIMEOUT (300), smoke.environments.
 # DEFAULT_INSTALL_TIMEOUT (1800), verdicts.smoke.KERNEL_STEPS and effects.engine.ENGINES as
@@ -206,11 +206,11 @@ class SmokeRequest:
         )
 
     @property
-    def environment(self) -> EnvironmentOptions:
-        """The options of the environment the wheels are tested in."""
-        from archwheel.smoke import EnvironmentOptions
+    def smoke_run(self) -> SmokeRun:
+        """The run the smoke use case makes of the request."""
+        from archwheel.smoke import EnvironmentOptions, SmokeRun
 
-        return EnvironmentOptions(
+        environment = EnvironmentOptions(
             wheels=self.wheels,
             backend=self.backend,
             install_timeout=self.install_timeout,
@@ -224,6 +224,7 @@ class SmokeRequest:
             fresh_venv=self.fresh_venv,
             settings=environment_settings(),
         )
+        return SmokeRun(environment, self.timeout, self.steps, self.devices)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -233,42 +234,21 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from archwheel.effects import Watchdog
     from archwheel.interfaces.render.common import echo_to
     from archwheel.interfaces.render.smoke import progress_line, render
-    from archwheel.smoke import (
-        SmokeSettings,
-        can_run_for,
-        kernel_steps,
-        make_environment,
-        positive_seconds,
-        run_smoke,
-    )
+    from archwheel.smoke import smoke
 
     request = SmokeRequest.from_args(args)
     err = Console(stderr=True, highlight=False)
     quiet = request.quiet
-    progress = None if quiet else (lambda msg: err.print(progress_line(msg)))
-    echo = None if quiet else echo_to(err, style="dim", soft_wrap=True)
-    environment = make_environment(request.environment, echo)
-    settings = SmokeSettings(
-        step_timeout=positive_seconds(request.timeout, "--timeout"),
-        steps=kernel_steps(request.steps),
-        devices=request.devices,
-    )
-    inputs = [str(w) for w in request.wheels] or [environment.description]
-    wheels = list(request.wheels)
     # SIGTERM (a CI job's timeout, `timeout`) interrupts like Ctrl-C: the running step is
     # killed and the report of what ran so far still comes out.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        report = run_smoke(
-            environment,
-            inputs,
-            settings,
-            watchdog=Watchdog(),
-            progress=progress,
-            can_run=can_run_for(wheels, installed_python=_installed_python(request)),
+        report = smoke(
+            request.smoke_run,
+            echo=None if quiet else echo_to(err, style="dim", soft_wrap=True),
+            progress=None if quiet else (lambda msg: err.print(progress_line(msg))),
         )
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -282,10 +262,6 @@ def run(args: argparse.Namespace) -> int:
         # ``OutputError`` like every command's output, after the report came out.
         write_output(request.output, document)
     return report.exit_code
-
-
-def _installed_python(request: SmokeRequest) -> str | None:
-    return str(request.interpreter) if request.backend == "existing" else None
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from archwheel import __version__
+from archwheel._version import __version__
 from archwheel.binary.model import LibraryInventory
 from archwheel.effects.files import read_document
 from archwheel.errors import InputError, ToolError
