@@ -195,7 +195,7 @@ def record(recipe: Path, arch: str, out: Path, extra: list[str]) -> int:
         "arch": arch,
         "cores": os.cpu_count(),
         "recorded_with": f"python benchmarks/farm_record.py recipes/{recipe.name} '{arch}' "
-        f"{out.name}",
+        f"{out}",
         "timings_s": report.get("timings_s") or _timings(report),
         "nvcc_rows": nvcc_rows(work / ".archwheel" / "nvcc-time.csv"),
         "jobs": timed_jobs(work / ".archwheel" / "farm-jobs"),

@@ -181,8 +181,17 @@ def _groups(rows: list[NvccPhase]) -> list[list[NvccPhase]]:
         found = _TMPXFT.search(row.output) or next(
             (m for m in (_TMPXFT.search(f) for f in row.inputs) if m), None
         )
-        ids.setdefault(found.group(1) if found else "", []).append(row)
-    if "" not in ids:
+        if found:
+            ids.setdefault(found.group(1), []).append(row)
+            continue
+        # a row naming no temporary file (the host compile writes the object as given):
+        # the call whose rows came first among those still without their host compile
+        open_calls = [g for g in ids.values() if g[-1].phase != HOST_COMPILE_PHASE]
+        if not open_calls:
+            ids = {}
+            break
+        open_calls[0].append(row)
+    if ids:
         # each call's host compile is its last row: order the calls by when it ended
         return sorted(ids.values(), key=lambda g: rows.index(g[-1]))
     groups: list[list[NvccPhase]] = [[]]
