@@ -28,7 +28,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CLI = "import sys; from archwheel.interfaces.cli import main; sys.exit(main())"
 FARM = "/build/.archwheel/farm"
 JOBS = "/build/.archwheel/farm-jobs"
 SHIM_NAMES = (
@@ -179,7 +178,8 @@ def record(recipe: Path, arch: str, out: Path, extra: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="farm-record-") as tmp:
         copy = instrumented_recipe(recipe, Path(tmp))
         command = [
-            sys.executable, "-c", CLI, "build", "--recipe", str(copy), "--arch", arch,
+            sys.executable, "-m", "archwheel.interfaces.cli",
+            "build", "--recipe", str(copy), "--arch", arch,
             "--no-cache", "--keep-work", "--format", "json", "--out", str(Path(tmp) / "dist"),
             *extra,
         ]  # fmt: skip
