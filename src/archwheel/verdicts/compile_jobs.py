@@ -138,18 +138,32 @@ def _call_where(call: TimedCall) -> Where:
     return "farm" if call.kind in ("nvcc", "compile") else "local"
 
 
-def _producers(calls: Sequence[TimedCall]) -> dict[str, int]:
-    return {c.output: i for i, c in enumerate(calls) if c.output}
+def _inputs_made(calls: Sequence[TimedCall]) -> list[set[int]]:
+    """For each call, the calls that made its inputs. One path can be written by several calls
+    (setuptools builds every module's objects into one temporary folder, so a project that
+    compiles one source into two modules writes one object twice): an input's maker is then the
+    call that wrote it last before this one started."""
+    writers: dict[str, list[int]] = {}
+    for i, call in enumerate(calls):
+        if call.output:
+            writers.setdefault(call.output, []).append(i)
+    found: list[set[int]] = []
+    for i, call in enumerate(calls):
+        makers = set()
+        for name in call.inputs:
+            before = [w for w in writers.get(name, ()) if w != i and calls[w].end_s <= call.start_s]
+            if before:
+                makers.add(max(before, key=lambda w: calls[w].end_s))
+        found.append(makers)
+    return found
 
 
 def whole_call_graph(calls: Sequence[TimedCall]) -> tuple[Job, ...]:
     """Each timed call one job; a link waits for the calls that made its inputs."""
-    made = _producers(calls)
+    makers = _inputs_made(calls)
     jobs = []
     for i, call in enumerate(calls):
-        deps = tuple(
-            sorted({_name(calls[made[f]], made[f]) for f in call.inputs if made.get(f, i) != i})
-        )
+        deps = tuple(sorted(_name(calls[m], m) for m in makers[i]))
         jobs.append(Job(_name(call, i), call.seconds, deps, _call_where(call), call.kind))
     return tuple(jobs)
 
@@ -236,10 +250,10 @@ def per_arch_graph(calls: Sequence[TimedCall], phases: Sequence[NvccPhase]) -> t
             final[i] = last
         else:
             final[i] = _name(call, i)
-    made = _producers(calls)
+    makers = _inputs_made(calls)
     for i, call in enumerate(calls):
         if call.kind == "nvcc" and rows.get(i):
             continue
-        deps = tuple(sorted({final[made[f]] for f in call.inputs if made.get(f, i) != i}))
+        deps = tuple(sorted(final[m] for m in makers[i]))
         jobs.append(Job(_name(call, i), call.seconds, deps, _call_where(call), call.kind))
     return tuple(jobs)

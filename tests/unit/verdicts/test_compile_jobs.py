@@ -159,3 +159,19 @@ def test_calls_come_from_their_json_form_and_failed_ones_are_left_out() -> None:
     graph = whole_call_graph(calls)
     assert graph[1].deps == (graph[0].name,)
     assert (graph[0].where, graph[1].where) == ("farm", "local")
+
+
+def test_an_object_written_twice_is_taken_from_the_call_that_wrote_it_last_before() -> None:
+    # setuptools compiles csrc/scatter.cpp into one temporary path for two modules: each link
+    # waits for the compile that wrote the object just before it, not for the other module's
+    obj = "/w/build/temp/csrc/scatter.o"
+    calls = [
+        TimedCall("compile", 0.0, 10.0, obj, ("/w/csrc/scatter.cpp",)),
+        TimedCall("link", 10.5, 11.0, "/w/cpu.so", (obj,)),
+        TimedCall("compile", 11.0, 25.0, obj, ("/w/csrc/scatter.cpp",)),
+        TimedCall("link", 25.5, 26.0, "/w/cuda.so", (obj,)),
+    ]
+    graph = whole_call_graph(calls)
+    assert graph[1].deps == (graph[0].name,)
+    assert graph[3].deps == (graph[2].name,)
+    assert simulate(graph, machines=1, cores=2).wall == pytest.approx(14.5)
