@@ -1,6 +1,7 @@
 """Record a real build's compile jobs for the farm simulation (``bench_farm_sim.py``).
 
     python benchmarks/farm_record.py RECIPE ARCH OUT.json [archwheel build options...]
+    python benchmarks/farm_record.py --from-work KEPT_WORK_FOLDER RECIPE ARCH OUT.json
 
 runs ``archwheel build --recipe RECIPE --arch ARCH --no-cache --keep-work`` with a copy of the
 recipe whose build command first puts a timing shim in front of the host compiler (``gcc``,
@@ -11,6 +12,9 @@ nvcc itself is not timed (its phases are in nvcc's own ``--time`` record, which 
 writes to ``/build/.archwheel/nvcc-time.csv``). The copy turns nvcc ``--threads`` off, so the
 build runs one process per core and each phase's time is its own, not shared with a sibling
 thread. Nothing else of the build changes: the same sources, flags, jobs and container.
+An nvcc call the shim cannot see (setuptools without ninja starts ``$CUDA_HOME/bin/nvcc`` by
+its path) is taken from nvcc's record: its phases' time, ending at its object's modification
+time. ``--from-work`` makes the fixture again from a kept work folder.
 
 The fixture holds what the simulation needs and nothing of the machine: nvcc's rows, and per
 timed call its start and end (ms from the first call), kind, output and inputs.
@@ -122,10 +126,20 @@ def _absolute(cwd: str, name: str) -> str:
 _SOURCE = re.compile(r"\.(c|cc|cpp|cxx|cu)$")
 
 
-def timed_jobs(folder: Path) -> list[dict[str, object]]:
+def timed_jobs(folder: Path, rows: list[list[str]], work: Path) -> list[dict[str, object]]:
     """The shim's records as jobs: kind (nvcc, compile, link, other), start and end in ms
-    from the first call, the output and the inputs (absolute paths)."""
+    from the first call, the output and the inputs (absolute paths). An nvcc call the shim did
+    not see (setuptools without ninja runs ``$CUDA_HOME/bin/nvcc`` by its path and reads no
+    ``PYTORCH_NVCC``) is taken from nvcc's own record: its phases' time, ending when its object
+    was written (the object's modification time in the kept work folder)."""
     calls = _args(folder)
+    cwds = sorted({c[3] for c in calls}) or ["/build/src"]
+    seen = {
+        _absolute(c[3], c[5][c[5].index("-o") + 1])
+        for c in calls
+        if c[4] == "nvcc" and "-o" in c[5][:-1]
+    }
+    calls += [c for c in _nvcc_from_record(rows, cwds, work) if c[5][-1] not in seen]
     if not calls:
         return []
     first = min(c[0] for c in calls)
@@ -136,7 +150,7 @@ def timed_jobs(folder: Path) -> list[dict[str, object]]:
             output = _absolute(cwd, argv[argv.index("-o") + 1])
         sources = [_absolute(cwd, a) for a in argv if _SOURCE.search(a) and not a.startswith("-")]
         objects = [_absolute(cwd, a) for a in argv if a.endswith(".o") and not a.startswith("-")]
-        if tool == "nvcc":
+        if tool in ("nvcc", "nvcc-record"):
             kind = "nvcc"
         elif "-c" in argv and sources:
             kind = "compile"
@@ -160,6 +174,49 @@ def timed_jobs(folder: Path) -> list[dict[str, object]]:
             }
         )
     return sorted(jobs, key=lambda j: (j["start_ms"], j["output"]))
+
+
+def _nvcc_from_record(
+    rows: list[list[str]], cwds: list[str], work: Path
+) -> list[tuple[int, int, int, str, str, list[str]]]:
+    """nvcc calls as the shim would have recorded them, from nvcc's rows: per source, one call
+    per host compile row (the last phase of a call), its time the sum of its rows and the
+    driver's; tool ``nvcc-record``, arguments ``-c SOURCE -o OBJECT``."""
+    driver = {r[3]: float(r[6]) for r in rows if not r[0] and r[1] == "nvcc (driver)"}
+    groups: dict[str, list[list[list[str]]]] = {}
+    for row in rows:
+        if not row[0]:
+            continue
+        calls = groups.setdefault(row[0], [[]])
+        calls[-1].append(row)
+        if row[1] == "gcc (compiling)":
+            calls.append([])
+    found = []
+    for source, calls in groups.items():
+        for call in calls:
+            if not call or call[-1][1] != "gcc (compiling)":
+                continue
+            given = call[-1][3]
+            ms = sum(float(r[6]) for r in call) + driver.get(given, 0.0)
+            for cwd in cwds:
+                path = _absolute(cwd, given)
+                host = work / path.removeprefix("/build/")
+                if host.is_file():
+                    end = host.stat().st_mtime_ns
+                    found.append(
+                        (
+                            end - int(ms * 1e6),
+                            end,
+                            0,
+                            cwd,
+                            "nvcc-record",
+                            ["-c", source, "-o", path],
+                        )
+                    )
+                    break
+            else:
+                print(f"nvcc's record names {given}, which is not in the work folder: left out")
+    return found
 
 
 def nvcc_rows(path: Path) -> list[list[str]]:
@@ -190,15 +247,20 @@ def record(recipe: Path, arch: str, out: Path, extra: list[str]) -> int:
             return done.returncode
         report = json.loads(done.stdout)
     work = Path(_find_work(done.stdout + done.stderr))
+    return write_fixture(recipe, arch, out, work, report.get("timings_s") or _timings(report))
+
+
+def write_fixture(recipe: Path, arch: str, out: Path, work: Path, timings: object) -> int:
+    """The fixture of a build from its kept work folder and its timings."""
+    rows = nvcc_rows(work / ".archwheel" / "nvcc-time.csv")
     fixture = {
         "recipe": recipe.name,
         "arch": arch,
         "cores": os.cpu_count(),
-        "recorded_with": f"python benchmarks/farm_record.py recipes/{recipe.name} '{arch}' "
-        f"{out}",
-        "timings_s": report.get("timings_s") or _timings(report),
-        "nvcc_rows": nvcc_rows(work / ".archwheel" / "nvcc-time.csv"),
-        "jobs": timed_jobs(work / ".archwheel" / "farm-jobs"),
+        "recorded_with": f"python benchmarks/farm_record.py recipes/{recipe.name} '{arch}' {out}",
+        "timings_s": timings,
+        "nvcc_rows": rows,
+        "jobs": timed_jobs(work / ".archwheel" / "farm-jobs", rows, work),
     }
     out.write_text(json.dumps(fixture, indent=1) + "\n")
     print(f"wrote {out}: {len(fixture['jobs'])} timed calls, {len(fixture['nvcc_rows'])} nvcc rows")
@@ -221,6 +283,13 @@ def _find_work(text: str) -> str:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--from-work"] and len(sys.argv) == 6:
+        # again from a kept work folder: the timings are taken from the fixture already there
+        _, _, work_folder, recipe_path, arch_list, out_path = sys.argv
+        kept = json.loads(Path(out_path).read_text()).get("timings_s", {})
+        sys.exit(
+            write_fixture(Path(recipe_path), arch_list, Path(out_path), Path(work_folder), kept)
+        )
     if len(sys.argv) < 4:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         sys.exit(2)
