@@ -87,7 +87,10 @@ def instrumented_command(command: str) -> str:
 def instrumented_recipe(recipe: Path, folder: Path) -> Path:
     """A copy of ``recipe`` in ``folder``: the shim before its command, nvcc --threads off, a
     relative source path made absolute."""
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
 
     text = recipe.read_text()
     data = tomllib.loads(text)
@@ -253,6 +256,7 @@ def record(recipe: Path, arch: str, out: Path, extra: list[str]) -> int:
 def write_fixture(recipe: Path, arch: str, out: Path, work: Path, timings: object) -> int:
     """The fixture of a build from its kept work folder and its timings."""
     rows = nvcc_rows(work / ".archwheel" / "nvcc-time.csv")
+    jobs = timed_jobs(work / ".archwheel" / "farm-jobs", rows, work)
     fixture = {
         "recipe": recipe.name,
         "arch": arch,
@@ -260,10 +264,10 @@ def write_fixture(recipe: Path, arch: str, out: Path, work: Path, timings: objec
         "recorded_with": f"python benchmarks/farm_record.py recipes/{recipe.name} '{arch}' {out}",
         "timings_s": timings,
         "nvcc_rows": rows,
-        "jobs": timed_jobs(work / ".archwheel" / "farm-jobs", rows, work),
+        "jobs": jobs,
     }
     out.write_text(json.dumps(fixture, indent=1) + "\n")
-    print(f"wrote {out}: {len(fixture['jobs'])} timed calls, {len(fixture['nvcc_rows'])} nvcc rows")
+    print(f"wrote {out}: {len(jobs)} timed calls, {len(rows)} nvcc rows")
     print(f"the work folder {work} is kept; remove it when done")
     return 0
 
