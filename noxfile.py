@@ -182,7 +182,9 @@ def bench(session: nox.Session) -> None:
     """Benchmarks that print ratios against baselines measured in the same run.
 
     `nox -s bench` runs all; `nox -s bench -- audit`, `-- build` or `-- matrix` runs one
-    (`matrix` needs Docker and redis-server: a cold matrix vs the same with the remote cache warm).
+    (`matrix` needs Docker and redis-server: a cold matrix vs the same with the remote cache warm;
+    `farm-sim` replays recorded builds on simulated compile farms, `-- farm-sim --fresh` records
+    them again with real builds in Docker).
     """
     _install(session, "test")
     env = {"ARCHWHEEL_CACHE": str(CACHE), "PYTHONUNBUFFERED": "1"}
