@@ -39,9 +39,9 @@ build_ext = true``); ``auto`` (the default) never applies it, and the plan says 
   and 84.2.1, the torch image's), torch's ``BuildExtension`` does not give modules folders of
   their own without ninja, and it swaps the compiler object's shared ``compiler_so`` around
   each ``.cu`` compile, which other threads read. A recorded torch-scatter 2.1.2 build shows
-  two compiles writing ``csrc/cpu/segment_coo_cpu.o`` at once; tests/integration/setuptools/
-  builds a two-module C project whose second module links the first one's object with
-  ``build_ext --parallel 2`` and its own without.
+  two compiles writing ``csrc/cpu/segment_coo_cpu.o`` at once, and
+  tests/unit/wheelbuild/test_build_ext_parallel_race.py builds a two-module C project whose
+  second module links the first one's object with ``build_ext --parallel 2``, its own without.
 
 Which sources a project's modules share is computed by its ``setup.py`` (torch-scatter globs
 ``csrc/*.cpp`` and loops over ``cpu``/``cuda``), so no static read can show it safe, and the

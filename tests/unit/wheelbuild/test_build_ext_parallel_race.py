@@ -30,19 +30,11 @@ import pytest
 
 from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
 from archwheel.wheelbuild.parallel import ParallelSwitches, choose_parallel, ninja_off_in
+from tests.support.components import require
 
 CC = (sysconfig.get_config_var("CC") or "cc").split()[0]  # what distutils compiles with
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        shutil.which(CC) is None, reason="no C compiler: the race is between real compiles"
-    ),
-    pytest.mark.skipif(
-        not (Path(sysconfig.get_paths()["include"]) / "Python.h").is_file(),
-        reason="no Python.h for this Python: the modules cannot be compiled",
-    ),
-]
+pytestmark = [pytest.mark.slow]
 
 COMMON_C = r"""/* Compiled into both modules, with a different FLAVOR and MODULE each. */
 #include <Python.h>
@@ -101,6 +93,11 @@ def functions(stem: str, count: int) -> str:
 
 
 def project(root: Path) -> Path:
+    require(shutil.which(CC) is not None, f"no C compiler ({CC}): the race is between compiles")
+    require(
+        (Path(sysconfig.get_paths()["include"]) / "Python.h").is_file(),
+        "no Python.h for this Python: the modules cannot be compiled",
+    )
     (root / "src").mkdir(parents=True)
     (root / "setup.py").write_text(SETUP_PY)
     (root / "src" / "common.c").write_text(COMMON_C)
