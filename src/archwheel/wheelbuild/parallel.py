@@ -95,10 +95,11 @@ def without_threads(flags: str) -> str:
 
 @dataclass(frozen=True)
 class ParallelSwitches:
-    """A recipe's ``[build.parallel]`` table: each mechanism can be turned off."""
+    """A recipe's ``[build.parallel]`` table: each mechanism can be turned off, and
+    ``build_ext --parallel``, off by default, on."""
 
     jobs: bool = True  # False: the jobs variable and CMAKE_BUILD_PARALLEL_LEVEL are 1
-    build_ext: BuildExtMode = "auto"
+    build_ext: BuildExtMode = "auto"  # auto: not applied (the plan says why); on: the recipe's true
     nvcc_threads: bool = True
 
 
