@@ -12,7 +12,8 @@ Layout of an index folder ``INDEX`` (serve ``INDEX/current`` with any static web
     INDEX/trees/<id>/wheels/<wheel>      the wheel, its ``.metadata`` (PEP 658), its
                                          ``.audit.json`` (made here) and its
                                          ``.provenance.json`` (when the build wrote one)
-    INDEX/trees/<id>/index.json          the manifest: every entry with its matrix cell key
+    INDEX/trees/<id>/index.json          the manifest: every entry with its matrix cell key,
+                                         and which wheels the publish added and kept
 
 Publishing writes a whole new tree (earlier wheels hard-linked, not copied), then points
 ``current`` at it with one ``rename``: a reader sees the old index or the new one, never a mix.
@@ -59,6 +60,7 @@ from archwheel.errors import ArchwheelError, InputError, UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.documents import Table
 from archwheel.facts.versions import CudaVersion
+from archwheel.matrix.index_manifest import INDEX_SCHEMA_VERSION, manifest_document
 from archwheel.matrix.layout import CURRENT as CURRENT  # noqa: PLC0414 - the index's layout
 from archwheel.matrix.layout import TREES as TREES  # noqa: PLC0414
 from archwheel.matrix.layout import (
@@ -84,7 +86,6 @@ from archwheel.verdicts.wheelname import name_version_disagreement
 if TYPE_CHECKING:  # what a variants publish adds under the lock (screen, extras)
     from archwheel.matrix.variants import VariantTree
 
-INDEX_SCHEMA_VERSION = 1
 MANIFEST = "index.json"
 AUDIT_SUFFIX = ".audit.json"
 METADATA_SUFFIX = ".metadata"
@@ -558,13 +559,7 @@ def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
         )
     for page in sorted(by_page):
         write_text_atomic(tree / page, find_links_page(page, by_page[page]))
-    write_json_atomic(
-        tree / MANIFEST,
-        {
-            "schema_version": INDEX_SCHEMA_VERSION,
-            "entries": [e.to_json_dict() for e in sorted(entries, key=lambda e: e.file)],
-        },
-    )
+    write_json_atomic(tree / MANIFEST, manifest_document(entries, [x.entry for x in new], old))
     text = landing(tree) if landing is not None else landing_page(entries)
     write_text_atomic(tree / "index.html", text)
 
