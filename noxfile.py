@@ -182,7 +182,8 @@ def bench(session: nox.Session) -> None:
     """Benchmarks that print ratios against baselines measured in the same run.
 
     `nox -s bench` runs all; `nox -s bench -- audit`, `-- build` or `-- matrix` runs one
-    (`matrix` needs Docker and redis-server: a cold matrix vs the same with the remote cache warm).
+    (`matrix` needs Docker and redis-server: a cold matrix vs the same with the remote cache warm;
+    `arch-add` needs Docker: a variants matrix of two arch cells, then a third arch added).
     """
     _install(session, "test")
     env = {"ARCHWHEEL_CACHE": str(CACHE), "PYTHONUNBUFFERED": "1"}
