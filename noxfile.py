@@ -184,7 +184,8 @@ def bench(session: nox.Session) -> None:
     `nox -s bench` runs all; `nox -s bench -- audit`, `-- build` or `-- matrix` runs one
     (`matrix` needs Docker and redis-server: a cold matrix vs the same with the remote cache warm;
     `farm-sim` replays recorded builds on simulated compile farms, `-- farm-sim --fresh` records
-    them again with real builds in Docker).
+    them again with real builds in Docker; `arch-add` needs Docker: a variants matrix of two arch
+    cells, then a third arch added).
     """
     _install(session, "test")
     env = {"ARCHWHEEL_CACHE": str(CACHE), "PYTHONUNBUFFERED": "1"}

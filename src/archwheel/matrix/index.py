@@ -12,7 +12,8 @@ Layout of an index folder ``INDEX`` (serve ``INDEX/current`` with any static web
     INDEX/trees/<id>/wheels/<wheel>      the wheel, its ``.metadata`` (PEP 658), its
                                          ``.audit.json`` (made here) and its
                                          ``.provenance.json`` (when the build wrote one)
-    INDEX/trees/<id>/index.json          the manifest: every entry with its matrix cell key
+    INDEX/trees/<id>/index.json          the manifest: every entry with its matrix cell key,
+                                         and which wheels the publish added and kept
 
 Publishing writes a whole new tree (earlier wheels hard-linked, not copied), then points
 ``current`` at it with one ``rename``: a reader sees the old index or the new one, never a mix.
@@ -60,6 +61,7 @@ from archwheel.facts.versions import CudaVersion
 from archwheel.matrix.entry import IndexEntry as IndexEntry  # noqa: PLC0414 - its record
 from archwheel.matrix.entry import checked_versions
 from archwheel.matrix.index_doc import INDEX_SCHEMA_VERSION, check_index_manifest
+from archwheel.matrix.index_manifest import manifest_document
 from archwheel.matrix.layout import CURRENT as CURRENT  # noqa: PLC0414 - the index's layout
 from archwheel.matrix.layout import TREES as TREES  # noqa: PLC0414
 from archwheel.matrix.layout import (
@@ -406,13 +408,7 @@ def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
         )
     for page in sorted(by_page):
         write_text_atomic(tree / page, find_links_page(page, by_page[page]))
-    write_json_atomic(
-        tree / MANIFEST,
-        {
-            "schema_version": INDEX_SCHEMA_VERSION,
-            "entries": [e.to_json_dict() for e in sorted(entries, key=lambda e: e.file)],
-        },
-    )
+    write_json_atomic(tree / MANIFEST, manifest_document(entries, [x.entry for x in new], old))
     text = landing(tree) if landing is not None else landing_page(entries)
     write_text_atomic(tree / "index.html", text)
 
