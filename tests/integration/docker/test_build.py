@@ -1,8 +1,9 @@
 """``archwheel build`` end to end against a real Docker engine, on the example recipe.
 
 The builds share one builder image and one compiler-cache volume made for this test session
-(removed at the end), so the first build is cold and later ones reuse what they can; the one
-build for Python 3.13 runs on the trixie base and its own builder image. Every
+(removed at the end), so the first build is cold and later ones reuse what they can. One
+``archwheel matrix`` run builds the example for Python 3.11 (bookworm) and 3.13 (the trixie base
+and its own builder image) into one index, and each published wheel is checked. Every
 container archwheel starts here carries a label unique to the test, so the tests can prove that
 none was left behind, or that none was created at all.
 """
