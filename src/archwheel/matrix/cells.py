@@ -1,7 +1,8 @@
 """The matrix's cells, built by the build use case, and the recipes it plans with, read by it.
 
 ``read_recipes`` reads and checks the recipes of a matrix (``wheelbuild.summarize_recipes``:
-each arch list against each toolkit, the recipe file's and its source's digests); the plan is
+each arch list against each toolkit, each Python's base image, the recipe file's and its
+source's digests); the plan is
 made from those summaries. ``build_cells`` is the matrix's cell builder: ``wheelbuild``'s
 ``build_wheel`` of one cell's recipe, torch, arch list and Python, every other option the
 matrix's own (``build``: another callable of the same shape, for tests).
@@ -24,8 +25,11 @@ BuildWheel = Callable[[BuildRequest, BuildReporter], BuildResult]
 
 def read_recipes(spec: MatrixSpec, settings: Settings) -> dict[str, RecipeSummary]:
     """The recipes of ``spec``, read from the recipe folders of ``settings`` and checked
-    against every torch and arch list of its axes (a list a toolkit cannot build: exit 2)."""
-    return summarize_recipes(spec.recipes, settings, torch=spec.torch, arch=spec.arch)
+    against every torch, arch list and Python of its axes (a list a toolkit cannot build, a
+    Python no base image offers: exit 2), each Python's base image chosen."""
+    return summarize_recipes(
+        spec.recipes, settings, torch=spec.torch, arch=spec.arch, python=spec.python
+    )
 
 
 def build_cells(

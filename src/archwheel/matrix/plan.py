@@ -144,10 +144,14 @@ class PlannedCell:
     action: Action
     reason: str = ""
     existing: tuple[str, ...] = ()  # wheels in the index with this key
+    # The base image its build runs on: the one that has its Python (a bookworm recipe's 3.13
+    # builds on trixie); None for a cell that is not built (a Python the recipe does not list).
+    base: str | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
             **self.cell.to_json_dict(),
+            "base": self.base,
             "key": self.key,
             "action": self.action.value,
             "reason": self.reason,
@@ -344,9 +348,12 @@ def make_plan(
         if key in seen:
             continue  # the same cell spelled twice (e.g. "9.0" and "sm_90")
         seen.add(key)
+        base = recipes[cell.recipe].bases.get(cell.python)
         excluded = next((e for e in spec.exclude if e.matches(cell)), None)
         if excluded is not None:
-            planned.append(PlannedCell(cell, key, Action.EXCLUDED, f"excluded by {excluded}"))
+            planned.append(
+                PlannedCell(cell, key, Action.EXCLUDED, f"excluded by {excluded}", base=base)
+            )
         elif unbuildable:
             planned.append(PlannedCell(cell, key, Action.EXCLUDED, unbuildable))
         elif key in published:
@@ -357,10 +364,11 @@ def make_plan(
                     Action.SKIP,
                     "in the index with the same inputs",
                     tuple(sorted(published[key])),
+                    base=base,
                 )
             )
         else:
-            planned.append(PlannedCell(cell, key, Action.BUILD))
+            planned.append(PlannedCell(cell, key, Action.BUILD, base=base))
     if variants:
         default = str(ArchList.parse(default_arch)) if default_arch else None
         _refuse_one_file_name([p for p in planned if p.cell.arch == default], recipes)

@@ -27,7 +27,7 @@ VERDICT_STYLE = {
 
 def print_plan(out: Console, plan: MatrixPlan) -> None:
     table = Table(title="matrix plan", show_lines=False)
-    for column in ("recipe", "torch", "python", "arch", "key", "action", "why / wheels"):
+    for column in ("recipe", "torch", "python", "base", "arch", "key", "action", "why / wheels"):
         table.add_column(column, overflow="fold")
     for c in plan.cells:
         style = ACTION_STYLE[c.action]
@@ -39,6 +39,7 @@ def print_plan(out: Console, plan: MatrixPlan) -> None:
             c.cell.recipe,
             (c.cell.torch or "-") + serves,
             c.cell.python,
+            safe(c.base or "-"),
             safe(c.cell.arch),
             c.key[:12],
             f"[{style}]{c.action.value}[/]",
