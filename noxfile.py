@@ -56,7 +56,10 @@ def tests(session: nox.Session) -> None:
     env = {"ARCHWHEEL_CACHE": str(CACHE)}
     # The heavy real builds (marker `heavy`: torch-scatter, TorchOpt) run in `nox -s heavy`,
     # the fault tests made of whole builds (marker `costly`) in `nox -s faults`.
-    session.run("pytest", "-m", "not heavy and not costly", *session.posargs, env=env)
+    # `--durations`: the slowest tests end the log, for keeping CI under 60 minutes.
+    session.run(
+        "pytest", "-m", "not heavy and not costly", "--durations=40", *session.posargs, env=env
+    )
 
 
 @nox.session(python=PYTHON)
