@@ -34,6 +34,7 @@ _MIRROR = re.compile(r"https?://[A-Za-z0-9.\[\]:@-]+(/[^\s'\"]*)?|file:///[^\s'\
 
 
 def default_tag(suite: str = DEFAULT_SUITE) -> str:
+    """The tag ``archwheel base-image`` gives the image of ``suite`` when no ``--tag`` is named."""
     return f"{IMAGE_REPOSITORY}:{suite}"
 
 
@@ -43,11 +44,14 @@ def is_local_base(reference: str) -> bool:
 
 
 def suite_of(reference: str) -> str:
+    """The Debian suite an ``archwheel/debian:SUITE`` reference was made from (after the colon)."""
     return reference.split(":", 1)[1]
 
 
 @dataclass(frozen=True)
 class BaseImage:
+    """A locally made base image: its tag, its ID (provenance's base digest), new or reused."""
+
     tag: str
     image_id: str
     created: bool  # made now (False: it existed)

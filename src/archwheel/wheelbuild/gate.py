@@ -45,6 +45,11 @@ from archwheel.verdicts.torch_releases import RangeClaim, range_claim
 
 @dataclass(frozen=True)
 class GateVerdict:
+    """The audit gate's result: pass or fail, its one-line summary and the JSON audit document.
+
+    ``audit_gate`` makes it; the runner rejects a wheel whose verdict is not ``ok``.
+    """
+
     ok: bool
     summary: str  # one line for the terminal and provenance
     report: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
@@ -118,6 +123,7 @@ class LoadGateVerdict:
     libraries: tuple[Mapping[str, object], ...] = ()
 
     def to_json_dict(self) -> dict[str, object]:
+        """The verdict as the provenance's ``load`` entry."""
         return {
             "ok": self.ok,
             "verdict": self.verdict,
@@ -206,6 +212,7 @@ class RangeGateVerdict:
     bytes_fetched: int = 0
 
     def to_json_dict(self) -> dict[str, object]:
+        """The claim with each release's check, as the provenance's ``torch_range`` entry."""
         return {
             **self.claim.to_json_dict(),
             "checks": [dict(c) for c in self.checks],
