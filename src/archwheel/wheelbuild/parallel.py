@@ -129,6 +129,7 @@ class ParallelPlan:
         return "; ".join(parts)
 
     def to_json(self) -> dict[str, object]:
+        """The split as the ``parallel`` entry of the plan's JSON."""
         return {
             "files": self.files,
             "nvcc_threads": self.threads,
