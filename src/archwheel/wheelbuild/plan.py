@@ -94,6 +94,7 @@ class Step:
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def shell(self) -> str:
+        """The command as one shell-quoted line, for the plan's display and JSON."""
         return shlex.join(self.command)
 
 
@@ -195,6 +196,11 @@ class BuildOptions:
 
 @dataclass(frozen=True)
 class BuildPlan:
+    """Everything a build will do, decided before any container runs: made by ``make_plan``.
+
+    The runner carries it out, ``--plan`` shows it, and provenance records it.
+    """
+
     recipe: Recipe
     arch_list: ArchList
     arch_value: str  # what the arch variable is set to
@@ -222,10 +228,12 @@ class BuildPlan:
 
     @property
     def user(self) -> str:
+        """The build user as ``uid:gid``, as the container engine takes it."""
         return f"{self.build_user[0]}:{self.build_user[1]}"
 
     @property
     def network_during_compile(self) -> bool:
+        """Whether the compile phase (the last) has network access, as provenance records it."""
         return self.phases[-1].network != "none"
 
     def environment_rows(self) -> list[tuple[str, str]]:
@@ -639,6 +647,7 @@ def torch_site_command(python: str) -> str:
 
 
 def torch_row(torch: TorchBuild) -> str:
+    """The plan's ``torch`` row: the pin, its wheel, the toolkit and the Requires-Dist."""
     label = f"+{torch.local_version}" if torch.local_version else "off"
     return (
         f"{torch.pin.requirement}"

@@ -98,6 +98,7 @@ class SourcePatch:
     sha256: str
 
     def describe(self) -> str:
+        """The patch for the plan: its file name and the start of its sha256."""
         return f"{self.path.name} (sha256 {self.sha256[:12]})"
 
 
@@ -124,6 +125,7 @@ class SourceSpec:
     patches: tuple[SourcePatch, ...] = ()
 
     def describe(self) -> str:
+        """The source for the plan: where it comes from, and the patches applied to it."""
         patched = (
             "; patched with " + ", ".join(p.describe() for p in self.patches)
             if self.patches
@@ -193,6 +195,10 @@ class ArchInput:
 
 @dataclass(frozen=True)
 class BuildSpec:
+    """A recipe's ``[build]`` table: the build command and its requirements, environment, network
+    and job sizing.
+    """
+
     command: str
     requirements: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -228,6 +234,7 @@ class GateSpec:
     unbuilt_cuda: tuple[str, ...] = ()
 
     def allows_extra(self, kind: str) -> bool:
+        """Whether archs beyond the request pass the gate for a recipe of ``kind``."""
         return self.extra_archs if self.extra_archs is not None else kind == "pytorch"
 
 
@@ -261,6 +268,7 @@ class Recipe:
 
     @property
     def default_python(self) -> str:
+        """The Python a build targets when none is requested: the recipe's first."""
         return self.python_versions[0]
 
     @property
@@ -275,6 +283,7 @@ class Recipe:
         return self.toolchain.cuda
 
     def sort_key(self) -> tuple[Version, CudaVersion]:
+        """Version, then CUDA: the newest recipe sorts last (an unparsable version as 0)."""
         try:
             version = Version(self.version)
         except InvalidVersion:
