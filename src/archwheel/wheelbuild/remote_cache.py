@@ -79,10 +79,12 @@ class CacheUrl:
 
     @property
     def is_unix(self) -> bool:
+        """Whether the cache is reached through a Unix socket rather than TCP."""
         return self.address.socket_path is not None
 
     @property
     def has_password(self) -> bool:
+        """Whether the URL carries a password, which logs and matrix files must not show."""
         return self.address.password is not None
 
     def redacted(self) -> str:
@@ -216,10 +218,12 @@ class CacheCounts:
 
     @property
     def compiles(self) -> int:
+        """The compiles ccache saw: hits of either kind plus misses."""
         return self.local_hits + self.remote_hits + self.misses
 
     @classmethod
     def from_stats(cls, stats: Mapping[str, int]) -> CacheCounts:
+        """Count from the difference of two ``ccache --print-stats``; errors include timeouts."""
         hits = stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0)
         remote = min(stats.get("remote_storage_hit", 0), hits)
         return cls(
@@ -231,6 +235,7 @@ class CacheCounts:
         )
 
     def rates(self) -> dict[str, float]:
+        """The local, remote and miss shares of the compiles (all 0 when none), for provenance."""
         total = self.compiles
         if total == 0:
             return {"local": 0.0, "remote": 0.0, "miss": 0.0}
@@ -241,6 +246,7 @@ class CacheCounts:
         }
 
     def describe(self) -> str:
+        """One line: the compiles and how many were local hits, remote hits and misses."""
         return (
             f"{self.compiles} compiles: {self.local_hits} local hits, {self.remote_hits} remote "
             f"hits, {self.misses} misses"
@@ -257,6 +263,7 @@ class CompileRecord:
     result: str
 
     def to_json_dict(self) -> dict[str, str]:
+        """The compile as one entry of the provenance's ``compiles`` list."""
         return {"file": self.file, "result": self.result}
 
 
@@ -305,6 +312,7 @@ def parse_stats_log(
 
 
 def describe_remote(url: CacheUrl) -> str:
+    """The plan's words for the remote cache: its URL without password, and how it is reached."""
     return (
         f"remote {url.redacted()} (through archwheel's relay, a Unix socket mounted at "
         f"{REMOTE_MOUNT}; the compile network stays as the recipe says)"

@@ -115,6 +115,7 @@ class RepairSpec:
         return "; ".join(parts)
 
     def to_json_dict(self) -> dict[str, object]:
+        """The spec as recorded in the provenance's repair entry."""
         return {
             "pins": self.pins,
             "rpath_folders": list(self.rpath_folders),
@@ -137,11 +138,14 @@ class Stripped:
     debug_bytes: int
 
     def to_json_dict(self) -> dict[str, int]:
+        """The sizes as the repair record lists them per stripped library."""
         return {"before": self.before, "after": self.after, "debug_bytes": self.debug_bytes}
 
 
 @dataclass(frozen=True)
 class RepairReport:
+    """What ``repair_wheel`` did: the new wheel, RPATHs, bundled libraries, pins, tag, strips."""
+
     wheel: Path  # the repaired wheel (in the folder it was asked to go)
     rpaths: Mapping[str, str]  # member -> the RPATH written
     bundled: Mapping[str, str]  # soname -> where it was taken from
@@ -151,6 +155,7 @@ class RepairReport:
     stripped: Mapping[str, Stripped] = field(default_factory=lambda: MappingProxyType({}))
 
     def to_json_dict(self) -> dict[str, object]:
+        """The report as recorded in the provenance's repair entry."""
         return {
             "wheel": self.wheel.name,
             "rpaths": dict(self.rpaths),
@@ -341,6 +346,7 @@ def _retag(wheel_file: str, filename: str, platform: str) -> tuple[str, str]:
 
 
 def find_library(name: str, folders: Sequence[Path]) -> Path | None:
+    """The first file named ``name`` in ``folders``, searched in order; None when none has it."""
     for folder in folders:
         candidate = folder / name
         if candidate.is_file():
@@ -538,6 +544,7 @@ def auditwheel_report(wheel: Path) -> Mapping[str, object]:
 
 
 def human_size(n: int) -> str:
+    """``n`` bytes as MiB from 1 MiB up, else KiB, with one decimal, for the build output."""
     return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n / 1024:.1f} KiB"
 
 
