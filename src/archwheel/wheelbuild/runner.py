@@ -151,6 +151,7 @@ CACHE_ROOM_LOW = 256 * 2**20
 
 
 def cache_nearly_full(room: CacheRoom) -> bool:
+    """Whether the compiler cache's file system may not fit the next object (the runner warns)."""
     return room.free < min(CACHE_ROOM_LOW, room.size // 10)
 
 
@@ -192,6 +193,7 @@ class BuildRunner:
 
     # -- the whole build ----------------------------------------------------------------------
     def run(self) -> BuiltWheel:
+        """Carry out the plan stage by stage; only a wheel past the gates reaches ``out_dir``."""
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         timings = Timings()
         with timings.stage(self.output, "engine", f"check {self.plan.engine}", timed=False):

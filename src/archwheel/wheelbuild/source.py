@@ -80,6 +80,7 @@ class ResolvedSource:
         return cls(spec, Path("/nonexistent"), None, False, "", (), epoch, origin, unresolved=why)
 
     def to_json_dict(self) -> dict[str, object]:
+        """The resolved source as the provenance's ``source`` entry."""
         return {
             "mirrors": dict(self.spec.mirrors),
             "submodule_commits": list(self.submodule_commits),
@@ -114,6 +115,7 @@ class Git:
             self.config += ["-c", "protocol.file.allow=always"]
 
     def run(self, args: Sequence[str], cwd: Path | None = None, *, quiet: bool = False) -> str:
+        """Run ``git`` with the mirror settings and no prompt: its stdout, or ToolError."""
         proc = run_program(
             ["git", *self.config, *args],
             cwd=cwd,
@@ -131,6 +133,7 @@ class Git:
         return proc.stdout
 
     def try_run(self, args: Sequence[str], cwd: Path) -> str | None:
+        """``run`` quietly, None instead of ToolError: for what a plain folder cannot answer."""
         try:
             return self.run(args, cwd, quiet=True)
         except ToolError:
@@ -144,6 +147,9 @@ def resolve_source(
     recipe_epoch: int | None = None,
     echo: Echo | None = echo_to_stderr,
 ) -> ResolvedSource:
+    """The recipe's source as the build mounts it: a folder in place, a git ref or sdist fetched
+    into ``cache``; hashed, its patches applied to a copy, as plan and provenance record it.
+    """
     git = Git(echo, spec.mirrors)
     if spec.kind == "path":
         assert spec.path is not None
@@ -352,6 +358,7 @@ def _update_submodules(git: Git, checkout: Path, url: str) -> None:
 
 
 def git_mirrors(git: Git) -> list[tuple[str, str]]:
+    """The ``(public prefix, mirror)`` pairs ``git`` rewrites URLs with, for error messages."""
     pairs = []
     for item in git.config:
         if item.startswith("url.") and ".insteadOf=" in item:

@@ -125,9 +125,11 @@ class TorchBuild:
 
     @property
     def cuda(self) -> CudaVersion | None:
+        """The CUDA of the pinned torch wheel; None for a CPU build."""
         return self.wheel.cuda
 
     def to_json_dict(self) -> dict[str, object]:
+        """The torch build as the provenance's ``torch`` entry."""
         return {
             "requirement": self.pin.requirement,
             "replaces": self.pin.replaces,
@@ -156,10 +158,12 @@ def toolkit_requirement_for(wheel: TorchWheel, toolchain: ToolchainSpec) -> str 
 
 
 def torch_env_script() -> str:
+    """The text of ``data/torch-env.sh``, which installs the pinned torch into the torch image."""
     return resources.files("archwheel.wheelbuild").joinpath("data/torch-env.sh").read_text()
 
 
 def torch_image_tag(build: TorchBuild, builder_image_id: str) -> str:
+    """``archwheel/torch:<hash>`` of the torch image's inputs: a changed input makes a new image."""
     payload = json.dumps(
         {
             "format": TORCH_IMAGE_FORMAT,
@@ -176,6 +180,8 @@ def torch_image_tag(build: TorchBuild, builder_image_id: str) -> str:
 
 @dataclass(frozen=True)
 class TorchImage:
+    """The builder image plus the pinned torch: tag, ID, new or reused, its site-packages."""
+
     tag: str
     image_id: str
     created: bool

@@ -71,6 +71,9 @@ class PipRequest:
     host_config: bool = True  # start from this host's pip configuration
 
     def settings(self) -> PipSettings:
+        """The pip settings for the container: the host's config (unless off) with the request's
+        options, ``ca_bundle = "none"`` dropping the CA bundle.
+        """
         base = PipSettings.from_host() if self.host_config else PipSettings()
         no_ca = bool(self.ca_bundle) and str(self.ca_bundle).lower() == "none"
         ca = Path(self.ca_bundle) if self.ca_bundle and not no_ca else None
@@ -148,10 +151,11 @@ class LogOnly:
     echo: LineSink | None = None
 
     def planned(self, plan: BuildPlan, repair: RepairSpec | None) -> None:
-        return None
+        """Show nothing."""
 
     @contextmanager
     def running(self, log: TextIO) -> Iterator[BuildOutput]:
+        """The build's output, into ``log`` only."""
         yield BuildOutput(log)
 
 

@@ -305,6 +305,7 @@ class CacheRoom:
     free: int  # bytes, for the build user
 
     def to_json_dict(self) -> dict[str, int]:
+        """The room as the provenance's compiler cache ``file_system`` entry."""
         return {"size": self.size, "free_after_compile": self.free}
 
 
