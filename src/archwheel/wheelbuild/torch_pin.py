@@ -193,7 +193,7 @@ class TorchWheel:
 
     @property
     def filename(self) -> str:
-        """The wheel's file name."""
+        """The cached wheel's file name, as provenance records it."""
         return self.path.name
 
     def toolkit_requirement(self) -> Requirement | None:
