@@ -292,6 +292,7 @@ class CuobjdumpInventory:
 
     @property
     def total(self) -> int:
+        """All images counted in the file, every member together."""
         return sum(sum(c.values()) for c in self.counts.values())
 
 

@@ -101,6 +101,9 @@ class Unit:
 
 @dataclass(frozen=True)
 class FileLayout:
+    """Where the units of one file lie and what could not be read; returned by the layout
+    parsers, and the scan attributes each fatbin found to the unit at its offset."""
+
     kind: str  # "elf", "ar", "fatbin"
     units: tuple[Unit, ...]
     problems: tuple[Note, ...] = ()

@@ -91,6 +91,7 @@ class StreamMux:
 
     @property
     def position(self) -> int:
+        """The offset of the stream's next byte: the bytes fed so far."""
         return self._pos
 
     # -- parsers ------------------------------------------------------------------------------
@@ -266,9 +267,11 @@ class WholeInput:
 
     @property
     def position(self) -> int:
+        """The bytes fed so far, as ``StreamMux.position``."""
         return self._pos
 
     def add(self, parser: Parser, token: object) -> None:
+        """Run ``parser`` to its end over the input and report its outcome at once."""
         data = self._data
         size = len(data)
         try:
@@ -287,16 +290,19 @@ class WholeInput:
             self._on_done(ParserOutcome(token, error=exc))
 
     def resume(self, request: _Request) -> None:  # pragma: no cover - nothing is ever missed
+        """Never called: a whole input leaves no request in ``missed``."""
         raise AssertionError("a whole input misses nothing")
 
     def ahead(self, chunk: bytes) -> None:
-        pass
+        """Nothing to do: every parser was answered when it was added."""
 
     def feed(self, chunk: bytes) -> None:
+        """Only advance ``position``: the parsers were answered when they were added."""
         self._pos += len(chunk)
 
     def finish(self) -> None:
-        pass
+        """Nothing to do: no request is left open."""
 
     def wants_more(self) -> bool:
+        """Always False: no parser waits for bytes."""
         return False

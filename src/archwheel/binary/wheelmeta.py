@@ -97,9 +97,11 @@ class CudaEvidence:
 
     @property
     def version(self) -> CudaVersion | None:
+        """The major.minor this evidence names; None when it gives the major only."""
         return CudaVersion(self.major, self.minor) if self.minor is not None else None
 
     def describe(self) -> str:
+        """One line for the report: the version, where it was read and what was read."""
         what = f"{self.major}.{self.minor}" if self.minor is not None else f"{self.major}.x"
         return f"CUDA {what} from {self.source} ({self.detail})"
 
@@ -121,6 +123,7 @@ class WheelMetadata:
 
     @property
     def local_version(self) -> str | None:
+        """The part after ``+`` (``cu128`` in ``2.7.0+cu128``); None without one."""
         return self.version.split("+", 1)[1] if "+" in self.version else None
 
     @property
@@ -142,6 +145,7 @@ class WheelMetadata:
 
     @property
     def cuda_major(self) -> int | None:
+        """The CUDA major of the most precise evidence, for wheels that name no minor."""
         return self.cuda_evidence[0].major if self.cuda_evidence else None
 
     @property
@@ -161,10 +165,12 @@ class WheelMetadata:
 
     @property
     def cudnn_version(self) -> str | None:
+        """The exact ``nvidia-cudnn*`` version the wheel pins, if it pins one."""
         return self.pinned_version("nvidia-cudnn")
 
     @property
     def nccl_version(self) -> str | None:
+        """The exact ``nvidia-nccl*`` version the wheel pins, if it pins one."""
         return self.pinned_version("nvidia-nccl")
 
 

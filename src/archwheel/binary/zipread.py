@@ -40,9 +40,13 @@ class Source(Protocol):
     url: str
     size: int
 
-    def pread(self, length: int, offset: int) -> bytes: ...
+    def pread(self, length: int, offset: int) -> bytes:
+        """``length`` bytes at ``offset`` (fewer only at the end of the archive)."""
+        ...
 
-    def reader(self) -> BinaryIO: ...
+    def reader(self) -> BinaryIO:
+        """A seekable file object over the archive, for ``zipfile``."""
+        ...
 
 
 # What one archive's central directory may make a reader hold (docs/limits.md):
@@ -408,6 +412,7 @@ class WheelReader:
 
     @property
     def archive_size(self) -> int:
+        """The archive's size in bytes, which bounds every member read."""
         return self._size
 
 

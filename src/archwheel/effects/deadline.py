@@ -81,6 +81,7 @@ class NetBudget:
 
     @property
     def spent(self) -> bool:
+        """Whether the run's network time is used up (a new request is then not made)."""
         return self.left() <= 0
 
     def over(self) -> str:
@@ -143,6 +144,7 @@ class Deadline:
             raise TimedOut(self.why()) from None
 
     def why(self) -> str:
+        """The one line ``TimedOut`` says: the headers' bound or the run's, whichever fired."""
         if self._fired_in_headers and self._header_end < self._budget.end:
             limit = self._budget.limits.request_timeout_s
             return (

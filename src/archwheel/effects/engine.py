@@ -101,6 +101,8 @@ class Mount:
     volume: bool = False
 
     def flag(self) -> list[str]:
+        """The ``--mount`` arguments of ``run``; ``UsageError`` for a path the syntax cannot
+        carry (a ``,`` or ``=``) or a volume name the engine would refuse."""
         for value in (self.source, self.target):
             if "," in value or "=" in value:
                 raise UsageError(
@@ -142,6 +144,7 @@ class ContainerEngine:
 
     @property
     def name(self) -> str:
+        """``docker`` or ``podman``, as messages and engine-specific choices use it."""
         return self.settings.name
 
     def run(
@@ -154,6 +157,8 @@ class ContainerEngine:
         timeout: float | None = None,
         what: str = "",
     ) -> CommandResult:
+        """Run one engine command (``docker ARGS``) to completion, echoed unless ``quiet``;
+        a non-zero exit is a ``ToolError`` when ``check``."""
         self.program_path()
         return run_program(
             self.settings.command(*args),
@@ -167,6 +172,7 @@ class ContainerEngine:
         )
 
     def program_path(self) -> str:
+        """The engine program's full path; a ``ToolError`` saying how to install it if absent."""
         hint = (
             "install docker.io and start dockerd (see .ci/setup-engine.sh), or pass --engine podman"
             if self.name == "docker"
@@ -214,6 +220,7 @@ class ContainerEngine:
         return text if text.startswith("sha256:") else f"sha256:{text}"
 
     def image_labels(self, reference: str) -> dict[str, str]:
+        """The labels of a local image (``image inspect``); ``ToolError`` when it is absent."""
         result = self.run(
             "image", "inspect", "--format", "{{json .Config.Labels}}", reference, quiet=True
         )
@@ -232,6 +239,7 @@ class ContainerEngine:
         return sorted(str(d) for d in data)
 
     def pull(self, reference: str) -> None:
+        """Pull an image from its registry; ``ToolError`` when the pull fails."""
         self.run("pull", reference, what=f"{self.name} pull {reference}")
 
     def import_rootfs(self, tarball: Path, tag: str, changes: Sequence[str] = ()) -> str:
@@ -282,21 +290,26 @@ class ContainerEngine:
         return image
 
     def remove_image(self, reference: str) -> None:
+        """Remove a local image, forced; an absent image is no error."""
         self.run("image", "rm", "--force", reference, check=False, quiet=True)
 
     # -- volumes ------------------------------------------------------------------------------
     def volume_exists(self, name: str) -> bool:
+        """Whether the named volume exists."""
         return self.run("volume", "inspect", name, check=False, quiet=True).returncode == 0
 
     def ensure_volume(self, name: str) -> None:
+        """Create the named volume, labelled as archwheel's, unless it exists."""
         if not self.volume_exists(name):
             self.run("volume", "create", "--label", LABEL, name, what="creating volume")
 
     def remove_volume(self, name: str) -> None:
+        """Remove the named volume, forced; an absent volume is no error."""
         self.run("volume", "rm", "--force", name, check=False, quiet=True)
 
     # -- containers ---------------------------------------------------------------------------
     def container(self, spec: ContainerSpec) -> Container:
+        """A ``Container`` for ``spec``, not yet started: use it as a ``with`` block."""
         return Container(self, spec)
 
     def spec_args(self, spec: ContainerSpec, name: str) -> list[str]:
@@ -551,6 +564,7 @@ class Container:
         return result.stdout
 
     def is_running(self) -> bool:
+        """Whether the container runs now (see ``state`` for why it may not)."""
         return self.state() == "running"
 
     def state(self) -> str:

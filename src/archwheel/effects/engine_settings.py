@@ -83,6 +83,7 @@ class EngineSettings:
         )
 
     def command(self, *args: str) -> list[str]:
+        """The engine's command line for ``args``: the program, its global flags, ``args``."""
         return [self.program, *self.global_args, *args]
 
     def gpu_args(self, request: str) -> list[str]:

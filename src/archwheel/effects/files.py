@@ -222,11 +222,14 @@ def atomic_writer(path: Path) -> Iterator[IO[bytes]]:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a synced temporary file: a reader or a crash sees
+    the old file or the new one, never half of it."""
     with atomic_writer(path) as f:
         f.write(data)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
+    """``text`` as UTF-8, written as ``write_bytes_atomic`` does."""
     write_bytes_atomic(path, text.encode("utf-8"))
 
 

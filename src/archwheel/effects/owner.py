@@ -41,6 +41,7 @@ class Owner:
     start: int
 
     def token(self) -> str:
+        """``HOST:BOOT:PID:START``, as container labels and owner records store it."""
         return f"{self.host}:{self.boot}:{self.pid}:{self.start}"
 
     @classmethod
@@ -55,6 +56,7 @@ class Owner:
         return cls(host, boot, int(pid), int(start))
 
     def describe(self) -> str:
+        """``pid N on HOST``, for the messages that name a leftover's maker."""
         return f"pid {self.pid} on {self.host}"
 
 
@@ -108,6 +110,7 @@ def mark_folder(folder: Path, owner: Owner | None = None) -> Path:
 
 
 def unmark_folder(folder: Path) -> None:
+    """Remove ``folder``'s owner record (once the folder itself is gone); none is no error."""
     folder.with_name(folder.name + OWNER_SUFFIX).unlink(missing_ok=True)
 
 

@@ -38,6 +38,9 @@ _RESERVED_TARGETS = ("/build", "/src", "/ccache", "/opt/archwheel", "/usr", "/et
 
 @dataclass(frozen=True)
 class PipSettings:
+    """The pip indexes, local wheel folders, CA bundle and constraints a run uses: read from
+    the host (``from_host``), overridden by the command line, passed to containers and pip."""
+
     index_url: str | None = None
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
@@ -149,6 +152,7 @@ class PipSettings:
         return self
 
     def locations(self) -> tuple[str, ...]:
+        """Every place pip looks for packages: the index, the extra indexes, find-links."""
         urls = (self.index_url,) if self.index_url else ()
         return (*urls, *self.extra_index_urls, *self.find_links)
 
@@ -176,6 +180,8 @@ class PipSettings:
         return tuple(mounts)
 
     def container_env(self) -> dict[str, str]:
+        """The ``PIP_*`` variables (and CA variables) that give pip in a container these
+        settings, with the CA at its mounted path."""
         env = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
         if self.index_url:
             env["PIP_INDEX_URL"] = self.index_url
@@ -220,6 +226,7 @@ class PipSettings:
         return args
 
     def describe(self) -> str:
+        """One line naming the indexes, links and CA, for the build plan."""
         parts = []
         if self.index_url:
             parts.append(f"index {self.index_url}")

@@ -89,6 +89,7 @@ def is_local(location: str) -> bool:
 
 
 def local_path(location: str) -> Path:
+    """The path of a local location (``is_local``): a ``file://`` URL decoded, a path as is."""
     return Path(unquote(urlparse(location).path)) if "://" in location else Path(location)
 
 
@@ -150,6 +151,7 @@ class RangedFile:
         return os.pread(self._map, last - first + 1, first)
 
     def close(self) -> None:
+        """Close the connection and the cache files; the cached blocks stay for a later run."""
         self._connection.close()
         for fd in (self._data, self._map):
             with contextlib.suppress(OSError):
@@ -368,14 +370,17 @@ class LocalFile:
         self.transfer = Transfer()
 
     def pread(self, length: int, offset: int) -> bytes:
+        """``length`` bytes at ``offset`` (fewer at the end), counted as served."""
         data = os.pread(self._fd, length, offset)
         self.transfer.served += len(data)
         return data
 
     def reader(self) -> io.BufferedReader:
+        """A read-only, seekable file object over this file (for ``zipfile``)."""
         return io.BufferedReader(_View(self.pread, self.size), buffer_size=64 << 10)
 
     def close(self) -> None:
+        """Close the file."""
         os.close(self._fd)
 
     def __enter__(self) -> LocalFile:

@@ -167,6 +167,8 @@ def default_index_url() -> str:
 
 
 def index_urls(pip: PipSettings) -> tuple[str, ...]:
+    """The indexes pip would ask, in order: the index URL (pip's default when none is set),
+    then the extra ones."""
     primary = pip.index_url or default_index_url()
     return (primary, *pip.extra_index_urls)
 

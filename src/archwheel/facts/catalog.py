@@ -83,6 +83,7 @@ class Toolkit:
     verified: bool = True
 
     def targets_sorted(self) -> list[ComputeCapability]:
+        """The plain targets this toolkit compiles for, oldest first, for listing."""
         return sorted(self.targets)
 
 
@@ -121,6 +122,7 @@ class CudaFacts:
         return frozenset(cc for tk in self.toolkits for cc in tk.arch_specific | tk.family_specific)
 
     def is_known(self, cc: ComputeCapability) -> bool:
+        """Whether ``cc`` is a compute capability some GPU has (not a typo or a guess)."""
         return cc in self.capabilities
 
     def pipeline_arch_list(self, tag: str) -> str:
@@ -140,6 +142,7 @@ class CudaFacts:
         return info is not None and info.same_as == b
 
     def family(self, cc: ComputeCapability) -> str:
+        """The architecture family of ``cc`` (``Hopper``); ``unknown`` when not recorded."""
         info = self.capabilities.get(cc)
         return info.family if info else "unknown"
 
@@ -176,10 +179,12 @@ class CudaFacts:
         return None
 
     def last_toolkit_targeting(self, cc: ComputeCapability) -> Toolkit | None:
+        """The newest toolkit that can still compile plain SASS for ``cc``; None if none can."""
         found = [tk for tk in self.toolkits if cc in tk.targets]
         return found[-1] if found else None
 
     def gpus_for(self, cc: ComputeCapability) -> list[str]:
+        """The product names of the GPUs with compute capability ``cc``."""
         return [g.name for g in self.gpus if g.cc == cc]
 
     def find_gpu(self, query: str) -> GpuModel:

@@ -29,6 +29,9 @@ MAX_NESTING = 16  # tables and arrays inside each other (the data file nests 4 d
 
 @dataclass(frozen=True)
 class Source:
+    """Where an official value was read: a pipeline file at a commit, or an official wheel
+    by its sha256; every value in ``pytorch_official.toml`` cites one by ``key``."""
+
     key: str
     file: str
     commit: str = ""
@@ -36,12 +39,15 @@ class Source:
     note: str = ""
 
     def describe(self) -> str:
+        """``FILE (commit C)`` or ``FILE (sha256 S)``, to cite the source in a report."""
         pin = f"commit {self.commit}" if self.commit else f"sha256 {self.sha256}"
         return f"{self.file} ({pin})"
 
 
 @dataclass(frozen=True)
 class Setting:
+    """One environment variable the official build sets, with its value and source."""
+
     name: str
     value: str
     source: Source
@@ -75,19 +81,26 @@ class OfficialVariant:
 
     @property
     def key(self) -> str:
+        """``2.14.1/cu130``: how messages name the variant."""
         return f"{self.release}/{self.variant}"
 
 
 @dataclass(frozen=True)
 class OfficialFacts:
+    """Every official variant recorded, its sources, and why archwheel's builds differ on
+    purpose (``deliberate``); made once by ``load_official`` for repair and the comparison."""
+
     sources: Mapping[str, Source]
     variants: Mapping[tuple[str, str], OfficialVariant]  # (release, cuda "13.0")
     deliberate: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def variant(self, release: str, cuda: str) -> OfficialVariant | None:
+        """The official variant of torch ``release`` for CUDA ``cuda`` (``13.0``); None if
+        it is not recorded."""
         return self.variants.get((release, cuda))
 
     def known(self) -> tuple[str, ...]:
+        """The recorded variants' keys, sorted, for the message that names what is known."""
         return tuple(sorted(v.key for v in self.variants.values()))
 
 

@@ -48,6 +48,7 @@ class Budget:
         self.inflated = 0  # bytes --deep's payloads may inflate to, declared, so far
 
     def limit(self, key: str, message: str) -> None:
+        """Record that the bound ``key`` was hit; only its first message is kept."""
         self.hit.setdefault(key, message)
 
 

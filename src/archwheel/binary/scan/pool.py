@@ -55,6 +55,7 @@ ProgressSink = Callable[[int, str], None]
 
 
 def default_workers() -> int:
+    """How many worker processes scan a wheel's big members: the CPUs, between 1 and 4."""
     return max(1, min(4, os.cpu_count() or 1))
 
 
