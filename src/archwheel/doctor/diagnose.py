@@ -38,7 +38,7 @@ from archwheel.verdicts.compat.judge import check_runtime, judge_input
 from archwheel.verdicts.compat.report import LibraryVerdict, Reason, RuntimeCheck, worst
 from archwheel.verdicts.document import document_header
 from archwheel.verdicts.recommend import coverage_of
-from archwheel.verdicts.variants import ClaimsCheck, check_variant_file
+from archwheel.verdicts.variant_claims import ClaimsCheck, check_variant_file
 from archwheel.verdicts.vocabulary import Verdict
 
 DOCTOR_SCHEMA_VERSION = 1

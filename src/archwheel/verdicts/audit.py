@@ -22,8 +22,8 @@ from archwheel.facts.arch import ArchList, CodeKind, Target
 from archwheel.facts.catalog import load_facts
 from archwheel.verdicts.document import document_header
 
-if TYPE_CHECKING:  # imported when an input has a variant.json (the judge is not cheap to import)
-    from archwheel.verdicts.variants import ClaimsCheck
+if TYPE_CHECKING:  # imported when an input has a variant.json (a few ms an audit rarely needs)
+    from archwheel.verdicts.variant_claims import ClaimsCheck
 
 AUDIT_SCHEMA_VERSION = 1
 KIND_ORDER = {CodeKind.SASS: 0, CodeKind.PTX: 1, CodeKind.LTOIR: 2}
@@ -215,7 +215,7 @@ def audit(inventory: InputInventory, expect: ArchList | None) -> AuditReport:
     no_device_code = expect is not None and not verdicts
     variant = None
     if inventory.variant_json is not None:
-        from archwheel.verdicts.variants import check_variant_file
+        from archwheel.verdicts.variant_claims import check_variant_file
 
         label = split_label(inventory.metadata.get("file", ""))[1]
         variant = check_variant_file(inventory.variant_json, inventory.device_libraries, label)

@@ -25,7 +25,7 @@ from archwheel.facts.rules import ptx_jits_on, rule_for, sass_runs_on
 from archwheel.facts.versions import ComputeCapability, CudaVersion
 from archwheel.verdicts.compat.explain import renamed_capabilities
 from archwheel.verdicts.compat.gpus import Gpu
-from archwheel.verdicts.compat.judge import RELOCATABLE_SECTIONS
+from archwheel.verdicts.compat.modules import RELOCATABLE_SECTIONS
 from archwheel.verdicts.compat.report import Reason
 from archwheel.verdicts.document import document_header
 

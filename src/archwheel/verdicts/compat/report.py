@@ -20,8 +20,8 @@ from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.document import document_header
 from archwheel.verdicts.vocabulary import Verdict
 
-if TYPE_CHECKING:  # verdicts.variants imports the judge, which imports this module
-    from archwheel.verdicts.variants import ClaimsCheck
+if TYPE_CHECKING:
+    from archwheel.verdicts.variant_claims import ClaimsCheck
 
 CAN_RUN_SCHEMA_VERSION = 1
 
