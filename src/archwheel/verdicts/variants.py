@@ -114,6 +114,7 @@ class Derivation:
 
     @property
     def label(self) -> str:
+        """The label of the derived properties."""
         return self.properties.label
 
 

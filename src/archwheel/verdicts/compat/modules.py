@@ -26,6 +26,8 @@ class Module:
 
     @property
     def loadable(self) -> bool:
+        """Whether the CUDA runtime loads this module (relocatable device code only feeds a device
+        link)."""
         return self.section not in RELOCATABLE_SECTIONS
 
 
