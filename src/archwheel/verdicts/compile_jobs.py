@@ -71,6 +71,7 @@ class TimedCall:
 
     @property
     def seconds(self) -> float:
+        """How long the call ran (never negative, whatever the clock did)."""
         return max(0.0, self.end_s - self.start_s)
 
 

@@ -31,11 +31,15 @@ _HASHED = re.compile(r"\.[0-9a-f]{8}(?=\.so)")
 
 
 def library_key(path: str) -> str:
+    """``path`` without auditwheel's 8-hex-digit hash (``libcudart.faf08d9a.so.13`` is
+    ``libcudart.so.13``), so the same library matches on both sides."""
     return _HASHED.sub("", path)
 
 
 @dataclass(frozen=True)
 class ArchSize:
+    """What one arch of one library costs: its kind and its stored and uncompressed bytes."""
+
     kind: str  # "sass", "ptx", "lto"
     stored_bytes: int
     uncompressed_bytes: int
@@ -55,6 +59,7 @@ class Side:
 
     @property
     def archs(self) -> set[str]:
+        """Every arch present in any library of this side."""
         return {a for lib in self.libraries.values() for a in lib}
 
 
@@ -179,6 +184,9 @@ def check_audit_document(document: Mapping[str, Any], origin: str) -> None:
 
 @dataclass(frozen=True)
 class LibraryChange:
+    """How one library changed between the sides: its status, the archs added and dropped, and the
+    stored size of each arch before and after."""
+
     path: str
     status: str  # "changed", "same", "gained device code", "lost device code" ...
     added: tuple[str, ...] = ()
@@ -188,6 +196,9 @@ class LibraryChange:
 
 @dataclass(frozen=True)
 class DiffReport:
+    """What changed between two builds: per library, in versions and in CUDA pins, and the archs
+    gone; ``regression`` decides the exit code."""
+
     old: Side
     new: Side
     libraries: tuple[LibraryChange, ...]
@@ -197,12 +208,14 @@ class DiffReport:
 
     @property
     def regression(self) -> bool:
+        """A library on both sides lost an arch, or an arch of OLD is nowhere in NEW (exit 1)."""
         return bool(self.archs_gone) or any(
             c.dropped for c in self.libraries if c.status != "removed"
         )
 
     @property
     def exit_code(self) -> int:
+        """1 on a regression, else 3 when a side was incomplete, else 0."""
         if self.regression:
             return EXIT_VERDICT_FAILED
         if not (self.old.complete and self.new.complete):
@@ -210,6 +223,7 @@ class DiffReport:
         return EXIT_OK
 
     def to_json(self) -> dict[str, Any]:
+        """The diff JSON document."""
         return {
             **document_header(1),
             "old": self.old.label,
@@ -240,6 +254,8 @@ def _arch_order(arch: str) -> tuple[int, int, str]:
 
 
 def diff(old: Side, new: Side) -> DiffReport:
+    """Compare two builds library by library (matched by ``library_key``), then their versions and
+    pins."""
     changes: list[LibraryChange] = []
     for path in sorted(set(old.libraries) | set(new.libraries)):
         before = old.libraries.get(path, {})

@@ -57,6 +57,8 @@ MAX_LISTED = 20  # missing symbols listed per library; the count says how many i
 
 
 class LoadVerdict(str, Enum):
+    """Whether a library loads beside torch: it does, it does not, or it could not be decided."""
+
     LOADS = "loads"
     FAILS = "does-not-load"
     UNKNOWN = "unknown"  # something could not be read or checked
@@ -64,6 +66,9 @@ class LoadVerdict(str, Enum):
 
 @dataclass(frozen=True)
 class Policy:
+    """A manylinux policy: the system libraries it allows and the symbol versions of each (``GLIBC``
+    -> ``2.28`` ...)."""
+
     name: str
     libraries: frozenset[str]
     versions: Mapping[str, frozenset[str]]  # prefix ("GLIBC") -> allowed versions ("2.28")
@@ -137,6 +142,9 @@ class WheelFiles:
 
 @dataclass(frozen=True)
 class MissingSymbol:
+    """A symbol a library needs that nothing loaded defines, or defines without the version it asks
+    for."""
+
     name: str  # mangled
     version: str | None
     version_file: str | None
@@ -163,9 +171,11 @@ class LibraryLoad:
 
     @property
     def symbols_resolved(self) -> int:
+        """The symbols checked that something loaded defines (neither missing nor assumed)."""
         return self.symbols_checked - self.missing_symbol_count - self.unverified
 
     def to_json(self) -> dict[str, Any]:
+        """This library's part of the can-load document."""
         return {
             "path": self.path,
             "verdict": self.verdict.value,
@@ -192,6 +202,9 @@ class LibraryLoad:
 
 @dataclass(frozen=True)
 class LoadReport:
+    """``can-load``: whether each library of a wheel loads beside the torch given (and other
+    wheels), with what its metadata says and what could not be checked."""
+
     wheel: WheelFiles
     torch: WheelFiles
     others: tuple[WheelFiles, ...]
@@ -203,6 +216,8 @@ class LoadReport:
 
     @property
     def verdict(self) -> LoadVerdict:
+        """FAILS when any library does not load, else UNKNOWN when anything could not be checked,
+        else LOADS."""
         verdicts = {lib.verdict for lib in self.libraries}
         if LoadVerdict.FAILS in verdicts:
             return LoadVerdict.FAILS
@@ -211,6 +226,7 @@ class LoadReport:
         return LoadVerdict.LOADS
 
     def to_json(self) -> dict[str, Any]:
+        """The can-load JSON document."""
         return {
             **document_header(1),
             "wheel": self.wheel.filename,
@@ -539,6 +555,8 @@ def _metadata_facts(wheel: WheelFiles, torch: WheelFiles) -> tuple[list[str], li
 
 
 def is_torch(wheel: WheelFiles) -> bool:
+    """Whether ``wheel`` is a torch wheel (by its canonical name), the one every other wheel is
+    judged beside."""
     return wheel.name == "torch"
 
 

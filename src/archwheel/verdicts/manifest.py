@@ -109,6 +109,8 @@ def wheel_entry(
 
 
 def build_manifest(wheels: Sequence[dict[str, Any]], facts_version: str) -> dict[str, Any]:
+    """The manifest document listing ``wheels`` (one entry each); the same file name twice is an
+    input error."""
     counts = Counter(w["file"] for w in wheels)
     duplicates = sorted(n for n, count in counts.items() if count > 1)
     if duplicates:
@@ -201,6 +203,7 @@ class Mismatch:
     message: str
 
     def to_json_dict(self) -> dict[str, Any]:
+        """One entry of the verify document's ``mismatches``."""
         return {
             "subject": self.subject,
             "what": self.what,
@@ -428,6 +431,9 @@ def _check_libraries(
 
 @dataclass(frozen=True)
 class VerifyReport:
+    """``verify``: the manifest against the files (and the environment) found, one mismatch per
+    difference."""
+
     manifest: str
     files_checked: tuple[str, ...]
     environment: str | None  # the interpreter checked with --env
@@ -436,13 +442,16 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
+        """Everything checked matches the manifest."""
         return not self.mismatches
 
     @property
     def exit_code(self) -> int:
+        """0 when everything matches, else 1."""
         return 0 if self.ok else 1
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The verify JSON document."""
         return {
             **document_header(VERIFY_SCHEMA_VERSION, "verify"),
             "manifest": self.manifest,

@@ -31,6 +31,7 @@ class TorchCheck:
 
     @property
     def verdict(self) -> LoadVerdict:
+        """The load verdict against this release; UNKNOWN when it could not be judged."""
         return LoadVerdict.UNKNOWN if self.report is None else self.report.verdict
 
 
@@ -51,6 +52,8 @@ class TorchRangeReport:
 
     @property
     def verdict(self) -> LoadVerdict:
+        """FAILS when any release fails, else UNKNOWN when a release could not be judged, an exact
+        version was not found or none was checked, else LOADS."""
         verdicts = {c.verdict for c in self.checks}
         if LoadVerdict.FAILS in verdicts:
             return LoadVerdict.FAILS
@@ -60,17 +63,21 @@ class TorchRangeReport:
 
     @property
     def loads_with(self) -> tuple[str, ...]:
+        """The releases the extension loads with."""
         return tuple(c.version for c in self.checks if c.verdict is LoadVerdict.LOADS)
 
     @property
     def fetched(self) -> int:
+        """The bytes read from the network for every release, this run."""
         return sum(c.fetched for c in self.checks)
 
     @property
     def total_size(self) -> int:
+        """The size of every torch wheel judged, what a full download would have cost."""
         return sum(c.size or 0 for c in self.checks)
 
     def to_json(self) -> dict[str, Any]:
+        """The ``can-load --torch`` JSON document."""
         return {
             "schema_version": 1,
             "kind": "can-load-torch-range",
