@@ -100,8 +100,8 @@ exit codes: 0 every cell passed (published, or skipped because the index has it)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``matrix`` subcommand and ``publish`` with its flags, help and examples to the
-    command line's parser (``cli.build_parser`` calls each command's ``register``)."""
+    """Add ``matrix`` and ``publish`` to the command line, with their flags, help and examples
+    (``cli.build_parser`` calls each command module's ``register`` with its subparsers)."""
     p = sub.add_parser(
         "matrix",
         help="plan and build a matrix of wheels into a PEP 503 index",
