@@ -51,6 +51,16 @@ if TYPE_CHECKING:
         Verdict,
         run_matrix,
     )
+    from archwheel.matrix.usecase import (
+        MatrixOutcome,
+        MatrixRequest,
+        MatrixShow,
+        PublishRequest,
+        cell_builder,
+        matrix,
+        publish_wheels,
+        recheck_published,
+    )
     from archwheel.matrix.variants import (
         expected_properties,
         matrix_publisher,

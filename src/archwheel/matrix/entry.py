@@ -63,6 +63,8 @@ class IndexEntry:
         return f"torch-{public}+{tag}.html"
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The entry as the index manifest (``index.json``) and ``publish --format json`` write it;
+        ``from_json_dict`` reads it back."""
         return {
             "file": self.file,
             "project": self.project,

@@ -115,6 +115,7 @@ class Refusal:
     reason: str
 
     def to_json_dict(self) -> dict[str, str]:
+        """The refusal as ``publish --format json`` lists it."""
         return {"wheel": self.wheel, "reason": self.reason}
 
 
@@ -133,9 +134,12 @@ class PublishResult:
 
     @property
     def ok(self) -> bool:
+        """True when no wheel was refused: ``publish`` exits 0 only then."""
         return not self.refused
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The result as ``publish --format json`` prints it (the publish schema): what was added,
+        kept and refused."""
         return {
             "schema_version": INDEX_SCHEMA_VERSION,
             "index": str(self.index),
@@ -157,9 +161,13 @@ class TreeExtras(Protocol):
 
     def screen(
         self, index: Path, candidates: Sequence[Candidate]
-    ) -> tuple[list[Candidate], list[Refusal]]: ...
+    ) -> tuple[list[Candidate], list[Refusal]]:
+        """Split ``candidates`` into those that may join the index as it is now and the refusals of
+        the others."""
 
-    def extras(self, tree: Path, old: Path | None, entries: Sequence[IndexEntry]) -> None: ...
+    def extras(self, tree: Path, old: Path | None, entries: Sequence[IndexEntry]) -> None:
+        """Write the publish's own files into the new ``tree`` (``old``: the tree it replaces, None
+        for the first)."""
 
 
 @dataclass(frozen=True)
@@ -257,6 +265,8 @@ MAX_PROVENANCE_NESTING = 32  # lists and objects inside each other (a build's ne
 
 
 def load_provenance(path: Path) -> dict[str, Any]:
+    """A wheel's provenance JSON read within archwheel's bounds (size, nesting; an ``InputError``
+    otherwise): it may come from a CI artifact, so it is untrusted."""
     document, _ = read_document(
         path, MAX_PROVENANCE_BYTES, MAX_PROVENANCE_NESTING, what="provenance JSON"
     )

@@ -68,6 +68,8 @@ class Exclusion:
     values: Mapping[str, str]
 
     def matches(self, cell: Cell) -> bool:
+        """True when ``cell`` has every axis value the exclusion names (arch lists compared in
+        canonical form): the plan leaves such a cell out."""
         for axis, value in self.values.items():
             wanted = str(ArchList.parse(value)) if axis == "arch" else value
             if getattr(cell, axis) != wanted:
@@ -116,12 +118,15 @@ class Cell:
 
     @property
     def label(self) -> str:
+        """The one-line name of the cell in plans, logs and CI jobs, e.g. ``ops torch 2.14.1 py3.11
+        [8.0;9.0]``."""
         torch = f" torch {self.torch}" if self.torch else ""
         if self.serves:
             torch += f" (serves {', '.join(self.serves)})"
         return f"{self.recipe}{torch} py{self.python} [{self.arch}]"
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The cell's axes as the plan and result JSON name them."""
         return {
             "recipe": self.recipe,
             "torch": self.torch,
@@ -132,6 +137,9 @@ class Cell:
 
 
 class Action(str, Enum):
+    """What the plan does with a cell: build it, skip it (the index holds it with the same inputs),
+    or leave it out."""
+
     BUILD = "build"
     SKIP = "skip"  # already in the index with the same inputs
     EXCLUDED = "excluded"  # by an exclusion, or the recipe cannot build it
@@ -139,6 +147,9 @@ class Action(str, Enum):
 
 @dataclass(frozen=True)
 class PlannedCell:
+    """A cell with its key (a digest of every input its build depends on), what the plan does with
+    it and why, and the base its build runs on."""
+
     cell: Cell
     key: str
     action: Action
@@ -149,6 +160,7 @@ class PlannedCell:
     base: str | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The planned cell as ``matrix --plan --format json`` shows it (the matrix-plan schema)."""
         return {
             **self.cell.to_json_dict(),
             "base": self.base,
@@ -161,13 +173,19 @@ class PlannedCell:
 
 @dataclass(frozen=True)
 class MatrixPlan:
+    """Every cell of a matrix with its action, and the recipe summaries it was planned from (the
+    runner reads each cell's CUDA there)."""
+
     cells: tuple[PlannedCell, ...]
     recipes: Mapping[str, RecipeSummary] = field(default_factory=dict)
 
     def of(self, action: Action) -> tuple[PlannedCell, ...]:
+        """The cells the plan gives ``action``, in plan order: what to build, skip or leave out."""
         return tuple(c for c in self.cells if c.action is action)
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The plan as ``matrix --plan --format json`` prints it: every cell, and how many are
+        built, skipped and left out."""
         return {
             "schema_version": MATRIX_SCHEMA_VERSION,
             "cells": [c.to_json_dict() for c in self.cells],

@@ -59,6 +59,9 @@ Event = Callable[[str], None]
 
 
 class Action(str, Enum):
+    """What a new torch release means for a published wheel: covered, broken, claimable, needs a
+    build, or unknown (the module doc says when each holds)."""
+
     COVERED = "covered"
     BROKEN = "broken"
     CLAIMABLE = "claimable"
@@ -77,6 +80,8 @@ class ReleaseCheck:
 
     @property
     def action(self) -> Action:
+        """The release's action, from whether the wheel loads with it and whether its Requires-Dist
+        admits it."""
         if self.verdict is LoadVerdict.UNKNOWN:
             return Action.UNKNOWN
         loads = self.verdict is LoadVerdict.LOADS
@@ -85,6 +90,7 @@ class ReleaseCheck:
         return Action.CLAIMABLE if loads else Action.NEEDS_BUILD
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The check as ``matrix --recheck --format json`` lists it under its wheel."""
         return {
             "version": self.version,
             "verdict": self.verdict.value,
@@ -106,13 +112,18 @@ class WheelRecheck:
 
     @property
     def must_rebuild(self) -> bool:
+        """True when a new release is broken, claimable or needs a build: the wheel is listed for a
+        rebuild."""
         return any(r.action in _REBUILD for r in self.releases)
 
     @property
     def complete(self) -> bool:
+        """True when every new release could be listed and checked; an incomplete wheel makes the
+        recheck exit 3 if nothing must be rebuilt."""
         return self.problem is None and all(r.action is not Action.UNKNOWN for r in self.releases)
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The wheel's recheck as ``matrix --recheck --format json`` lists it."""
         return {
             "file": self.file,
             "requirement": self.requirement,
@@ -128,15 +139,21 @@ _REBUILD = frozenset({Action.BROKEN, Action.CLAIMABLE, Action.NEEDS_BUILD})
 
 @dataclass(frozen=True)
 class RecheckReport:
+    """What ``matrix --recheck`` found: each published wheel built against torch and its new
+    releases."""
+
     index: Path
     wheels: tuple[WheelRecheck, ...]
 
     @property
     def rebuild(self) -> tuple[WheelRecheck, ...]:
+        """The wheels that must be rebuilt (or withdrawn), as the report lists them first."""
         return tuple(w for w in self.wheels if w.must_rebuild)
 
     @property
     def exit_code(self) -> int:
+        """1 when a wheel must be rebuilt, else 3 when a check could not be made, else 0 (docs/exit-
+        codes.md)."""
         if self.rebuild:
             return int(EXIT_VERDICT_FAILED)
         if not all(w.complete for w in self.wheels):
@@ -144,6 +161,7 @@ class RecheckReport:
         return int(EXIT_OK)
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The report as ``matrix --recheck --format json`` prints it (matrix-recheck schema)."""
         return {
             "schema_version": 1,
             "kind": "matrix-recheck",

@@ -13,7 +13,7 @@ import pytest
 from archwheel.effects.settings import Settings
 from archwheel.errors import InputError, RecipeError
 from archwheel.interfaces.cli import build_parser
-from archwheel.interfaces.commands.matrix import MatrixRequest, run_request
+from archwheel.interfaces.commands.matrix import MatrixCommand, run_request
 from archwheel.matrix.cells import build_cells, read_recipes
 from archwheel.matrix.index import read_index
 from archwheel.matrix.plan import Action, Cell, MatrixSpec, make_plan, parse_exclusion
@@ -143,7 +143,7 @@ def test_a_python_no_base_offers_is_refused_before_any_cell_is_built(
     monkeypatch.setenv("ARCHWHEEL_RECIPES", str(tmp_path))
     argv = ["matrix", "--recipe", "py312", "--python", "3.11", "--python", "3.12",
             "--index", str(tmp_path / "index"), "--work", str(tmp_path / "work")]  # fmt: skip
-    request = MatrixRequest.from_args(build_parser("matrix").parse_args(argv))
+    request = MatrixCommand.from_args(build_parser("matrix").parse_args(argv))
     builder = FakeCellBuilder()
     with pytest.raises(RecipeError, match=r"no base archwheel makes offers Python 3\.12"):
         run_request(request, builder)

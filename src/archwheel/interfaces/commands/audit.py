@@ -56,6 +56,8 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``audit`` to the command line, with its flags, help and examples (``cli.build_parser``
+    calls each command module's ``register`` with its subparsers)."""
     p = sub.add_parser(
         "audit",
         help=SUMMARY["audit"],
@@ -154,6 +156,8 @@ class AuditRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> AuditRequest:
+        """The request of parsed ``args``: nothing to audit, or ``--workers`` below 1, is a usage
+        error (exit 2)."""
         from archwheel.facts import ArchList
 
         if not args.inputs and not args.installed:
@@ -197,10 +201,14 @@ class AuditRequest:
 
     @property
     def shows_progress(self) -> bool:
+        """True when a scan progress bar is shown: table format, not quiet, standard error a
+        terminal."""
         return not self.quiet and self.format == "table" and sys.stderr.isatty()
 
 
 def run(args: argparse.Namespace) -> int:
+    """``archwheel audit``: audit the inputs (and cross-check them with cuobjdump when asked), print
+    the report, exit with its verdict."""
     from archwheel.interfaces.auditing import audit_and_cross_check
     from archwheel.interfaces.render.crosscheck import AuditProgress, print_cross_check
 

@@ -74,6 +74,8 @@ of memory), the reproducibility check or the audit gate failed
 
 
 def register(subparsers: Any) -> None:
+    """Add ``build`` and ``base-image`` to the command line, with their flags, help and examples
+    (``cli.build_parser`` calls each command module's ``register`` with its subparsers)."""
     parser = subparsers.add_parser(
         "build",
         help="build a wheel for exactly your archs in a container, then audit it",
@@ -204,6 +206,8 @@ class BuildCommand:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BuildCommand:
+        """The command of parsed ``args``: the build request with the pip, cache and engine flags
+        resolved (a bad cache URL: exit 2)."""
         settings = environment_settings()
         cache_url = cache_url_option(
             settings.cache_url if args.cache_url is None else args.cache_url,
@@ -259,10 +263,13 @@ def cache_url_option(text: str | None, *, no_cache: bool) -> CacheUrl | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``archwheel build``: parse the flags and run ``build``."""
     return build(BuildCommand.from_args(args))
 
 
 def build(command: BuildCommand) -> int:
+    """Run ``command``: list the recipes, compare with the official wheel, or build (``--plan``:
+    plan only) and print the result; the exit code."""
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     out = Console(highlight=False, soft_wrap=True)
     if command.list_recipes:
@@ -291,6 +298,8 @@ def build(command: BuildCommand) -> int:
 
 
 def run_base_image(args: argparse.Namespace) -> int:
+    """``archwheel base-image``: make (or find) the base image builds run on and print its tag and
+    id."""
     request = BaseImageRequest(
         engine=args.engine,
         suite=args.suite,

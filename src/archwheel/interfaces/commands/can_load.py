@@ -53,6 +53,8 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``can-load`` to the command line, with its flags, help and examples
+    (``cli.build_parser`` calls each command module's ``register`` with its subparsers)."""
     p = sub.add_parser(
         "can-load",
         help=SUMMARY["can-load"],
@@ -121,6 +123,8 @@ class CanLoadRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CanLoadRequest:
+        """The request of parsed ``args``: ``--torch`` with ``--with``/``--installed``, or its
+        options without it, is a usage error (exit 2)."""
         from archwheel.errors import UsageError
 
         if args.torch is not None and (args.with_wheels or args.installed):
@@ -152,7 +156,8 @@ def exit_code(report: LoadReport | TorchRangeReport) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-
+    """``archwheel can-load``: whether the wheel's libraries load next to the torch given
+    (``--torch``: each release of a range), printed in the format asked; exit 0, 1 or 3."""
     from archwheel.inspection import can_load
     from archwheel.interfaces.render.can_load import (
         can_load_json,

@@ -35,6 +35,8 @@ exit codes: 0 nothing left (or --dry-run), 1 something could not be removed, 2 u
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``clean`` to the command line, with its flags, help and examples (``cli.build_parser``
+    calls each command module's ``register`` with its subparsers)."""
     parser = subparsers.add_parser(
         "clean",
         help=SUMMARY["clean"],
@@ -75,6 +77,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    """``archwheel clean``: find (and, unless ``--dry-run``, remove) what killed runs left behind,
+    print it, exit 1 when something stays."""
     from archwheel.housekeeping import CleanRequest, clean
     from archwheel.interfaces.render.clean import print_clean
     from archwheel.matrix import unfinished_publishes

@@ -29,6 +29,8 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``diff`` to the command line, with its flags, help and examples (``cli.build_parser``
+    calls each command module's ``register`` with its subparsers)."""
     p = sub.add_parser(
         "diff",
         help=SUMMARY["diff"],
@@ -56,10 +58,13 @@ class DiffRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DiffRequest:
+        """The request of parsed ``args`` (argparse has already checked each flag's type)."""
         return cls(old=args.old, new=args.new, format=args.format)
 
 
 def run(args: argparse.Namespace) -> int:
+    """``archwheel diff``: compare two builds' device code, print what NEW lost or gained, exit 1 on
+    a regression (a CI gate)."""
     import sys
 
     from archwheel.inspection import diff_builds

@@ -49,6 +49,8 @@ exit codes: 0 everything matches; 1 mismatches (text and Markdown list 500,
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``manifest`` and ``verify`` to the command line, with their flags, help and examples
+    (``cli.build_parser`` calls each command module's ``register`` with its subparsers)."""
     make = subparsers.add_parser(
         "manifest",
         help=SUMMARY["manifest"],
@@ -94,6 +96,7 @@ class ManifestRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ManifestRequest:
+        """The request of parsed ``args`` (argparse has already checked each flag's type)."""
         return cls(wheels=tuple(args.wheels), output=args.output)
 
 
@@ -111,6 +114,7 @@ class VerifyRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> VerifyRequest:
+        """The request of parsed ``args`` (argparse has already checked each flag's type)."""
         return cls(
             manifest=args.manifest,
             wheels=tuple(args.wheels),
@@ -123,6 +127,8 @@ class VerifyRequest:
 
 
 def run_manifest(args: argparse.Namespace) -> int:
+    """``archwheel manifest``: record the tested wheels (hashes, libraries) as a manifest on
+    standard output or in ``-o FILE``."""
     import sys
 
     from archwheel.inspection import make_manifest
@@ -144,6 +150,8 @@ def run_manifest(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    """``archwheel verify``: check wheels, a folder or an environment against a manifest; exit 1 on
+    a mismatch."""
     from archwheel.inspection import verify_manifest
     from archwheel.interfaces.render.common import emit_result
     from archwheel.interfaces.render.manifest import verify_markdown, verify_table

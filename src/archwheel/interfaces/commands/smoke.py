@@ -65,6 +65,8 @@ part (CUDA hidden) passed (docs/smoke.md)
 
 
 def register(subparsers: Any) -> None:
+    """Add ``smoke`` to the command line, with its flags, help and examples (``cli.build_parser``
+    calls each command module's ``register`` with its subparsers)."""
     parser = subparsers.add_parser(
         "smoke",
         help=SUMMARY["smoke"],
@@ -179,6 +181,8 @@ class SmokeRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SmokeRequest:
+        """The request of parsed ``args``, with the default timeouts; an ``--output`` that cannot be
+        written is refused before any environment is made."""
         from archwheel.smoke import DEFAULT_INSTALL_TIMEOUT, DEFAULT_STEP_TIMEOUT
 
         if args.output is not None:
@@ -228,6 +232,8 @@ class SmokeRequest:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``archwheel smoke``: install the wheels in a fresh environment, run the kernels, print the
+    report whatever happened and exit with its verdict."""
     import json
     import signal
     import sys

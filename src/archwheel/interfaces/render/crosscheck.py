@@ -36,6 +36,7 @@ class ProgressLine:
         self.shown = True
 
     def clear(self) -> None:
+        """Blank the progress line if one is shown, so the next line starts on a clean row."""
         if self.shown:
             self.stream.write("\r" + " " * 80 + "\r")
             self.stream.flush()
