@@ -56,7 +56,10 @@ def tests(session: nox.Session) -> None:
     env = {"ARCHWHEEL_CACHE": str(CACHE)}
     # The heavy real builds (marker `heavy`: torch-scatter, TorchOpt) run in `nox -s heavy`,
     # the fault tests made of whole builds (marker `costly`) in `nox -s faults`.
-    session.run("pytest", "-m", "not heavy and not costly", *session.posargs, env=env)
+    # `--durations`: the slowest tests end the log, for keeping CI under 60 minutes.
+    session.run(
+        "pytest", "-m", "not heavy and not costly", "--durations=40", *session.posargs, env=env
+    )
 
 
 @nox.session(python=PYTHON)
@@ -93,6 +96,16 @@ def lint(session: nox.Session) -> None:
         "gcc", "-fsyntax-only", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror",
         f"-I{include}", "src/archwheel/binary/_speedups.c", external=True,
     )  # fmt: skip
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Build the documentation site (mkdocs.yml) into site/, with `mkdocs build --strict`: a
+    broken link or anchor, or a page left out of the nav, fails. Installs only the `docs`
+    extra's tools, not archwheel: seconds, and nothing is fetched while it builds."""
+    extras = nox.project.load_toml(ROOT / "pyproject.toml")["project"]["optional-dependencies"]
+    session.install(*extras["docs"])
+    session.run("mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"))
 
 
 # The property tests of the scan and the zip reader, run on the compiled part built with
@@ -172,7 +185,10 @@ def bench(session: nox.Session) -> None:
     """Benchmarks that print ratios against baselines measured in the same run.
 
     `nox -s bench` runs all; `nox -s bench -- audit`, `-- build` or `-- matrix` runs one
-    (`matrix` needs Docker and redis-server: a cold matrix vs the same with the remote cache warm).
+    (`matrix` needs Docker and redis-server: a cold matrix vs the same with the remote cache warm;
+    `farm-sim` replays recorded builds on simulated compile farms, `-- farm-sim --fresh` records
+    them again with real builds in Docker; `arch-add` needs Docker: a variants matrix of two arch
+    cells, then a third arch added).
     """
     _install(session, "test")
     env = {"ARCHWHEEL_CACHE": str(CACHE), "PYTHONUNBUFFERED": "1"}

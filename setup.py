@@ -1,7 +1,7 @@
 """The one compiled part of archwheel: an optional accelerator of the binary scan.
 
 Everything else is in pyproject.toml. ``optional=True``: where no C compiler is at hand the
-install goes on without it, and the scan runs in Python alone (docs/performance.md).
+install goes on without it, and the scan runs in Python alone (docs/maintainers/performance.md).
 """
 
 from setuptools import Extension, setup

@@ -13,7 +13,7 @@ Measured in one run, on this machine:
   (main process plus scan workers, sampled every 50 ms: the sampler takes CPU from what it
   measures, so the timed runs are not sampled).
 
-Each time is the best of 3 (``--quick``: of 1). Targets (issues 2 and 26): archwheel <= 1.3x
+Each time is the best of 3 (``--quick``: of 1). Targets: archwheel <= 1.3x
 the limit, >= 10x faster than baseline 2, peak memory below 100 MB (the PSS of its process tree:
 the RSS summed over forked processes counts the pages they share once per process; both are
 printed). ``--phases`` also prints where
@@ -301,7 +301,8 @@ start = time.perf_counter()
 from archwheel.interfaces.commands import audit as command
 from archwheel.binary.scan.binary import scan_member
 from archwheel.binary.scan.inputs import _is_text_member, scan_wheel
-from archwheel.binary.zipread import WheelReader, member_chunks
+from archwheel.binary.zipread import WheelReader
+from archwheel.binary.zipmember import member_chunks
 from archwheel.interfaces.render.common import dump_json
 from archwheel.verdicts.audit import audit, audit_document
 import io

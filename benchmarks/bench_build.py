@@ -7,7 +7,7 @@ process each time (the base and builder images are made first and not counted):
   compiler-cache volume: total wall time, compile phase, wheel size;
 - a warm rebuild of the 2-arch list with the volume its cold build filled.
 
-Target (issue 4): the warm rebuild at least 3x faster than the cold build. Prints the ratios
+Target: the warm rebuild at least 3x faster than the cold build. Prints the ratios
 and writes them to $ARCHWHEEL_CACHE/bench/build.json. `--quick` measures only the 2-arch cold
 and warm builds. Needs a running Docker engine.
 """

@@ -5,7 +5,7 @@ Measured in one run, on this machine, each a fresh process (best of ``--repeat N
 - baseline: `archwheel audit TORCH --format json` (every ELF member of torch inflated);
 - archwheel: `archwheel can-load TORCHVISION --with TORCH --format json`.
 
-Target (issue 26, item 3): can-load <= 0.3x the audit of the torch wheel (issue 11's was 2x the
+Target: can-load <= 0.3x the audit of the torch wheel (the first target was 2x the
 audit of both wheels; both ratios are printed). Writes them to $ARCHWHEEL_CACHE/bench/can_load.json.
 """
 

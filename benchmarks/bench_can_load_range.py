@@ -7,7 +7,7 @@ Measured in one run, on this machine, each a fresh process:
   (every torch read over the network by range requests);
 - warm: the same again (the loader's views of the three torches kept by the cold run).
 
-Printed: the bytes read from the network against the three wheels' size (issue 25's target was
+Printed: the bytes read from the network against the three wheels' size (the first target was
 <= 5%: unreachable for torch's own libraries, whose tables patchelf moved to their end:
 docs/verdicts.md, "Across torch releases"), and the time per torch against the baseline.
 Needs the network (the index); writes $ARCHWHEEL_CACHE/bench/can_load_range.json.

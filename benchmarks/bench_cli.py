@@ -1,4 +1,4 @@
-"""How fast the command line answers what it can answer without doing work (issue 26, item 2).
+"""How fast the command line answers what it can answer without doing work.
 
 Measured in one run, on this machine, each a fresh process, the median of ``REPEAT`` runs
 (``--quick``: 3) of
@@ -10,7 +10,7 @@ Measured in one run, on this machine, each a fresh process, the median of ``REPE
 archwheel runs as ``python -m archwheel.interfaces.cli`` with this checkout's ``src`` first on
 the path (as the other benchmarks run it). Target: each command <= 150 ms wall; prints each
 median, its ratio to the floor and the load average, and writes them to
-$ARCHWHEEL_CACHE/bench/cli.json (docs/performance.md, "Command-line start").
+$ARCHWHEEL_CACHE/bench/cli.json (docs/maintainers/performance.md, "Command-line start").
 """
 
 from __future__ import annotations

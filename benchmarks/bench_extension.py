@@ -1,7 +1,7 @@
 """Torch-extension build speed: what everything but compiling costs, and how busy the cores are.
 
-Measured in one run with ``archwheel build --recipe torch-scatter-2.1.2 --arch 9.0`` (issue 9,
-item 5), in a fresh process each time:
+Measured in one run with ``archwheel build --recipe torch-scatter-2.1.2 --arch 9.0``,
+in a fresh process each time:
 
 1. a warm-up build makes the base, builder and torch images (not counted);
 2. a cold one-arch build against the cached torch: its own empty compiler-cache volume, so
@@ -15,7 +15,7 @@ item 5), in a fresh process each time:
 Prints the figures and writes them to ``$ARCHWHEEL_CACHE/bench/extension.json``. ``--quick``
 skips the warm-up build (the images must exist). Needs a running Docker engine.
 
-``--parallel`` (issue 28) measures instead what archwheel's own parallel plan
+``--parallel`` measures instead what archwheel's own parallel plan
 (wheelbuild/parallel.py) does for a recipe with no parallel trick of its own: the shipped
 torch-scatter recipe is a plain ``pip wheel``, built ``--arch "8.0;9.0"``:
 

@@ -1,4 +1,4 @@
-"""Scan cost on generated worst cases, per MB of input, against a real wheel's (issue 13, item 6).
+"""Scan cost on generated worst cases, per MB of input, against a real wheel's (target <= 10x).
 
 Measured in one run, on this machine, in this process (``scan_path``, one worker): the time per
 MiB of uncompressed binary bytes of
@@ -25,7 +25,8 @@ again from their fields): the floor of a scan written in Python; the compiled sc
 also the least CPython can do per member and what ``zipfile`` alone takes to read the
 directory. Every time is the best of ``REPEAT`` runs (the reference: ``REFERENCE_REPEAT``).
 Says whether the compiled scan is in use (``ARCHWHEEL_PURE_PYTHON=1``: the Python scan alone).
-Writes them to $ARCHWHEEL_CACHE/bench/hostile.json (docs/performance.md, "Hostile input").
+Writes them to $ARCHWHEEL_CACHE/bench/hostile.json (docs/maintainers/performance.md,
+"Hostile input").
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ SHOW_FILE_RATIO = frozenset({"many wheel members", "many tiny members"})
 
 # What each case's scan must report: (libraries, fatbin entries), and no problem at all. A scan
 # that fails fast (an internal error per member, a container refused) must not read as a fast
-# scan: session 6 measured a mypyc build of the scan whose every member failed that way.
+# scan: a mypyc build of the scan, once measured, had every member fail that way.
 EXPECTED = {
     "many sections": (1, 30000),
     "many containers": (1, 60000),
@@ -182,7 +183,7 @@ def _binary_bytes(wheel: Path) -> int:
 
 
 # Each time is the best of this many runs (as ``timeit`` takes it): on a shared 2-core machine
-# one run of a 1 s case varied by 30% and the ratios with it (docs/performance.md).
+# one run of a 1 s case varied by 30% and the ratios with it (docs/maintainers/performance.md).
 REPEAT = 3
 REFERENCE_REPEAT = 2
 

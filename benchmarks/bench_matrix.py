@@ -1,6 +1,6 @@
 """A matrix cold, then the same matrix again on another "machine" with the remote cache warm.
 
-Measured in one run, on this machine (issue 12, item 5), with ``archwheel matrix`` in a fresh
+Measured in one run, on this machine, with ``archwheel matrix`` in a fresh
 process each time, the base and builder images made first and not counted:
 
 - cold: the example recipe x arch lists ("8.0;9.0", "9.0"), into empty indexes, with an empty

@@ -1,46 +1,80 @@
 """The public names of a package, bound on first use (PEP 562), so that importing it stays cheap.
 
-Each floor's ``__init__.py`` (and the package's own) lists its public names in ``__all__`` and
-says which submodule defines each; ``import archwheel.binary.elf`` then imports ``elf`` alone,
-not the rest of ``binary`` (the command line's start and the scan's worker processes are
-measured). The package keeps an ``if TYPE_CHECKING:`` block importing the same names, so that
-mypy sees their types::
+Each floor's ``__init__.py`` (and the package's own) writes each public name once, as an import
+of archwheel's: the names it binds on first use inside ``if TYPE_CHECKING:``, any it binds at
+once (the package's exceptions, ``__version__``) as plain imports::
 
-    __all__ = ["scan_path"]
-    _WHERE = {"scan_path": "scan.inputs"}
-    __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+    from typing import TYPE_CHECKING
+
+    from archwheel._lazy import lazy_exports
+
     if TYPE_CHECKING:
         from archwheel.binary.scan.inputs import scan_path
 
-A value ``"module:attr"`` binds the public name to another name of that module (where the
-public name would shadow a submodule of the package). This module imports no floor.
+    __all__, __getattr__, __dir__ = lazy_exports(__name__)
+
+Type checkers and editors read these imports as they are (mypy takes the floor packages'
+imports for re-exports: pyproject.toml); at run time ``lazy_exports`` reads the same lines from
+the package's source, so ``import archwheel.binary.elf`` imports ``elf`` alone, not the rest of
+``binary`` (the command line's start and the scan's worker processes are measured,
+docs/maintainers/performance.md). ``from M import a as b`` makes ``b`` the public name of
+``M.a`` (where ``a`` would be shadowed by a submodule). This module imports no floor.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+
+# ``from archwheel.x.y import a, b as c`` (one line, or a parenthesised list over several).
+_IMPORT = re.compile(
+    r"^([ \t]*)from[ \t]+(archwheel[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.M
+)
+_TYPE_CHECKING = re.compile(r"^if TYPE_CHECKING:[ \t]*$", re.M)
+
+
+def public_names(source: str) -> dict[str, tuple[str, str, bool]]:
+    """Each public name of a package's ``__init__`` ``source`` -> (module, attribute, lazy):
+    every name imported from an archwheel module (but ``archwheel._lazy``), lazy when the
+    import is inside the ``if TYPE_CHECKING:`` block (indented after it)."""
+    block = _TYPE_CHECKING.search(source)
+    names: dict[str, tuple[str, str, bool]] = {}
+    for match in _IMPORT.finditer(source):
+        indent, module, listed = match.groups()
+        if module == "archwheel._lazy":
+            continue
+        lazy = block is not None and match.start() > block.start() and bool(indent)
+        for item in re.sub(r"#[^\n]*", "", listed).strip("()").split(","):
+            attr, _, alias = item.strip().partition(" as ")
+            if attr:
+                names[(alias or attr).strip()] = (module, attr.strip(), lazy)
+    return names
 
 
 def lazy_exports(
-    package: str, where: Mapping[str, str]
-) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
-    """The module ``__getattr__`` and ``__dir__`` of ``package``: a name of ``where`` is looked
-    up in its submodule on first use (then kept on the package), any other is an
-    ``AttributeError`` as for any module."""
-    table = dict(where)
+    package: str,
+) -> tuple[list[str], Callable[[str], object], Callable[[], list[str]]]:
+    """``__all__``, ``__getattr__`` and ``__dir__`` of ``package``, from the imports of its
+    ``__init__``: a lazy name is looked up in its module on first use (then kept on the
+    package), any other unknown name is an ``AttributeError`` as for any module."""
+    path = sys.modules[package].__file__
+    assert path is not None  # a package's __init__ is a file
+    with open(path, encoding="utf-8") as handle:  # noqa: PTH123 - pathlib is not imported yet
+        names = public_names(handle.read())
+    table = {name: (module, attr) for name, (module, attr, lazy) in names.items() if lazy}
 
     def __getattr__(name: str) -> object:
         target = table.get(name)
         if target is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        module_name, _, attr = target.partition(":")
-        value = getattr(importlib.import_module(f"{package}.{module_name}"), attr or name)
+        module_name, attr = target
+        value = getattr(importlib.import_module(module_name), attr)
         setattr(sys.modules[package], name, value)
         return value
 
     def __dir__() -> list[str]:
         return sorted(set(vars(sys.modules[package])) | set(table))
 
-    return __getattr__, __dir__
+    return sorted(names), __getattr__, __dir__

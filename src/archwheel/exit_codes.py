@@ -25,6 +25,9 @@ from archwheel.errors import (
 
 
 class ExitCode(IntEnum):
+    """Every exit status a command can end with, as docs/exit-codes.md lists them; commands return a
+    member, never a bare number."""
+
     # generic (every command)
     OK = 0
     VERDICT_FAILED = 1

@@ -41,8 +41,7 @@ def _escaped(char: str) -> str:
 
 # How a boolean setting (``ARCHWHEEL_DEBUG``, ``ARCHWHEEL_KEEP_CONTAINERS``,
 # ``ARCHWHEEL_PURE_PYTHON``) is written: case-insensitive, white space around it ignored; empty
-# is unset (the default, off). One spelling table for every switch (docs/design.md, "Settings
-# are read once").
+# is unset (the default, off). One spelling table for every switch (docs/settings.md).
 SWITCH_ON = frozenset({"1", "true", "yes"})
 SWITCH_OFF = frozenset({"0", "false", "no", ""})
 

@@ -1,4 +1,4 @@
-"""A fault injector in Redis's place, for the cache-server fault tests (issue 29): it passes
+"""A fault injector in Redis's place, for the cache-server fault tests: it passes
 archwheel's reachability probe (``PING`` -> ``+PONG``) and then misbehaves on every other
 command, as a broken proxy, a wrong service on the port or a wedged server would. Not a stand-in
 for a working Redis (the tests that need one use Debian's ``redis-server``,

@@ -1,5 +1,5 @@
 """The machinery of the property-based scanner tests: seeds, mutations, and the promises every
-example is checked against (issue 2, item 7):
+example is checked against:
 
 - no exception other than archwheel's own (``ArchwheelError``);
 - no hang: a watchdog stops an example after ``WATCHDOG_S`` seconds (this guards against

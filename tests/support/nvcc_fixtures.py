@@ -4,7 +4,7 @@ Each fixture is declared by the nvcc flags that make it (``FixtureSpec``), and
 ``expected_images`` derives from those flags alone what the binary must contain: per (member,
 section, kind, arch) the number of images and their compression. These expectations are
 independent of both readers under test (archwheel's scanner and cuobjdump); the rules they
-encode were established with the commands recorded in ``docs/fixtures.md``.
+encode were established with the commands recorded in ``docs/maintainers/fixtures.md``.
 
 The corpus is built into ``<cache>/nvcc-fixtures/<key>`` where the key hashes the sources in
 ``tests/support/fixtures/nvcc``, this file and the toolchain versions, so it is compiled once and reused
@@ -35,7 +35,7 @@ RAW_CUBIN = "(cubin)"  # ... and for a file that is itself a cubin
 
 
 class Compress(enum.Enum):
-    """The compression flags a fixture is built with (nvcc 13.0 behaviour in docs/fixtures.md)."""
+    """The compression flags a fixture is built with (nvcc 13.0 behaviour in docs/maintainers/fixtures.md)."""
 
     DEFAULT = ()  # PTX compressed (ZSTD); cubins too in relocatable fatbins only
     NONE = ("-no-compress",)
@@ -231,7 +231,7 @@ SPECS: tuple[FixtureSpec, ...] = (
 
 
 def expected_compression(kind: CodeKind, compress: Compress, relocatable: bool) -> Compression:
-    """nvcc 13.0: what compression an image gets (measured; see docs/fixtures.md)."""
+    """nvcc 13.0: what compression an image gets (measured; see docs/maintainers/fixtures.md)."""
     if compress is Compress.NONE:
         return Compression.NONE
     algorithm = Compression.LZ4 if compress is Compress.ALL_SPEED else Compression.ZSTD

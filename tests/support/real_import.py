@@ -13,19 +13,29 @@ from tests.support.cli import CliRun
 
 
 def really_loads(
-    python: Path, wheel: Path, tmp: Path, *, separate: bool = False
+    python: Path,
+    wheel: Path,
+    tmp: Path,
+    *,
+    separate: bool = False,
+    modules: list[str] | None = None,
 ) -> dict[str, tuple[bool, str]]:
     """`import torch` in a real environment, then open each of the wheel's extension modules
     with RTLD_NOW from an unpacked copy (as Python's import does): member -> (loads, message).
 
     ``separate``: each module in a process of its own, for wheels whose modules must not share
     one (torch-scatter's ``_scatter_cpu.so`` and ``_scatter_cuda.so`` register the same
-    operators: the package loads one of them, and both in one process abort)."""
+    operators: the package loads one of them, and both in one process abort).
+
+    ``modules``: the members to open, for a wheel whose extension modules lie deeper than one
+    package folder (deepspeed/ops/adam/fused_adam_op.*.so); by default every ``.so`` at the
+    top or in a top-level package folder."""
     site = tmp / wheel.stem
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(site)
         # extension modules: in a package folder, or at the top (causal_conv1d_cuda.*.so)
-        modules = [n for n in zf.namelist() if n.count("/") <= 1 and n.endswith(".so")]
+        if modules is None:
+            modules = [n for n in zf.namelist() if n.count("/") <= 1 and n.endswith(".so")]
     if separate:
         found: dict[str, tuple[bool, str]] = {}
         for module in modules:
@@ -51,13 +61,20 @@ def _open_modules(python: Path, site: Path, modules: list[str]) -> dict[str, tup
 
 
 def check_against_import(
-    cli_run: CliRun, python: Path, wheel: Path, torch: Path, tmp: Path, *, separate: bool = False
+    cli_run: CliRun,
+    python: Path,
+    wheel: Path,
+    torch: Path,
+    tmp: Path,
+    *,
+    separate: bool = False,
+    modules: list[str] | None = None,
 ) -> dict[str, object]:
     code, out, err = cli_run("can-load", str(wheel), "--with", str(torch), "--format", "json")
     assert code in (0, 1), out + err
     doc = json.loads(out)
     verdicts = {lib["path"]: lib for lib in doc["libraries"]}
-    real = really_loads(python, wheel, tmp, separate=separate)
+    real = really_loads(python, wheel, tmp, separate=separate, modules=modules)
     assert real
     for module, (ok, message) in real.items():
         lib = verdicts[module]

@@ -1,4 +1,4 @@
-"""The table of limits in docs/design.md ("Bad input") states each limit as the code has it.
+"""The table of limits in docs/limits.md states each limit as the code has it.
 
 Every row names its constants (``module.NAME``, or ``NAME`` of the module named before it in
 the same cell); each constant must exist and its value, written as the table writes numbers
@@ -11,12 +11,12 @@ import importlib
 import re
 from pathlib import Path
 
-DESIGN = Path(__file__).resolve().parents[2] / "docs" / "design.md"
+DESIGN = Path(__file__).resolve().parents[2] / "docs" / "limits.md"
 
 
 def _rows() -> list[tuple[str, str, list[str]]]:
     text = DESIGN.read_text(encoding="utf-8")
-    section = text[text.index("## Bad input") :]
+    section = text[text.index("# Limits and bad input") :]
     rows = []
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -79,7 +79,7 @@ def _module(short: str) -> str:
         "effects.process": "archwheel.effects.process",
         "effects.net": "archwheel.effects.net",
         "effects.deadline": "archwheel.effects.deadline",
-        "verdicts.torch_range": "archwheel.verdicts.torch_range",
+        "inspection.torch_range": "archwheel.inspection.torch_range",
         "effects.redis_relay": "archwheel.effects.redis_relay",
         "effects.watchdog": "archwheel.effects.watchdog",
         "render.common": "archwheel.interfaces.render.common",

@@ -1,4 +1,4 @@
-"""No file of the project names a public package-index or Debian-mirror host (issue 8 item 5).
+"""No file of the project names a public package-index or Debian-mirror host.
 
 The tools' own defaults (pip's configured index, debootstrap's default mirror) are used; company
 mirrors come from settings. The host names are assembled from parts here so that this file does

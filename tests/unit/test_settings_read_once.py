@@ -26,7 +26,8 @@ ALLOWED_READERS = {
 ENVIRONMENT_READERS = {
     "effects/process.py": "a child's environment is this process's plus what the caller adds",
     "effects/watchdog.py": "the same, for a step under the watchdog",
-    "effects/engine.py": "CONTAINERS_CONF: podman's own configuration, when the user set one",
+    "effects/engine.py": "the environment a held container's engine process starts with",
+    "effects/engine_settings.py": "CONTAINERS_CONF: podman's own configuration, when the user set one",
     "effects/pipconfig.py": "pip's own variables (PIP_CERT, REQUESTS_CA_BUNDLE, ...)",
     "wheelbuild/source.py": "PIP_CERT: the certificates the host's pip trusts, for downloads",
     "crosscheck/cuobjdump.py": "PATH, CUDA_HOME, CUDA_PATH: where NVIDIA's cuobjdump may be",

@@ -155,7 +155,7 @@ static PyObject *described(const unsigned char *p) {
  * refers only to objects made before it (numbers, names, the shared kinds and targets, the
  * entries of a container), so it can be in no reference cycle, and the collector has nothing
  * to find in it. Tracked, the 2^18 entries one binary may hold made every collection while the
- * scan runs walk them all: half the compiled scan's time (docs/performance.md). CPython untracks
+ * scan runs walk them all: half the compiled scan's time (docs/maintainers/performance.md). CPython untracks
  * its own tuples of untracked items for the same reason; freeing one works as for any tuple. */
 static PyObject *named(PyObject *type, PyObject **items, Py_ssize_t n) {
     PyObject *obj = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
@@ -730,7 +730,7 @@ static PyObject *scan_whole(PyObject *self, PyObject *args) {
 
 /* ---- Small wheel members, read, inflated and scanned in one call ----------------------------
  *
- * As zipread.small_member reads one (one pread of its local header, name, some extra-field
+ * As zipmember.small_member reads one (one pread of its local header, name, some extra-field
  * slack and its data; one inflate; its CRC), then as scan_stream scans the bytes whole. The
  * inflater is zlib's, the one CPython's zipfile (and so pip) inflates wheels with. Anything
  * irregular about a member is left: the Python path reads it again and says what is wrong. */
@@ -1207,7 +1207,7 @@ static PyObject *find_magics(PyObject *self, PyObject *args) {
  * the one before is still held (the stream keeps its window). glibc's malloc gives such blocks
  * back to the kernel when they are freed at the top of the heap (its trim threshold follows the
  * block size), so every chunk is faulted in again, page by page: a quarter of the inflate's time
- * on torch's libraries (docs/performance.md, "Session 11"). A process that only scans (a forked
+ * on torch's libraries (docs/maintainers/performance.md, "Audit"). A process that only scans (a forked
  * worker) keeps them instead. */
 
 #if defined(__GLIBC__)
@@ -1228,7 +1228,7 @@ static PyObject *retain_freed_memory(PyObject *self, PyObject *args) {
 
 /* What such a process retains grows: ISA-L's inflater (python-isal 1.9) leaves the heap
  * fragmented, every freed hole kept, about 70 MB over libtorch_cuda.so's 480 MB (stdlib zlib
- * under the same loop: none; malloc_trim gives it all back: measured, docs/performance.md).
+ * under the same loop: none; malloc_trim gives it all back: measured, docs/maintainers/performance.md).
  * The worker gives its free pages back now and then (trim_freed_memory), not per chunk. */
 static PyObject *trim_freed_memory(PyObject *self, PyObject *unused) {
 #if defined(__GLIBC__)

@@ -9,8 +9,8 @@ purpose. Finding, installing and running cuobjdump is ``archwheel.crosscheck.cuo
 Each file is listed twice: ``cuobjdump -all -lelf -lptx`` (every fatbin) and ``cuobjdump -lelf
 -lptx`` (only ``.nv_fatbin`` when the file has one). The difference is the ``__nv_relfatbin``
 share, which is how images are attributed to sections. What cuobjdump cannot see (its blind
-spots, see ``docs/crosscheck.md``): the ``f`` of family-specific cubins (``sm_103f`` is printed
-``sm_103``), LTO-IR images, and containers in any other section.
+spots, see ``docs/maintainers/crosscheck.md``): the ``f`` of family-specific cubins
+(``sm_103f`` is printed ``sm_103``), LTO-IR images, and containers in any other section.
 """
 
 from __future__ import annotations
@@ -292,6 +292,7 @@ class CuobjdumpInventory:
 
     @property
     def total(self) -> int:
+        """All images counted in the file, every member together."""
         return sum(sum(c.values()) for c in self.counts.values())
 
 

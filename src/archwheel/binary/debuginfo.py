@@ -38,6 +38,7 @@ class StripView:
 
     @property
     def has_debug(self) -> bool:
+        """Whether ``strip --strip-debug`` would remove anything from the file."""
         return self.debug_bytes > 0
 
 

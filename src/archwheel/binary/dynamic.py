@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from archwheel.binary.elf import ELF_MAGIC, FormatError, parse_elf_header
 from archwheel.effects.files import NotRegularFile, check_regular, is_text_list
+from archwheel.errors import ToolError
 from archwheel.facts.documents import load_document
 
 PT_LOAD = 1
@@ -65,6 +67,11 @@ Read = Callable[[int, int], bytes]
 
 @dataclass(frozen=True)
 class UndefinedSymbol:
+    """One dynamic symbol a library needs from elsewhere, with the version it asks for.
+
+    Made by ``dynamic_info``; the loader checks compare it with what the other libraries export.
+    """
+
     name: str
     version: str | None  # e.g. "GLIBCXX_3.4.30"; None when unversioned
     version_file: str | None  # the file the version is required from (.gnu.version_r)
@@ -95,6 +102,7 @@ class DynamicInfo:
 
     @property
     def complete(self) -> bool:
+        """Whether the file was read without a problem (its lists are then whole)."""
         return not self.problems
 
 
@@ -103,6 +111,8 @@ class DynamicInfo:
 
 @dataclass
 class Segment:
+    """A loadable or dynamic program segment: where its bytes lie in memory and in the file."""
+
     vaddr: int
     offset: int
     filesz: int
@@ -166,6 +176,8 @@ def _checked(read: Read, offset: int, length: int, size: int, what: str) -> byte
 
 
 def to_offset(segments: list[Segment], vaddr: int, what: str) -> int:
+    """The file offset of ``vaddr``, so a table the dynamic section points at can be read;
+    raises ``FormatError`` (naming ``what``) when no loadable segment holds the address."""
     for s in segments:
         if s.vaddr <= vaddr < s.vaddr + s.filesz:
             return vaddr - s.vaddr + s.offset
@@ -173,6 +185,8 @@ def to_offset(segments: list[Segment], vaddr: int, what: str) -> int:
 
 
 def segment_end(segments: list[Segment], offset: int) -> int:
+    """The file offset where the segment holding ``offset`` ends (``offset`` itself when none
+    does): the most a table of unknown size starting there can span."""
     for s in segments:
         if s.offset <= offset < s.offset + s.filesz:
             return s.offset + s.filesz
@@ -207,6 +221,8 @@ def program_headers(read: Read, size: int) -> tuple[bool, list[Segment], Segment
 
 
 def dynamic_entries(read: Read, size: int, is64: bool, dyn: Segment) -> list[tuple[int, int]]:
+    """The ``(tag, value)`` pairs of the dynamic section up to ``DT_NULL``, as ld.so reads
+    them; raises ``FormatError`` when the section is out of bounds or has no ``DT_NULL``."""
     entsize = 16 if is64 else 8
     count = min(dyn.filesz // entsize, MAX_DYNAMIC_ENTRIES)
     data = _checked(read, dyn.offset, count * entsize, size, "dynamic section")
@@ -501,6 +517,8 @@ class SymbolBudget:
         self.used = 0
 
     def admit(self, info: DynamicInfo) -> DynamicInfo:
+        """``info`` itself while its symbols fit the budget (and counts them); past the
+        budget, a copy without symbols that carries the reason as its problem."""
         count = _symbols_kept(info)
         if self.used + count <= self.limit:
             self.used += count
@@ -543,10 +561,7 @@ class InstalledDistribution:
 def read_installed_dynamic(python: str | None = None) -> tuple[InstalledDistribution, ...]:
     """torch and the nvidia-*/cuda-* distributions installed for ``python`` (default: this
     interpreter), their shared libraries read from disk."""
-    import sys
-
     from archwheel.effects.process import MAX_ANSWER_NESTING, run_program
-    from archwheel.errors import ToolError
 
     interpreter = python or sys.executable
     result = run_program(

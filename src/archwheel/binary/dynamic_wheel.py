@@ -16,6 +16,7 @@ import contextlib
 import functools
 import os
 import struct
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -44,7 +45,8 @@ from archwheel.binary.dynamic import (
     to_offset,
 )
 from archwheel.binary.elf import FormatError, parse_elf_header
-from archwheel.binary.zipread import Member, MemberError, Source, member_chunks
+from archwheel.binary.zipmember import Member, MemberError, member_chunks
+from archwheel.binary.zipread import Source, WheelReader
 
 WHOLE_LIMIT = 32 << 20  # a member up to this size is inflated into memory in one piece
 PREFIX_LIMIT = 16 << 20  # of a larger member, its first 16 MiB are kept (.dynsym sits there)
@@ -118,7 +120,7 @@ def read_dynamic(
 ) -> DynamicInfo:
     """The loader's view of one ELF file of ``size`` bytes delivered by ``chunks`` (a fresh
     iterator of its bytes in order at each call, raising ``MemberError`` on a defect: a wheel
-    member's ``WheelReader.chunks``, or ``zipread.member_chunks_at`` over any ``pread``, such
+    member's ``WheelReader.chunks``, or ``zipmember.member_chunks_at`` over any ``pread``, such
     as HTTP range requests). A stream is taken only as far as the last range the loader's
     tables need: of a member read over the network, the compressed bytes past it are never
     fetched. ``whole_limit``: a file up to this size is taken whole in one piece (faster from a
@@ -233,8 +235,6 @@ def read_wheel_dynamic(
     """
     if source is None:
         return read_wheels_dynamic([path], workers, max_symbols=max_symbols)[0]
-    from archwheel.binary.zipread import WheelReader
-
     # Read over the network: one member after the other, in this process.
     reader = WheelReader(path, source=source)
     budget = SymbolBudget(max_symbols)
@@ -257,13 +257,10 @@ def read_wheels_dynamic(
     """``read_wheel_dynamic`` of several local wheels at once: one pool of workers takes the
     large members of all of them, largest first, while this process reads the small ones (an
     extension's libraries are read while torch's inflate: can-load of torchvision against torch
-    1.14-1.24 -> 0.9 s, docs/performance.md). Each wheel's symbols are bounded on their own, in
-    the order ``read_wheel_dynamic`` admits them. ``while_waiting``: the caller's other work,
-    called once, when the workers have their members (or before the reading, without them)."""
-    import threading
+    1.14-1.24 -> 0.9 s, docs/maintainers/performance.md). Each wheel's symbols are bounded on their
+    own, in the order ``read_wheel_dynamic`` admits them. ``while_waiting``: the caller's other
+    work, called once, when the workers have their members (or before the reading, without them)."""
     from concurrent.futures import Future, ProcessPoolExecutor
-
-    from archwheel.binary.zipread import WheelReader
 
     readers = [WheelReader(path) for path in paths]
     members = [[m for m in r.members if is_library_member(m.name)] for r in readers]
@@ -284,7 +281,7 @@ def read_wheels_dynamic(
                     max_workers=min(count, len(big)),
                     mp_context=multiprocessing.get_context("fork"),
                     # A worker only reads, then ends: it keeps the memory it frees (each chunk
-                    # would be faulted in again otherwise: docs/performance.md, "Session 11").
+                    # would be faulted in again otherwise: docs/maintainers/performance.md, Audit).
                     initializer=speedups.retain_freed_memory,
                 )
             )

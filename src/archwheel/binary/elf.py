@@ -31,6 +31,8 @@ class FormatError(ValueError):
 
 @dataclass(frozen=True)
 class ElfHeader:
+    """The fields of an ELF header the audit uses; made by ``parse_elf_header``."""
+
     is64: bool
     e_type: int
     e_machine: int
@@ -47,17 +49,24 @@ class ElfHeader:
 
     @property
     def file_kind(self) -> str:
+        """``"cubin"`` for a CUDA machine, else the file type (``"shared-object"`` ...)."""
         if self.e_machine == EM_CUDA:
             return "cubin"
         return ET_NAMES.get(self.e_type, "unknown-elf")
 
     @property
     def table_size(self) -> int:
+        """The bytes of the section header table, read in one piece."""
         return self.shnum * self.shentsize
 
 
 @dataclass(frozen=True)
 class Section:
+    """A named section that holds bytes in the file (offset absolute in an archive).
+
+    Made by ``name_sections`` and by the layout readers; the fatbin and debug scans read it.
+    """
+
     name: str
     sh_type: int
     offset: int
@@ -65,10 +74,12 @@ class Section:
 
     @property
     def has_file_data(self) -> bool:
+        """Whether the section occupies bytes of the file (not ``SHT_NOBITS``, not empty)."""
         return self.sh_type != SHT_NOBITS and self.size > 0
 
     @property
     def end(self) -> int:
+        """The file offset one past the section's last byte."""
         return self.offset + self.size
 
 

@@ -48,7 +48,8 @@ FLAG_ARCH_SPECIFIC = 0x100000
 FLAG_FAMILY_SPECIFIC = 0x200000
 # Observed on every entry that carries an options/compatibility descriptor (nvcc 12.8+, 13.x).
 FLAG_HAS_DESCRIPTOR = 0x1000000
-# Observed on every LTO-IR entry nvcc 13.0 writes (docs/fixtures.md); meaning not documented.
+# Observed on every LTO-IR entry nvcc 13.0 writes (docs/maintainers/fixtures.md); meaning not
+# documented.
 FLAG_LTOIR_OBSERVED = 0x10000
 KNOWN_FLAGS = (
     FLAG_64BIT
@@ -72,15 +73,19 @@ _BOTH_VARIANTS = FLAG_ARCH_SPECIFIC | FLAG_FAMILY_SPECIFIC
 
 @dataclass(frozen=True)
 class ContainerHeader:
+    """A checked fatbin container header at ``offset``; made by ``parse_container_header``."""
+
     offset: int
     entries_size: int
 
     @property
     def entries_start(self) -> int:
+        """Where the first entry header starts (just past the 16-byte container header)."""
         return self.offset + CONTAINER_HEADER_SIZE
 
     @property
     def end(self) -> int:
+        """One past the container's last byte: where a following container may start."""
         return self.entries_start + self.entries_size
 
 
@@ -108,6 +113,12 @@ def parse_container_header(data: bytes, offset: int) -> ContainerHeader:
 
 @dataclass(frozen=True)
 class EntryHeader:
+    """A checked fatbin entry header (one SASS, PTX or LTO-IR image) at ``offset``.
+
+    Made by ``parse_entry_header`` and ``entry_header``; ``entry_model`` turns it into a
+    ``FatbinEntry``.
+    """
+
     offset: int
     kind: int
     header_size: int
@@ -121,14 +132,17 @@ class EntryHeader:
 
     @property
     def end(self) -> int:
+        """One past the padded payload: where the next entry of the container starts."""
         return self.offset + self.header_size + self.padded_size
 
     @property
     def payload_start(self) -> int:
+        """Where the image's bytes start (the header's own size field says)."""
         return self.offset + self.header_size
 
     @property
     def compression(self) -> Compression:
+        """How the payload is compressed, from the flags (ZSTD over LZ4 over legacy)."""
         if self.flags & FLAG_COMPRESS_ZSTD:
             return Compression.ZSTD
         if self.flags & FLAG_COMPRESS_LZ4:
@@ -139,6 +153,7 @@ class EntryHeader:
 
     @property
     def unknown_flags(self) -> int:
+        """The flag bits outside ``KNOWN_FLAGS`` (a newer nvcc's), which the audit reports."""
         return self.flags & ~KNOWN_FLAGS
 
 

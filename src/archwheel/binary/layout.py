@@ -101,6 +101,9 @@ class Unit:
 
 @dataclass(frozen=True)
 class FileLayout:
+    """Where the units of one file lie and what could not be read; returned by the layout
+    parsers, and the scan attributes each fatbin found to the unit at its offset."""
+
     kind: str  # "elf", "ar", "fatbin"
     units: tuple[Unit, ...]
     problems: tuple[Note, ...] = ()
@@ -260,7 +263,7 @@ def ar_layout(size: int) -> LayoutParser:
             name = raw_name.rstrip("/")
         if not name and unplaced and member_size > 0:
             # A member that cannot be named is not silently dropped: its device code would
-            # show as missing (issue 31). The result is incomplete and says which member.
+            # show as missing. The result is incomplete and says which member.
             problems.append(
                 Note(Severity.ERROR, f"archive member at offset {pos}: {unplaced}: not read")
             )

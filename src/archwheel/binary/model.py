@@ -34,6 +34,8 @@ class Origin(str, Enum):
 
 
 class Severity(str, Enum):
+    """How bad a ``Problem`` is: an error makes the inventory incomplete, a warning does not."""
+
     ERROR = "error"  # part of the input could not be read: the result is incomplete
     WARNING = "warning"  # read completely, but something deserves attention
 
@@ -53,6 +55,7 @@ class Problem:
     severity: Severity = Severity.ERROR
 
     def one_line(self) -> str:
+        """``source!member: message`` with control characters escaped, for the report."""
         where = f"{self.source}!{self.member}" if self.member else self.source
         return f"{where}: {self.message}".translate(_ONE_LINE)
 
@@ -61,8 +64,9 @@ class FatbinEntry(NamedTuple):
     """One image inside a fatbin container.
 
     A named tuple, not a frozen dataclass: a library may hold 2^18 entries, and a frozen
-    dataclass costs about 1 us to make against 0.2 us (docs/performance.md, "Hostile input").
-    Immutable and compared by value all the same; no field may be named like a tuple method.
+    dataclass costs about 1 us to make against 0.2 us
+    (docs/maintainers/performance.md, "Hostile input"). Immutable and compared by value all the
+    same; no field may be named like a tuple method.
     """
 
     section: str  # ELF section holding the container, e.g. ".nv_fatbin"; "" for raw fatbins
@@ -108,6 +112,7 @@ class ImageRow:
 
     @property
     def arch(self) -> str:
+        """The row's arch as users write it: ``sm_90a``, ``compute_120``, ``lto_90``."""
         return self.target.name(self.kind)
 
 
@@ -134,16 +139,20 @@ class LibraryInventory:
 
     @property
     def has_device_code(self) -> bool:
+        """Whether any image was found (a CPU-only library has none)."""
         return bool(self.entries)
 
     def images(self) -> list[ImageRow]:
+        """The library's entries grouped per (section, kind, arch), as the audit reports them."""
         return aggregate(self.entries)
 
     def targets(self, kind: CodeKind) -> frozenset[Target]:
+        """The targets the library has images of ``kind`` for (SASS, PTX or LTO-IR)."""
         return frozenset(e.target for e in self.entries if e.kind is kind)
 
     @property
     def raw_cubins(self) -> tuple[FatbinEntry, ...]:
+        """The ELF cubins kept outside any container, which the library loads itself."""
         return tuple(e for e in self.entries if e.origin is Origin.RAW_CUBIN)
 
 
@@ -177,10 +186,12 @@ class InputInventory:
 
     @property
     def complete(self) -> bool:
+        """Whether the whole input was read (no error-severity problem)."""
         return not any(p.severity is Severity.ERROR for p in self.problems)
 
     @property
     def device_libraries(self) -> tuple[LibraryInventory, ...]:
+        """The libraries holding device code: those the arch verdicts judge."""
         return tuple(lib for lib in self.libraries if lib.has_device_code)
 
     def images(self) -> list[ImageRow]:

@@ -30,7 +30,7 @@ from archwheel.binary.elf import (
 )
 from archwheel.binary.stream import Need, Parser
 
-# Bounds (docs/design.md, "Bad input"): real cubins have a few dozen sections and are at most a
+# Bounds (docs/limits.md): real cubins have a few dozen sections and are at most a
 # few hundred MB; a header claiming more is damaged.
 MAX_RAW_CUBIN_SECTIONS = 4096
 MAX_RAW_CUBIN_BYTES = 1 << 30

@@ -5,7 +5,7 @@ An accelerator only: ``scan_whole`` answers for a binary the Python scan would r
 problem at all, and None for anything else, which the Python scan then reads as always. Where
 it is not built (no C compiler at install time), or ``ARCHWHEEL_PURE_PYTHON=1`` is set, every
 binary takes the Python scan: the same results, slower on binaries dense in containers
-(docs/performance.md, "Hostile input").
+(docs/maintainers/performance.md, "Hostile input").
 """
 
 from __future__ import annotations
@@ -116,8 +116,8 @@ def scan_members(
     slack: int,
     bounds: Bounds,
 ) -> list[list[Unit] | bytes | Literal[False] | None] | None:
-    """Small wheel members (``zipread.Member``), each read, inflated and scanned as
-    ``zipread.small_member`` and ``scan_whole`` would: per member its libraries; or its bytes,
+    """Small wheel members (``zipmember.Member``), each read, inflated and scanned as
+    ``zipmember.small_member`` and ``scan_whole`` would: per member its libraries; or its bytes,
     read whole and sound, when only the Python scan reads them; False when they are no binary
     (``layout.sniff``); None when anything about it is irregular (the Python path reads it and
     says what). None for them all when the compiled scan is not built."""
@@ -139,7 +139,7 @@ def plain_directory(
     unicode_path: bool,
     entries: int,
 ) -> tuple[list[_Member], int] | None:
-    """A zip's members (``member_type``: ``zipread.Member``, made from (name, size,
+    """A zip's members (``member_type``: ``zipmember.Member``, made from (name, size,
     compressed size, method, CRC, header offset, header name); ``unicode_path``: whether this
     Python's zipfile names members by an Info-ZIP Unicode Path field; ``entries``: how many
     records the end record declares, which the directory must hold) and the uncompressed

@@ -9,6 +9,10 @@ stream is read once, and only the bytes asked for are kept.
 A parser that asks for bytes the stream has already passed is served from a small window of
 recent chunks when possible; otherwise its request is kept for a replay pass
 (``missed``), which the caller runs by streaming the input again.
+
+Hand-written for a measured reason: no ELF or fatbin library parses from a forward stream; each
+(pyelftools, LIEF) wants the whole file seekable, which for a wheel member means inflating it to
+memory or disk first (a torch wheel holds members of over 1 GB).
 """
 
 from __future__ import annotations
@@ -87,6 +91,7 @@ class StreamMux:
 
     @property
     def position(self) -> int:
+        """The offset of the stream's next byte: the bytes fed so far."""
         return self._pos
 
     # -- parsers ------------------------------------------------------------------------------
@@ -262,9 +267,11 @@ class WholeInput:
 
     @property
     def position(self) -> int:
+        """The bytes fed so far, as ``StreamMux.position``."""
         return self._pos
 
     def add(self, parser: Parser, token: object) -> None:
+        """Run ``parser`` to its end over the input and report its outcome at once."""
         data = self._data
         size = len(data)
         try:
@@ -283,16 +290,19 @@ class WholeInput:
             self._on_done(ParserOutcome(token, error=exc))
 
     def resume(self, request: _Request) -> None:  # pragma: no cover - nothing is ever missed
+        """Never called: a whole input leaves no request in ``missed``."""
         raise AssertionError("a whole input misses nothing")
 
     def ahead(self, chunk: bytes) -> None:
-        pass
+        """Nothing to do: every parser was answered when it was added."""
 
     def feed(self, chunk: bytes) -> None:
+        """Only advance ``position``: the parsers were answered when they were added."""
         self._pos += len(chunk)
 
     def finish(self) -> None:
-        pass
+        """Nothing to do: no request is left open."""
 
     def wants_more(self) -> bool:
+        """Always False: no parser waits for bytes."""
         return False

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from archwheel.binary.model import VariantFile
-from archwheel.binary.zipread import MemberError, WheelReader
+from archwheel.binary.zipmember import MemberError
+from archwheel.binary.zipread import WheelReader
 from archwheel.effects.files import ZIP_MEMBER_ERRORS, FileTooLarge, read_regular
 from archwheel.errors import ArchwheelError
 from archwheel.facts.documents import DocumentUnreadable, parse_document

@@ -28,7 +28,9 @@ from pathlib import Path
 from types import MappingProxyType
 
 from archwheel.binary.coremetadata import parse_core_metadata
-from archwheel.binary.zipread import MemberError, Source, WheelReader, member_chunks, open_zip
+from archwheel.binary.variantname import split_label
+from archwheel.binary.zipmember import MemberError, member_chunks
+from archwheel.binary.zipread import Source, WheelReader, open_zip
 from archwheel.effects import files
 from archwheel.errors import InputError
 from archwheel.facts.versions import CudaVersion
@@ -95,9 +97,11 @@ class CudaEvidence:
 
     @property
     def version(self) -> CudaVersion | None:
+        """The major.minor this evidence names; None when it gives the major only."""
         return CudaVersion(self.major, self.minor) if self.minor is not None else None
 
     def describe(self) -> str:
+        """One line for the report: the version, where it was read and what was read."""
         what = f"{self.major}.{self.minor}" if self.minor is not None else f"{self.major}.x"
         return f"CUDA {what} from {self.source} ({self.detail})"
 
@@ -119,6 +123,7 @@ class WheelMetadata:
 
     @property
     def local_version(self) -> str | None:
+        """The part after ``+`` (``cu128`` in ``2.7.0+cu128``); None without one."""
         return self.version.split("+", 1)[1] if "+" in self.version else None
 
     @property
@@ -140,6 +145,7 @@ class WheelMetadata:
 
     @property
     def cuda_major(self) -> int | None:
+        """The CUDA major of the most precise evidence, for wheels that name no minor."""
         return self.cuda_evidence[0].major if self.cuda_evidence else None
 
     @property
@@ -159,10 +165,12 @@ class WheelMetadata:
 
     @property
     def cudnn_version(self) -> str | None:
+        """The exact ``nvidia-cudnn*`` version the wheel pins, if it pins one."""
         return self.pinned_version("nvidia-cudnn")
 
     @property
     def nccl_version(self) -> str | None:
+        """The exact ``nvidia-nccl*`` version the wheel pins, if it pins one."""
         return self.pinned_version("nvidia-nccl")
 
 
@@ -336,8 +344,6 @@ def _tags(
     path: Path, archive: zipfile.ZipFile, dist_info: str, warnings: list[str]
 ) -> tuple[str, ...]:
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    from archwheel.binary.variantname import split_label
 
     tags: set[str] = set()
     wheel_text = _read_text(archive, f"{dist_info}/WHEEL", path, MAX_METADATA_BYTES)

@@ -10,19 +10,7 @@ from typing import TYPE_CHECKING
 
 from archwheel._lazy import lazy_exports
 
-__all__ = [
-    "CrossCheckRequest",
-    "CrossCheckResult",
-    "run_cross_check",
-]
-
-_WHERE = {
-    "CrossCheckRequest": "run",
-    "CrossCheckResult": "run",
-    "run_cross_check": "run",
-}
-
 if TYPE_CHECKING:
     from archwheel.crosscheck.run import CrossCheckRequest, CrossCheckResult, run_cross_check
-else:
-    __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

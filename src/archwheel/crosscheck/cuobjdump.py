@@ -227,6 +227,8 @@ class CuobjdumpInstaller:
         return self.root / "installed.txt"
 
     def installed_binaries(self) -> list[Path]:
+        """The cuobjdump binaries of a completed install (none until its marker is written), so a
+        finished venv is reused instead of installed again."""
         if not self._marker.is_file():
             return []
         return sorted(_wheel_binary(p) for p in self.venv.glob("lib*/python*/site-packages"))

@@ -9,17 +9,7 @@ from typing import TYPE_CHECKING
 
 from archwheel._lazy import lazy_exports
 
-__all__ = [
-    "DoctorReport",
-    "run_doctor",
-]
-
-_WHERE = {
-    "DoctorReport": "diagnose",
-    "run_doctor": "diagnose",
-}
-
 if TYPE_CHECKING:
     from archwheel.doctor.diagnose import DoctorReport, run_doctor
-else:
-    __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

@@ -38,7 +38,7 @@ from archwheel.verdicts.compat.judge import check_runtime, judge_input
 from archwheel.verdicts.compat.report import LibraryVerdict, Reason, RuntimeCheck, worst
 from archwheel.verdicts.document import document_header
 from archwheel.verdicts.recommend import coverage_of
-from archwheel.verdicts.variants import ClaimsCheck, check_variant_file
+from archwheel.verdicts.variant_claims import ClaimsCheck, check_variant_file
 from archwheel.verdicts.vocabulary import Verdict
 
 DOCTOR_SCHEMA_VERSION = 1
@@ -59,6 +59,7 @@ class GpuDiagnosis:
     fixes: tuple[str, ...] = ()
 
     def to_json_dict(self) -> dict[str, Any]:
+        """This GPU's part of the doctor document (``gpus``)."""
         return {
             "gpu": self.gpu.to_json_dict(),
             "verdict": self.verdict.value if self.verdict else None,
@@ -72,6 +73,9 @@ class GpuDiagnosis:
 
 @dataclass(frozen=True)
 class DoctorReport:
+    """Everything doctor found on this host: the GPUs and driver, the Python environment, the audit
+    of its torch, and a verdict and fixes per GPU."""
+
     host: GpuProbeResult
     environment: PythonEnvironment
     audit: InputInventory | None
@@ -97,6 +101,8 @@ class DoctorReport:
         return code
 
     def audit_summary(self) -> dict[str, Any] | None:
+        """The ``audit`` object of the doctor document: each library's SASS and PTX, the scan's
+        problems and the ``variant.json`` check (None when torch was not audited)."""
         if self.audit is None:
             return None
         libraries = []
@@ -117,6 +123,7 @@ class DoctorReport:
         }
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The whole doctor JSON document (``interfaces/schema/doctor.schema.json``)."""
         return {
             **document_header(
                 DOCTOR_SCHEMA_VERSION, "doctor", facts_version=load_facts().facts_version

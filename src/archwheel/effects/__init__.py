@@ -10,49 +10,15 @@ from typing import TYPE_CHECKING
 
 from archwheel._lazy import lazy_exports
 
-__all__ = [
-    "ENGINES",
-    "ContainerEngine",
-    "EngineName",
-    "EngineSettings",
-    "PipSettings",
-    "Settings",
-    "Watchdog",
-    "cache_dir",
-    "check_volume_name",
-    "parse_timeout",
-    "run_program",
-    "write_text_atomic",
-]
-
-_WHERE = {
-    "ENGINES": "engine",
-    "EngineName": "engine",
-    "ContainerEngine": "engine",
-    "EngineSettings": "engine",
-    "PipSettings": "pipconfig",
-    "Settings": "settings",
-    "Watchdog": "watchdog",
-    "cache_dir": "paths",
-    "check_volume_name": "engine",
-    "parse_timeout": "process",
-    "run_program": "process",
-    "write_text_atomic": "files",
-}
-
 if TYPE_CHECKING:
-    from archwheel.effects.engine import (
-        ENGINES,
-        ContainerEngine,
-        EngineName,
-        EngineSettings,
-        check_volume_name,
-    )
-    from archwheel.effects.files import write_text_atomic
+    from archwheel.effects.deadline import NetBudget, NetLimits
+    from archwheel.effects.engine import ContainerEngine, check_volume_name
+    from archwheel.effects.engine_settings import ENGINES, EngineName, EngineSettings
+    from archwheel.effects.files import kind_of, write_text_atomic
     from archwheel.effects.paths import cache_dir
     from archwheel.effects.pipconfig import PipSettings
     from archwheel.effects.process import parse_timeout, run_program
     from archwheel.effects.settings import Settings
     from archwheel.effects.watchdog import Watchdog
-else:
-    __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

@@ -11,44 +11,31 @@ byte every 5 s held a reader for ever. Here every request runs under a ``Deadlin
 
 A deadline that passes shuts the socket down from a timer thread (``shutdown`` on a duplicate
 of its descriptor, which wakes a read blocked in another thread, TLS included), and the request
-ends in ``TimedOut`` with one line saying which bound was reached. The connections made for
-urllib (``opener``) and for ``effects.ranged`` are watched from the moment their socket exists,
-so a TLS handshake that trickles is bounded too.
-
-Redirects: ``opener`` follows at most ``MAX_REDIRECTS``, and only to http(s) URLs (urllib's own
-handler follows ``ftp://`` too).
+ends in ``TimedOut`` with one line saying which bound was reached. The connections of
+``effects.http`` (the one HTTP client) are watched from the moment their socket exists, so a
+TLS handshake that trickles is bounded too.
 """
 
 from __future__ import annotations
 
 import contextlib
-import http.client
 import os
 import socket
-import ssl
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
-from urllib.parse import urlparse
 
 from archwheel.effects.net import TransferError
 
 DEFAULT_REQUEST_TIMEOUT_S = 60
 DEFAULT_RUN_TIMEOUT_S = 3600
-MAX_REDIRECTS = 5
 REQUEST_VARIABLE = "the setting ARCHWHEEL_NET_TIMEOUT"
 RUN_VARIABLE = "the setting ARCHWHEEL_NET_RUN_TIMEOUT"
 
 
 class TimedOut(TransferError):
     """A request, or the run's network reads together, went past their time bound."""
-
-
-class RedirectRefused(TransferError):
-    """A redirect to something other than an http(s) URL."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +81,7 @@ class NetBudget:
 
     @property
     def spent(self) -> bool:
+        """Whether the run's network time is used up (a new request is then not made)."""
         return self.left() <= 0
 
     def over(self) -> str:
@@ -156,6 +144,7 @@ class Deadline:
             raise TimedOut(self.why()) from None
 
     def why(self) -> str:
+        """The one line ``TimedOut`` says: the headers' bound or the run's, whichever fired."""
         if self._fired_in_headers and self._header_end < self._budget.end:
             limit = self._budget.limits.request_timeout_s
             return (
@@ -210,73 +199,3 @@ class Deadline:
 def _shut(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
-
-
-def _watched_connection(
-    address: tuple[str, int], timeout: Any = None, source_address: Any = None
-) -> socket.socket:
-    deadline = current()
-    if deadline is not None and isinstance(timeout, (int, float)):
-        timeout = max(0.001, min(float(timeout), deadline.left()))
-    sock = socket.create_connection(address, timeout, source_address)
-    if deadline is not None:
-        deadline.watch(sock)
-    return sock
-
-
-class WatchedHTTPConnection(http.client.HTTPConnection):
-    """An ``HTTPConnection`` whose socket the current ``Deadline`` watches from its making."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._create_connection = _watched_connection
-
-
-class WatchedHTTPSConnection(http.client.HTTPSConnection):
-    """An ``HTTPSConnection`` whose socket the current ``Deadline`` watches from its making
-    (before the TLS handshake)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._create_connection = _watched_connection
-
-
-class _HTTPHandler(urllib.request.HTTPHandler):
-    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(WatchedHTTPConnection, req)
-
-
-class _HTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, context: ssl.SSLContext | None) -> None:
-        super().__init__(context=context)
-        self._watched_context = context
-
-    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(WatchedHTTPSConnection, req, context=self._watched_context)
-
-
-class HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
-    """urllib's redirects, at most ``MAX_REDIRECTS`` and only to http(s) URLs."""
-
-    max_redirections = MAX_REDIRECTS
-    max_repeats = 2
-
-    def redirect_request(  # noqa: PLR0917 (urllib's signature)
-        self,
-        req: urllib.request.Request,
-        fp: IO[bytes],
-        code: int,
-        msg: str,
-        headers: Any,
-        newurl: str,
-    ) -> urllib.request.Request | None:
-        if urlparse(newurl).scheme not in ("http", "https"):
-            fp.close()
-            raise RedirectRefused(f"redirected to {newurl[:200]!r}, not an http(s) URL")
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-
-def opener(context: ssl.SSLContext | None) -> urllib.request.OpenerDirector:
-    """A urllib opener whose connections the current ``Deadline`` watches and whose redirects
-    go to http(s) URLs only (proxies as urllib finds them)."""
-    return urllib.request.build_opener(HttpOnlyRedirects(), _HTTPHandler(), _HTTPSHandler(context))

@@ -1,9 +1,8 @@
 """The container engine (docker or podman) behind one small class.
 
-``EngineSettings`` is a frozen description of the engine: which program, which global flags and
-environment it needs. Docker and podman differ only in that object: podman on hosts that refuse
-its default rlimits needs a ``containers.conf`` with ``default_ulimits = []`` (via
-``CONTAINERS_CONF``) and, where crun refuses the cgroup layout, ``--runtime runc``.
+``EngineSettings`` (defined in ``engine_settings``, named here too) is a frozen description of
+the engine: which program, which global flags and environment it needs. Docker and podman
+differ only in that object.
 
 ``ContainerEngine`` runs engine commands (images, volumes, version); ``Container`` is a context
 manager for one long-lived container in which steps run with ``exec``. ``run_command`` gives the
@@ -14,16 +13,20 @@ whatever happened (an exception, Ctrl-C, SIGTERM turned into ``SystemExit`` by
 ``sigterm_as_exit``), unless ``ARCHWHEEL_KEEP_CONTAINERS=1`` asks to keep it for debugging.
 
 Every command is echoed as ``+ docker ...`` in shell quoting before it runs.
+
+Hand-written for a measured reason: the docker CLI, not the Docker SDK, because podman is served
+by the same argv (the SDK speaks the Docker API only), every step can be echoed and re-run by
+hand, and the SDK would add requests and its API version handshake to each build's start.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
 import shlex
-import shutil
 import signal
 import threading
 import time
@@ -31,9 +34,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, MappingProxyType, TracebackType
-from typing import IO, Literal
+from typing import IO
 
-from archwheel.effects.files import write_text_atomic
+from archwheel.effects.engine_settings import ENGINES as ENGINES  # noqa: PLC0414
+from archwheel.effects.engine_settings import EngineName as EngineName  # noqa: PLC0414
+from archwheel.effects.engine_settings import EngineSettings as EngineSettings  # noqa: PLC0414
+from archwheel.effects.engine_settings import parse_version
 from archwheel.effects.held import HOLD_SCRIPT, release, start_held
 from archwheel.effects.owner import OWNER_LABEL, Owner, current_owner, liveness
 from archwheel.effects.process import (
@@ -48,120 +54,15 @@ from archwheel.effects.process import (
     run_program,
     stream_lines,
 )
-from archwheel.effects.settings import Settings
 from archwheel.errors import BuildError, ToolError, UsageError
 from archwheel.exit_codes import EXIT_TERMINATED
 
-EngineName = Literal["docker", "podman"]
-ENGINES: tuple[EngineName, ...] = ("docker", "podman")
 CONTAINER_PREFIX = "archwheel-"
 LABEL = "archwheel"
 KEEP_ENV = "ARCHWHEEL_KEEP_CONTAINERS"  # named in messages; read into settings.Settings
-PODMAN_CONF_TEXT = "[containers]\ndefault_ulimits = []\n"
 MIN_VERSIONS: Mapping[str, tuple[int, ...]] = MappingProxyType(
     {"docker": (20, 10), "podman": (3, 0)}
 )
-
-# -- settings -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """Everything that differs between docker and podman, resolved once."""
-
-    name: EngineName
-    program: str
-    global_args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    keep_containers: bool = False
-    run_label: str | None = None
-
-    @classmethod
-    def create(
-        cls,
-        name: str,
-        settings: Settings,
-        *,
-        program: str | None = None,
-        config_dir: Path | None = None,
-        environ: Mapping[str, str] | None = None,
-    ) -> EngineSettings:
-        """Settings for ``docker`` or ``podman`` (``program`` overrides the executable), with
-        archwheel's ``settings`` (keep containers, run label, podman's runtime; podman's
-        configuration goes into ``config_dir``, default the cache folder). ``environ`` is
-        read for podman's own ``CONTAINERS_CONF`` only."""
-        environ = os.environ if environ is None else environ
-        if name not in ENGINES:
-            raise UsageError(f"unknown container engine {name!r}", hint="use docker or podman")
-        keep = settings.keep_containers
-        label = settings.run_label
-        if name == "docker":
-            # The legacy builder: BuildKit (buildx) is often absent, and it needs entitlements
-            # for --network host. DOCKER_BUILDKIT=0 makes the choice explicit.
-            return cls(
-                "docker",
-                program or "docker",
-                env=MappingProxyType({"DOCKER_BUILDKIT": "0"}),
-                keep_containers=keep,
-                run_label=label,
-            )
-        env: dict[str, str] = {}
-        if not environ.get("CONTAINERS_CONF"):
-            conf_dir = config_dir or settings.cache
-            env["CONTAINERS_CONF"] = str(write_podman_conf(conf_dir))
-        runtime = settings.podman_runtime
-        if runtime is None:
-            runtime = "runc" if shutil.which("runc") else ""
-        global_args = ("--runtime", runtime) if runtime else ()
-        return cls(
-            "podman",
-            program or "podman",
-            global_args=global_args,
-            env=MappingProxyType(env),
-            keep_containers=keep,
-            run_label=label,
-        )
-
-    def command(self, *args: str) -> list[str]:
-        return [self.program, *self.global_args, *args]
-
-    def gpu_args(self, request: str) -> list[str]:
-        """``run`` flags that attach GPUs (``request``: ``all``, or a device index or UUID).
-
-        Docker asks the NVIDIA Container Toolkit with ``--gpus``; podman (before 5.0 it has no
-        ``--gpus``) asks for the CDI device ``nvidia.com/gpu=...``, which needs a CDI
-        specification (``nvidia-ctk cdi generate``). Without them the container does not start.
-        """
-        if self.name == "podman":
-            return ["--device", f"nvidia.com/gpu={request}"]
-        return ["--gpus", request]
-
-
-def write_podman_conf(directory: Path) -> Path:
-    """A containers.conf that lets podman start containers where rlimits cannot be raised."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "podman-containers.conf"
-    if not path.is_file() or path.read_text() != PODMAN_CONF_TEXT:
-        write_text_atomic(path, PODMAN_CONF_TEXT)
-    return path
-
-
-def parse_version(text: str) -> tuple[int, ...]:
-    """``20.10.24+dfsg1`` -> (20, 10, 24)."""
-    parts: list[int] = []
-    for piece in text.strip().split("."):
-        digits = ""
-        for ch in piece:
-            if ch not in "0123456789":  # str.isdigit takes "²", which int() refuses
-                break
-            digits += ch
-        if not digits:
-            break
-        parts.append(int(digits))
-        if len(digits) != len(piece):
-            break
-    return tuple(parts)
-
 
 # -- the engine ---------------------------------------------------------------------------------
 
@@ -200,6 +101,8 @@ class Mount:
     volume: bool = False
 
     def flag(self) -> list[str]:
+        """The ``--mount`` arguments of ``run``; ``UsageError`` for a path the syntax cannot
+        carry (a ``,`` or ``=``) or a volume name the engine would refuse."""
         for value in (self.source, self.target):
             if "," in value or "=" in value:
                 raise UsageError(
@@ -241,6 +144,7 @@ class ContainerEngine:
 
     @property
     def name(self) -> str:
+        """``docker`` or ``podman``, as messages and engine-specific choices use it."""
         return self.settings.name
 
     def run(
@@ -253,6 +157,8 @@ class ContainerEngine:
         timeout: float | None = None,
         what: str = "",
     ) -> CommandResult:
+        """Run one engine command (``docker ARGS``) to completion, echoed unless ``quiet``;
+        a non-zero exit is a ``ToolError`` when ``check``."""
         self.program_path()
         return run_program(
             self.settings.command(*args),
@@ -266,6 +172,7 @@ class ContainerEngine:
         )
 
     def program_path(self) -> str:
+        """The engine program's full path; a ``ToolError`` saying how to install it if absent."""
         hint = (
             "install docker.io and start dockerd (see .ci/setup-engine.sh), or pass --engine podman"
             if self.name == "docker"
@@ -313,8 +220,7 @@ class ContainerEngine:
         return text if text.startswith("sha256:") else f"sha256:{text}"
 
     def image_labels(self, reference: str) -> dict[str, str]:
-        import json
-
+        """The labels of a local image (``image inspect``); ``ToolError`` when it is absent."""
         result = self.run(
             "image", "inspect", "--format", "{{json .Config.Labels}}", reference, quiet=True
         )
@@ -323,8 +229,6 @@ class ContainerEngine:
 
     def repo_digests(self, reference: str) -> list[str]:
         """Registry digests of a pulled image (``name@sha256:...``); empty for local images."""
-        import json
-
         result = self.run(
             "image", "inspect", "--format", "{{json .RepoDigests}}", reference,
             check=False, quiet=True,
@@ -335,6 +239,7 @@ class ContainerEngine:
         return sorted(str(d) for d in data)
 
     def pull(self, reference: str) -> None:
+        """Pull an image from its registry; ``ToolError`` when the pull fails."""
         self.run("pull", reference, what=f"{self.name} pull {reference}")
 
     def import_rootfs(self, tarball: Path, tag: str, changes: Sequence[str] = ()) -> str:
@@ -385,21 +290,26 @@ class ContainerEngine:
         return image
 
     def remove_image(self, reference: str) -> None:
+        """Remove a local image, forced; an absent image is no error."""
         self.run("image", "rm", "--force", reference, check=False, quiet=True)
 
     # -- volumes ------------------------------------------------------------------------------
     def volume_exists(self, name: str) -> bool:
+        """Whether the named volume exists."""
         return self.run("volume", "inspect", name, check=False, quiet=True).returncode == 0
 
     def ensure_volume(self, name: str) -> None:
+        """Create the named volume, labelled as archwheel's, unless it exists."""
         if not self.volume_exists(name):
             self.run("volume", "create", "--label", LABEL, name, what="creating volume")
 
     def remove_volume(self, name: str) -> None:
+        """Remove the named volume, forced; an absent volume is no error."""
         self.run("volume", "rm", "--force", name, check=False, quiet=True)
 
     # -- containers ---------------------------------------------------------------------------
     def container(self, spec: ContainerSpec) -> Container:
+        """A ``Container`` for ``spec``, not yet started: use it as a ``with`` block."""
         return Container(self, spec)
 
     def spec_args(self, spec: ContainerSpec, name: str) -> list[str]:
@@ -654,6 +564,7 @@ class Container:
         return result.stdout
 
     def is_running(self) -> bool:
+        """Whether the container runs now (see ``state`` for why it may not)."""
         return self.state() == "running"
 
     def state(self) -> str:

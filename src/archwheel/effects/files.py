@@ -11,11 +11,13 @@ umask), not the 0600 that ``tempfile`` would leave.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import errno
 import functools
 import json
 import os
+import shutil
 import stat
 import zipfile
 import zlib
@@ -186,8 +188,6 @@ def sha256_file(path: Path) -> str:
 
 def record_form(sha256_hex: str) -> str:
     """A sha256 as a wheel's RECORD writes it: ``sha256=`` + urlsafe base64, without padding."""
-    import base64
-
     return "sha256=" + base64.urlsafe_b64encode(bytes.fromhex(sha256_hex)).rstrip(b"=").decode()
 
 
@@ -222,11 +222,14 @@ def atomic_writer(path: Path) -> Iterator[IO[bytes]]:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a synced temporary file: a reader or a crash sees
+    the old file or the new one, never half of it."""
     with atomic_writer(path) as f:
         f.write(data)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
+    """``text`` as UTF-8, written as ``write_bytes_atomic`` does."""
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
@@ -237,8 +240,6 @@ def write_json_atomic(path: Path, document: object) -> None:
 
 def copy_file_atomic(source: Path, target: Path) -> None:
     """Copy ``source``'s bytes to ``target``; a reader sees the old file or the whole new one."""
-    import shutil
-
     with source.open("rb") as src, atomic_writer(target) as dst:
         shutil.copyfileobj(src, dst, HASH_BLOCK)
 

@@ -52,9 +52,11 @@ class ProbeError:
     message: str
 
     def one_line(self) -> str:
+        """``probe: message``, as reports list it."""
         return f"{self.probe}: {self.message}"
 
     def to_json_dict(self) -> dict[str, str]:
+        """The error as a JSON object, for the ``--json`` reports."""
         return {"probe": self.probe, "message": self.message}
 
 
@@ -67,12 +69,16 @@ class ProbeFailed(Exception):
 
 @dataclass(frozen=True)
 class GpuInfo:
+    """One GPU the host reports: its index, name, compute capability (None when the probe
+    could not read it) and driver; made by the GPU probes, read by ``doctor``."""
+
     index: int
     name: str
     cc: ComputeCapability | None
     driver: str | None
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The GPU as a JSON object, for the ``--json`` reports."""
         return {
             "index": self.index,
             "name": self.name,
@@ -94,9 +100,11 @@ class GpuProbeResult:
 
     @property
     def has_driver(self) -> bool:
+        """Whether a probe answered, so an NVIDIA driver is installed and loaded."""
         return self.source is not None
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The result as a JSON object, its probe errors included, for the ``--json`` reports."""
         return {
             "source": self.source,
             "driver": str(self.driver) if self.driver else None,
@@ -132,6 +140,8 @@ class NvmlProbe:
             ) from None
 
     def probe(self) -> GpuProbeResult:
+        """Ask NVML for the driver, the CUDA version it supports and every GPU;
+        ``ProbeFailed`` when NVML is missing or does not answer."""
         nvml = self._module()
         try:
             nvml.nvmlInit()
@@ -181,6 +191,8 @@ class NvidiaSmiProbe:
         self.timeout = timeout
 
     def probe(self) -> GpuProbeResult:
+        """Run ``nvidia-smi`` and read its GPUs and driver (the CUDA version from the facts);
+        ``ProbeFailed`` when it is missing, hangs or fails."""
         path = shutil.which(self.executable)
         if path is None:
             raise ProbeFailed(f"{self.executable} not found on PATH (no NVIDIA driver installed?)")
@@ -330,6 +342,7 @@ class TorchInfo:
     errors: tuple[ProbeError, ...] = ()
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The torch facts as a JSON object, for the ``--json`` reports."""
         return {
             "installed": self.installed,
             "version": self.version,
@@ -360,6 +373,7 @@ class PythonEnvironment:
     errors: tuple[ProbeError, ...] = ()
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The environment as a JSON object (its native files left out), for ``--json``."""
         return {
             "python": self.python,
             "python_version": self.python_version,
@@ -425,6 +439,8 @@ class PythonProbe:
         raise ProbeFailed(f"{probe} probe {how}: {tail}")
 
     def probe(self, *, with_torch: bool = True) -> PythonEnvironment:
+        """Read the environment's distributions and, with ``with_torch``, import its torch;
+        a probe that fails is kept in ``errors``, never raised."""
         errors: list[ProbeError] = []
         try:
             env = self._run(_DISTRIBUTIONS_SCRIPT, "python", json.dumps(self.also))

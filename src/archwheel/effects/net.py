@@ -3,7 +3,7 @@
 A socket timeout only fires when nothing arrives for that long: a server sending one byte every
 59 s keeps a 60 s timeout from ever firing, and ``response.read(n)`` waits until ``n`` bytes are
 in (a megabyte at that pace is 700 days). ``paced_blocks`` reads what has arrived
-(``read1``) and asks for a least rate over each window instead (docs/design.md, "Bad input").
+(``read1``) and asks for a least rate over each window instead (docs/limits.md).
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -39,6 +41,7 @@ class Owner:
     start: int
 
     def token(self) -> str:
+        """``HOST:BOOT:PID:START``, as container labels and owner records store it."""
         return f"{self.host}:{self.boot}:{self.pid}:{self.start}"
 
     @classmethod
@@ -53,6 +56,7 @@ class Owner:
         return cls(host, boot, int(pid), int(start))
 
     def describe(self) -> str:
+        """``pid N on HOST``, for the messages that name a leftover's maker."""
         return f"pid {self.pid} on {self.host}"
 
 
@@ -106,6 +110,7 @@ def mark_folder(folder: Path, owner: Owner | None = None) -> Path:
 
 
 def unmark_folder(folder: Path) -> None:
+    """Remove ``folder``'s owner record (once the folder itself is gone); none is no error."""
     folder.with_name(folder.name + OWNER_SUFFIX).unlink(missing_ok=True)
 
 
@@ -148,9 +153,6 @@ def owned_folders(parent: Path, prefix: str) -> list[FolderRecord]:
 
 def owned_tempdir(prefix: str, parent: Path | None = None) -> Path:
     """``tempfile.mkdtemp`` with this process's owner record beside the folder."""
-    import shutil
-    import tempfile
-
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     try:
         mark_folder(folder)
@@ -162,8 +164,6 @@ def owned_tempdir(prefix: str, parent: Path | None = None) -> Path:
 
 def remove_owned(folder: Path) -> None:
     """Remove a folder made by ``owned_tempdir`` and then its owner record."""
-    import shutil
-
     shutil.rmtree(folder, ignore_errors=True)
     if not folder.exists():
         unmark_folder(folder)
@@ -175,8 +175,6 @@ TEMP_PREFIXES = ("archwheel-work-", "archwheel-stage-", "archwheel-cache-", "arc
 
 def dead_folders(parent: Path | None = None) -> list[FolderRecord]:
     """The temporary folders under ``parent`` (default: the temp folder) whose maker died."""
-    import tempfile
-
     where = Path(parent) if parent is not None else Path(tempfile.gettempdir())
     return [
         record
@@ -188,8 +186,6 @@ def dead_folders(parent: Path | None = None) -> list[FolderRecord]:
 
 def remove_dead_folders(parent: Path | None = None) -> list[FolderRecord]:
     """Remove ``dead_folders(parent)``; returns what was removed."""
-    import shutil
-
     removed = []
     for record in dead_folders(parent):
         shutil.rmtree(record.folder, ignore_errors=True)

@@ -47,6 +47,9 @@ _RESERVED_TARGETS = (
 
 @dataclass(frozen=True)
 class PipSettings:
+    """The pip indexes, local wheel folders, CA bundle and constraints a run uses: read from
+    the host (``from_host``), overridden by the command line, passed to containers and pip."""
+
     index_url: str | None = None
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
@@ -83,7 +86,12 @@ class PipSettings:
 
     @classmethod
     def from_host(cls, python: str | None = None) -> PipSettings:
-        """The invoking environment's pip configuration (empty if pip cannot tell)."""
+        """The invoking environment's pip configuration (empty where there is no pip to ask).
+
+        A configuration pip itself refuses to load (a section header without its ``]``, an
+        option given twice, bytes that are not text) is a ``UsageError`` naming the file: taken
+        as empty, it would send every read to pip's default index, one the user never named.
+        """
         try:
             proc = run_program(
                 [python or sys.executable, "-m", "pip", "config", "list"],
@@ -93,6 +101,14 @@ class PipSettings:
             )
         except ToolError:  # not found, not startable, or no answer in time
             return cls()
+        if proc.returncode != 0:
+            if "No module named pip" in proc.stderr:
+                return cls()  # no pip there: no pip configuration to follow
+            raise UsageError(
+                configuration_refusal(proc.stderr),
+                hint="fix that file, or point PIP_CONFIG_FILE at one pip loads; "
+                "`pip config list` says the same",
+            )
         settings = cls.from_config_lines(proc.stdout.splitlines())
         if settings.ca_bundle is None:
             for var in ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"):
@@ -108,7 +124,16 @@ class PipSettings:
         find_links: Sequence[str] = (),
         ca_bundle: Path | None = None,
     ) -> PipSettings:
-        """Command-line values: an index URL or CA replaces, extra indexes and links add."""
+        """Command-line values: an index URL or CA replaces, extra indexes and links add.
+
+        An empty (or blank) URL or link is a ``UsageError``: an empty ``--index-url`` once
+        fell back to the configured index without a word."""
+        for value in (index_url, *extra_index_urls, *find_links):
+            if value is not None and not value.strip():
+                raise UsageError(
+                    "an empty package index URL or link",
+                    hint="give a URL (https://..., file:///...) or leave the option out",
+                )
         return PipSettings(
             index_url=index_url or self.index_url,
             extra_index_urls=(*self.extra_index_urls, *extra_index_urls),
@@ -136,6 +161,7 @@ class PipSettings:
         return self
 
     def locations(self) -> tuple[str, ...]:
+        """Every place pip looks for packages: the index, the extra indexes, find-links."""
         urls = (self.index_url,) if self.index_url else ()
         return (*urls, *self.extra_index_urls, *self.find_links)
 
@@ -163,6 +189,8 @@ class PipSettings:
         return tuple(mounts)
 
     def container_env(self) -> dict[str, str]:
+        """The ``PIP_*`` variables (and CA variables) that give pip in a container these
+        settings, with the CA at its mounted path."""
         env = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
         if self.index_url:
             env["PIP_INDEX_URL"] = self.index_url
@@ -207,6 +235,7 @@ class PipSettings:
         return args
 
     def describe(self) -> str:
+        """One line naming the indexes, links and CA, for the build plan."""
         parts = []
         if self.index_url:
             parts.append(f"index {self.index_url}")
@@ -216,6 +245,52 @@ class PipSettings:
             parts.append(f"links {' '.join(self.find_links)}")
         parts.append(f"CA {self.ca_bundle}" if self.ca_bundle else "system CA")
         return "; ".join(parts)
+
+
+# Where pip's refusal of a configuration file names the file and the line (pip wraps the
+# errors of Python's configparser, and reports undecodable bytes itself).
+_REFUSED_FILE = (
+    re.compile(r"file: '(?P<file>[^'\n]*)', line: (?P<line>[0-9]+)"),  # no section header
+    re.compile(r"While reading from '(?P<file>[^'\n]*)' \[line +(?P<line>[0-9]+)\]"),  # twice
+    re.compile(r"parsing errors: '(?P<file>[^'\n]*)'\s*\[line +(?P<line>[0-9]+)\]"),
+    re.compile(r"characters in (?P<file>[^\n]*?)\.?$", re.MULTILINE),  # not text
+)
+_REFUSED_REASON = (
+    "File contains no section headers",
+    "already exists",
+    "Source contains parsing errors",
+    "invalid",
+)
+MAX_REFUSAL_SHOWN = 300  # characters of pip's own words in the one-line error
+
+
+def configuration_refusal(stderr: str) -> str:
+    """One line from what ``pip config list`` said when it refused to load its configuration:
+    the file and line pip names, and pip's reason (``... already exists``, ``File contains no
+    section headers``); pip's first words when it names no file."""
+    text = stderr.strip()
+    reason = next(
+        (line.strip() for line in text.splitlines() if any(r in line for r in _REFUSED_REASON)),
+        "",
+    )
+    if "While reading from" in reason:
+        reason = reason.split("]:", 1)[-1].strip()  # "option 'x' in section 'y' already exists"
+    if reason.startswith("Source contains parsing errors"):
+        reason = "Source contains parsing errors"  # its file is named below
+    if " characters in " in reason:  # "Configuration file contains invalid UTF-8 characters in F."
+        reason = reason.removeprefix("Configuration file ").split(" characters in ")[0]
+        reason += " characters"
+    for pattern in _REFUSED_FILE:
+        found = pattern.search(text)
+        if found is not None:
+            where = found.group("file")
+            line = found.groupdict().get("line")
+            if line:
+                where += f", line {line}"
+            why = reason.rstrip(".") or "could not be loaded"
+            return f"pip refuses its configuration file {where}: {why}"[:MAX_REFUSAL_SHOWN]
+    words = " ".join(text.split()) or "no message"
+    return f"pip refuses its configuration ({words})"[:MAX_REFUSAL_SHOWN]
 
 
 def local_folder(location: str) -> Path | None:

@@ -94,6 +94,7 @@ def parse_timeout(text: str) -> float:
 
 
 def echo_to_stderr(line: str) -> None:
+    """Print a command line on stderr at once: the default echo of the commands run."""
     print(line, file=sys.stderr, flush=True)
 
 
@@ -146,6 +147,9 @@ class ProgramTimedOut(ToolError):
 
 @dataclass(frozen=True)
 class CommandResult:
+    """A finished program's arguments, exit status and decoded output; ``run_program``
+    returns it."""
+
     args: tuple[str, ...]
     returncode: int
     stdout: str
@@ -153,9 +157,11 @@ class CommandResult:
 
     @property
     def ok(self) -> bool:
+        """Whether the program exited 0."""
         return self.returncode == 0
 
     def last_line(self) -> str:
+        """The last non-blank line of stderr (of stdout when stderr is empty), for messages."""
         return last_line(self.stderr or self.stdout)
 
 

@@ -8,7 +8,7 @@ cache folder, with a one-byte-per-block map of what is there, so that a second r
 from the network. A block is marked only after its bytes are written, so a run killed halfway
 leaves blocks that are fetched again, never bytes that are wrong.
 
-Bounded against a hostile server: at most ``MAX_REDIRECTS`` redirects (http and https only),
+Bounded against a hostile server: the bounds of ``effects.http`` (its redirects, its time),
 every answer's status, ``Content-Range`` and length checked against what was asked, at most
 ``MAX_REQUESTS`` requests per file, the size of the file as the index or the server first says
 it (a later answer that disagrees is refused), and ``effects.net.paced_blocks`` against a server
@@ -34,23 +34,19 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import http.client
 import io
 import os
 import re
 import shutil
 import ssl
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
-from urllib.parse import unquote, urljoin, urlparse
+from urllib.parse import unquote, urlparse
 
-from archwheel.effects import deadline
-from archwheel.effects.deadline import NetBudget, RedirectRefused
+from archwheel.effects.deadline import NetBudget
 from archwheel.effects.files import check_regular
+from archwheel.effects.http import Client, Response
 from archwheel.effects.net import TransferError, is_sha256, paced_blocks
 
 BLOCK = 256 << 10
@@ -59,9 +55,7 @@ BLOCK = 256 << 10
 # about twice what a reader takes is fetched.
 MAX_AHEAD = 32 << 20
 MAX_RUNS = 64  # runs of sequential reads followed at once (members inflated in turn)
-MAX_REDIRECTS = 5
 MAX_REQUESTS = 4096
-TIMEOUT_S = 60.0
 # The largest file read: a wheel on PyPI is at most a few GB (torch's are about 0.5-1 GB).
 MAX_FILE_BYTES = 16 << 30
 
@@ -89,151 +83,13 @@ class Transfer:
     whole_failed: bool = False  # a whole download failed (what it wrote is emptied)
 
 
-class _Redirected(Exception):
-    """Redirected in a loop, too often, or to something other than http(s)."""
-
-
-class _Answered(Exception):
-    """The server answered with a status that is neither content nor a redirect."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
-
-
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
-
-
-class _Connection:
-    """The requests of one file over one kept-alive connection (HTTP/1.1), redirects followed
-    here (at most ``MAX_REDIRECTS``, http and https only) and their end remembered, so that a
-    file read in hundreds of ranges costs one name lookup and one TLS handshake, not one per
-    range (measured: 453 lookups took 60 of a 68 s read, docs/performance.md). Where a proxy
-    applies (``*_proxy`` variables), urllib's opener makes each request, as before."""
-
-    def __init__(self, context: ssl.SSLContext | None) -> None:
-        self._context = context
-        self._conn: http.client.HTTPConnection | None = None
-        self._origin: tuple[str, str, int | None] | None = None
-        self._moved: dict[str, str] = {}  # a URL -> where it redirected to
-        self._opener: urllib.request.OpenerDirector | None = None
-
-    def opened(self, url: str, headers: dict[str, str], method: str) -> http.client.HTTPResponse:
-        """``open``, its headers read: from now on only the run's time bound applies."""
-        response = self.open(url, headers, method)
-        watching = deadline.current()
-        if watching is not None:
-            watching.headers_done()
-        return response
-
-    def open(self, url: str, headers: dict[str, str], method: str) -> http.client.HTTPResponse:
-        url = self._moved.get(url, url)
-        if _proxied(url):
-            return self._through_urllib(url, headers, method)
-        seen: list[str] = []
-        while True:
-            response = self._send(url, headers, method)
-            if response.status not in _REDIRECTS:
-                if response.status >= 400 or response.status < 200:
-                    self._discard(response)
-                    raise _Answered(response.status)
-                for earlier in seen:
-                    self._moved[earlier] = url
-                return response
-            location = response.headers.get("Location") or ""
-            self._discard(response)
-            seen.append(url)
-            url = urljoin(url, location)
-            if urlparse(url).scheme not in ("http", "https"):
-                raise _Redirected(f"redirected to {url[:200]!r}, not an http(s) URL")
-            if url in seen or len(seen) > MAX_REDIRECTS:
-                raise _Redirected(f"redirected in a loop or more than {MAX_REDIRECTS} times")
-
-    def _send(self, url: str, headers: dict[str, str], method: str) -> http.client.HTTPResponse:
-        parts = urlparse(url)
-        origin = (parts.scheme, parts.hostname or "", parts.port)
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        for attempt in (1, 2):
-            fresh = self._conn is None or origin != self._origin
-            if fresh:
-                self.close()
-                self._conn = self._connect(origin)
-                self._origin = origin
-            assert self._conn is not None
-            watching = deadline.current()
-            if watching is not None and self._conn.sock is not None:
-                watching.watch(self._conn.sock)  # a kept-alive connection: watched again
-            try:
-                self._conn.request(method, target, headers=headers)
-                return self._conn.getresponse()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-                self.close()  # a kept-alive connection the server had closed: once more
-                if fresh or attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
-
-    def _connect(self, origin: tuple[str, str, int | None]) -> http.client.HTTPConnection:
-        scheme, host, port = origin
-        if scheme == "https":
-            return deadline.WatchedHTTPSConnection(
-                host, port, timeout=TIMEOUT_S, context=self._context
-            )
-        return deadline.WatchedHTTPConnection(host, port, timeout=TIMEOUT_S)
-
-    def _discard(self, response: http.client.HTTPResponse) -> None:
-        """A response not handed out: its small body read so the connection can go on,
-        else the connection closed."""
-        try:
-            length = response.length
-            if length is not None and length <= 64 << 10 and not response.will_close:
-                response.read(length)
-                response.close()
-                return
-        except (OSError, http.client.HTTPException):
-            pass
-        response.close()
-        self.close()
-
-    def close(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(OSError):
-                self._conn.close()
-        self._conn = None
-        self._origin = None
-
-    def _through_urllib(
-        self, url: str, headers: dict[str, str], method: str
-    ) -> http.client.HTTPResponse:
-        if self._opener is None:
-            self._opener = deadline.opener(self._context)
-        request = urllib.request.Request(url, headers=headers, method=method)  # noqa: S310
-        try:
-            return cast(http.client.HTTPResponse, self._opener.open(request, timeout=TIMEOUT_S))
-        except RedirectRefused as exc:
-            raise _Redirected(str(exc)) from None
-        except urllib.error.HTTPError as exc:
-            exc.close()
-            if 300 <= exc.code < 400:
-                raise _Redirected(
-                    f"redirected in a loop or more than {MAX_REDIRECTS} times"
-                ) from None
-            raise _Answered(exc.code) from None
-
-
-def _proxied(url: str) -> bool:
-    parts = urlparse(url)
-    proxies = urllib.request.getproxies()
-    if parts.scheme not in proxies:
-        return False
-    return not urllib.request.proxy_bypass(parts.hostname or "")
-
-
 def is_local(location: str) -> bool:
     """A path or a ``file://`` URL (read directly), not an http(s) URL."""
     return "://" not in location or location.startswith("file://")
 
 
 def local_path(location: str) -> Path:
+    """The path of a local location (``is_local``): a ``file://`` URL decoded, a path as is."""
     return Path(unquote(urlparse(location).path)) if "://" in location else Path(location)
 
 
@@ -265,7 +121,7 @@ class RangedFile:
         self.verified = False
         self._progress = progress
         self._budget = budget or NetBudget()
-        self._connection = _Connection(context)
+        self._connection = Client(context)  # one kept-alive connection for all its ranges
         # Named by what archwheel computes, never by what the index states.
         key = hashlib.sha256(f"{url}\0{digest or ''}".encode("utf-8", "surrogateescape"))
         self.folder = cache / key.hexdigest()
@@ -295,6 +151,7 @@ class RangedFile:
         return os.pread(self._map, last - first + 1, first)
 
     def close(self) -> None:
+        """Close the connection and the cache files; the cached blocks stay for a later run."""
         self._connection.close()
         for fd in (self._data, self._map):
             with contextlib.suppress(OSError):
@@ -384,19 +241,14 @@ class RangedFile:
         self.transfer.served += len(data)
         return data
 
-    def _request(self, headers: dict[str, str], method: str = "GET") -> http.client.HTTPResponse:
+    def _request(self, headers: dict[str, str]) -> Response:
         if self.transfer.requests >= MAX_REQUESTS:
             raise RemoteFileError(f"{self.url}: more than {MAX_REQUESTS} requests; given up")
         self.transfer.requests += 1
         try:
-            return self._connection.opened(self.url, headers, method)
-        except _Redirected as exc:
+            return self._connection.opened(self.url, headers)
+        except TransferError as exc:  # refused, redirected too often, answered 404, ...
             raise RemoteFileError(f"{self.url}: {exc}") from None
-        except _Answered as exc:
-            raise RemoteFileError(f"{self.url}: the server answered {exc.status}") from None
-        except (OSError, ValueError, http.client.HTTPException) as exc:
-            reason = getattr(exc, "reason", None) or exc
-            raise RemoteFileError(f"{self.url}: {reason}") from None
 
     def _size_from_server(self) -> int:
         try:
@@ -463,7 +315,7 @@ class RangedFile:
         self.transfer.fetched += hi + 1 - lo
         os.pwrite(self._map, b"\x01" * (last - first + 1), first)
 
-    def _whole(self, response: http.client.HTTPResponse) -> None:
+    def _whole(self, response: Response) -> None:
         """The server ignored the range and sends the whole file: keep all of it, hashed as it
         arrives and marked only once it is whole and matches the stated sha256; a download
         that fails leaves nothing (the data file emptied)."""
@@ -518,14 +370,17 @@ class LocalFile:
         self.transfer = Transfer()
 
     def pread(self, length: int, offset: int) -> bytes:
+        """``length`` bytes at ``offset`` (fewer at the end), counted as served."""
         data = os.pread(self._fd, length, offset)
         self.transfer.served += len(data)
         return data
 
     def reader(self) -> io.BufferedReader:
+        """A read-only, seekable file object over this file (for ``zipfile``)."""
         return io.BufferedReader(_View(self.pread, self.size), buffer_size=64 << 10)
 
     def close(self) -> None:
+        """Close the file."""
         os.close(self._fd)
 
     def __enter__(self) -> LocalFile:
@@ -564,7 +419,7 @@ class _View(io.RawIOBase):
         return len(data)
 
 
-def _content_range(response: http.client.HTTPResponse) -> tuple[int, int, int]:
+def _content_range(response: Response) -> tuple[int, int, int]:
     text = (response.headers.get("Content-Range") or "").strip()
     match = _CONTENT_RANGE.match(text)
     if not match:

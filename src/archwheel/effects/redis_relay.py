@@ -48,6 +48,7 @@ class RedisAddress:
     password: str | None = None
 
     def connect(self, timeout: float) -> socket.socket:
+        """A connected socket to the server (not yet authenticated); ``OSError`` on failure."""
         if self.socket_path is not None:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(timeout)
@@ -175,6 +176,7 @@ class UnixRelay:
         self.close()
 
     def close(self) -> None:
+        """Stop listening, cut every open connection and remove the socket and its folder."""
         self._stop.set()
         with contextlib.suppress(OSError):
             self._listener.shutdown(socket.SHUT_RDWR)

@@ -48,6 +48,8 @@ class Reader:
         self.buffer += chunk
 
     def line(self, deadline: float | None) -> bytes:
+        """The next RESP line, its CRLF included, read by ``deadline`` (monotonic; None: no
+        limit); a line past ``MAX_LINE`` is a ``ProtocolError``."""
         while True:
             end = self.buffer.find(b"\r\n")
             if end >= 0:
@@ -59,6 +61,7 @@ class Reader:
             self._fill(deadline)
 
     def exact(self, size: int, deadline: float | None) -> bytes:
+        """The next ``size`` bytes, read by ``deadline`` (monotonic; None: no limit)."""
         while len(self.buffer) < size:
             self._fill(deadline)
         out = bytes(self.buffer[:size])

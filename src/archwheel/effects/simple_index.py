@@ -20,17 +20,23 @@ from __future__ import annotations
 import re
 import ssl
 import sys
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlparse
 
-from packaging.utils import canonicalize_name
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
 
-from archwheel.effects.deadline import NetBudget, opener
+from archwheel.effects.deadline import NetBudget
 from archwheel.effects.files import read_regular
+from archwheel.effects.http import Answered, Client
 from archwheel.effects.net import TooLarge, paced_blocks
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import run_program
@@ -161,6 +167,8 @@ def default_index_url() -> str:
 
 
 def index_urls(pip: PipSettings) -> tuple[str, ...]:
+    """The indexes pip would ask, in order: the index URL (pip's default when none is set),
+    then the extra ones."""
     primary = pip.index_url or default_index_url()
     return (primary, *pip.extra_index_urls)
 
@@ -183,24 +191,23 @@ def fetch_page(
         except OSError as exc:
             raise ToolError(f"cannot read the package index page {html}: {exc}") from None
         return parse_simple_page(body, "text/html", html.as_uri())
-    request = urllib.request.Request(page, headers={"Accept": JSON_ACCEPT})  # noqa: S310
     cafile = str(pip.ca_bundle) if pip.ca_bundle else None
     context = ssl.create_default_context(cafile=cafile)
     budget = budget or NetBudget()
     try:
         with (
-            budget.request(page) as deadline,
-            opener(context).open(request, timeout=60) as response,
+            Client(context) as client,
+            budget.request(page),
+            client.opened(page, {"Accept": JSON_ACCEPT}) as response,
         ):
-            deadline.headers_done()
             # A server that trickles bytes is given up; so is a page past the bound.
             body = b"".join(paced_blocks(response, limit=MAX_PAGE_BYTES))
             kind = response.headers.get("Content-Type", "")
         return parse_simple_page(body, kind, page)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
+    except Answered as exc:
+        if exc.status == 404:
             return None
-        raise ToolError(f"the package index answered {exc.code} for {page}") from None
+        raise ToolError(f"the package index answered {exc.status} for {page}") from None
     except TooLarge:
         raise ToolError(f"{page} is larger than {MAX_PAGE_BYTES} bytes") from None
     except OSError as exc:
@@ -211,14 +218,6 @@ def project_versions(project: str, pip: PipSettings) -> list[str] | None:
     """The versions of ``project`` that the configured indexes and find-links folders hold a
     wheel or sdist of (as the file names say), oldest first; None when some index could not be
     asked (what it holds is unknown)."""
-    from packaging.utils import (
-        InvalidSdistFilename,
-        InvalidWheelFilename,
-        parse_sdist_filename,
-        parse_wheel_filename,
-    )
-    from packaging.version import InvalidVersion, Version
-
     found: set[Version] = set()
     answered = False
     for index in index_urls(pip):

@@ -71,6 +71,7 @@ class ChildOutcome:
         return self.status is ChildStatus.EXITED and self.result is not None
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The outcome for a report (the result and stdout left out): status, time, why."""
         return {
             "name": self.name,
             "status": self.status.value,
@@ -108,6 +109,8 @@ class Watchdog:
         self.grace_seconds = grace_seconds
 
     def run(self, command: ChildCommand) -> ChildOutcome:
+        """Run one step in its own process group under its deadline and report how it ended;
+        a hung or flooding step is killed with its group, never left running."""
         env = dict(os.environ)
         for name in command.unset_env:
             env.pop(name, None)

@@ -9,31 +9,9 @@ from typing import TYPE_CHECKING
 
 from archwheel._lazy import lazy_exports
 
-__all__ = [
-    "ArchList",
-    "CodeKind",
-    "ComputeCapability",
-    "CudaFacts",
-    "CudaVersion",
-    "DriverVersion",
-    "Target",
-    "load_facts",
-]
-
-_WHERE = {
-    "ArchList": "arch",
-    "CodeKind": "arch",
-    "ComputeCapability": "versions",
-    "CudaFacts": "catalog",
-    "CudaVersion": "versions",
-    "DriverVersion": "versions",
-    "Target": "arch",
-    "load_facts": "catalog",
-}
-
 if TYPE_CHECKING:
     from archwheel.facts.arch import ArchList, CodeKind, Target
     from archwheel.facts.catalog import CudaFacts, load_facts
     from archwheel.facts.versions import ComputeCapability, CudaVersion, DriverVersion
-else:
-    __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

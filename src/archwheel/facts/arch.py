@@ -80,10 +80,12 @@ class Target:
 
     @property
     def sm(self) -> str:
+        """``sm_90a``: the SASS name, as nvcc's ``code=`` and the audit write it."""
         return self.name(CodeKind.SASS)
 
     @property
     def compute(self) -> str:
+        """``compute_90a``: the PTX name, as nvcc's ``arch=`` and the audit write it."""
         return self.name(CodeKind.PTX)
 
     def __str__(self) -> str:
@@ -168,10 +170,12 @@ class ArchList:
 
     @property
     def sass_targets(self) -> frozenset[Target]:
+        """The targets the list asks SASS for."""
         return frozenset(s.target for s in self.specs if s.sass)
 
     @property
     def ptx_targets(self) -> frozenset[Target]:
+        """The targets the list asks PTX for."""
         return frozenset(s.target for s in self.specs if s.ptx)
 
     # -- rendering ------------------------------------------------------------------------------
@@ -234,6 +238,8 @@ class ArchList:
         return problems
 
     def check_toolkit(self, toolkit: Toolkit, facts: CudaFacts | None = None) -> None:
+        """Raise ``ArchListError`` naming every target ``toolkit`` cannot compile, before a
+        build starts rather than in nvcc's error."""
         problems = self.problems_with(toolkit, facts)
         if problems:
             raise ArchListError(

@@ -156,12 +156,16 @@ class FindCudaGrammar:
 
 @dataclass(frozen=True)
 class Grammars:
+    """Every arch-list grammar archwheel knows: torch's per release, the projects', CMake's
+    FindCUDA; made once by ``load_grammars``, read by ``arch_grammars`` and ``arch_readers``."""
+
     torch: tuple[TorchGrammar, ...]  # oldest first
     projects: Mapping[str, ProjectGrammar]
     findcuda: FindCudaGrammar | None = None
 
     @property
     def consumers(self) -> tuple[str, ...]:
+        """Every consumer name known: the built-in ones, FindCUDA's, then the projects'."""
         own = (CMAKE_FINDCUDA,) if self.findcuda is not None else ()
         return BUILTIN_CONSUMERS + own + tuple(self.projects)
 
@@ -180,11 +184,13 @@ class Grammars:
         return older[-1] if older else self.torch[0]
 
     def variable(self, consumer: str) -> str:
+        """The variable ``consumer`` reads its arch list from (``TORCH_CUDA_ARCH_LIST`` ...)."""
         if consumer in self.projects:
             return self.projects[consumer].variable
         return DEFAULT_VARIABLE[consumer]
 
     def check_consumer(self, consumer: str) -> None:
+        """Raise ``ArchListError`` listing the known consumers when ``consumer`` is not one."""
         if consumer not in self.consumers:
             raise ArchListError(
                 f"unknown arch consumer {consumer!r}",
@@ -193,6 +199,8 @@ class Grammars:
 
 
 def parse_grammars(data: Mapping[str, Any], facts: CudaFacts | None = None) -> Grammars:
+    """The grammars of a parsed ``arch_consumers.toml``, torch's sorted oldest first;
+    ``FactsError`` when the data is malformed or has no torch grammar."""
     facts = facts or load_facts()
     try:
         torch = tuple(
@@ -249,6 +257,7 @@ def parse_grammars(data: Mapping[str, Any], facts: CudaFacts | None = None) -> G
 
 @cache
 def load_grammars() -> Grammars:
+    """The grammars of the ``arch_consumers.toml`` shipped with archwheel, read once."""
     text = resources.files("archwheel.facts").joinpath("arch_consumers.toml").read_text("utf-8")
     return parse_grammars(tomllib.loads(text))
 

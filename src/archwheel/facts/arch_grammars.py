@@ -317,6 +317,7 @@ class ConsumerView:
     as_written_matches: bool | None  # the text gives exactly the canonical images
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The view as a JSON object, for ``archwheel arch --format json``."""
         doc: dict[str, Any] = {
             "consumer": self.consumer,
             "variable": self.variable,
@@ -347,6 +348,8 @@ def consumer_views(
     cuda: CudaVersion | None = None,
     facts: CudaFacts | None = None,
 ) -> tuple[ConsumerView, ...]:
+    """For every known consumer, what to set to build ``archs``, or why it cannot take them;
+    with ``text`` (the list as the user wrote it), what the torch readers make of it."""
     g = load_grammars()
     views: list[ConsumerView] = []
     wanted = image_names(archs)

@@ -48,6 +48,7 @@ class Finding:
     rule: str
 
     def sentence(self) -> str:
+        """``silently drops '8.6': <rule>``: the finding as the report says it."""
         verb = {
             "reject": "rejects",
             "drop": "silently drops",
@@ -72,6 +73,7 @@ class Reading:
 
     @property
     def ok(self) -> bool:
+        """Whether the consumer takes the value exactly as meant (nothing found wrong)."""
         return not self.findings
 
     @property
@@ -86,6 +88,7 @@ class Reading:
         return images_to_archs(self.images)
 
     def describe(self) -> str:
+        """One line: the images when ``ok``, else every finding's sentence."""
         if self.ok:
             return " ".join(self.images)
         return "; ".join(f.sentence() for f in self.findings)
@@ -117,6 +120,7 @@ def _reading(
 
 
 def images_to_archs(images: Iterable[str]) -> ArchList:
+    """The ``ArchList`` asking for exactly these ``sm_``/``compute_`` images."""
     specs = []
     for name in images:
         kind, target = Target.from_name(name)
@@ -125,6 +129,7 @@ def images_to_archs(images: Iterable[str]) -> ArchList:
 
 
 def image_names(archs: ArchList) -> tuple[str, ...]:
+    """The sorted ``sm_``/``compute_`` images ``archs`` asks for, to compare with a reading."""
     out: list[str] = []
     for s in archs:
         if s.sass:
@@ -348,6 +353,8 @@ _CMAKE_ARCH = re.compile(r"([0-9]+[af]?)(?:-(real|virtual))?")
 
 
 def read_cmake(value: str | None, variable: str) -> Reading:
+    """What CMake makes of a ``CUDA_ARCHITECTURES`` value: the images of ``NN``, ``NN-real``
+    and ``NN-virtual`` entries, and what it rejects or what depends on the machine."""
     items = [p for p in (value or "").split(";") if p]
     if not items:
         finding = Finding(
@@ -414,6 +421,8 @@ _CODE = re.compile(r"(sm|compute)_[0-9]+[af]?")
 
 
 def read_nvcc(value: str | None, variable: str) -> Reading:
+    """What nvcc makes of a value holding ``-gencode``/``-arch`` flags: their images, and
+    every token that is not such a flag."""
     try:
         tokens = shlex.split(value or "")
     except ValueError as exc:
@@ -480,6 +489,8 @@ def read_nvcc(value: str | None, variable: str) -> Reading:
 def read_project(
     value: str | None, p: ProjectGrammar, cuda: CudaVersion | None, variable: str
 ) -> Reading:
+    """What project ``p``'s build script makes of its arch variable (its default when unset):
+    the entries it knows, for ``cuda`` when given; every other entry adds nothing."""
     text = p.default if value is None else value
     items = text.split(p.separator)
     by_entry = {e.entry: e for e in p.entries}

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from functools import cache, cached_property
 from importlib import resources
 from types import MappingProxyType
-from typing import Any, TypeVar, cast
+from typing import Annotated, Any, TypeVar, cast
 
 from archwheel.errors import FactsError, UsageError
 from archwheel.facts.documents import Table, load_document
+from archwheel.facts.typed import Document, decode, missing_or_not
 from archwheel.facts.versions import (
     ComputeCapability,
     CudaVersion,
@@ -82,6 +83,7 @@ class Toolkit:
     verified: bool = True
 
     def targets_sorted(self) -> list[ComputeCapability]:
+        """The plain targets this toolkit compiles for, oldest first, for listing."""
         return sorted(self.targets)
 
 
@@ -120,6 +122,7 @@ class CudaFacts:
         return frozenset(cc for tk in self.toolkits for cc in tk.arch_specific | tk.family_specific)
 
     def is_known(self, cc: ComputeCapability) -> bool:
+        """Whether ``cc`` is a compute capability some GPU has (not a typo or a guess)."""
         return cc in self.capabilities
 
     def pipeline_arch_list(self, tag: str) -> str:
@@ -139,6 +142,7 @@ class CudaFacts:
         return info is not None and info.same_as == b
 
     def family(self, cc: ComputeCapability) -> str:
+        """The architecture family of ``cc`` (``Hopper``); ``unknown`` when not recorded."""
         info = self.capabilities.get(cc)
         return info.family if info else "unknown"
 
@@ -175,10 +179,12 @@ class CudaFacts:
         return None
 
     def last_toolkit_targeting(self, cc: ComputeCapability) -> Toolkit | None:
+        """The newest toolkit that can still compile plain SASS for ``cc``; None if none can."""
         found = [tk for tk in self.toolkits if cc in tk.targets]
         return found[-1] if found else None
 
     def gpus_for(self, cc: ComputeCapability) -> list[str]:
+        """The product names of the GPUs with compute capability ``cc``."""
         return [g.name for g in self.gpus if g.cc == cc]
 
     def find_gpu(self, query: str) -> GpuModel:
@@ -239,29 +245,91 @@ def _boundary_ok(wanted: str, model: str) -> bool:
 # -- loading -----------------------------------------------------------------------------------
 
 
-def _cc(table: Table, key: str) -> ComputeCapability:
-    """The compute capability written at ``key`` ("9.0")."""
-    return _parse_cc(table, key, table.text(key))
+class _CapabilityDoc(Document, frozen=True, kw_only=True):
+    """One ``[[compute_capability]]``: a capability, its family, a note, whether verified."""
+
+    cc: str
+    family: str
+    note: str = ""
+    verified: bool = True
 
 
-def _parse_cc(table: Table, key: str, text: object) -> ComputeCapability:
-    if not isinstance(text, str):
-        raise table.fail(key, f"compute capability must be a string, not {text!r}")
+class _GpuDoc(Document, frozen=True, kw_only=True):
+    """One ``[[gpu]]``: product names and their compute capability."""
+
+    cc: str
+    names: tuple[str, ...]
+
+
+class _ToolkitDoc(Document, frozen=True, kw_only=True):
+    """One ``[[toolkit]]``: a CUDA release, what it targets, the drivers it needs."""
+
+    version: str
+    min_driver: str
+    compat_driver: str
+    ptx_isa: str
+    targets: tuple[str, ...]
+    arch_specific: tuple[str, ...] = ()
+    family_specific: tuple[str, ...] = ()
+    removed: dict[str, tuple[str, ...]] = {}  # noqa: RUF012 (msgspec copies an empty default)
+    renamed: dict[str, str] = {}  # noqa: RUF012
+    verified: bool = True
+    note: str = ""
+
+
+class _IntegratedDoc(Document, frozen=True, kw_only=True):
+    """One ``[[integrated]]``: a Tegra/Jetson capability, its other number, since when
+    desktop cubins run there."""
+
+    cc: str
+    same_as: str | None = None
+    desktop_cubins_from: str | None = None
+
+
+class _PytorchDoc(Document, frozen=True, kw_only=True):
+    """``[pytorch]``: its arch names, official arch lists and their sources, releases."""
+
+    arch_names: Annotated[list[Any], missing_or_not("list")]
+    official_arch_lists: dict[str, str] = {}  # noqa: RUF012
+    official_arch_list_sources: dict[str, str] = {}  # noqa: RUF012
+    pipeline_arch_lists: dict[str, str] = {}  # noqa: RUF012
+    first_release: dict[str, str] = {}  # noqa: RUF012
+    releases: dict[str, str] = {}  # noqa: RUF012
+
+
+class _FactsDoc(Document, frozen=True, kw_only=True):
+    """The data file (its ``schema_version`` is checked before, in its own words)."""
+
+    schema_version: int
+    facts_version: str
+    sources: dict[str, str] = {}  # noqa: RUF012
+    rules: dict[str, str] = {}  # noqa: RUF012
+    compute_capability: tuple[_CapabilityDoc, ...]
+    gpu: tuple[_GpuDoc, ...]
+    toolkit: tuple[_ToolkitDoc, ...]
+    ptx_isa_driver: dict[str, str]
+    driver_cuda: dict[str, str]
+    integrated: tuple[_IntegratedDoc, ...] = ()
+    pytorch: _PytorchDoc
+
+
+def _cc(table: Table, key: str | int, text: str) -> ComputeCapability:
+    """The compute capability ``text`` ("9.0") written at ``key`` of ``table``."""
     try:
         return ComputeCapability.parse(text)
     except UsageError as exc:
         raise table.fail(key, exc.message) from None
 
 
-def _ccs(table: Table, key: str, *, required: bool = False) -> frozenset[ComputeCapability]:
-    """The list of compute capabilities at ``key`` (empty where absent, unless required)."""
-    return frozenset(_parse_cc(table, key, v) for v in table.texts(key, None if required else ()))
+def _ccs(table: Table, key: str, texts: tuple[str, ...]) -> frozenset[ComputeCapability]:
+    """The compute capabilities listed at ``key``."""
+    return frozenset(_cc(table, key, text) for text in texts)
 
 
-def _version(table: Table, key: str, kind: type[_V]) -> _V:
-    """A version (CUDA, driver, PTX ISA) written as a string at ``key``."""
+def _version(table: Table, text: str, kind: type[_V]) -> _V:
+    """A version (CUDA, driver, PTX ISA) written as a string in the row ``table``."""
     try:
-        return kind.parse(table.text(key))
+        return kind.parse(text)
     except UsageError as exc:
         raise table.fail(None, exc.message) from None
 
@@ -271,109 +339,114 @@ def parse_facts(data: Mapping[str, Any], origin: str = "cuda_facts.toml") -> Cud
     top = Table(data, origin, FactsError, toml=True)
     if data.get("schema_version") != FACTS_SCHEMA_VERSION:
         raise top.fail("schema_version", f"expected {FACTS_SCHEMA_VERSION}")
+    doc = decode(top, _FactsDoc)  # types, required and unknown keys (facts/typed.py)
     caps: dict[ComputeCapability, CapabilityInfo] = {}
-    for row in top.tables("compute_capability", required=True):
-        cc = _cc(row, "cc")
-        caps[cc] = CapabilityInfo(
-            cc=cc,
-            family=row.text("family"),
-            note=row.text("note", ""),
-            verified=row.flag("verified", True),
-        )
+    for table, capability in zip(
+        top.tables("compute_capability"), doc.compute_capability, strict=True
+    ):
+        cc = _cc(table, "cc", capability.cc)
+        caps[cc] = CapabilityInfo(cc, capability.family, capability.note, capability.verified)
     gpus: list[GpuModel] = []
-    for row in top.tables("gpu", required=True):
-        cc = _cc(row, "cc")
+    for table, gpu in zip(top.tables("gpu"), doc.gpu, strict=True):
+        cc = _cc(table, "cc", gpu.cc)
         if cc not in caps:
-            raise row.fail(None, f"compute capability {cc} is not in compute_capability")
-        gpus.extend(GpuModel(name=n, cc=cc) for n in row.texts("names", None))
-    toolkits: list[Toolkit] = []
-    for row in top.tables("toolkit", required=True):
-        version = _version(row, "version", CudaVersion)
-        min_driver = _version(row, "min_driver", DriverVersion)
-        compat_driver = _version(row, "compat_driver", DriverVersion)
-        ptx_isa = _version(row, "ptx_isa", PtxIsaVersion)
-        targets = _ccs(row, "targets", required=True)
-        arch_specific = _ccs(row, "arch_specific")
-        family_specific = _ccs(row, "family_specific")
-        for cc in targets | arch_specific | family_specific:
-            if cc not in caps:
-                raise row.fail(None, f"target {cc} is not in compute_capability")
-        if not (arch_specific | family_specific) <= targets:
-            raise row.fail(None, "'a'/'f' targets must also be plain targets")
-        removed_table = row.table("removed")
-        removed = {name: tuple(sorted(_ccs(removed_table, name))) for name in removed_table}
-        renamed_table = row.table("renamed")
-        renamed = {
-            _parse_cc(renamed_table, old, old): _cc(renamed_table, old) for old in renamed_table
-        }
-        toolkits.append(
-            Toolkit(
-                version=version,
-                targets=targets,
-                arch_specific=arch_specific,
-                family_specific=family_specific,
-                min_driver=min_driver,
-                compat_driver=compat_driver,
-                ptx_isa=ptx_isa,
-                removed=MappingProxyType(removed),
-                renamed=MappingProxyType(renamed),
-                verified=row.flag("verified", True),
-            )
-        )
-    toolkits.sort(key=lambda tk: tk.version)
-    if not top.has("ptx_isa_driver"):
-        raise top.missing("ptx_isa_driver")
-    if not top.has("driver_cuda"):
-        raise top.missing("driver_cuda")
+            raise table.fail(None, f"compute capability {cc} is not in compute_capability")
+        gpus.extend(GpuModel(name=n, cc=cc) for n in gpu.names)
+    toolkits = sorted(
+        (
+            _toolkit(table, row, caps)
+            for table, row in zip(top.tables("toolkit"), doc.toolkit, strict=True)
+        ),
+        key=lambda tk: tk.version,
+    )
     try:
         ptx_isa_driver = {
-            PtxIsaVersion.parse(k): CudaVersion.parse(v)
-            for k, v in top.text_map("ptx_isa_driver").items()
+            PtxIsaVersion.parse(k): CudaVersion.parse(v) for k, v in doc.ptx_isa_driver.items()
         }
-        driver_cuda = {int(k): CudaVersion.parse(v) for k, v in top.text_map("driver_cuda").items()}
+        driver_cuda = {int(k): CudaVersion.parse(v) for k, v in doc.driver_cuda.items()}
     except (UsageError, ValueError) as exc:
         raise top.fail("ptx_isa_driver/driver_cuda", str(exc)) from None
     integrated: dict[ComputeCapability, IntegratedGpu] = {}
-    for row in top.tables("integrated"):
-        cc = _cc(row, "cc")
+    for table, device in zip(top.tables("integrated"), doc.integrated, strict=True):
+        cc = _cc(table, "cc", device.cc)
         if cc not in caps:
-            raise row.fail(None, f"compute capability {cc} is not in compute_capability")
-        same_as = _cc(row, "same_as") if row.has("same_as") else None
-        since = (
-            _version(row, "desktop_cubins_from", CudaVersion)
-            if row.has("desktop_cubins_from")
-            else None
+            raise table.fail(None, f"compute capability {cc} is not in compute_capability")
+        same_as = _cc(table, "same_as", device.same_as) if device.same_as is not None else None
+        since = device.desktop_cubins_from
+        integrated[cc] = IntegratedGpu(
+            cc, same_as, _version(table, since, CudaVersion) if since is not None else None
         )
-        integrated[cc] = IntegratedGpu(cc, same_as, since)
     for cc, info in integrated.items():
         if info.same_as is not None and info.same_as not in integrated:
             raise top.fail("integrated", f"{cc} is the same device as {info.same_as}, not listed")
-    pytorch = top.table("pytorch", required=True)
-    names = pytorch.typed("arch_names", list)
-    if not all(isinstance(n, list) and len(n) == 2 for n in names):
-        raise pytorch.expected("arch_names", "a list of [name, arch list] pairs")
-    torch_arch_names = tuple((str(a), str(b)) for a, b in names)
-    official = pytorch.text_map("official_arch_lists")
-    list_sources = pytorch.text_map("official_arch_list_sources")
-    missing_source = sorted(set(official) - set(list_sources))
+    pytorch = doc.pytorch
+    if not all(isinstance(n, list) and len(n) == 2 for n in pytorch.arch_names):
+        raise top.table("pytorch").expected("arch_names", "a list of [name, arch list] pairs")
+    missing_source = sorted(
+        set(pytorch.official_arch_lists) - set(pytorch.official_arch_list_sources)
+    )
     if missing_source:
-        raise pytorch.fail("official_arch_list_sources", f"no source for {missing_source}")
+        raise top.table("pytorch").fail(
+            "official_arch_list_sources", f"no source for {missing_source}"
+        )
     return CudaFacts(
-        facts_version=top.text("facts_version"),
-        sources=MappingProxyType(top.text_map("sources")),
-        rules=MappingProxyType(top.text_map("rules")),
+        facts_version=doc.facts_version,
+        sources=MappingProxyType(doc.sources),
+        rules=MappingProxyType(doc.rules),
         capabilities=MappingProxyType(caps),
         gpus=tuple(gpus),
         toolkits=tuple(toolkits),
         ptx_isa_driver=MappingProxyType(ptx_isa_driver),
         driver_cuda=MappingProxyType(driver_cuda),
-        torch_arch_names=torch_arch_names,
-        official_arch_lists=MappingProxyType(official),
-        torch_first_release=MappingProxyType(pytorch.text_map("first_release")),
+        torch_arch_names=tuple((str(a), str(b)) for a, b in pytorch.arch_names),
+        official_arch_lists=MappingProxyType(pytorch.official_arch_lists),
+        torch_first_release=MappingProxyType(pytorch.first_release),
         integrated=MappingProxyType(integrated),
-        official_arch_list_sources=MappingProxyType(list_sources),
-        pipeline_arch_lists=MappingProxyType(pytorch.text_map("pipeline_arch_lists")),
-        torch_releases=MappingProxyType(pytorch.text_map("releases")),
+        official_arch_list_sources=MappingProxyType(pytorch.official_arch_list_sources),
+        pipeline_arch_lists=MappingProxyType(pytorch.pipeline_arch_lists),
+        torch_releases=MappingProxyType(pytorch.releases),
+    )
+
+
+def _toolkit(
+    table: Table, row: _ToolkitDoc, caps: Mapping[ComputeCapability, CapabilityInfo]
+) -> Toolkit:
+    """One toolkit from its row, its targets among the known capabilities."""
+    version = _version(table, row.version, CudaVersion)
+    min_driver = _version(table, row.min_driver, DriverVersion)
+    compat_driver = _version(table, row.compat_driver, DriverVersion)
+    ptx_isa = _version(table, row.ptx_isa, PtxIsaVersion)
+    targets = _ccs(table, "targets", row.targets)
+    arch_specific = _ccs(table, "arch_specific", row.arch_specific)
+    family_specific = _ccs(table, "family_specific", row.family_specific)
+    for cc in targets | arch_specific | family_specific:
+        if cc not in caps:
+            raise table.fail(None, f"target {cc} is not in compute_capability")
+    if not (arch_specific | family_specific) <= targets:
+        raise table.fail(None, "'a'/'f' targets must also be plain targets")
+    removed_table = table.table("removed")
+    renamed_table = table.table("renamed")
+    return Toolkit(
+        version=version,
+        targets=targets,
+        arch_specific=arch_specific,
+        family_specific=family_specific,
+        min_driver=min_driver,
+        compat_driver=compat_driver,
+        ptx_isa=ptx_isa,
+        removed=MappingProxyType(
+            {
+                name: tuple(sorted(_ccs(removed_table, name, ccs)))
+                for name, ccs in row.removed.items()
+            }
+        ),
+        renamed=MappingProxyType(
+            {
+                _cc(renamed_table, old, old): _cc(renamed_table, old, new)
+                for old, new in row.renamed.items()
+            }
+        ),
+        verified=row.verified,
     )
 
 

@@ -1,4 +1,4 @@
-"""Documents read from untrusted text: one bounded parser and one table validator.
+"""Documents read from untrusted text: one bounded parser, and the messages of a refused key.
 
 Every TOML or JSON document archwheel reads (a recipe, a matrix, a manifest, the facts files, a
 probe's answer, a package index page) is parsed by ``load_document``: text that is not UTF-8,
@@ -7,10 +7,11 @@ digits, or a JSON object that names a key twice ends in one error of the caller'
 one-line message names the file and what is wrong (``recipe.toml: not TOML: ...``). The size
 bound is the reader's (``effects.files.read_document`` reads a file of at most N bytes).
 
-``Table`` validates what was parsed: typed accessors (strings, integers with a range, numbers,
-booleans, string lists, sub-tables, arrays of tables) and refusal of unknown keys with the list
-of known ones; each error names the file, the key as a dotted path (``wheels[0].size``) or as a
-TOML file writes it (``[build] env.PATH``), and what was expected.
+``Table`` is where a value sits in a parsed document and the errors that name it: the file,
+the key as a dotted path (``wheels[0].size``) or as a TOML file writes it (``[build] env.PATH``),
+and what was expected; an unknown key with the closest known one. ``facts.typed.decode``
+checks a document against the msgspec Structs it is declared with and writes each refusal
+through a ``Table``; the checks beyond a value's type (a version, a sha256) use it after.
 
 Pure: nothing here reads a file; the facts floor and every floor above use it.
 """
@@ -137,22 +138,6 @@ def load_document(
         raise unreadable(origin, str(exc), error) from None
 
 
-def load_table(
-    raw: bytes | str,
-    *,
-    origin: object,
-    nesting: int,
-    toml: bool = False,
-    error: HintedError = InputError,
-    toml_keys: bool = False,
-) -> Table:
-    """A document whose top level must be a table (TOML always is; JSON: an object)."""
-    document = load_document(raw, origin=origin, nesting=nesting, toml=toml, error=error)
-    if not isinstance(document, dict):
-        raise error(f"{origin}: not a JSON object at the top level")
-    return Table(document, str(origin), error, toml_keys=toml_keys, toml=toml)
-
-
 def _found(value: object, toml: bool) -> str:
     """A wrong value as a message shows it: scalars quoted (shortened), containers by kind."""
     if isinstance(value, dict):
@@ -163,18 +148,10 @@ def _found(value: object, toml: bool) -> str:
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_text_list(value: object) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
 @dataclass(frozen=True)
 class Table:
-    """One table (a TOML table or a JSON object) of a parsed document, with typed accessors
-    whose errors name the file, the key and what was expected.
+    """One table (a TOML table or a JSON object) of a parsed document, and the errors that
+    name its keys: the file, the key and what was expected.
 
     ``path`` is where the table sits in its document (``("wheels", 0)``); ``toml_keys`` writes
     keys as a recipe's documentation does (``[build] env.PATH``; a missing key is ``[build]
@@ -209,9 +186,11 @@ class Table:
         message = f"{self.origin}: {where}: {problem}" if where else f"{self.origin}: {problem}"
         return self.error(message, hint=hint)
 
-    def expected(self, key: str, what: str) -> Exception:
-        """``{file}: {key} must be {what}, not {the value}``."""
-        found = _found(self.data.get(key), self.toml)
+    def expected(self, key: str | int, what: str, value: object = None) -> Exception:
+        """``{file}: {key} must be {what}, not {the value}`` (``value``: the wrong value where
+        the key is no key of this table's data, an item of an array)."""
+        given = self.data.get(key) if isinstance(key, str) and value is None else value
+        found = _found(given, self.toml)
         return self.error(f"{self.origin}: {self.where(key)} must be {what}, not {found}")
 
     def missing(self, key: str) -> Exception:
@@ -221,162 +200,42 @@ class Table:
             return self.fail(key, "missing (required)")
         return self.fail(None, f"missing key {key!r}")
 
-    # -- keys ----------------------------------------------------------------------------------
-
-    def has(self, key: str) -> bool:
-        return key in self.data
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.data)
+    # -- keys and places ------------------------------------------------------------------
 
     def unknown(self, known: Iterable[str]) -> list[str]:
         """The keys of this table not among ``known``, in the document's order."""
         allowed = set(known)
         return [key for key in self.data if key not in allowed]
 
-    def refuse_unknown(self, known: Iterable[str]) -> Table:
-        """This table, once no key outside ``known`` is in it; else the error names the first
-        unknown key, the closest known one and the list of known keys."""
+    def unknown_key(self, key: str, known: Iterable[str]) -> Exception:
+        """The error of ``key``, not among ``known``: it names the closest known key and the
+        list of known keys."""
+        import difflib  # a misspelt key only
+
         allowed = sorted(set(known))
-        for key in self.unknown(allowed):
-            import difflib  # a misspelt key only
+        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        known_text = f"known: {', '.join(allowed)}"
+        hint = f"did you mean {close[0]!r}? {known_text}" if close else known_text
+        if self.toml_keys:
+            return self.fail(key, "unknown key", hint=hint)
+        return self.error(f"{self.origin}: unknown key {self.where(key)}", hint=hint)
 
-            close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-            known_text = f"known: {', '.join(allowed)}"
-            hint = f"did you mean {close[0]!r}? {known_text}" if close else known_text
-            if self.toml_keys:
-                raise self.fail(key, "unknown key", hint=hint)
-            raise self.error(f"{self.origin}: unknown key {self.where(key)}", hint=hint)
-        return self
-
-    # -- values --------------------------------------------------------------------------------
-
-    def text(self, key: str, default: str | None = None, *, required: bool = False) -> str:
-        """A string; ``required``: present and not blank. No default and absent: missing."""
-        if key not in self.data:
-            if required or default is None:
-                raise self.missing(key)
-            return default
-        value = self.data[key]
-        if not isinstance(value, str):
-            raise self.expected(key, "a string")
-        if required and not value.strip():
-            raise self.fail(key, "must not be empty")
-        return value
-
-    def opt_text(self, key: str) -> str | None:
-        """A string, or None where the key is absent."""
-        return self.text(key) if key in self.data else None
-
-    def integer(
-        self,
-        key: str,
-        default: int | None = None,
-        *,
-        low: int | None = None,
-        high: int | None = None,
-    ) -> int:
-        """An integer (not a boolean) in ``low..high`` (inclusive, where given)."""
-        if key not in self.data:
-            if default is None:
-                raise self.missing(key)
-            return default
-        value = self.data[key]
-        if not _is_int(value):
-            raise self.expected(key, "an integer")
-        if (low is not None and value < low) or (high is not None and value > high):
-            bounds = (
-                f"between {low} and {high}"
-                if low is not None and high is not None
-                else (f"at least {low}" if low is not None else f"at most {high}")
-            )
-            raise self.fail(key, f"must be {bounds}, not {value}")
-        return int(value)
-
-    def opt_int(self, key: str, *, low: int | None = None, high: int | None = None) -> int | None:
-        return self.integer(key, 0, low=low, high=high) if key in self.data else None
-
-    def number(self, key: str, default: float, *, low: float | None = None,
-               high: float | None = None) -> float:  # fmt: skip
-        """An integer or a float (not a boolean), as a float, in ``low..high`` where given."""
-        value = self.data.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.expected(key, "a number")
-        if (low is not None and not value >= low) or (high is not None and not value <= high):
-            raise self.fail(key, f"must be between {low} and {high}")
-        return float(value)
-
-    def flag(self, key: str, default: bool) -> bool:
-        value = self.data.get(key, default)
-        if not isinstance(value, bool):
-            raise self.expected(key, "true or false")
-        return value
-
-    def texts(self, key: str, default: Iterable[str] | None = (), *, single: bool = False) -> (
-        tuple[str, ...]
-    ):  # fmt: skip
-        """A list of strings (``default`` where absent; None: required). ``single``: one string
-        is also accepted, as a list of one."""
-        if key not in self.data:
-            if default is None:
-                raise self.missing(key)
-            return tuple(default)
-        value = self.data[key]
-        if single and isinstance(value, str):
-            return (value,)
-        if not _is_text_list(value):
-            raise self.expected(key, "a string or a list of strings" if single else
-                                "a list of strings")  # fmt: skip
-        return tuple(value)
-
-    def typed(self, key: str, kind: type[Any]) -> Any:
-        """The value at ``key`` when it is a ``kind`` (a ``bool`` is no ``int``): for documents
-        archwheel writes itself, whose fields are plain JSON types; else ``{file}: {key}:
-        missing or not a {kind}``."""
+    def table(self, key: str) -> Table:
+        """The sub-table at ``key`` (an empty one where absent) of a document already decoded
+        (``facts.typed.decode`` checked its types), to name its keys in messages."""
         value = self.data.get(key)
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            raise self.fail(key, f"missing or not a {kind.__name__}")
-        return value
+        return self.child(key, value if isinstance(value, Mapping) else {})
 
-    def table(self, key: str, *, required: bool = False) -> Table:
-        """The sub-table at ``key`` (an empty one where absent, unless ``required``)."""
-        if key not in self.data:
-            if required:
-                raise self.missing(key)
-            return self._child(key, {})
-        value = self.data[key]
-        if not isinstance(value, dict):
-            raise self.expected(key, "a table" if self.toml else "an object")
-        return self._child(key, value)
+    def tables(self, key: str) -> tuple[Table, ...]:
+        """The array of tables at ``key`` (``[[key]]`` in TOML) of a decoded document, each
+        named by its index (``wheels[1]``)."""
+        value = self.data.get(key)
+        items = self.child(key, {})
+        found = value if isinstance(value, list) else []
+        return tuple(items.child(i, v if isinstance(v, dict) else {}) for i, v in enumerate(found))
 
-    def tables(self, key: str, *, required: bool = False) -> tuple[Table, ...]:
-        """The array of tables at ``key`` (``[[key]]`` in TOML), each named by its index."""
-        if key not in self.data:
-            if required:
-                raise self.missing(key)
-            return ()
-        value = self.data[key]
-        if not isinstance(value, list):
-            raise self.expected(key, "an array of tables" if self.toml else "a list of objects")
-        child = self._child(key, {})
-        for index, item in enumerate(value):
-            if not isinstance(item, dict):
-                what = "a table" if self.toml else "an object"
-                found = _found(item, self.toml)
-                raise self.error(f"{self.origin}: {child.where(index)} must be {what}, not {found}")
-        return tuple(child._child(i, item) for i, item in enumerate(value))
-
-    def text_map(self, key: str) -> dict[str, str]:
-        """A table of strings (empty where absent); a value that is not one names its key."""
-        table = self.table(key)
-        out: dict[str, str] = {}
-        for name, value in table.data.items():
-            if not isinstance(value, str):
-                raise table.expected(name, "a string")
-            out[str(name)] = value
-        return out
-
-    def _child(self, key: str | int, data: Mapping[str, Any]) -> Table:
+    def child(self, key: str | int, data: Mapping[str, Any]) -> Table:
+        """The table ``data`` found at ``key`` of this one (an item of an array: its index)."""
         return Table(data, self.origin, self.error, (*self.path, key), self.toml_keys, self.toml)
 
 

@@ -18,6 +18,9 @@ _TEXT = re.compile(r"^3\.([0-9]{1,2})(t?)\Z")
 
 @dataclass(frozen=True)
 class PythonTarget:
+    """A CPython 3.x a build targets, free-threaded or not; made by ``parse`` from ``--python``
+    and read where wheels are tagged, downloaded and checked."""
+
     minor: int
     free_threaded: bool = False
 
@@ -44,10 +47,12 @@ class PythonTarget:
 
     @property
     def python_tag(self) -> str:
+        """The wheel's python tag: ``cp314`` (the same with or without free threading)."""
         return f"cp3{self.minor}"
 
     @property
     def abi_tag(self) -> str:
+        """The wheel's ABI tag: ``cp314``, or ``cp314t`` when free-threaded."""
         return self.python_tag + ("t" if self.free_threaded else "")
 
     @property
@@ -57,6 +62,7 @@ class PythonTarget:
 
     @property
     def interpreter(self) -> str:
+        """The interpreter's program name: ``python3.14`` or ``python3.14t``."""
         return f"python{self}"
 
     def pip_args(self) -> tuple[str, ...]:
@@ -64,6 +70,7 @@ class PythonTarget:
         return ("--python-version", self.version, "--implementation", "cp", "--abi", self.abi_tag)
 
     def describe(self) -> str:
+        """``3.14t (free-threaded; wheel tag cp314-cp314t)``, for plans and messages."""
         kind = "free-threaded" if self.free_threaded else "with the GIL"
         return f"{self} ({kind}; wheel tag {self.wheel_tag})"
 

@@ -9,7 +9,7 @@ A malformed data file is a ``FactsError`` naming the key.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -20,6 +20,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from archwheel.errors import FactsError
 from archwheel.facts.documents import Table, load_document
+from archwheel.facts.typed import Document, decode
 
 DATA_FILE = "pytorch_official.toml"
 SCHEMA_VERSION = 1
@@ -28,6 +29,9 @@ MAX_NESTING = 16  # tables and arrays inside each other (the data file nests 4 d
 
 @dataclass(frozen=True)
 class Source:
+    """Where an official value was read: a pipeline file at a commit, or an official wheel
+    by its sha256; every value in ``pytorch_official.toml`` cites one by ``key``."""
+
     key: str
     file: str
     commit: str = ""
@@ -35,12 +39,15 @@ class Source:
     note: str = ""
 
     def describe(self) -> str:
+        """``FILE (commit C)`` or ``FILE (sha256 S)``, to cite the source in a report."""
         pin = f"commit {self.commit}" if self.commit else f"sha256 {self.sha256}"
         return f"{self.file} ({pin})"
 
 
 @dataclass(frozen=True)
 class Setting:
+    """One environment variable the official build sets, with its value and source."""
+
     name: str
     value: str
     source: Source
@@ -74,27 +81,72 @@ class OfficialVariant:
 
     @property
     def key(self) -> str:
+        """``2.14.1/cu130``: how messages name the variant."""
         return f"{self.release}/{self.variant}"
 
 
 @dataclass(frozen=True)
 class OfficialFacts:
+    """Every official variant recorded, its sources, and why archwheel's builds differ on
+    purpose (``deliberate``); made once by ``load_official`` for repair and the comparison."""
+
     sources: Mapping[str, Source]
     variants: Mapping[tuple[str, str], OfficialVariant]  # (release, cuda "13.0")
     deliberate: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def variant(self, release: str, cuda: str) -> OfficialVariant | None:
+        """The official variant of torch ``release`` for CUDA ``cuda`` (``13.0``); None if
+        it is not recorded."""
         return self.variants.get((release, cuda))
 
     def known(self) -> tuple[str, ...]:
+        """The recorded variants' keys, sorted, for the message that names what is known."""
         return tuple(sorted(v.key for v in self.variants.values()))
 
 
-def _relative_folders(table: Table, key: str) -> tuple[str, ...]:
-    folders = table.texts(key, None)
-    if any(f.startswith("/") or ".." in f.split("/") for f in folders):
-        raise table.fail(key, "must be relative to site-packages")
-    return folders
+class _SourceDoc(Document, frozen=True, kw_only=True):
+    """``[sources.KEY]``: a pipeline file and its commit, or a wheel and its sha256."""
+
+    file: str
+    commit: str = ""
+    sha256: str = ""
+    note: str = ""
+
+
+class _LayoutDoc(Document, frozen=True, kw_only=True):
+    """``[layouts.KEY]``: the RPATH folders of the nvidia-* wheels, and their source."""
+
+    folders: tuple[str, ...]
+    source: str
+
+
+class _VariantDoc(Document, frozen=True, kw_only=True):
+    """``[releases."2.9.0".cu128]``: one official wheel variant, as ``OfficialVariant``."""
+
+    cuda: str
+    layout: str
+    in_official_matrix: bool = True
+    platform: str
+    bundle: tuple[str, ...] = ()
+    library_folder: str
+    requirements: tuple[str, ...] = ()
+    requirements_source: str
+    provided: tuple[str, ...] = ()
+    driver: tuple[str, ...] = ()
+    env: dict[str, tuple[str, ...]] = {}  # noqa: RUF012 (msgspec copies an empty default)
+    unset: dict[str, str] = {}  # noqa: RUF012
+    libraries: tuple[str, ...] = ()
+    host: tuple[str, ...] = ()
+
+
+class _OfficialDoc(Document, frozen=True, kw_only=True):
+    """The data file (its ``schema_version`` is checked before, in its own words)."""
+
+    schema_version: int
+    sources: dict[str, _SourceDoc] = {}  # noqa: RUF012
+    layouts: dict[str, _LayoutDoc] = {}  # noqa: RUF012
+    releases: dict[str, dict[str, _VariantDoc]] = {}  # noqa: RUF012
+    deliberate: dict[str, str] = {}  # noqa: RUF012
 
 
 def parse_official(data: Mapping[str, Any]) -> OfficialFacts:
@@ -102,85 +154,82 @@ def parse_official(data: Mapping[str, Any]) -> OfficialFacts:
     top = Table(data, DATA_FILE, FactsError, toml=True)
     if data.get("schema_version") != SCHEMA_VERSION:
         raise top.expected("schema_version", str(SCHEMA_VERSION))
+    doc = decode(top, _OfficialDoc)  # types, required and unknown keys (facts/typed.py)
     sources: dict[str, Source] = {}
-    source_tables = top.table("sources")
-    for key in source_tables:
-        table = source_tables.table(key)
-        source = Source(
-            key,
-            table.text("file"),
-            table.text("commit", ""),
-            table.text("sha256", ""),
-            table.text("note", ""),
-        )
-        if not source.commit and not source.sha256:
-            raise table.fail(None, "needs a commit or a sha256")
-        sources[key] = source
+    for key, given in doc.sources.items():
+        if not given.commit and not given.sha256:
+            raise top.table("sources").table(key).fail(None, "needs a commit or a sha256")
+        sources[key] = Source(key, given.file, given.commit, given.sha256, given.note)
 
-    def source_of(table: Table, key: str, name: object = None) -> Source:
-        """The source named at ``key`` (or ``name``, written there)."""
-        name = table.data.get(key) if name is None else name
-        if not isinstance(name, str) or name not in sources:
+    def source_of(table: Table, key: str, name: str) -> Source:
+        """The source ``name``, written at ``key`` of ``table``."""
+        if name not in sources:
             raise table.fail(key, f"unknown source {name!r}")
         return sources[name]
 
     layouts: dict[str, tuple[tuple[str, ...], Source]] = {}
-    layout_tables = top.table("layouts")
-    for key in layout_tables:
-        table = layout_tables.table(key)
-        layouts[key] = (_relative_folders(table, "folders"), source_of(table, "source"))
+    for key, layout in doc.layouts.items():
+        table = top.table("layouts").table(key)
+        if any(f.startswith("/") or ".." in f.split("/") for f in layout.folders):
+            raise table.fail("folders", "must be relative to site-packages")
+        layouts[key] = (layout.folders, source_of(table, "source", layout.source))
 
     variants: dict[tuple[str, str], OfficialVariant] = {}
-    releases = top.table("releases")
-    for release in releases:
-        by_variant = releases.table(release)
-        for name in by_variant:
-            table = by_variant.table(name)
-            cuda = table.text("cuda")
-            layout = table.text("layout")
-            if layout not in layouts:
-                raise table.fail("layout", f"unknown layout {layout!r}")
-            requirements = table.texts("requirements")
-            for line in requirements:
-                try:
-                    Requirement(line)
-                except InvalidRequirement as exc:
-                    raise table.fail("requirements", str(exc)) from None
-            env: dict[str, Setting] = {}
-            env_table = table.table("env")
-            for var in env_table:
-                values = env_table.texts(var, None)
-                if len(values) != 2:
-                    raise env_table.expected(var, "[value, source]")
-                env[var] = Setting(var, values[0], source_of(env_table, var, values[1]))
-            unset: dict[str, Source] = {}
-            unset_table = table.table("unset")
-            for var in unset_table:
-                if var in env:
-                    raise unset_table.fail(var, "is also in env")
-                unset[var] = source_of(unset_table, var)
-            variants[(release, cuda)] = OfficialVariant(
-                release=release,
-                variant=name,
-                cuda=cuda,
-                in_official_matrix=table.flag("in_official_matrix", True),
-                rpath_folders=layouts[layout][0],
-                rpath_source=layouts[layout][1],
-                platform=table.text("platform"),
-                bundle=table.texts("bundle"),
-                library_folder=table.text("library_folder"),
-                requirements=requirements,
-                requirements_source=source_of(table, "requirements_source"),
-                provided=frozenset(table.texts("provided")),
-                driver=frozenset(table.texts("driver")),
-                env=MappingProxyType(env),
-                libraries=frozenset(table.texts("libraries")),
-                unset=MappingProxyType(unset),
-                host=frozenset(table.texts("host")),
-            )
-    deliberate = top.text_map("deliberate")
+    for release, by_variant in doc.releases.items():
+        for name, row in by_variant.items():
+            table = top.table("releases").table(release).table(name)
+            variants[(release, row.cuda)] = _variant(release, name, row, table, layouts, source_of)
     return OfficialFacts(
-        MappingProxyType(sources), MappingProxyType(variants), MappingProxyType(deliberate)
+        MappingProxyType(sources), MappingProxyType(variants), MappingProxyType(doc.deliberate)
+    )
+
+
+def _variant(  # noqa: PLR0917 (one row, read against the tables read before it)
+    release: str,
+    name: str,
+    row: _VariantDoc,
+    table: Table,
+    layouts: Mapping[str, tuple[tuple[str, ...], Source]],
+    source_of: Callable[[Table, str, str], Source],
+) -> OfficialVariant:
+    """One official variant from its row; ``table`` names its keys in messages."""
+    if row.layout not in layouts:
+        raise table.fail("layout", f"unknown layout {row.layout!r}")
+    for line in row.requirements:
+        try:
+            Requirement(line)
+        except InvalidRequirement as exc:
+            raise table.fail("requirements", str(exc)) from None
+    env: dict[str, Setting] = {}
+    env_table = table.table("env")
+    for var, values in row.env.items():
+        if len(values) != 2:
+            raise env_table.expected(var, "[value, source]")
+        env[var] = Setting(var, values[0], source_of(env_table, var, values[1]))
+    unset: dict[str, Source] = {}
+    for var, source in row.unset.items():
+        if var in env:
+            raise table.table("unset").fail(var, "is also in env")
+        unset[var] = source_of(table.table("unset"), var, source)
+    folders, rpath_source = layouts[row.layout]
+    return OfficialVariant(
+        release=release,
+        variant=name,
+        cuda=row.cuda,
+        in_official_matrix=row.in_official_matrix,
+        rpath_folders=folders,
+        rpath_source=rpath_source,
+        platform=row.platform,
+        bundle=row.bundle,
+        library_folder=row.library_folder,
+        requirements=row.requirements,
+        requirements_source=source_of(table, "requirements_source", row.requirements_source),
+        provided=frozenset(row.provided),
+        driver=frozenset(row.driver),
+        env=MappingProxyType(env),
+        libraries=frozenset(row.libraries),
+        unset=MappingProxyType(unset),
+        host=frozenset(row.host),
     )
 
 

@@ -85,6 +85,7 @@ class DriverVersion:
 
     @classmethod
     def parse(cls, text: str) -> DriverVersion:
+        """``570``, ``570.86`` or ``570.86.10`` as nvidia-smi prints it; ``UsageError`` else."""
         raw = text.strip()
         m = _DRIVER_RE.match(raw)
         if not m:
@@ -96,6 +97,7 @@ class DriverVersion:
 
     @property
     def branch(self) -> int:
+        """The first component (570): what the facts key the CUDA a driver supports by."""
         return self.parts[0]
 
     def __str__(self) -> str:
@@ -109,6 +111,7 @@ class PtxIsaVersion(_MajorMinor):
 
     @classmethod
     def parse(cls, text: str) -> PtxIsaVersion:
+        """``8.7`` (one or two digits each); ``UsageError`` for anything else."""
         return cls(
             *_major_minor(
                 r"^([0-9]{1,2})\.([0-9]{1,2})$",

@@ -2,10 +2,11 @@
 
 What ``archwheel clean`` does, as a call: ``leftovers.find_leftovers`` lists the containers
 (label ``archwheel.owner``) and temporary folders (an ``<folder>.owner`` record beside each)
-whose maker is dead (``effects.owner``), and ``remove_leftovers`` removes them. Nothing without
-an owner record is touched, nor anything a live run or another machine made. Like every use
-case it imports no other use case (an index's unfinished trees are ``matrix``'s, and the
-command calls it too).
+whose maker is dead (``effects.owner``), ``remove_leftovers`` removes them, and ``cleaning.clean``
+makes the command's decisions (which engine, the order, the report). Nothing without
+an owner record is touched, nor anything a live run or another machine made. It shares its floor
+with inspection, smoke, doctor and crosscheck and imports none of them nor the use cases above
+(an index's unfinished trees are ``matrix``'s: the command hands ``clean`` its reader).
 """
 
 from __future__ import annotations
@@ -14,15 +15,8 @@ from typing import TYPE_CHECKING
 
 from archwheel._lazy import lazy_exports
 
-__all__ = ["Leftover", "find_leftovers", "remove_leftovers"]
-
-_WHERE = {
-    "Leftover": "leftovers",
-    "find_leftovers": "leftovers",
-    "remove_leftovers": "leftovers",
-}
-
 if TYPE_CHECKING:
+    from archwheel.housekeeping.cleaning import CleanReport, CleanRequest, UnfinishedTrees, clean
     from archwheel.housekeeping.leftovers import Leftover, find_leftovers, remove_leftovers
-else:
-    __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

@@ -30,6 +30,7 @@ class Leftover:
     removed: bool = False
 
     def to_json_dict(self) -> dict[str, object]:
+        """The leftover as one entry of ``clean``'s JSON document."""
         return {"kind": self.kind, "name": self.name, "owner": self.owner, "removed": self.removed}
 
 

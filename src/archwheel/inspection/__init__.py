@@ -6,7 +6,7 @@ them): ``audits`` scans inputs and audits them, ``arch_lists`` answers an arch l
 ``running`` says whether inputs run on GPUs, ``loading`` whether a wheel loads next to a torch
 (with the environment probes that needs), ``diffing`` compares two builds (reading audit
 documents), ``manifests`` makes and verifies manifests. The judgements are ``verdicts/``'s;
-this floor reads what they judge. Like every use case it imports no other use case.
+this floor reads what they judge. It imports no other use case; the build's gates call it.
 """
 
 from __future__ import annotations
@@ -14,36 +14,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from archwheel._lazy import lazy_exports
-
-__all__ = [
-    "ArchFormsWithConsumers",
-    "Manifest",
-    "TorchRangeReport",
-    "answer_arch",
-    "audit_inputs",
-    "can_load",
-    "can_load_range",
-    "can_run",
-    "diff_builds",
-    "make_manifest",
-    "read_side",
-    "verify_manifest",
-]
-
-_WHERE = {
-    "ArchFormsWithConsumers": "arch_lists",
-    "Manifest": "manifests",
-    "TorchRangeReport": "torch_range",
-    "answer_arch": "arch_lists",
-    "audit_inputs": "audits",
-    "can_load": "loading",
-    "can_load_range": "torch_range",
-    "can_run": "running",
-    "diff_builds": "diffing",
-    "make_manifest": "manifests",
-    "read_side": "diffing",
-    "verify_manifest": "manifests",
-}
 
 if TYPE_CHECKING:
     from archwheel.inspection.arch_lists import ArchFormsWithConsumers, answer_arch
@@ -53,5 +23,5 @@ if TYPE_CHECKING:
     from archwheel.inspection.manifests import Manifest, make_manifest, verify_manifest
     from archwheel.inspection.running import can_run
     from archwheel.inspection.torch_range import TorchRangeReport, can_load_range
-else:
-    __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

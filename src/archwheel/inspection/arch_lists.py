@@ -34,6 +34,8 @@ class ArchFormsWithConsumers:
     torch: str
 
     def to_json_dict(self) -> dict[str, object]:
+        """The ``arch`` JSON document: the normalized forms, the torch they were read for, and each
+        consumer's view."""
         doc = self.forms.to_json_dict()
         doc["torch"] = self.torch
         doc["consumers"] = [v.to_json_dict() for v in self.views]

@@ -3,6 +3,7 @@ judge it against a requested arch list (``archwheel audit``, ``archwheel.audit``
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -10,9 +11,12 @@ from typing import TYPE_CHECKING
 
 from archwheel.binary.model import InputInventory, Problem
 from archwheel.binary.scan.inputs import ProgressCallback, scan_installed, scan_path
-from archwheel.binary.zipread import MemberError, WheelReader
+from archwheel.binary.zipmember import MemberError
+from archwheel.binary.zipread import WheelReader
 from archwheel.effects.files import ZIP_MEMBER_ERRORS
 from archwheel.errors import ArchwheelError
+from archwheel.verdicts.wheelname import HINT as WHEEL_NAME_HINT
+from archwheel.verdicts.wheelname import name_version_disagreement
 
 if TYPE_CHECKING:
     from archwheel.facts.arch import ArchList
@@ -88,8 +92,6 @@ class _Meanwhile:
         if self._done:
             return
         self._done = True
-        import importlib
-
         from archwheel.facts.catalog import load_facts
 
         importlib.import_module("archwheel.verdicts.audit")  # imported now, used after the scan
@@ -105,9 +107,6 @@ def _named_as_its_file(
     version) names another project or version than its file name (pip could not install it
     from an index: ``publish`` refuses it, ``manifest`` too). A wheel without readable
     metadata is the scan's business."""
-    from archwheel.verdicts.wheelname import HINT as WHEEL_NAME_HINT
-    from archwheel.verdicts.wheelname import name_version_disagreement
-
     disagreement = name_version_disagreement(path.name, *said) if said else None
     if disagreement is None:
         return inventory

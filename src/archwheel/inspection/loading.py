@@ -12,15 +12,8 @@ from pathlib import Path
 
 from archwheel.binary.dynamic import DynamicInfo, read_file_dynamic, read_installed_dynamic
 from archwheel.errors import UsageError
-from archwheel.verdicts.load import (
-    LoadReport,
-    WheelFiles,
-    is_torch,
-    judge_load,
-    policy_for,
-    read_wheel_files,
-    read_wheels_files,
-)
+from archwheel.inspection.wheel_files import read_wheel_files, read_wheels_files
+from archwheel.verdicts.load import LoadReport, WheelFiles, is_torch, judge_load, policy_for
 
 # Where the host's own copies of system libraries are looked for (ld.so's default folders).
 HOST_LIBRARY_DIRS = (

@@ -15,7 +15,7 @@ from archwheel.facts.versions import CudaVersion, DriverVersion
 from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.compat.judge import judge_input
 from archwheel.verdicts.compat.report import CanRunReport, InputVerdicts, build_report
-from archwheel.verdicts.variants import check_variant_file
+from archwheel.verdicts.variant_claims import check_variant_file
 
 
 def can_run(

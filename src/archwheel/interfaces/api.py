@@ -17,9 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from os import PathLike
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from archwheel.errors import InputError, UsageError
+from archwheel.facts import ArchList, CudaVersion, DriverVersion, load_facts
+from archwheel.inspection import audit_inputs, diff_builds
+from archwheel.inspection import can_load as judge_load
+from archwheel.inspection import can_run as judge_run
 from archwheel.interfaces.api_arguments import (
     expect_argument,
     flag_argument,
@@ -30,10 +34,7 @@ from archwheel.interfaces.api_arguments import (
     version_argument,
     workers_argument,
 )
-
-if TYPE_CHECKING:
-    from archwheel.facts import ArchList
-    from archwheel.verdicts import AuditReport, CanRunReport, DiffReport, LoadReport
+from archwheel.verdicts import AuditReport, CanRunReport, DiffReport, LoadReport, resolve_gpus
 
 StrPath = str | PathLike[str]
 
@@ -67,7 +68,6 @@ def audit(
     in ``report.inventory.problems``). ``deep``: also decompress every payload and check it
     against its header; ``all_members``: also look inside wheel members named like text or
     Python files; ``workers``: threads inflating wheel members."""
-    from archwheel.inspection import audit_inputs
 
     where = path_argument("audit", "path", path)
     wanted = expect_argument("audit", expect)
@@ -97,9 +97,6 @@ def can_run(
 
     ``report.exit_code`` is the command's code: 0 native everywhere, 10 some JIT, 11 no kernel
     image, 12 the driver is too old."""
-    from archwheel.facts import CudaVersion, DriverVersion, load_facts
-    from archwheel.inspection import can_run as judge
-    from archwheel.verdicts import resolve_gpus
 
     inputs = paths_argument("can_run", "paths", paths, one=True)
     if not inputs:
@@ -114,7 +111,7 @@ def can_run(
     fleet = resolve_gpus(names, capabilities, facts=facts)
     driver_version = DriverVersion.parse(driver_text) if driver_text else None
     runtime = CudaVersion.parse(runtime_text) if runtime_text else None
-    return _guarded(lambda: judge(inputs, fleet, driver=driver_version, cuda_runtime=runtime))
+    return _guarded(lambda: judge_run(inputs, fleet, driver=driver_version, cuda_runtime=runtime))
 
 
 def can_load(
@@ -133,7 +130,6 @@ def can_load(
     ``report.verdict`` is ``LoadVerdict.LOADS``, ``FAILS`` or ``UNKNOWN`` (something could not
     be checked); ``host_libraries``: read this machine's libc/libstdc++ as stand-ins for the
     system libraries the wheel's manylinux tag allows."""
-    from archwheel.inspection import can_load as judge
 
     target = path_argument("can_load", "wheel", wheel)
     others = paths_argument("can_load", "with_", with_, one=False)
@@ -141,7 +137,7 @@ def can_load(
     python = interpreter_argument("can_load", interpreter)
     host = flag_argument("can_load", "host_libraries", host_libraries)
     return _guarded(
-        lambda: judge(
+        lambda: judge_load(
             target, others, installed=use_installed, interpreter=python, host_libraries=host
         )
     )
@@ -153,7 +149,6 @@ def diff(old: StrPath, new: StrPath) -> DiffReport:
     requirement and CUDA pins. Each side is a wheel, a library, a directory, or a document of
     ``archwheel audit --format json`` (a ``.json`` file). ``report.exit_code`` is 1 when an
     arch ``old`` had is missing in ``new``."""
-    from archwheel.inspection import diff_builds
 
     before = path_argument("diff", "old", old)
     after = path_argument("diff", "new", new)

@@ -14,13 +14,10 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from archwheel.errors import UsageError
+from archwheel.facts import ArchList
 from archwheel.text import literal
-
-if TYPE_CHECKING:
-    from archwheel.facts import ArchList
 
 # A control character anywhere in a version, or white space around it (as the command line's
 # ``options.version_text``): "12.8\n" must not pass for 12.8.
@@ -92,8 +89,6 @@ def workers_argument(call: str, value: object) -> int | None:
 def expect_argument(call: str, value: object) -> ArchList | None:
     """None, an arch list as text (``"8.0;9.0+PTX"``, as ``--expect``) or an ``ArchList``; a
     list of archs is refused: one text says the list, its separators included."""
-    from archwheel.facts import ArchList
-
     if value is None or isinstance(value, ArchList):
         return value
     if not isinstance(value, str):

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from archwheel import __version__
+from archwheel._version import __version__
 from archwheel.errors import ArchwheelError
 from archwheel.exit_codes import (
     EXIT_INCOMPLETE,

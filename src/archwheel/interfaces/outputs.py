@@ -16,7 +16,7 @@ refused, not printed). One set of answers, each an ``errors.OutputError`` (exit 
 A special file named on purpose (``/dev/stdout``, a FIFO, a terminal) is written into, never
 replaced (``/dev/full`` then answers "cannot write: No space left on device"); a regular file
 is replaced atomically (a reader sees the old one or the whole new one), through a link the
-file it points at. docs/exit-codes.md and docs/design.md ("Bad input") say the same.
+file it points at. docs/exit-codes.md and docs/limits.md say the same.
 """
 
 from __future__ import annotations

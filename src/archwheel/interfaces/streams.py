@@ -73,6 +73,8 @@ class GuardedOutput(io.TextIOBase):
             raise self.gone from None
 
     def write(self, text: str) -> int:
+        """Write ``text`` to the stream; a broken or missing stream raises ``OutputGone`` (or, with
+        ``discard``, drops the text)."""
         if self.gone is not None or self.stream is None:
             if self.discard:
                 return len(text)
@@ -84,10 +86,12 @@ class GuardedOutput(io.TextIOBase):
             return len(text)
 
     def writelines(self, lines: Iterable[str]) -> None:  # type: ignore[override]
+        """Write each of ``lines``, guarded as ``write``."""
         for line in lines:
             self.write(line)
 
     def flush(self) -> None:
+        """Flush the stream; a broken pipe found here is handled as in ``write``."""
         if self.gone is not None or self.stream is None:
             return
         try:
@@ -96,22 +100,28 @@ class GuardedOutput(io.TextIOBase):
             self._give_up(exc)
 
     def isatty(self) -> bool:
+        """True only while the stream works and is a terminal (progress bars and colours ask)."""
         return self.gone is None and self.stream is not None and self.stream.isatty()
 
     def fileno(self) -> int:
+        """The stream's descriptor (subprocesses inherit it); ``UnsupportedOperation`` when closed
+        at start."""
         if self.stream is None:
             raise io.UnsupportedOperation("the stream is closed")
         return self.stream.fileno()
 
     def writable(self) -> bool:
+        """Always True: writes to a broken stream are raised or dropped, never refused up front."""
         return True
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
+        """The stream's encoding (``utf-8`` when it has none), which rich reads."""
         return getattr(self.stream, "encoding", None) or "utf-8"
 
     @property
     def errors(self) -> str | None:  # type: ignore[override]
+        """The stream's error handler for encoding, as ``TextIOBase`` callers read it."""
         return getattr(self.stream, "errors", None)
 
 

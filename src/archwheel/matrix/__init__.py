@@ -2,10 +2,11 @@
 
 ``index`` publishes wheels into a PEP 503 simple index (plus find-links pages per torch+CUDA)
 atomically, auditing each wheel itself; ``plan`` turns a matrix (recipes x torch x Python x arch
-lists, less exclusions) into cells and says which are already in the index; ``run`` builds the
-missing cells through a builder passed in (this floor never imports ``wheelbuild/``: the
-interfaces floor injects the build use case) and publishes each one that passed; ``export``
-writes a CI workflow of the cells. docs/matrix.md has the design.
+lists, less exclusions) into cells and says which are already in the index; ``cells`` reads the
+recipes it plans with and builds each cell with the build use case (``wheelbuild.build_wheel``,
+the floor below; another builder may be passed in, as the tests do); ``run`` builds the missing
+cells with a cell builder and publishes each one that passed; ``export`` writes a CI workflow of
+the cells. docs/matrix.md has the design.
 
 The names below are the floor's public entry points, bound lazily (PEP 562).
 """
@@ -17,18 +18,19 @@ from typing import TYPE_CHECKING
 from archwheel._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from archwheel.matrix.cells import BuildWheel, build_cells, read_recipes
+    from archwheel.matrix.entry import IndexEntry
     from archwheel.matrix.export import EXPORTS, ExportOptions
     from archwheel.matrix.export import export as export_workflow
     from archwheel.matrix.index import (
         Candidate,
-        IndexEntry,
         Landing,
         PublishResult,
         candidates_from,
         publish,
         read_index,
-        unfinished_publishes,
     )
+    from archwheel.matrix.layout import published_tree, unfinished_publishes
     from archwheel.matrix.plan import (
         MAX_MATRIX_CELLS,
         Action,
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
         MatrixPlan,
         MatrixSpec,
         PlannedCell,
-        RecipeFacts,
         load_matrix,
         make_plan,
         parse_exclusion,
@@ -50,6 +51,16 @@ if TYPE_CHECKING:
         Verdict,
         run_matrix,
     )
+    from archwheel.matrix.usecase import (
+        MatrixOutcome,
+        MatrixRequest,
+        MatrixShow,
+        PublishRequest,
+        cell_builder,
+        matrix,
+        publish_wheels,
+        recheck_published,
+    )
     from archwheel.matrix.variants import (
         expected_properties,
         matrix_publisher,
@@ -57,79 +68,5 @@ if TYPE_CHECKING:
         variant_preview,
     )
 
-# name -> the module that defines it (``module:attribute`` where the name differs)
-_WHERE = {
-    "EXPORTS": "export",
-    "ExportOptions": "export",
-    # ``export`` is also the module's name (importing it binds the module here): an alias
-    "export_workflow": "export:export",
-    "Candidate": "index",
-    "IndexEntry": "index",
-    "Landing": "index",
-    "PublishResult": "index",
-    "candidates_from": "index",
-    "publish": "index",
-    "unfinished_publishes": "index",
-    "read_index": "index",
-    "MAX_MATRIX_CELLS": "plan",
-    "Action": "plan",
-    "Cell": "plan",
-    "MatrixPlan": "plan",
-    "MatrixSpec": "plan",
-    "PlannedCell": "plan",
-    "RecipeFacts": "plan",
-    "load_matrix": "plan",
-    "make_plan": "plan",
-    "parse_exclusion": "plan",
-    "RecheckReport": "recheck",
-    "recheck_index": "recheck",
-    "CellBuilder": "run",
-    "CellOutput": "run",
-    "CellResult": "run",
-    "MatrixResult": "run",
-    "Verdict": "run",
-    "run_matrix": "run",
-    "expected_properties": "variants",
-    "matrix_publisher": "variants",
-    "publish_variants": "variants",
-    "variant_preview": "variants",
-}
 
-__all__ = [
-    "EXPORTS",
-    "MAX_MATRIX_CELLS",
-    "Action",
-    "Candidate",
-    "Cell",
-    "CellBuilder",
-    "CellOutput",
-    "CellResult",
-    "ExportOptions",
-    "IndexEntry",
-    "Landing",
-    "MatrixPlan",
-    "MatrixResult",
-    "MatrixSpec",
-    "PlannedCell",
-    "PublishResult",
-    "RecheckReport",
-    "RecipeFacts",
-    "Verdict",
-    "candidates_from",
-    "expected_properties",
-    "export_workflow",
-    "load_matrix",
-    "make_plan",
-    "matrix_publisher",
-    "parse_exclusion",
-    "publish",
-    "publish_variants",
-    "read_index",
-    "recheck_index",
-    "run_matrix",
-    "unfinished_publishes",
-    "variant_preview",
-]
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

@@ -44,6 +44,8 @@ class ExportOptions:
 
 
 def cell_index(planned: PlannedCell) -> str:
+    """The folder, relative to the job's checkout, where one exported cell job publishes its index
+    (``cells/<key prefix>``): the merge job finds it there."""
     return f"{CELLS}/{planned.key[:16]}"
 
 
@@ -66,6 +68,8 @@ def cell_argv(cell: Cell, index: str, options: ExportOptions) -> list[str]:
 
 
 def merge_argv() -> list[str]:
+    """The ``archwheel publish`` command of the exported merge job: audits the cell jobs' indexes
+    again and merges them into one."""
     return ["archwheel", "publish", "--from-index", CELLS, "--index", MERGED]
 
 
@@ -82,6 +86,8 @@ def _cells(plan: MatrixPlan) -> Sequence[PlannedCell]:
 
 
 def github_actions(plan: MatrixPlan, options: ExportOptions) -> dict[str, Any]:
+    """A GitHub Actions workflow of ``plan``: one job per cell to build, each keeping its index as
+    an artifact, then a job that merges them."""
     runner = options.runner or "ubuntu-latest"
     jobs: dict[str, Any] = {}
     for planned in _cells(plan):
@@ -138,6 +144,8 @@ def github_actions(plan: MatrixPlan, options: ExportOptions) -> dict[str, Any]:
 
 
 def gitlab_ci(plan: MatrixPlan, options: ExportOptions) -> dict[str, Any]:
+    """A GitLab CI pipeline of ``plan``: a build-stage job per cell to build, then a publish-stage
+    job that merges their indexes."""
     document: dict[str, Any] = {"stages": ["build", "publish"]}
     tags = [options.runner] if options.runner else None
     for planned in _cells(plan):
@@ -163,6 +171,8 @@ def gitlab_ci(plan: MatrixPlan, options: ExportOptions) -> dict[str, Any]:
 
 
 def export(plan: MatrixPlan, kind: str, options: ExportOptions) -> dict[str, Any]:
+    """The workflow document of ``plan`` for ``kind`` (``github-actions`` or ``gitlab-ci``, as in
+    ``EXPORTS``), ready to be written as YAML."""
     if kind == "github-actions":
         return github_actions(plan, options)
     if kind == "gitlab-ci":

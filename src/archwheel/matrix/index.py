@@ -12,12 +12,13 @@ Layout of an index folder ``INDEX`` (serve ``INDEX/current`` with any static web
     INDEX/trees/<id>/wheels/<wheel>      the wheel, its ``.metadata`` (PEP 658), its
                                          ``.audit.json`` (made here) and its
                                          ``.provenance.json`` (when the build wrote one)
-    INDEX/trees/<id>/index.json          the manifest: every entry with its matrix cell key
+    INDEX/trees/<id>/index.json          the manifest: every entry with its matrix cell key,
+                                         and which wheels the publish added and kept
 
 Publishing writes a whole new tree (earlier wheels hard-linked, not copied), then points
 ``current`` at it with one ``rename``: a reader sees the old index or the new one, never a mix.
 The two newest trees are kept, so that a reader still inside the previous tree finishes.
-Publishers take a lock (``INDEX/.lock``) so two of them never lose each other's wheels.
+Publishers take a lock (``INDEX/.lock``, ``matrix.layout``: the lock and every removal here).
 
 Nothing gets in unaudited: every wheel is scanned and audited here, by archwheel's own audit,
 against the arch list it was built for (given, or read from its provenance); a wheel the scan
@@ -27,23 +28,18 @@ name already published is never given other bytes (pip caches by name and hash).
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import hashlib
 import os
 import re
-import secrets
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, Protocol
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
 
 from archwheel.binary.coremetadata import parse_core_metadata
 from archwheel.binary.scan.inputs import scan_path
@@ -59,10 +55,25 @@ from archwheel.effects.files import (
     write_json_atomic,
     write_text_atomic,
 )
-from archwheel.errors import ArchwheelError, InputError, OutputError, UsageError
+from archwheel.errors import ArchwheelError, InputError, UsageError
 from archwheel.facts.arch import ArchList
-from archwheel.facts.documents import Table
 from archwheel.facts.versions import CudaVersion
+from archwheel.matrix.entry import IndexEntry as IndexEntry  # noqa: PLC0414 - its record
+from archwheel.matrix.entry import checked_versions
+from archwheel.matrix.index_doc import INDEX_SCHEMA_VERSION, check_index_manifest
+from archwheel.matrix.index_manifest import manifest_document
+from archwheel.matrix.layout import CURRENT as CURRENT  # noqa: PLC0414 - the index's layout
+from archwheel.matrix.layout import TREES as TREES  # noqa: PLC0414
+from archwheel.matrix.layout import (
+    collect,
+    current_tree,
+    locked,
+    new_tree_name,
+    remove_unfinished,
+    swap,
+    writing_into,
+)
+from archwheel.matrix.layout import simple_url as simple_url  # noqa: PLC0414
 from archwheel.matrix.pages import WHEELS as WHEELS  # noqa: PLC0414 - the tree's layout
 from archwheel.matrix.pages import (
     find_links_page,
@@ -73,17 +84,10 @@ from archwheel.matrix.pages import (
 from archwheel.verdicts.audit import AuditReport, audit, audit_document
 from archwheel.verdicts.wheelname import name_version_disagreement
 
-if TYPE_CHECKING:  # what a variants publish adds under the lock (screen, extras)
-    from archwheel.matrix.variants import VariantTree
-
-INDEX_SCHEMA_VERSION = 1
-CURRENT = "current"
-TREES = "trees"
 MANIFEST = "index.json"
 AUDIT_SUFFIX = ".audit.json"
 METADATA_SUFFIX = ".metadata"
 PROVENANCE_SUFFIX = ".provenance.json"
-KEEP_TREES = 2
 METADATA_LIMIT = 4 << 20  # bytes of METADATA read at most
 # Renders a tree's index.html from the written tree (its index.json and the audit JSON beside
 # each wheel); the interfaces floor passes one with a chart, else ``landing_page`` is used.
@@ -104,164 +108,6 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class IndexEntry:
-    """One published wheel."""
-
-    file: str
-    project: str  # canonical name
-    version: str
-    sha256: str
-    size: int
-    requires_python: str | None
-    metadata_sha256: str | None  # of <wheel>.metadata, the wheel's METADATA (PEP 658)
-    torch: str | None
-    cuda: str | None  # "13.0"; None: no CUDA known (find-links page "+cpu")
-    expect: str | None  # the arch list it was audited against; None: inventory only
-    cell_key: str | None
-    provenance: bool  # a .provenance.json lies beside it
-    published_at: str
-    # The torch releases one wheel serves (its build's range check: those that loaded it and
-    # that its Requires-Dist admits); () for a wheel of one torch.
-    serves: tuple[str, ...] = ()
-
-    @property
-    def find_links_page(self) -> str | None:
-        """``torch-2.14.1+cu130.html``; None when no torch version is known."""
-        if self.torch is None:
-            return None
-        return self._page_of(self.torch)
-
-    @property
-    def find_links_pages(self) -> tuple[str, ...]:
-        """The find-links page of the torch it was built against and of each it serves."""
-        own = self.find_links_page
-        pages = [self._page_of(v) for v in self.serves]
-        return tuple(dict.fromkeys([*([own] if own else []), *pages]))
-
-    def _page_of(self, torch: str) -> str:
-        tag = CudaVersion.parse(self.cuda).tag if self.cuda else "cpu"
-        try:
-            public = Version(torch).public  # a pin such as 2.14.1+cu130: its version
-        except InvalidVersion:
-            public = torch
-        return f"torch-{public}+{tag}.html"
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "project": self.project,
-            "version": self.version,
-            "sha256": self.sha256,
-            "size": self.size,
-            "requires_python": self.requires_python,
-            "metadata_sha256": self.metadata_sha256,
-            "torch": self.torch,
-            "cuda": self.cuda,
-            "expect": self.expect,
-            "cell_key": self.cell_key,
-            "provenance": self.provenance,
-            "published_at": self.published_at,
-            "serves": list(self.serves),
-        }
-
-    @classmethod
-    def from_json_dict(cls, data: object) -> IndexEntry:
-        """An entry of an index manifest, each field checked (``ValueError`` naming the first
-        that is wrong): manifests of CI artifacts come from anywhere, and ``file`` becomes a
-        path, so it must be a wheel's file name and nothing else (not ``../../x.whl``)."""
-        if not isinstance(data, dict):
-            raise ValueError("an entry is not an object")
-        file = _field(data, "file")
-        if not _PLAIN_NAME.fullmatch(file) or file.startswith("."):
-            raise ValueError(f"entry file {file[:80]!r} is not a wheel file name")
-        try:
-            name, version, _build, _tags = parse_wheel_filename(split_label(file)[0])
-        except InvalidWheelFilename:
-            raise ValueError(f"entry file {file[:80]!r} is not a wheel file name") from None
-        sha256 = _field(data, "sha256")
-        if not _SHA256.fullmatch(sha256):
-            raise ValueError(f"entry {file}: sha256 is not 64 hex digits")
-        # The project names a folder of the simple index and the version is the file's: each
-        # must be what the file name says (a project '../../x' made a page outside the tree).
-        project = _field(data, "project")
-        if project != canonicalize_name(name):
-            raise ValueError(f"entry {file}: project {project[:80]!r} is not the file's ({name})")
-        if _field(data, "version") != str(version):
-            raise ValueError(f"entry {file}: version is not the file's ({version})")
-        metadata_sha256 = _field(data, "metadata_sha256", optional=True)
-        if metadata_sha256 is not None and not _SHA256.fullmatch(metadata_sha256):
-            # It goes into the pages' attributes as it is.
-            raise ValueError(f"entry {file}: metadata_sha256 is not 64 hex digits")
-        size = data.get("size")
-        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size < 1 << 63:
-            raise ValueError(f"entry {file}: size is not a byte count")
-        cuda = _field(data, "cuda", optional=True)
-        torch = _field(data, "torch", optional=True)
-        try:
-            if cuda is not None:
-                CudaVersion.parse(cuda)
-            if torch is not None:
-                Version(torch)
-        except (UsageError, InvalidVersion) as exc:
-            raise ValueError(f"entry {file}: {exc}") from None
-        return cls(
-            file=file,
-            project=project,
-            version=str(version),
-            sha256=sha256,
-            size=size,
-            requires_python=_field(data, "requires_python", optional=True),
-            metadata_sha256=metadata_sha256,
-            torch=torch,
-            cuda=cuda,
-            expect=_field(data, "expect", optional=True),
-            cell_key=_field(data, "cell_key", optional=True),
-            provenance=bool(data.get("provenance")),
-            published_at=_field(data, "published_at", optional=True) or "",
-            serves=_versions(data.get("serves"), f"entry {file}: serves"),
-        )
-
-
-MAX_SERVES = 64  # torch releases one published wheel serves
-
-
-def _versions(value: object, where: str) -> tuple[str, ...]:
-    """A list of torch release versions (absent: none), each checked: it names find-links
-    pages, so nothing but a version may come through."""
-    if value is None:
-        return ()
-    if not isinstance(value, list) or len(value) > MAX_SERVES:
-        raise ValueError(f"{where} is not a list of at most {MAX_SERVES} versions")
-    found: list[str] = []
-    for item in value:
-        if not isinstance(item, str) or len(item) > 64:
-            raise ValueError(f"{where}: {str(item)[:40]!r} is not a version")
-        try:
-            found.append(str(Version(item)))
-        except InvalidVersion:
-            raise ValueError(f"{where}: {item[:40]!r} is not a version") from None
-    return tuple(found)
-
-
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9._+!-]{1,255}")  # a file name: no '/', no NUL
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-@overload
-def _field(data: dict[str, Any], key: str) -> str: ...
-@overload
-def _field(data: dict[str, Any], key: str, *, optional: bool) -> str | None: ...
-def _field(data: dict[str, Any], key: str, *, optional: bool = False) -> str | None:
-    """``data[key]``: a string (at most 4096 characters), or None where ``optional``."""
-    value = data.get(key)
-    if value is None and optional:
-        return None
-    if not isinstance(value, str) or len(value) > 4096:
-        raise ValueError(f"entry field {key!r} is not a string")
-    return value
-
-
-@dataclass(frozen=True)
 class Refusal:
     """A wheel that was not published, and why."""
 
@@ -269,6 +115,7 @@ class Refusal:
     reason: str
 
     def to_json_dict(self) -> dict[str, str]:
+        """The refusal as ``publish --format json`` lists it."""
         return {"wheel": self.wheel, "reason": self.reason}
 
 
@@ -287,9 +134,12 @@ class PublishResult:
 
     @property
     def ok(self) -> bool:
+        """True when no wheel was refused: ``publish`` exits 0 only then."""
         return not self.refused
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The result as ``publish --format json`` prints it (the publish schema): what was added,
+        kept and refused."""
         return {
             "schema_version": INDEX_SCHEMA_VERSION,
             "index": str(self.index),
@@ -303,6 +153,23 @@ class PublishResult:
         }
 
 
+class TreeExtras(Protocol):
+    """What another publish adds under the index's lock (``variants.VariantTree``): ``screen``
+    keeps the candidates that may join the index as it is now and refuses the others,
+    ``extras`` writes its files into each new tree (``old``: the previous tree, None: the
+    first)."""
+
+    def screen(
+        self, index: Path, candidates: Sequence[Candidate]
+    ) -> tuple[list[Candidate], list[Refusal]]:
+        """Split ``candidates`` into those that may join the index as it is now and the refusals of
+        the others."""
+
+    def extras(self, tree: Path, old: Path | None, entries: Sequence[IndexEntry]) -> None:
+        """Write the publish's own files into the new ``tree`` (``old``: the tree it replaces, None
+        for the first)."""
+
+
 @dataclass(frozen=True)
 class _Examined:
     entry: IndexEntry
@@ -314,17 +181,14 @@ class _Examined:
 # -- reading --------------------------------------------------------------------------------------
 
 
-def simple_url(index: Path) -> str:
-    """The ``--index-url`` of an index folder: ``file:///.../current/simple/``."""
-    return (index.resolve() / CURRENT / "simple").as_uri() + "/"
-
-
 def read_index(index: Path) -> tuple[IndexEntry, ...]:
-    """The entries of the index's current tree (none when it has not been published yet)."""
-    manifest = index / CURRENT / MANIFEST
-    if not manifest.exists():
+    """The entries of the index's current tree (none when it has not been published yet, or
+    its tree is gone); a ``current`` that is not archwheel's link is a ``UsageError``
+    (``layout.current_tree``: it is never followed out of the index)."""
+    tree = current_tree(index)
+    if tree is None or not (tree / MANIFEST).exists():
         return ()
-    return tuple(_manifest_entries(manifest))
+    return tuple(_manifest_entries(tree / MANIFEST))
 
 
 MAX_MANIFEST_BYTES = 64 << 20  # an index manifest (index.json): 10000 entries are about 5 MB
@@ -338,11 +202,7 @@ def _manifest_entries(path: Path) -> list[IndexEntry]:
     )
     if not isinstance(document, dict):
         raise InputError(f"{path}: not a readable archwheel index manifest: not a JSON object")
-    # Its version and shape before any entry is believed (1e999, 99 and "banana" passed when
-    # 'entries' was empty): one message shape, facts.documents.Table's.
-    top = Table(document, str(path), InputError)
-    top.integer("schema_version", low=INDEX_SCHEMA_VERSION, high=INDEX_SCHEMA_VERSION)
-    top.typed("entries", list)  # each entry is checked by IndexEntry.from_json_dict
+    check_index_manifest(document, path)  # its version and entry list, before any entry
     try:
         return [IndexEntry.from_json_dict(e) for e in document["entries"]]
     except ValueError as exc:  # an entry's field
@@ -385,7 +245,7 @@ def _served(provenance: dict[str, Any] | None, requires: Sequence[Pin]) -> tuple
     section = provenance.get("torch_range") if provenance is not None else None
     if not isinstance(section, dict):
         return ()
-    passed = _versions(section.get("passed"), "passed")
+    passed = checked_versions(section.get("passed"), "passed")
     try:
         admitted = SpecifierSet(torch_requirement(requires))
     except InvalidSpecifier:
@@ -405,6 +265,8 @@ MAX_PROVENANCE_NESTING = 32  # lists and objects inside each other (a build's ne
 
 
 def load_provenance(path: Path) -> dict[str, Any]:
+    """A wheel's provenance JSON read within archwheel's bounds (size, nesting; an ``InputError``
+    otherwise): it may come from a CI artifact, so it is untrusted."""
     document, _ = read_document(
         path, MAX_PROVENANCE_BYTES, MAX_PROVENANCE_NESTING, what="provenance JSON"
     )
@@ -509,16 +371,6 @@ def examine(candidate: Candidate, now: str) -> _Examined | Refusal:
 # -- publishing -----------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _locked(index: Path) -> Iterator[None]:
-    with (index / ".lock").open("a") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
 def _place(source: Path, target: Path, *, link: bool) -> None:
     if link:
         try:
@@ -527,23 +379,6 @@ def _place(source: Path, target: Path, *, link: bool) -> None:
         except OSError:
             pass
     shutil.copyfile(source, target)
-
-
-def _current_tree(index: Path) -> Path | None:
-    current = index / CURRENT
-    if not current.exists() and not current.is_symlink():
-        return None
-    if not current.is_symlink():
-        raise UsageError(
-            f"{current} is not a symlink made by archwheel",
-            hint="publish into an empty folder or one that archwheel published before",
-        )
-    return current.resolve()
-
-
-def _new_tree_name() -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    return f"{stamp}-{secrets.token_hex(4)}"
 
 
 def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
@@ -583,109 +418,29 @@ def _write_tree(tree: Path, old: Path | None, entries: Sequence[IndexEntry],
         )
     for page in sorted(by_page):
         write_text_atomic(tree / page, find_links_page(page, by_page[page]))
-    write_json_atomic(
-        tree / MANIFEST,
-        {
-            "schema_version": INDEX_SCHEMA_VERSION,
-            "entries": [e.to_json_dict() for e in sorted(entries, key=lambda e: e.file)],
-        },
-    )
+    write_json_atomic(tree / MANIFEST, manifest_document(entries, [x.entry for x in new], old))
     text = landing(tree) if landing is not None else landing_page(entries)
     write_text_atomic(tree / "index.html", text)
 
 
-def _swap(index: Path, tree: Path) -> None:
-    """Point ``current`` at ``tree`` with one rename (a reader never sees a half index)."""
-    temporary = index / f".{CURRENT}-{secrets.token_hex(4)}"
-    temporary.symlink_to(Path(TREES) / tree.name, target_is_directory=True)
-    try:
-        temporary.replace(index / CURRENT)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
-def _unfinished(index: Path) -> list[Path]:
-    """What publishes that did not finish left in ``index`` (call it under the lock): every
-    tree newer than the current one (a publish writes its tree, then swaps ``current`` to it,
-    under the lock: a newer tree is one whose swap never came), every tree when there is no
-    ``current``, and the temporary ``.current-*`` links of an unfinished swap."""
-    found: list[Path] = []
-    trees = index / TREES
-    current = _current_tree(index)
-    if trees.is_dir():
-        for tree in sorted(trees.iterdir()):
-            if not tree.is_dir() or tree.is_symlink() or tree == current:
-                continue
-            if current is None or tree.name > current.name:
-                found.append(tree)
-    found.extend(sorted(p for p in index.glob(f".{CURRENT}-*") if p.is_symlink()))
-    return found
-
-
-def _remove_unfinished(index: Path) -> tuple[str, ...]:
-    removed = []
-    for path in _unfinished(index):
-        if path.is_symlink():
-            path.unlink(missing_ok=True)
-        else:
-            shutil.rmtree(path, ignore_errors=True)
-        if not path.exists() and not path.is_symlink():
-            removed.append(str(path.relative_to(index)))
-    return tuple(removed)
-
-
-def unfinished_publishes(index: Path, *, remove: bool) -> tuple[str, ...]:
-    """The trees and links (relative to ``index``) that publishes killed before their swap
-    left; removed when ``remove``. Taken under the index's lock: a publish in progress holds
-    it, so its tree is never taken for a leftover."""
-    if not (index / TREES).is_dir():
-        return ()
-    with _writing_into(index), _locked(index):
-        if remove:
-            return _remove_unfinished(index)
-        return tuple(str(p.relative_to(index)) for p in _unfinished(index))
-
-
-def _collect(index: Path, keep: Path) -> None:
-    trees = sorted((p for p in (index / TREES).iterdir() if p.is_dir()), key=lambda p: p.name)
-    for old in trees[:-KEEP_TREES]:
-        if old != keep:
-            shutil.rmtree(old, ignore_errors=True)
-
-
 def publish(index: Path, candidates: Sequence[Candidate], *, landing: Landing | None = None,
-            variants: VariantTree | None = None) -> PublishResult:  # fmt: skip
+            variants: TreeExtras | None = None) -> PublishResult:  # fmt: skip
     """Audit each candidate and publish those that pass, in one atomic step.
 
     ``landing`` renders the tree's ``index.html`` (default: a plain list of the pages). An
     index the system will not let grow (a full or read-only file system) is an
     ``OutputError`` naming the index, not a file inside it or the wheel being copied."""
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    with _writing_into(index):
+    with writing_into(index):
         index.mkdir(parents=True, exist_ok=True)
         return _publish(index, candidates, landing, now, variants)
 
 
-# What writing into a full, read-only or quota-bound file system raises.
-_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
-
-
-@contextlib.contextmanager
-def _writing_into(index: Path) -> Iterator[None]:
-    try:
-        yield
-    except OSError as exc:
-        if exc.errno in _NO_ROOM:
-            raise OutputError.cannot_write(index, exc) from None
-        raise
-
-
 def _publish(index: Path, candidates: Sequence[Candidate], landing: Landing | None, now: str,
-             variants: VariantTree | None) -> PublishResult:  # fmt: skip
-    with _locked(index):
-        stale = _remove_unfinished(index)
-        old_tree = _current_tree(index)
+             variants: TreeExtras | None) -> PublishResult:  # fmt: skip
+    with locked(index):
+        stale = remove_unfinished(index)
+        old_tree = current_tree(index)
         existing = {e.file: e for e in read_index(index)}
         accepted: list[_Examined] = []
         unchanged: list[IndexEntry] = []
@@ -716,16 +471,16 @@ def _publish(index: Path, candidates: Sequence[Candidate], landing: Landing | No
                                  tuple(existing.values()), stale)  # fmt: skip
         entries = [*existing.values(), *(a.entry for a in accepted)]
         (index / TREES).mkdir(exist_ok=True)
-        tree = index / TREES / _new_tree_name()
+        tree = index / TREES / new_tree_name()
         try:
             _write_tree(tree, old_tree, entries, accepted, landing)
             if variants is not None:  # the variants' files, beside the pages
                 variants.extras(tree, old_tree, entries)
-            _swap(index, tree)
+            swap(index, tree)
         except BaseException:
             shutil.rmtree(tree, ignore_errors=True)
             raise
-        _collect(index, tree)
+        collect(index, tree)
     return PublishResult(
         index,
         tree,

@@ -1,6 +1,6 @@
 """The pages of an index tree: the PEP 503 simple pages, the find-links pages, the landing page.
 
-Pure text from the index's entries (``index.IndexEntry``); ``index`` writes them into a tree.
+Pure text from the index's entries (``entry.IndexEntry``); ``index`` writes them into a tree.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from archwheel.binary.variantname import split_label
+
 if TYPE_CHECKING:
-    from archwheel.matrix.index import IndexEntry
+    from archwheel.matrix.entry import IndexEntry
 
 WHEELS = "wheels"  # the tree's folder of wheels, which the pages link into
 
@@ -39,8 +41,6 @@ def _link(prefix: str, entry: IndexEntry) -> str:
 def variants_json_name(file: str) -> str | None:
     """``{name}-{version}-variants.json`` of a variant wheel's file name (PEP 825 draft: the
     index serves it beside the wheels); None for a plain wheel."""
-    from archwheel.binary.variantname import split_label
-
     plain, label = split_label(file)
     if label is None:
         return None
@@ -54,12 +54,16 @@ def _variants_links(prefix: str, rows: Sequence[IndexEntry]) -> list[str]:
 
 
 def simple_root_page(entries: Sequence[IndexEntry]) -> str:
+    """The PEP 503 root page (``simple/index.html``): a link to each project's page, so pip's
+    ``--index-url`` finds them."""
     projects = sorted({e.project for e in entries})
     body = [f'<a href="{quote(p)}/">{html.escape(p)}</a><br>\n' for p in projects]
     return _page("Simple index", body, meta='<meta name="pypi:repository-version" content="1.0">\n')
 
 
 def project_page(project: str, entries: Sequence[IndexEntry]) -> str:
+    """The PEP 503 page of ``project``: a link to each of its wheels with its hashes and Requires-
+    Python (and its variants JSON), as pip reads it."""
     rows = sorted((e for e in entries if e.project == project), key=lambda e: e.file)
     return _page(
         f"Links for {project}",
@@ -69,6 +73,8 @@ def project_page(project: str, entries: Sequence[IndexEntry]) -> str:
 
 
 def find_links_page(page: str, entries: Sequence[IndexEntry]) -> str:
+    """The find-links page ``page`` (one torch+CUDA, e.g. ``torch-2.14.1+cu130.html``): the wheels
+    built for or serving that torch, for ``pip --find-links``."""
     rows = sorted((e for e in entries if page in e.find_links_pages), key=lambda e: e.file)
     links = [_link(f"{WHEELS}/", e) for e in rows] + _variants_links(f"{WHEELS}/", rows)
     return _page(page.removesuffix(".html"), links)
@@ -81,6 +87,8 @@ def link_page(page: str, entries: Sequence[IndexEntry], prefix: str) -> str:
 
 
 def landing_page(entries: Sequence[IndexEntry]) -> str:
+    """The plain landing page of an index tree: where the simple index is and a link to each find-
+    links page, for a person browsing it."""
     pages = sorted({p for e in entries for p in e.find_links_pages})
     body = ['<p><a href="simple/">simple/</a> (PEP 503)</p>\n', "<h2>find-links pages</h2>\n"]
     body += [f'<a href="{quote(p)}">{html.escape(p)}</a><br>\n' for p in pages]

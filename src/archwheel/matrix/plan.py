@@ -33,18 +33,23 @@ from dataclasses import dataclass, field
 from enum import Enum
 from itertools import product
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
+from msgspec import Meta
 from packaging.version import Version
 
 from archwheel.effects.files import read_document
 from archwheel.errors import UsageError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.documents import Table
-from archwheel.matrix.index import IndexEntry
+from archwheel.facts.typed import Document, decode
+from archwheel.matrix.entry import IndexEntry
+
+if TYPE_CHECKING:
+    from archwheel.wheelbuild.recipe_summary import RecipeSummary
 
 MATRIX_SCHEMA_VERSION = 1
-# The largest matrix file read and its deepest nesting (a real one nests 3 deep; docs/design.md).
+# The largest matrix file read and its deepest nesting (a real one nests 3 deep; docs/limits.md).
 MAX_MATRIX_BYTES = 1 << 20
 MAX_MATRIX_NESTING = 16
 # The most cells one matrix may span (recipes x torch x python x arch lists, before exclusions):
@@ -57,34 +62,14 @@ _FILE_AXES = {"recipes": "recipe", "torch": "torch", "python": "python", "arch":
 
 
 @dataclass(frozen=True)
-class RecipeFacts:
-    """What the matrix needs to know about a recipe (the interfaces floor reads the recipe)."""
-
-    name: str
-    sha256: str  # of the recipe file
-    python_versions: tuple[str, ...]
-    default_arch: str
-    cuda: str | None = None  # "13.0"
-    source_digest: str | None = None  # of the source, when known before building
-    # The torch the recipe pins ("2.14.1"); None: it is not built against torch, and a torch
-    # axis does not apply to it (one cell per Python and arch list, torch None).
-    torch: str | None = None
-    # Whether the wheel's file name carries the torch version (a local label such as
-    # +pt2.14.1cu130); without it two torch cells of one Python make one file name.
-    torch_in_name: bool = True
-    # [torch] loads_with: the releases one wheel of the recipe should serve (its build checks
-    # each with can-load and claims those that pass); the torch axis's values among them (and
-    # the recipe's own torch) make one cell, built against the recipe's own torch.
-    loads_with: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class Exclusion:
     """Cells matching every given key are left out."""
 
     values: Mapping[str, str]
 
     def matches(self, cell: Cell) -> bool:
+        """True when ``cell`` has every axis value the exclusion names (arch lists compared in
+        canonical form): the plan leaves such a cell out."""
         for axis, value in self.values.items():
             wanted = str(ArchList.parse(value)) if axis == "arch" else value
             if getattr(cell, axis) != wanted:
@@ -133,12 +118,15 @@ class Cell:
 
     @property
     def label(self) -> str:
+        """The one-line name of the cell in plans, logs and CI jobs, e.g. ``ops torch 2.14.1 py3.11
+        [8.0;9.0]``."""
         torch = f" torch {self.torch}" if self.torch else ""
         if self.serves:
             torch += f" (serves {', '.join(self.serves)})"
         return f"{self.recipe}{torch} py{self.python} [{self.arch}]"
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The cell's axes as the plan and result JSON name them."""
         return {
             "recipe": self.recipe,
             "torch": self.torch,
@@ -149,6 +137,9 @@ class Cell:
 
 
 class Action(str, Enum):
+    """What the plan does with a cell: build it, skip it (the index holds it with the same inputs),
+    or leave it out."""
+
     BUILD = "build"
     SKIP = "skip"  # already in the index with the same inputs
     EXCLUDED = "excluded"  # by an exclusion, or the recipe cannot build it
@@ -156,15 +147,23 @@ class Action(str, Enum):
 
 @dataclass(frozen=True)
 class PlannedCell:
+    """A cell with its key (a digest of every input its build depends on), what the plan does with
+    it and why, and the base its build runs on."""
+
     cell: Cell
     key: str
     action: Action
     reason: str = ""
     existing: tuple[str, ...] = ()  # wheels in the index with this key
+    # The base image its build runs on: the one that has its Python (a bookworm recipe's 3.13
+    # builds on trixie); None for a cell that is not built (a Python the recipe does not list).
+    base: str | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The planned cell as ``matrix --plan --format json`` shows it (the matrix-plan schema)."""
         return {
             **self.cell.to_json_dict(),
+            "base": self.base,
             "key": self.key,
             "action": self.action.value,
             "reason": self.reason,
@@ -174,13 +173,19 @@ class PlannedCell:
 
 @dataclass(frozen=True)
 class MatrixPlan:
+    """Every cell of a matrix with its action, and the recipe summaries it was planned from (the
+    runner reads each cell's CUDA there)."""
+
     cells: tuple[PlannedCell, ...]
-    recipes: Mapping[str, RecipeFacts] = field(default_factory=dict)
+    recipes: Mapping[str, RecipeSummary] = field(default_factory=dict)
 
     def of(self, action: Action) -> tuple[PlannedCell, ...]:
+        """The cells the plan gives ``action``, in plan order: what to build, skip or leave out."""
         return tuple(c for c in self.cells if c.action is action)
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The plan as ``matrix --plan --format json`` prints it: every cell, and how many are
+        built, skipped and left out."""
         return {
             "schema_version": MATRIX_SCHEMA_VERSION,
             "cells": [c.to_json_dict() for c in self.cells],
@@ -208,6 +213,27 @@ def parse_exclusion(text: str, where: str = "--exclude") -> Exclusion:
     return Exclusion(values)
 
 
+Axis = str | tuple[str, ...]  # one value, or a list of values
+
+
+class MatrixTable(Document, frozen=True, kw_only=True):
+    """``[matrix]``: the values of each axis (a string or a list of strings) and the cells
+    left out (``[[matrix.exclude]]``, each a table of axis values)."""
+
+    recipes: Axis | None = None
+    torch: Axis | None = None
+    python: Axis | None = None
+    arch: Axis | None = None
+    exclude: tuple[dict[str, Any], ...] = ()
+
+
+class MatrixFile(Document, frozen=True, kw_only=True):
+    """A matrix file: its schema version and ``[matrix]``."""
+
+    schema_version: Annotated[Literal[1], Meta(extra={"expected": "1"})] = 1  # the one version
+    matrix: MatrixTable | None = None
+
+
 def load_matrix(path: Path) -> MatrixSpec:
     """Read and validate a matrix file; every message names the file and the key."""
     document, _ = read_document(  # FIFOs, devices, /proc refused by type
@@ -215,14 +241,17 @@ def load_matrix(path: Path) -> MatrixSpec:
     )
     # TOML's top level is always a table
     top = Table(cast("dict[str, Any]", document), str(path), UsageError, toml=True)
-    if top.data.get("schema_version", MATRIX_SCHEMA_VERSION) != MATRIX_SCHEMA_VERSION:
-        raise top.expected("schema_version", str(MATRIX_SCHEMA_VERSION))
-    for key in top.unknown(("schema_version", "matrix")):
+    for key in top.unknown(("schema_version", "matrix")):  # a table or a key, said so
         raise top.fail(None, f"unknown table or key {key!r}", hint="known: matrix, schema_version")
-    if not top.has("matrix"):
+    matrix = decode(top, MatrixFile).matrix  # types, unknown keys: msgspec (facts/typed.py)
+    if matrix is None:
         raise top.fail(None, "no [matrix] table")
-    table = top.table("matrix").refuse_unknown([*_FILE_AXES, "exclude"])
-    axes = {key: table.texts(key, single=True) for key in _FILE_AXES if table.has(key)}
+    table = top.table("matrix")
+    axes: dict[str, tuple[str, ...]] = {"recipes": ()}  # none: --recipe, else refused at plan
+    for key in _FILE_AXES:
+        value: Axis | None = getattr(matrix, key)
+        if value is not None:
+            axes[key] = (value,) if isinstance(value, str) else value
     exclusions: list[Exclusion] = []
     for item in table.tables("exclude"):
         if item.unknown(AXES) or not item.data:
@@ -234,7 +263,7 @@ def load_matrix(path: Path) -> MatrixSpec:
 # -- planning -------------------------------------------------------------------------------------
 
 
-def cell_key(cell: Cell, recipe: RecipeFacts) -> str:
+def cell_key(cell: Cell, recipe: RecipeSummary) -> str:
     """sha256 of everything known before the build that decides the cell's wheel."""
     inputs = {
         "recipe": recipe.name,
@@ -248,7 +277,7 @@ def cell_key(cell: Cell, recipe: RecipeFacts) -> str:
 
 
 def _axes(
-    spec: MatrixSpec, facts: RecipeFacts
+    spec: MatrixSpec, facts: RecipeSummary
 ) -> tuple[tuple[str | None, ...], tuple[str, ...], tuple[str, ...]]:
     """The torch, Python and arch values one recipe's cells take."""
     torches: tuple[str | None, ...] = (
@@ -257,7 +286,7 @@ def _axes(
     return torches, spec.python or facts.python_versions[:1], spec.arch or (facts.default_arch,)
 
 
-def _cells(spec: MatrixSpec, recipes: Mapping[str, RecipeFacts]) -> Iterable[tuple[Cell, str]]:
+def _cells(spec: MatrixSpec, recipes: Mapping[str, RecipeSummary]) -> Iterable[tuple[Cell, str]]:
     for name in spec.recipes:
         facts = recipes[name]
         torches, pythons, archs = _axes(spec, facts)
@@ -273,7 +302,7 @@ def _cells(spec: MatrixSpec, recipes: Mapping[str, RecipeFacts]) -> Iterable[tup
 
 
 def _torch_cells(
-    torches: Sequence[str | None], facts: RecipeFacts, *, axis_given: bool
+    torches: Sequence[str | None], facts: RecipeSummary, *, axis_given: bool
 ) -> list[tuple[str | None, tuple[str, ...]]]:
     """The torch of each cell and the releases it serves: the axis's values that the recipe's
     ``loads_with`` (or its own torch) names become one cell built against its own torch; the
@@ -294,7 +323,7 @@ def _torch_cells(
 
 def make_plan(
     spec: MatrixSpec,
-    recipes: Mapping[str, RecipeFacts],
+    recipes: Mapping[str, RecipeSummary],
     index: Sequence[IndexEntry],
     *,
     variants: bool = False,
@@ -337,9 +366,12 @@ def make_plan(
         if key in seen:
             continue  # the same cell spelled twice (e.g. "9.0" and "sm_90")
         seen.add(key)
+        base = recipes[cell.recipe].bases.get(cell.python)
         excluded = next((e for e in spec.exclude if e.matches(cell)), None)
         if excluded is not None:
-            planned.append(PlannedCell(cell, key, Action.EXCLUDED, f"excluded by {excluded}"))
+            planned.append(
+                PlannedCell(cell, key, Action.EXCLUDED, f"excluded by {excluded}", base=base)
+            )
         elif unbuildable:
             planned.append(PlannedCell(cell, key, Action.EXCLUDED, unbuildable))
         elif key in published:
@@ -350,10 +382,11 @@ def make_plan(
                     Action.SKIP,
                     "in the index with the same inputs",
                     tuple(sorted(published[key])),
+                    base=base,
                 )
             )
         else:
-            planned.append(PlannedCell(cell, key, Action.BUILD))
+            planned.append(PlannedCell(cell, key, Action.BUILD, base=base))
     if variants:
         default = str(ArchList.parse(default_arch)) if default_arch else None
         _refuse_one_file_name([p for p in planned if p.cell.arch == default], recipes)
@@ -363,7 +396,7 @@ def make_plan(
 
 
 def _refuse_one_file_name(
-    planned: Sequence[PlannedCell], recipes: Mapping[str, RecipeFacts]
+    planned: Sequence[PlannedCell], recipes: Mapping[str, RecipeSummary]
 ) -> None:
     """Two cells that would publish the same wheel file name into one index: refused.
 

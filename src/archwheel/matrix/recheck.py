@@ -5,7 +5,7 @@ For every wheel of the index built against torch (a pin, or a range its build ch
 releases it was checked against are known: the torch it was built with, those its index entry
 serves, and those its provenance's ``torch_range`` checked. Every release the indexes pip is
 configured with now hold for the wheel's Python and machine that is newer than all of those is
-new; can-load judges the wheel against each (``verdicts.torch_range``: read by ranges, each
+new; can-load judges the wheel against each (``inspection.torch_range``: read by ranges, each
 torch's loader view kept), and each answer is one of:
 
 - ``covered``: the wheel's ``Requires-Dist`` admits the release and the wheel loads with it;
@@ -38,8 +38,13 @@ from archwheel.effects.deadline import NetBudget
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ArchwheelError
 from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
+from archwheel.inspection.torch_range import (
+    TorchListing,
+    can_load_range,
+    list_torch_files,
+    torch_releases_for,
+)
 from archwheel.matrix.index import (
-    CURRENT,
     PROVENANCE_SUFFIX,
     WHEELS,
     IndexEntry,
@@ -47,18 +52,16 @@ from archwheel.matrix.index import (
     read_index,
     torch_requirement,
 )
+from archwheel.matrix.layout import published_tree
 from archwheel.verdicts.load import LoadReport, LoadVerdict
-from archwheel.verdicts.torch_range import (
-    TorchListing,
-    can_load_range,
-    list_torch_files,
-    torch_releases_for,
-)
 
 Event = Callable[[str], None]
 
 
 class Action(str, Enum):
+    """What a new torch release means for a published wheel: covered, broken, claimable, needs a
+    build, or unknown (the module doc says when each holds)."""
+
     COVERED = "covered"
     BROKEN = "broken"
     CLAIMABLE = "claimable"
@@ -77,6 +80,8 @@ class ReleaseCheck:
 
     @property
     def action(self) -> Action:
+        """The release's action, from whether the wheel loads with it and whether its Requires-Dist
+        admits it."""
         if self.verdict is LoadVerdict.UNKNOWN:
             return Action.UNKNOWN
         loads = self.verdict is LoadVerdict.LOADS
@@ -85,6 +90,7 @@ class ReleaseCheck:
         return Action.CLAIMABLE if loads else Action.NEEDS_BUILD
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The check as ``matrix --recheck --format json`` lists it under its wheel."""
         return {
             "version": self.version,
             "verdict": self.verdict.value,
@@ -106,13 +112,18 @@ class WheelRecheck:
 
     @property
     def must_rebuild(self) -> bool:
+        """True when a new release is broken, claimable or needs a build: the wheel is listed for a
+        rebuild."""
         return any(r.action in _REBUILD for r in self.releases)
 
     @property
     def complete(self) -> bool:
+        """True when every new release could be listed and checked; an incomplete wheel makes the
+        recheck exit 3 if nothing must be rebuilt."""
         return self.problem is None and all(r.action is not Action.UNKNOWN for r in self.releases)
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The wheel's recheck as ``matrix --recheck --format json`` lists it."""
         return {
             "file": self.file,
             "requirement": self.requirement,
@@ -128,15 +139,21 @@ _REBUILD = frozenset({Action.BROKEN, Action.CLAIMABLE, Action.NEEDS_BUILD})
 
 @dataclass(frozen=True)
 class RecheckReport:
+    """What ``matrix --recheck`` found: each published wheel built against torch and its new
+    releases."""
+
     index: Path
     wheels: tuple[WheelRecheck, ...]
 
     @property
     def rebuild(self) -> tuple[WheelRecheck, ...]:
+        """The wheels that must be rebuilt (or withdrawn), as the report lists them first."""
         return tuple(w for w in self.wheels if w.must_rebuild)
 
     @property
     def exit_code(self) -> int:
+        """1 when a wheel must be rebuilt, else 3 when a check could not be made, else 0 (docs/exit-
+        codes.md)."""
         if self.rebuild:
             return int(EXIT_VERDICT_FAILED)
         if not all(w.complete for w in self.wheels):
@@ -144,6 +161,7 @@ class RecheckReport:
         return int(EXIT_OK)
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The report as ``matrix --recheck --format json`` prints it (matrix-recheck schema)."""
         return {
             "schema_version": 1,
             "kind": "matrix-recheck",
@@ -165,9 +183,11 @@ def recheck_index(
     """Every published wheel built against torch, against the releases newer than those it
     was checked against (see the module doc). ``cache``: archwheel's cache folder (what was
     read of each torch wheel is kept there); ``budget``: the run's network time, every wheel's
-    checks together (None: the default limits, ``effects.deadline``)."""
+    checks together (None: the default limits, ``effects.deadline``). An index with no published
+    tree (no ``current``, or one whose tree is gone) is a ``UsageError``, not an index with
+    nothing to rebuild."""
     say = on_event or (lambda _line: None)
-    tree = index / CURRENT
+    tree = published_tree(index)
     found: list[WheelRecheck] = []
     listing = _Listing(pip, say, budget or NetBudget())
     for entry in sorted(read_index(index), key=lambda e: e.file):
@@ -222,8 +242,8 @@ def _recheck(
         return WheelRecheck(entry.file, requirement, checked)
     try:
         report = can_load_range(
-            wheel, ",".join(new), pip=pip, cache=cache, on_event=say, listing=listing.get(),
-            budget=listing.budget,
+            wheel, ",".join(new), pip=pip, cache=cache, host_libraries=False, on_event=say,
+            listing=listing.get(), budget=listing.budget,
         )  # fmt: skip
     except ArchwheelError as exc:
         return WheelRecheck(entry.file, requirement, checked, problem=exc.one_line())

@@ -1,8 +1,8 @@
 """Build the missing cells of a plan, one after the other, and publish each that passes.
 
-The builder is passed in (this floor never imports ``wheelbuild/``; the interfaces floor wires
-``archwheel build`` in): it gets the cell and an empty folder, and returns the wheel (and its
-provenance) it left there, or raises. A cell that fails (its build raises, or the index refuses
+The builder is passed in (``cells.build_cells``: the build use case; the tests pass their own):
+it gets the cell and an empty folder, and returns the wheel (and its provenance) it left there,
+or raises. A cell that fails (its build raises, or the index refuses
 its wheel because archwheel's audit does not pass it) publishes nothing and does not stop the
 cells after it. Each passing cell is published at once, in its own atomic step, so a matrix
 stopped halfway keeps what it finished and a rerun skips it.
@@ -48,6 +48,9 @@ class CellBuilder(Protocol):
 
 
 class Verdict(str, Enum):
+    """What became of one cell of a matrix run: published, skipped, excluded, failed to build, or
+    refused by the index's audit."""
+
     PUBLISHED = "published"
     SKIPPED = "skipped"  # already in the index with the same inputs
     EXCLUDED = "excluded"
@@ -56,11 +59,15 @@ class Verdict(str, Enum):
 
     @property
     def passed(self) -> bool:
+        """True for the verdicts that do not fail the matrix (published, skipped, excluded)."""
         return self in (Verdict.PUBLISHED, Verdict.SKIPPED, Verdict.EXCLUDED)
 
 
 @dataclass(frozen=True)
 class CellResult:
+    """One cell's outcome: its verdict with the message to show, the wheels it published or found,
+    and how long it took."""
+
     planned: PlannedCell
     verdict: Verdict
     message: str = ""
@@ -68,6 +75,7 @@ class CellResult:
     seconds: float = 0.0
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The cell's outcome as ``matrix --format json`` lists it (the matrix-result schema)."""
         return {
             **self.planned.to_json_dict(),
             "verdict": self.verdict.value,
@@ -79,21 +87,29 @@ class CellResult:
 
 @dataclass(frozen=True)
 class MatrixResult:
+    """Every cell's outcome of one matrix run into ``index``: what ``matrix`` prints and
+    exits with."""
+
     index: Path
     cells: tuple[CellResult, ...]
 
     @property
     def ok(self) -> bool:
+        """True when every cell passed (published, skipped or excluded)."""
         return all(c.verdict.passed for c in self.cells)
 
     @property
     def exit_code(self) -> int:
+        """0 when every cell passed, 5 when one failed to build or was refused
+        (docs/exit-codes.md)."""
         return int(EXIT_OK if self.ok else EXIT_BUILD)
 
     def count(self, verdict: Verdict) -> int:
+        """How many cells got ``verdict``: the summary line's figures."""
         return sum(1 for c in self.cells if c.verdict is verdict)
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The run as ``matrix --format json`` prints it (the matrix-result schema)."""
         return {
             "schema_version": 1,
             "index": str(self.index),

@@ -21,6 +21,7 @@ new ones, never given other bytes). docs/variants.md.
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import tempfile
 import zipfile
@@ -105,8 +106,6 @@ def derive_candidate(candidate: Candidate) -> Derivation | NoVariant:
 
 def _read_json_member(wheel: Path) -> object | None:
     """The parsed ``.dist-info/variant.json`` of a wheel; None when it has none."""
-    import json
-
     with open_regular(wheel) as handle, zipfile.ZipFile(handle) as archive:
         names = [n for n in archive.namelist() if n.endswith(f".dist-info/{VARIANT_JSON}")]
         if len(names) != 1 or archive.getinfo(names[0]).file_size > MAX_VARIANT_JSON:

@@ -1,7 +1,7 @@
 """The smoke use case: install wheels into an isolated environment (a venv, containers, or an
 existing interpreter) and run real kernels there, each step in its own process, first with the
 PTX JIT disabled. ``choose`` turns options into the environment, ``environments`` installs,
-``runner`` runs the steps and reports.
+``runner`` runs the steps and reports; ``usecase.smoke`` is the whole run as one call.
 
 Its public names are ``__all__``, bound on first use (``archwheel._lazy``).
 """
@@ -12,30 +12,6 @@ from typing import TYPE_CHECKING
 
 from archwheel._lazy import lazy_exports
 
-__all__ = [
-    "DEFAULT_INSTALL_TIMEOUT",
-    "DEFAULT_STEP_TIMEOUT",
-    "EnvironmentOptions",
-    "SmokeSettings",
-    "can_run_for",
-    "kernel_steps",
-    "make_environment",
-    "positive_seconds",
-    "run_smoke",
-]
-
-_WHERE = {
-    "DEFAULT_INSTALL_TIMEOUT": "environments",
-    "DEFAULT_STEP_TIMEOUT": "runner",
-    "EnvironmentOptions": "choose",
-    "SmokeSettings": "runner",
-    "can_run_for": "runner",
-    "kernel_steps": "choose",
-    "make_environment": "choose",
-    "positive_seconds": "choose",
-    "run_smoke": "runner",
-}
-
 if TYPE_CHECKING:
     from archwheel.smoke.choose import (
         EnvironmentOptions,
@@ -45,5 +21,6 @@ if TYPE_CHECKING:
     )
     from archwheel.smoke.environments import DEFAULT_INSTALL_TIMEOUT
     from archwheel.smoke.runner import DEFAULT_STEP_TIMEOUT, SmokeSettings, can_run_for, run_smoke
-else:
-    __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+    from archwheel.smoke.usecase import SmokeRun, smoke
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

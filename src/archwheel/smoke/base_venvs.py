@@ -54,10 +54,13 @@ def base_key(python: str, requirements: Sequence[str], pip_args: Sequence[str]) 
 
 
 def base_folder(cache: Path, key: str) -> Path:
+    """Where the base venv of ``key`` (``base_key``) lives in the smoke cache."""
     return cache / BASES / key
 
 
 def is_complete(base: Path) -> bool:
+    """Whether ``base`` was published whole (its marker and its interpreter exist); an incomplete
+    one is made again rather than copied."""
     return (base / COMPLETE).is_file() and (base / "venv" / "bin" / "python").exists()
 
 

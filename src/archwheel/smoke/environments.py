@@ -75,6 +75,8 @@ class IndexOptions:
     find_links: Path | None = None
 
     def pip_args(self) -> list[str]:
+        """pip's ``--index-url`` and ``--find-links`` options for these settings (none when
+        unset)."""
         args: list[str] = []
         if self.index_url:
             args += ["--index-url", self.index_url]
@@ -92,6 +94,7 @@ class SetupOutcome:
 
     @property
     def ok(self) -> bool:
+        """Every setup stage succeeded, so the probe and the steps can run."""
         return self.problem is None
 
     @property
@@ -101,12 +104,18 @@ class SetupOutcome:
 
 
 class SmokeEnvironment(Protocol):
+    """Where smoke runs its payload: a fresh venv, an existing interpreter or a container per step.
+    ``run_smoke`` prepares it, asks it for each step's command, and closes it."""
+
     backend: str
 
     @property
-    def description(self) -> str: ...
+    def description(self) -> str:
+        """One line naming the environment, for the report."""
 
-    def prepare(self, watchdog: Watchdog) -> SetupOutcome: ...
+    def prepare(self, watchdog: Watchdog) -> SetupOutcome:
+        """Make the environment ready (create, install, check), each stage under ``watchdog``; a
+        failed stage ends it."""
 
     def command(
         self,
@@ -116,11 +125,16 @@ class SmokeEnvironment(Protocol):
         timeout: float,
         env: Mapping[str, str],
         unset_env: Sequence[str],
-    ) -> ChildCommand: ...
+    ) -> ChildCommand:
+        """The command that runs the payload with ``payload_args`` for step ``name`` in this
+        environment."""
 
-    def snippet_path(self) -> str | None: ...
+    def snippet_path(self) -> str | None:
+        """The path where the payload finds the user's snippet, None without one."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Remove what ``prepare`` made (unless asked to keep it); safe to call when it was not
+        prepared."""
 
 
 def _check_wheels(wheels: Sequence[Path]) -> tuple[Path, ...]:
@@ -250,6 +264,7 @@ class VenvEnvironment:
 
     @property
     def description(self) -> str:
+        """The venv's path, and whether it is a copy of a kept base venv."""
         if not self.root:
             return "venv (not created)"
         kept = " (a copy of a kept base venv: its requirements were installed before)"
@@ -257,10 +272,13 @@ class VenvEnvironment:
 
     @property
     def venv_python(self) -> Path:
+        """The interpreter of the prepared venv."""
         assert self.root is not None
         return self.root / "venv" / "bin" / "python"
 
     def prepare(self, watchdog: Watchdog) -> SetupOutcome:
+        """Create the venv (or copy a kept base venv) in a new temporary folder and install the
+        wheels with pip."""
         self.root = _new_workdir(self.snippet)
         stages: list[tuple[str, ChildOutcome]] = []
         venv = self.root / "venv"
@@ -330,6 +348,8 @@ class VenvEnvironment:
         env: Mapping[str, str],
         unset_env: Sequence[str],
     ) -> ChildCommand:
+        """Run the payload with the venv's Python in isolated mode, so the host's ``PYTHONPATH`` and
+        user site do not leak in."""
         assert self.root is not None
         # -I: isolated mode. The host's PYTHONPATH and user site must not leak into the test.
         argv = (str(self.venv_python), "-I", str(self.root / PAYLOAD_NAME), *payload_args)
@@ -343,9 +363,11 @@ class VenvEnvironment:
         )
 
     def snippet_path(self) -> str | None:
+        """The snippet's copy in the temporary folder, None without one."""
         return _host_snippet_path(self.root, self.snippet)
 
     def close(self) -> None:
+        """Remove the temporary folder and its venv (kept, unmarked, with ``keep``)."""
         _remove_workdir(self.root, keep=self.keep)
 
 
@@ -368,9 +390,12 @@ class ExistingEnvironment:
 
     @property
     def description(self) -> str:
+        """The interpreter tested, as given."""
         return f"existing interpreter {self.python}"
 
     def prepare(self, watchdog: Watchdog) -> SetupOutcome:
+        """Copy the payload to a temporary folder and check that the interpreter runs; nothing is
+        installed."""
         self.root = _new_workdir(self.snippet)
         check = ChildCommand(
             "check-python", (self.python, "-c", "import sys"), timeout=120, expects_result=False
@@ -389,6 +414,7 @@ class ExistingEnvironment:
         env: Mapping[str, str],
         unset_env: Sequence[str],
     ) -> ChildCommand:
+        """Run the payload with the existing interpreter, in the temporary folder."""
         assert self.root is not None
         argv = (self.python, str(self.root / PAYLOAD_NAME), *payload_args)
         return ChildCommand(
@@ -396,9 +422,11 @@ class ExistingEnvironment:
         )
 
     def snippet_path(self) -> str | None:
+        """The snippet's copy in the temporary folder, None without one."""
         return _host_snippet_path(self.root, self.snippet)
 
     def close(self) -> None:
+        """Remove the temporary folder."""
         _remove_workdir(self.root)
 
 
@@ -447,6 +475,7 @@ class ContainerEnvironment:
 
     @property
     def description(self) -> str:
+        """The engine and image, and whether GPUs are requested."""
         gpus = "no GPU requested: test mode" if self.no_gpu_request_for_tests else "GPUs: all"
         return f"{self.engine.name} image {self.image} ({gpus})"
 
@@ -518,6 +547,8 @@ class ContainerEnvironment:
 
     # -- prepare --------------------------------------------------------------------------------
     def prepare(self, watchdog: Watchdog) -> SetupOutcome:
+        """Check the engine, check that it can attach a GPU (no device is a verdict, decided before
+        anything is installed), then install the wheels into a venv in the bind mount."""
         self.root = _new_workdir(self.snippet)
         self.root.chmod(0o755)
         stages: list[tuple[str, ChildOutcome]] = []
@@ -611,6 +642,8 @@ class ContainerEnvironment:
         env: Mapping[str, str],
         unset_env: Sequence[str],
     ) -> ChildCommand:
+        """A fresh container for step ``name`` with the GPUs attached and no network, running the
+        payload from the venv in the bind mount."""
         # A container's environment is the image's plus ``env``: the host's variables (and so
         # ``unset_env``) never reach it. The result file lives in the bind mount: the payload
         # writes it at the container path, the watchdog reads it at the host path.
@@ -629,7 +662,9 @@ class ContainerEnvironment:
         )
 
     def snippet_path(self) -> str | None:
+        """The snippet's path inside the container, None without one."""
         return f"{CONTAINER_WORKDIR}/snippet.py" if self.snippet is not None else None
 
     def close(self) -> None:
+        """Remove the bind-mounted work folder (kept, unmarked, with ``keep``)."""
         _remove_workdir(self.root, keep=self.keep)

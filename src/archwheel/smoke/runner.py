@@ -57,6 +57,9 @@ CanRun = Callable[[ComputeCapability, DriverVersion | None], str | None]
 
 @dataclass(frozen=True)
 class SmokeSettings:
+    """How a smoke run goes: the time each step may take, the steps to run, and the devices (None:
+    every device the probe finds)."""
+
     step_timeout: float = DEFAULT_STEP_TIMEOUT
     steps: tuple[str, ...] = KERNEL_STEPS
     devices: tuple[int, ...] | None = None  # None: every device the probe finds

@@ -9,42 +9,6 @@ from typing import TYPE_CHECKING
 
 from archwheel._lazy import lazy_exports
 
-__all__ = [
-    "KERNEL_STEPS",
-    "ArchForms",
-    "AuditReport",
-    "CanRunReport",
-    "DiffReport",
-    "Gpu",
-    "GpuCatalog",
-    "LoadReport",
-    "LoadVerdict",
-    "Recommendation",
-    "VerifyReport",
-    "audit_document",
-    "audit_inventory",
-    "overall_exit_code",
-    "resolve_gpus",
-]
-
-_WHERE = {
-    "ArchForms": "recommend",
-    "AuditReport": "audit",
-    "CanRunReport": "compat.report",
-    "DiffReport": "diff",
-    "Gpu": "compat.gpus",
-    "GpuCatalog": "recommend",
-    "KERNEL_STEPS": "smoke",
-    "LoadReport": "load",
-    "LoadVerdict": "load",
-    "Recommendation": "recommend",
-    "VerifyReport": "manifest",
-    "audit_document": "audit",
-    "audit_inventory": "audit:audit",
-    "overall_exit_code": "audit",
-    "resolve_gpus": "compat.gpus",
-}
-
 if TYPE_CHECKING:
     from archwheel.verdicts.audit import (
         AuditReport,
@@ -61,5 +25,5 @@ if TYPE_CHECKING:
     from archwheel.verdicts.manifest import VerifyReport
     from archwheel.verdicts.recommend import ArchForms, GpuCatalog, Recommendation
     from archwheel.verdicts.smoke import KERNEL_STEPS
-else:
-    __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

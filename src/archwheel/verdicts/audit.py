@@ -22,8 +22,8 @@ from archwheel.facts.arch import ArchList, CodeKind, Target
 from archwheel.facts.catalog import load_facts
 from archwheel.verdicts.document import document_header
 
-if TYPE_CHECKING:  # imported when an input has a variant.json (the judge is not cheap to import)
-    from archwheel.verdicts.variants import ClaimsCheck
+if TYPE_CHECKING:  # imported when an input has a variant.json (a few ms an audit rarely needs)
+    from archwheel.verdicts.variant_claims import ClaimsCheck
 
 AUDIT_SCHEMA_VERSION = 1
 KIND_ORDER = {CodeKind.SASS: 0, CodeKind.PTX: 1, CodeKind.LTOIR: 2}
@@ -40,10 +40,13 @@ class LibraryVerdict:
 
     @property
     def ok(self) -> bool:
+        """Nothing requested is missing from this library."""
         return not self.missing_sass and not self.missing_ptx
 
     @property
     def missing(self) -> tuple[str, ...]:
+        """The requested images the library lacks, named (``sm_90``, ``compute_120``), for the
+        report and JSON."""
         return tuple(t.sm for t in self.missing_sass) + tuple(t.compute for t in self.missing_ptx)
 
 
@@ -60,6 +63,7 @@ class ArchCost:
 
     @property
     def arch(self) -> str:
+        """The image arch named as nvcc does (``sm_90a``, ``compute_120``)."""
         return self.target.name(self.kind)
 
 
@@ -92,16 +96,20 @@ class AuditReport:
 
     @property
     def complete(self) -> bool:
+        """The scan read every member; an incomplete audit cannot pass (exit 3)."""
         return self.inventory.complete
 
     @property
     def exit_code(self) -> int:
+        """3 when the scan was incomplete, else 1 when the audit failed, else 0
+        (docs/exit-codes.md)."""
         if not self.complete:
             return EXIT_INCOMPLETE
         return EXIT_OK if self.passed else EXIT_VERDICT_FAILED
 
     @property
     def failing(self) -> tuple[LibraryVerdict, ...]:
+        """The libraries that lack something requested, for the report's list of failures."""
         return tuple(v for v in self.libraries if not v.ok)
 
     def costs(self) -> list[ArchCost]:
@@ -215,7 +223,7 @@ def audit(inventory: InputInventory, expect: ArchList | None) -> AuditReport:
     no_device_code = expect is not None and not verdicts
     variant = None
     if inventory.variant_json is not None:
-        from archwheel.verdicts.variants import check_variant_file
+        from archwheel.verdicts.variant_claims import check_variant_file
 
         label = split_label(inventory.metadata.get("file", ""))[1]
         variant = check_variant_file(inventory.variant_json, inventory.device_libraries, label)
@@ -254,4 +262,5 @@ def overall_exit_code(reports: Sequence[AuditReport]) -> int:
 
 
 def error_count(report: AuditReport) -> int:
+    """How many of the scan's problems are errors (not warnings), for the summary line."""
     return sum(1 for p in report.inventory.problems if p.severity is Severity.ERROR)

@@ -58,6 +58,8 @@ class CompileCause:
     fix: str  # one sentence: what to change
 
     def one_line(self) -> str:
+        """The cause, the evidence (at most 200 characters) and the fix, as the build's error line
+        says them."""
         return f"{self.cause} ({self.evidence[:200]}); fix: {self.fix}"
 
 
@@ -389,5 +391,6 @@ class EvidenceLines:
             self._standards.append(item)
 
     def lines(self) -> list[str]:
+        """The lines kept, each once, in the order they came."""
         kept = dict((*self._first, *self._standards, *self._tail))
         return [kept[index] for index in sorted(kept)]

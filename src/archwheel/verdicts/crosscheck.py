@@ -68,9 +68,12 @@ class CountRow:
 
     @property
     def agrees(self) -> bool:
+        """archwheel and cuobjdump count the same number of images here."""
         return self.archwheel == self.cuobjdump
 
     def one_line(self) -> str:
+        """The row for the report: library, section, arch and both counts (with the archs archwheel
+        restored, where they differ)."""
         restored = ""
         if self.archwheel_archs and self.archwheel_archs != (self.arch,):
             restored = f" (archwheel: {', '.join(self.archwheel_archs)})"
@@ -92,6 +95,8 @@ class InvisibleRow:
     reason: str
 
     def one_line(self) -> str:
+        """The row for the report: where the images are, how many, and why cuobjdump cannot see
+        them."""
         return f"{self.library} [{self.section}] {self.arch} x{self.count}: {self.reason}"
 
 
@@ -103,11 +108,15 @@ class LibraryFailure:
     message: str
 
     def one_line(self) -> str:
+        """The library and why cuobjdump could not read it."""
         return f"{self.library}: {self.message}"
 
 
 @dataclass(frozen=True)
 class CrossCheckReport:
+    """archwheel's scan of one input compared, image count by image count, with what cuobjdump
+    lists; rows cuobjdump cannot see and files it could not read are kept apart."""
+
     source: str
     tool: str  # the cuobjdump used and its version
     files_checked: int
@@ -117,6 +126,7 @@ class CrossCheckReport:
 
     @property
     def disagreements(self) -> tuple[CountRow, ...]:
+        """The rows where the two counts differ: what the cross-check exists to find."""
         return tuple(r for r in self.rows if not r.agrees)
 
     @property
@@ -154,6 +164,8 @@ class CrossCheckReport:
         return out
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The cross-check JSON document: the tool used, the disagreements first, then every row."""
+
         def row(r: CountRow) -> dict[str, Any]:
             return {
                 **_place(r), "archwheel": r.archwheel, "cuobjdump": r.cuobjdump,

@@ -15,11 +15,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta
 
 from archwheel.errors import InputError
 from archwheel.exit_codes import EXIT_INCOMPLETE, EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.facts.documents import Table
+from archwheel.facts.typed import NonBlank, decode, missing_or_not
 from archwheel.verdicts.audit import AUDIT_SCHEMA_VERSION
 from archwheel.verdicts.document import document_header
 
@@ -27,11 +31,15 @@ _HASHED = re.compile(r"\.[0-9a-f]{8}(?=\.so)")
 
 
 def library_key(path: str) -> str:
+    """``path`` without auditwheel's 8-hex-digit hash (``libcudart.faf08d9a.so.13`` is
+    ``libcudart.so.13``), so the same library matches on both sides."""
     return _HASHED.sub("", path)
 
 
 @dataclass(frozen=True)
 class ArchSize:
+    """What one arch of one library costs: its kind and its stored and uncompressed bytes."""
+
     kind: str  # "sass", "ptx", "lto"
     stored_bytes: int
     uncompressed_bytes: int
@@ -51,6 +59,7 @@ class Side:
 
     @property
     def archs(self) -> set[str]:
+        """Every arch present in any library of this side."""
         return {a for lib in self.libraries.values() for a in lib}
 
 
@@ -62,28 +71,28 @@ def side_from_audit(
     binaries: frozenset[str] = frozenset(),
 ) -> Side:
     """One side of a diff from one input of an audit document (``to_json_dict``'s, or one read
-    from a file: each value is checked for its type, ``ValueError`` naming where one is not)."""
+    from a file and checked by ``check_audit_document``): a value of the wrong type is a
+    ``ValueError`` naming where (``... - at `$.libraries[0].path```)."""
+    try:
+        given = msgspec.convert(document_input, _Input, strict=True)
+    except msgspec.ValidationError as exc:
+        raise ValueError(str(exc)) from None
     libraries: dict[str, dict[str, ArchSize]] = {}
-    for i, lib in enumerate(_objects(document_input.get("libraries", []), "libraries")):
+    for lib in given.libraries:
         archs: dict[str, ArchSize] = {}
-        where = f"libraries[{i}]"
-        for j, image in enumerate(_objects(lib.get("images", []), f"{where}.images")):
-            at = f"{where}.images[{j}]"
-            arch = _text(image.get("arch"), f"{at}.arch")
-            old = archs.get(arch)
-            stored = _count(image.get("stored_bytes", 0), f"{at}.stored_bytes")
-            unpacked = _count(image.get("uncompressed_bytes", 0), f"{at}.uncompressed_bytes")
-            archs[arch] = ArchSize(
-                _text(image.get("kind", ""), f"{at}.kind", empty=True),
-                stored + (old.stored_bytes if old else 0),
-                unpacked + (old.uncompressed_bytes if old else 0),
+        for image in lib.images:
+            old = archs.get(image.arch, ArchSize(image.kind, 0, 0))
+            archs[image.arch] = ArchSize(
+                image.kind,
+                image.stored_bytes + old.stored_bytes,
+                image.uncompressed_bytes + old.uncompressed_bytes,
             )
         if archs:
-            libraries[library_key(_text(lib.get("path"), f"{where}.path"))] = archs
+            libraries[library_key(lib.path)] = archs
     return Side(
         label,
         libraries,
-        bool(document_input.get("complete", True)),
+        given.complete,
         dict(versions or {}),
         dict(pins or {}),
         versions is not None,
@@ -93,73 +102,91 @@ def side_from_audit(
 
 # The largest byte count or number a document may say (JSON numbers have no bound of their own).
 MAX_COUNT = (1 << 63) - 1
-# An audit document's counts (audit.schema.json): the key and its least value.
-_INPUT_COUNTS = {"binaries_scanned": 0, "bytes_scanned": 0}
-_LIBRARY_COUNTS = {"size": 0, "containers": 0, "raw_cubins": 0}
-_IMAGE_COUNTS = {"count": 1, "stored_bytes": 0, "uncompressed_bytes": 0}
-_ARCH_COUNTS = {"libraries": 1, "entries": 1, "stored_bytes": 0, "uncompressed_bytes": 0}
+# An audit document's counts (audit.schema.json), each a whole number from its least value.
+_Count = Annotated[int, Meta(ge=0, le=MAX_COUNT)]
+_Positive = Annotated[int, Meta(ge=1, le=MAX_COUNT)]
+_Verdict = Annotated[bool, missing_or_not("bool")]
 _SEVERITIES = ("error", "warning")
+_Severity = Annotated[
+    str,
+    Meta(
+        pattern=f"^({'|'.join(_SEVERITIES)})$", extra={"invalid": "must be one of error, warning"}
+    ),
+]
 
 
-def _counts(table: Table, counts: Mapping[str, int]) -> None:
-    for key, low in counts.items():
-        if table.has(key):
-            table.integer(key, low=low, high=MAX_COUNT)
+class _Image(msgspec.Struct, frozen=True, kw_only=True):
+    """One image of a library (``inputs[0].libraries[0].images[0]``)."""
+
+    arch: NonBlank
+    kind: str = ""
+    count: _Positive = 1
+    stored_bytes: _Count = 0
+    uncompressed_bytes: _Count = 0
 
 
-def check_audit_document(document: Mapping[str, Any], origin: str) -> Table:
+class _Library(msgspec.Struct, frozen=True, kw_only=True):
+    """One library with device code, and its images."""
+
+    path: NonBlank
+    size: _Count = 0
+    containers: _Count = 0
+    raw_cubins: _Count = 0
+    images: tuple[_Image, ...] = ()
+
+
+class _Arch(msgspec.Struct, frozen=True, kw_only=True):
+    """One arch's totals over the input."""
+
+    libraries: _Positive = 1
+    entries: _Positive = 1
+    stored_bytes: _Count = 0
+    uncompressed_bytes: _Count = 0
+
+
+class _Problem(msgspec.Struct, frozen=True, kw_only=True):
+    """One problem the audit found."""
+
+    message: str
+    severity: _Severity = "error"
+
+
+class _Input(msgspec.Struct, frozen=True, kw_only=True):
+    """One audited input: its verdict, its counts, libraries, archs and problems."""
+
+    source: str
+    complete: _Verdict
+    binaries_scanned: _Count = 0
+    bytes_scanned: _Count = 0
+    libraries: tuple[_Library, ...]
+    archs: tuple[_Arch, ...] = ()
+    problems: tuple[_Problem, ...] = ()
+
+
+class _AuditDocument(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``diff`` reads of an audit document; the keys it does not read are kept unread."""
+
+    schema_version: Annotated[int, Meta(ge=AUDIT_SCHEMA_VERSION, le=AUDIT_SCHEMA_VERSION)]
+    ok: _Verdict
+    complete: _Verdict
+    exit_code: Annotated[int, Meta(ge=0, le=255)] = 0
+    inputs: tuple[_Input, ...]
+
+
+def check_audit_document(document: Mapping[str, Any], origin: str) -> None:
     """An ``archwheel audit --format json`` document checked against what its schema says
     (``interfaces/schema/audit.schema.json``) before anything is read from it: its
     ``schema_version``, the verdicts' types, and every count a whole number in its range.
-    Every refusal is one ``InputError`` of ``facts.documents.Table``'s shape (``{file}:
-    inputs[0].libraries[1].size must be an integer, not 'many'``)."""
-    top = Table(document, origin, InputError)
-    top.integer("schema_version", low=AUDIT_SCHEMA_VERSION, high=AUDIT_SCHEMA_VERSION)
-    for key in ("ok", "complete"):
-        top.typed(key, bool)
-    if top.has("exit_code"):
-        top.integer("exit_code", low=0, high=255)
-    for item in top.tables("inputs", required=True):
-        item.text("source")
-        item.typed("complete", bool)
-        _counts(item, _INPUT_COUNTS)
-        for library in item.tables("libraries", required=True):
-            library.text("path", required=True)
-            _counts(library, _LIBRARY_COUNTS)
-            for image in library.tables("images"):
-                image.text("arch", required=True)
-                image.text("kind", "")
-                _counts(image, _IMAGE_COUNTS)
-        for arch in item.tables("archs"):
-            _counts(arch, _ARCH_COUNTS)
-        for problem in item.tables("problems"):
-            problem.text("message")
-            if problem.text("severity", "error") not in _SEVERITIES:
-                raise problem.fail("severity", f"must be one of {', '.join(_SEVERITIES)}")
-    return top
-
-
-def _objects(value: object, where: str) -> list[Mapping[str, Any]]:
-    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
-        raise ValueError(f"{where} is not a list of objects")
-    return value
-
-
-def _text(value: object, where: str, *, empty: bool = False) -> str:
-    if not isinstance(value, str) or not (value or empty):
-        raise ValueError(f"{where} is not a {'' if empty else 'non-empty '}string")
-    return value
-
-
-def _count(value: object, where: str) -> int:
-    """A byte count: a whole number from 0 to 2**63 (JSON allows any, and bool is an int)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 63:
-        raise ValueError(f"{where} is not a byte count")
-    return value
+    Every refusal is one ``InputError`` naming the file, the key and what was expected
+    (``{file}: inputs[0].libraries[1].size must be an integer, not 'many'``)."""
+    decode(Table(document, origin, InputError), _AuditDocument)
 
 
 @dataclass(frozen=True)
 class LibraryChange:
+    """How one library changed between the sides: its status, the archs added and dropped, and the
+    stored size of each arch before and after."""
+
     path: str
     status: str  # "changed", "same", "gained device code", "lost device code" ...
     added: tuple[str, ...] = ()
@@ -169,6 +196,9 @@ class LibraryChange:
 
 @dataclass(frozen=True)
 class DiffReport:
+    """What changed between two builds: per library, in versions and in CUDA pins, and the archs
+    gone; ``regression`` decides the exit code."""
+
     old: Side
     new: Side
     libraries: tuple[LibraryChange, ...]
@@ -178,12 +208,14 @@ class DiffReport:
 
     @property
     def regression(self) -> bool:
+        """A library on both sides lost an arch, or an arch of OLD is nowhere in NEW (exit 1)."""
         return bool(self.archs_gone) or any(
             c.dropped for c in self.libraries if c.status != "removed"
         )
 
     @property
     def exit_code(self) -> int:
+        """1 on a regression, else 3 when a side was incomplete, else 0."""
         if self.regression:
             return EXIT_VERDICT_FAILED
         if not (self.old.complete and self.new.complete):
@@ -191,6 +223,7 @@ class DiffReport:
         return EXIT_OK
 
     def to_json(self) -> dict[str, Any]:
+        """The diff JSON document."""
         return {
             **document_header(1),
             "old": self.old.label,
@@ -221,6 +254,8 @@ def _arch_order(arch: str) -> tuple[int, int, str]:
 
 
 def diff(old: Side, new: Side) -> DiffReport:
+    """Compare two builds library by library (matched by ``library_key``), then their versions and
+    pins."""
     changes: list[LibraryChange] = []
     for path in sorted(set(old.libraries) | set(new.libraries)):
         before = old.libraries.get(path, {})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archwheel import __version__
+from archwheel._version import __version__
 
 
 def document_header(

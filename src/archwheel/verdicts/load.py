@@ -37,13 +37,9 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from archwheel.binary.dynamic import DynamicInfo
-from archwheel.binary.dynamic_wheel import read_wheel_dynamic, read_wheels_dynamic
-from archwheel.binary.wheelmeta import WheelMetadata, read_wheel_metadata
-from archwheel.binary.zipread import Source
 from archwheel.verdicts.document import document_header
 from archwheel.verdicts.load_world import (
     TORCH_NAME,
@@ -61,6 +57,8 @@ MAX_LISTED = 20  # missing symbols listed per library; the count says how many i
 
 
 class LoadVerdict(str, Enum):
+    """Whether a library loads beside torch: it does, it does not, or it could not be decided."""
+
     LOADS = "loads"
     FAILS = "does-not-load"
     UNKNOWN = "unknown"  # something could not be read or checked
@@ -68,6 +66,9 @@ class LoadVerdict(str, Enum):
 
 @dataclass(frozen=True)
 class Policy:
+    """A manylinux policy: the system libraries it allows and the symbol versions of each (``GLIBC``
+    -> ``2.28`` ...)."""
+
     name: str
     libraries: frozenset[str]
     versions: Mapping[str, frozenset[str]]  # prefix ("GLIBC") -> allowed versions ("2.28")
@@ -127,7 +128,8 @@ def version_allowed(version: str, policy: Policy) -> bool | None:
 
 @dataclass(frozen=True)
 class WheelFiles:
-    """One wheel's shared libraries and the metadata the verdict uses."""
+    """One wheel's shared libraries and the metadata the verdict uses (read by
+    ``inspection.wheel_files``, or kept in the cache as a torch wheel's view)."""
 
     filename: str
     name: str  # canonical distribution name
@@ -138,37 +140,11 @@ class WheelFiles:
     cuda_major: int | None = None
 
 
-def read_wheel_files(path: Path, *, source: Source | None = None) -> WheelFiles:
-    """A wheel's metadata and shared libraries, read from the zip (nothing extracted); with
-    ``source``, from a file on a package index (``path`` names it)."""
-    meta = read_wheel_metadata(path, source=source)
-    return _wheel_files(path, meta, read_wheel_dynamic(path, source=source))
-
-
-def read_wheels_files(paths: Sequence[Path]) -> list[WheelFiles]:
-    """``read_wheel_files`` of several local wheels, their libraries read together
-    (``read_wheels_dynamic``: one pool of workers for the large ones of all of them)."""
-    metas: list[WheelMetadata] = []
-    libraries = read_wheels_dynamic(  # the metadata read while the workers inflate
-        paths, while_waiting=lambda: metas.extend(read_wheel_metadata(path) for path in paths)
-    )
-    return [_wheel_files(*found) for found in zip(paths, metas, libraries, strict=True)]
-
-
-def _wheel_files(path: Path, meta: WheelMetadata, libraries: tuple[DynamicInfo, ...]) -> WheelFiles:
-    return WheelFiles(
-        filename=path.name,
-        name=meta.name,
-        version=meta.version,
-        tags=meta.tags,
-        libraries=libraries,
-        requires=tuple((p.name, p.specifier, p.marker) for p in meta.requires),
-        cuda_major=meta.cuda_major,
-    )
-
-
 @dataclass(frozen=True)
 class MissingSymbol:
+    """A symbol a library needs that nothing loaded defines, or defines without the version it asks
+    for."""
+
     name: str  # mangled
     version: str | None
     version_file: str | None
@@ -195,9 +171,11 @@ class LibraryLoad:
 
     @property
     def symbols_resolved(self) -> int:
+        """The symbols checked that something loaded defines (neither missing nor assumed)."""
         return self.symbols_checked - self.missing_symbol_count - self.unverified
 
     def to_json(self) -> dict[str, Any]:
+        """This library's part of the can-load document."""
         return {
             "path": self.path,
             "verdict": self.verdict.value,
@@ -224,6 +202,9 @@ class LibraryLoad:
 
 @dataclass(frozen=True)
 class LoadReport:
+    """``can-load``: whether each library of a wheel loads beside the torch given (and other
+    wheels), with what its metadata says and what could not be checked."""
+
     wheel: WheelFiles
     torch: WheelFiles
     others: tuple[WheelFiles, ...]
@@ -235,6 +216,8 @@ class LoadReport:
 
     @property
     def verdict(self) -> LoadVerdict:
+        """FAILS when any library does not load, else UNKNOWN when anything could not be checked,
+        else LOADS."""
         verdicts = {lib.verdict for lib in self.libraries}
         if LoadVerdict.FAILS in verdicts:
             return LoadVerdict.FAILS
@@ -243,6 +226,7 @@ class LoadReport:
         return LoadVerdict.LOADS
 
     def to_json(self) -> dict[str, Any]:
+        """The can-load JSON document."""
         return {
             **document_header(1),
             "wheel": self.wheel.filename,
@@ -571,6 +555,8 @@ def _metadata_facts(wheel: WheelFiles, torch: WheelFiles) -> tuple[list[str], li
 
 
 def is_torch(wheel: WheelFiles) -> bool:
+    """Whether ``wheel`` is a torch wheel (by its canonical name), the one every other wheel is
+    judged beside."""
     return wheel.name == "torch"
 
 

@@ -80,11 +80,15 @@ class World:
         self.assumed: dict[str, str] = {}  # name -> who needed it
 
     def spend(self, steps: int) -> None:
+        """Count ``steps`` against the budget; raise ``TooMuchWork`` when it runs out, so a
+        pathological wheel cannot make the search run for ever."""
         self.steps_left -= steps
         if self.steps_left < 0:
             raise TooMuchWork
 
     def mark_loaded(self, path: str) -> None:
+        """Record the object at ``path`` as loaded, under its file name and soname, as ld.so would
+        find it again."""
         info = self.objects[path]
         self.loaded.setdefault(posixpath.basename(path), path)
         if info.soname:
@@ -93,6 +97,9 @@ class World:
     def resolve(
         self, name: str, path: str, chain: Sequence[str], policy_libs: frozenset[str]
     ) -> Resolution:
+        """Where ld.so finds the ``DT_NEEDED`` ``name`` of the object at ``path`` (loaded through
+        ``chain``): already loaded, in the wheels by rpath or runpath, from the system, only once
+        its own package has loaded it, assumed loaded by torch, or missing."""
         if name in self.loaded:
             return Resolution(name, "loaded", self.loaded[name])
         self.spend(1 + len(chain))

@@ -15,8 +15,10 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
+from msgspec import Meta
 from packaging.markers import InvalidMarker, Marker
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
@@ -27,12 +29,13 @@ from archwheel.binary.wheelmeta import WheelMetadata
 from archwheel.errors import InputError
 from archwheel.facts.arch import CodeKind, Target
 from archwheel.facts.documents import Table, load_document
+from archwheel.facts.typed import decode, missing_or_not
 from archwheel.verdicts.document import document_header
 
 MANIFEST_SCHEMA_VERSION = 1
 MANIFEST_KIND = "archwheel-manifest"
 VERIFY_SCHEMA_VERSION = 1
-# Bounds on a manifest read from a file (docs/design.md, "Bad input").
+# Bounds on a manifest read from a file (docs/limits.md).
 MAX_MANIFEST_BYTES = 16 << 20
 MAX_NESTING = 32  # lists and objects inside each other (a real manifest nests 4 deep)
 MAX_FILE_NAME = 255
@@ -106,6 +109,8 @@ def wheel_entry(
 
 
 def build_manifest(wheels: Sequence[dict[str, Any]], facts_version: str) -> dict[str, Any]:
+    """The manifest document listing ``wheels`` (one entry each); the same file name twice is an
+    input error."""
     counts = Counter(w["file"] for w in wheels)
     duplicates = sorted(n for n, count in counts.items() if count > 1)
     if duplicates:
@@ -117,6 +122,32 @@ def build_manifest(wheels: Sequence[dict[str, Any]], facts_version: str) -> dict
 
 
 # -- loading ------------------------------------------------------------------------------------
+
+
+# A manifest is written by archwheel: a field of the wrong type or missing is one message.
+_Str = Annotated[str, missing_or_not("str")]
+_Dict = Annotated[dict[str, Any], missing_or_not("dict")]
+# manifest.schema.json: a size is a byte count (-1 was reported as a size mismatch)
+_Size = Annotated[int, Meta(ge=0, le=MAX_FILE_SIZE), missing_or_not("int")]
+
+
+class _WheelRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields of a manifest's wheel record that verify reads (others are kept as written)."""
+
+    file: _Str
+    sha256: _Str
+    size: _Size
+    name: _Str
+    version: _Str
+    cuda: _Dict
+    requires_cuda: _Dict
+    native_libraries: _Dict
+
+
+class _Manifest(msgspec.Struct, frozen=True, kw_only=True):
+    """A manifest's wheels (its header is checked before, in its own words)."""
+
+    wheels: tuple[_WheelRecord, ...]
 
 
 def load_manifest(text: str, origin: str) -> dict[str, Any]:
@@ -144,20 +175,9 @@ def manifest_from_document(doc: object, origin: str) -> dict[str, Any]:
     wheels = doc.get("wheels")
     if not isinstance(wheels, list) or not wheels:
         raise InputError(f"{origin}: 'wheels' must be a non-empty list")
-    for wheel in Table(doc, origin, InputError).tables("wheels"):
-        for key, kind in (
-            ("file", str),
-            ("sha256", str),
-            ("size", int),
-            ("name", str),
-            ("version", str),
-            ("cuda", dict),
-            ("requires_cuda", dict),
-            ("native_libraries", dict),
-        ):
-            wheel.typed(key, kind)
-        # manifest.schema.json: a size is a byte count (-1 was reported as a size mismatch)
-        wheel.integer("size", low=0, high=MAX_FILE_SIZE)
+    top = Table(doc, origin, InputError)
+    decode(top, _Manifest)  # the types of each wheel's record (msgspec: facts/typed.py)
+    for wheel in top.tables("wheels"):
         file = wheel.data["file"]
         if any(c in file for c in "/\\\0") or file in ("", ".", "..") or len(file) > MAX_FILE_NAME:
             raise wheel.fail("file", f"must be a bare file name, not {file[:MAX_FILE_NAME]!r}")
@@ -183,6 +203,7 @@ class Mismatch:
     message: str
 
     def to_json_dict(self) -> dict[str, Any]:
+        """One entry of the verify document's ``mismatches``."""
         return {
             "subject": self.subject,
             "what": self.what,
@@ -410,6 +431,9 @@ def _check_libraries(
 
 @dataclass(frozen=True)
 class VerifyReport:
+    """``verify``: the manifest against the files (and the environment) found, one mismatch per
+    difference."""
+
     manifest: str
     files_checked: tuple[str, ...]
     environment: str | None  # the interpreter checked with --env
@@ -418,13 +442,16 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
+        """Everything checked matches the manifest."""
         return not self.mismatches
 
     @property
     def exit_code(self) -> int:
+        """0 when everything matches, else 1."""
         return 0 if self.ok else 1
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The verify JSON document."""
         return {
             **document_header(VERIFY_SCHEMA_VERSION, "verify"),
             "manifest": self.manifest,

@@ -25,7 +25,7 @@ from archwheel.facts.rules import ptx_jits_on, rule_for, sass_runs_on
 from archwheel.facts.versions import ComputeCapability, CudaVersion
 from archwheel.verdicts.compat.explain import renamed_capabilities
 from archwheel.verdicts.compat.gpus import Gpu
-from archwheel.verdicts.compat.judge import RELOCATABLE_SECTIONS
+from archwheel.verdicts.compat.modules import RELOCATABLE_SECTIONS
 from archwheel.verdicts.compat.report import Reason
 from archwheel.verdicts.document import document_header
 
@@ -42,6 +42,7 @@ class GpuCoverage:
     reason: Reason
 
     def to_json_dict(self) -> dict[str, Any]:
+        """One entry of the recommendation's ``coverage``: the GPU, how it is served and why."""
         return {
             "gpu": self.gpu.to_json_dict(),
             "mode": self.mode,
@@ -52,6 +53,9 @@ class GpuCoverage:
 
 @dataclass(frozen=True)
 class LibrarySizeEstimate:
+    """One library's device code in the reference wheel and as estimated for the recommended list,
+    with the archs whose cost was extrapolated or unknown."""
+
     path: str
     reference_device_bytes: int
     estimated_device_bytes: int
@@ -74,9 +78,11 @@ class SizeEstimate:
 
     @property
     def lower_bound(self) -> bool:
+        """Some arch's cost is unknown (counted as 0), so the estimate is a lower bound."""
         return any(lib.unestimated for lib in self.libraries)
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The ``size_estimate`` object of the recommendation document."""
         return {
             "reference": self.reference,
             "reference_bytes": self.reference_bytes,
@@ -115,9 +121,11 @@ class Recommendation:
 
     @property
     def ok(self) -> bool:
+        """An arch list was found and nothing stood in its way."""
         return not self.problems and self.arch_list is not None
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The ``arch --recommend`` JSON document."""
         forms = arch_forms(self.arch_list) if self.arch_list else None
         return {
             **document_header(ARCH_SCHEMA_VERSION, "arch-recommendation"),
@@ -181,6 +189,8 @@ class ArchForms:
         )
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The ``arch`` JSON document: every spelling of the list (``arch_forms``) and, per target,
+        the GPUs it runs on natively."""
         facts = load_facts()
         targets = []
         for spec in self.archs:
@@ -220,6 +230,7 @@ class GpuCatalog:
 
     @classmethod
     def load(cls) -> GpuCatalog:
+        """The catalog of the bundled CUDA facts."""
         return cls(load_facts())
 
     def by_capability(self) -> tuple[GpuCatalogEntry, ...]:
@@ -232,6 +243,7 @@ class GpuCatalog:
         )
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The ``gpus`` JSON document: every known GPU with its compute capability and family."""
         facts = self.facts
         return {
             **document_header(

@@ -184,6 +184,7 @@ def classify_cuda_error(text: str | None) -> CudaFailure | None:
 
 
 def failure_meaning(failure: CudaFailure) -> str:
+    """What a classified CUDA failure means, in words, for the step's explanation."""
     for _, cls, meaning in CUDA_ERROR_PATTERNS:
         if cls is failure:
             return meaning
@@ -195,6 +196,8 @@ def failure_meaning(failure: CudaFailure) -> str:
 
 
 class AttemptMode(str, Enum):
+    """How a step was run: with the PTX JIT disabled, with it allowed, or with CUDA hidden."""
+
     NATIVE = "native"  # CUDA_DISABLE_PTX_JIT=1
     JIT = "jit"  # the JIT allowed
     CPU = "cpu"  # CUDA hidden (CPU_ENV): the snippet's CPU part
@@ -209,14 +212,17 @@ class Attempt:
 
     @property
     def result(self) -> Mapping[str, Any]:
+        """The result file the payload wrote (empty when it wrote none)."""
         return self.child.result or {}
 
     @property
     def passed(self) -> bool:
+        """The process finished and the payload reported the step correct."""
         return self.child.finished and self.result.get("ok") is True
 
     @property
     def skipped(self) -> str | None:
+        """Why the payload skipped the step (None when it ran it)."""
         reason = self.result.get("skipped") if self.child.finished else None
         return str(reason) if reason else None
 
@@ -242,6 +248,8 @@ class Attempt:
 
     @property
     def wrong_result(self) -> bool:
+        """The step ran without error and was not skipped, yet its result was wrong (beyond the
+        tolerance, or not finite)."""
         return (
             self.child.finished
             and self.result.get("ok") is False
@@ -250,6 +258,7 @@ class Attempt:
         )
 
     def to_json_dict(self) -> dict[str, Any]:
+        """One entry of a step's ``attempts`` in the smoke document."""
         failure = self.failure
         return {
             "mode": self.mode.value,
@@ -281,6 +290,7 @@ class StepReport:
     explanation: str | None = None  # for no-kernel-image: the can-run verdict for this device
 
     def to_json_dict(self) -> dict[str, Any]:
+        """One entry of the smoke document's ``steps``."""
         return {
             "device": self.device,
             "step": self.step,
@@ -404,6 +414,8 @@ class ArchListCheck:
 
     @property
     def verdict(self) -> str:
+        """``native``, ``jit`` or ``no-kernel-image``: the best the compiled arch list offers this
+        device."""
         if self.native:
             return "native"
         if self.jit:
@@ -411,6 +423,7 @@ class ArchListCheck:
         return "no-kernel-image"
 
     def one_line(self) -> str:
+        """The check in words, citing the rules it applies."""
         facts = load_facts()
         listed = " ".join(self.arch_list) or "(empty)"
         if self.native:
@@ -427,6 +440,7 @@ class ArchListCheck:
         )
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The ``arch_list_check`` object of a device in the smoke document."""
         return {
             "cc": self.cc,
             "arch_list": list(self.arch_list),
@@ -486,6 +500,8 @@ _STEP_PRECEDENCE: tuple[tuple[frozenset[StepVerdict], SmokeVerdict], ...] = (
 
 
 def overall_verdict(steps: Iterable[StepReport]) -> SmokeVerdict:
+    """The run's verdict from its steps, the most severe first; a run where every step was skipped
+    fails."""
     seen = {s.verdict for s in steps}
     for verdicts, overall in _STEP_PRECEDENCE:
         if seen & verdicts:
@@ -497,6 +513,9 @@ def overall_verdict(steps: Iterable[StepReport]) -> SmokeVerdict:
 
 @dataclass(frozen=True)
 class DeviceReport:
+    """One GPU the probe found: its name, compute capability and memory, and what torch's arch list
+    and can-run say of it."""
+
     index: int
     name: str
     cc: str
@@ -506,6 +525,7 @@ class DeviceReport:
     can_run_problem: str | None = None  # why can-run gave no verdict, when it failed
 
     def to_json_dict(self) -> dict[str, Any]:
+        """One entry of the smoke document's ``devices``."""
         return {
             "index": self.index,
             "name": self.name,
@@ -528,6 +548,7 @@ class StageReport:
     log_tail: tuple[str, ...] = ()
 
     def to_json_dict(self) -> dict[str, Any]:
+        """One entry of the smoke document's ``stages``."""
         return {
             "name": self.name,
             "ok": self.ok,
@@ -555,13 +576,16 @@ class SmokeReport:
 
     @property
     def exit_code(self) -> int:
+        """The exit code the run's verdict maps to (``VERDICT_EXIT_CODES``, docs/exit-codes.md)."""
         return VERDICT_EXIT_CODES[self.verdict]
 
     @property
     def ok(self) -> bool:
+        """The run's verdict is a pass (exit 0)."""
         return self.verdict is SmokeVerdict.PASSED
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The smoke JSON document."""
         probe = self.probe
         return {
             "schema_version": SCHEMA_VERSION,

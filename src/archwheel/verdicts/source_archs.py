@@ -53,6 +53,7 @@ class SourceFinding:
     detail: str
 
     def line(self) -> str:
+        """The finding as the report prints it: where, then what."""
         return f"{self.where} {self.detail}"
 
 

@@ -42,6 +42,8 @@ class TorchRequest:
     specifier: SpecifierSet | None = None
 
     def admits(self, version: Version) -> bool:
+        """Whether ``version`` is one of those asked for (local versions only when named
+        exactly)."""
         if self.specifier is None:
             return version in self.exact
         if version.local is not None:
@@ -232,9 +234,11 @@ class RangeClaim:
 
     @property
     def is_range(self) -> bool:
+        """The claim admits more than the build's own release."""
         return not self.requirement.startswith("torch==")
 
     def to_json_dict(self) -> dict[str, object]:
+        """The claim as the can-load document writes it."""
         return {
             "requirement": self.requirement,
             "built_against": self.built,

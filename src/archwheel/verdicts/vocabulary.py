@@ -30,10 +30,12 @@ class Verdict(str, Enum):
 
     @property
     def severity(self) -> int:
+        """How bad the verdict is; the worst of several wins."""
         return _SEVERITY[self]
 
     @property
     def exit_code(self) -> int:
+        """The exit code this verdict ends can-run and doctor with (docs/exit-codes.md)."""
         return _EXIT_CODES[self]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from archwheel.binary.variantname import split_label
 from archwheel.text import literal
 
 _SHOWN = 80  # characters of a METADATA value quoted in a message
@@ -28,8 +29,6 @@ def name_version_disagreement(filename: str, name: str, version: str) -> str | N
         return None  # what packaging would say too, without importing it (every audit asks)
     from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
     from packaging.version import InvalidVersion, Version
-
-    from archwheel.binary.variantname import split_label
 
     try:
         file_project, file_version, _build, _tags = parse_wheel_filename(split_label(filename)[0])

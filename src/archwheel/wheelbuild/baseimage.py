@@ -18,13 +18,14 @@ from pathlib import Path
 from archwheel.effects.engine import ContainerEngine
 from archwheel.effects.process import Echo, LineSink, find_program, stream_lines
 from archwheel.errors import RecipeError, ToolError, UsageError
+from archwheel.facts.base_pythons import DEBIAN_REPOSITORY
 
 DEFAULT_SUITE = "bookworm"
 # No mirror by default: debootstrap uses its own default. A company mirror comes from --mirror
 # or this variable (read into effects.settings.Settings.debian_mirror; also read by
 # .ci/setup-engine.sh): the caller passes it.
 MIRROR_ENV = "ARCHWHEEL_DEBIAN_MIRROR"
-IMAGE_REPOSITORY = "archwheel/debian"
+IMAGE_REPOSITORY = DEBIAN_REPOSITORY  # archwheel/debian
 LABEL_BASE = "org.archwheel.base"
 
 
@@ -33,6 +34,7 @@ _MIRROR = re.compile(r"https?://[A-Za-z0-9.\[\]:@-]+(/[^\s'\"]*)?|file:///[^\s'\
 
 
 def default_tag(suite: str = DEFAULT_SUITE) -> str:
+    """The tag ``archwheel base-image`` gives the image of ``suite`` when no ``--tag`` is named."""
     return f"{IMAGE_REPOSITORY}:{suite}"
 
 
@@ -42,11 +44,14 @@ def is_local_base(reference: str) -> bool:
 
 
 def suite_of(reference: str) -> str:
+    """The Debian suite an ``archwheel/debian:SUITE`` reference was made from (after the colon)."""
     return reference.split(":", 1)[1]
 
 
 @dataclass(frozen=True)
 class BaseImage:
+    """A locally made base image: its tag, its ID (provenance's base digest), new or reused."""
+
     tag: str
     image_id: str
     created: bool  # made now (False: it existed)

@@ -86,6 +86,7 @@ class BuilderImageSpec:
 
 
 def context_hash(docker_dir: Path) -> str:
+    """sha256 over the builder image's context files, in order; a changed script makes a new tag."""
     digest = hashlib.sha256()
     for name in CONTEXT_FILES:
         path = docker_dir / name
@@ -97,6 +98,8 @@ def context_hash(docker_dir: Path) -> str:
 
 @dataclass(frozen=True)
 class BuilderImage:
+    """A builder image ready to run: its tag and ID, the base image under it, new or reused."""
+
     tag: str
     image_id: str
     base_image: str
@@ -115,6 +118,11 @@ def ensure_builder_image(
     sink: LineSink | None = None,
     platforms: Callable[[], Sequence[str]] | None = None,
 ) -> BuilderImage:
+    """Return the builder image of ``spec`` on ``base_image_id``, built when its tag is missing.
+
+    A PyPI toolchain's wheels are downloaded on the host into the context first, so the image
+    build needs the network only for the distribution's packages.
+    """
     tag = spec.tag(base_image_id)
     existing = engine.image_id(tag)
     if existing:
@@ -238,6 +246,7 @@ class Toolchain:
     raw: Mapping[str, str]
 
     def to_json_dict(self) -> dict[str, str]:
+        """The versions as provenance records them (``raw`` left out)."""
         return {
             "nvcc": self.nvcc,
             "cuda": str(self.cuda),
@@ -294,6 +303,7 @@ def parse_probe(text: str) -> Toolchain:
 
 
 def probe_toolchain(engine: ContainerEngine, image: str) -> Toolchain:
+    """Run ``probe.sh`` in ``image`` without network and read its toolchain versions."""
     with engine.container(ContainerSpec(image=image, network="none")) as container:
         return parse_probe(container.output(["sh", "/opt/archwheel/probe.sh"]))
 
@@ -333,6 +343,7 @@ class ImageToolkit:
 
 
 def parse_toolkit_probe(text: str) -> ImageToolkit:
+    """Parse ``find-cuda.sh --probe`` output; a toolkit with no working nvcc has ``cuda`` None."""
     raw = _key_values(text)
     m = _NVCC_RELEASE.search(raw.get("nvcc", ""))
     if not m:

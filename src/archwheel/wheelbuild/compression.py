@@ -23,10 +23,13 @@ _CHOSEN_BY_RECIPE = ("compress-all", "no-compress", "compress-mode")
 
 @dataclass(frozen=True)
 class FatbinCompression:
+    """The fatbin compression flags chosen for an extension build, and the plan's reason."""
+
     flags: str  # appended to NVCC_APPEND_FLAGS ("" when archwheel adds none)
     why: str  # the plan's row
 
     def describe(self) -> str:
+        """The plan's row: the flags and why, or only why when archwheel adds none."""
         return f"{self.flags}: {self.why}" if self.flags else self.why
 
 

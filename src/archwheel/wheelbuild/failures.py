@@ -49,6 +49,7 @@ def out_of_memory_evidence(lines: Iterable[str], message: str) -> str | None:
 def out_of_memory_error(
     evidence: str, *, jobs: int, jobs_variable: str, memory_per_job_gib: float, recipe: Path
 ) -> BuildError:
+    """The error for a compile that ran out of memory: fewer jobs, or more memory per job."""
     fewer = max(1, jobs // 2)
     return BuildError(
         f"the compile ran out of memory with {jobs_variable}={jobs} ({evidence[:200]})",

@@ -1,19 +1,19 @@
 """The gates at the end of every build: does the wheel hold what was asked for, and does it load?
 
-The audit gate calls the audit engine (``archwheel.binary.scan.inputs.scan_path`` and
-``archwheel.verdicts.audit.audit``) on the finished wheel with the requested arch list. A wheel
-in which any library with device code lacks a requested SASS arch or requested PTX fails the
-gate; the build then moves it to ``rejected/`` with the JSON audit report instead of handing it
-out.
+The audit gate audits the finished wheel against the requested arch list as ``archwheel audit
+--expect`` does (``inspection.audit_inputs``). A wheel in which any library with device code
+lacks a requested SASS arch or requested PTX fails the gate; the build then moves it to
+``rejected/`` with the JSON audit report instead of handing it out.
 
 The load gate runs for builds against a pinned torch (``[build] requirements`` with
 ``torch==X.Y.Z``): ``can-load`` of the wheel against the very torch wheel it was compiled with
-(``build/torch_pin``, in the cache). A wheel some library of which would not load there (a
-library found nowhere, an undefined symbol, a symbol version beyond the platform tag) fails the
-build and nothing reaches the output folder; the verdict is recorded in the provenance.
+(``build/torch_pin``, in the cache), as ``archwheel can-load --with`` does
+(``inspection.can_load``). A wheel some library of which would not load there (a library found
+nowhere, an undefined symbol, a symbol version beyond the platform tag) fails the build and
+nothing reaches the output folder; the verdict is recorded in the provenance.
 
 The range gate runs after it for a recipe that names other torch releases its wheel should
-serve (``[torch] loads_with``): can-load against each (``verdicts.torch_range``: read from the
+serve (``[torch] loads_with``): can-load against each (``inspection.torch_range``: read from the
 indexes pip is configured with, by range requests, the loader's view of each torch kept), and
 the ``Requires-Dist`` the wheel may state (``verdicts.torch_releases.range_claim``): the
 releases that passed, never one that failed or was not checked. A release that does not load
@@ -32,25 +32,24 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from archwheel.binary.demangle import demangle
-from archwheel.binary.scan.inputs import scan_path
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ArchwheelError
 from archwheel.facts.arch import ArchList
-from archwheel.verdicts.audit import audit, audit_document
-from archwheel.verdicts.load import (
-    LibraryLoad,
-    LoadReport,
-    LoadVerdict,
-    judge_load,
-    mangled_names,
-    read_wheel_files,
-)
-from archwheel.verdicts.torch_range import can_load_range
+from archwheel.inspection.audits import audit_inputs
+from archwheel.inspection.loading import can_load
+from archwheel.inspection.torch_range import can_load_range
+from archwheel.verdicts.audit import audit_document
+from archwheel.verdicts.load import LibraryLoad, LoadReport, LoadVerdict, mangled_names
 from archwheel.verdicts.torch_releases import RangeClaim, range_claim
 
 
 @dataclass(frozen=True)
 class GateVerdict:
+    """The audit gate's result: pass or fail, its one-line summary and the JSON audit document.
+
+    ``audit_gate`` makes it; the runner rejects a wheel whose verdict is not ``ok``.
+    """
+
     ok: bool
     summary: str  # one line for the terminal and provenance
     report: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
@@ -71,7 +70,7 @@ def audit_gate(wheel: Path, arch_list: ArchList) -> GateVerdict:
     library carries beyond the request is reported, not refused (PyTorch adds sm_90a kernels
     to a 9.0 build on purpose).
     """
-    report = audit(scan_path(wheel), arch_list)
+    (report,) = audit_inputs([wheel], expect=arch_list)
     document = audit_document([report])
     plain = tuple(
         sorted(
@@ -124,6 +123,7 @@ class LoadGateVerdict:
     libraries: tuple[Mapping[str, object], ...] = ()
 
     def to_json_dict(self) -> dict[str, object]:
+        """The verdict as the provenance's ``load`` entry."""
         return {
             "ok": self.ok,
             "verdict": self.verdict,
@@ -141,7 +141,7 @@ def load_gate(wheel: Path, torch_wheel: Path) -> LoadGateVerdict:
     """Judge ``wheel`` next to ``torch_wheel`` as ``archwheel can-load WHEEL --with TORCH`` does,
     without this host's system libraries (the manylinux policy of the wheel's tag stands for
     them, so the verdict does not depend on the machine that builds)."""
-    return load_verdict(judge_load(read_wheel_files(wheel), read_wheel_files(torch_wheel)))
+    return load_verdict(can_load(wheel, [torch_wheel], host_libraries=False))
 
 
 def load_verdict(report: LoadReport) -> LoadGateVerdict:
@@ -212,6 +212,7 @@ class RangeGateVerdict:
     bytes_fetched: int = 0
 
     def to_json_dict(self) -> dict[str, object]:
+        """The claim with each release's check, as the provenance's ``torch_range`` entry."""
         return {
             **self.claim.to_json_dict(),
             "checks": [dict(c) for c in self.checks],
@@ -247,7 +248,7 @@ def range_gate(wheel: Path, request: RangeRequest) -> RangeGateVerdict:
         report = can_load_range(
             wheel, ",".join(others), pip=request.pip, cache=request.cache,
             python=None if _names_cpython(wheel.name) else request.python.rstrip("t"),
-            on_event=request.on_event,
+            host_libraries=False, on_event=request.on_event,
         )  # fmt: skip
     except ArchwheelError as exc:
         return RangeGateVerdict(range_claim(own, (), others, ()), problem=exc.one_line())

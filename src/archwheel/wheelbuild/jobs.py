@@ -22,16 +22,21 @@ MAX_JOBS = 1024
 
 @dataclass(frozen=True)
 class HostResources:
+    """The cores and available memory of this host (cgroup limits applied), for ``choose_jobs``."""
+
     cpus: int
     memory_bytes: int  # memory available to new processes
 
     @property
     def memory_gib(self) -> float:
+        """The available memory in GiB."""
         return self.memory_bytes / GIB
 
 
 @dataclass(frozen=True)
 class JobCount:
+    """The compile job count of a build, the core and memory bounds, and the plan's reason."""
+
     jobs: int
     by_cpu: int
     by_memory: int
@@ -67,6 +72,7 @@ def choose_jobs(
 def detect_host_resources(
     proc: Path = Path("/proc"), cgroup: Path = Path("/sys/fs/cgroup")
 ) -> HostResources:
+    """Read this host's cores and available memory from ``proc`` and ``cgroup`` (v2 or v1)."""
     return HostResources(_cpus(cgroup), _memory(proc, cgroup))
 
 

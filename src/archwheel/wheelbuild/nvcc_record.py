@@ -40,6 +40,7 @@ class NvccRecord:
     truncated: bool = False  # the record was larger than archwheel reads
 
     def archs_of(self, source: str) -> frozenset[str]:
+        """The SASS archs ptxas made for ``source`` (empty when nvcc never compiled it)."""
         return self.sources.get(source, frozenset())
 
 

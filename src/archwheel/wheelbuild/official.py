@@ -24,6 +24,8 @@ EXTRA_REQUIREMENTS = "PYTORCH_EXTRA_INSTALL_REQUIREMENTS"
 
 @dataclass(frozen=True)
 class Difference:
+    """One variable of the comparison: its status, both values and, when deliberate, why."""
+
     variable: str
     status: str  # same, differs, missing, extra
     recipe: str | None
@@ -33,9 +35,11 @@ class Difference:
 
     @property
     def unexplained(self) -> bool:
+        """Whether the row differs from the official build with no deliberate reason."""
         return self.status != "same" and not self.explanation
 
     def to_json_dict(self) -> dict[str, object]:
+        """The row in the comparison's JSON output."""
         return {
             "variable": self.variable,
             "status": self.status,
@@ -48,6 +52,8 @@ class Difference:
 
 @dataclass(frozen=True)
 class OfficialComparison:
+    """A recipe's build environment against the official one, made by ``compare_official``."""
+
     recipe: str
     release: str
     cuda: str
@@ -57,9 +63,11 @@ class OfficialComparison:
 
     @property
     def unexplained(self) -> tuple[Difference, ...]:
+        """The rows that differ with no deliberate reason: what the report is for."""
         return tuple(r for r in self.rows if r.unexplained)
 
     def headline(self) -> str:
+        """One line: the variant compared against and how many rows differ, or why there is none."""
         if self.variant is None and not self.release:
             return (
                 f"{self.recipe}: not a PyTorch recipe and no torch== pin in its build "
@@ -78,6 +86,7 @@ class OfficialComparison:
         )
 
     def lines(self) -> list[str]:
+        """The terminal report: the headline, then each row with its values, source and reason."""
         out = [self.headline()]
         for r in self.rows:
             mark = "!" if r.unexplained else " "
@@ -92,6 +101,7 @@ class OfficialComparison:
         return out
 
     def to_json_dict(self) -> dict[str, object]:
+        """The comparison as its JSON output."""
         return {
             "recipe": self.recipe,
             "release": self.release,
@@ -133,6 +143,10 @@ def _requirements_row(recipe: Recipe, variant: OfficialVariant) -> Difference:
 def compare_official(
     recipe: Recipe, arch_value: str | None = None, facts: OfficialFacts | None = None
 ) -> OfficialComparison:
+    """Compare the recipe's effective build environment with its official PyTorch variant's.
+
+    No table for the release and CUDA version gives a comparison with no rows (``variant`` None).
+    """
     facts = facts or load_official()
     release = (
         recipe.version if recipe.kind == "pytorch" else pinned_torch(recipe.build.requirements)

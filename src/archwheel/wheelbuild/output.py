@@ -74,6 +74,7 @@ class BuildOutput:
             self.printer(f"warning: {text}")
 
     def stage(self, name: str, description: str) -> None:
+        """Start stage ``name``: logged, then shown by ``on_stage`` (or printed)."""
         self.stage_name = name
         self._write(f"== {name}: {description}")
         if self.on_stage:

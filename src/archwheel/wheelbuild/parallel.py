@@ -10,10 +10,10 @@ Three tools decide how many compiles run at once, and each reads a different set
                             it, and Ninja would take every core, whatever the memory allows.
 ``DIST_EXTRA_CONFIG``       a config file setuptools reads after the project's ``setup.cfg`` (so
                             it wins), here holding ``[build_ext] parallel = N``: distutils'
-                            ``build_ext`` then builds N extension modules at once. It is what a
-                            project that turns ninja off (``BuildExtension.with_options(
-                            use_ninja=False)``, torch-scatter) compiles with; without it that
-                            project compiles one file at a time whatever ``MAX_JOBS`` says.
+                            ``build_ext`` then builds N extension modules at once. Only what
+                            a recipe turns on (below): a project that turns ninja off
+                            (``BuildExtension.with_options(use_ninja=False)``, torch-scatter)
+                            otherwise compiles one file at a time whatever ``MAX_JOBS`` says.
 ``NVCC_APPEND_FLAGS``       read by nvcc itself (every build system): ``--threads N`` compiles
                             one file's archs at once instead of one after another.
 ==========================  ===================================================================
@@ -22,9 +22,32 @@ Why these and not pip's ``--config-settings``: archwheel does not own the recipe
 line (``pip wheel``, ``python -m build``, ``setup.py bdist_wheel``, ``cmake``), and each backend
 spells its settings differently; environment variables reach every one of them unchanged.
 
-``build_ext --parallel`` is applied only where the project compiles without ninja (``auto``:
-a literal ``use_ninja=False`` in its build files): with ninja each module's build already runs
-``MAX_JOBS`` compiles, and N modules at once would run N x ``MAX_JOBS``.
+``build_ext --parallel`` is applied only where the recipe asks for it (``[build.parallel]
+build_ext = true``); ``auto`` (the default) never applies it, and the plan says why:
+
+- With ninja each module's build already runs ``MAX_JOBS`` compiles, and N modules at once
+  would run N x ``MAX_JOBS``.
+- Without ninja it is not safe in general. distutils' ``_build_extensions_parallel`` submits
+  each module's ``build_extension`` to a ``ThreadPoolExecutor``, and every module compiles into
+  the one ``build_temp``, each object named by ``ccompiler.object_filenames`` from its source's
+  path alone (``csrc/segment_coo.cpp`` -> ``build/temp.../csrc/segment_coo.o``, whatever the
+  module and its macros). Two modules that compile the same source with different macros
+  (torch-scatter's ``_segment_coo_cpu`` and ``_segment_coo_cuda``, ``-DWITH_CUDA`` in one)
+  then write the same object file, and a module links whichever was written last: a module
+  with the other's object (a CPU-only one in the CUDA module, or a ``PyInit_`` it does not
+  define), decided by timing. Nothing in setuptools guards it (checked with setuptools 65.5
+  and 84.2.1, the torch image's), torch's ``BuildExtension`` does not give modules folders of
+  their own without ninja, and it swaps the compiler object's shared ``compiler_so`` around
+  each ``.cu`` compile, which other threads read. A recorded torch-scatter 2.1.2 build shows
+  two compiles writing ``csrc/cpu/segment_coo_cpu.o`` at once, and
+  tests/unit/wheelbuild/test_build_ext_parallel_race.py builds a two-module C project whose
+  second module links the first one's object with ``build_ext --parallel 2``, its own without.
+
+Which sources a project's modules share is computed by its ``setup.py`` (torch-scatter globs
+``csrc/*.cpp`` and loops over ``cpu``/``cuda``), so no static read can show it safe, and the
+project's own serial ``build_ext`` is what its authors test. A recipe that knows its modules
+share no source turns it on with ``build_ext = true``; a ninja-off project otherwise compiles
+one file at a time, with nvcc ``--threads`` still spreading each ``.cu`` file's archs.
 
 The budget stays memory-aware. ``files`` (compiles at once) is the job count of ``jobs.py``:
 min(cores, available memory / memory per job). Each nvcc thread compiles one arch, with about
@@ -32,8 +55,9 @@ the memory of one job, so ``files x threads`` device compiles run at once, and `
 the largest value, at most the number of archs, for which ``files x threads`` stays within the
 memory's job count and within twice the cores (a little oversubscription keeps the cores busy
 while a compile waits on its disk or its host compiler; PyTorch's own pipeline runs
-``MAX_JOBS`` = cores with ``--threads 2``). Output bytes do not depend on any of these: nvcc
-``--threads`` only runs the same steps at once (its objects are byte-identical), and the
+``MAX_JOBS`` = cores with ``--threads 2``). Output bytes do not depend on the compile count or
+nvcc ``--threads``, which only runs the same steps at once (its objects are byte-identical);
+``build_ext --parallel`` can change them where modules share a source (above). The
 reproducibility check builds the second time serially to prove it of every build.
 """
 
@@ -53,6 +77,12 @@ _THREADS_FLAG = re.compile(r"(?:^|\s)(?:--threads|-t)(?:[=\s]|\d)")
 # nvcc's --threads in a project's build files: "--threads 4", "--threads=4", ["--threads", "4"],
 # "-t8", "-t 8", ["-t", "8"] (a string or a CMake flag list; -t only before a number).
 _OWN_THREADS = re.compile(r"""(?:^|[\s"'(;])(?:--threads\b|-t(?:\s*=?\s*\d|["']\s*,\s*["']?\d))""")
+# Why auto leaves build_ext --parallel off, and what the recipe's true vouches for (plan row).
+_SHARED = (
+    "modules that compile the same source would write one object file at once; "
+    "[build.parallel] build_ext = true where none do"
+)
+_ON_RISK = "the recipe vouches that no two modules compile the same source"
 OVERSUBSCRIPTION = 2  # files x threads <= this x the cores
 # What choose_parallel appends to NVCC_APPEND_FLAGS (the cache launcher strips the same).
 _TRAILING_THREADS = re.compile(r" *--threads [0-9]+\Z")
@@ -65,10 +95,11 @@ def without_threads(flags: str) -> str:
 
 @dataclass(frozen=True)
 class ParallelSwitches:
-    """A recipe's ``[build.parallel]`` table: each mechanism can be turned off."""
+    """A recipe's ``[build.parallel]`` table: each mechanism can be turned off, and
+    ``build_ext --parallel``, off by default, on."""
 
     jobs: bool = True  # False: the jobs variable and CMAKE_BUILD_PARALLEL_LEVEL are 1
-    build_ext: BuildExtMode = "auto"
+    build_ext: BuildExtMode = "auto"  # auto: not applied (the plan says why); on: the recipe's true
     nvcc_threads: bool = True
 
 
@@ -98,6 +129,7 @@ class ParallelPlan:
         return "; ".join(parts)
 
     def to_json(self) -> dict[str, object]:
+        """The split as the ``parallel`` entry of the plan's JSON."""
         return {
             "files": self.files,
             "nvcc_threads": self.threads,
@@ -151,11 +183,12 @@ def choose_parallel(
     if switches.build_ext == "off":
         build_ext, why_ext = False, "turned off by [build.parallel] build_ext"
     elif switches.build_ext == "on":
-        build_ext, why_ext = True, "[build.parallel] build_ext = true"
-    elif ninja_off is None:
-        build_ext, why_ext = False, "decided when the source is read: applied if it turns ninja off"
+        build_ext, why_ext = True, f"[build.parallel] build_ext = true ({_ON_RISK})"
     elif ninja_off:
-        build_ext, why_ext = True, f"the project turns ninja off ({', '.join(ninja_off[:3])})"
+        build_ext = False
+        why_ext = f"the project turns ninja off ({', '.join(ninja_off[:3])}), but {_SHARED}"
+    elif ninja_off is None:
+        build_ext, why_ext = False, f"not applied by default: {_SHARED}"
     else:
         build_ext, why_ext = False, "the project compiles with ninja or CMake"
     if files < 2 and build_ext:

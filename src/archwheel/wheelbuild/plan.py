@@ -96,6 +96,7 @@ class Step:
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def shell(self) -> str:
+        """The command as one shell-quoted line, for the plan's display and JSON."""
         return shlex.join(self.command)
 
 
@@ -197,6 +198,11 @@ class BuildOptions:
 
 @dataclass(frozen=True)
 class BuildPlan:
+    """Everything a build will do, decided before any container runs: made by ``make_plan``.
+
+    The runner carries it out, ``--plan`` shows it, and provenance records it.
+    """
+
     recipe: Recipe
     arch_list: ArchList
     arch_value: str  # what the arch variable is set to
@@ -220,13 +226,16 @@ class BuildPlan:
     parallel: ParallelPlan | None = None  # how the compiles share the cores (parallel.py)
     compression: FatbinCompression | None = None  # an extension's fatbins (compression.py)
     project: ProjectCheck | None = None  # the project's own constraints (project_constraints.py)
+    base_choice: str = ""  # why the base image has the build's Python (python_base.py)
 
     @property
     def user(self) -> str:
+        """The build user as ``uid:gid``, as the container engine takes it."""
         return f"{self.build_user[0]}:{self.build_user[1]}"
 
     @property
     def network_during_compile(self) -> bool:
+        """Whether the compile phase (the last) has network access, as provenance records it."""
         return self.phases[-1].network != "none"
 
     def environment_rows(self) -> list[tuple[str, str]]:
@@ -286,9 +295,12 @@ class BuildPlan:
             ("toolkit", f"CUDA {recipe.toolchain.cuda} from {recipe.toolchain.source}"),
             (
                 "base image",
-                f"{self.base_image} (pinned to {recipe.toolchain.base_image_id})"
-                if recipe.toolchain.base_image_id
-                else f"{self.base_image} (tag not pinned: [toolchain] base_image_id)",
+                (
+                    f"{self.base_image} (pinned to {recipe.toolchain.base_image_id})"
+                    if recipe.toolchain.base_image_id
+                    else f"{self.base_image} (tag not pinned: [toolchain] base_image_id)"
+                )
+                + (f"; {self.base_choice}" if self.base_choice else ""),
             ),
             (
                 "python",
@@ -657,6 +669,7 @@ def torch_site_command(python: str) -> str:
 
 
 def torch_row(torch: TorchBuild) -> str:
+    """The plan's ``torch`` row: the pin, its wheel, the toolkit and the Requires-Dist."""
     label = f"+{torch.local_version}" if torch.local_version else "off"
     return (
         f"{torch.pin.requirement}"

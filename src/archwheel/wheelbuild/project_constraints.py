@@ -286,6 +286,7 @@ class TorchVerdict:
     overridden: bool  # the pin is outside the project's range
 
     def line(self, requires_dist: str | None) -> str:
+        """One line: the project's torch requirement, and whether the pin meets or overrides it."""
         said = f"the project requires {self.declared.requirement} ({self.declared.origin})"
         if not self.overridden:
             return f"{said}: torch {self.pinned} meets it"
@@ -360,11 +361,13 @@ class ProjectCheck:
         )
 
     def python_row(self) -> str:
+        """The plan's ``python`` row: the version, GIL or free-threaded, and the wheel tag."""
         target = PythonTarget.parse(self.python)
         kind = "free-threaded" if target.free_threaded else "with the GIL"
         return f"{target} ({kind}; wheel tag {self.wheel_tag()})"
 
     def to_json_dict(self) -> dict[str, object]:
+        """The check as the provenance's and the plan JSON's ``project`` entry."""
         c = self.constraints
         return {
             "files": list(c.files),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from archwheel import __version__
+from archwheel._version import __version__
 
 if TYPE_CHECKING:  # the types only: this module stays cheap to import (provenance_path)
     from archwheel.wheelbuild.builder_image import Toolchain
@@ -32,6 +32,8 @@ PROVENANCE_SUFFIX = ".provenance.json"
 
 @dataclass(frozen=True)
 class ImageRecord:
+    """The base and builder images of a build, by tag and ID, for the provenance's ``images``."""
+
     base: str
     base_id: str
     builder: str
@@ -41,6 +43,7 @@ class ImageRecord:
 
 
 def provenance_path(wheel: Path) -> Path:
+    """Where the provenance of ``wheel`` is written: beside it, ``WHEEL.provenance.json``."""
     return wheel.with_name(wheel.name + PROVENANCE_SUFFIX)
 
 
@@ -70,6 +73,7 @@ def provenance_document(
     torch: Mapping[str, object] | None = None,
     load: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
+    """The provenance JSON document of one built wheel, from already recorded values."""
     return {
         "schema_version": PROVENANCE_SCHEMA_VERSION,
         "archwheel_version": __version__,

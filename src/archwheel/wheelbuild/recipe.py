@@ -33,9 +33,19 @@ from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.documents import Table
 from archwheel.facts.python_target import PythonTarget
+from archwheel.facts.typed import decode
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.cmake_arch import env_problem, variable_problem
 from archwheel.wheelbuild.parallel import BuildExtMode, ParallelSwitches
+from archwheel.wheelbuild.recipe_doc import (
+    ArchDoc,
+    BuildDoc,
+    ParallelDoc,
+    RecipeDoc,
+    RepairDoc,
+    SourceDoc,
+    ToolchainDoc,
+)
 from archwheel.wheelbuild.recipe_env import OWN_TIME, OWN_TIME_HINT, sets_nvcc_time
 from archwheel.wheelbuild.recipe_model import (
     ARCH_FORMATS,
@@ -75,79 +85,6 @@ _IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*\Z")
 _SONAME = re.compile(r"^[A-Za-z0-9_+.-]+\.so(\.[0-9]+)*\Z")
 _MANYLINUX = re.compile(r"^manylinux_[0-9]+_[0-9]+_[a-z0-9_]+\Z")
 
-# Allowed keys per table: the schema, used for did-you-mean on unknown keys.
-SCHEMA: Mapping[str, frozenset[str]] = MappingProxyType(
-    {
-        "": frozenset(
-            {
-                "schema_version",
-                "recipe",
-                "source",
-                "toolchain",
-                "python",
-                "arch",
-                "build",
-                "smoke",
-                "repair",
-                "torch",
-                "gate",
-            }
-        ),
-        "recipe": frozenset({"name", "kind", "version", "description", "source_date_epoch"}),
-        "source": frozenset(
-            {
-                "path",
-                "git",
-                "ref",
-                "submodules",
-                "sdist",
-                "sha256",
-                "mirror",
-                "project",
-                "version",
-                "patches",
-            }
-        ),
-        "toolchain": frozenset(
-            {"cuda", "base_image", "base_image_id", "source", "pypi_packages", "system_packages"}
-        ),
-        "python": frozenset({"versions", "ignore_requires_python"}),
-        "arch": frozenset({"variable", "format", "consumer", "default"}),
-        "build": frozenset(
-            {
-                "command",
-                "requirements",
-                "env",
-                "network",
-                "jobs_variable",
-                "memory_per_job_gib",
-                "parallel",
-                "compress_fatbins",
-            }
-        ),
-        "smoke": frozenset({"snippet"}),
-        # docs/builds.md, "The gates"; used by wheelbuild/module_gate.py
-        "gate": frozenset({"extra_archs", "unbuilt_cuda"}),
-        # docs/builds.md, "The repair step"; resolved by build/repair.py (spec_for_recipe)
-        "repair": frozenset(
-            {
-                "pins",
-                "rpath_folders",
-                "rpath_base",
-                "library_folder",
-                "bundle",
-                "requirements",
-                "provided",
-                "platform",
-                "force_rpath",
-                "strip",
-            }
-        ),
-        "torch": frozenset({"version", "local_version", "requires_dist", "loads_with"}),
-    }
-)
-
-
 # -- loading ------------------------------------------------------------------------------------
 
 
@@ -165,11 +102,6 @@ def load_recipe(path: Path, facts: CudaFacts, *, torch_cuda: CudaVersion | None 
     return parse_recipe(data, origin=path, raw=raw, facts=facts, torch_cuda=torch_cuda)
 
 
-def _section(top: Table, name: str) -> Table:
-    """The table ``[name]`` of a recipe (empty where absent), its keys checked against SCHEMA."""
-    return top.table(name).refuse_unknown(SCHEMA[name])
-
-
 def parse_recipe(
     data: Mapping[str, Any],
     *,
@@ -178,44 +110,43 @@ def parse_recipe(
     facts: CudaFacts,
     torch_cuda: CudaVersion | None = None,
 ) -> Recipe:
-    """Validate already-parsed TOML data; ``origin`` names the file in errors and anchors paths."""
+    """Validate already-parsed TOML data; ``origin`` names the file in errors and anchors paths.
+    Types, required and unknown keys: ``recipe_doc`` (msgspec); what each value must be: here."""
     top = Table(data, str(origin), RecipeError, toml_keys=True, toml=True)
-    top.refuse_unknown(SCHEMA[""])
-    schema = top.opt_int("schema_version")
+    doc = decode(top, RecipeDoc)
+    schema = doc.schema_version
     if schema is not None and schema != RECIPE_SCHEMA_VERSION:
         raise top.fail(
             "schema_version",
             f"version {schema} is not supported (this archwheel reads {RECIPE_SCHEMA_VERSION})",
         )
-    for section in ("source", "toolchain", "build"):
-        if section not in data:
-            raise top.fail(section, "missing table (required)")
 
-    meta = _section(top, "recipe")
-    name = meta.text("name", origin.stem)
+    meta = top.table("recipe")
+    name = doc.recipe.name if doc.recipe.name is not None else origin.stem
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
         raise meta.fail("name", f"{name!r} is not a valid recipe name (letters, digits, . _ -)")
-    kind_text = meta.text("kind", "extension")
+    kind_text = doc.recipe.kind
     if kind_text not in ("pytorch", "extension"):
         raise meta.fail("kind", f"{kind_text!r} is not a recipe kind", hint="pytorch or extension")
     kind: RecipeKind = "pytorch" if kind_text == "pytorch" else "extension"
-    version = meta.text("version", "0")
-    epoch = meta.opt_int("source_date_epoch")
+    version = doc.recipe.version
+    epoch = doc.recipe.source_date_epoch
     if epoch is not None and not 315532800 <= epoch < 2**32:
         raise meta.fail("source_date_epoch", "must be a Unix time between 1980 and 2106")
 
-    source_table = _section(top, "source")
+    source_table = top.table("source")
     source = dataclasses.replace(
-        _parse_source(source_table, origin), patches=_parse_patches(source_table, origin)
+        _parse_source(doc.source, source_table, origin),
+        patches=_parse_patches(doc.source, source_table, origin),
     )
-    toolchain_table = _section(top, "toolchain")
     toolchain = _parse_toolchain(
-        toolchain_table,
+        doc.toolchain,
+        top.table("toolchain"),
         facts,
-        None if toolchain_table.has("cuda") else _torch_cuda(top, kind, origin, torch_cuda),
+        None if doc.toolchain.cuda is not None else _torch_cuda(doc, kind, origin, torch_cuda),
     )
-    python = _section(top, "python")
-    versions = python.texts("versions", ["3.11"])
+    python = top.table("python")
+    versions = doc.python.versions
     if not versions:
         raise python.fail("versions", "must list at least one Python version")
     for v in versions:
@@ -223,65 +154,71 @@ def parse_recipe(
             PythonTarget.parse(v)
         except ValueError as exc:
             raise python.fail("versions", str(exc)) from None
-    # build for a Python the project's requires-python excludes (wheelbuild/project_constraints)
-    ignore_requires_python = python.flag("ignore_requires_python", False)
     # The torch whose arch-list readers apply (facts/arch_grammars.py): the release a PyTorch
     # recipe builds, or the torch an extension pins in its build requirements or [torch] table.
-    grammar_torch = (
-        version if kind == "pytorch" else pinned_torch(_section(top, "build").texts("requirements"))
-    )
+    grammar_torch = version if kind == "pytorch" else pinned_torch(doc.build.requirements)
     if grammar_torch is None and kind != "pytorch":
-        grammar_torch = _section(top, "torch").opt_text("version")
-    arch = _parse_arch(_section(top, "arch"), toolchain, kind, grammar_torch, facts)
-    build = _parse_build(_section(top, "build"), arch)
-    build, torch = parse_torch_table(_section(top, "torch"), build, toolchain, origin)
-    smoke = _section(top, "smoke")
-    snippet = smoke.opt_text("snippet")
+        grammar_torch = doc.torch.version
+    arch_table = top.table("arch")
+    if doc.arch is None:
+        raise arch_table.missing("default")
+    arch = _parse_arch(doc.arch, arch_table, toolchain, kind, grammar_torch, facts)
+    build = _parse_build(doc.build, top.table("build"), arch)
+    build, torch = parse_torch_table(doc.torch, top.table("torch"), build, toolchain, origin)
+    snippet = doc.smoke.snippet
     if snippet is not None:
         try:
             compile(snippet, f"{origin}:[smoke] snippet", "exec")
         except SyntaxError as exc:
-            raise smoke.fail(
+            raise top.table("smoke").fail(
                 "snippet", f"not valid Python: {exc.msg} (line {exc.lineno})"
             ) from None
 
-    repair = _parse_repair(_section(top, "repair")) if "repair" in data else None
-    gate = _section(top, "gate")
-    unbuilt = gate.texts("unbuilt_cuda")
+    repair = _parse_repair(doc.repair, top.table("repair")) if doc.repair is not None else None
+    unbuilt = doc.gate.unbuilt_cuda
     for pattern in unbuilt:
         if not pattern.strip() or pattern.startswith("/") or ".." in pattern.split("/"):
-            raise gate.fail("unbuilt_cuda", f"{pattern!r} is not a glob inside the source")
+            raise top.table("gate").fail(
+                "unbuilt_cuda", f"{pattern!r} is not a glob inside the source"
+            )
 
     return Recipe(
-        gate=GateSpec(
-            extra_archs=gate.flag("extra_archs", False) if gate.has("extra_archs") else None,
-            unbuilt_cuda=unbuilt,
-        ),
+        gate=GateSpec(extra_archs=doc.gate.extra_archs, unbuilt_cuda=unbuilt),
         repair=repair,
         name=name,
         path=origin,
         sha256=hashlib.sha256(raw).hexdigest(),
         kind=kind,
         version=version,
-        description=meta.text("description", ""),
+        description=doc.recipe.description,
         source=source,
         toolchain=toolchain,
         python_versions=versions,
-        ignore_requires_python=ignore_requires_python,
+        ignore_requires_python=doc.python.ignore_requires_python,
         arch=arch,
         build=build,
         smoke_snippet=snippet,
         source_date_epoch=epoch,
         torch=torch,
+        document=data,
     )
+
+
+def with_cuda_of_torch(recipe: Recipe, cuda: CudaVersion, facts: CudaFacts) -> Recipe:
+    """``recipe`` (one without ``[toolchain] cuda`` whose torch pin has no ``+cuXYZ`` label)
+    validated again from the document it was read from, with ``cuda``, its pinned torch wheel's
+    CUDA: the toolchain, the arch list and the torch table follow it. The file is not read
+    again, so the recipe keeps the sha256 of the bytes it was read from."""
+    again = parse_recipe(recipe.document, origin=recipe.path, facts=facts, torch_cuda=cuda)
+    return dataclasses.replace(again, sha256=recipe.sha256)
 
 
 _REPAIR_LISTS = ("rpath_folders", "bundle", "requirements", "provided")
 _REPAIR_TEXTS = ("rpath_base", "library_folder", "platform")
 
 
-def _parse_repair(table: Table) -> RepairConfig:
-    pins = table.opt_text("pins")
+def _parse_repair(doc: RepairDoc, table: Table) -> RepairConfig:
+    pins = doc.pins
     if pins is not None and pins != "official":
         raise table.fail(
             "pins",
@@ -290,11 +227,11 @@ def _parse_repair(table: Table) -> RepairConfig:
         )
     values: dict[str, Any] = {}
     for key in _REPAIR_LISTS:
-        if table.has(key):
-            values[key] = table.texts(key)
+        if getattr(doc, key) is not None:
+            values[key] = getattr(doc, key)
     for key in _REPAIR_TEXTS:
-        if table.has(key):
-            text = table.text(key)
+        text = getattr(doc, key)
+        if text is not None:
             if key != "platform" and (
                 text.startswith("/") or ".." in text.split("/") or not text.strip()
             ):
@@ -313,38 +250,38 @@ def _parse_repair(table: Table) -> RepairConfig:
             if not _SONAME.match(name):
                 raise table.fail(key, f"{name!r} is not a library file name such as libgomp.so.1")
     platform = values.get("platform")
-    if platform is not None and not _MANYLINUX.match(platform):
+    if platform is not None and platform != "auto" and not _MANYLINUX.match(platform):
         raise table.fail(
-            "platform", f"{platform!r} is not a manylinux tag", hint="e.g. manylinux_2_28_x86_64"
+            "platform",
+            f"{platform!r} is not a manylinux tag",
+            hint='e.g. manylinux_2_28_x86_64, or "auto" (the oldest tag auditwheel accepts)',
         )
-    if table.has("force_rpath"):
-        values["force_rpath"] = table.flag("force_rpath", True)
-    if table.has("strip"):
-        strip = table.data.get("strip")
-        if not (isinstance(strip, bool) or strip == "all"):
-            raise table.expected("strip", 'true (debug sections), "all" (symbols too) or false')
+    if doc.force_rpath is not None:
+        values["force_rpath"] = doc.force_rpath
+    strip = doc.strip
+    if strip is not None:
         values["strip"] = "debug" if strip is True else ("all" if strip == "all" else "none")
     return RepairConfig(pins, MappingProxyType(values))
 
 
-def _parse_source(table: Table, origin: Path) -> SourceSpec:
-    given = [k for k in ("path", "git", "sdist", "project") if table.has(k)]
+def _parse_source(doc: SourceDoc, table: Table, origin: Path) -> SourceSpec:
+    given = [k for k in ("path", "git", "sdist", "project") if getattr(doc, k) is not None]
     if len(given) != 1:
         raise table.fail(
             "path" if not given else given[1],
             "exactly one of path, git or sdist (or project and version) is required"
             + (f" (found {', '.join(given)})" if given else ""),
         )
-    if given[0] == "project":
-        return _parse_index_source(table)
-    if table.has("version"):
+    if doc.project is not None:
+        return _parse_index_source(doc, doc.project, table)
+    if doc.version is not None:
         raise table.fail("version", "only valid with project")
-    submodules = table.flag("submodules", False)
-    if given[0] == "path":
+    submodules = doc.submodules
+    if doc.path is not None:
         for key in ("ref", "sha256"):
-            if table.has(key):
+            if getattr(doc, key) is not None:
                 raise table.fail(key, "only valid with git (ref) or sdist (sha256)")
-        folder = (origin.parent / table.text("path", required=True)).resolve()
+        folder = (origin.parent / doc.path).resolve()
         try:
             status = folder.stat()
         except OSError:
@@ -354,30 +291,30 @@ def _parse_source(table: Table, origin: Path) -> SourceSpec:
         if folder == Path(folder.anchor) or is_pseudo(status):
             raise table.fail("path", f"{folder} cannot be a source folder (a filesystem root)")
         return SourceSpec("path", path=folder, submodules=submodules)
-    if given[0] == "git":
-        url = table.text("git", required=True)
-        ref = table.text("ref", required=True) if table.has("ref") else None
+    if doc.git is not None:
+        url, ref = doc.git, doc.ref
         if ref is None:
             raise table.fail("ref", "missing: give the tag, branch or commit to build")
-        if table.has("sha256"):
+        if doc.sha256 is not None:
             raise table.fail("sha256", "only valid with sdist")
         if url.startswith("-") or ref.startswith("-"):
             raise table.fail("git", "must not start with '-'")
-        mirrors = tuple(sorted(table.text_map("mirror").items()))
+        mirrors = tuple(sorted((doc.mirror or {}).items()))
         for public, mirror in mirrors:
             if not public.strip() or not mirror.strip() or mirror.startswith("-"):
                 raise table.fail(f"mirror.{public}", "must map a URL prefix to a mirror prefix")
         return SourceSpec("git", git_url=url, ref=ref, submodules=submodules, mirrors=mirrors)
-    sdist = table.text("sdist", required=True)
-    digest = table.text("sha256", required=True) if table.has("sha256") else None
+    sdist = doc.sdist
+    assert sdist is not None  # exactly one of path, git, sdist, project
+    digest = doc.sha256
     if digest is None:
         raise table.fail("sha256", "missing: an sdist needs its sha256 (pip hash, 64 hex digits)")
     digest = digest.lower().removeprefix("sha256:")
     if not _SHA256.match(digest):
         raise table.fail("sha256", "must be 64 hexadecimal digits")
-    if table.has("ref"):
+    if doc.ref is not None:
         raise table.fail("ref", "only valid with git")
-    if table.has("mirror"):
+    if doc.mirror is not None:
         raise table.fail("mirror", "only valid with git")
     local: Path | None = None
     if "://" not in sdist or sdist.startswith("file://"):
@@ -402,17 +339,15 @@ MAX_PATCH_BYTES = 16 << 20
 MAX_PATCHES = 100
 
 
-def _parse_patches(table: Table, origin: Path) -> tuple[SourcePatch, ...]:
+def _parse_patches(doc: SourceDoc, table: Table, origin: Path) -> tuple[SourcePatch, ...]:
     """``[[source.patches]]``: ``path`` (beside the recipe) and ``sha256`` of each diff, checked
     here: a patch that is not there, or not the one the recipe names, is refused now."""
-    entries = table.tables("patches")
-    if len(entries) > MAX_PATCHES:
+    if len(doc.patches) > MAX_PATCHES:
         raise table.fail("patches", f"at most {MAX_PATCHES} patches")
     patches = []
-    for entry in entries:
-        entry.refuse_unknown(("path", "sha256"))
-        where = (origin.parent / entry.text("path", required=True)).resolve()
-        digest = entry.text("sha256", required=True).lower().removeprefix("sha256:")
+    for entry, given in zip(table.tables("patches"), doc.patches, strict=True):
+        where = (origin.parent / given.path).resolve()
+        digest = given.sha256.lower().removeprefix("sha256:")
         if not _SHA256.match(digest):
             raise entry.fail("sha256", "must be 64 hexadecimal digits")
         try:
@@ -432,31 +367,30 @@ def _parse_patches(table: Table, origin: Path) -> tuple[SourcePatch, ...]:
     return tuple(patches)
 
 
-def _parse_index_source(table: Table) -> SourceSpec:
+def _parse_index_source(doc: SourceDoc, project: str, table: Table) -> SourceSpec:
     """``project = "torch-scatter"``, ``version = "2.1.2"``, ``sha256``: an sdist on the index."""
-    project = table.text("project", required=True)
     if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", project):
         raise table.fail("project", f"{project!r} is not a project name")
-    if not table.has("version"):
+    version = doc.version
+    if version is None:
         raise table.fail("version", "missing: the release of the project to build")
-    version = table.text("version", required=True)
     try:
         Version(version)
     except InvalidVersion:
         raise table.fail("version", f"{version!r} is not a version") from None
-    if not table.has("sha256"):
+    if doc.sha256 is None:
         raise table.fail("sha256", "missing: an sdist needs its sha256 (pip hash, 64 hex digits)")
-    digest = table.text("sha256", required=True).lower().removeprefix("sha256:")
+    digest = doc.sha256.lower().removeprefix("sha256:")
     if not _SHA256.match(digest):
         raise table.fail("sha256", "must be 64 hexadecimal digits")
-    if table.has("ref"):
+    if doc.ref is not None:
         raise table.fail("ref", "only valid with git")
     return SourceSpec(
         "sdist",
         sha256=digest,
         project=project,
         project_version=version,
-        submodules=table.flag("submodules", False),
+        submodules=doc.submodules,
     )
 
 
@@ -469,18 +403,16 @@ def pypi_toolchains() -> Mapping[int, Mapping[str, Any]]:
 
 
 def _torch_cuda(
-    top: Table, kind: RecipeKind, origin: Path, from_wheel: CudaVersion | None
+    doc: RecipeDoc, kind: RecipeKind, origin: Path, from_wheel: CudaVersion | None
 ) -> tuple[str, CudaVersion | None] | None:
     """Where ``[toolchain] cuda`` comes from when the recipe does not write it: the pinned
     torch's ``+cuXYZ`` label, else the torch wheel's own CUDA (``from_wheel``; None until the
     caller has read it). None: the recipe pins no torch, so ``cuda`` is required."""
     if kind == "pytorch":
         return None
-    build = _section(top, "build")
-    requirements = build.texts("requirements")
-    pin = find_torch_pin(requirements, f"{origin}: [build] requirements")
+    pin = find_torch_pin(doc.build.requirements, f"{origin}: [build] requirements")
     if pin is None:
-        version = _section(top, "torch").opt_text("version")
+        version = doc.torch.version
         if version is None:
             return None
         pin = find_torch_pin([f"torch=={version}"], f"{origin}: [torch] version")
@@ -493,12 +425,17 @@ def _torch_cuda(
 
 
 def _parse_toolchain(
-    table: Table, facts: CudaFacts, derived: tuple[str, CudaVersion | None] | None = None
+    doc: ToolchainDoc,
+    table: Table,
+    facts: CudaFacts,
+    derived: tuple[str, CudaVersion | None] | None = None,
 ) -> ToolchainSpec:
     cuda: CudaVersion | None
     cuda_from = "recipe"
-    if table.has("cuda") or derived is None:
-        cuda_text = table.text("cuda", required=True)
+    if doc.cuda is not None or derived is None:
+        cuda_text = doc.cuda
+        if cuda_text is None:
+            raise table.missing("cuda")
         try:
             cuda = CudaVersion.parse(cuda_text)
             facts.toolkit(cuda)
@@ -513,24 +450,24 @@ def _parse_toolchain(
                 raise table.fail(
                     "cuda", f"derived from the pinned torch: {exc.one_line()}"
                 ) from None
-    image = table.text("base_image", required=True)
+    image = doc.base_image
     if not _IMAGE_REF.match(image):
         raise table.fail("base_image", f"{image!r} is not an image reference (lowercase name:tag)")
-    pin = table.opt_text("base_image_id")
+    pin = doc.base_image_id
     if pin is not None and not _IMAGE_ID.match(pin):
         raise table.fail(
             "base_image_id",
             f"{pin!r} is not an image ID (sha256: and 64 hex digits)",
             hint=f"`docker image inspect --format '{{{{.Id}}}}' {image}` prints it",
         )
-    source_text = table.text("source", "image")
+    source_text = doc.source
     if source_text not in ("image", "pypi"):
         raise table.fail(
             "source", f"{source_text!r} is not a toolchain source", hint="image or pypi"
         )
-    system = table.texts("system_packages")
+    system = doc.system_packages
     if source_text == "image":
-        if table.has("pypi_packages"):
+        if doc.pypi_packages is not None:
             raise table.fail("pypi_packages", 'only valid with source = "pypi"')
         return ToolchainSpec(
             cuda, image, "image", system_packages=system, base_image_id=pin, cuda_from=cuda_from
@@ -540,7 +477,7 @@ def _parse_toolchain(
             None,
             image,
             "pypi",
-            pypi_packages=table.texts("pypi_packages"),
+            pypi_packages=doc.pypi_packages or (),
             system_packages=system,
             base_image_id=pin,
             cuda_from=cuda_from,
@@ -555,8 +492,8 @@ def _parse_toolchain(
             hint='use source = "image" with a base image that holds the toolkit, '
             "e.g. pytorch/manylinux2_28-builder:cuda12.8",
         )
-    default_packages = [f"{p}=={cuda}.*" for p in known["packages"]]
-    packages = table.texts("pypi_packages", default_packages)
+    default_packages = tuple(f"{p}=={cuda}.*" for p in known["packages"])
+    packages = doc.pypi_packages if doc.pypi_packages is not None else default_packages
     if not packages:
         raise table.fail("pypi_packages", "must not be empty")
     return ToolchainSpec(
@@ -572,11 +509,16 @@ def _parse_toolchain(
     )
 
 
-def _parse_arch(
-    table: Table, toolchain: ToolchainSpec, kind: RecipeKind, torch: str | None, facts: CudaFacts
+def _parse_arch(  # noqa: PLR0917 (the arch table, read against what was read before it)
+    doc: ArchDoc,
+    table: Table,
+    toolchain: ToolchainSpec,
+    kind: RecipeKind,
+    torch: str | None,
+    facts: CudaFacts,
 ) -> ArchInput:
     grammars = arch_consumers.load_grammars()
-    consumer = table.opt_text("consumer")
+    consumer = doc.consumer
     if consumer is not None and consumer not in grammars.consumers:
         close = difflib.get_close_matches(consumer, grammars.consumers, n=1, cutoff=0.5)
         raise table.fail(
@@ -587,7 +529,7 @@ def _parse_arch(
             else f"known: {', '.join(grammars.consumers)}",
         )
     implied = CONSUMER_FORMAT.get(consumer, "project") if consumer else None
-    fmt = table.text("format", implied or "torch")
+    fmt = doc.format if doc.format is not None else (implied or "torch")
     if fmt not in ARCH_FORMATS and not (fmt == "project" and implied == "project"):
         raise table.fail(
             "format",
@@ -606,15 +548,15 @@ def _parse_arch(
         )
         consumer = DEFAULT_CONSUMER.get(fmt, torch_reader)
     default_variable = (
-        grammars.variable(consumer) if table.has("consumer") else DEFAULT_ARCH_VARIABLE[fmt]
+        grammars.variable(consumer) if doc.consumer is not None else DEFAULT_ARCH_VARIABLE[fmt]
     )
-    variable = table.text("variable", default_variable)
+    variable = doc.variable if doc.variable is not None else default_variable
     if not _ENV_NAME.match(variable) or variable in RESERVED_ENV:
         raise table.fail("variable", f"{variable!r} cannot be used as the arch variable")
     problem = variable_problem(consumer, variable)  # cmake_arch.py: what CMake really reads
     if problem is not None:
         raise table.fail("variable", problem)
-    default_text = table.text("default", required=True)
+    default_text = doc.default
     try:
         default = ArchList.parse(default_text, facts)
         if toolchain.cuda is not None:  # else checked when the torch's CUDA is known
@@ -631,10 +573,10 @@ def _parse_arch(
     return arch
 
 
-def _parse_build(table: Table, arch: ArchInput) -> BuildSpec:
-    command = table.text("command", required=True)
-    env = table.text_map("env")
-    jobs_variable = table.text("jobs_variable", "MAX_JOBS")
+def _parse_build(doc: BuildDoc, table: Table, arch: ArchInput) -> BuildSpec:
+    command = doc.command
+    env = doc.env
+    jobs_variable = doc.jobs_variable
     if not _ENV_NAME.match(jobs_variable) or jobs_variable in RESERVED_ENV:
         raise table.fail("jobs_variable", f"{jobs_variable!r} cannot be used as the jobs variable")
     for key in env:
@@ -651,10 +593,8 @@ def _parse_build(table: Table, arch: ArchInput) -> BuildSpec:
     clash = env_problem(arch.consumer, env)  # CUDAARCHS, CMAKE_ARGS: cmake_arch.py
     if clash is not None:
         raise table.fail(f"env.{clash[0]}", clash[1])
-    memory = table.number("memory_per_job_gib", 2.0)
-    if not 0.05 <= memory <= 1024:
-        raise table.fail("memory_per_job_gib", "must be between 0.05 and 1024")
-    requirements = table.texts("requirements")
+    memory = float(doc.memory_per_job_gib)  # 0.05 to 1024 (recipe_doc)
+    requirements = doc.requirements
     for req in requirements:
         if req.strip().startswith("-"):
             raise table.fail("requirements", f"{req!r}: pip options are not allowed here")
@@ -662,24 +602,17 @@ def _parse_build(table: Table, arch: ArchInput) -> BuildSpec:
         command=command,
         requirements=requirements,
         env=MappingProxyType(dict(sorted(env.items()))),
-        network=table.flag("network", False),
+        network=doc.network,
         jobs_variable=jobs_variable,
         memory_per_job_gib=memory,
-        parallel=_parse_parallel(table.table("parallel")),
-        compress_fatbins=table.flag("compress_fatbins", True),
+        parallel=_parse_parallel(doc.parallel),
+        compress_fatbins=doc.compress_fatbins,
     )
 
 
-def _parse_parallel(table: Table) -> ParallelSwitches:
+def _parse_parallel(doc: ParallelDoc) -> ParallelSwitches:
     """``[build.parallel]``: each way archwheel spreads the compiles can be turned off
     (wheelbuild/parallel.py; docs/building-extensions.md, "Every core busy")."""
-    table.refuse_unknown(("jobs", "build_ext", "nvcc_threads"))
-    value = table.data.get("build_ext", "auto")
-    if not (isinstance(value, bool) or value == "auto"):
-        raise table.expected("build_ext", 'true, false or "auto"')
+    value = doc.build_ext
     mode: BuildExtMode = "auto" if value == "auto" else ("on" if value is True else "off")
-    return ParallelSwitches(
-        jobs=table.flag("jobs", True),
-        build_ext=mode,
-        nvcc_threads=table.flag("nvcc_threads", True),
-    )
+    return ParallelSwitches(jobs=doc.jobs, build_ext=mode, nvcc_threads=doc.nvcc_threads)

@@ -21,6 +21,7 @@ def _pins_known(recipe: Recipe) -> bool:
 
 
 def recipe_files(directories: Iterable[Path]) -> list[Path]:
+    """The ``*.toml`` files of each existing folder, sorted per folder, in the folders' order."""
     files: list[Path] = []
     for directory in directories:
         if directory.is_dir():

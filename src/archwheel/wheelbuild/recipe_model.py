@@ -97,6 +97,7 @@ class SourcePatch:
     sha256: str
 
     def describe(self) -> str:
+        """The patch for the plan: its file name and the start of its sha256."""
         return f"{self.path.name} (sha256 {self.sha256[:12]})"
 
 
@@ -123,6 +124,7 @@ class SourceSpec:
     patches: tuple[SourcePatch, ...] = ()
 
     def describe(self) -> str:
+        """The source for the plan: where it comes from, and the patches applied to it."""
         patched = (
             "; patched with " + ", ".join(p.describe() for p in self.patches)
             if self.patches
@@ -150,9 +152,9 @@ class ToolchainSpec:
 
     ``cuda`` is None only for a recipe that pins torch without a ``+cuXYZ`` label and writes no
     ``cuda``: the CUDA is then the pinned torch wheel's, known once the wheel is fetched
-    (``build/toolkit.py`` ``with_torch_cuda`` reloads the recipe with it). ``cuda_from`` says
-    where the value came from: ``recipe`` (written), ``torch-label``, ``torch-wheel``, or
-    ``torch`` while still unresolved.
+    (``wheelbuild/toolkit.py`` ``with_torch_cuda`` validates the recipe's document again with
+    it). ``cuda_from`` says where the value came from: ``recipe`` (written), ``torch-label``,
+    ``torch-wheel``, or ``torch`` while still unresolved.
     """
 
     cuda: CudaVersion | None
@@ -192,6 +194,10 @@ class ArchInput:
 
 @dataclass(frozen=True)
 class BuildSpec:
+    """A recipe's ``[build]`` table: the build command and its requirements, environment, network
+    and job sizing.
+    """
+
     command: str
     requirements: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -227,6 +233,7 @@ class GateSpec:
     unbuilt_cuda: tuple[str, ...] = ()
 
     def allows_extra(self, kind: str) -> bool:
+        """Whether archs beyond the request pass the gate for a recipe of ``kind``."""
         return self.extra_archs if self.extra_archs is not None else kind == "pytorch"
 
 
@@ -252,9 +259,15 @@ class Recipe:
     gate: GateSpec = field(default_factory=GateSpec)
     # [python] ignore_requires_python: build for a Python the project excludes (provenance)
     ignore_requires_python: bool = False
+    # The document the recipe was validated from, as read from its file: validated again, not
+    # read again, once the CUDA of its pinned torch wheel is known (recipe.with_cuda_of_torch).
+    document: Mapping[str, Any] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False, repr=False
+    )
 
     @property
     def default_python(self) -> str:
+        """The Python a build targets when none is requested: the recipe's first."""
         return self.python_versions[0]
 
     @property
@@ -269,6 +282,7 @@ class Recipe:
         return self.toolchain.cuda
 
     def sort_key(self) -> tuple[Version, CudaVersion]:
+        """Version, then CUDA: the newest recipe sorts last (an unparsable version as 0)."""
         try:
             version = Version(self.version)
         except InvalidVersion:

@@ -14,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from archwheel.errors import UsageError
 from archwheel.facts.documents import Table
+from archwheel.wheelbuild.recipe_doc import LABEL_PROBLEM, TorchDoc
 from archwheel.wheelbuild.recipe_model import BuildSpec, Recipe, ToolchainSpec
 from archwheel.wheelbuild.torch_pin import (
     DEFAULT_LABEL_TEMPLATE,
@@ -76,12 +77,13 @@ def pinned_torch(requirements: Iterable[str]) -> str | None:
 
 
 def parse_torch_table(
-    table: Table, build: BuildSpec, toolchain: ToolchainSpec, origin: Path
+    doc: TorchDoc, table: Table, build: BuildSpec, toolchain: ToolchainSpec, origin: Path
 ) -> tuple[BuildSpec, TorchOptions]:
-    """The torch pin (from ``[build] requirements`` or ``[torch] version``) and its options."""
+    """The torch pin (from ``[build] requirements`` or ``[torch] version``) and its options
+    (``doc``, typed by ``recipe_doc``; ``table`` names its keys in errors)."""
     requirements = build.requirements
-    if table.has("version"):
-        version = table.text("version", required=True)
+    version = doc.version
+    if version is not None:
         pinned = find_torch_pin(requirements, f"{origin}: [build] requirements")
         if pinned is not None:
             raise table.fail(
@@ -96,27 +98,25 @@ def parse_torch_table(
             jobs_variable=build.jobs_variable,
             memory_per_job_gib=build.memory_per_job_gib,
         )
-    where = f"{origin}: " + ("[torch] version" if table.has("version") else "[build] requirements")
+    where = f"{origin}: " + ("[torch] version" if version is not None else "[build] requirements")
     pin = find_torch_pin(requirements, where)
-    label_value = table.data.get("local_version", DEFAULT_LABEL_TEMPLATE)
+    label_value = DEFAULT_LABEL_TEMPLATE if doc.local_version is None else doc.local_version
     if label_value is False:
         label: str | None = None
     elif isinstance(label_value, str) and label_value.strip():
         label = label_value.strip()
         check_label_template(label, f"{origin}: [torch] local_version")
     else:
-        raise table.fail(
-            "local_version", 'must be a template such as "pt{torch}cu{cuda_nodot}" or false'
-        )
-    requires_dist = table.flag("requires_dist", True)
+        raise table.fail("local_version", LABEL_PROBLEM)
+    requires_dist = doc.requires_dist is not False
     if pin is None:
         for key in ("local_version", "requires_dist", "loads_with"):
-            if table.has(key):
+            if getattr(doc, key) is not None:
                 raise table.fail(key, "only valid when the recipe pins torch (torch==X.Y.Z)")
         return build, TorchOptions()
     if toolchain.cuda is not None:
         check_label_cuda(pin, toolchain.cuda, str(origin))
-    loads_with = _loads_with(table, requires_dist)
+    loads_with = _loads_with(doc, table, requires_dist)
     return build, TorchOptions(
         pin=pin, local_version=label, requires_dist=requires_dist, loads_with=loads_with
     )
@@ -125,18 +125,18 @@ def parse_torch_table(
 MAX_LOADS_WITH = 16  # torch releases one recipe may claim (each is read once by can-load)
 
 
-def _loads_with(table: Table, requires_dist: bool) -> tuple[str, ...]:
+def _loads_with(doc: TorchDoc, table: Table, requires_dist: bool) -> tuple[str, ...]:
     """``[torch] loads_with``: the torch releases (exact public versions, ``2.13.0``) the wheel
     should serve; can-load checks each after the build and Requires-Dist states those that
     pass (docs/builds.md, "A range of torch releases")."""
-    if not table.has("loads_with"):
+    if doc.loads_with is None:
         return ()
     if not requires_dist:
         raise table.fail(
             "loads_with", "needs requires_dist = true: the releases that pass are stated there"
         )
     found: list[Version] = []
-    for item in table.texts("loads_with"):
+    for item in doc.loads_with:
         try:
             version = Version(item.strip())
         except InvalidVersion:

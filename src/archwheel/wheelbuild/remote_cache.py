@@ -101,10 +101,12 @@ class CacheUrl:
 
     @property
     def is_unix(self) -> bool:
+        """Whether the cache is reached through a Unix socket rather than TCP."""
         return self.address.socket_path is not None
 
     @property
     def has_password(self) -> bool:
+        """Whether the URL carries a password, which logs and matrix files must not show."""
         return self.address.password is not None
 
     def redacted(self) -> str:
@@ -167,7 +169,7 @@ def parse_cache_url(text: str) -> CacheUrl:
 
 
 def describe_remote(url: CacheUrl) -> str:
-    """The plan's line for the shared cache."""
+    """The plan's words for the remote cache: its URL without password, and how it is reached."""
     return (
         f"remote {url.redacted()} (through archwheel's relay, a Unix socket mounted at "
         f"{REMOTE_MOUNT}; the compile network stays as the recipe says)"

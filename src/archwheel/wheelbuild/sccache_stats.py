@@ -50,6 +50,7 @@ class CacheCounts:
 
     @property
     def compiles(self) -> int:
+        """The cached steps sccache saw: hits of either level plus misses."""
         return self.local_hits + self.remote_hits + self.misses
 
     @classmethod
@@ -84,6 +85,7 @@ class CacheCounts:
         )
 
     def rates(self) -> dict[str, float]:
+        """The local, remote and miss shares of the steps (all 0 when none), for provenance."""
         total = self.compiles
         if total == 0:
             return {"local": 0.0, "remote": 0.0, "miss": 0.0}
@@ -105,6 +107,8 @@ class CacheCounts:
         }
 
     def describe(self) -> str:
+        """One line: the steps, the local hits, remote hits and misses, and the hits of each
+        sub-phase (an nvcc build's summary of ``C/C++`` and ``CUDA`` alone misreports it)."""
         phases = ", ".join(
             f"{name} {row['hits']}/{row['hits'] + row['misses']}"
             for name, row in self.by_phase().items()
@@ -135,6 +139,7 @@ class CompileRecord:
     result: str
 
     def to_json_dict(self) -> dict[str, str]:
+        """The step as one entry of the provenance's ``compiles`` list."""
         return {"file": self.file, "phase": self.phase, "result": self.result}
 
 

@@ -14,6 +14,7 @@ This runs on the host, before any container starts, with the host's own git/CA s
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
 import hashlib
 import os
@@ -22,13 +23,13 @@ import shutil
 import ssl
 import stat
 import tarfile
-import urllib.request
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from archwheel.binary.zipread import open_zip
+from archwheel.effects.deadline import NetBudget
 from archwheel.effects.files import (
     ZIP_MEMBER_ERRORS,
     OversizedMember,
@@ -37,6 +38,7 @@ from archwheel.effects.files import (
     open_regular,
     sha256_file,
 )
+from archwheel.effects.http import Client
 from archwheel.effects.net import TooLarge, paced_blocks
 from archwheel.effects.process import Echo, echo_to_stderr, last_line, run_program
 from archwheel.errors import BuildError, InputError, ToolError, UsageError
@@ -78,6 +80,7 @@ class ResolvedSource:
         return cls(spec, Path("/nonexistent"), None, False, "", (), epoch, origin, unresolved=why)
 
     def to_json_dict(self) -> dict[str, object]:
+        """The resolved source as the provenance's ``source`` entry."""
         return {
             "mirrors": dict(self.spec.mirrors),
             "submodule_commits": list(self.submodule_commits),
@@ -112,6 +115,7 @@ class Git:
             self.config += ["-c", "protocol.file.allow=always"]
 
     def run(self, args: Sequence[str], cwd: Path | None = None, *, quiet: bool = False) -> str:
+        """Run ``git`` with the mirror settings and no prompt: its stdout, or ToolError."""
         proc = run_program(
             ["git", *self.config, *args],
             cwd=cwd,
@@ -129,6 +133,7 @@ class Git:
         return proc.stdout
 
     def try_run(self, args: Sequence[str], cwd: Path) -> str | None:
+        """``run`` quietly, None instead of ToolError: for what a plain folder cannot answer."""
         try:
             return self.run(args, cwd, quiet=True)
         except ToolError:
@@ -142,6 +147,9 @@ def resolve_source(
     recipe_epoch: int | None = None,
     echo: Echo | None = echo_to_stderr,
 ) -> ResolvedSource:
+    """The recipe's source as the build mounts it: a folder in place, a git ref or sdist fetched
+    into ``cache``; hashed, its patches applied to a copy, as plan and provenance record it.
+    """
     git = Git(echo, spec.mirrors)
     if spec.kind == "path":
         assert spec.path is not None
@@ -350,6 +358,7 @@ def _update_submodules(git: Git, checkout: Path, url: str) -> None:
 
 
 def git_mirrors(git: Git) -> list[tuple[str, str]]:
+    """The ``(public prefix, mirror)`` pairs ``git`` rewrites URLs with, for error messages."""
     pairs = []
     for item in git.config:
         if item.startswith("url.") and ".insteadOf=" in item:
@@ -409,7 +418,9 @@ def _fetch(location: str, target: Path, echo: Echo | None) -> None:
     context = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)
     try:
         with (
-            urllib.request.urlopen(location, timeout=120, context=context) as response,  # noqa: S310
+            Client(context, timeout=120) as client,
+            NetBudget().request(location),
+            client.opened(location) as response,
             atomic_writer(target) as out,
         ):
             # A server that trickles bytes is given up; so is an sdist past the bound.
@@ -486,8 +497,6 @@ def _unpack(archive: Path, target: Path) -> int:
                     raise InputError(
                         f"{archive}: member {info.filename[:200]!r} cannot be unpacked: {exc}"
                     ) from None
-                import calendar
-
                 newest = max(newest, calendar.timegm((*info.date_time, 0, 0, -1)))
         return newest
     try:

@@ -25,6 +25,7 @@ MAX_FILE_BYTES = 1 << 20
 
 
 def is_build_file(relative: str) -> bool:
+    """Whether the build-file check reads this file: a setup or CMake file near the top."""
     path = PurePosixPath(relative)
     depth = len(path.parts)
     if path.name in BUILD_FILE_NAMES:

@@ -31,6 +31,7 @@ _COMPLETE = ".archwheel-complete"
 
 
 def patch_key(content_sha256: str, patches: Sequence[SourcePatch]) -> str:
+    """The cache key of a patched tree: the source's content hash and each patch's sha256."""
     identity = content_sha256 + "".join(f"\n{p.sha256}" for p in patches)
     return hashlib.sha256(identity.encode()).hexdigest()[:24]
 

@@ -53,4 +53,5 @@ class Timings:
         self._seconds["total"] = time.monotonic() - self._started
 
     def frozen(self) -> Mapping[str, float]:
+        """A read-only copy of the figures so far, for provenance."""
         return MappingProxyType(dict(self._seconds))

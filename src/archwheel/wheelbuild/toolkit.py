@@ -21,14 +21,14 @@ Two things here:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from types import MappingProxyType
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -38,10 +38,11 @@ from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.process import LineSink
 from archwheel.errors import BuildError, RecipeError, ToolError
+from archwheel.facts.base_pythons import load_base_pythons
 from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.baseimage import is_local_base, suite_of
-from archwheel.wheelbuild.recipe import load_recipe, pypi_toolchains
+from archwheel.wheelbuild.recipe import pypi_toolchains, with_cuda_of_torch
 from archwheel.wheelbuild.recipe_model import Recipe, ToolchainSpec
 from archwheel.wheelbuild.recipe_torch import with_torch
 from archwheel.wheelbuild.torch_pin import (
@@ -59,10 +60,6 @@ TORCH_IMAGE_FORMAT = 1
 CONTAINER_WHEELS = "/opt/archwheel/torch-wheels"
 IMAGE_SITE_PACKAGES_LABEL = "org.archwheel.site-packages"
 EXTRA_PACKAGES = ("ninja",)
-# glibc of the Debian suites `archwheel base-image` makes (Debian's libc6 versions).
-DEBIAN_GLIBC: Mapping[str, tuple[int, int]] = MappingProxyType(
-    {"bullseye": (2, 31), "bookworm": (2, 36), "trixie": (2, 41)}
-)
 # When the base image's glibc is not known before a container runs: torch's own tag.
 FALLBACK_GLIBC = (2, 28)
 _LEGACY = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
@@ -84,7 +81,8 @@ def manylinux_platforms(glibc: tuple[int, int], machine: str = "x86_64") -> tupl
 def known_glibc(base_image: str) -> tuple[int, int] | None:
     """The glibc of a base image known without running it (archwheel's Debian images)."""
     if is_local_base(base_image):
-        return DEBIAN_GLIBC.get(suite_of(base_image))
+        suite = load_base_pythons().suite(suite_of(base_image))  # Debian's libc6 version
+        return suite.glibc if suite is not None else None
     return None
 
 
@@ -127,9 +125,11 @@ class TorchBuild:
 
     @property
     def cuda(self) -> CudaVersion | None:
+        """The CUDA of the pinned torch wheel; None for a CPU build."""
         return self.wheel.cuda
 
     def to_json_dict(self) -> dict[str, object]:
+        """The torch build as the provenance's ``torch`` entry."""
         return {
             "requirement": self.pin.requirement,
             "replaces": self.pin.replaces,
@@ -158,10 +158,12 @@ def toolkit_requirement_for(wheel: TorchWheel, toolchain: ToolchainSpec) -> str 
 
 
 def torch_env_script() -> str:
+    """The text of ``data/torch-env.sh``, which installs the pinned torch into the torch image."""
     return resources.files("archwheel.wheelbuild").joinpath("data/torch-env.sh").read_text()
 
 
 def torch_image_tag(build: TorchBuild, builder_image_id: str) -> str:
+    """``archwheel/torch:<hash>`` of the torch image's inputs: a changed input makes a new image."""
     payload = json.dumps(
         {
             "format": TORCH_IMAGE_FORMAT,
@@ -178,6 +180,8 @@ def torch_image_tag(build: TorchBuild, builder_image_id: str) -> str:
 
 @dataclass(frozen=True)
 class TorchImage:
+    """The builder image plus the pinned torch: tag, ID, new or reused, its site-packages."""
+
     tag: str
     image_id: str
     created: bool
@@ -268,6 +272,20 @@ def _wheel_sha256(path: Path) -> str:
     return digest
 
 
+def pinned_torch_wheel(
+    recipe: Recipe, python: str, pip: PipSettings, cache: Path, *, sink: LineSink | None = None
+) -> TorchWheel | None:
+    """The torch wheel the recipe's pin names for ``python`` on its base image's glibc:
+    fetched into the cache (once: ``pip download --no-deps``) and read (``METADATA``,
+    ``torch/version.py``). None for a recipe that pins no torch."""
+    pin = recipe.torch.pin
+    if pin is None:
+        return None
+    glibc = known_glibc(recipe.toolchain.base_image) or FALLBACK_GLIBC
+    path = fetch_torch_wheel(pin, python, manylinux_platforms(glibc), pip, cache, sink=sink)
+    return read_torch_wheel(path)
+
+
 def with_torch_cuda(
     recipe: Recipe,
     python: str,
@@ -276,16 +294,15 @@ def with_torch_cuda(
     *,
     facts: CudaFacts,
     sink: LineSink | None = None,
-) -> Recipe:
-    """A recipe without ``[toolchain] cuda`` and without a ``+cuXYZ`` pin, reloaded with the
-    CUDA of its pinned torch wheel (fetched into the cache, once; the same wheel
-    ``prepare_torch`` then reads). Any other recipe is returned as it is."""
+) -> tuple[Recipe, TorchWheel | None]:
+    """A recipe without ``[toolchain] cuda`` and without a ``+cuXYZ`` pin, validated again with
+    the CUDA of its pinned torch wheel (``pinned_torch_wheel``), and that wheel, read, for
+    ``prepare_torch``. Any other recipe is returned as it is, and no wheel (None)."""
     pin = recipe.torch.pin
     if recipe.toolchain.cuda is not None or pin is None:
-        return recipe
-    glibc = known_glibc(recipe.toolchain.base_image) or FALLBACK_GLIBC
-    path = fetch_torch_wheel(pin, python, manylinux_platforms(glibc), pip, cache, sink=sink)
-    wheel = read_torch_wheel(path)
+        return recipe, None
+    wheel = pinned_torch_wheel(recipe, python, pip, cache, sink=sink)
+    assert wheel is not None  # the recipe pins torch
     if wheel.cuda is None:
         raise RecipeError(
             f"{recipe.path}: {pin.requirement} resolved to torch {wheel.version} "
@@ -296,26 +313,36 @@ def with_torch_cuda(
         )
     if sink:
         sink(f"[toolchain] cuda: {wheel.cuda}, from {wheel.filename} (torch.version.cuda)")
-    reloaded = load_recipe(recipe.path, facts, torch_cuda=wheel.cuda)
-    if pin.replaces:  # built against another torch (--torch): the reload read the file's pin
-        reloaded = with_torch(reloaded, str(pin.version))
-    return reloaded
+    resolved = with_cuda_of_torch(recipe, wheel.cuda, facts)
+    if pin.replaces:  # built against another torch (--torch): the document has the file's pin
+        resolved = with_torch(resolved, str(pin.version))
+    # The base image chosen for the Python (python_base.with_base_for), not the document's.
+    toolchain = dataclasses.replace(resolved.toolchain, base_image=recipe.toolchain.base_image)
+    return dataclasses.replace(resolved, toolchain=toolchain), wheel
 
 
 def prepare_torch(
-    recipe: Recipe, python: str, pip: PipSettings, cache: Path, sink: LineSink | None = None
+    recipe: Recipe,
+    python: str,
+    pip: PipSettings,
+    cache: Path,
+    sink: LineSink | None = None,
+    *,
+    wheel: TorchWheel | None = None,
 ) -> TorchBuild | None:
     """For a recipe pinning torch: fetch and read its wheel, refuse a contradiction (exit 2).
 
     Runs on the host before any container: ``pip download --no-deps`` into the archwheel cache
-    (once per torch wheel), then ``torch/version.py`` and ``METADATA`` are read.
+    (once per torch wheel), then ``torch/version.py`` and ``METADATA`` are read; ``wheel``: the
+    pin's wheel read already (``with_torch_cuda``'s), neither fetched nor read again.
     """
     options = recipe.torch
     if options.pin is None:
         return None
-    glibc = known_glibc(recipe.toolchain.base_image) or FALLBACK_GLIBC
-    path = fetch_torch_wheel(options.pin, python, manylinux_platforms(glibc), pip, cache, sink=sink)
-    wheel = read_torch_wheel(path)
+    if wheel is None:
+        wheel = pinned_torch_wheel(recipe, python, pip, cache, sink=sink)
+        assert wheel is not None  # the recipe pins torch
+    path = wheel.path
     check_torch_wheel(wheel, options.pin, recipe.cuda, recipe.path)
     toolkit = toolkit_requirement_for(wheel, recipe.toolchain)
     if recipe.toolchain.source == "pypi" and toolkit is None:

@@ -67,10 +67,12 @@ class TorchPin:
 
     @property
     def public(self) -> str:
+        """The pinned version without its local label (``2.14.1``)."""
         return self.version.public
 
     @property
     def local(self) -> str | None:
+        """The pin's local label (``cu130``), or None."""
         return self.version.local
 
     def cuda_from_label(self) -> CudaVersion | None:
@@ -167,6 +169,7 @@ def local_label(template: str, torch_version: str, cuda: CudaVersion) -> str:
 
 
 def check_label_template(template: str, where: str) -> None:
+    """Refuse a ``[torch] local_version`` template that renders no valid label, at recipe load."""
     try:
         local_label(template, "2.14.1", CudaVersion(13, 0))
     except UsageError as exc:
@@ -190,6 +193,7 @@ class TorchWheel:
 
     @property
     def filename(self) -> str:
+        """The cached wheel's file name, as provenance records it."""
         return self.path.name
 
     def toolkit_requirement(self) -> Requirement | None:

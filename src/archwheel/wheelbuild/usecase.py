@@ -2,10 +2,10 @@
 
 Every decision of ``archwheel build`` is made here, in this order, so that everything that can
 be wrong with a request fails before any container starts: the recipe (and ``--torch``), the
-Python, pip's settings, the CUDA of a pinned torch, git mirrors, the arch list, ``[repair]``,
-the job count, the engine; then the source (host-side git or download), the pinned torch's
-wheel, and the plan. A plan-only request stops there; otherwise the build runs under the audit
-gate (``runner.BuildRunner``) with its log in ``<out>/logs``.
+Python and the base image that has it, pip's settings, the CUDA of a pinned torch, git mirrors,
+the arch list, ``[repair]``, the job count, the engine; then the source (host-side git or
+download), the pinned torch's wheel, and the plan. A plan-only request stops there; otherwise
+the build runs under the audit gate (``runner.BuildRunner``) with its log in ``<out>/logs``.
 
 Nothing here prints: the caller passes a ``BuildReporter`` (the interfaces floor renders the
 plan, the stages and the build output; a library caller may pass none: the log only).
@@ -45,6 +45,7 @@ from archwheel.wheelbuild.plan import (
     make_plan,
 )
 from archwheel.wheelbuild.project_constraints import project_check
+from archwheel.wheelbuild.python_base import BaseChoice, with_base_for
 from archwheel.wheelbuild.recipe_lookup import find_recipe
 from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.recipe_torch import with_torch
@@ -54,6 +55,7 @@ from archwheel.wheelbuild.runner import BuildRunner, BuiltWheel
 from archwheel.wheelbuild.source import ResolvedSource, resolve_source
 from archwheel.wheelbuild.source_check import look_at_source
 from archwheel.wheelbuild.toolkit import prepare_torch, with_torch_cuda
+from archwheel.wheelbuild.torch_pin import TorchWheel
 
 LineSink = Callable[[str], None]
 
@@ -69,6 +71,9 @@ class PipRequest:
     host_config: bool = True  # start from this host's pip configuration
 
     def settings(self) -> PipSettings:
+        """The pip settings for the container: the host's config (unless off) with the request's
+        options, ``ca_bundle = "none"`` dropping the CA bundle.
+        """
         base = PipSettings.from_host() if self.host_config else PipSettings()
         no_ca = bool(self.ca_bundle) and str(self.ca_bundle).lower() == "none"
         ca = Path(self.ca_bundle) if self.ca_bundle and not no_ca else None
@@ -146,10 +151,11 @@ class LogOnly:
     echo: LineSink | None = None
 
     def planned(self, plan: BuildPlan, repair: RepairSpec | None) -> None:
-        return None
+        """Show nothing."""
 
     @contextmanager
     def running(self, log: TextIO) -> Iterator[BuildOutput]:
+        """The build's output, into ``log`` only."""
         yield BuildOutput(log)
 
 
@@ -157,10 +163,12 @@ class LogOnly:
 class _Resolved:
     """A request read against its recipe: everything ``compare_to_official`` needs too."""
 
-    recipe: Recipe
+    recipe: Recipe  # its [toolchain] base_image: the base chosen for the Python
     python: str
     pip: PipSettings
     arch: CheckedArchList
+    base: BaseChoice
+    torch_wheel: TorchWheel | None = None  # the pinned torch's, where reading it gave the CUDA
 
 
 def _resolve(request: BuildRequest, echo: LineSink | None) -> _Resolved:
@@ -172,12 +180,15 @@ def _resolve(request: BuildRequest, echo: LineSink | None) -> _Resolved:
         check_torch_release(request.torch, pip)
         recipe = with_torch(recipe, request.torch)
     python = choose_python(recipe, request.python)
-    # No [toolchain] cuda: the pinned torch wheel's CUDA (the wheel is fetched once, cached).
-    recipe = with_torch_cuda(recipe, python, pip, cache, facts=facts, sink=echo)
+    # The base image that has this Python (refused here when none does).
+    recipe, base = with_base_for(recipe, python)
+    # No [toolchain] cuda: the pinned torch wheel's CUDA (the wheel is fetched once, cached,
+    # and read once: prepare_torch gets it).
+    recipe, torch_wheel = with_torch_cuda(recipe, python, pip, cache, facts=facts, sink=echo)
     if request.git_mirrors:
         recipe = with_git_mirrors(recipe, request.git_mirrors)
     arch = check_arch_list(recipe, request.arch, facts)
-    return _Resolved(recipe, python, pip, arch)
+    return _Resolved(recipe, python, pip, arch, base, torch_wheel)
 
 
 def check_torch_release(version: str, pip: PipSettings) -> None:
@@ -233,7 +244,9 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
                 raise
             unreachable = exc.one_line()
     # A pinned torch: its wheel (cached), its CUDA, its toolkit pin; contradictions exit 2.
-    torch = prepare_torch(recipe, resolved.python, resolved.pip, cache, sink=echo)
+    torch = prepare_torch(
+        recipe, resolved.python, resolved.pip, cache, sink=echo, wheel=resolved.torch_wheel
+    )
     epoch = recipe.source_date_epoch
     if unreachable:
         source = ResolvedSource.not_resolved(recipe.source, unreachable, epoch)
@@ -266,7 +279,9 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
         ninja_off=ninja_off,
         own_threads=own_threads,
     )
-    plan = dataclasses.replace(plan, source_check=checked, project=project)
+    plan = dataclasses.replace(
+        plan, source_check=checked, project=project, base_choice=resolved.base.why
+    )
     reporter.planned(plan, repair)
     if request.plan_only:
         return BuildResult(plan, repair)
@@ -280,6 +295,7 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
             plan,
             engine,
             output,
+            repair=repair,
             docker_dir=request.settings.docker_dir(),
             keep_work=request.keep_work,
             base_mirror=request.settings.debian_mirror,

@@ -26,6 +26,7 @@ from archwheel.errors import BuildError
 
 
 def new_version(version: str, label: str | None) -> str:
+    """``version`` with the local label ``label`` (after a dot if it has one); as is without."""
     if not label:
         return version
     try:

@@ -212,7 +212,7 @@ def _prepare(work: Path, plan: BuildPlan) -> None:
         config = work / PARALLEL_CONFIG.removeprefix(BUILD + "/")
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(plan.parallel.config)
-    give(work, plan.build_user)
+    chown_to_build_user(work, plan.build_user)
 
 
 def _package(plan: BuildPlan, work: Path, staging: Path) -> Path:
@@ -289,7 +289,7 @@ def read_fallbacks(work: Path) -> tuple[str, ...]:
     return tuple(line[:300] for line in lines[:1000] if line.strip())
 
 
-def give(folder: Path, user: tuple[int, int]) -> None:
+def chown_to_build_user(folder: Path, user: tuple[int, int]) -> None:
     """Make the work folder the build user's (needed when archwheel runs as root)."""
     if os.getuid() != 0:
         return
@@ -307,6 +307,7 @@ class CacheRoom:
     free: int  # bytes, for the build user
 
     def to_json_dict(self) -> dict[str, int]:
+        """The room as the provenance's compiler cache ``file_system`` entry."""
         return {"size": self.size, "free_after_compile": self.free}
 
 

@@ -1,7 +1,9 @@
 """``archwheel build`` end to end against a real Docker engine, on the example recipe.
 
 The builds share one builder image and one compiler-cache volume made for this test session
-(removed at the end), so the first build is cold and later ones reuse what they can. Every
+(removed at the end), so the first build is cold and later ones reuse what they can. One
+``archwheel matrix`` run builds the example for Python 3.11 (bookworm) and 3.13 (the trixie base
+and its own builder image) into one index, and each published wheel is checked. Every
 container archwheel starts here carries a label unique to the test, so the tests can prove that
 none was left behind, or that none was created at all.
 """
@@ -20,11 +22,13 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.facts.arch import CodeKind
+from archwheel.matrix.index import read_index
 from tests.support.containers_support import containers_created, containers_with_label
 from tests.support.paths import ROOT
 
@@ -117,7 +121,7 @@ def test_example_builds_exactly_the_requested_archs(
     result = json.loads(proc.stdout)
     wheel = Path(result["wheel"])
     assert wheel.parent == out
-    assert wheel.name == "archwheel_example-0.1.0-py3-none-linux_x86_64.whl"
+    assert wheel.name == "archwheel_example-0.1.0-py3-none-manylinux_2_34_x86_64.whl"
     assert wheels_under(out) == [wheel]  # nothing partial, nothing rejected
 
     # The audit, run again here independently of the build's gate: exactly what was asked.
@@ -161,32 +165,122 @@ def test_example_builds_exactly_the_requested_archs(
     assert containers_with_label(["docker"], label) == []
 
 
-def test_built_wheel_installs_and_reports_no_device_here(session: Session, tmp_path: Path) -> None:
-    """On a machine without a GPU the kernels cannot run, but the library loads and says why."""
-    out = tmp_path / "dist"
-    proc = run_build(session, out, "--recipe", "example", "--arch", "8.0;9.0", "--format", "json")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    wheel = Path(json.loads(proc.stdout)["wheel"])
-    target = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target),
-         str(wheel)],
-        check=True, capture_output=True,
+# The example for each Python a fleet runs, from ONE matrix (the recipe's python axis 3.11 and
+# 3.13) into one index: 3.11 on the recipe's bookworm base (the arch list of the builds above, so
+# the compiler cache answers), 3.13 on the trixie base chosen for it (one arch: every compile
+# there is cold, with another gcc). Two arch lists on the arch axis, each excluded for the other
+# Python, keep the cost at the two builds this took before.
+PYTHONS = [
+    ("3.11", "8.0;9.0", "archwheel/debian:bookworm", "manylinux_2_34_x86_64"),
+    ("3.13", "9.0", "archwheel/debian:trixie", "manylinux_2_39_x86_64"),
+]
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The one matrix run: its index, its JSON result and how long it took."""
+
+    index: Path
+    cells: dict[str, dict[str, Any]]  # the built cell of each Python
+    seconds: float
+
+
+@pytest.fixture(scope="module")
+def fleet(session: Session, tmp_path_factory: pytest.TempPathFactory) -> Fleet:
+    base = tmp_path_factory.mktemp("fleet")
+    index = base / "index"
+    (py_a, arch_a, *_), (py_b, arch_b, *_) = PYTHONS
+    argv = [*CLI, "matrix", "--recipe", "example", "--python", py_a, "--python", py_b,
+            "--arch", arch_a, "--arch", arch_b,
+            "--exclude", f"python={py_a},arch={arch_b}", "--exclude", f"python={py_b},arch={arch_a}",
+            "--index", str(index), "--work", str(base / "work"),
+            "--ccache-volume", session.ccache_volume, "--format", "json"]  # fmt: skip
+    mark = time.monotonic()
+    proc = subprocess.run(
+        argv, env=session.env, capture_output=True, text=True, timeout=3600, check=False
+    )
+    seconds = time.monotonic() - mark
+    print(f"archwheel matrix (3.11 + 3.13): {seconds:.0f} s, exit {proc.returncode}")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout)
+    built = [c for c in result["cells"] if c["verdict"] != "excluded"]
+    assert {(c["python"], c["arch"]) for c in built} == {(p, a) for p, a, *_ in PYTHONS}
+    assert all(c["verdict"] == "published" for c in built), built
+    # the plan chose each Python's base, as the build did (provenance, below)
+    assert {c["python"]: c["base"] for c in built} == {p: b for p, _, b, _ in PYTHONS}
+    return Fleet(index, {c["python"]: c for c in built}, seconds)
+
+
+def test_one_matrix_publishes_the_example_for_each_python_into_one_index(fleet: Fleet) -> None:
+    published = {entry.file: entry for entry in read_index(fleet.index)}
+    names = {f"archwheel_example-0.1.0-py3-none-{platform}.whl" for *_, platform in PYTHONS}
+    assert set(published) == names
+    for python, arch, *_ in PYTHONS:
+        (name,) = fleet.cells[python]["wheels"]
+        assert published[name].cell_key == fleet.cells[python]["key"]
+        assert published[name].expect == arch
+        assert published[name].provenance
+
+
+@pytest.mark.parametrize(("python", "arch", "base", "platform"), PYTHONS)
+def test_the_example_for_each_python_is_tagged_checked_and_imports_in_a_fresh_venv(
+    session: Session, fleet: Fleet, python: str, arch: str, base: str, platform: str
+) -> None:
+    """Each wheel of the one matrix, as published: built on the base that has its Python,
+    tagged for what was built there (``[repair] platform = "auto"``), audited, can-load checked
+    against that Python's torch, and imported in a fresh venv of that Python, where the library
+    loads and says why no kernel runs here."""
+    (name,) = fleet.cells[python]["wheels"]
+    wheels = (fleet.index / "current" / "wheels").resolve()
+    wheel = wheels / name
+    assert wheel.name == f"archwheel_example-0.1.0-py3-none-{platform}.whl"
+    assert json.loads((wheels / f"{name}.audit.json").read_text())["ok"] is True
+    assert images_in(wheel) == {f"sm_{a.replace('.', '')}" for a in arch.split(";")}
+    provenance = json.loads((wheels / f"{name}.provenance.json").read_text())
+    assert provenance["wheel"]["sha256"] == sha256(wheel)
+    assert provenance["audit"]["ok"] is True
+    assert provenance["arch"]["requested"] == arch
+    assert provenance["images"]["base"] == base
+    assert provenance["images"]["base_id"] == image_id(base)
+    assert provenance["toolchain"]["python"].startswith(python + ".")
+    assert provenance["repair"]["platform"] == platform
+    assert provenance["repair"]["auditwheel"]["sym_tag"] == platform
+    assert provenance["compiler_cache"]["volume"] == session.ccache_volume
+
+    # against the torch of that Python, on a system the wheel's tag admits (this machine's own
+    # libstdc++ is older than a trixie build needs: it is not the stand-in)
+    checked = subprocess.run(
+        [*CLI, "can-load", str(wheel), "--torch", "2.14.1", "--python-version", python,
+         "--no-host-libraries", "--format", "json"],
+        env=session.env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
+    verdict = json.loads(checked.stdout)
+    assert verdict["verdict"] == "loads"
+    assert verdict["python"] == "cp" + python.replace(".", "")
+
+    # A fresh venv of the build's Python, in the image that has it (Debian's own CPython; this
+    # machine may have no such interpreter): only the wheel, installed offline from the index.
     probe = (
-        "import archwheel_example as ax\n"
+        "import sys, archwheel_example as ax\n"
+        "print('python', '%d.%d' % sys.version_info[:2])\n"
         "try:\n    print('devices', ax.device_count())\n"
         "except ax.CudaError as exc:\n    print('cuda-error', exc.status, exc)\n"
     )
-    run = subprocess.run(
-        [sys.executable, "-c", probe],
-        env={**os.environ, "PYTHONPATH": str(target)},
-        capture_output=True,
-        text=True,
-        check=False,
+    script = (
+        f"python{python} -m venv /tmp/fresh && "
+        f"/tmp/fresh/bin/pip install --quiet --no-index --no-deps /wheels/{wheel.name} && "
+        'cd /tmp && /tmp/fresh/bin/python -c "$0"'
     )
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.startswith(("devices", "cuda-error"))
+    imported = subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", "--volume", f"{wheels}:/wheels:ro",
+         "--entrypoint", "sh", provenance["images"]["builder"], "-c", script, probe],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert imported.returncode == 0, imported.stderr[-2000:]
+    lines = imported.stdout.splitlines()
+    assert lines[0] == f"python {python}"
+    assert lines[1].startswith(("devices", "cuda-error"))
 
 
 # -- failures before any container -----------------------------------------------------------------
@@ -251,7 +345,7 @@ def test_wheel_missing_a_requested_arch_is_rejected_not_delivered(
     assert proc.returncode == 5, proc.stderr[-3000:]
     assert "failed the audit gate" in proc.stderr
     assert "lacks sm_120" in proc.stderr
-    rejected = out / "rejected" / "archwheel_example-0.1.0-py3-none-linux_x86_64.whl"
+    rejected = out / "rejected" / "archwheel_example-0.1.0-py3-none-manylinux_2_34_x86_64.whl"
     assert wheels_under(out) == [rejected]
     report = json.loads(rejected.with_name(rejected.name + ".audit.json").read_text())
     assert report["ok"] is False
@@ -330,7 +424,7 @@ def test_a_sigkilled_build_leaves_no_container_and_the_next_one_cleans_up_and_ma
     """SIGKILL (a CI job's hard timeout, the OOM killer): archwheel cannot clean up. The
     container ends with it (its PID 1 waits on a pipe the killed process held); the next build
     removes the work folders the killed one left, says so, and makes the same wheel as an
-    undisturbed build (issue 29)."""
+    undisturbed build."""
     label = f"archwheel.test={uuid.uuid4().hex}"
     proc = start_build(session, tmp_path / "killed", label, "7.5")
     try:

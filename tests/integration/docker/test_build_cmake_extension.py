@@ -39,7 +39,7 @@ ARCH = "9.0"
 # fresh venv's own, older copy would otherwise shadow.
 RUNTIME_DEPS = ("optree", "numpy", "graphviz", "typing-extensions", "setuptools")
 
-# TorchOpt with its torch image is about 10 minutes on 2 cores: `nox -s heavy` (docs/performance.md).
+# TorchOpt with its torch image is about 10 minutes on 2 cores: `nox -s heavy` (docs/maintainers/performance.md).
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.realwheel, pytest.mark.heavy]
 
 

@@ -62,6 +62,7 @@ def test_example_is_repaired_before_the_gate(docker_engine: str, tmp_path: Path)
     text = text.replace(
         'path = "../examples/cuda-kernels"', f'path = "{ROOT}/examples/cuda-kernels"'
     )
+    text = text.replace('platform = "auto"\n', "", 1)  # the tag is named below
     text = text.replace(
         "[repair]\n",
         '[repair]\nbundle = ["libgomp.so.1"]\nlibrary_folder = "archwheel_example"\n'
@@ -143,6 +144,7 @@ def test_a_repair_that_fails_places_nothing(
         'path = "../examples/cuda-kernels"', f'path = "{ROOT}/examples/cuda-kernels"'
     )
     recipe = tmp_path / "example-bad-repair.toml"
+    text = text.replace('platform = "auto"\n', "", 1)  # the example's own tag choice
     recipe.write_text(text.replace("[repair]\n", "[repair]\n" + repair, 1))
     out = tmp_path / "dist"
     proc = subprocess.run(

@@ -31,7 +31,7 @@ from tests.support.venvs import make_venv, pip_install
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.realwheel]
 
 # torch-scatter's compile is 12-20 minutes on 2 cores: its tests run in `nox -s heavy`, not in
-# the README's `nox -s tests` (docs/performance.md, "CI"); libtorch-ops (about 2 minutes) runs in
+# the README's `nox -s tests` (docs/maintainers/performance.md, "CI"); libtorch-ops (about 2 minutes) runs in
 # both.
 BY_RECIPE = [
     pytest.param(r, marks=pytest.mark.heavy) if r.startswith("torch-scatter") else r

@@ -19,8 +19,8 @@ from archwheel.effects.engine import (
     ContainerSpec,
     EngineSettings,
     Mount,
-    parse_version,
 )
+from archwheel.effects.engine_settings import parse_version
 from archwheel.effects.settings import Settings
 from archwheel.errors import BuildError
 from tests.support.components import require

@@ -1,4 +1,4 @@
-"""The gate per CUDA source (issue 27, item 2) on real container builds: variants of archwheel's
+"""The gate per CUDA source on real container builds: variants of archwheel's
 stable-ABI example (recipes/stable-ops.toml, built by setuptools + cpp_extension against torch
 2.14.1) whose build compiles less, or more, than asked. Each fails with exit 5, names what the
 build's own nvcc record shows, and places the wheel in rejected/ only.

@@ -1,4 +1,4 @@
-"""The compiler cache shared between machines, on a real Redis server (issue 12, item 2).
+"""The compiler cache shared between machines, on a real Redis server.
 
 Each build runs in fresh builder containers with its own empty local cache volume and its own
 work folder, as two machines would; they share only the Redis server (Debian's redis-server on

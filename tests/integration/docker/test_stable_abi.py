@@ -1,4 +1,4 @@
-"""One wheel for several torch releases (issue 25, items 3 and 4), on real builds and real torches.
+"""One wheel for several torch releases, on real builds and real torches.
 
 archwheel's stable-ABI example (``recipes/stable-ops.toml``: torch's stable ABI only,
 ``TORCH_TARGET_VERSION`` 2.12) is built once against torch 2.14.1 in a container; its recipe's

@@ -1,4 +1,4 @@
-"""``archwheel build`` hit in the middle of real work (issue 29): SIGKILL in each phase, the work
+"""``archwheel build`` hit in the middle of real work: SIGKILL in each phase, the work
 and output file systems filling up (small tmpfs mounts), and the engine stopped and started.
 
 Each build is the example recipe (one arch) against an undisturbed build of the same inputs. What
@@ -6,7 +6,7 @@ must hold: the run (or the next one) ends with one line naming the fault and a d
 code; no container is left; no wheel, no ``.part`` and no provenance without its wheel reaches the
 output folder; the next run cleans what the killed one left (with a line) and makes the same
 wheel (sha256). Whole builds: these run in ``nox -s faults`` (marker ``costly``), not in the
-README's ``nox -s tests``; figures in docs/design.md, "Faults".
+README's ``nox -s tests``; figures in docs/faults.md.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ pytestmark = [
 ]  # fmt: skip
 CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
 ARCH = "8.0"
-WHEEL = "archwheel_example-0.1.0-py3-none-linux_x86_64.whl"
+# the example's [repair] platform = "auto": manylinux_2_34 for a build on bookworm
+WHEEL = "archwheel_example-0.1.0-py3-none-manylinux_2_34_x86_64.whl"
 LEFT = "left by a build that did not finish"
 
 

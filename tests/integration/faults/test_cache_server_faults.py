@@ -1,4 +1,4 @@
-"""The shared compiler cache's server failing in the middle of real builds (issue 29): a server
+"""The shared compiler cache's server failing in the middle of real builds: a server
 that answers garbage, one that hangs, and Debian's redis-server killed with SIGKILL during the
 compile and started again. Each build is the example recipe, cold (a fresh local cache volume,
 so every compile asks the server), against an undisturbed build of the same inputs.
@@ -7,7 +7,7 @@ What must hold: the build ends 0 with one warning line naming the remote-cache e
 is byte-identical to the undisturbed one (a cache fault costs time, never bytes), no container
 is left, and after a restart the next build fills the server again. Whole builds: these run in
 ``nox -s faults`` (marker ``costly``), not in the README's ``nox -s tests``; figures in
-docs/design.md, "Faults".
+docs/faults.md.
 """
 
 from __future__ import annotations

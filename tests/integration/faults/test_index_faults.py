@@ -1,4 +1,4 @@
-"""The package index going away in the middle of the toolkit download (issue 29): on its own
+"""The package index going away in the middle of the toolkit download: on its own
 (in ``nox -s tests``) and inside a whole ``archwheel build`` that must make a builder image
 (``costly``: ``nox -s faults``).
 

@@ -1,4 +1,4 @@
-"""Runs killed in the middle of real work (issue 29): what a SIGKILL leaves, and who removes it.
+"""Runs killed in the middle of real work: what a SIGKILL leaves, and who removes it.
 
 Real engines (docker, podman) and real processes: a child Python process opens a container the
 way a build does and starts a long step in it; the test kills the child with SIGKILL and watches

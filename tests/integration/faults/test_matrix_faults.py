@@ -1,4 +1,4 @@
-"""``archwheel matrix`` runs that meet on one index, and one killed while it publishes (issue 29).
+"""``archwheel matrix`` runs that meet on one index, and one killed while it publishes.
 
 Real container builds of the example recipe (one arch, a warm cache volume after the first) and
 of a copy of it under another distribution name, published into one index folder from separate
@@ -6,7 +6,7 @@ working folders at the same time, the way two CI jobs of one team do. What must 
 ends 0, no wheel is lost, a file name is never given other bytes, the index is consistent and
 pip installs from it; a run killed with SIGKILL while publishing leaves an index that readers
 still use as it was, and the next run publishes, removing what the killed one left, with a line.
-Whole builds: ``nox -s faults`` (marker ``costly``); figures in docs/design.md, "Faults".
+Whole builds: ``nox -s faults`` (marker ``costly``); figures in docs/faults.md.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 - ``crosscheck_input`` on the corpus, wheels and directories made from it, where archwheel's
   side is the inventory the nvcc flags imply (tests/support/nvcc_fixtures.py): this runs without
   archwheel's scanner;
-- the acceptance tests of issue 2 item 5, which cross-check the scanner's own inventory of the
+- the acceptance tests, which cross-check the scanner's own inventory of the
   corpus (the real torch 2.14.1 / torchvision 0.29.1 wheels:
   tests/integration/realwheel/test_crosscheck.py);
 - ``archwheel audit --cross-check``.
@@ -258,7 +258,7 @@ def test_duplicate_member_names_are_refused(
     assert "appears 2 times" in report.failures[0].message
 
 
-# -- acceptance: archwheel's scanner against cuobjdump (issue 2, item 5) --------------------------
+# -- acceptance: archwheel's scanner against cuobjdump -----------------------------------------
 
 
 @pytest.mark.nvcc

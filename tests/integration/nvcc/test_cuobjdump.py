@@ -1,6 +1,6 @@
 """cuobjdump as an oracle on the nvcc fixture corpus, whose contents are derived from the nvcc
 flags: what it lists of each fixture and what it cannot see, and archwheel's layout reader
-against ``readelf -SW`` and ``ar t`` (see docs/fixtures.md).
+against ``readelf -SW`` and ``ar t`` (see docs/maintainers/fixtures.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Acceptance tests for archwheel's scanner on the nvcc fixture corpus (issue 2, items 3 and 5a).
+"""Acceptance tests for archwheel's scanner on the nvcc fixture corpus.
 
 What each fixture must contain is derived from the nvcc flags it was built with
 (``tests/support/nvcc_fixtures.py``), not from either reader. These tests fail (not skip) until

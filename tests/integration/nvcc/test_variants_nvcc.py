@@ -12,6 +12,8 @@ import pytest
 from tests.support.cli import CliRun
 from tests.support.variant_wheels import arch_wheels, uv_variant_install
 
+pytestmark = [pytest.mark.nvcc]
+
 KERNEL = "__global__ void k(float* x) { x[threadIdx.x] *= 2.f; }\n"
 
 

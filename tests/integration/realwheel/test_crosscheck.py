@@ -1,5 +1,5 @@
 """The cross-check on the real torch 2.14.1 / torchvision 0.29.1 wheels: cuobjdump sees every device
-library, and archwheel's scanner agrees with it (issue 2 item 5).
+library, and archwheel's scanner agrees with it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def test_crosscheck_sees_every_device_library_of_torchvision_even_if_the_scanner
     assert list(private_tmpdir.iterdir()) == []
 
 
-# -- acceptance: archwheel's scanner against cuobjdump (issue 2, item 5) --------------------------
+# -- acceptance: archwheel's scanner against cuobjdump -----------------------------------------
 
 
 @pytest.mark.realwheel

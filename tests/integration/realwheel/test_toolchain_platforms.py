@@ -1,7 +1,7 @@
 """The host-side toolchain download asks for every manylinux tag the base image's glibc accepts.
 
 NVIDIA's CUDA 13 component wheels are tagged manylinux_2_25/_2_27/_2_28: a download restricted
-to manylinux2014 does not see them (issue 9). Real downloads from the package index pip is
+to manylinux2014 does not see them. Real downloads from the package index pip is
 configured with (a small wheel: nvidia-cuda-cupti 13.0.85, manylinux_2_25, about 11 MB).
 """
 

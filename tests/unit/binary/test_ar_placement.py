@@ -1,4 +1,4 @@
-"""Every member of an ``ar`` archive is placed or reported (issue 31, class 1).
+"""Every member of an ``ar`` archive is placed or reported.
 
 A member whose long name (``/N``) points past the ``//`` name table, or that has no name at all,
 cannot be attributed to a library. It used to be dropped without a word: its device code then

@@ -1,7 +1,7 @@
 """cuobjdump as an oracle: its listing parser, section attribution, the layout reader on hostile
 input, finding and running the tool.
 
-The listing samples below are cuobjdump 13.5's real output (see docs/fixtures.md for the
+The listing samples below are cuobjdump 13.5's real output (see docs/maintainers/fixtures.md for the
 commands). The runner on the nvcc fixture corpus, whose contents are derived from the nvcc flags,
 and the layout reader are checked in tests/integration/nvcc/test_cuobjdump.py; facts about the
 torch 2.14.1 wheel (cuda-facts.md section 6) in tests/integration/realwheel/test_cuobjdump.py.
@@ -334,7 +334,7 @@ def test_without_any_cuobjdump_and_no_install_the_error_says_how_to_get_one(
 
 
 def test_cache_dir_follows_archwheel_cache_then_xdg(tmp_path: Path) -> None:
-    # $ARCHWHEEL_CACHE/archwheel, as every other cache of archwheel (issue 8: it was
+    # $ARCHWHEEL_CACHE/archwheel, as every other cache of archwheel (it was
     # $ARCHWHEEL_CACHE itself here, a second cache folder beside effects.paths.cache_dir).
     assert _cache_dir({"ARCHWHEEL_CACHE": str(tmp_path)}) == tmp_path / "archwheel"
     assert _cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "archwheel"

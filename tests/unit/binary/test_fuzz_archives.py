@@ -1,7 +1,7 @@
 """Property-based: generated ar archive headers, section tables and member names, within the
 promises of tests/support/fuzz.py (bounded time and memory, nothing written, one-line problems).
 
-Issue 13: an ar size field of ``-60`` spun forever, a member called ``lib[/]x.so`` crashed the
+Once, an ar size field of ``-60`` spun forever, a member called ``lib[/]x.so`` crashed the
 table, and tens of thousands of sections made each container lookup linear. Here the header
 fields (size, name, BSD name length, long-name index), the section table entries and the names
 are drawn at random; every scan must end, stay within memory, and print names literally.

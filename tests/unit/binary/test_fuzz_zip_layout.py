@@ -18,7 +18,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from archwheel.binary.zipread import LOCAL_HEADER, WheelReader
+from archwheel.binary.zipmember import LOCAL_HEADER
+from archwheel.binary.zipread import WheelReader
 from tests.support.fuzz import FUZZ_SETTINGS
 
 NAMES = [f"pkg/m{i}.so" for i in range(6)]

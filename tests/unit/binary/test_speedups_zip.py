@@ -2,7 +2,7 @@
 
 ``plain_directory`` reads a zip's central directory in place of ``zipfile`` and
 ``WheelReader``'s checks, and ``scan_members`` reads, inflates and scans small members in place
-of ``zipread.small_member`` and ``scan_stream``. Each must answer only where the Python path
+of ``zipmember.small_member`` and ``scan_stream``. Each must answer only where the Python path
 would find nothing wrong, and then answer exactly what it says; anything else it leaves (None).
 Checked here on generated archives of the shapes wheels take, on irregular ones, and on
 mutants of both (their directories, local headers and data), and in
@@ -23,10 +23,11 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-from archwheel.binary import speedups, zipread
+from archwheel.binary import speedups, zipmember, zipread
 from archwheel.binary.scan import bounds
 from archwheel.binary.scan.binary import MemberResult, scan_member, scan_small_members
-from archwheel.binary.zipread import Member, WheelReader
+from archwheel.binary.zipmember import Member
+from archwheel.binary.zipread import WheelReader
 from archwheel.errors import InputError
 from tests.support.builders import Entry, ar_archive, container, elf64
 from tests.support.fuzz import FUZZ_SETTINGS, Mutant, Seed, mutated
@@ -99,8 +100,8 @@ def _answers(path: Path, members: list[Member]) -> list[Any]:
             fh.fileno(),
             path.stat().st_size,
             members,
-            small_max=zipread.SMALL_MEMBER,
-            slack=zipread.LOCAL_SLACK,
+            small_max=zipmember.SMALL_MEMBER,
+            slack=zipmember.LOCAL_SLACK,
             bounds=bounds.compiled_bounds(),
         )
     assert found is not None

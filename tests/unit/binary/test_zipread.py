@@ -14,7 +14,8 @@ import pytest
 from archwheel.binary.model import Severity
 from archwheel.binary.scan import pool as scan_module
 from archwheel.binary.scan.inputs import scan_path
-from archwheel.binary.zipread import MemberError, WheelReader, member_chunks, unsafe_name_reason
+from archwheel.binary.zipmember import MemberError, member_chunks
+from archwheel.binary.zipread import WheelReader, unsafe_name_reason
 from archwheel.errors import InputError
 from tests.support.builders import Entry, container, elf64, with_zip_flags, write_zip
 
@@ -236,18 +237,18 @@ def test_a_mapped_read_gives_what_pread_gives(
 ) -> None:
     """The forked workers read the compressed bytes through a memory map (``mapped``): the
     same chunks, the same errors, and the pages read are let go of on the way."""
-    from archwheel.binary import zipread
+    from archwheel.binary import zipmember
 
-    monkeypatch.setattr(zipread._Mapped, "RELEASE_EVERY", 64 << 10)  # released many times
+    monkeypatch.setattr(zipmember._Mapped, "RELEASE_EVERY", 64 << 10)  # released many times
     released: list[int] = []
-    real_call = zipread._Mapped.__call__
+    real_call = zipmember._Mapped.__call__
 
     def watched(self: Any, size: int, at: int) -> memoryview:
         view = real_call(self, size, at)
         released.append(self._released)
         return view
 
-    monkeypatch.setattr(zipread._Mapped, "__call__", watched)
+    monkeypatch.setattr(zipmember._Mapped, "__call__", watched)
     payloads = {"lib/small.so": _compressible(70_000, 1), "lib/big.so": os.urandom(3_000_000)}
     path = write_zip(tmp_path / "m.whl", list(payloads.items()), stored=stored)
     reader = WheelReader(path)
@@ -286,12 +287,12 @@ def test_read_wheel_dynamic_reads_a_library_deflated_at_any_level(
     assert not any("deflate" in p for p in info.problems), info.problems
 
 
-# -- small members, read in one go (zipread.small_member) -----------------------------------------
+# -- small members, read in one go (zipmember.small_member) -----------------------------------------
 
 
 def _small(path: Path, member: Any) -> tuple[bytes | None, bytes | str]:
     """small_member's answer, and what member_chunks reads (its bytes, or its error)."""
-    from archwheel.binary.zipread import small_member
+    from archwheel.binary.zipmember import small_member
 
     size = path.stat().st_size
     fd = os.open(path, os.O_RDONLY)

@@ -11,14 +11,13 @@ from pathlib import Path
 import pytest
 
 from archwheel.effects.engine import (
-    PODMAN_CONF_TEXT,
     ContainerEngine,
     ContainerSpec,
     EngineSettings,
     Mount,
-    parse_version,
     sigterm_as_exit,
 )
+from archwheel.effects.engine_settings import PODMAN_CONF_TEXT, parse_version
 from archwheel.effects.owner import current_owner
 from archwheel.effects.process import find_program, quote_command, run_program
 from archwheel.effects.settings import Settings

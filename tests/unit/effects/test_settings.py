@@ -187,8 +187,8 @@ def test_a_wrong_archwheel_root_is_a_usage_error(
 
 
 def test_every_setting_is_in_the_documented_table() -> None:
-    """docs/design.md lists every variable ``Settings`` reads and every switch, once each."""
-    text = (Path(__file__).resolve().parents[3] / "docs" / "design.md").read_text()
+    """docs/settings.md lists every variable ``Settings`` reads and every switch, once each."""
+    text = (Path(__file__).resolve().parents[3] / "docs" / "settings.md").read_text()
     rows = [line for line in text.splitlines() if line.startswith("| `ARCHWHEEL_")]
     documented = [line.split("`")[1] for line in rows]
     assert sorted(documented) == sorted({*VARIABLES.values(), *SWITCHES})

@@ -51,6 +51,13 @@ def test_every_rule_cited_exists() -> None:
         (lambda d: d["gpu"][0].update(cc="1.0"), "not in compute_capability"),
         (lambda d: d["toolkit"][0].update(min_driver="abc"), "invalid driver version"),
         (lambda d: d["toolkit"][-1].update(arch_specific=["7.0"]), "'a'/'f' targets"),
+        (lambda d: d["toolkit"][2].update(targts=[]), "unknown key toolkit[2].targts"),
+        (
+            lambda d: d["toolkit"][3].update(verified="no"),
+            "toolkit[3].verified must be true or false, not 'no'",
+        ),
+        (lambda d: d["pytorch"].pop("arch_names"), "pytorch.arch_names: missing or not a list"),
+        (lambda d: d["pytorch"]["releases"].update(x=2), "pytorch.releases.x must be a string"),
     ],
 )
 def test_malformed_facts_name_the_key(mutate: Any, fragment: str) -> None:
@@ -115,7 +122,7 @@ def test_version_spellings() -> None:
     assert DriverVersion.parse("570.86.10") > DriverVersion.parse("570.26")
 
 
-# -- integrated GPUs, the official lists, releases (cuda_facts.toml, issue 11 item 4) -----------
+# -- integrated GPUs, the official lists, releases (cuda_facts.toml) --------------------------
 
 
 def test_integrated_gpus_are_the_tegra_capabilities() -> None:

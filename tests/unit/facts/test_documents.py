@@ -4,24 +4,22 @@ naming the file, the key (where there is one) and what was expected."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from msgspec import Meta
 
 from archwheel.effects.files import read_document
 from archwheel.errors import ArchwheelError, FactsError, InputError, RecipeError, UsageError
-from archwheel.facts.documents import (
-    DocumentUnreadable,
-    Table,
-    load_document,
-    load_table,
-    parse_document,
-)
+from archwheel.facts.documents import DocumentUnreadable, Table, load_document, parse_document
+from archwheel.facts.typed import Document, decode, missing_or_not
 from tests.support.fuzz import FUZZ_SETTINGS
 
 ORIGIN = "where/doc.json"
@@ -89,11 +87,6 @@ def test_a_document_within_the_bounds_is_parsed() -> None:
     }
 
 
-def test_the_top_of_a_table_document_must_be_an_object() -> None:
-    text = _refusal(lambda: load_table(b"[1]", origin=ORIGIN, nesting=4))
-    assert text == f"{ORIGIN}: not a JSON object at the top level"
-
-
 def test_any_error_factory_is_used() -> None:
     with pytest.raises(ValueError, match="doc: not JSON"):
         load_document("{", origin="doc", nesting=4, error=ValueError)
@@ -153,7 +146,29 @@ def test_the_origin_may_name_the_file_otherwise(tmp_path: Path) -> None:
     )
 
 
-# -- validating tables ----------------------------------------------------------------------------
+# -- validating tables (through msgspec Structs, in Table's words) --------------------------------
+
+
+class Build(Document, frozen=True, kw_only=True):
+    command: str
+    env: dict[str, str] = {}  # noqa: RUF012 (msgspec copies an empty default)
+    jobs: int = 1
+
+
+class Wheel(Document, frozen=True, kw_only=True):
+    size: int = 0
+    file: Annotated[str, missing_or_not("str")]
+
+
+class Doc(Document, frozen=True, kw_only=True):
+    name: str
+    count: Annotated[int, Meta(ge=1, le=3)] = 1
+    ratio: Annotated[float, Meta(ge=0.0, le=1.0)] = 1.0
+    on: bool = False
+    names: tuple[str, ...] = ()
+    build: Build | None = None
+    wheels: tuple[Wheel, ...] = ()
+
 
 DOC: dict[str, Any] = {
     "name": "x",
@@ -161,9 +176,15 @@ DOC: dict[str, Any] = {
     "ratio": 0.5,
     "on": True,
     "names": ["a", "b"],
-    "build": {"env": {"PATH": "/bin", "N": 1}, "jobs": "four"},
-    "wheels": [{"size": 1}, {"size": "1"}],
+    "build": {"command": "make", "env": {"PATH": "/bin"}, "jobs": 4},
+    "wheels": [{"size": 1, "file": "a.whl"}, {"size": 2, "file": "b.whl"}],
 }
+
+
+def _changed(change: Any) -> dict[str, Any]:
+    doc = copy.deepcopy(DOC)
+    change(doc)
+    return doc
 
 
 def _toml(doc: dict[str, Any] = DOC) -> Table:
@@ -175,75 +196,99 @@ def _json(doc: dict[str, Any] = DOC) -> Table:
 
 
 def test_typed_values_are_returned() -> None:
-    table = _json()
-    assert table.text("name") == "x" and table.opt_text("nothing") is None
-    assert table.integer("count", low=1, high=3) == 3 and table.opt_int("nothing") is None
-    assert table.number("ratio", 1.0) == 0.5 and table.number("count", 1.0) == 3.0
-    assert table.flag("on", False) is True and table.flag("off", False) is False
-    assert table.texts("names") == ("a", "b") and table.texts("name", single=True) == ("x",)
-    assert table.table("build").table("env").data["PATH"] == "/bin"
-    assert [t.data for t in table.tables("wheels")] == DOC["wheels"]
-    assert table.table("absent").data == {} and table.tables("absent") == ()
+    doc = decode(_json(), Doc)
+    assert (doc.name, doc.count, doc.ratio, doc.on, doc.names) == ("x", 3, 0.5, True, ("a", "b"))
+    assert doc.build is not None and doc.build.env["PATH"] == "/bin" and doc.build.jobs == 4
+    assert [w.size for w in doc.wheels] == [1, 2]
+    bare = decode(_json({"name": "x", "ratio": 1}), Doc)
+    assert bare.build is None and bare.wheels == () and bare.ratio == 1.0
+
+
+def test_a_decoded_document_names_its_places() -> None:
+    """``table``/``tables`` find the place of a decoded value, for the checks after its type."""
+    top = _toml()
+    assert top.table("build").fail("jobs", "too many").args[0] == "r.toml: [build] jobs: too many"
+    assert [t.where() for t in top.tables("wheels")] == ["wheels[0]", "wheels[1]"]
+    assert top.table("absent").data == {} and top.tables("absent") == ()
+    assert _json().unknown(["name", "count"]) == ["ratio", "on", "names", "build", "wheels"]
 
 
 @pytest.mark.parametrize(
-    ("read", "toml_message", "json_message"),
+    ("change", "toml_message", "json_message"),
     [
-        (lambda t: t.text("count"), "r.toml: count must be a string, not 3",
-         "m.json: count must be a string, not 3"),
-        (lambda t: t.text("absent"), "r.toml: absent: missing (required)",
-         "m.json: missing key 'absent'"),
-        (lambda t: t.table("build").text("absent"), "r.toml: [build] absent: missing (required)",
-         "m.json: build: missing key 'absent'"),
-        (lambda t: t.table("build").text("jobs", required=True) and t.table("build").integer("jobs"),
+        (lambda d: d.update(count="3"), "r.toml: count must be an integer, not '3'",
+         "m.json: count must be an integer, not '3'"),
+        (lambda d: d.update(name=3), "r.toml: name must be a string, not 3",
+         "m.json: name must be a string, not 3"),
+        (lambda d: d.pop("name"), "r.toml: name: missing (required)",
+         "m.json: missing key 'name'"),
+        (lambda d: d["build"].pop("command"), "r.toml: [build] command: missing (required)",
+         "m.json: build: missing key 'command'"),
+        (lambda d: d["build"].update(jobs="four"),
          "r.toml: [build] jobs must be an integer, not 'four'",
          "m.json: build.jobs must be an integer, not 'four'"),
-        (lambda t: t.integer("count", low=4), "r.toml: count: must be at least 4, not 3",
-         "m.json: count: must be at least 4, not 3"),
-        (lambda t: t.integer("on"), "r.toml: on must be an integer, not True",
-         "m.json: on must be an integer, not True"),
-        (lambda t: t.flag("name", False), "r.toml: name must be true or false, not 'x'",
-         "m.json: name must be true or false, not 'x'"),
-        (lambda t: t.texts("build"), "r.toml: build must be a list of strings, not a table",
-         "m.json: build must be a list of strings, not an object"),
-        (lambda t: t.table("names"), "r.toml: names must be a table, not an array",
-         "m.json: names must be an object, not a list"),
-        (lambda t: t.table("build").text_map("env"),
-         "r.toml: [build] env.N must be a string, not 1",
+        (lambda d: d.update(count=4), "r.toml: count: must be between 1 and 3, not 4",
+         "m.json: count: must be between 1 and 3, not 4"),
+        (lambda d: d.update(count=True), "r.toml: count must be an integer, not True",
+         "m.json: count must be an integer, not True"),
+        (lambda d: d.update(ratio=2), "r.toml: ratio: must be between 0.0 and 1.0",
+         "m.json: ratio: must be between 0.0 and 1.0"),
+        (lambda d: d.update(ratio=True), "r.toml: ratio must be a number, not True",
+         "m.json: ratio must be a number, not True"),
+        (lambda d: d.update(on="x"), "r.toml: on must be true or false, not 'x'",
+         "m.json: on must be true or false, not 'x'"),
+        (lambda d: d.update(names=d["build"]), "r.toml: names must be a list of strings, not a table",
+         "m.json: names must be a list of strings, not an object"),
+        (lambda d: d.update(build=["a"]), "r.toml: build must be a table, not an array",
+         "m.json: build must be an object, not a list"),
+        (lambda d: d["build"]["env"].update(N=1), "r.toml: [build] env.N must be a string, not 1",
          "m.json: build.env.N must be a string, not 1"),
-        (lambda t: t.tables("wheels")[1].integer("size"),
+        (lambda d: d["wheels"][1].update(size="1"),
          "r.toml: wheels[1].size must be an integer, not '1'",
          "m.json: wheels[1].size must be an integer, not '1'"),
-        (lambda t: t.tables("wheels")[1].typed("size", int),
-         "r.toml: wheels[1].size: missing or not a int",
-         "m.json: wheels[1].size: missing or not a int"),
-        (lambda t: t.tables("names"), "r.toml: names[0] must be a table, not 'a'",
-         "m.json: names[0] must be an object, not 'a'"),
+        (lambda d: d["wheels"][1].update(file=1), "r.toml: wheels[1].file: missing or not a str",
+         "m.json: wheels[1].file: missing or not a str"),
+        (lambda d: d["wheels"][1].pop("file"), "r.toml: wheels[1].file: missing or not a str",
+         "m.json: wheels[1].file: missing or not a str"),
+        (lambda d: d.update(wheels=["a"]), "r.toml: wheels[0] must be a table, not 'a'",
+         "m.json: wheels[0] must be an object, not 'a'"),
     ],
 )  # fmt: skip
 def test_each_error_names_the_file_the_key_and_what_was_expected(
-    read: Any, toml_message: str, json_message: str
+    change: Any, toml_message: str, json_message: str
 ) -> None:
-    assert _refusal(lambda: read(_toml()), RecipeError) == toml_message
-    assert _refusal(lambda: read(_json()), InputError) == json_message
+    doc = _changed(change)
+    assert _refusal(lambda: decode(_toml(doc), Doc), RecipeError) == toml_message
+    assert _refusal(lambda: decode(_json(doc), Doc), InputError) == json_message
 
 
 def test_unknown_keys_are_refused_with_the_known_ones() -> None:
-    build = {"comand": "make", "env": {}}
-    text = _refusal(lambda: _toml({"build": build}).table("build").refuse_unknown({"command", "env"}),
-                    RecipeError)  # fmt: skip
-    assert (
-        text == "r.toml: [build] comand: unknown key (did you mean 'command'? known: command, env)"
+    doc = _changed(lambda d: d["build"].update(comand="make"))
+    text = _refusal(lambda: decode(_toml(doc), Doc), RecipeError)
+    assert text == (
+        "r.toml: [build] comand: unknown key (did you mean 'command'? known: command, env, jobs)"
     )
-    text = _refusal(lambda: _json({"build": build}).table("build").refuse_unknown({"jobs", "env"}))
-    assert text == "m.json: unknown key build.comand (known: env, jobs)"
-    assert _json().unknown(["name", "count"]) == ["ratio", "on", "names", "build", "wheels"]
-    assert _json({"a": 1}).refuse_unknown(["a"]).data == {"a": 1}
+    doc = _changed(lambda d: d["build"].update(xyz=1))
+    text = _refusal(lambda: decode(_json(doc), Doc))
+    assert text == "m.json: unknown key build.xyz (known: command, env, jobs)"
 
 
 def test_a_long_value_is_shortened_in_the_message() -> None:
-    text = _refusal(lambda: _json({"k": "x" * 1000}).integer("k"))
+    text = _refusal(lambda: decode(_json(_changed(lambda d: d.update(count="x" * 1000))), Doc))
     assert len(text) < 120 and text.endswith("...")
+
+
+KINDS: dict[str, Any] = {
+    "text": str,
+    "integer": Annotated[int, Meta(ge=0, le=9)],
+    "number": Annotated[float, Meta(ge=0.0, le=9.0)],
+    "flag": bool,
+    "texts": str | tuple[str, ...],
+    "table": Build,
+    "tables": tuple[Build, ...],
+    "text_map": dict[str, str],
+    "typed": Annotated[int, missing_or_not("int")],
+}
 
 
 @FUZZ_SETTINGS
@@ -254,21 +299,11 @@ def test_a_long_value_is_shortened_in_the_message() -> None:
                                 st.dictionaries(st.text(max_size=5), inner, max_size=3)),
         max_leaves=8,
     ),
-    accessor=st.sampled_from(["text", "integer", "number", "flag", "texts", "table", "tables",
-                              "text_map", "typed"]),
+    kind=st.sampled_from(sorted(KINDS)),
 )  # fmt: skip
-def test_any_value_is_accepted_or_refused_naming_file_and_key(value: object, accessor: str) -> None:
-    table = Table({"top": {"key": value}}, "f.toml", FactsError).table("top")
-    calls = {
-        "text": lambda: table.text("key"),
-        "integer": lambda: table.integer("key", low=0, high=9),
-        "number": lambda: table.number("key", 1.0, low=0.0, high=9.0),
-        "flag": lambda: table.flag("key", False),
-        "texts": lambda: table.texts("key", single=True),
-        "table": lambda: table.table("key"),
-        "tables": lambda: table.tables("key"),
-        "text_map": lambda: table.text_map("key"),
-        "typed": lambda: table.typed("key", int),
-    }
-    line = _line_or_none(calls[accessor])
+def test_any_value_is_accepted_or_refused_naming_file_and_key(value: object, kind: str) -> None:
+    inner = msgspec.defstruct("Inner", [("key", KINDS[kind])], bases=(Document,), kw_only=True)
+    outer = msgspec.defstruct("Outer", [("top", inner)], bases=(Document,), kw_only=True)
+    table = Table({"top": {"key": value}}, "f.toml", FactsError)
+    line = _line_or_none(lambda: decode(table, outer))
     assert line is None or (line.startswith("f.toml: ") and "top.key" in line and "\n" not in line)

@@ -1,6 +1,7 @@
-"""Every bad-input class against every command that reads files (issue 13, classes 5, 7, 8;
-issue 31: metadata that disagrees with the file name, an archive member that cannot be placed;
-the output shapes are in test_bad_output_matrix.py).
+"""Every bad-input class against every command that reads files (also
+metadata that disagrees with the file name, an archive member that cannot be placed;
+the output shapes are in test_bad_output_matrix.py, index folders bent out of shape in
+test_bad_index_folders.py, what other programs answer in test_untrusted_answers.py).
 
 Exit 4 and "internal error" are reserved for archwheel's own bugs: a user's mistake or a
 hostile file ends with a one-line error and a documented code (2 usage, 3 unreadable input),
@@ -26,6 +27,7 @@ from archwheel.binary.scan.pool import scan_members
 from archwheel.binary.zipread import WheelReader
 from archwheel.errors import ArchwheelError
 from archwheel.exit_codes import ExitCode
+from tests.support.bad_input import DOCUMENTED, run_main
 from tests.support.builders import (
     Entry,
     ar_archive,
@@ -123,7 +125,7 @@ def _metadata_disagrees(folder: Path) -> str:
 
 
 def _unplaceable_ar_member(folder: Path) -> str:
-    # A static library whose member's long name (/N) points past the '//' table (issue 31).
+    # A static library whose member's long name (/N) points past the '//' table.
     lib = elf64([(".nv_fatbin", container(Entry(sm=80)))])
     data = bytearray(ar_archive([("a_very_long_member_name.o", lib)]))
     at = data.index(b"/0".ljust(16))
@@ -190,6 +192,17 @@ COMMANDS: dict[str, Callable[[str, Path], list[str]]] = {
     "build-recipe": lambda x, _: ["build", "--recipe", x, "--plan"],
     "matrix": lambda x, folder: ["matrix", x, "--index", str(folder / "index"), "--plan"],
     "publish": lambda x, folder: ["publish", x, "--index", str(folder / "index")],
+    "clean-index": lambda x, folder: [
+        "clean",
+        "--engine",
+        "none",
+        "--temp",
+        str(folder / "none"),
+        "--index",
+        x,
+        "--dry-run",
+    ],
+    "recheck-index": lambda x, _: ["matrix", "--recheck", "--index", x],
     "arch": lambda x, _: ["arch", x],
     "doctor-interpreter": lambda x, _: ["doctor", "--interpreter", x, "--timeout", "20"],
     "smoke": lambda x, _: ["smoke", x, "--timeout", "20", "--install-timeout", "20"],
@@ -214,16 +227,6 @@ COMMANDS: dict[str, Callable[[str, Path], list[str]]] = {
         "20",
     ],
 }
-DOCUMENTED = {ExitCode.OK, ExitCode.VERDICT_FAILED, ExitCode.USAGE, ExitCode.INCOMPLETE}
-
-
-def _main(argv: list[str]) -> int:
-    from archwheel.interfaces.cli import main
-
-    try:
-        return main(argv)
-    except SystemExit as exc:  # argparse's usage errors
-        return int(exc.code or 0)
 
 
 @pytest.mark.parametrize("bad", sorted(BAD_INPUTS))
@@ -235,7 +238,7 @@ def test_no_bad_input_is_an_internal_error(
         pytest.skip("no /proc here")
     argument = BAD_INPUTS[bad](tmp_path)
     with watchdog(60):
-        code = _main(COMMANDS[command](argument, tmp_path))
+        code = run_main(COMMANDS[command](argument, tmp_path))
     out, err = capsys.readouterr()
     assert "internal error" not in err, err[-2000:]
     assert code in DOCUMENTED, (code, err[-2000:])
@@ -285,7 +288,7 @@ def test_no_bad_input_escapes_the_python_api_as_another_exception(
 def test_a_recipe_that_replaces_or_defeats_archwheel_is_refused_by_build_plan(
     bad: str, words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _main(COMMANDS["build-recipe"](BAD_INPUTS[bad](tmp_path), tmp_path)) == ExitCode.USAGE
+    assert run_main(COMMANDS["build-recipe"](BAD_INPUTS[bad](tmp_path), tmp_path)) == ExitCode.USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err
 
@@ -312,7 +315,7 @@ def test_a_setting_written_wrong_is_a_usage_error_for_every_command(
     for variable, value in BAD_SETTINGS[bad].items():
         monkeypatch.setenv(variable, value)
     with watchdog(60):
-        code = _main(COMMANDS[command](str(tmp_path / "x.whl"), tmp_path))
+        code = run_main(COMMANDS[command](str(tmp_path / "x.whl"), tmp_path))
     err = capsys.readouterr().err
     assert code == ExitCode.USAGE, err[-2000:]
     (variable,) = BAD_SETTINGS[bad]
@@ -341,7 +344,7 @@ def test_a_setting_written_wrong_is_a_usage_error_for_every_command(
 def test_numbers_out_of_range_are_usage_errors(
     argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _main(argv) == ExitCode.USAGE
+    assert run_main(argv) == ExitCode.USAGE
     assert words in capsys.readouterr().err
 
 
@@ -357,7 +360,7 @@ def test_numbers_out_of_range_are_usage_errors(
 def test_argparse_errors_do_not_repeat_a_huge_value(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _main(argv) == ExitCode.USAGE
+    assert run_main(argv) == ExitCode.USAGE
     err = capsys.readouterr().err
     assert "..." in err
     assert len(err) < 2_000
@@ -378,7 +381,7 @@ def test_output_to_a_folder_or_a_missing_folder_is_a_usage_error(
         ["audit", str(wheel), "-o", str(output)],
         ["manifest", str(wheel), "-o", str(output)],
     ):
-        assert _main(argv) == ExitCode.USAGE
+        assert run_main(argv) == ExitCode.USAGE
         err = capsys.readouterr().err
         assert "internal error" not in err and str(output) in err
 
@@ -387,7 +390,7 @@ def test_audit_output_is_written_atomically(tmp_path: Path) -> None:
     wheel = _small_wheel(tmp_path)
     target = tmp_path / "report.json"
     target.write_text("old")
-    assert _main(["audit", str(wheel), "--format", "json", "-o", str(target)]) == 0
+    assert run_main(["audit", str(wheel), "--format", "json", "-o", str(target)]) == 0
     assert json.loads(target.read_text())["inputs"][0]["libraries"][0]["path"] == "demo/libx.so"
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")] == []
 
@@ -477,13 +480,13 @@ def test_manifest_file_names_must_be_plain(
 ) -> None:
     wheel = make_wheel(tmp_path, "demo")
     manifest = tmp_path / "manifest.json"
-    assert _main(["manifest", str(wheel), "-o", str(manifest)]) == 0
+    assert run_main(["manifest", str(wheel), "-o", str(manifest)]) == 0
     doc = json.loads(manifest.read_text())
     doc["wheels"][0]["file"] = "../../../../dev/zero"
     manifest.write_text(json.dumps(doc))
     capsys.readouterr()
     with watchdog(60):
-        assert _main(["verify", str(manifest)]) == ExitCode.INCOMPLETE
+        assert run_main(["verify", str(manifest)]) == ExitCode.INCOMPLETE
     assert "must be a bare file name" in capsys.readouterr().err
 
 
@@ -512,7 +515,7 @@ def test_recipe_sources_that_cannot_be_built_are_usage_errors(
 ) -> None:
     recipe = _recipe(tmp_path, source)
     with watchdog(60):
-        code = _main(["build", "--recipe", str(recipe), "--plan"])
+        code = run_main(["build", "--recipe", str(recipe), "--plan"])
     err = capsys.readouterr().err
     assert code == ExitCode.USAGE, err
     assert words in err
@@ -525,7 +528,7 @@ def test_zip_with_struct_noise_never_crashes(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr("pkg/libn.so", noise)
     with watchdog(60):
-        assert _main(["audit", str(wheel)]) == ExitCode.INCOMPLETE
+        assert run_main(["audit", str(wheel)]) == ExitCode.INCOMPLETE
 
 
 def test_an_installed_distribution_is_read_only_inside_its_environment(
@@ -592,7 +595,7 @@ def test_output_into_a_fifo_or_through_a_link_is_written_not_replaced(tmp_path: 
     reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
     reader.start()
     with watchdog(60):
-        assert _main(["audit", str(wheel), "--format", "json", "-o", str(fifo)]) == 0
+        assert run_main(["audit", str(wheel), "--format", "json", "-o", str(fifo)]) == 0
         reader.join()
     assert stat.S_ISFIFO(fifo.lstat().st_mode)  # still a FIFO: written into, not replaced
     assert json.loads(received[0])["inputs"][0]["libraries"][0]["path"] == "demo/libx.so"
@@ -601,114 +604,5 @@ def test_output_into_a_fifo_or_through_a_link_is_written_not_replaced(tmp_path: 
     target.write_text("old")
     link = tmp_path / "report-link.txt"
     link.symlink_to(target)
-    assert _main(["audit", str(wheel), "-o", str(link)]) == 0
+    assert run_main(["audit", str(wheel), "-o", str(link)]) == 0
     assert link.is_symlink() and "demo/libx.so" in target.read_text()
-
-
-# What a hostile or broken --interpreter answers its probes: archwheel's probe scripts run in
-# the user's interpreter, so the answer is untrusted input like a file (the marker line is what
-# doctor and verify --env read; can-load --installed and audit --installed read all of stdout).
-PROBE_ANSWERS = {
-    "deep": "[" * 100_000,
-    "huge-int": "9" * 100_000,
-    "a-list": "[1, 2]",
-    "distributions-a-list": '{"distributions": [1, 2]}',
-    "versions-not-text": '{"distributions": {"torch": 2}}',
-    "native-files-not-pairs": '{"distributions": {"a": "1"}, "native_files": {"a": [[1]]}}',
-    "torch-fields-of-any-type": (
-        '{"distributions": {"torch": "2.14.1"}, "location": [1], "cuda": {}, "version": 5,'
-        ' "device_count": "many", "cuda_available": "yes", "errors": [1], "nccl": 7}'
-    ),
-    "installed-not-the-probe-s": '[{"name": 1, "root": "/", "files": "x"}]',
-    "files-not-a-list": '{"files": 5, "roots": [1]}',
-}
-
-
-@pytest.mark.parametrize("answer", sorted(PROBE_ANSWERS))
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["doctor", "--timeout", "20"],
-        ["verify", "MANIFEST", "--env"],
-        ["can-load", "WHEEL", "--installed"],
-        ["audit", "--installed", "demo"],
-    ],
-    ids=["doctor", "verify-env", "can-load-installed", "audit-installed"],
-)
-def test_an_interpreter_s_answer_is_untrusted_input(
-    argv: list[str], answer: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    marker = "" if argv[0] in ("can-load", "audit") else "@@archwheel-probe@@"
-    script = tmp_path / "python"
-    script.write_text(f"#!{sys.executable}\nprint({marker + PROBE_ANSWERS[answer]!r})\n")
-    script.chmod(0o755)
-    # A wheel with a library (can-load reads the environment only for one) and its manifest.
-    wheel = make_wheel(tmp_path, "demo")
-    with zipfile.ZipFile(wheel) as archive:
-        members = {n: archive.read(n) for n in archive.namelist()}
-    members["demo/libx.so"] = elf64([(".nv_fatbin", container(Entry(sm=80)))])
-    write_zip(wheel, list(members.items()))
-    manifest = tmp_path / "manifest.json"
-    assert _main(["manifest", str(wheel), "-o", str(manifest)]) == 0
-    capsys.readouterr()
-    named = {"MANIFEST": str(manifest), "WHEEL": str(wheel)}
-    with watchdog(60):
-        code = _main([*(named.get(a, a) for a in argv), "--interpreter", str(script)])
-    out, err = capsys.readouterr()
-    assert "internal error" not in err + out, (err + out)[-2000:]
-    assert code in {*DOCUMENTED, ExitCode.TOOL}, (code, err[-2000:])
-    assert code != ExitCode.USAGE, err[-2000:]  # the probe ran: not stopped at the arguments
-    assert len(err) < 20_000
-
-
-@pytest.mark.parametrize(
-    "body",
-    [
-        b"[" * 100_000,
-        b'{"files": ' + b"9" * 100_000 + b"}",
-        b"[1, 2]",
-        b'{"files": [{"filename": 1, "url": "x"}]}',
-        b'{"files": [{"filename": "a.tar.gz", "url": "x", "hashes": [1]}]}',
-        b"\xff\xfe",
-    ],
-)
-def test_a_package_index_json_page_is_untrusted_input(body: bytes) -> None:
-    from archwheel.effects.simple_index import parse_simple_page
-    from archwheel.errors import ToolError
-
-    with pytest.raises(ToolError, match="the package index page https://x/demo/ is"):
-        parse_simple_page(body, "application/vnd.pypi.simple.v1+json", "https://x/demo/")
-    good = (
-        b'{"files": [{"filename": "demo-1.0.tar.gz", "url": "d.tgz", "hashes": {"sha256": "ab"}}]}'
-    )
-    (only,) = parse_simple_page(good, "application/vnd.pypi.simple.v1+json", "https://x/demo/")
-    assert (only.filename, only.url, only.sha256) == (
-        "demo-1.0.tar.gz",
-        "https://x/demo/d.tgz",
-        "ab",
-    )
-
-
-@pytest.mark.parametrize("body", [b"[" * 100_000, b"9" * 100_000, b"[]", "fifo"])
-def test_a_smoke_step_s_result_is_untrusted_input(body: bytes | str, tmp_path: Path) -> None:
-    # The result file is written by the payload inside the tested wheel's process.
-    from archwheel.effects.watchdog import _read_result
-
-    path = tmp_path / "result.json"
-    if body == "fifo":
-        os.mkfifo(path)
-    else:
-        assert isinstance(body, bytes)
-        path.write_bytes(body)
-    with watchdog(20):
-        data, why = _read_result(path)
-    assert data is None and why and "\n" not in why
-
-
-def test_a_fifo_named_as_a_provenance_file_does_not_block_the_html_report(tmp_path: Path) -> None:
-    from archwheel.interfaces.render.html import _provenance
-
-    wheel = tmp_path / "demo-1.0-py3-none-any.whl"
-    os.mkfifo(tmp_path / (wheel.name + ".provenance.json"))
-    with watchdog(20):
-        assert _provenance(str(wheel)) is None

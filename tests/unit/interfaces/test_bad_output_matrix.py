@@ -1,4 +1,4 @@
-"""Every command against outputs that cannot take what it writes (issue 31, classes 3-5).
+"""Every command against outputs that cannot take what it writes.
 
 Standard output closed (``>&-``) or a pipe whose reader exited (``| head -c1``): every command
 stops with exit 141 (128 + SIGPIPE), no traceback, one line on standard error for a closed

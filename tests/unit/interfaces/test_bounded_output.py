@@ -1,4 +1,4 @@
-"""Output bounded in the number of libraries (issue 13: cost stays linear, memory bounded).
+"""Output bounded in the number of libraries (cost stays linear, memory bounded).
 
 A wheel of thousands of tiny libraries (each a valid ELF with a fatbin) took 30 s to print as a
 table and 156 s and 880 MB as an HTML report (one chart bar per library): the text, Markdown

@@ -5,6 +5,7 @@ tests/integration/faults/test_killed_runs.py."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +65,40 @@ def test_an_engine_asked_for_that_does_not_answer_is_a_one_line_error(
     code, out, err = cli_run("clean", "--temp", str(tmp_path))  # default: skipped, said
     assert code == 0
     assert out.startswith("note: containers not checked")
+
+
+@pytest.mark.parametrize("shape", ["file", "fifo", "missing", "link-to-file"])
+def test_an_index_that_is_no_folder_is_exit_2(tmp_path: Path, cli_run: CliRun, shape: str) -> None:
+    """``clean --index FILE`` said "nothing to clean", exit 0 (``matrix --recheck`` exits 2
+    for the same): now one line, exit 2, naming it."""
+    given = tmp_path / "index"
+    if shape == "file":
+        given.write_text("not an index")
+    elif shape == "fifo":
+        os.mkfifo(given)
+    elif shape == "link-to-file":
+        (tmp_path / "file").write_text("x")
+        given.symlink_to(tmp_path / "file")
+    code, out, err = cli_run("clean", "--engine", "none", "--temp", str(tmp_path / "none"),
+                             "--index", str(given))  # fmt: skip
+    assert code == 2 and out == "" and err.count("\n") == 1, (code, out, err)
+    assert str(given) in err
+    assert ("no such folder" if shape == "missing" else "not a folder") in err
+
+
+def test_a_tampered_index_stops_clean_before_anything_is_removed(
+    tmp_path: Path, cli_run: CliRun
+) -> None:
+    """An index whose ``current`` leads out of it ends ``clean`` with exit 2 before the dead
+    runs' folders are removed too: nothing at all is removed."""
+    dead = tmp_path / "archwheel-work-x2"
+    dead.mkdir()
+    mark_folder(dead, _ended_owner())
+    index = tmp_path / "index"
+    (index / "trees").mkdir(parents=True)
+    (index / "current").symlink_to(tmp_path)
+    code, out, err = cli_run("clean", "--engine", "none", "--temp", str(tmp_path),
+                             "--index", str(index))  # fmt: skip
+    assert code == 2 and err.count("\n") == 1, (code, out, err)
+    assert "not the link archwheel makes" in err
+    assert dead.is_dir()

@@ -15,13 +15,8 @@ from rich.console import Console
 
 from archwheel.errors import InputError
 from archwheel.interfaces.cli import build_parser
-from archwheel.interfaces.commands.matrix import (
-    MatrixRequest,
-    cell_builder,
-    recipe_facts,
-    run_request,
-)
-from archwheel.matrix import Cell, Verdict, make_plan, read_index, run_matrix
+from archwheel.interfaces.commands.matrix import MatrixCommand, cell_builder, run_request
+from archwheel.matrix import Cell, Verdict, make_plan, read_index, read_recipes, run_matrix
 from archwheel.wheelbuild import (
     BuildReporter,
     BuildRequest,
@@ -42,10 +37,10 @@ ARGS = ("--recipe", "example", "--recipe", "libtorch-ops", "--python", "3.11")
 TORCH_CELL = "libtorch-ops torch 2.14.1 py3.11 [9.0]"
 
 
-def _request(index: Path, work: Path) -> MatrixRequest:
+def _request(index: Path, work: Path) -> MatrixCommand:
     """The request `archwheel matrix ARGS --index INDEX --work WORK --format json` makes."""
     argv = ["matrix", *ARGS, "--index", str(index), "--work", str(work), "--format", "json"]
-    return MatrixRequest.from_args(build_parser("matrix").parse_args(argv))
+    return MatrixCommand.from_args(build_parser("matrix").parse_args(argv))
 
 
 def test_plan_builds_nothing_and_then_skips_what_the_index_has(
@@ -177,11 +172,11 @@ def test_a_changed_source_rebuilds_its_cells(
             "--format", "json"]  # fmt: skip
 
     def actions() -> list[str]:
-        request = MatrixRequest.from_args(build_parser("matrix").parse_args([*argv, "--plan"]))
+        request = MatrixCommand.from_args(build_parser("matrix").parse_args([*argv, "--plan"]))
         run_request(request, None)
         return [c["action"] for c in json.loads(capsys.readouterr().out)["cells"]]
 
-    request = MatrixRequest.from_args(build_parser("matrix").parse_args(argv))
+    request = MatrixCommand.from_args(build_parser("matrix").parse_args(argv))
     assert run_request(request, FakeCellBuilder()) == 0
     capsys.readouterr()
     assert actions() == ["skip"]
@@ -213,7 +208,7 @@ def test_the_injected_build_use_case_builds_each_cell_without_redirecting_stdout
         requests.append(request)
         return _build_result(request.out)
 
-    matrix = _request(tmp_path / "index", tmp_path / "work")
+    matrix = _request(tmp_path / "index", tmp_path / "work").request
     builder = cell_builder(matrix, build, shown=Console(file=io.StringIO()))
     made = builder(Cell("example", None, "3.11", "8.0;9.0"), tmp_path / "cell")
     assert made.wheel.parent == tmp_path / "cell"
@@ -230,8 +225,8 @@ def test_a_cell_whose_build_raises_gets_the_errors_message(tmp_path: Path) -> No
     def build(request: BuildRequest, reporter: BuildReporter) -> BuildResult:
         raise InputError(f"sdist of {request.recipe}: sha256 is not the recipe's", hint="pin")
 
-    matrix = _request(tmp_path / "index", tmp_path / "work")
-    plan = make_plan(matrix.spec, recipe_facts(matrix.spec, matrix.settings), ())
+    matrix = _request(tmp_path / "index", tmp_path / "work").request
+    plan = make_plan(matrix.spec, read_recipes(matrix.spec, matrix.settings), ())
     builder = cell_builder(matrix, build, shown=Console(file=io.StringIO()))
     result = run_matrix(plan, builder, tmp_path / "index", tmp_path / "work")
     assert [c.verdict for c in result.cells] == [Verdict.BUILD_FAILED, Verdict.BUILD_FAILED]

@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 
 from archwheel.interfaces.cli import build_parser
-from archwheel.interfaces.commands.matrix import MatrixRequest, run_request
+from archwheel.interfaces.commands.matrix import MatrixCommand, run_request
 from archwheel.matrix import read_index
 from tests.support.cli import CliRun
 from tests.support.matrix_fakes import FakeCellBuilder
@@ -31,7 +31,7 @@ def _archs(*archs: str) -> list[str]:
 def _run(index: Path, work: Path, builder: FakeCellBuilder, *args: str) -> int:
     """``archwheel matrix BASE ARGS --index INDEX --work WORK --format json`` with ``builder``."""
     argv = ["matrix", *BASE, *args, "--index", str(index), "--work", str(work), "--format", "json"]
-    return run_request(MatrixRequest.from_args(build_parser("matrix").parse_args(argv)), builder)
+    return run_request(MatrixCommand.from_args(build_parser("matrix").parse_args(argv)), builder)
 
 
 def _published(index: Path) -> dict[str, tuple[int, str]]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import archwheel
+from archwheel._lazy import public_names
 from archwheel.interfaces.commands import COMMANDS, SUMMARY
 
 PACKAGE = Path(archwheel.__file__).parent
@@ -40,7 +41,13 @@ DECLARED = (
 )  # fmt: skip
 EXEMPT: set[str] = set()
 # Beside the floors: any module may import them.
-SHARED = {"archwheel", "archwheel.errors", "archwheel.exit_codes", "archwheel.text"}
+SHARED = {
+    "archwheel",
+    "archwheel._version",
+    "archwheel.errors",
+    "archwheel.exit_codes",
+    "archwheel.text",
+}
 
 
 def floor_imports(path: Path) -> list[tuple[int, str, str | None]]:
@@ -104,16 +111,49 @@ def test_checker_sees_a_private_import(tmp_path: Path) -> None:
 def test_every_public_name_resolves_lazily(package: str) -> None:
     name = f"archwheel.{package}" if package else "archwheel"
     module = importlib.import_module(name)
-    where = module._WHERE
-    assert set(module.__all__) >= set(where)
-    assert len(module.__all__) == len(set(module.__all__))
+    assert module.__file__ is not None
+    names = public_names(Path(module.__file__).read_text(encoding="utf-8"))
+    assert module.__all__ == sorted(names)
     submodules = {m.name for m in pkgutil.iter_modules(module.__path__)}
-    for public in module.__all__:
+    for public, (source, attr, _) in names.items():
         assert public not in submodules, f"{name}.{public} would be shadowed by its submodule"
-        assert getattr(module, public) is not None
+        assert getattr(module, public) is getattr(importlib.import_module(source), attr)
     assert set(module.__all__) <= set(dir(module))
     with pytest.raises(AttributeError):
         _ = module.no_such_name
+
+
+def test_the_public_names_are_read_as_python_reads_the_imports() -> None:
+    """``_lazy.public_names`` (a few regular expressions, cheap at every start) against the
+    abstract syntax tree of each package's imports."""
+    for package in ["", *DECLARED]:
+        init = PACKAGE / package / "__init__.py"
+        source = init.read_text(encoding="utf-8")
+        by_ast: dict[str, tuple[str, str]] = {}
+        for node in ast.walk(ast.parse(source)):
+            module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+            if isinstance(node, ast.ImportFrom) and module.startswith("archwheel"):
+                by_ast.update({a.asname or a.name: (module, a.name) for a in node.names})
+        by_ast.pop("lazy_exports")
+        assert {n: (m, a) for n, (m, a, _) in public_names(source).items()} == by_ast, package
+
+
+def test_public_names_tells_lazy_names_from_those_bound_at_once() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "from archwheel._lazy import lazy_exports\n"
+        "from archwheel.errors import UsageError\n"
+        "if TYPE_CHECKING:\n"
+        "    from archwheel.x.y import (\n        a,  # the first\n        b as c,\n    )\n"
+        "    from archwheel.z import d\n"
+        "__all__, __getattr__, __dir__ = lazy_exports(__name__)\n"
+    )
+    assert public_names(source) == {
+        "UsageError": ("archwheel.errors", "UsageError", False),
+        "a": ("archwheel.x.y", "a", True),
+        "c": ("archwheel.x.y", "b", True),
+        "d": ("archwheel.z", "d", True),
+    }
 
 
 def test_the_help_lines_are_the_command_modules_own() -> None:
@@ -147,8 +187,10 @@ def test_help_texts_state_the_values_of_the_code() -> None:
 
 
 # What a command line that does no work must not import: the console library, the compression
-# libraries, plotting, the facts file (and the TOML reader that loads it), the scanner.
+# libraries, plotting, the facts file (and the TOML reader that loads it), the typed documents'
+# library, the scanner.
 HEAVY = (
+    "msgspec",
     "rich",
     "zstandard",
     "lz4",
@@ -207,8 +249,8 @@ def test_a_command_line_that_does_no_work_imports_nothing_heavy(argv: list[str],
 
 
 def test_the_import_probe_sees_a_heavy_import() -> None:
-    _, modules = imported_by(["gpus"])  # the GPU table: the facts file, rich
-    assert "archwheel.facts.catalog" in modules and "rich" in modules
+    _, modules = imported_by(["gpus"])  # the GPU table: the facts file (its Structs), rich
+    assert "archwheel.facts.catalog" in modules and "rich" in modules and "msgspec" in modules
 
 
 def test_importing_the_package_or_a_module_imports_no_more_of_it() -> None:
@@ -227,7 +269,7 @@ def test_importing_the_package_or_a_module_imports_no_more_of_it() -> None:
 
 def test_a_json_audit_renders_without_rich(tmp_path: Path) -> None:
     """``audit --format json`` writes its document with the standard library: rich (a table's
-    renderer) is imported only for the formats that draw with it (docs/performance.md)."""
+    renderer) is imported only for the formats that draw with it (docs/maintainers/performance.md)."""
     from tests.support.builders import Entry, container, elf64, write_zip
 
     wheel = write_zip(

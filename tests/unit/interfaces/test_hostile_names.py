@@ -1,4 +1,4 @@
-"""Names from inputs are printed literally (issue 13, class 4): rich markup in a member name is
+"""Names from inputs are printed literally: rich markup in a member name is
 shown, never applied or parsed (``[/]`` crashed the audit); control characters (ESC, OSC, BEL,
 CR, bidirectional overrides) reach no terminal raw, in any text format or error line; JSON keeps
 every name exact.
@@ -150,7 +150,7 @@ def _hostile_recipe(tmp_path: Path) -> Path:
 
 def test_build_echo_shows_recipe_commands_and_build_lines_literally(tmp_path: Path) -> None:
     # The recipe's command is echoed as the container command line, and build output comes back
-    # line by line: ESC/OSC sequences and rich markup in either reach no terminal (issue 13, 3).
+    # line by line: ESC/OSC sequences and rich markup in either reach no terminal.
     recipe = load_recipe(_hostile_recipe(tmp_path), facts=FACTS)
     assert recipe.build.command.strip() == HOSTILE_COMMAND  # the recipe holds it as written
     stream = io.StringIO()
@@ -193,7 +193,7 @@ def named_inside_wheel(tmp_path: Path) -> Path:
 def test_ar_member_and_section_names_are_exact_in_json(
     cli_run: CliRun, named_inside_wheel: Path
 ) -> None:
-    # The scanner keeps names as stored (issue 13, items 3 and 4): JSON escaping is exact.
+    # The scanner keeps names as stored: JSON escaping is exact.
     code, out, err = cli_run("audit", str(named_inside_wheel), "--format", "json", "--detail")
     assert code == 0, err
     libraries = json.loads(out)["inputs"][0]["libraries"]

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from archwheel.interfaces.cli import build_parser
-from archwheel.interfaces.commands.matrix import MatrixRequest, recipe_facts, run_request
+from archwheel.interfaces.commands.matrix import MatrixCommand, run_request
+from archwheel.matrix.cells import read_recipes
 from archwheel.matrix.index import read_index
 from archwheel.matrix.plan import Action, make_plan
 from tests.support.cli import CliRun
@@ -52,9 +53,9 @@ def _commands(kind: str, document: dict[str, Any]) -> dict[str, list[str]]:
     return found
 
 
-def _request(argv: list[str]) -> MatrixRequest:
+def _request(argv: list[str]) -> MatrixCommand:
     args = build_parser("matrix").parse_args(argv[1:])
-    return MatrixRequest.from_args(args)
+    return MatrixCommand.from_args(args)
 
 
 @pytest.fixture
@@ -108,8 +109,8 @@ def test_each_job_runs_exactly_the_local_plans_cell(
     exported: tuple[Path, dict[str, Path]],
 ) -> None:
     index, files = exported
-    local = _request(["archwheel", "matrix", *MATRIX, "--index", str(index)])
-    plan = make_plan(local.spec, recipe_facts(local.spec, local.settings), read_index(index))
+    local = _request(["archwheel", "matrix", *MATRIX, "--index", str(index)]).request
+    plan = make_plan(local.spec, read_recipes(local.spec, local.settings), read_index(index))
     to_build = {c.key: c for c in plan.of(Action.BUILD)}
     assert len(to_build) == 2 and len(plan.of(Action.SKIP)) == 1  # the example is not exported
     per_kind = {}
@@ -121,8 +122,8 @@ def test_each_job_runs_exactly_the_local_plans_cell(
         keys = {}
         for lines in commands.values():
             (line,) = lines
-            job = _request(shlex.split(line))
-            job_plan = make_plan(job.spec, recipe_facts(job.spec, job.settings), ())
+            job = _request(shlex.split(line)).request
+            job_plan = make_plan(job.spec, read_recipes(job.spec, job.settings), ())
             (cell,) = job_plan.cells
             assert cell.action is Action.BUILD and cell.key in to_build
             assert cell.cell == to_build[cell.key].cell
@@ -154,8 +155,10 @@ def test_the_merge_job_publishes_what_the_cell_jobs_left(
     assert code == 0, out + err
     merged = read_index(runner / "wheel-index")
     assert len(merged) == 2 and all(e.cell_key for e in merged)
-    local = _request(["archwheel", "matrix", *MATRIX, "--index", str(runner / "wheel-index")])
-    plan = make_plan(local.spec, recipe_facts(local.spec, local.settings), merged)
+    local = _request(
+        ["archwheel", "matrix", *MATRIX, "--index", str(runner / "wheel-index")]
+    ).request
+    plan = make_plan(local.spec, read_recipes(local.spec, local.settings), merged)
     assert [c.cell.recipe for c in plan.of(Action.BUILD)] == ["example"]  # built locally
 
 
@@ -195,7 +198,7 @@ def test_the_cell_jobs_carry_the_shared_cache(cli_run: CliRun, tmp_path: Path) -
     cells = {k: v for k, v in _commands("github-actions", _yaml(out)).items() if k != "publish"}
     assert len(cells) == 3
     for (command,) in cells.values():
-        request = _request(shlex.split(command))
+        request = _request(shlex.split(command)).request
         assert request.cache_url is not None and request.cache_url.text == url
 
 

@@ -1,5 +1,5 @@
 """A wheel's METADATA against its file name, documents checked by their schemas, and the loose
-answers of issue 31 (classes 2 and 6, item 7).
+answers of programs and pages.
 
 - ``publish`` refused nothing when METADATA's Name or Version was not the file name's: pip then
   could not install it from the index ("No matching distribution"). Now publish refuses it

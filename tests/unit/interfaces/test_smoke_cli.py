@@ -149,7 +149,7 @@ def test_sigterm_still_prints_the_report(tmp_path: Path) -> None:
 
 
 def test_output_is_written_whole_or_not_at_all(cli_run: CliRun, tmp_path: Path) -> None:
-    # The report is written to a new file renamed over the old one (issue 13, item 4): a reader
+    # The report is written to a new file renamed over the old one: a reader
     # (or a hard link) never sees a half-written report, and a failed write leaves no part file.
     require(shutil.which("docker") is not None, "the docker CLI is not installed")
     wheel = make_wheel(tmp_path, "tiny")
@@ -169,7 +169,7 @@ def test_output_is_written_whole_or_not_at_all(cli_run: CliRun, tmp_path: Path) 
         assert sorted(p.name for p in folder.iterdir()) == ["smoke.json"]
 
         blocked = folder / "blocked.json"
-        blocked.mkdir()  # a folder: refused before anything, as every command's -o (issue 31)
+        blocked.mkdir()  # a folder: refused before anything, as every command's -o
         code, _, err = cli_run("smoke", str(wheel), *args, "--output", str(blocked))
         assert code == 2, err
         assert f"{blocked}: is a folder" in err

@@ -20,7 +20,6 @@ import pytest
 from archwheel.facts.arch import ArchList
 from archwheel.matrix.index import (
     CURRENT,
-    KEEP_TREES,
     TREES,
     Candidate,
     IndexEntry,
@@ -28,6 +27,7 @@ from archwheel.matrix.index import (
     read_index,
     simple_url,
 )
+from archwheel.matrix.layout import KEEP_TREES
 from tests.support.index_wheels import (
     device_library,
     fresh_venv,

@@ -4,27 +4,31 @@ builder (tests/support/matrix_fakes.py) that makes real wheels without container
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
 from archwheel.errors import UsageError
 from archwheel.exit_codes import EXIT_BUILD, EXIT_OK
-from archwheel.matrix.index import read_index
+from archwheel.matrix.index import MANIFEST, read_index
 from archwheel.matrix.plan import (
     Action,
     MatrixSpec,
-    RecipeFacts,
     load_matrix,
     make_plan,
     parse_exclusion,
 )
 from archwheel.matrix.run import Verdict, run_matrix
+from archwheel.matrix.variants import matrix_publisher
+from archwheel.wheelbuild.recipe_summary import RecipeSummary
 from tests.support.matrix_fakes import FakeCellBuilder
 
 RECIPES = {
-    "kern": RecipeFacts("kern", "a" * 64, ("3.11", "3.12"), "8.0;9.0", cuda="13.0", torch="2.14.1"),
-    "other": RecipeFacts("other", "b" * 64, ("3.11",), "9.0", cuda="12.8"),
+    "kern": RecipeSummary(
+        "kern", "a" * 64, ("3.11", "3.12"), "8.0;9.0", cuda="13.0", torch="2.14.1"
+    ),
+    "other": RecipeSummary("other", "b" * 64, ("3.11",), "9.0", cuda="12.8"),
 }
 
 MATRIX_TOML = """\
@@ -129,7 +133,7 @@ def test_defaults_are_the_recipes() -> None:
 
 
 def test_a_matrix_spanning_too_many_cells_is_refused_before_any_is_planned() -> None:
-    # Issue 13: a 9 KB file of 200 torch x 200 Python x 150 arch values planned six million cells
+    # Once, a 9 KB file of 200 torch x 200 Python x 150 arch values planned six million cells
     # (minutes, gigabytes) before saying anything; the product is checked first.
     from archwheel.matrix import plan
 
@@ -208,7 +212,7 @@ def test_a_changed_recipe_rebuilds_its_cells(tmp_path: Path) -> None:
     spec = MatrixSpec(recipes=("kern",))
     index = tmp_path / "index"
     run_matrix(make_plan(spec, RECIPES, ()), FakeCellBuilder(), index, tmp_path / "w")
-    changed = {"kern": RecipeFacts("kern", "c" * 64, ("3.11",), "8.0;9.0", cuda="13.0")}
+    changed = {"kern": RecipeSummary("kern", "c" * 64, ("3.11",), "8.0;9.0", cuda="13.0")}
     plan = make_plan(spec, changed, read_index(index))
     assert [c.action for c in plan.cells] == [Action.BUILD]
 
@@ -230,11 +234,47 @@ def test_a_rebuild_with_another_arch_list_never_replaces_a_published_file(
     assert [e.expect for e in read_index(index)] == ["8.0"]
 
 
+def test_the_index_manifest_records_which_cells_a_grown_arch_axis_built_and_reused(
+    tmp_path: Path,
+) -> None:
+    # Per-arch cells published as variants; adding 12.0 builds only its cell, and the manifest
+    # of the tree that publish made says so: the new wheel added, the two published kept.
+    index, work = tmp_path / "index", tmp_path / "work"
+    wheel = "kern-1.0+1-cp311-none-linux_x86_64"
+    first = MatrixSpec(recipes=("kern",), python=("3.11",), arch=("8.0", "9.0"))
+    publisher = matrix_publisher(None)
+    run_matrix(make_plan(first, RECIPES, (), variants=True), FakeCellBuilder(same_name=True),
+               index, work, publisher=publisher)  # fmt: skip
+    before = json.loads((index / "current" / MANIFEST).read_text())["publish"]
+    assert before["added"] == [f"{wheel}-sm90.whl"]  # each cell is its own publish
+    assert before["kept"] == [f"{wheel}-sm80.whl"]
+    grown = dataclasses.replace(first, arch=("8.0", "9.0", "12.0"))
+    plan = make_plan(grown, RECIPES, read_index(index), variants=True)
+    builder = FakeCellBuilder(same_name=True)
+    result = run_matrix(plan, builder, index, work, publisher=publisher)
+    assert [c.arch for c in builder.calls] == ["12.0"]
+    assert [c.verdict for c in result.cells] == [Verdict.SKIPPED] * 2 + [Verdict.PUBLISHED]
+    tree = (index / "current").resolve()
+    record = json.loads((tree / MANIFEST).read_text())["publish"]
+    assert record["added"] == [f"{wheel}-sm120.whl"]
+    assert record["kept"] == [f"{wheel}-sm80.whl", f"{wheel}-sm90.whl"]
+    assert record["from_tree"] != tree.name and (index / "trees" / record["from_tree"]).is_dir()
+    added = next(e for e in read_index(index) if e.file == record["added"][0])
+    assert record["at"] == added.published_at != ""
+
+    # The first publish into an index kept nothing and came from no tree.
+    alone = tmp_path / "alone"
+    one = MatrixSpec(recipes=("kern",), python=("3.11",), arch=("8.0",))
+    run_matrix(make_plan(one, RECIPES, ()), FakeCellBuilder(), alone, work)
+    record = json.loads((alone / "current" / MANIFEST).read_text())["publish"]
+    assert record["from_tree"] is None and record["kept"] == [] and len(record["added"]) == 1
+
+
 # -- range cells: a recipe whose one wheel serves several torches ([torch] loads_with) ----------
 
 
-def _stable_facts() -> RecipeFacts:
-    return RecipeFacts(
+def _stable_facts() -> RecipeSummary:
+    return RecipeSummary(
         name="stable", sha256="b" * 64, python_versions=("3.11",), default_arch="9.0",
         cuda="13.0", torch="2.14.1", torch_in_name=False,
         loads_with=("2.12.1", "2.13.0", "2.14.1"),

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import jsonschema
@@ -17,10 +18,12 @@ import pytest
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.facts.arch import ArchList
 from archwheel.matrix.index import Candidate, publish
+from archwheel.matrix.layout import CURRENT
 from archwheel.matrix.recheck import Action, recheck_index
 from tests.support.builders import Entry, container
 from tests.support.can_load_fakes import TAG, Fakes, make_wheel
 from tests.support.cli import CliRun
+from tests.support.index_wheels import make_dist
 from tests.support.schemas import matrix_recheck_schema
 
 # Which fake torch each release on the index is: "new" exports c10::foo, which the extension
@@ -148,3 +151,68 @@ def test_recheck_refuses_what_does_not_apply(cli_run: CliRun, tmp_path: Path) ->
     assert code == 2 and "does not apply" in err and "Traceback" not in err
     code, _out, err = cli_run("matrix", "--recheck", "--index", str(tmp_path / "none"))
     assert code == 2 and "no such folder" in err
+
+
+def _published(root: Path) -> Path:
+    index = root / "index"
+    assert publish(index, [Candidate(make_dist(root / "w", "pure", "1.0"))]).ok
+    return index
+
+
+def _dangling(index: Path, _outside: Path) -> None:
+    shutil.rmtree((index / CURRENT).resolve())
+
+
+def _relinked(target: str) -> Callable[[Path, Path], None]:
+    def relink(index: Path, outside: Path) -> None:
+        (index / CURRENT).unlink()
+        (index / CURRENT).symlink_to(target.format(outside=outside))
+
+    return relink
+
+
+def _unpublished(index: Path, _outside: Path) -> None:
+    (index / CURRENT).unlink()
+
+
+# A damaged index: its current names a tree that is gone, leads out of trees/ (to an outside
+# folder holding a manifest of its own), or is missing.
+DAMAGED = {
+    "dangling-current": _dangling,
+    "current-outside": _relinked("{outside}"),
+    "current-climbs": _relinked("trees/../../outside"),
+    "current-dangling-elsewhere": _relinked("trees/20990101T000000000000Z-00000000"),
+    "no-current": _unpublished,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(DAMAGED))
+def test_recheck_of_a_damaged_index_is_one_line_and_exit_2(
+    cli_run: CliRun, tmp_path: Path, shape: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``current`` whose tree is gone was read as an empty index: an empty table and exit 0,
+    "nothing to rebuild". Each damaged shape is one line and exit 2, before pip is asked (a
+    pip that is not there would be an error of its own)."""
+    index = _published(tmp_path)
+    outside = tmp_path / "outside"
+    shutil.copytree((index / CURRENT).resolve(), outside)  # a manifest that looks right
+    DAMAGED[shape](index, outside)
+    refused = tmp_path / "pip.conf"
+    refused.write_text("[global\nindex-url = https://example.invalid/simple\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(refused))  # pip's error, were pip asked first
+    code, out, err = cli_run("matrix", "--recheck", "--index", str(index))
+    assert code == 2, (out, err)
+    assert out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert str(index) in err and str(refused) not in err
+
+
+@pytest.mark.parametrize("shape", ["file", "fifo"])
+def test_recheck_of_a_file_is_exit_2(cli_run: CliRun, tmp_path: Path, shape: str) -> None:
+    given = tmp_path / "index"
+    if shape == "fifo":
+        os.mkfifo(given)
+    else:
+        given.write_text("not an index")
+    code, out, err = cli_run("matrix", "--recheck", "--index", str(given))
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "not a folder" in err

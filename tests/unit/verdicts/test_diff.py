@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+import pytest
 
 from archwheel.verdicts.diff import diff, library_key, side_from_audit
 from tests.support.can_load_fakes import validate_schema
@@ -81,3 +84,20 @@ def test_another_archwheel_report_is_not_read_as_an_empty_build(
     hollow.write_text(json.dumps(document))
     code, _out, err = cli_run("diff", str(hollow), str(wheel))
     assert code == 3 and "its input has no 'libraries' list" in err
+
+
+@pytest.mark.parametrize(
+    ("library", "where"),
+    [
+        ({"path": "x/a.so", "images": [{"arch": "sm_80", "stored_bytes": -1}]},
+         "$.libraries[0].images[0].stored_bytes"),
+        ({"path": "", "images": []}, "$.libraries[0].path"),
+        ({"path": "x/a.so", "images": [{"arch": 80}]}, "$.libraries[0].images[0].arch"),
+    ],
+)  # fmt: skip
+def test_a_side_refuses_a_value_of_the_wrong_type_naming_where(
+    library: dict[str, object], where: str
+) -> None:
+    document = {"source": "x.whl", "complete": True, "libraries": [library]}
+    with pytest.raises(ValueError, match=re.escape(where)):
+        side_from_audit("old", document)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -386,10 +387,10 @@ def test_recipe_takes_free_threaded_versions_and_refuses_impossible_ones(tmp_pat
     text = (ROOT / "recipes" / "example.toml").read_text()
     text = text.replace("../examples/", str(ROOT / "examples") + "/")
     good = tmp_path / "ft.toml"
-    good.write_text(text.replace('versions = ["3.11"]', 'versions = ["3.14t", "3.13t"]'))
+    good.write_text(re.sub(r"(?m)^versions = .*$", 'versions = ["3.14t", "3.13t"]', text))
     assert load_recipe(good, facts=FACTS).python_versions == ("3.14t", "3.13t")
     bad = tmp_path / "bad.toml"
-    bad.write_text(text.replace('versions = ["3.11"]', 'versions = ["3.12t"]'))
+    bad.write_text(re.sub(r"(?m)^versions = .*$", 'versions = ["3.12t"]', text))
     with pytest.raises(RecipeError, match=r"free-threaded CPython exists from 3\.13 on"):
         load_recipe(bad, facts=FACTS)
 

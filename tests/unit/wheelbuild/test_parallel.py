@@ -46,15 +46,71 @@ def jobs(cpus: int, memory_gib: float, per_job: float = 2.0) -> JobCount:
 # -- choose_parallel ---------------------------------------------------------------------------
 
 
-def test_a_project_that_turns_ninja_off_gets_build_ext_parallel_and_nvcc_threads() -> None:
-    plan = choose_parallel(ParallelSwitches(), jobs(2, 20), archs=2, ninja_off=("setup.py:137",))
+# The shape of torch-scatter 2.1.2's setup.py (trimmed): one module per main file and suffix,
+# the cpu and cuda modules compiling the same main and cpu sources, with -DWITH_CUDA in one.
+SCATTER_LIKE_SETUP = """\
+import glob
+import os.path as osp
+from itertools import product
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
+
+suffices = ['cuda', 'cpu']
+
+
+def get_extensions():
+    extensions = []
+    for main, suffix in product(glob.glob(osp.join('csrc', '*.cpp')), suffices):
+        define_macros = [('WITH_PYTHON', None)]
+        if suffix == 'cuda':
+            define_macros += [('WITH_CUDA', None)]
+        name = main.split(osp.sep)[-1][:-4]
+        sources = [main, osp.join('csrc', 'cpu', f'{name}_cpu.cpp')]
+        if suffix == 'cuda':
+            sources += [osp.join('csrc', 'cuda', f'{name}_cuda.cu')]
+        Extension = CppExtension if suffix == 'cpu' else CUDAExtension
+        extensions += [Extension(f'torch_scatter._{name}_{suffix}', sources,
+                                 define_macros=define_macros)]
+    return extensions
+
+
+setup(
+    name='torch_scatter',
+    ext_modules=get_extensions(),
+    cmdclass={
+        'build_ext':
+        BuildExtension.with_options(no_python_abi_suffix=True, use_ninja=False)
+    },
+)
+"""
+
+
+def test_a_project_whose_modules_share_sources_gets_no_build_ext_parallel() -> None:
+    # Without ninja, build_ext --parallel builds the cpu and cuda modules at once, both writing
+    # build/temp.../csrc/segment_coo.o: a module links whichever object was written last.
+    ninja_off = ninja_off_in([("setup.py", SCATTER_LIKE_SETUP)])
+    assert ninja_off == ("setup.py:32",)
+    plan = choose_parallel(ParallelSwitches(), jobs(2, 20), archs=2, ninja_off=ninja_off)
     env = dict(plan.env)
-    assert (plan.files, plan.threads, plan.build_ext) == (2, 2, True)
+    assert (plan.files, plan.threads, plan.build_ext) == (2, 2, False)
+    assert "DIST_EXTRA_CONFIG" not in env and plan.config == ""
     assert env["CMAKE_BUILD_PARALLEL_LEVEL"] == "2"
-    assert env["NVCC_APPEND_FLAGS"] == "--threads 2"
-    assert env["DIST_EXTRA_CONFIG"] == PARALLEL_CONFIG
+    assert env["NVCC_APPEND_FLAGS"] == "--threads 2"  # each .cu file's archs still at once
+    row = plan.describe("MAX_JOBS")
+    assert "no build_ext --parallel (the project turns ninja off (setup.py:32), but " in row
+    assert "the same source" in row and "build_ext = true" in row
+
+
+def test_a_recipe_can_still_turn_build_ext_parallel_on() -> None:
+    switches = ParallelSwitches(build_ext="on")
+    plan = choose_parallel(switches, jobs(2, 20), archs=2, ninja_off=("setup.py:137",))
+    assert (plan.files, plan.threads, plan.build_ext) == (2, 2, True)
+    assert dict(plan.env)["DIST_EXTRA_CONFIG"] == PARALLEL_CONFIG
     assert plan.config == "[build_ext]\nparallel = 2\n"
-    assert "setup.py:137" in plan.why_build_ext
+    row = plan.describe("MAX_JOBS")
+    assert "setuptools build_ext --parallel 2: [build.parallel] build_ext = true" in row
+    assert "no two modules compile the same source" in row
 
 
 def test_a_ninja_project_gets_no_build_ext_parallel() -> None:
@@ -66,18 +122,18 @@ def test_a_ninja_project_gets_no_build_ext_parallel() -> None:
     assert plan.threads == 2
 
 
-def test_before_the_source_is_read_build_ext_waits() -> None:
+def test_before_the_source_is_read_build_ext_is_off() -> None:
     plan = choose_parallel(ParallelSwitches(), jobs(4, 64), archs=2, ninja_off=None)
     assert not plan.build_ext
-    assert "when the source is read" in plan.why_build_ext
+    assert plan.why_build_ext.startswith("not applied by default: ")
 
 
 @pytest.mark.parametrize(
     ("switches", "files", "threads", "build_ext"),
     [
         (ParallelSwitches(build_ext="off"), 2, 2, False),
-        (ParallelSwitches(nvcc_threads=False), 2, 1, True),
-        (ParallelSwitches(jobs=False), 1, 2, False),  # one file at a time: nothing to spread
+        (ParallelSwitches(build_ext="on", nvcc_threads=False), 2, 1, True),
+        (ParallelSwitches(build_ext="on", jobs=False), 1, 2, False),  # nothing to spread
         (ParallelSwitches(build_ext="off", nvcc_threads=False), 2, 1, False),
     ],
 )
@@ -179,7 +235,8 @@ def test_ninja_off_is_found_with_its_line() -> None:
 
 
 def test_plan_row_and_json() -> None:
-    plan = choose_parallel(ParallelSwitches(), jobs(2, 20), archs=2, ninja_off=("setup.py:9",))
+    switches = ParallelSwitches(build_ext="on")
+    plan = choose_parallel(switches, jobs(2, 20), archs=2, ninja_off=("setup.py:9",))
     row = plan.describe("MAX_JOBS")
     assert row.startswith("2 compile(s) at once (MAX_JOBS, CMAKE_BUILD_PARALLEL_LEVEL)")
     assert "build_ext --parallel 2" in row and "nvcc --threads 2" in row
@@ -265,21 +322,32 @@ def compile_env(plan: BuildPlan) -> dict[str, str]:
 
 
 def test_the_plan_carries_the_split_into_the_compile_environment() -> None:
+    # The shipped torch-scatter recipe: its modules share sources, so no build_ext --parallel.
     recipe = load_recipe(SCATTER, facts=FACTS)
     plan = plan_for(recipe, ("setup.py:137",))
     env = compile_env(plan)
     assert env["MAX_JOBS"] == "2" and env["CMAKE_BUILD_PARALLEL_LEVEL"] == "2"
     assert env["NVCC_APPEND_FLAGS"] == f"{TIME_FLAG} --threads 2"
-    assert env["DIST_EXTRA_CONFIG"] == PARALLEL_CONFIG
-    assert plan.parallel is not None and plan.parallel.config
+    assert "DIST_EXTRA_CONFIG" not in env
+    assert plan.parallel is not None and plan.parallel.config == ""
     rows = dict(plan.summary_rows())
-    assert "build_ext --parallel 2" in rows["parallel"]
+    assert "no build_ext --parallel (the project turns ninja off (setup.py:137)" in rows["parallel"]
     data = plan_json(plan)
-    assert data["parallel"]["build_ext_parallel"] is True  # type: ignore[index]
+    assert data["parallel"]["build_ext_parallel"] is False  # type: ignore[index]
 
 
-def test_the_serial_variant_differs_only_in_the_split() -> None:
-    recipe = load_recipe(SCATTER, facts=FACTS)
+def test_a_recipes_build_ext_true_reaches_the_compile_environment(tmp_path: Path) -> None:
+    path = scatter_with(tmp_path, "[build.parallel]\nbuild_ext = true\n")
+    plan = plan_for(load_recipe(path, facts=FACTS), ("setup.py:137",))
+    assert compile_env(plan)["DIST_EXTRA_CONFIG"] == PARALLEL_CONFIG
+    assert plan.parallel is not None and plan.parallel.config == "[build_ext]\nparallel = 2\n"
+    assert "setuptools build_ext --parallel 2" in dict(plan.summary_rows())["parallel"]
+    assert plan_json(plan)["parallel"]["build_ext_parallel"] is True  # type: ignore[index]
+
+
+def test_the_serial_variant_differs_only_in_the_split(tmp_path: Path) -> None:
+    path = scatter_with(tmp_path, "[build.parallel]\nbuild_ext = true\n")
+    recipe = load_recipe(path, facts=FACTS)
     plan = plan_for(recipe, ("setup.py:137",))
     serial = serial_variant(plan)
     before, after = compile_env(plan), compile_env(serial)

@@ -211,7 +211,7 @@ path = "src"
 base_image = "archwheel/debian:bookworm"
 source = "pypi"
 [python]
-versions = ["3.11", "3.12"]
+versions = ["3.11", "3.13"]
 IGNORE
 [arch]
 format = "torch"
@@ -231,7 +231,7 @@ def _project(tmp_path: Path, ignore: bool) -> Path:
     cache = tmp_path / "cache" / "archwheel" / "torch-wheels"
     cache.mkdir(parents=True)
     fake_torch_wheel(cache, python="cp311")
-    fake_torch_wheel(cache, python="cp312")
+    fake_torch_wheel(cache, python="cp313")
     return recipe
 
 
@@ -246,7 +246,7 @@ def test_build_plan_refuses_an_excluded_python_before_anything_runs(
     )  # fmt: skip
     assert code == 2, err
     (line,) = [line for line in err.splitlines() if line.startswith("archwheel: error:")]
-    assert "the project requires Python >=3.12" in line and "build for 3.12" in line
+    assert "the project requires Python >=3.12" in line and "build for 3.13" in line
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
@@ -264,12 +264,12 @@ def test_build_plan_says_each_contradiction_and_the_json_records_it(
         "warning: the project requires torch>=2.0,<2.8 (pyproject.toml [project] dependencies); "
         "the recipe pins torch 2.14.1: overridden" in text
     )
-    code, out, err = cli_run(*argv, "--python", "3.12", "--format", "json")
+    code, out, err = cli_run(*argv, "--python", "3.13", "--format", "json")
     assert code == 0, err
     document = json.loads(out)
     # the plan's python row gives the tag the backend will write, and says why
     assert document["plan"]["python"] == (
-        "3.12 (with the GIL; wheel tag cp312-cp312 (setuptools.build_meta's tag for an "
+        "3.13 (with the GIL; wheel tag cp313-cp313 (setuptools.build_meta's tag for an "
         "extension module))"
     )
     project = document["project"]

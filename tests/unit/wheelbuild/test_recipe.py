@@ -148,7 +148,7 @@ def test_the_2_15_0_cu132_recipe_is_the_pypi_build() -> None:
 
 def test_default_recipe_is_the_newest_pytorch() -> None:
     """The newest PyTorch recipe that can build: 2.15.0 with CUDA 13.2 (its cu130 variant has
-    no pin table yet, issue 10)."""
+    no pin table yet)."""
     recipe = find_recipe(None, [RECIPES], facts=FACTS)
     assert recipe.kind == "pytorch"
     official = load_official()

@@ -7,16 +7,20 @@ time, otherwise the torch wheel's ``torch/version.py`` does once the wheel is in
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from archwheel.effects.pipconfig import PipSettings
+from archwheel.effects.settings import Settings
 from archwheel.errors import ArchListError, RecipeError
 from archwheel.facts import arch_consumers, arch_grammars
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild import BuildOutput, BuildRequest, build_wheel, toolkit
 from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
 from archwheel.wheelbuild.plan import (
     COMPILER_LAUNCHERS,
@@ -30,7 +34,7 @@ from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.remote_cache import COMPILER_NAMES
 from archwheel.wheelbuild.source import ResolvedSource
 from archwheel.wheelbuild.toolkit import prepare_torch, with_torch_cuda
-from archwheel.wheelbuild.torch_pin import TORCH_WHEELS
+from archwheel.wheelbuild.torch_pin import TORCH_WHEELS, TorchWheel, read_torch_wheel
 from tests.support.paths import ROOT
 from tests.support.torch_pin_support import fake_torch_wheel
 
@@ -72,7 +76,7 @@ def cache_with(tmp_path: Path, **wheel: str | None) -> Path:
 
 
 def resolve(recipe: Recipe, cache: Path) -> Recipe:
-    return with_torch_cuda(recipe, "3.11", PipSettings(), cache, facts=load_facts())
+    return with_torch_cuda(recipe, "3.11", PipSettings(), cache, facts=load_facts())[0]
 
 
 def test_a_cu_label_gives_the_cuda_at_load(tmp_path: Path) -> None:
@@ -235,3 +239,63 @@ def test_pythons_own_compiler_names_run_sccache_in_cached_builds(tmp_path: Path)
     assert compiler_names_script() in copy and "get_config_var" in copy
     for options in ({"ccache_volume": None}, {"check_reproducible": True}):
         assert COMPILER_NAMES in plan_env(r, tmp_path, **options)["PATH"]  # caching nothing
+
+
+def test_the_recipe_file_is_read_once(tmp_path: Path) -> None:
+    """The CUDA read from the wheel validates the document read at load again: the file is
+    not read a second time (it may have changed or gone since), and its sha256 is kept."""
+    path = write(tmp_path, '"torch==2.14.1"')
+    r = load_recipe(path, facts=FACTS)
+    path.write_text("not a recipe any more")
+    resolved, wheel = with_torch_cuda(
+        r, "3.11", PipSettings(), cache_with(tmp_path), facts=load_facts()
+    )
+    assert resolved.cuda == CudaVersion(13, 0) and resolved.sha256 == r.sha256
+    assert wheel is not None and wheel.cuda == CudaVersion(13, 0)
+
+
+class _Echo:
+    """A build reporter that keeps the host-side lines (the plan is not run)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    @property
+    def echo(self) -> Callable[[str], None]:
+        return self.lines.append
+
+    def planned(self, plan: object, repair: object) -> None:
+        return None
+
+    def running(self, log: object) -> AbstractContextManager[BuildOutput]:
+        raise AssertionError("a plan runs nothing")
+
+
+@pytest.mark.parametrize(("python", "base"), [("3.11", "bookworm"), ("3.13", "trixie")])
+def test_a_plan_fetches_and_reads_the_pinned_torch_wheel_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, python: str, base: str
+) -> None:
+    path = write(tmp_path, '"torch==2.14.1"')
+    path.write_text(path.read_text() + '[python]\nversions = ["3.11", "3.13"]\n')
+    (tmp_path / "src" / "setup.py").write_text("")
+    cache = tmp_path / "cache"
+    (cache / TORCH_WHEELS).mkdir(parents=True)
+    fake_torch_wheel(cache / TORCH_WHEELS, python="cp" + python.replace(".", ""))
+    reads: list[Path] = []
+    real = read_torch_wheel
+
+    def counted(wheel: Path) -> TorchWheel:
+        reads.append(wheel)
+        return real(wheel)
+
+    monkeypatch.setattr(toolkit, "read_torch_wheel", counted)
+    reporter = _Echo()
+    request = BuildRequest(
+        recipe=str(path), python=python, plan_only=True, settings=Settings(cache=cache)
+    )
+    plan = build_wheel(request, reporter).plan
+    assert len(reads) == 1
+    assert sum("torch wheel from the cache" in line for line in reporter.lines) == 1
+    assert plan.torch is not None and plan.torch.cuda == CudaVersion(13, 0)
+    # the base image chosen for the Python survives the CUDA taken from the wheel
+    assert plan.base_image == f"archwheel/debian:{base}" == plan.recipe.toolchain.base_image

@@ -30,11 +30,11 @@ from archwheel.wheelbuild.repair import (
     RepairError,
     RepairSpec,
     add_requirements,
-    platform_verdict,
     repair_wheel,
     rpath_for,
     spec_for_recipe,
 )
+from archwheel.wheelbuild.repair_tag import platform_verdict
 from tests.support.cli import CliRun
 from tests.support.repair_wheels import DemoWheels, build_demo_wheels
 from tests.support.venvs import make_venv, pip_install

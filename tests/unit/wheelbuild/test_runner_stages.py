@@ -24,6 +24,7 @@ from archwheel.wheelbuild.builder_image import BuilderImage, Toolchain
 from archwheel.wheelbuild.gate import GateVerdict
 from archwheel.wheelbuild.plan import without_remote_cache
 from archwheel.wheelbuild.remote_cache import parse_cache_url
+from archwheel.wheelbuild.repair import spec_for_recipe
 from archwheel.wheelbuild.runner import BuildRunner
 from archwheel.wheelbuild.stages import Timings
 from archwheel.wheelbuild.workfolder import Built
@@ -92,6 +93,7 @@ def _runner(
         plan,
         FakeEngine(),  # type: ignore[arg-type]
         BuildOutput(log),
+        repair=spec_for_recipe(plan.recipe),
         docker_dir=tmp_path,
         work_root=tmp_path,
         gate=lambda wheel, arch: GateVerdict(

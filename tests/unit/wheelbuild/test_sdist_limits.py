@@ -1,4 +1,4 @@
-"""sdists cannot fill the disk or crash the build (issue 13, class 6): a sparse 10 GB member in a
+"""sdists cannot fill the disk or crash the build: a sparse 10 GB member in a
 tiny tarball, too many members, members that conflict, ``file:///dev/zero`` and a missing
 ``file://`` sdist are each one ``InputError``, and nothing is left behind in the cache.
 """

@@ -1,4 +1,4 @@
-"""PyTorch-style sources from an internal git mirror, with real git (issue 10 item 3).
+"""PyTorch-style sources from an internal git mirror, with real git.
 
 A superproject whose ``.gitmodules`` names its submodule by a public URL
 (``https://git.example/...``, unreachable here) is served, with the submodule, from bare

@@ -1,4 +1,4 @@
-"""Smaller extension wheels by default (issue 27, item 5): the repair step strips debug sections
+"""Smaller extension wheels by default: the repair step strips debug sections
 (``[repair] strip``) on real modules compiled here with ``-g`` as distutils compiles them, and an
 extension's nvcc compresses its fatbins (``[build] compress_fatbins``) unless the recipe chose."""
 
@@ -310,7 +310,7 @@ def test_compress_fatbins_must_be_a_flag(tmp_path: Path) -> None:
 def test_the_audit_reports_what_strip_would_save_and_then_saved(
     debug_wheel: Path, tmp_path: Path
 ) -> None:
-    """The audit's size report (issue 27, item 5): each library's debug-section bytes, as the
+    """The audit's size report: each library's debug-section bytes, as the
     repair's own reader (debuginfo.strip_view) counts them, and none once stripped."""
     require(shutil.which("strip") is not None, "binutils is not installed")
     member = module_member(debug_wheel)

@@ -32,7 +32,7 @@ from archwheel.binary.scan import bounds
 from archwheel.binary.scan.assemble import assemble
 from archwheel.binary.scan.containers import container_at_hand, container_parser
 from archwheel.binary.stream import ParserOutcome, StreamMux, WholeInput
-from archwheel.binary.zipread import (
+from archwheel.binary.zipmember import (
     LOCAL_SLACK,
     SMALL_MEMBER,
     Member,
@@ -123,8 +123,8 @@ def scan_stream(
                 if on_bytes:
                     on_bytes(size)
                 sha256 = _sha256(data) if digest else None
-                return _whole(label, found, size, sha256)
-        chunks = _again(pieces[1:], ended, chunks)
+                return _from_compiled_scan(label, found, size, sha256)
+        chunks = _replay_gathered(pieces[1:], ended, chunks)
     outcomes: dict[object, ParserOutcome] = {}
 
     def done(outcome: ParserOutcome) -> None:
@@ -304,7 +304,7 @@ def _gathered(
     return pieces, None
 
 
-def _again(
+def _replay_gathered(
     pieces: list[bytes], pending: MemberError | None, rest: Iterator[bytes]
 ) -> Iterator[bytes]:
     """The chunks ``_gathered`` took, its error, then the rest: for the Python scan."""
@@ -317,7 +317,7 @@ def _again(
         _close(rest)
 
 
-def _whole(
+def _from_compiled_scan(
     label: str, found: list[speedups.Unit], size: int, sha256: str | None = None
 ) -> BinaryScan:
     """The scan of a binary of ``size`` bytes the compiled scan read whole (``scan_whole``)."""
@@ -485,8 +485,8 @@ def scan_small_members(
     """What ``scan_member`` returns for each of ``members`` (small ones, ``small_enough``; no
     --deep, no digest), all read through ``handle`` in one compiled call where it is built
     (``speedups.scan_members``: 2.3 us a member of 424 B, against 12 us for ``scan_member``,
-    docs/performance.md). A member it leaves, or finds bytes in that only the Python scan
-    reads, goes through ``scan_member`` as before, so results and problems are the same."""
+    docs/maintainers/performance.md). A member it leaves, or finds bytes in that only the Python
+    scan reads, goes through ``scan_member`` as before, so results and problems are the same."""
     try:
         answers = speedups.scan_members(
             handle.fileno(),
@@ -510,7 +510,7 @@ def scan_small_members(
         elif isinstance(answer, bytes):
             results.append(scan_member(path, archive_size, member, on_bytes, read=answer))
         else:
-            results.append((_whole(member.name, answer, member.size), None))
+            results.append((_from_compiled_scan(member.name, answer, member.size), None))
             scanned += member.size
     if on_bytes and scanned:
         on_bytes(scanned)

@@ -3,7 +3,7 @@
 A binary's headers may lie: millions of container magics, containers that declare millions of
 entries, containers nested in each other, ELF headers everywhere, zstd frames that inflate a
 thousandfold under ``--deep``. Each bound below is far above real libraries and low enough that
-no input exhausts memory or time (docs/design.md, "Bad input"). ``Budget`` is what one binary's
+no input exhausts memory or time (docs/limits.md). ``Budget`` is what one binary's
 scan has spent of them; the compiled scan applies the same bounds (``compiled_bounds``).
 
 The scan reads each bound from this module when it uses it (``bounds.MAX_ENTRIES``), so that a
@@ -48,6 +48,7 @@ class Budget:
         self.inflated = 0  # bytes --deep's payloads may inflate to, declared, so far
 
     def limit(self, key: str, message: str) -> None:
+        """Record that the bound ``key`` was hit; only its first message is kept."""
         self.hit.setdefault(key, message)
 
 

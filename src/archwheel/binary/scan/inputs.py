@@ -288,6 +288,8 @@ def scan_files(
     label: str | None = None,
     deep: bool = False,
 ) -> InputInventory:
+    """Scan the given files as one input named ``label`` (paths shown relative to ``root``):
+    a directory's files, or those an installed distribution lists in its RECORD."""
     found = _Found(label or str(root))
     sizes = {}
     for f in files:

@@ -33,7 +33,8 @@ from archwheel.binary.scan.binary import (
     scan_small_members,
     small_enough,
 )
-from archwheel.binary.zipread import Member, file_identity
+from archwheel.binary.zipmember import Member
+from archwheel.binary.zipread import file_identity
 from archwheel.effects.files import open_regular
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ PARALLEL_MIN_COMPRESSED = 8 << 20
 # each, and the entry bound checked between them.
 SMALL_BATCH = 256
 # The most fatbin entries one input (a wheel) keeps, all members together: members not yet
-# scanned when it is reached are left unscanned (memory stays bounded; docs/design.md).
+# scanned when it is reached are left unscanned (memory stays bounded; docs/limits.md).
 MAX_ENTRIES_PER_INPUT = 1 << 20
 FORK_WORKERS = True  # tests turn it off to exercise the spawned workers
 WORKER_MODULE = "archwheel.binary.scan.worker"
@@ -54,6 +55,7 @@ ProgressSink = Callable[[int, str], None]
 
 
 def default_workers() -> int:
+    """How many worker processes scan a wheel's big members: the CPUs, between 1 and 4."""
     return max(1, min(4, os.cpu_count() or 1))
 
 

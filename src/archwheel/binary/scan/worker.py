@@ -17,6 +17,7 @@ PROGRESS_STEP = 16 << 20
 
 
 def main() -> int:
+    """Scan the one member described on stdin and write its pickled result on stdout."""
     path, archive_size, member, deep, digest = pickle.load(sys.stdin.buffer)  # noqa: S301 - our parent
     done = 0
     reported = 0

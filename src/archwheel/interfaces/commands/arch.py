@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from archwheel.errors import UsageError
 from archwheel.exit_codes import EXIT_OK, EXIT_USAGE, EXIT_VERDICT_FAILED
 from archwheel.interfaces.commands import SUMMARY
-from archwheel.interfaces.commands.options import version_text
+from archwheel.interfaces.commands.options import path_argument, version_text
 from archwheel.interfaces.render.formats import FORMATS
 
 if TYPE_CHECKING:
@@ -36,6 +36,8 @@ exit codes: 0 ok; 2 the list is invalid or a toolkit cannot build it (or cover a
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``arch`` and ``gpus`` to the command line, with their flags, help and examples
+    (``cli.build_parser`` calls each command module's ``register`` with its subparsers)."""
     parser = subparsers.add_parser(
         "arch",
         help=SUMMARY["arch"],
@@ -73,7 +75,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--reference",
-        type=Path,
+        type=path_argument,
         metavar="WHEEL",
         help="estimate the wheel size of the list from this wheel's per-arch bytes",
     )
@@ -101,6 +103,8 @@ class ArchRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ArchRequest:
+        """The request of parsed ``args``; neither an arch list nor a GPU given is a usage error
+        (exit 2)."""
         from archwheel.facts import CudaVersion
 
         request = cls(
@@ -122,19 +126,27 @@ class ArchRequest:
 
     @property
     def has_gpus(self) -> bool:
+        """True when GPUs were named (``--gpu`` or ``--cc``): the answer is then a recommendation
+        for that fleet."""
         return bool(self.gpus or self.ccs)
 
 
 @dataclass(frozen=True)
 class GpusRequest:
+    """``archwheel gpus``, parsed: only the output format."""
+
     format: str
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> GpusRequest:
+        """The request of parsed ``args`` (argparse has already checked each flag's type)."""
         return cls(format=args.format)
 
 
 def run(args: argparse.Namespace) -> int:
+    """``archwheel arch``: an arch list's forms and readers, or the smallest list for the GPUs
+    given; exit 1 when the list leaves a GPU given without a kernel image, 2 when no list can be
+    recommended for them."""
     from rich.console import Console
 
     from archwheel.facts import load_facts
@@ -182,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_gpus(args: argparse.Namespace) -> int:
+    """``archwheel gpus``: print the GPU catalog the ``--gpu`` flags accept."""
     from archwheel.interfaces.render.arch import gpu_catalog_markdown, gpu_catalog_table
     from archwheel.interfaces.render.common import emit_result
     from archwheel.verdicts import GpuCatalog

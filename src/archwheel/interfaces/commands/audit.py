@@ -14,12 +14,14 @@ from archwheel.interfaces.commands.options import (
     add_interpreter_option,
     check_output,
     environment_settings,
+    path_argument,
     write_output,
 )
 from archwheel.interfaces.render.formats import FORMATS
 
 if TYPE_CHECKING:
     from archwheel.facts import ArchList
+    from archwheel.interfaces.auditing import AuditCall
     from archwheel.verdicts import AuditReport
 
 DESCRIPTION = """\
@@ -39,7 +41,7 @@ Only regular files are read (FIFOs, devices, /proc refused); links out of a dire
 are not followed. ELF cubins stored outside any fatbin (in .rodata and other data sections)
 are found by their ELF header and reported as raw cubins. Limits per binary: 65536 containers,
 262144 fatbin entries (16384 per container), 65536 embedded ELF headers; per wheel 200000
-members; 20 problems per library and 200 per input are shown (docs/design.md, "Bad input");
+members; 20 problems per library and 200 per input are shown (docs/limits.md);
 reaching one is a problem naming the input and the limit (exit 3). Text, Markdown and HTML list
 at most 500 libraries per input (failing ones first; --format json lists every one)."""
 
@@ -54,6 +56,8 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``audit`` to the command line, with its flags, help and examples (``cli.build_parser``
+    calls each command module's ``register`` with its subparsers)."""
     p = sub.add_parser(
         "audit",
         help=SUMMARY["audit"],
@@ -64,7 +68,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "inputs",
         nargs="*",
-        type=Path,
+        type=path_argument,
         metavar="INPUT",
         help="wheels (.whl), shared libraries, executables, .o/.a, .cubin, .fatbin, or directories",
     )
@@ -92,7 +96,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "-o",
         "--output",
-        type=Path,
+        type=path_argument,
         metavar="FILE",
         help="write the report to FILE instead of standard output",
     )
@@ -152,6 +156,8 @@ class AuditRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> AuditRequest:
+        """The request of parsed ``args``: nothing to audit, or ``--workers`` below 1, is a usage
+        error (exit 2)."""
         from archwheel.facts import ArchList
 
         if not args.inputs and not args.installed:
@@ -177,46 +183,53 @@ class AuditRequest:
         )
 
     @property
+    def call(self) -> AuditCall:
+        """What the audit use case is asked: the inputs, the scan's options and, with
+        ``--cross-check``, the settings that find cuobjdump."""
+        from archwheel.interfaces.auditing import AuditCall
+
+        return AuditCall(
+            inputs=self.inputs,
+            installed=self.installed,
+            interpreter=self.interpreter,
+            expect=self.expect,
+            workers=self.workers,
+            deep=self.deep,
+            all_members=self.all_members,
+            cross_check=environment_settings() if self.cross_check else None,
+        )
+
+    @property
     def shows_progress(self) -> bool:
+        """True when a scan progress bar is shown: table format, not quiet, standard error a
+        terminal."""
         return not self.quiet and self.format == "table" and sys.stderr.isatty()
 
 
 def run(args: argparse.Namespace) -> int:
-    from archwheel.inspection import audit_inputs
+    """``archwheel audit``: audit the inputs (and cross-check them with cuobjdump when asked), print
+    the report, exit with its verdict."""
+    from archwheel.interfaces.auditing import audit_and_cross_check
+    from archwheel.interfaces.render.crosscheck import AuditProgress, print_cross_check
 
     request = AuditRequest.from_args(args)
     if request.output is not None:
         check_output(request.output)  # before a scan that may take minutes
-    callback, progress = None, None
-    if request.shows_progress:
-        from archwheel.interfaces.render.audit import scan_progress
-
-        callback, progress = scan_progress()
+    progress = AuditProgress(scan_bar=request.shows_progress, quiet=request.quiet)
     try:
-        if progress is not None:
-            progress.start()
-        reports = audit_inputs(
-            request.inputs,
-            installed=request.installed,
-            interpreter=request.interpreter,
-            expect=request.expect,
-            workers=request.workers,
-            deep=request.deep,
-            all_members=request.all_members,
-            on_progress=callback,
+        outcome = audit_and_cross_check(
+            request.call,
+            on_progress=progress.scanning,
+            on_scanned=progress.scanned,
+            on_check=progress.checking,
             while_scanning=lambda: _renderer(request),
         )
     finally:
-        if progress is not None:
-            progress.stop()
-    from archwheel.verdicts import overall_exit_code
-
-    crosscheck = _cross_check(request, reports) if request.cross_check else None
-    code = overall_exit_code(reports)
-    if crosscheck is not None and crosscheck != 0 and code == 0:
-        code = crosscheck
-    _emit(request, reports)
-    return code
+        progress.close()
+    if outcome.cross_check is not None:
+        print_cross_check(outcome.cross_check, quiet=request.quiet)
+    _emit(request, list(outcome.reports))
+    return outcome.exit_code
 
 
 def _renderer(request: AuditRequest) -> None:
@@ -228,25 +241,6 @@ def _renderer(request: AuditRequest) -> None:
         importlib.import_module("archwheel.interfaces.render.html")
     elif request.format != "json":
         importlib.import_module("archwheel.interfaces.render.audit")
-
-
-def _cross_check(request: AuditRequest, reports: list[AuditReport]) -> int:
-    """Run cuobjdump over the same inputs (the crosscheck use case); print its findings.
-    Returns 0, 1 or 4."""
-    from archwheel.crosscheck import CrossCheckRequest, run_cross_check
-    from archwheel.interfaces.render.crosscheck import print_cross_check, progress_line
-
-    progress = progress_line(quiet=request.quiet)
-    try:
-        result = run_cross_check(
-            CrossCheckRequest(tuple(r.inventory for r in reports), settings=environment_settings()),
-            on_progress=progress,
-        )
-    finally:
-        if progress is not None:
-            progress.clear()
-    print_cross_check(result, quiet=request.quiet)
-    return result.exit_code
 
 
 def _emit(request: AuditRequest, reports: list[AuditReport]) -> None:

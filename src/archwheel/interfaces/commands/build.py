@@ -22,6 +22,8 @@ from archwheel.interfaces.commands.options import (
     ccache_size,
     check_folder,
     environment_settings,
+    location_text,
+    path_argument,
     version_text,
     volume_name,
 )
@@ -72,6 +74,8 @@ of memory), the reproducibility check or the audit gate failed
 
 
 def register(subparsers: Any) -> None:
+    """Add ``build`` and ``base-image`` to the command line, with their flags, help and examples
+    (``cli.build_parser`` calls each command module's ``register`` with its subparsers)."""
     parser = subparsers.add_parser(
         "build",
         help="build a wheel for exactly your archs in a container, then audit it",
@@ -98,7 +102,9 @@ def register(subparsers: Any) -> None:
         help="build against this torch instead of the one the recipe pins (e.g. 2.13.0)",
     )
     parser.add_argument("--jobs", type=int, help="compile jobs (default: from cores and memory)")
-    parser.add_argument("--out", type=Path, default=Path("dist"), help="output folder (dist/)")
+    parser.add_argument(
+        "--out", type=path_argument, default=Path("dist"), help="output folder (dist/)"
+    )
     parser.add_argument("--engine", choices=ENGINES, default="docker")
     parser.add_argument(
         "--check-reproducible",
@@ -136,9 +142,19 @@ def register(subparsers: Any) -> None:
         "pip inside the container (default: this host's pip configuration)"
     )
     pip.add_argument("--ca-bundle", help="CA bundle (PEM) for pip, or 'none'")
-    pip.add_argument("--index-url", metavar="URL", help="replace the package index")
-    pip.add_argument("--extra-index-url", action="append", default=[], help="add an index")
-    pip.add_argument("--find-links", action="append", default=[], help="add a wheel folder/URL")
+    pip.add_argument(
+        "--index-url", type=location_text, metavar="URL", help="replace the package index"
+    )
+    pip.add_argument(
+        "--extra-index-url", type=location_text, action="append", default=[], help="add an index"
+    )
+    pip.add_argument(
+        "--find-links",
+        type=location_text,
+        action="append",
+        default=[],
+        help="add a wheel folder/URL",
+    )
     pip.add_argument(
         "--no-host-pip-config", action="store_true", help="ignore this host's pip configuration"
     )
@@ -195,6 +211,8 @@ class BuildCommand:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BuildCommand:
+        """The command of parsed ``args``: the build request with the pip, cache and engine flags
+        resolved (a bad cache URL: exit 2)."""
         settings = environment_settings()
         cache_url = cache_url_option(
             settings.cache_url if args.cache_url is None else args.cache_url,
@@ -250,10 +268,13 @@ def cache_url_option(text: str | None, *, no_cache: bool) -> CacheUrl | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``archwheel build``: parse the flags and run ``build``."""
     return build(BuildCommand.from_args(args))
 
 
 def build(command: BuildCommand) -> int:
+    """Run ``command``: list the recipes, compare with the official wheel, or build (``--plan``:
+    plan only) and print the result; the exit code."""
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     out = Console(highlight=False, soft_wrap=True)
     if command.list_recipes:
@@ -282,6 +303,8 @@ def build(command: BuildCommand) -> int:
 
 
 def run_base_image(args: argparse.Namespace) -> int:
+    """``archwheel base-image``: make (or find) the base image builds run on and print its tag and
+    id."""
     request = BaseImageRequest(
         engine=args.engine,
         suite=args.suite,

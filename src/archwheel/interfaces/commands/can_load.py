@@ -12,7 +12,9 @@ from archwheel.interfaces.commands import SUMMARY
 from archwheel.interfaces.commands.options import (
     add_interpreter_option,
     environment_settings,
+    location_text,
     net_budget,
+    path_argument,
 )
 from archwheel.interfaces.render.formats import FORMATS
 
@@ -51,6 +53,8 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``can-load`` to the command line, with its flags, help and examples
+    (``cli.build_parser`` calls each command module's ``register`` with its subparsers)."""
     p = sub.add_parser(
         "can-load",
         help=SUMMARY["can-load"],
@@ -58,13 +62,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("wheel", type=Path, metavar="WHEEL", help="the wheel to judge")
+    p.add_argument("wheel", type=path_argument, metavar="WHEEL", help="the wheel to judge")
     p.add_argument(
         "--with",
         dest="with_wheels",
         action="append",
         default=[],
-        type=Path,
+        type=path_argument,
         metavar="WHEEL",
         help="a wheel installed next to it: exactly one torch, and any others (nvidia-*); "
         "repeatable",
@@ -89,6 +93,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--index-url",
+        type=location_text,
         metavar="URL",
         help="with --torch: look on this index instead of pip's configured ones",
     )
@@ -118,11 +123,13 @@ class CanLoadRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CanLoadRequest:
+        """The request of parsed ``args``: ``--torch`` with ``--with``/``--installed``, or its
+        options without it, is a usage error (exit 2)."""
         from archwheel.errors import UsageError
 
         if args.torch is not None and (args.with_wheels or args.installed):
             raise UsageError("give --torch, or --with wheels, or --installed: one of them")
-        if args.torch is None and (args.python_version or args.index_url):
+        if args.torch is None and (args.python_version or args.index_url is not None):
             raise UsageError("--python-version and --index-url go with --torch")
         return cls(
             wheel=args.wheel,
@@ -149,7 +156,8 @@ def exit_code(report: LoadReport | TorchRangeReport) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-
+    """``archwheel can-load``: whether the wheel's libraries load next to the torch given
+    (``--torch``: each release of a range), printed in the format asked; exit 0, 1 or 3."""
     from archwheel.inspection import can_load
     from archwheel.interfaces.render.can_load import (
         can_load_json,
@@ -195,7 +203,7 @@ def run_range(request: CanLoadRequest) -> int:
     settings = environment_settings()
     budget = net_budget(settings)  # a limit that is not one: refused before anything is read
     pip = PipSettings.from_host()
-    if request.index_url:
+    if request.index_url is not None:
         pip = PipSettings(index_url=request.index_url, ca_bundle=pip.ca_bundle)
     report = can_load_range(
         request.wheel,

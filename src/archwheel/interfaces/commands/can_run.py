@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from archwheel.interfaces.commands import SUMMARY
-from archwheel.interfaces.commands.options import version_text
+from archwheel.interfaces.commands.options import path_argument, version_text
 from archwheel.interfaces.render.formats import FORMATS
 
 if TYPE_CHECKING:
@@ -34,6 +34,8 @@ exit codes (docs/exit-codes.md):
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``can-run`` to the command line, with its flags, help and examples
+    (``cli.build_parser`` calls each command module's ``register`` with its subparsers)."""
     parser = subparsers.add_parser(
         "can-run",
         help=SUMMARY["can-run"],
@@ -47,7 +49,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "inputs", nargs="+", type=Path, metavar="WHEEL", help="wheels, libraries or directories"
+        "inputs",
+        nargs="+",
+        type=path_argument,
+        metavar="WHEEL",
+        help="wheels, libraries or directories",
     )
     parser.add_argument(
         "--gpu", action="append", default=[], help='GPU names, comma-separated: "A100,RTX 5090"'
@@ -79,6 +85,8 @@ class CanRunRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CanRunRequest:
+        """The request of parsed ``args``, the GPUs resolved from names and compute capabilities (an
+        unknown one: exit 2)."""
         from archwheel.facts import CudaVersion, DriverVersion, load_facts
         from archwheel.verdicts import resolve_gpus
 
@@ -92,6 +100,8 @@ class CanRunRequest:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``archwheel can-run``: whether the inputs' device code runs on the GPUs given (and the
+    driver), printed in the format asked; exit with the verdict."""
     from archwheel.facts import load_facts
     from archwheel.inspection import can_run
     from archwheel.interfaces.render.can_run import can_run_markdown, can_run_table

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from archwheel.interfaces.commands import SUMMARY
-
-if TYPE_CHECKING:
-    from archwheel.effects import ContainerEngine
-from archwheel.interfaces.commands.options import environment_settings
+from archwheel.interfaces.commands.options import (
+    environment_settings,
+    existing_folder,
+    path_argument,
+)
 
 EXAMPLES = """\
 examples:
@@ -29,12 +27,19 @@ run has ended; with --index, trees a publish wrote but never swapped in. A live 
 host's, and anything without an owner record are left alone. Each build, smoke and publish
 removes the same leftovers of its own kind when it starts, and says so.
 
-exit codes: 0 nothing left (or --dry-run), 1 something could not be removed, 2 usage error,
+With --index, only what lies in the index's own layout is touched: trees/<id> folders newer
+than the one current names (never what a link leads to). An index whose current leads out of
+trees/, whose trees/ is a link, or whose .lock is not a regular file is refused untouched.
+
+exit codes: 0 nothing left (or --dry-run), 1 something could not be removed, 2 usage error
+(an --index that is no folder, or whose current, trees/ or .lock archwheel did not make),
 4 the engine given with --engine is missing or does not answer
 """
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``clean`` to the command line, with its flags, help and examples (``cli.build_parser``
+    calls each command module's ``register`` with its subparsers)."""
     parser = subparsers.add_parser(
         "clean",
         help=SUMMARY["clean"],
@@ -55,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--temp",
-        type=Path,
+        type=path_argument,
         action="append",
         default=[],
         metavar="DIR",
@@ -63,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--index",
-        type=Path,
+        type=path_argument,
         action="append",
         default=[],
         metavar="DIR",
@@ -74,70 +79,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
-@dataclass(frozen=True)
-class CleanRequest:
-    """``archwheel clean``, parsed."""
-
-    engine: str | None  # None: docker when it answers
-    temp_roots: tuple[Path | None, ...]
-    indexes: tuple[Path, ...]
-    dry_run: bool
-    format: str
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> CleanRequest:
-        return cls(
-            engine=args.engine,
-            temp_roots=tuple(args.temp) or (None,),
-            indexes=tuple(args.index),
-            dry_run=args.dry_run,
-            format=args.format,
-        )
-
-
-def old_cache_volumes(engine: ContainerEngine) -> list[str]:
-    """A line for the volume ccache used before sccache, where it still exists: archwheel
-    never writes it again, and never removes a volume itself (it holds no leftover of a run)."""
+def run(args: argparse.Namespace) -> int:
+    """``archwheel clean``: find (and, unless ``--dry-run``, remove) what killed runs left behind,
+    print it, exit 1 when something stays."""
+    from archwheel.housekeeping import CleanRequest, clean
+    from archwheel.interfaces.render.clean import print_clean
+    from archwheel.matrix import unfinished_publishes
     from archwheel.wheelbuild import DEFAULT_CCACHE_VOLUME, OLD_CCACHE_VOLUME
 
-    if not engine.volume_exists(OLD_CCACHE_VOLUME):
-        return []
-    return [
-        f"volume {OLD_CCACHE_VOLUME} is the ccache cache of earlier archwheel versions, no longer "
-        f"used (builds cache with sccache in {DEFAULT_CCACHE_VOLUME}): "
-        f"`{engine.name} volume rm {OLD_CCACHE_VOLUME}` frees it"
-    ]
-
-
-def run(args: argparse.Namespace) -> int:
-    from archwheel.effects import ContainerEngine, EngineSettings
-    from archwheel.errors import ToolError
-    from archwheel.housekeeping import find_leftovers, remove_leftovers
-    from archwheel.interfaces.render.clean import CleanReport, print_clean
-    from archwheel.matrix import unfinished_publishes
-
-    request = CleanRequest.from_args(args)
-    settings = environment_settings()
-    notes: list[str] = []
-    engine = None
-    if request.engine != "none":
-        name = request.engine or "docker"
-        candidate = ContainerEngine(EngineSettings.create(name, settings), echo=None)
-        try:
-            candidate.version()
-            engine = candidate
-        except ToolError as exc:
-            if request.engine is not None:
-                raise
-            notes.append(f"containers not checked: {exc.message}")
-    if engine is not None:
-        notes.extend(old_cache_volumes(engine))
-    found = find_leftovers(engine, request.temp_roots)
-    items = found if request.dry_run else remove_leftovers(engine, found)
-    trees = {
-        str(index): unfinished_publishes(index, remove=not request.dry_run)
-        for index in request.indexes
-    }
-    report = CleanReport(tuple(items), trees, request.dry_run, tuple(notes))
-    print_clean(report, request.format)
+    for index in args.index:
+        existing_folder("--index", index, "an index folder that archwheel published")
+    request = CleanRequest(
+        engine=args.engine,
+        temp_roots=tuple(args.temp) or (None,),
+        indexes=tuple(args.index),
+        dry_run=args.dry_run,
+        settings=environment_settings(),
+        retired_volumes={
+            OLD_CCACHE_VOLUME: f"the ccache cache of earlier archwheel versions, no longer used "
+            f"(builds cache with sccache in {DEFAULT_CCACHE_VOLUME})"
+        },
+    )
+    report = clean(request, unfinished_trees=unfinished_publishes)
+    print_clean(report, args.format)
     return report.exit_code

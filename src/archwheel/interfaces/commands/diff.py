@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archwheel.interfaces.commands import SUMMARY
+from archwheel.interfaces.commands.options import path_argument
 from archwheel.interfaces.render.formats import FORMATS
 
 DESCRIPTION = """\
@@ -28,6 +29,8 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``diff`` to the command line, with its flags, help and examples (``cli.build_parser``
+    calls each command module's ``register`` with its subparsers)."""
     p = sub.add_parser(
         "diff",
         help=SUMMARY["diff"],
@@ -35,8 +38,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("old", type=Path, metavar="OLD", help="wheel, library, directory or audit JSON")
-    p.add_argument("new", type=Path, metavar="NEW", help="wheel, library, directory or audit JSON")
+    p.add_argument(
+        "old", type=path_argument, metavar="OLD", help="wheel, library, directory or audit JSON"
+    )
+    p.add_argument(
+        "new", type=path_argument, metavar="NEW", help="wheel, library, directory or audit JSON"
+    )
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
     p.set_defaults(func=run)
 
@@ -51,10 +58,13 @@ class DiffRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DiffRequest:
+        """The request of parsed ``args`` (argparse has already checked each flag's type)."""
         return cls(old=args.old, new=args.new, format=args.format)
 
 
 def run(args: argparse.Namespace) -> int:
+    """``archwheel diff``: compare two builds' device code, print what NEW lost or gained, exit 1 on
+    a regression (a CI gate)."""
     import sys
 
     from archwheel.inspection import diff_builds

@@ -24,6 +24,8 @@ exit codes: as can-run (0 native on every GPU, 10 JIT, 11 no kernel image, 12 dr
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``doctor`` to the command line, with its flags, help and examples
+    (``cli.build_parser`` calls each command module's ``register`` with its subparsers)."""
     parser = subparsers.add_parser(
         "doctor",
         help=SUMMARY["doctor"],
@@ -70,6 +72,7 @@ class DoctorRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DoctorRequest:
+        """The request of parsed ``args`` (argparse has already checked each flag's type)."""
         return cls(
             interpreter=args.interpreter,
             gpu_probe=args.gpu_probe,
@@ -80,6 +83,8 @@ class DoctorRequest:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``archwheel doctor``: diagnose this host's GPUs, driver and installed torch, print the
+    findings, exit with the worst GPU's verdict."""
     from archwheel.doctor import run_doctor
     from archwheel.interfaces.render.common import emit_result
     from archwheel.interfaces.render.doctor import doctor_markdown, doctor_table

@@ -10,6 +10,7 @@ from archwheel.interfaces.commands import SUMMARY
 from archwheel.interfaces.commands.options import (
     add_interpreter_option,
     check_output,
+    path_argument,
     write_output,
 )
 from archwheel.interfaces.render.formats import FORMATS
@@ -48,6 +49,8 @@ exit codes: 0 everything matches; 1 mismatches (text and Markdown list 500,
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``manifest`` and ``verify`` to the command line, with their flags, help and examples
+    (``cli.build_parser`` calls each command module's ``register`` with its subparsers)."""
     make = subparsers.add_parser(
         "manifest",
         help=SUMMARY["manifest"],
@@ -59,8 +62,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog=MANIFEST_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    make.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL")
-    make.add_argument("-o", "--output", type=Path, help="write here (default: stdout)")
+    make.add_argument("wheels", nargs="+", type=path_argument, metavar="WHEEL")
+    make.add_argument("-o", "--output", type=path_argument, help="write here (default: stdout)")
     make.set_defaults(func=run_manifest)
 
     verify = subparsers.add_parser(
@@ -70,9 +73,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog=VERIFY_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    verify.add_argument("manifest", type=Path)
-    verify.add_argument("wheels", nargs="*", type=Path, metavar="WHEEL")
-    verify.add_argument("--dir", type=Path, help="where the wheel files are")
+    verify.add_argument("manifest", type=path_argument)
+    verify.add_argument("wheels", nargs="*", type=path_argument, metavar="WHEEL")
+    verify.add_argument("--dir", type=path_argument, help="where the wheel files are")
     verify.add_argument("--env", action="store_true", help="check the installed environment")
     add_interpreter_option(verify, "the environment's interpreter")
     verify.add_argument(
@@ -93,6 +96,7 @@ class ManifestRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ManifestRequest:
+        """The request of parsed ``args`` (argparse has already checked each flag's type)."""
         return cls(wheels=tuple(args.wheels), output=args.output)
 
 
@@ -110,6 +114,7 @@ class VerifyRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> VerifyRequest:
+        """The request of parsed ``args`` (argparse has already checked each flag's type)."""
         return cls(
             manifest=args.manifest,
             wheels=tuple(args.wheels),
@@ -122,6 +127,8 @@ class VerifyRequest:
 
 
 def run_manifest(args: argparse.Namespace) -> int:
+    """``archwheel manifest``: record the tested wheels (hashes, libraries) as a manifest on
+    standard output or in ``-o FILE``."""
     import sys
 
     from archwheel.inspection import make_manifest
@@ -143,6 +150,8 @@ def run_manifest(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    """``archwheel verify``: check wheels, a folder or an environment against a manifest; exit 1 on
+    a mismatch."""
     from archwheel.inspection import verify_manifest
     from archwheel.interfaces.render.common import emit_result
     from archwheel.interfaces.render.manifest import verify_markdown, verify_table

@@ -1,9 +1,9 @@
 """``archwheel matrix`` and ``archwheel publish``: build matrices into a PEP 503 index.
 
 ``matrix`` reads a matrix (TOML and/or flags), prints the plan (``--plan`` stops there), builds
-each missing cell with the build use case (``wheelbuild.build_wheel``, injected here into the
-matrix use case as its ``CellBuilder``: the matrix never imports ``wheelbuild``), and publishes
-each audited wheel into the index.
+each missing cell with the matrix's cell builder (``matrix.build_cells``: the build use case,
+quiet, each cell's result shown on standard error), and publishes each audited wheel into the
+index.
 ``publish`` puts wheels built elsewhere into an index, through the same audit (docs/matrix.md).
 """
 
@@ -12,14 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from archwheel import __version__
-from archwheel.effects import ENGINES, EngineName, Settings
+from archwheel._version import __version__
+from archwheel.effects import ENGINES
 from archwheel.errors import UsageError
 from archwheel.exit_codes import EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.facts import ArchList
@@ -28,14 +28,16 @@ from archwheel.interfaces.commands.options import (
     check_folder,
     check_output,
     environment_settings,
+    existing_folder,
     net_budget,
+    path_argument,
     version_text,
     volume_name,
     write_output,
 )
 from archwheel.interfaces.render.build import ConsoleReporter, print_result
 from archwheel.interfaces.render.ci import to_yaml
-from archwheel.interfaces.render.common import console, dump_json, err_console
+from archwheel.interfaces.render.common import console, dump_json, echo_to, err_console
 from archwheel.interfaces.render.html import index_renderer
 from archwheel.interfaces.render.matrix import (
     print_cell,
@@ -49,39 +51,27 @@ from archwheel.matrix import (
     EXPORTS,
     MAX_MATRIX_CELLS,
     Action,
-    Candidate,
-    Cell,
+    BuildWheel,
     CellBuilder,
-    CellOutput,
     ExportOptions,
     MatrixPlan,
+    MatrixRequest,
+    MatrixShow,
     MatrixSpec,
-    RecipeFacts,
-    candidates_from,
-    export_workflow,
+    PublishRequest,
     load_matrix,
-    make_plan,
-    matrix_publisher,
+    matrix,
     parse_exclusion,
-    publish,
-    publish_variants,
-    read_index,
-    recheck_index,
-    run_matrix,
-    variant_preview,
+    publish_wheels,
+    recheck_published,
 )
+from archwheel.matrix import cell_builder as matrix_cell_builder
 from archwheel.wheelbuild import (
     CACHE_URL_ENV,
     DEFAULT_CCACHE_VOLUME,
-    BuildReporter,
-    BuildRequest,
     BuildResult,
-    CacheUrl,
-    PipRequest,
     build_wheel,
     check_jobs,
-    provenance_path,
-    summarize_recipes,
 )
 
 MATRIX_EPILOG = """\
@@ -104,11 +94,14 @@ or publish them as wheel variants of one version with --variants (docs/variants.
 
 exit codes: 0 every cell passed (published, or skipped because the index has it),
 2 bad matrix or options, 5 a cell failed to build or its wheel was refused (publish: 1);
---recheck: 0 nothing to rebuild, 1 some wheel must be rebuilt, 3 a check could not be made
+--recheck: 0 nothing to rebuild, 1 some wheel must be rebuilt, 3 a check could not be made,
+2 an --index that is no published index (a file, no current, a current whose tree is gone)
 """
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``matrix`` and ``publish`` to the command line, with their flags, help and examples
+    (``cli.build_parser`` calls each command module's ``register`` with its subparsers)."""
     p = sub.add_parser(
         "matrix",
         help="plan and build a matrix of wheels into a PEP 503 index",
@@ -117,13 +110,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "exclusions) that the index does not already hold with the same inputs, and "
             "publish each audited wheel into a PEP 503 simple index with find-links pages "
             f"per torch+CUDA. A matrix may span at most {MAX_MATRIX_CELLS} cells (exit 2 above; "
-            "docs/design.md)."
+            "docs/limits.md)."
         ),
         epilog=MATRIX_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("matrix", nargs="?", type=Path, metavar="MATRIX.toml", help="matrix file")
-    p.add_argument("--index", type=Path, required=True, help="the index folder")
+    p.add_argument(
+        "matrix", nargs="?", type=path_argument, metavar="MATRIX.toml", help="matrix file"
+    )
+    p.add_argument("--index", type=path_argument, required=True, help="the index folder")
     p.add_argument("--recipe", action="append", default=[], help="a recipe (replaces the file's)")
     p.add_argument(
         "--torch",
@@ -163,7 +158,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "wheels that must be rebuilt (exit 1; docs/matrix.md)",
     )
     p.add_argument(
-        "--work", type=Path, default=Path("dist/matrix"), help="cell build folders (dist/matrix)"
+        "--work",
+        type=path_argument,
+        default=Path("dist/matrix"),
+        help="cell build folders (dist/matrix)",
     )
     p.add_argument("--engine", choices=ENGINES, default="docker")
     p.add_argument("--jobs", type=int, help="compile jobs per cell")
@@ -190,7 +188,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=EXPORTS,
         help="write a workflow: one job per cell to build, then a job merging them",
     )
-    ci.add_argument("-o", "--output", type=Path, metavar="FILE", help="write it to FILE")
+    ci.add_argument("-o", "--output", type=path_argument, metavar="FILE", help="write it to FILE")
     ci.add_argument("--runner", metavar="LABEL", help="GitHub runs-on label / GitLab runner tag")
     ci.add_argument(
         "--install",
@@ -208,17 +206,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "index in one atomic step (with <wheel>.provenance.json when it lies beside)."
         ),
     )
-    q.add_argument("wheels", nargs="*", type=Path, metavar="WHEEL")
+    q.add_argument("wheels", nargs="*", type=path_argument, metavar="WHEEL")
     q.add_argument(
         "--from-index",
         action="append",
         default=[],
-        type=Path,
+        type=path_argument,
         metavar="DIR",
         help="also publish every wheel of the archwheel index trees under DIR (CI artifacts), "
         "with what their manifests say; each is audited again",
     )
-    q.add_argument("--index", type=Path, required=True, help="the index folder")
+    q.add_argument("--index", type=path_argument, required=True, help="the index folder")
     q.add_argument("--expect", metavar="ARCHS", help="the arch list the wheels must hold")
     q.add_argument(
         "--torch", type=version_text, metavar="VERSION", help="the torch they were built against"
@@ -234,7 +232,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--default",
         action="append",
         default=[],
-        type=Path,
+        type=path_argument,
         metavar="WHEEL",
         help="with --variants: also publish WHEEL plain, for installers without variant support",
     )
@@ -243,28 +241,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 @dataclass(frozen=True)
-class MatrixRequest:
-    """``archwheel matrix``, parsed."""
+class MatrixCommand:
+    """``archwheel matrix``, parsed: the matrix use case's request, and how to show its
+    outcome (``format``; ``output``: the file an exported workflow goes to)."""
 
-    spec: MatrixSpec
-    index: Path
-    plan_only: bool
-    work: Path
-    engine: EngineName
-    jobs: int | None
-    cache: bool
-    format: str
-    export: str | None = None
-    cache_url: CacheUrl | None = None
-    ccache_volume: str = DEFAULT_CCACHE_VOLUME
+    request: MatrixRequest
+    format: str = "text"
     output: Path | None = None
-    export_options: ExportOptions = field(default_factory=ExportOptions)
-    settings: Settings = field(default_factory=Settings)  # archwheel's (recipe folders, cache)
-    variants: bool = False
-    default_arch: str | None = None
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> MatrixRequest:
+    def from_args(cls, args: argparse.Namespace) -> MatrixCommand:
+        """The command of parsed ``args``: the matrix file read and overridden by the axis
+        flags, exclusions and jobs checked, the cache URL resolved (bad flags: exit 2)."""
         spec = load_matrix(args.matrix) if args.matrix else MatrixSpec(recipes=())
         spec = spec.override(
             recipes=args.recipe, torch=args.torch, python=args.python, arch=args.arch
@@ -284,7 +272,7 @@ class MatrixRequest:
             settings.cache_url if args.cache_url is None else args.cache_url,
             no_cache=args.no_cache,
         )
-        return cls(
+        request = MatrixRequest(
             variants=args.variants,
             default_arch=default_arch,
             settings=settings,
@@ -297,9 +285,7 @@ class MatrixRequest:
             engine=args.engine,
             jobs=args.jobs,
             cache=not args.no_cache,
-            format=args.format,
             export=args.export,
-            output=args.output,
             export_options=ExportOptions(
                 runner=args.runner,
                 install=args.install,
@@ -313,66 +299,38 @@ class MatrixRequest:
                 cache_url_secret=CACHE_URL_ENV if cache_url and cache_url.has_password else None,
             ),
         )
-
-
-def recipe_facts(spec: MatrixSpec, settings: Settings) -> dict[str, RecipeFacts]:
-    """The recipes of the matrix, read and checked by the build use case (each arch list
-    against each toolkit), in the shape the matrix plans with."""
-    summaries = summarize_recipes(spec.recipes, settings, torch=spec.torch, arch=spec.arch)
-    return {
-        name: RecipeFacts(
-            name=s.name,
-            sha256=s.sha256,
-            python_versions=s.python_versions,
-            default_arch=s.default_arch,
-            cuda=s.cuda,
-            source_digest=s.source_digest,
-            torch=s.torch,
-            torch_in_name=s.torch_in_name,
-            loads_with=s.loads_with,
-        )
-        for name, s in summaries.items()
-    }
-
-
-BuildWheel = Callable[[BuildRequest, BuildReporter], BuildResult]
+        return cls(request, format=args.format, output=args.output)
 
 
 def cell_builder(
     request: MatrixRequest, build: BuildWheel = build_wheel, *, shown: Console | None = None
 ) -> CellBuilder:
-    """The matrix's cell builder: the build use case (``build``) of the cell's recipe, torch,
-    arch list and Python, quiet, its plan and result on ``shown`` (standard error: the matrix
-    owns standard output). A failed build raises its own error: that message is the cell's."""
+    """The matrix's cell builder with ``request``'s build options, quiet, each cell's plan and
+    result on ``shown`` (standard error: the matrix owns standard output); ``build``: the build
+    use case, or a test's stand-in."""
+    err = shown or _cells_console()
+    return matrix_cell_builder(
+        request, ConsoleReporter(err, quiet=True), on_built=_result_printer(err), build=build
+    )
 
-    def build_cell(cell: Cell, out: Path) -> CellOutput:
-        err = shown or Console(stderr=True, highlight=False, soft_wrap=True)
-        build_request = BuildRequest(
-            recipe=cell.recipe,
-            torch=cell.torch,
-            arch=cell.arch,
-            python=cell.python,
-            jobs=request.jobs,
-            out=out,
-            engine=request.engine,
-            ccache_volume=request.ccache_volume if request.cache else None,
-            cache_url=request.cache_url,
-            pip=PipRequest(host_config=True),
-            settings=request.settings,
-        )
-        result = build(build_request, ConsoleReporter(err, quiet=True))
-        assert result.built is not None and result.log is not None  # not a plan-only request
+
+def _cells_console() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _result_printer(err: Console) -> Callable[[BuildResult], None]:
+    def show(result: BuildResult) -> None:
+        assert result.built is not None and result.log is not None  # a finished build
         print_result(out=err, result=result.built, log_path=result.log, fmt="text")
-        return CellOutput(result.built.wheel, result.built.provenance)
 
-    return build_cell
+    return show
 
 
 def run(args: argparse.Namespace) -> int:
+    """``archwheel matrix``: the recheck, or the matrix the flags describe."""
     if args.recheck:
         return run_recheck(args)
-    request = MatrixRequest.from_args(args)
-    return run_request(request, builder=None)
+    return run_request(MatrixCommand.from_args(args), builder=None)
 
 
 def run_recheck(args: argparse.Namespace) -> int:
@@ -391,19 +349,11 @@ def run_recheck(args: argparse.Namespace) -> int:
             f"--recheck reads the index only: {', '.join(given)} does not apply",
             hint="archwheel matrix --recheck --index DIR",
         )
-    if not args.index.is_dir():
-        raise UsageError(f"--index {args.index}: no such folder", hint="the index to recheck")
-    from archwheel.effects import PipSettings
-    from archwheel.interfaces.render.common import echo_to
-
     settings = environment_settings()
     budget = net_budget(settings)  # a limit that is not one: refused before anything is read
-    report = recheck_index(
-        args.index,
-        pip=PipSettings.from_host().validated(),
-        cache=settings.cache,
-        on_event=echo_to(err_console()),
-        budget=budget,
+    existing_folder("--index", args.index, "the index to recheck")
+    report = recheck_published(
+        args.index, settings=settings, budget=budget, on_event=echo_to(err_console())
     )
     if args.format == "json":
         dump_json(report.to_json_dict())
@@ -412,65 +362,57 @@ def run_recheck(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def run_request(request: MatrixRequest, builder: CellBuilder | None) -> int:
-    """Plan, print, and (unless --plan) build with ``builder`` (None: the build use case)."""
-    if request.output is not None:
-        check_output(request.output)  # before the recipes are read
+def run_request(command: MatrixCommand, builder: CellBuilder | None) -> int:
+    """Check the folders, run the matrix use case with ``builder`` (None: the build use case)
+    and print its outcome: the plan, the exported workflow, or every cell's verdict."""
+    request = command.request
+    if command.output is not None:
+        check_output(command.output)  # before the recipes are read
     if request.export is None:
         check_folder(request.index)  # a plan naming an index that cannot work is refused
         check_folder(request.work)
-    recipes = recipe_facts(request.spec, request.settings)
-    plan = make_plan(
-        request.spec,
-        recipes,
-        read_index(request.index),
-        variants=request.variants,
-        default_arch=request.default_arch,
+    err, cells = err_console(), _cells_console()
+    show = MatrixShow(
+        planned=lambda plan: print_plan(err, plan),
+        cell=lambda c: print_cell(err, c),
+        reporter=ConsoleReporter(cells, quiet=True),
+        built=_result_printer(cells),
     )
-    err = err_console()
-    if request.export is not None:
-        _export(request, plan)
-        return EXIT_OK
-    if request.plan_only:
-        if request.format == "json":
-            document = plan.to_json_dict()
-            if request.variants:
-                document["variants"] = variant_preview(plan, request.default_arch)
-            dump_json(document)
-        else:
-            print_plan(console(), plan)
-            if request.variants:
-                print_variant_preview(console(), variant_preview(plan, request.default_arch))
-        return EXIT_OK
-    print_plan(err, plan)
-    if builder is None:
-        builder = cell_builder(request)
-    result = run_matrix(
-        plan,
-        builder,
-        request.index,
-        request.work,
-        on_cell=lambda c: print_cell(err, c),
-        landing=index_renderer(),
-        publisher=matrix_publisher(request.default_arch) if request.variants else None,
-    )
-    if request.format == "json":
-        dump_json(result.to_json_dict())
+    outcome = matrix(request, builder=builder, show=show, landing=index_renderer())
+    if outcome.workflow is not None:
+        _export(command, outcome.plan, outcome.workflow)
+    elif outcome.result is None:
+        _print_plan(command, outcome.plan, outcome.preview)
+    elif command.format == "json":
+        dump_json(outcome.result.to_json_dict())
     else:
-        print_summary(console(), result)
-    return result.exit_code
+        print_summary(console(), outcome.result)
+    return EXIT_OK if outcome.result is None else outcome.result.exit_code
 
 
-def _export(request: MatrixRequest, plan: MatrixPlan) -> None:
-    assert request.export is not None
-    document = export_workflow(plan, request.export, request.export_options)
+def _print_plan(
+    command: MatrixCommand, plan: MatrixPlan, preview: list[dict[str, Any]] | None
+) -> None:
+    if command.format == "json":
+        document = plan.to_json_dict()
+        if preview is not None:
+            document["variants"] = preview
+        dump_json(document)
+    else:
+        print_plan(console(), plan)
+        if preview is not None:
+            print_variant_preview(console(), preview)
+
+
+def _export(command: MatrixCommand, plan: MatrixPlan, document: dict[str, Any]) -> None:
+    kind = command.request.export
     header = (
-        f"Written by `archwheel matrix --export {request.export}` (archwheel {__version__}):\n"
+        f"Written by `archwheel matrix --export {kind}` (archwheel {__version__}):\n"
         f"{len(plan.of(Action.BUILD))} cells to build; the index held "
         f"{len(plan.of(Action.SKIP))} already. Each job runs the one-cell archwheel matrix\n"
         "command; the publish job audits and merges their indexes (docs/matrix.md)."
     )
-    secret = request.export_options.cache_url_secret
+    secret = command.request.export_options.cache_url_secret
     if secret:
         header += (
             f"\nThe cache URL holds a password, so it is not written here: set {secret}\n"
@@ -478,40 +420,31 @@ def _export(request: MatrixRequest, plan: MatrixPlan) -> None:
             "variable)."
         )
     text = to_yaml(document, header=header)
-    if request.output is not None:
-        write_output(request.output, text)
+    if command.output is not None:
+        write_output(command.output, text)
     else:
         sys.stdout.write(text)
 
 
 def run_publish(args: argparse.Namespace) -> int:
+    """``archwheel publish``: audit the wheels given and publish those that pass."""
     if not args.wheels and not args.from_index:
         raise UsageError("nothing to publish", hint="give wheels, or --from-index DIR")
     check_folder(args.index)
     expect = ArchList.parse(args.expect) if args.expect else None
-    candidates = [c for folder in args.from_index for c in candidates_from(folder)]
-    for wheel in args.wheels:
-        provenance = provenance_path(wheel)
-        candidates.append(
-            Candidate(
-                wheel,
-                provenance if provenance.exists() else None,
-                expect=expect,
-                torch=args.torch,
-                cuda=args.cuda,
-            )
-        )
     if args.default and not args.variants:
         raise UsageError("--default applies to --variants", hint="add --variants")
-    if args.variants:
-        defaults = [
-            Candidate(w, expect=expect, torch=args.torch, cuda=args.cuda) for w in args.default
-        ]
-        result = publish_variants(
-            args.index, candidates, defaults=defaults, landing=index_renderer()
-        )
-    else:
-        result = publish(args.index, candidates, landing=index_renderer())
+    request = PublishRequest(
+        index=args.index,
+        wheels=tuple(args.wheels),
+        from_index=tuple(args.from_index),
+        expect=expect,
+        torch=args.torch,
+        cuda=args.cuda,
+        variants=args.variants,
+        defaults=tuple(args.default),
+    )
+    result = publish_wheels(request, landing=index_renderer())
     document: dict[str, Any] = result.to_json_dict()
     if args.format == "json":
         dump_json(document)

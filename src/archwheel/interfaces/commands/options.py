@@ -21,8 +21,24 @@ from typing import TYPE_CHECKING, Any
 from archwheel.errors import UsageError
 
 if TYPE_CHECKING:
-    from archwheel.effects import Settings
-    from archwheel.effects.deadline import NetBudget
+    from archwheel.effects import NetBudget, Settings
+
+
+def path_argument(text: str) -> Path:
+    """A path given on the command line: an empty one is refused (``Path("")`` is the current
+    folder, which nobody means by ``''``), and so is one holding a NUL (no system call takes it)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names nothing (give a file or folder)")
+    if "\0" in text:
+        raise argparse.ArgumentTypeError("a path cannot hold a NUL character")
+    return Path(text)
+
+
+def interpreter_argument(text: str) -> str:
+    """An interpreter named on the command line (a path, or a name looked up on PATH), refused
+    where ``path_argument`` refuses a path."""
+    path_argument(text)
+    return text
 
 
 def environment_settings() -> Settings:
@@ -76,7 +92,7 @@ def add_alias(
 
 def add_interpreter_option(parser: argparse.ArgumentParser, help_text: str) -> None:
     """``--interpreter PATH`` (stored as ``interpreter``), with ``--python PATH`` as its alias."""
-    parser.add_argument("--interpreter", metavar="PATH", help=help_text)
+    parser.add_argument("--interpreter", metavar="PATH", type=interpreter_argument, help=help_text)
     add_alias(
         parser, "--python", dest="interpreter", replacement="--interpreter PATH", metavar="PATH"
     )
@@ -106,6 +122,25 @@ def check_folder(path: Path) -> None:
     check_output_folder(path)
 
 
+def existing_folder(option: str, path: Path, hint: str) -> None:
+    """A folder named to be read (``clean --index``, ``matrix --recheck --index``) exists and
+    is a folder: a ``UsageError`` naming the option and the path otherwise (a regular file
+    given as an index was "nothing to clean", exit 0)."""
+    import stat
+
+    from archwheel.effects import kind_of
+
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise UsageError(f"{option} {path}: no such folder", hint=hint) from None
+    except (OSError, ValueError) as exc:  # a loop of links, a name too long, a NUL
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise UsageError(f"{option} {path}: cannot be read: {why}", hint=hint) from None
+    if not stat.S_ISDIR(mode):
+        raise UsageError(f"{option} {path}: not a folder (a {kind_of(mode)})", hint=hint)
+
+
 # A control character anywhere in a version, or white space around it: "12.8\n" must not pass
 # for 12.8 ("CUDA 12.8" is one way to write a CUDA version).
 _NOT_EXACT = re.compile(r"[\x00-\x1f\x7f-\x9f]|^\s|\s\Z")
@@ -121,6 +156,26 @@ def version_text(text: str) -> str:
             f"{text[:40]!r}: a control character, or white space around the version"
         )
     return text
+
+
+def location_text(text: str) -> str:
+    """An argparse type: a package index URL or a find-links location (``--index-url``,
+    ``--extra-index-url``, ``--find-links``), neither empty nor blank nor holding a control
+    character. An empty ``--index-url`` was taken for "not given", and the configured index
+    (or pip's default) was asked instead of the one the user meant."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty URL: give one, or leave the option out")
+    if _NOT_EXACT.search(text):
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r}: a control character, or white space around the URL"
+        )
+    return text
+
+
+def location_path(text: str) -> Path:
+    """An argparse type: a folder given as a find-links location (``smoke --find-links``), not
+    empty (``Path("")`` is the working folder)."""
+    return Path(location_text(text))
 
 
 def positive_number(text: str) -> float:
@@ -176,7 +231,7 @@ def net_budget(settings: Settings) -> NetBudget:
     """The run's network time (``effects.deadline``) from the ``ARCHWHEEL_NET_TIMEOUT`` and
     ``ARCHWHEEL_NET_RUN_TIMEOUT`` settings, started now; a value that is not a time limit is a
     ``UsageError`` naming the setting."""
-    from archwheel.effects.deadline import NetBudget, NetLimits
+    from archwheel.effects import NetBudget, NetLimits
 
     try:
         limits = NetLimits.from_settings(settings.net_timeout, settings.net_run_timeout)

@@ -18,13 +18,16 @@ from archwheel.interfaces.commands.options import (
     add_interpreter_option,
     check_output,
     environment_settings,
+    location_path,
+    location_text,
     non_negative_int,
+    path_argument,
     positive_number,
     write_output,
 )
 
 if TYPE_CHECKING:
-    from archwheel.smoke import EnvironmentOptions
+    from archwheel.smoke import SmokeRun
 
 # The help states smoke.runner.DEFAULT_STEP_TIMEOUT (300), smoke.environments.
 # DEFAULT_INSTALL_TIMEOUT (1800), verdicts.smoke.KERNEL_STEPS and effects.engine.ENGINES as
@@ -62,6 +65,8 @@ part (CUDA hidden) passed (docs/smoke.md)
 
 
 def register(subparsers: Any) -> None:
+    """Add ``smoke`` to the command line, with its flags, help and examples (``cli.build_parser``
+    calls each command module's ``register`` with its subparsers)."""
     parser = subparsers.add_parser(
         "smoke",
         help=SUMMARY["smoke"],
@@ -74,7 +79,9 @@ def register(subparsers: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("wheels", nargs="*", type=Path, metavar="WHEEL", help="wheels to test")
+    parser.add_argument(
+        "wheels", nargs="*", type=path_argument, metavar="WHEEL", help="wheels to test"
+    )
     parser.add_argument(
         "--backend",
         choices=("venv", "docker", "existing"),
@@ -96,12 +103,15 @@ def register(subparsers: Any) -> None:
     )
     index = parser.add_mutually_exclusive_group()
     index.add_argument(
-        "--index-url", metavar="URL", help="package index for the wheels' requirements"
+        "--index-url",
+        type=location_text,
+        metavar="URL",
+        help="package index for the wheels' requirements",
     )
     add_alias(index, "--index", dest="index_url", replacement="--index-url URL", metavar="URL")
-    index.add_argument("--find-links", type=Path, metavar="DIR", help="a folder of wheels")
+    index.add_argument("--find-links", type=location_path, metavar="DIR", help="a folder of wheels")
     parser.add_argument(
-        "--snippet", type=Path, metavar="FILE", help="the recipe's smoke snippet (Python)"
+        "--snippet", type=path_argument, metavar="FILE", help="the recipe's smoke snippet (Python)"
     )
     parser.add_argument(
         "--steps",
@@ -139,7 +149,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.add_argument(
         "--output",
-        type=Path,
+        type=path_argument,
         metavar="FILE",
         help="also write the JSON report to FILE (whatever --format prints)",
     )
@@ -171,6 +181,8 @@ class SmokeRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SmokeRequest:
+        """The request of parsed ``args``, with the default timeouts; an ``--output`` that cannot be
+        written is refused before any environment is made."""
         from archwheel.smoke import DEFAULT_INSTALL_TIMEOUT, DEFAULT_STEP_TIMEOUT
 
         if args.output is not None:
@@ -198,11 +210,11 @@ class SmokeRequest:
         )
 
     @property
-    def environment(self) -> EnvironmentOptions:
-        """The options of the environment the wheels are tested in."""
-        from archwheel.smoke import EnvironmentOptions
+    def smoke_run(self) -> SmokeRun:
+        """The run the smoke use case makes of the request."""
+        from archwheel.smoke import EnvironmentOptions, SmokeRun
 
-        return EnvironmentOptions(
+        environment = EnvironmentOptions(
             wheels=self.wheels,
             backend=self.backend,
             install_timeout=self.install_timeout,
@@ -216,51 +228,33 @@ class SmokeRequest:
             fresh_venv=self.fresh_venv,
             settings=environment_settings(),
         )
+        return SmokeRun(environment, self.timeout, self.steps, self.devices)
 
 
 def run(args: argparse.Namespace) -> int:
+    """``archwheel smoke``: install the wheels in a fresh environment, run the kernels, print the
+    report whatever happened and exit with its verdict."""
     import json
     import signal
     import sys
 
     from rich.console import Console
 
-    from archwheel.effects import Watchdog
     from archwheel.interfaces.render.common import echo_to
     from archwheel.interfaces.render.smoke import progress_line, render
-    from archwheel.smoke import (
-        SmokeSettings,
-        can_run_for,
-        kernel_steps,
-        make_environment,
-        positive_seconds,
-        run_smoke,
-    )
+    from archwheel.smoke import smoke
 
     request = SmokeRequest.from_args(args)
     err = Console(stderr=True, highlight=False)
     quiet = request.quiet
-    progress = None if quiet else (lambda msg: err.print(progress_line(msg)))
-    echo = None if quiet else echo_to(err, style="dim", soft_wrap=True)
-    environment = make_environment(request.environment, echo)
-    settings = SmokeSettings(
-        step_timeout=positive_seconds(request.timeout, "--timeout"),
-        steps=kernel_steps(request.steps),
-        devices=request.devices,
-    )
-    inputs = [str(w) for w in request.wheels] or [environment.description]
-    wheels = list(request.wheels)
     # SIGTERM (a CI job's timeout, `timeout`) interrupts like Ctrl-C: the running step is
     # killed and the report of what ran so far still comes out.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        report = run_smoke(
-            environment,
-            inputs,
-            settings,
-            watchdog=Watchdog(),
-            progress=progress,
-            can_run=can_run_for(wheels, installed_python=_installed_python(request)),
+        report = smoke(
+            request.smoke_run,
+            echo=None if quiet else echo_to(err, style="dim", soft_wrap=True),
+            progress=None if quiet else (lambda msg: err.print(progress_line(msg))),
         )
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -274,10 +268,6 @@ def run(args: argparse.Namespace) -> int:
         # ``OutputError`` like every command's output, after the report came out.
         write_output(request.output, document)
     return report.exit_code
-
-
-def _installed_python(request: SmokeRequest) -> str | None:
-    return str(request.interpreter) if request.backend == "existing" else None
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

@@ -30,6 +30,8 @@ def _gpu_names(archs: Iterable[Any], facts: CudaFacts) -> str:
 
 
 def arch_forms_table(result: ArchForms, out: Console) -> None:
+    """Print an arch list's forms (canonical, TORCH_CUDA_ARCH_LIST, CMake, nvcc flags) and the GPUs
+    it serves: ``archwheel arch LIST`` on a terminal."""
     facts = load_facts()
     doc = result.to_json_dict()
     table = Table(show_header=False, box=None, pad_edge=False)
@@ -64,6 +66,8 @@ def arch_forms_table(result: ArchForms, out: Console) -> None:
 
 
 def arch_forms_markdown(result: ArchForms) -> str:
+    """An arch list's forms as a Markdown table: ``archwheel arch LIST --format markdown``, for a CI
+    job summary."""
     doc = result.to_json_dict()
     torch = doc["torch_cuda_arch_list"] or f"not expressible: {doc['torch_cuda_arch_list_error']}"
     lines = [
@@ -82,6 +86,8 @@ def arch_forms_markdown(result: ArchForms) -> str:
 
 
 def recommendation_table(rec: Recommendation, out: Console) -> None:
+    """Print the recommended arch list for a fleet, how each GPU runs it, its problems and the wheel
+    size estimate: ``archwheel arch --gpu/--cc``."""
     facts = load_facts()
     if rec.arch_list is not None:
         forms = arch_forms(rec.arch_list)
@@ -141,6 +147,8 @@ def recommendation_table(rec: Recommendation, out: Console) -> None:
 
 
 def recommendation_markdown(rec: Recommendation) -> str:
+    """The fleet recommendation as Markdown (the list's forms, a row per GPU, problems, size
+    estimate) for a CI job summary."""
     lines: list[str] = []
     if rec.arch_list is not None:
         forms = arch_forms(rec.arch_list)
@@ -167,6 +175,8 @@ def _mb(n: int) -> str:
 
 
 def gpu_catalog_table(catalog: GpuCatalog, out: Console) -> None:
+    """Print the GPU catalog by compute capability: ``archwheel gpus``, the names the ``--gpu``
+    flags accept."""
     table = Table("cc", "family", "GPUs")
     for entry in catalog.by_capability():
         table.add_row(str(entry.cc), entry.family, safe(", ".join(entry.names)))
@@ -174,6 +184,7 @@ def gpu_catalog_table(catalog: GpuCatalog, out: Console) -> None:
 
 
 def gpu_catalog_markdown(catalog: GpuCatalog) -> str:
+    """The GPU catalog as a Markdown table: ``archwheel gpus --format markdown``."""
     lines = ["| compute capability | family | GPUs |", "|---|---|---|"]
     lines.extend(
         f"| {entry.cc} | {entry.family} | {', '.join(entry.names)} |"

@@ -28,6 +28,8 @@ def _as_written(view: ConsumerView) -> str:
 
 
 def consumers_table(views: Sequence[ConsumerView], torch: str, out: Console) -> None:
+    """Print, after an arch list's forms, what each tool that reads it (torch, CMake, nvcc) is set
+    to and makes of the list as written."""
     out.print()
     out.print(f"[bold]Who reads it[/bold] (grammars of torch {safe(torch)}):")
     table = Table("consumer", "set", show_header=False, box=None, pad_edge=False)
@@ -40,6 +42,8 @@ def consumers_table(views: Sequence[ConsumerView], torch: str, out: Console) -> 
 
 
 def consumers_markdown(views: Sequence[ConsumerView], torch: str) -> str:
+    """The readers of an arch list and what each makes of it, as Markdown rows appended to
+    ``arch_forms_markdown``."""
     lines = [
         "",
         f"Who reads it (grammars of torch {torch}):",

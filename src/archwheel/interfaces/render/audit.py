@@ -73,6 +73,8 @@ def _device_bytes(lib: LibraryInventory) -> int:
 
 
 def verdict_line(reports: Sequence[AuditReport]) -> str:
+    """The one-line verdict of an audit (OK, inventory only, FAIL or INCOMPLETE with the reasons):
+    the last line of every text rendering."""
     code = overall_exit_code(reports)
     failing = [v for r in reports for v in r.failing]
     unbacked = sum(len(r.variant.unbacked) for r in reports if r.variant is not None)
@@ -104,6 +106,8 @@ def _short(path: str) -> str:
 
 
 def render_table(reports: Sequence[AuditReport], console: Console, *, detail: bool) -> None:
+    """Print each audited input's libraries, images and problems on a terminal (``--detail``: images
+    per section too); the default ``audit`` output."""
     for report in reports:
         inv = report.inventory
         console.print(
@@ -223,6 +227,8 @@ def _problems(report: AuditReport, console: Console) -> None:
 
 
 def render_markdown(reports: Sequence[AuditReport], *, detail: bool) -> str:
+    """The audit as Markdown (a section per input, a table per library) for ``--format markdown``: a
+    CI job summary."""
     out: list[str] = ["## archwheel audit", ""]
     for report in reports:
         inv = report.inventory

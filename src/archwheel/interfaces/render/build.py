@@ -102,9 +102,12 @@ class ConsoleReporter:
 
     @property
     def echo(self) -> Callable[[str], None] | None:
+        """Where host-side lines go (downloads, git): the console, or None when quiet."""
         return None if self.quiet else echo_to(self.console)
 
     def planned(self, plan: BuildPlan, repair: RepairSpec | None) -> None:
+        """Show the build plan (and the project's warnings and the repair step) before anything
+        runs, so every log says what ran."""
         print_plan(self.plan_console, plan)
         for line in plan.project.warnings() if plan.project is not None else []:
             self.console.print(literal(f"warning: {line}"), markup=False, highlight=False)
@@ -115,11 +118,15 @@ class ConsoleReporter:
 
     @contextmanager
     def running(self, log: TextIO) -> Iterator[BuildOutput]:
+        """The build's output while it runs: into ``log``, and on the console with a live progress
+        line unless quiet."""
         with progress(self.console, self.quiet) as live:
             yield build_output(log, self.console, live, quiet=self.quiet)
 
 
 def print_plan(console: Console, plan: BuildPlan) -> None:
+    """Print a build plan as tables (what is built, the container environment, the phases and their
+    steps): what ``build --plan`` answers."""
     table = Table(title="archwheel build plan", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(overflow="fold")
@@ -139,6 +146,7 @@ def print_plan(console: Console, plan: BuildPlan) -> None:
 
 
 def plan_json(plan: BuildPlan) -> dict[str, object]:
+    """The build plan as the JSON document of ``build --plan --format json`` (the build schema)."""
     return {
         "schema_version": BUILD_SCHEMA_VERSION,
         "plan": dict(plan.summary_rows()),
@@ -172,6 +180,7 @@ def plan_json(plan: BuildPlan) -> dict[str, object]:
 
 
 def print_plan_json(out: Console, plan: BuildPlan) -> None:
+    """Print ``plan_json`` of ``plan`` on ``out``: ``build --plan --format json``."""
     out.print_json(json.dumps(plan_json(plan)))
 
 
@@ -182,6 +191,8 @@ def print_result(
     log_path: Path,
     fmt: str,
 ) -> None:
+    """Print a finished build: the wheel, its hash, provenance, log, audit verdict, timings and
+    cache figures, as text or JSON (``fmt``)."""
     if fmt == "json":
         document = {
             "schema_version": BUILD_SCHEMA_VERSION,
@@ -250,6 +261,8 @@ def print_recipes(out: Console, listed: Sequence[ListedRecipe], fmt: str) -> Non
 
 
 def print_base_image(image: BaseImage, fmt: str) -> None:
+    """Print the base image ``base-image`` made or found: its tag and id as a line, or JSON
+    (``fmt``)."""
     if fmt == "json":
         Console().print_json(
             json.dumps(

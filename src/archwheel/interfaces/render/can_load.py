@@ -34,6 +34,8 @@ _STYLE = {LoadVerdict.LOADS: "green", LoadVerdict.FAILS: "bold red", LoadVerdict
 
 
 def symbol_text(symbol: MissingSymbol, demangled: Mapping[str, str]) -> str:
+    """A missing symbol as the tables show it: its demangled name where known, with
+    ``@VERSION`` when the symbol is versioned."""
     name = demangled.get(symbol.name, symbol.name)
     return f"{name}@{symbol.version}" if symbol.version else name
 
@@ -81,6 +83,8 @@ def _library_lines(lib: LibraryLoad, demangled: Mapping[str, str]) -> list[str]:
 
 
 def render_table(report: LoadReport, out: Console, demangled: Mapping[str, str]) -> None:
+    """Print can-load's answer on a terminal: each library's verdict and the symbols it misses, then
+    the verdict line."""
     others = "".join(f" + {w.filename}" for w in report.others)
     if len(report.others) > 3:
         others = (
@@ -110,6 +114,8 @@ def render_table(report: LoadReport, out: Console, demangled: Mapping[str, str])
 
 
 def render_markdown(report: LoadReport, demangled: Mapping[str, str]) -> str:
+    """can-load's answer as Markdown (verdict, a row per library, the missing symbols) for a CI job
+    summary."""
     parts = [
         f"### can-load: {md_code(report.wheel.filename)} with {md_code(report.torch.filename)}",
         "",

@@ -24,6 +24,8 @@ SYMBOLS_SHOWN = 3  # the first missing symbols shown per torch (all are in the J
 
 
 def demangled_range(report: TorchRangeReport) -> dict[str, str]:
+    """The demangled names of every missing symbol of every torch checked, demangled in one call to
+    the demangler."""
     names = sorted({n for c in report.checks if c.report for n in mangled_names(c.report)})
     return demangle(names)
 
@@ -80,6 +82,8 @@ def _summary(report: TorchRangeReport) -> list[str]:
 def render_range_table(
     report: TorchRangeReport, out: Console, demangled: Mapping[str, str]
 ) -> None:
+    """Print ``can-load --torch``: one line per torch release with its verdict and why, then the
+    summary."""
     for check in report.checks:
         label = _LABEL[check.verdict]
         out.print(
@@ -95,6 +99,8 @@ def render_range_table(
 
 
 def render_range_markdown(report: TorchRangeReport, demangled: Mapping[str, str]) -> str:
+    """``can-load --torch`` as Markdown: a row per torch release, then the summary lines, for a CI
+    job summary."""
     rows = [
         [md_code(c.version), md_text(_LABEL[c.verdict]), md_text(_why(c, demangled)),
          md_text(_read(c))]
@@ -109,6 +115,8 @@ def render_range_markdown(report: TorchRangeReport, demangled: Mapping[str, str]
 def range_json(
     report: TorchRangeReport, demangled: Mapping[str, str], exit_code: int
 ) -> dict[str, Any]:
+    """The JSON document of ``can-load --torch --format json``: the report with each missing
+    symbol's demangled name and the exit code."""
     document = report.to_json()
     for torch in document["torches"]:
         if torch["report"] is None:

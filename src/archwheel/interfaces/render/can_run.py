@@ -46,6 +46,8 @@ def _rows(item: InputVerdicts) -> tuple[list[str], int, list[dict[str, LibraryVe
 
 
 def can_run_table(report: CanRunReport, out: Console) -> None:
+    """Print can-run's answer: per input, a table of library x GPU (how each runs: native, PTX JIT
+    or not at all) and the verdict."""
     facts = load_facts()
     for item in report.inputs:
         title = item.source if not item.name else f"{item.name} {item.version} ({item.source})"
@@ -100,6 +102,7 @@ def _unbacked(report: CanRunReport) -> str:
 
 
 def can_run_markdown(report: CanRunReport) -> str:
+    """can-run's answer as Markdown tables (library x GPU per input) for a CI job summary."""
     lines: list[str] = []
     for item in report.inputs:
         lines.append(md_text(f"### {item.name or item.source} {item.version or ''}".rstrip()))

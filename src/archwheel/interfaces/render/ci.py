@@ -60,5 +60,7 @@ def _lines(value: Any, indent: int) -> list[str]:
 
 
 def to_yaml(document: dict[str, Any], *, header: str = "") -> str:
+    """``document`` as YAML, ``header`` as its leading comment: the workflow ``matrix --export``
+    writes."""
     comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
     return comment + "\n".join(_lines(document, 0)) + "\n"

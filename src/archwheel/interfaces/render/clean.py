@@ -2,44 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-
-from archwheel.housekeeping import Leftover
+from archwheel.housekeeping import CleanReport
 from archwheel.interfaces.render.common import dump_json
 from archwheel.text import literal as safe
-from archwheel.verdicts.document import document_header
-
-CLEAN_SCHEMA_VERSION = 1
-
-
-@dataclass(frozen=True)
-class CleanReport:
-    """What ``clean`` found and did: containers and folders, each index's unfinished trees."""
-
-    leftovers: tuple[Leftover, ...]
-    index_trees: Mapping[str, tuple[str, ...]]
-    dry_run: bool
-    notes: tuple[str, ...] = ()
-
-    @property
-    def exit_code(self) -> int:
-        if self.dry_run:
-            return 0
-        return 1 if any(not item.removed for item in self.leftovers) else 0
-
-    def to_json_dict(self) -> dict[str, object]:
-        return {
-            **document_header(CLEAN_SCHEMA_VERSION, "clean"),
-            "dry_run": self.dry_run,
-            "leftovers": [item.to_json_dict() for item in self.leftovers],
-            "index_trees": {index: list(trees) for index, trees in self.index_trees.items()},
-            "notes": list(self.notes),
-            "exit_code": self.exit_code,
-        }
 
 
 def print_clean(report: CleanReport, fmt: str) -> None:
+    """The report as text lines on standard output, or (``fmt`` json) as its document."""
     if fmt == "json":
         dump_json(report.to_json_dict())
         return

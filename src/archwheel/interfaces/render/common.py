@@ -31,7 +31,11 @@ MAX_DETAIL_ROWS = 2000  # rows of ``audit --detail``'s images-per-section table
 
 
 class JsonResult(Protocol):
-    def to_json_dict(self) -> dict[str, Any]: ...
+    """A result that renders itself as JSON: what ``print_json``, ``emit`` and ``emit_result``
+    take."""
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The result as its command's JSON document."""
 
 
 R = TypeVar("R", bound=JsonResult)
@@ -107,6 +111,8 @@ def console(stream: TextIO | None = None) -> Console:
 
 
 def err_console() -> Console:
+    """A console on standard error for messages and progress, so that standard output holds the
+    answer alone."""
     return Console(file=sys.stderr, highlight=False)
 
 
@@ -141,6 +147,7 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str
 
 
 def print_json(result: JsonResult) -> None:
+    """Print ``result``'s JSON document on standard output (``--format json``)."""
     dump_json(result.to_json_dict())
 
 

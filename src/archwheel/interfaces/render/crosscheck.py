@@ -1,4 +1,5 @@
-"""Human text of ``archwheel audit --cross-check``: a progress line, then the findings.
+"""Human text of ``archwheel audit --cross-check``: a progress line, then the findings (and
+``AuditProgress``, what the audit shows while it runs).
 
 Everything goes to standard error, one line per finding, so that ``--format json`` on
 standard output stays parseable.
@@ -7,10 +8,15 @@ standard output stays parseable.
 from __future__ import annotations
 
 import sys
-from typing import TextIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
 
-from archwheel.crosscheck.run import CrossCheckResult
-from archwheel.interfaces.render.common import literal
+from archwheel.text import literal
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from archwheel.crosscheck import CrossCheckResult
 
 _PROGRESS_WIDTH = 60
 
@@ -30,6 +36,7 @@ class ProgressLine:
         self.shown = True
 
     def clear(self) -> None:
+        """Blank the progress line if one is shown, so the next line starts on a clean row."""
         if self.shown:
             self.stream.write("\r" + " " * 80 + "\r")
             self.stream.flush()
@@ -40,6 +47,33 @@ def progress_line(*, quiet: bool, stream: TextIO | None = None) -> ProgressLine 
     """A progress line on a terminal unless ``quiet``; None where nobody would see it."""
     out = stream or sys.stderr
     return ProgressLine(out) if not quiet and out.isatty() else None
+
+
+class AuditProgress:
+    """What ``archwheel audit`` shows while it runs: the scan's bar (``scan_bar``: a table on a
+    terminal), stopped once every input is scanned, then the cross-check's progress line."""
+
+    def __init__(self, *, scan_bar: bool, quiet: bool) -> None:
+        self._bar: Progress | None = None
+        self.scanning: Callable[[int, int, str], None] | None = None
+        if scan_bar:
+            from archwheel.interfaces.render.audit import scan_progress
+
+            self.scanning, self._bar = scan_progress()
+            self._bar.start()
+        self.checking = progress_line(quiet=quiet)
+
+    def scanned(self) -> None:
+        """Every input is scanned: the bar goes."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def close(self) -> None:
+        """The run ended (or failed): the bar and the line go."""
+        self.scanned()
+        if self.checking is not None:
+            self.checking.clear()
 
 
 def print_cross_check(

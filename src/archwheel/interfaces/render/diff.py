@@ -42,6 +42,8 @@ def _size_line(change: LibraryChange) -> str:
 
 
 def verdict_line(report: DiffReport) -> str:
+    """The diff's one-line verdict: REGRESSION (archs OLD had are missing in NEW), incomplete, or no
+    arch lost."""
     if report.regression:
         gone = (
             f" ({compact(report.archs_gone)} gone from the whole build)"
@@ -55,6 +57,8 @@ def verdict_line(report: DiffReport) -> str:
 
 
 def render_table(report: DiffReport, out: Console) -> None:
+    """Print what NEW gained and lost against OLD (versions, archs per library) and the verdict
+    line, on a terminal."""
     out.print(f"[bold]{safe(report.old.label)}[/] -> [bold]{safe(report.new.label)}[/]")
     for key, before, after in report.version_changes:
         out.print(f"  {safe(key)}: {safe(_text(before))} -> {safe(_text(after))}")
@@ -80,6 +84,7 @@ def render_table(report: DiffReport, out: Console) -> None:
 
 
 def render_markdown(report: DiffReport) -> str:
+    """The diff as Markdown for a CI job summary: the verdict, then the changes per library."""
     parts = [f"### archwheel diff: {md_code(report.old.label)} -> {md_code(report.new.label)}", ""]
     parts.append(f"**{verdict_line(report)}**")
     parts.append("")

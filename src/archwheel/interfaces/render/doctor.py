@@ -12,6 +12,8 @@ from archwheel.verdicts.vocabulary import Verdict
 
 
 def doctor_table(report: DoctorReport, out: Console) -> None:
+    """Print doctor's findings on a terminal: the GPUs and driver, the installed torch, the audit,
+    and a verdict per GPU citing its rule."""
     facts = load_facts()
     host = report.host
     out.print("[bold]GPUs[/bold]")
@@ -93,6 +95,7 @@ def doctor_table(report: DoctorReport, out: Console) -> None:
 
 
 def doctor_markdown(report: DoctorReport) -> str:
+    """doctor's findings as Markdown, for a CI job summary or a bug report."""
     torch = report.environment.torch
     lines = ["## archwheel doctor", ""]
     if report.host.has_driver:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from archwheel import __version__
+from archwheel._version import __version__
 from archwheel.binary.model import LibraryInventory
 from archwheel.effects.files import read_document
 from archwheel.errors import InputError, ToolError
@@ -223,6 +223,8 @@ def audit_html(reports: Sequence[AuditReport]) -> str:
 
 
 def page(title: str, body: Sequence[str]) -> str:
+    """A whole self-contained HTML page of ``title`` and ``body`` with archwheel's style sheet and
+    version footer."""
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
@@ -315,6 +317,8 @@ def index_html(tree: Path) -> str:
 
 
 def quote_path(name: str) -> str:
+    """``name`` percent-quoted for a relative link in a page (a wheel's file name may hold ``+`` and
+    ``!``)."""
     return quote(name)
 
 

@@ -36,6 +36,8 @@ def wrote_manifest(path: Path, wheels: int) -> str:
 
 
 def verify_table(report: VerifyReport, out: Console) -> None:
+    """Print ``verify``'s answer: OK with what was checked, or each mismatch with the manifest
+    (bounded)."""
     what = []
     if report.files_checked:
         what.append(f"{len(report.files_checked)} file(s)")
@@ -57,6 +59,7 @@ def verify_table(report: VerifyReport, out: Console) -> None:
 
 
 def verify_markdown(report: VerifyReport) -> str:
+    """``verify``'s answer as Markdown, for a CI job summary."""
     if report.ok:
         return f"**OK**: matches {md_code(report.manifest)}\n"
     lines = [f"**{len(report.mismatches)} mismatch(es)** with {md_code(report.manifest)}:", ""]

@@ -26,8 +26,10 @@ VERDICT_STYLE = {
 
 
 def print_plan(out: Console, plan: MatrixPlan) -> None:
+    """Print the matrix plan: one row per cell with its base, key, action and why (or the wheels the
+    index holds)."""
     table = Table(title="matrix plan", show_lines=False)
-    for column in ("recipe", "torch", "python", "arch", "key", "action", "why / wheels"):
+    for column in ("recipe", "torch", "python", "base", "arch", "key", "action", "why / wheels"):
         table.add_column(column, overflow="fold")
     for c in plan.cells:
         style = ACTION_STYLE[c.action]
@@ -39,6 +41,7 @@ def print_plan(out: Console, plan: MatrixPlan) -> None:
             c.cell.recipe,
             (c.cell.torch or "-") + serves,
             c.cell.python,
+            safe(c.base or "-"),
             safe(c.cell.arch),
             c.key[:12],
             f"[{style}]{c.action.value}[/]",
@@ -81,6 +84,8 @@ def print_cell(out: Console, result: CellResult) -> None:
 
 
 def print_summary(out: Console, result: MatrixResult) -> None:
+    """Print every cell's verdict after a matrix run, the counts, and the ``pip install`` line of
+    the index when it holds wheels."""
     table = Table(title="matrix summary")
     for column in ("cell", "verdict", "wheel / reason", "s"):
         table.add_column(column, overflow="fold")
@@ -101,6 +106,8 @@ def print_summary(out: Console, result: MatrixResult) -> None:
 
 
 def print_publish(out: Console, result: PublishResult) -> None:
+    """Print what a publish did: stale trees removed, wheels published (with their find-links page),
+    unchanged and refused."""
     for stale in result.stale_removed:
         out.print(f"removed {safe(stale)}, left by a publish that did not finish")
     for entry in result.published:

@@ -28,6 +28,8 @@ def progress_line(message: str) -> str:
 
 
 def render(report: SmokeReport, console: Console) -> None:
+    """Print the smoke report: the environment and software, a row per step with its verdict, and
+    the verdict line."""
     data = report.to_json_dict()
     software = data["software"]
     console.print(f"[bold]archwheel smoke[/bold]  {safe(', '.join(report.inputs))}")

@@ -355,6 +355,8 @@ def _kernel(step: str, device_arg: str, result: str, snippet: str | None) -> int
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``probe`` or one ``kernel`` step inside the tested environment; what it found goes
+    to the ``--result`` file, which the watchdog reads."""
     parser = argparse.ArgumentParser(prog="smoke_payload")
     sub = parser.add_subparsers(dest="command", required=True)
     probe = sub.add_parser("probe")

@@ -20,9 +20,12 @@ class Gpu:
 
     @property
     def label(self) -> str:
+        """How reports name the GPU: ``H100 (9.0)``, or ``cc 9.0`` for a bare compute capability."""
         return f"{self.name} ({self.cc})" if self.name else f"cc {self.cc}"
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The GPU as the JSON documents write it: its name (None for a bare ``--cc``) and compute
+        capability."""
         return {"name": self.name or None, "compute_capability": str(self.cc)}
 
 

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from archwheel.binary.model import FatbinEntry, InputInventory, LibraryInventory
+from archwheel.binary.model import InputInventory, LibraryInventory
 from archwheel.facts.arch import CodeKind, Target, Variant
 from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.rules import (
@@ -31,6 +31,11 @@ from archwheel.verdicts.compat.explain import (
     runtime_reason,
 )
 from archwheel.verdicts.compat.gpus import Gpu
+
+# Modules are split below the judge (variant_claims counts them too); named here as before.
+from archwheel.verdicts.compat.modules import RELOCATABLE_SECTIONS as RELOCATABLE_SECTIONS  # noqa: PLC0414
+from archwheel.verdicts.compat.modules import Module as Module  # noqa: PLC0414
+from archwheel.verdicts.compat.modules import split_modules as split_modules  # noqa: PLC0414
 from archwheel.verdicts.compat.report import (
     InputGpuVerdict,
     InputVerdicts,
@@ -40,52 +45,6 @@ from archwheel.verdicts.compat.report import (
     worst,
 )
 from archwheel.verdicts.vocabulary import Verdict
-
-# Sections whose images are device-link input, not loaded by the CUDA runtime.
-RELOCATABLE_SECTIONS = frozenset({"__nv_relfatbin"})
-
-
-# -- modules ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Module:
-    """The entries the runtime picks one image from: a fatbin container's, or (when containers
-    do not account for every image) a whole section's."""
-
-    section: str
-    entries: tuple[FatbinEntry, ...]
-    raw: bool = False  # the library's raw cubins, which it loads itself (cuModuleLoadData)
-
-    @property
-    def loadable(self) -> bool:
-        return self.section not in RELOCATABLE_SECTIONS
-
-
-def split_modules(library: LibraryInventory) -> tuple[tuple[Module, ...], bool]:
-    """The library's modules, and whether they are exactly its containers.
-
-    They are when every image sits in a container and every container has images. Otherwise (a
-    standalone cubin, a container whose entries could not be read) each section becomes one
-    module, which can only overstate coverage, never invent a failure.
-    """
-    containers = sorted(library.containers, key=lambda c: (c.section, c.offset))
-    contained = sum(len(c.entries) for c in containers)
-    raw = library.raw_cubins
-    # Raw cubins (ELF cubins outside any container, loaded by the library itself with
-    # cuModuleLoadData) are one module together: the library picks among them per GPU, as the
-    # runtime picks an image of a container. Which of them serve one kernel set is not recorded
-    # (CUPTI keeps old archs in .rodata and new ones in .data), so this can overstate coverage;
-    # beside fatbin modules it never fails a library (judge_library). Named after its sections.
-    sections = ",".join(sorted({e.section for e in raw}))
-    raw_modules = (Module(sections, raw, raw=True),) if raw else ()
-    if contained + len(raw) == len(library.entries) and all(c.entries for c in containers):
-        return tuple(Module(c.section, c.entries) for c in containers) + raw_modules, not raw
-    by_section: dict[str, list[FatbinEntry]] = {}
-    for entry in sorted(library.entries, key=lambda e: (e.section, e.offset)):
-        by_section.setdefault(entry.section, []).append(entry)
-    return tuple(Module(section, tuple(g)) for section, g in by_section.items()), False
-
 
 # -- the judgement ------------------------------------------------------------------------------
 

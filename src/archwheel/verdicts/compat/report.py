@@ -20,8 +20,8 @@ from archwheel.verdicts.compat.gpus import Gpu
 from archwheel.verdicts.document import document_header
 from archwheel.verdicts.vocabulary import Verdict
 
-if TYPE_CHECKING:  # verdicts.variants imports the judge, which imports this module
-    from archwheel.verdicts.variants import ClaimsCheck
+if TYPE_CHECKING:
+    from archwheel.verdicts.variant_claims import ClaimsCheck
 
 CAN_RUN_SCHEMA_VERSION = 1
 
@@ -42,9 +42,12 @@ class Reason:
     rule_id: str
 
     def cite(self, facts: CudaFacts) -> str:
+        """The reason followed by the rule it applies, as the facts word it, for text that must
+        stand alone."""
         return f"{self.text} [rule {self.rule_id}: {facts.rule(self.rule_id)}]"
 
     def to_json_dict(self) -> dict[str, str]:
+        """The reason as the JSON documents write it: its text and rule id."""
         return {"text": self.text, "rule": self.rule_id}
 
 
@@ -78,6 +81,8 @@ class LibraryVerdict:
         return _library_summary(self)
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The library's part of the can-run document: its verdict, what serves each module, reasons
+        and fixes."""
         return {
             "library": self.library,
             "verdict": self.verdict.value,
@@ -106,9 +111,12 @@ class RuntimeCheck:
 
     @property
     def blocks(self) -> bool:
+        """The driver cannot serve the CUDA runtime at all: every library fails, whatever its
+        images."""
         return self.status == "unsupported"
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The ``runtime`` object of the can-run document."""
         return {
             "cuda_runtime": str(self.runtime) if self.runtime else None,
             "cuda_runtime_source": self.runtime_source,
@@ -128,6 +136,7 @@ class InputGpuVerdict:
     runtime: RuntimeCheck
 
     def libraries_with(self, verdict: Verdict) -> list[str]:
+        """The paths of the libraries judged ``verdict`` on this GPU, for the headline."""
         return [lib.library for lib in self.libraries if lib.verdict is verdict]
 
     def headline(self) -> str:
@@ -135,6 +144,8 @@ class InputGpuVerdict:
         return _headline(self)
 
     def to_json_dict(self) -> dict[str, Any]:
+        """This input's part of the can-run document for one GPU: verdict, headline, runtime check
+        and libraries."""
         return {
             "gpu": self.gpu.to_json_dict(),
             "verdict": self.verdict.value,
@@ -159,6 +170,7 @@ class InputVerdicts:
 
     @property
     def verdict(self) -> Verdict:
+        """The input's verdict: its worst over every GPU judged."""
         return worst(v.verdict for v in self.per_gpu)
 
     @property
@@ -167,6 +179,7 @@ class InputVerdicts:
         return self.variant is None or self.variant.ok
 
     def to_json_dict(self) -> dict[str, Any]:
+        """One entry of the can-run document's ``inputs``."""
         return {
             "source": self.source,
             "name": self.name,
@@ -191,10 +204,12 @@ class CanRunReport:
 
     @property
     def verdict(self) -> Verdict:
+        """The fleet's verdict: the worst of every input on every GPU."""
         return worst(i.verdict for i in self.inputs)
 
     @property
     def complete(self) -> bool:
+        """Every input was read completely (otherwise a verdict may rest on part of it)."""
         return all(i.complete for i in self.inputs)
 
     @property
@@ -211,6 +226,7 @@ class CanRunReport:
         return verdict.exit_code
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The whole can-run JSON document (``interfaces/schema/can-run.schema.json``)."""
         return {
             **document_header(CAN_RUN_SCHEMA_VERSION, "can-run", facts_version=self.facts_version),
             "driver": str(self.driver) if self.driver else None,
@@ -228,6 +244,8 @@ def build_report(
     driver: DriverVersion | None,
     facts: CudaFacts,
 ) -> CanRunReport:
+    """Gather the judged inputs into the fleet report, with the text of every rule their reasons
+    cite, so the document explains itself."""
     cited = sorted(
         {
             reason.rule_id

@@ -1,4 +1,4 @@
-"""The loader's view of a torch wheel kept between runs (``verdicts.torch_range``), the
+"""The loader's view of a torch wheel kept between runs (``inspection.torch_range``), the
 request checks of ``can-load --torch``, and an index as hostile input: fake torch wheels
 (g++) served by a real HTTP server on 127.0.0.1 (tests/support/range_server.py) under stated
 sha256s that lie or are paths, with local links, trickling, cut short."""
@@ -20,7 +20,7 @@ from archwheel.effects.deadline import NetBudget, NetLimits
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.ranged import RangedFile
 from archwheel.errors import InputError, UsageError
-from archwheel.verdicts import torch_range
+from archwheel.inspection import torch_range
 from archwheel.verdicts.load import LoadVerdict, WheelFiles
 from tests.support.can_load_fakes import TAG, Fakes
 from tests.support.fuzz import watchdog
@@ -105,8 +105,8 @@ def _range(
 ) -> tuple[torch_range.TorchRangeReport, list[str]]:
     said: list[str] = []
     report = torch_range.can_load_range(
-        fakes.ext, torch, pip=PipSettings(index_url=url), cache=cache, on_event=said.append,
-        **kwargs,
+        fakes.ext, torch, pip=PipSettings(index_url=url), cache=cache, host_libraries=False,
+        on_event=said.append, **kwargs,
     )  # fmt: skip
     return report, said
 
