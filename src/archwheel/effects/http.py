@@ -1,19 +1,25 @@
-"""The one HTTP client of archwheel (urllib3): index pages, range reads and downloads.
+"""The one HTTP client of archwheel (urllib3): index pages, range reads, downloads, probes.
 
 Every request archwheel makes over the network goes through a ``Client``
 (``effects.simple_index`` for index pages, ``effects.ranged`` for range reads and whole
-wheels, ``wheelbuild.source`` for sdists), with the same bounds:
+wheels, ``wheelbuild.source`` for sdists, ``wheelbuild.dist_farm`` for a compile farm's
+scheduler), with the same bounds:
 
 - time: each connection's socket is watched by the current ``effects.deadline.Deadline`` from
   its making (before TCP connects, so a trickling TLS handshake is bounded too), and again each
   time a kept-alive connection is reused; the socket timeout of a connection is at most what is
   left of the deadline;
-- redirects are followed here, not by urllib3: at most ``MAX_REDIRECTS``, to http(s) URLs only,
-  a loop refused, and where a URL redirected is remembered for the next request;
+- redirects are followed here, not by urllib3, and only for a GET: at most ``MAX_REDIRECTS``,
+  to http(s) URLs only, a loop refused, where a URL redirected remembered for the next request,
+  and an ``Authorization`` header never carried to another origin (scheme, host, port);
+- an answer neither 2xx nor a redirect followed is an ``Answered`` error, unless the caller
+  names its status in ``accept`` (a probe that reads 401 or 400 as an answer);
+- no header value is ever part of an error's message (a bearer token stays out of any line);
 - one request is one request: urllib3 retries nothing (``retries=False``);
 - a body is read as it arrives (``Response.read1``, for ``effects.net.paced_blocks``'s rate
-  floor and size bound), as the server sent it (never decompressed), and an answer cut short
-  of its ``Content-Length`` is a ``TransferError``;
+  floor and size bound), or whole up to a bound (``Response.read_all``), as the server sent it
+  (never decompressed), and an answer cut short of its ``Content-Length`` is a
+  ``TransferError``; an answer that is no HTTP is a ``NotHTTP``;
 - proxies are those of the environment, as urllib finds them (``*_proxy``, ``no_proxy``);
 - trust is the ``ssl.SSLContext`` given (pip's ``cert``), else the system's.
 
@@ -24,9 +30,10 @@ lookup and one TLS handshake (measured: 453 lookups took 60 of a 68 s read).
 from __future__ import annotations
 
 import contextlib
+import http.client
 import ssl
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 from urllib.parse import urljoin, urlparse
 
@@ -43,10 +50,15 @@ MAX_REDIRECTS = 5
 TIMEOUT_S = 60.0  # the socket timeout: at most this long without a byte
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _DISCARDED = 64 << 10  # the most of an unwanted answer read to keep its connection
+_AUTHORIZATION = "authorization"
 
 
 class Redirected(TransferError):
     """Redirected in a loop, more than ``MAX_REDIRECTS`` times, or to something not http(s)."""
+
+
+class NotHTTP(TransferError):
+    """The server answered something that is not HTTP (no status line, or a malformed one)."""
 
 
 class Answered(TransferError):
@@ -132,6 +144,14 @@ class Response:
             out += block
         return bytes(out)
 
+    def read_all(self, limit: int) -> bytes:
+        """The whole body, of at most ``limit`` bytes: a longer one is a ``TransferError``
+        (read no further than ``limit + 1`` bytes)."""
+        body = self.read(limit + 1)
+        if len(body) > limit:
+            raise TransferError(f"an answer over {limit} bytes")
+        return body
+
     def close(self) -> None:
         """Give the connection back when the body was read whole, else close it."""
         if not self._ended:
@@ -157,25 +177,49 @@ class Client:
         self._managers: dict[str | None, urllib3.PoolManager] = {}
         self._moved: dict[str, str] = {}  # a URL -> where it redirected to
 
-    def opened(self, url: str, headers: Mapping[str, str] | None = None) -> Response:
+    def opened(
+        self,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        method: str = "GET",
+        body: bytes | None = None,
+        accept: Collection[int] = (),
+    ) -> Response:
         """``open``, its headers read: from now on only the run's time bound applies."""
-        response = self.open(url, headers)
+        response = self.open(url, headers, method=method, body=body, accept=accept)
         watching = deadline.current()
         if watching is not None:
             watching.headers_done()
         return response
 
-    def open(self, url: str, headers: Mapping[str, str] | None = None) -> Response:
-        """A GET of ``url``, redirects followed: a 2xx answer, else ``Answered`` (4xx, 5xx,
-        1xx) or ``Redirected``; any failure on the way is a ``TransferError`` (one line)."""
-        url = self._moved.get(url, url)
+    def open(
+        self,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        method: str = "GET",
+        body: bytes | None = None,
+        accept: Collection[int] = (),
+    ) -> Response:
+        """A ``method`` request of ``url`` with ``headers`` and ``body`` (None: none; a POST
+        then says ``Content-Length: 0``). A 2xx answer or one whose status is in ``accept`` is
+        handed back; a GET's redirect is followed; any other status is ``Answered`` (4xx, 5xx,
+        1xx, a redirect of another method), a bad redirect ``Redirected``, an answer that is
+        no HTTP ``NotHTTP``; any failure on the way is a ``TransferError`` (one line)."""
+        follow = method == "GET"
+        url = self._moved.get(url, url) if follow else url
+        sent = dict(headers or {})
         seen: list[str] = []
         while True:
-            response = self._send(url, dict(headers or {}))
-            if response.status not in _REDIRECTS:
-                if response.status >= 400 or response.status < 200:
+            response = self._send(method, url, sent, body)
+            if response.status in accept:
+                return response
+            status = response.status
+            if status not in _REDIRECTS or not follow:
+                if status >= 400 or status < 200 or status in _REDIRECTS:
                     self._discard(response)
-                    raise Answered(response.status)
+                    raise Answered(status)
                 for earlier in seen:
                     self._moved[earlier] = url
                 return response
@@ -187,15 +231,18 @@ class Client:
                 raise Redirected(f"redirected to {url[:200]!r}, not an http(s) URL")
             if url in seen or len(seen) > MAX_REDIRECTS:
                 raise Redirected(f"redirected in a loop or more than {MAX_REDIRECTS} times")
+            if _origin(url) != _origin(seen[-1]):
+                sent = {k: v for k, v in sent.items() if k.lower() != _AUTHORIZATION}
 
-    def _send(self, url: str, headers: dict[str, str]) -> Response:
+    def _send(self, method: str, url: str, headers: dict[str, str], body: bytes | None) -> Response:
         watching = deadline.current()
         connect = self._timeout if watching is None else min(self._timeout, watching.left())
         timeout = urllib3.Timeout(connect=max(0.001, connect), read=self._timeout)
         try:
             raw = self._manager(url).request(
-                "GET",
+                method,
                 url,
+                body=body,
                 headers=headers,
                 redirect=False,
                 retries=False,
@@ -204,6 +251,8 @@ class Client:
                 timeout=timeout,
             )
         except (Urllib3Error, OSError, ValueError) as exc:
+            if any(_not_http(a) for a in (exc, *exc.args)):
+                raise NotHTTP(_one_line(exc)) from None
             raise TransferError(_one_line(exc)) from None
         return Response(raw, url)
 
@@ -243,6 +292,22 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _not_http(error: object) -> bool:
+    """Whether ``error`` says the answer was not HTTP (a connection that ended before any
+    answer is not that: it is an ordinary ``TransferError``)."""
+    return isinstance(error, http.client.HTTPException) and not isinstance(error, OSError)
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """Scheme, host and port of ``url`` (a port that is none: -1, an origin of no other)."""
+    parts = urlparse(url)
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        port = -1
+    return parts.scheme, (parts.hostname or ""), port
 
 
 def _one_line(exc: BaseException) -> str:

@@ -10,30 +10,31 @@ archwheel's part (``archwheel build --dist-scheduler URL --dist-token-file FILE`
   written only into the sccache client configuration of the one build (``write_client_config``:
   mode 0600, in the work folder, which is removed after the build). ``DistFarm``'s ``repr``
   leaves it out, so no log or provenance record can carry it.
-- before a build, ``check_farm`` asks the scheduler (``probe_scheduler``, with a deadline): its
-  status (how many build servers it has) and whether the token is accepted. The status is
-  open; the token is checked by asking for a job without one (``alloc_job`` with no body): the
-  scheduler checks the bearer token first (401 for a wrong one) and refuses the empty request
-  after (400), so no job is made. A scheduler that cannot be reached, or has no server, is one
-  warning line and a local build; ``--dist-required`` refuses the build instead
-  (``FarmUnavailable``, exit 4). A wrong token is a setting written wrong: one line, exit 2,
-  whatever ``--dist-required`` says (a farm that will not take the build's jobs is never what
-  the user meant).
+- before a build, ``check_farm`` asks the scheduler (``probe_scheduler``, over
+  ``effects.http``'s client, each request under a deadline of its own): its status (how many
+  build servers it has) and whether the token is accepted. The status is open; the token is
+  checked by asking for a job without one (``alloc_job`` with no body): the scheduler checks the
+  bearer token first (401 for a wrong one) and refuses the empty request after (400), so no job
+  is made. A scheduler that cannot be reached, or has no server, is one warning line and a local
+  build; ``--dist-required`` refuses the build instead (``FarmUnavailable``, exit 4). A wrong
+  token is a setting written wrong: one line, exit 2, whatever ``--dist-required`` says (a farm
+  that will not take the build's jobs is never what the user meant).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
-import ssl
-import time
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from archwheel.effects.deadline import NetBudget, NetLimits, TimedOut
 from archwheel.effects.files import FileTooLarge, NotRegularFile, read_regular
+from archwheel.effects.http import Client, NotHTTP
+from archwheel.effects.net import TransferError
 from archwheel.errors import ToolError, UsageError
 
 TOKEN_LIMIT = 4096  # bytes in a token file: a token is a line, not a document
@@ -177,80 +178,50 @@ def write_client_config(path: Path, farm: DistFarm, toolchains_dir: str) -> Path
     return path
 
 
-class _ProbeFailed(OSError):
+class _ProbeFailed(Exception):
     """The scheduler did not answer as one (one line)."""
 
 
-def _ask(url: str, method: str, target: str, token: str | None, end: float) -> tuple[int, bytes]:
-    """One HTTP/1.1 request with ``Connection: close``; ``(status, body)``, all of it before
-    the monotonic ``end`` (each socket wait is bounded by what is left)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+_CONNECTION_NAMED = re.compile(r"\A\w+\(host=[^)]*\): ")  # urllib3's "Conn(host=.., port=..): "
+_ANY_STATUS = range(100, 600)  # the probe reads every status as an answer, 401 and 400 too
 
-    def left() -> float:
-        remaining = end - time.monotonic()
-        if remaining <= 0:
-            raise _ProbeFailed("no answer in time")
-        return remaining
 
-    sock: socket.socket = socket.create_connection((host, port), timeout=left())
-    try:
-        if parts.scheme == "https":
-            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
-        headers = [
-            f"{method} {target} HTTP/1.1",
-            f"Host: {parts.netloc}",
-            "Accept: application/json",
-            "Connection: close",
-            "Content-Length: 0",
-        ]
-        if token is not None:
-            headers.append(f"Authorization: Bearer {token}")
-        sock.settimeout(left())
-        sock.sendall(("\r\n".join(headers) + "\r\n\r\n").encode("ascii"))
-        reply = b""
-        while True:
-            sock.settimeout(left())
-            chunk = sock.recv(8192)
-            if not chunk:
-                break
-            reply += chunk
-            if len(reply) > REPLY_LIMIT:
-                raise _ProbeFailed(f"a reply over {REPLY_LIMIT} bytes")
-    finally:
-        sock.close()
-    head, _, body = reply.partition(b"\r\n\r\n")
-    status_line = head.split(b"\r\n", 1)[0].split()
-    if (
-        len(status_line) < 2
-        or not status_line[0].startswith(b"HTTP/")
-        or not status_line[1].isdigit()
+def _ask(
+    client: Client, url: str, method: str, token: str | None, timeout_s: float
+) -> tuple[int, bytes]:
+    """One request of the probe over ``client``: ``(status, body)``, the body at most
+    ``REPLY_LIMIT`` bytes, all of it (connection, answer and body) within ``timeout_s``
+    (an ``effects.deadline`` of its own: ``TimedOut`` past it). The token goes in the
+    ``Authorization`` header only, which no error of the client names."""
+    limits = NetLimits(request_timeout_s=timeout_s, run_timeout_s=timeout_s)
+    headers = {"Accept": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    with (
+        NetBudget(limits).request(url),
+        client.open(url, headers, method=method, accept=_ANY_STATUS) as response,
     ):
-        raise _ProbeFailed("not an HTTP answer")
-    return int(status_line[1]), body
+        return response.status, response.read_all(REPLY_LIMIT)
 
 
 def probe_scheduler(farm: DistFarm, timeout_s: float = PROBE_TIMEOUT_S) -> SchedulerStatus:
     """Ask the scheduler for its status and whether it takes ``farm``'s token, each request
-    within ``timeout_s``; never raises for a scheduler that fails (``reached=False``)."""
+    within ``timeout_s``, over ``effects.http``'s client; never raises for a scheduler that
+    fails (``reached=False``, ``why`` one line without the token)."""
+    base = farm.scheduler_url
     try:
-        code, body = _ask(
-            farm.scheduler_url, "GET", "/api/v1/scheduler/status", None,
-            time.monotonic() + timeout_s,
-        )  # fmt: skip
-        if code != 200:
-            raise _ProbeFailed(f"the status request answered HTTP {code}")
-        status = json.loads(body)
-        if not isinstance(status, dict) or not isinstance(status.get("num_servers"), int):
-            raise _ProbeFailed("the status is not a scheduler's")
-        code, _ = _ask(
-            farm.scheduler_url, "POST", "/api/v1/scheduler/alloc_job", farm.token,
-            time.monotonic() + timeout_s,
-        )  # fmt: skip
-    except (OSError, ValueError) as exc:
-        why = str(exc) if isinstance(exc, _ProbeFailed) else (_reason(exc))
-        return SchedulerStatus(reached=False, why=why)
+        with Client() as client:
+            code, body = _ask(client, f"{base}/api/v1/scheduler/status", "GET", None, timeout_s)
+            if code != 200:
+                raise _ProbeFailed(f"the status request answered HTTP {code}")
+            status = json.loads(body)
+            if not isinstance(status, dict) or not isinstance(status.get("num_servers"), int):
+                raise _ProbeFailed("the status is not a scheduler's")
+            code, _ = _ask(
+                client, f"{base}/api/v1/scheduler/alloc_job", "POST", farm.token, timeout_s
+            )
+    except (_ProbeFailed, TransferError, ValueError) as exc:
+        return SchedulerStatus(reached=False, why=_reason(exc))
     cpus = status.get("num_cpus")
     return SchedulerStatus(
         reached=True,
@@ -260,14 +231,15 @@ def probe_scheduler(farm: DistFarm, timeout_s: float = PROBE_TIMEOUT_S) -> Sched
     )
 
 
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, (socket.timeout, TimeoutError)):
+def _reason(exc: Exception) -> str:
+    """Why the probe did not reach a scheduler, in one line."""
+    if isinstance(exc, TimedOut):
         return "no answer in time"
+    if isinstance(exc, NotHTTP):
+        return "not an HTTP answer"
     if isinstance(exc, ValueError):
         return "the status is not JSON"
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return type(exc).__name__
+    return _CONNECTION_NAMED.sub("", str(exc))  # the warning names the scheduler already
 
 
 def check_farm(
