@@ -69,6 +69,7 @@ def _module(short: str) -> str:
         "build.recipe": "archwheel.wheelbuild.recipe",
         "build.source": "archwheel.wheelbuild.source",
         "build.jobs": "archwheel.wheelbuild.jobs",
+        "build.dist_farm": "archwheel.wheelbuild.dist_farm",
         "build.project_constraints": "archwheel.wheelbuild.project_constraints",
         "verdicts.compile_failure": "archwheel.verdicts.compile_failure",
         "matrix.plan": "archwheel.matrix.plan",
