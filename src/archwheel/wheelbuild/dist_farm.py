@@ -130,8 +130,9 @@ def read_token_file(path: Path) -> str:
 def dist_farm_option(
     url: str | None, token_file: Path | None, *, required: bool
 ) -> DistFarm | None:
-    """The farm of ``--dist-scheduler``/``--dist-token-file``/``--dist-required`` (or their
-    settings), or ``None``; one without the other is a usage error (exit 2)."""
+    """The farm named by a scheduler URL and a token file (the build's coming
+    ``--dist-scheduler``/``--dist-token-file``/``--dist-required``), or ``None``; one without
+    the other is a usage error (exit 2)."""
     if url is None and token_file is None:
         if required:
             raise UsageError(

@@ -31,9 +31,6 @@ def test_each_field_is_read_from_its_variable(tmp_path: Path) -> None:
         "ARCHWHEEL_RUN_LABEL": "archwheel.test=x",
         "ARCHWHEEL_PODMAN_RUNTIME": "crun",
         "ARCHWHEEL_CACHE_URL": "redis://cache:6379",
-        "ARCHWHEEL_DIST_SCHEDULER": "http://farm:10600",
-        "ARCHWHEEL_DIST_TOKEN_FILE": "/secrets/farm-token",
-        "ARCHWHEEL_DIST_REQUIRED": "yes",
         "ARCHWHEEL_DEBIAN_MIRROR": "http://mirror/debian",
         "ARCHWHEEL_CUOBJDUMP": "/opt/cuobjdump",
         "ARCHWHEEL_CUOBJDUMP_TIMEOUT": " 30 ",
@@ -52,9 +49,6 @@ def test_each_field_is_read_from_its_variable(tmp_path: Path) -> None:
         run_label="archwheel.test=x",
         podman_runtime="crun",
         cache_url="redis://cache:6379",
-        dist_scheduler="http://farm:10600",
-        dist_token_file=Path("/secrets/farm-token"),
-        dist_required=True,
         debian_mirror="http://mirror/debian",
         cuobjdump=Path("/opt/cuobjdump"),
         cuobjdump_timeout="30",
@@ -96,12 +90,7 @@ def test_the_command_line_wins_over_the_environment(monkeypatch: pytest.MonkeyPa
 
 # -- switches: one spelling table for every boolean setting ---------------------------------------
 
-SWITCH_VARIABLES = (
-    "ARCHWHEEL_DEBUG",
-    "ARCHWHEEL_KEEP_CONTAINERS",
-    "ARCHWHEEL_DIST_REQUIRED",
-    "ARCHWHEEL_PURE_PYTHON",
-)
+SWITCH_VARIABLES = ("ARCHWHEEL_DEBUG", "ARCHWHEEL_KEEP_CONTAINERS", "ARCHWHEEL_PURE_PYTHON")
 
 
 @pytest.mark.parametrize("variable", SWITCH_VARIABLES)
