@@ -248,6 +248,7 @@ class SccacheClient:
     nvcc: Path
     config: Path | None
     env: dict[str, str] = field(default_factory=dict)
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def log(self) -> Path:
@@ -263,6 +264,7 @@ class SccacheClient:
             SCCACHE_LOG="info",
             SCCACHE_CONF=str(self.config or self.folder / "no-farm.toml"),
             PATH=f"{self.nvcc.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            **self.extra_env,
         )
         if self.config is None:
             (self.folder / "no-farm.toml").write_text("")
@@ -301,10 +303,15 @@ class SccacheClient:
 
 @contextmanager
 def sccache_client(
-    folder: Path, sccache: Path, nvcc: Path, config: Path | None
+    folder: Path,
+    sccache: Path,
+    nvcc: Path,
+    config: Path | None,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[SccacheClient]:
-    """A started ``SccacheClient``, stopped at the end."""
-    client = SccacheClient(folder, sccache, nvcc, config)
+    """A started ``SccacheClient`` (its daemon's environment with ``extra_env``), stopped at
+    the end."""
+    client = SccacheClient(folder, sccache, nvcc, config, extra_env=extra_env or {})
     client.start()
     try:
         yield client

@@ -1,0 +1,382 @@
+"""The compile container's one way to a compile farm: an allowlist HTTP proxy on a Unix socket.
+
+Build containers compile with ``--network none``. To send compile jobs to an sccache-dist farm
+the container's sccache daemon must reach the scheduler and then each build server the
+scheduler hands out, and nothing else. As for the Redis cache (redis_relay.py), archwheel
+listens on a Unix socket in a folder of its own, mounted into the container, where the same
+small forwarder (``sccache_launcher.FORWARDER_SCRIPT``) turns it into a loopback TCP port; the
+daemon gets ``HTTP_PROXY`` and ``HTTPS_PROXY`` naming that port. ``FarmProxy`` is the host end:
+an HTTP proxy that lets through only what ``FarmRoute`` allows (farm_route.py: requests to the
+scheduler's API, ``CONNECT`` to the scheduler and to the build servers it vouched for) and
+answers everything else ``403`` with one line, never reaching the address asked for.
+
+- the token stays on the host: the proxy puts the scheduler's client token (``token``) into
+  every request it forwards to the scheduler (``Authorization: Bearer``), replacing whatever
+  the container sent, so the container's client configuration carries a placeholder
+  (``PLACEHOLDER_TOKEN``). Build servers authenticate each job with a per-job token the
+  scheduler hands out, inside the TLS tunnel, which the proxy neither reads nor logs. Nothing
+  here logs a header; ``refused`` keeps the first refusals' one-line reasons (targets only).
+- an ``https`` scheduler: the container still asks ``http://HOST:PORT`` (its configuration
+  says so, ``container_scheduler_url``) and the proxy speaks TLS to the scheduler, verifying
+  its certificate against the system's authorities, so it can read the certificate requests
+  the allowlist learns from. (Not yet run against a TLS scheduler.)
+- bounded: a request head ``HEAD_LIMIT`` bytes, a scheduler request's body and answer
+  ``BODY_LIMIT``; every scheduler exchange within ``SCHEDULER_TIMEOUT_S``, a connection to a
+  server within ``CONNECT_TIMEOUT_S``; a tunnel closes after ``TUNNEL_IDLE_S`` without a byte
+  (sccache's own request timeout); at most ``MAX_CONNECTIONS`` at once (``503`` past it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import ssl
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+
+from archwheel.effects.farm_route import (
+    BadTarget,
+    Endpoint,
+    FarmRoute,
+    parse_absolute,
+    parse_authority,
+    scheduler_endpoint,
+)
+from archwheel.effects.owner import owned_tempdir, unmark_folder
+
+SOCKET_NAME = "farm.sock"
+PLACEHOLDER_TOKEN = "archwheel-adds-the-token-on-the-host"  # noqa: S105 (not a secret)
+HEAD_LIMIT = 16 << 10
+BODY_LIMIT = 1 << 20
+HEAD_TIMEOUT_S = 10.0
+SCHEDULER_TIMEOUT_S = 30.0
+CONNECT_TIMEOUT_S = 5.0
+TUNNEL_IDLE_S = 1200.0
+MAX_CONNECTIONS = 256
+MAX_REFUSALS_KEPT = 20
+# Headers a proxy does not pass on (hop-by-hop), and the one it sets itself.
+_DROPPED = {
+    "connection",
+    "proxy-connection",
+    "proxy-authorization",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+    "host",
+    "authorization",
+}
+
+
+class _Refused(Exception):
+    """A request the proxy answers itself: an HTTP status and one line."""
+
+    def __init__(self, status: int, line: str) -> None:
+        super().__init__(line)
+        self.status = status
+        self.line = line
+
+
+_REASONS = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway", 503: "Service Unavailable",
+            501: "Not Implemented", 504: "Gateway Timeout"}  # fmt: skip
+
+
+def container_scheduler_url(scheduler_url: str) -> str:
+    """The scheduler's URL as the container's client configuration names it: always
+    ``http://HOST:PORT`` (the proxy reads the requests and speaks TLS onwards for https)."""
+    endpoint, _ = scheduler_endpoint(scheduler_url)
+    return f"http://{endpoint}"
+
+
+def _answer(status: int, line: str) -> bytes:
+    body = f"archwheel farm route: {line}\n".encode("utf-8", errors="replace")
+    head = (
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
+        "Content-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def _recv_until(sock: socket.socket, buffer: bytearray, end: bytes, limit: int, deadline: float
+                ) -> int:  # fmt: skip
+    """Read into ``buffer`` until it holds ``end``; the index just past it."""
+    while (at := buffer.find(end)) < 0:
+        if len(buffer) > limit:
+            raise _Refused(400, f"a request head over {limit} bytes")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _Refused(400, "the request head did not come in time")
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            raise _Refused(400, "the request head did not come in time") from None
+        if not chunk:
+            raise ConnectionError("the client went away")
+        buffer += chunk
+    return at + len(end)
+
+
+def _recv_exactly(sock: socket.socket, buffer: bytearray, size: int, deadline: float) -> None:
+    while len(buffer) < size:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        sock.settimeout(left)
+        chunk = sock.recv(min(65536, size - len(buffer)))
+        if not chunk:
+            raise ConnectionError("closed early")
+        buffer += chunk
+
+
+class FarmProxy:
+    """An allowlist HTTP proxy on ``<folder>/farm.sock`` to one sccache-dist farm.
+
+    ``with FarmProxy(scheduler_url, token) as proxy:`` mount ``proxy.folder``; the socket and
+    its folder are open to every user (the build user in the container is not archwheel's
+    when it runs as root) and removed on exit. ``route`` is the allowlist; ``scheduler_requests``
+    and ``tunnels`` (per endpoint) count what went through, ``refused_count`` and ``refused``
+    (the first reasons) what did not."""
+
+    def __init__(self, scheduler_url: str, token: str | None, *, parent: Path | None = None
+                 ) -> None:  # fmt: skip
+        endpoint, self._tls = scheduler_endpoint(scheduler_url)
+        self.route = FarmRoute(endpoint)
+        self._token = token
+        self.folder = owned_tempdir("archwheel-farm-", parent)
+        self.path = self.folder / SOCKET_NAME
+        self.scheduler_requests = 0
+        self.tunnels: dict[str, int] = {}
+        self.refused_count = 0
+        self.refused: list[str] = []
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._thread = threading.Thread(target=self._accept, name="archwheel-farm", daemon=True)
+
+    def __repr__(self) -> str:
+        return f"FarmProxy(scheduler={self.route.scheduler}, socket={self.path})"
+
+    def __enter__(self) -> FarmProxy:
+        self._listener.bind(str(self.path))
+        self.folder.chmod(0o777)
+        self.path.chmod(0o777)
+        self._listener.listen(64)
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop listening, cut every open connection and remove the socket and its folder."""
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+        with self._lock:
+            for sock in list(self._open):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            self._open.clear()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        with contextlib.suppress(OSError):
+            self.folder.rmdir()
+            unmark_folder(self.folder)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if not self._slots.acquire(blocking=False):
+                self._refuse(client, _Refused(503, "too many connections at once"))
+                continue
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _track(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._open.add(sock)
+
+    def _close(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._open.discard(sock)
+        with contextlib.suppress(OSError):
+            sock.close()
+
+    def _refuse(self, client: socket.socket, refusal: _Refused) -> None:
+        with self._lock:
+            self.refused_count += 1
+            if len(self.refused) < MAX_REFUSALS_KEPT:
+                self.refused.append(refusal.line)
+        with contextlib.suppress(OSError):
+            client.settimeout(5)
+            client.sendall(_answer(refusal.status, refusal.line))
+        self._close(client)
+
+    def _serve(self, client: socket.socket) -> None:
+        self._track(client)
+        try:
+            buffer = bytearray()
+            end = _recv_until(client, buffer, b"\r\n\r\n", HEAD_LIMIT,
+                              time.monotonic() + HEAD_TIMEOUT_S)  # fmt: skip
+            head = bytes(buffer[:end]).decode("latin-1")
+            rest = bytearray(buffer[end:])
+            request_line, *header_lines = head[:-4].split("\r\n")
+            parts = request_line.split(" ")
+            if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+                raise _Refused(400, f"not an HTTP/1 request line: {request_line[:80]!r}")
+            method, target, _ = parts
+            decision = self.route.request(method, target)
+            if not decision.allowed:
+                raise _Refused(403, decision.why)
+            if method == "CONNECT":
+                self._tunnel(client, target, rest)
+            else:
+                self._forward(client, method, target, header_lines, rest)
+        except _Refused as refusal:
+            self._refuse(client, refusal)
+        except (OSError, ValueError):
+            pass  # the client went away, or sent what is no HTTP
+        finally:
+            self._close(client)
+            self._slots.release()
+
+    def _tunnel(self, client: socket.socket, target: str, early: bytearray) -> None:
+        endpoint = _endpoint_of(target)
+        try:
+            upstream = socket.create_connection((endpoint.host, endpoint.port), CONNECT_TIMEOUT_S)
+        except OSError as exc:
+            raise _Refused(502, f"CONNECT {endpoint}: {exc.strerror or exc}") from None
+        self._track(upstream)
+        with self._lock:
+            self.tunnels[str(endpoint)] = self.tunnels.get(str(endpoint), 0) + 1
+        try:
+            client.settimeout(None)
+            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            if early:
+                upstream.sendall(early)
+            back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
+            back.start()
+            _pump(client, upstream)
+            back.join()
+        finally:
+            self._close(upstream)
+
+    def _forward(self, client: socket.socket, method: str, target: str, header_lines: list[str],
+                 body: bytearray) -> None:  # fmt: skip
+        """One request to the scheduler, whole, with the host's token; its answer whole back."""
+        _, path = parse_absolute(target)
+        kept: list[str] = []
+        length = 0
+        for line in header_lines:
+            name, sep, value = line.partition(":")
+            key = name.strip().lower()
+            if not sep or not key:
+                raise _Refused(400, "a malformed header line")
+            if key == "transfer-encoding":
+                raise _Refused(501, "a request body without Content-Length")
+            if key == "content-length":
+                if not value.strip().isdigit() or int(value) > BODY_LIMIT:
+                    raise _Refused(400, f"a request body over {BODY_LIMIT} bytes")
+                length = int(value)
+            if key not in _DROPPED:
+                kept.append(f"{name.strip()}: {value.strip()}")
+        deadline = time.monotonic() + SCHEDULER_TIMEOUT_S
+        try:
+            _recv_exactly(client, body, length, deadline)
+        except TimeoutError:
+            raise _Refused(400, "the request body did not come in time") from None
+        endpoint = self.route.scheduler
+        head = [f"{method} {path} HTTP/1.1", f"Host: {endpoint}", *kept]
+        if self._token is not None:
+            head.append(f"Authorization: Bearer {self._token}")
+        head.append("Connection: close")
+        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + bytes(body[:length])
+        answer = self._ask_scheduler(endpoint, request, deadline)
+        status = _status_of(answer)
+        self.route.learn(path, status)  # a certificate the scheduler gave: a server to reach
+        with self._lock:
+            self.scheduler_requests += 1
+        client.settimeout(max(1.0, deadline - time.monotonic()))
+        client.sendall(answer)
+
+    def _ask_scheduler(self, endpoint: Endpoint, request: bytes, deadline: float) -> bytes:
+        where = f"the scheduler {endpoint}"
+        try:
+            raw = socket.create_connection((endpoint.host, endpoint.port), CONNECT_TIMEOUT_S)
+        except OSError as exc:
+            raise _Refused(502, f"{where}: {exc.strerror or exc}") from None
+        sock: socket.socket = raw
+        self._track(raw)
+        try:
+            if self._tls:
+                sock = ssl.create_default_context().wrap_socket(raw, server_hostname=endpoint.host)
+                self._track(sock)
+            sock.settimeout(max(0.1, deadline - time.monotonic()))
+            sock.sendall(request)
+            answer = bytearray()
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise _Refused(504, f"{where} did not answer in time")
+                sock.settimeout(left)
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+                if len(answer) > BODY_LIMIT + HEAD_LIMIT:
+                    raise _Refused(502, f"{where} answered over {BODY_LIMIT} bytes")
+        except TimeoutError:
+            raise _Refused(504, f"{where} did not answer in time") from None
+        except (OSError, ssl.SSLError) as exc:
+            raise _Refused(502, f"{where}: {exc.strerror or exc}") from None
+        finally:
+            self._close(sock)
+            self._close(raw)
+        if _status_of(bytes(answer)) == 0:
+            raise _Refused(502, f"{where} answered no HTTP")
+        return bytes(answer)
+
+
+def _endpoint_of(target: str) -> Endpoint:
+    try:
+        return parse_authority(target)
+    except BadTarget as exc:  # the route decided it already; kept for the type
+        raise _Refused(400, str(exc)) from None
+
+
+def _status_of(answer: bytes) -> int:
+    """The status code of an HTTP answer; 0 when it is none."""
+    line = answer.split(b"\r\n", 1)[0].split(b" ")
+    if len(line) >= 2 and line[0].startswith(b"HTTP/1.") and line[1].isdigit():
+        return int(line[1])
+    return 0
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    """Bytes from ``source`` to ``sink`` until either ends or ``TUNNEL_IDLE_S`` passes quietly."""
+    try:
+        source.settimeout(TUNNEL_IDLE_S)
+        while data := source.recv(65536):
+            sink.sendall(data)
+    except OSError:
+        pass
+    for sock, how in ((sink, socket.SHUT_WR), (source, socket.SHUT_RD)):
+        with contextlib.suppress(OSError):
+            sock.shutdown(how)

@@ -1,0 +1,185 @@
+"""The compile container's route to a farm, on the host without Docker: sccache's daemon with
+``HTTP_PROXY``/``HTTPS_PROXY`` naming the in-container forwarder (the same script the compile
+container runs, here on the host) to archwheel's ``FarmProxy`` on a Unix socket, and the real
+farm of the session (tests.support.farm). The compile's jobs run on the build servers through
+the proxy, with the token added on the host (the client's configuration holds a placeholder);
+a request anywhere else is refused and never reaches the address asked for."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from archwheel.effects.farm_proxy import PLACEHOLDER_TOKEN, FarmProxy, container_scheduler_url
+from archwheel.effects.farm_route import parse_authority
+from archwheel.wheelbuild.dist_farm import DistFarm, write_client_config
+from archwheel.wheelbuild.farm_record import farm_jobs
+from archwheel.wheelbuild.sccache_launcher import FORWARDER_SCRIPT
+from tests.support.components import find_nvcc, require, sccache
+from tests.support.farm import Farm, kernel_sources, sccache_client
+
+pytestmark = [pytest.mark.farm]
+
+
+@pytest.fixture
+def proxy(compile_farm: Farm) -> Iterator[FarmProxy]:
+    """archwheel's proxy to the session's farm, holding the client token."""
+    with FarmProxy(compile_farm.scheduler_url, compile_farm.client_token) as running:
+        yield running
+
+
+@pytest.fixture
+def forwarded(proxy: FarmProxy, tmp_path: Path) -> Iterator[int]:
+    """The loopback port of the in-container forwarder (``FORWARDER_SCRIPT``) to the proxy's
+    socket, run here on the host as the compile container runs it."""
+    script = tmp_path / "forward.py"
+    script.write_text(FORWARDER_SCRIPT)
+    port_file = tmp_path / "forward.port"
+    proc = subprocess.Popen([sys.executable, str(script), str(proxy.path), str(port_file)])
+    try:
+        end = time.monotonic() + 10
+        while not (port_file.is_file() and port_file.read_text()) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert port_file.is_file(), "the forwarder did not start"
+        yield int(port_file.read_text())
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+class Listener:
+    """A TCP listener on 127.0.0.1 that records every connection made to it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.accepted += 1
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.sock.close()
+
+
+def _ask(port: int, request: bytes) -> bytes:
+    """Send ``request`` to the forwarder's port, read the answer to its end."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+@pytest.mark.nvcc
+def test_a_compile_reaches_the_farm_only_through_the_proxy(
+    compile_farm: Farm, proxy: FarmProxy, forwarded: int, tmp_path: Path
+) -> None:
+    nvcc = find_nvcc()
+    require(nvcc is not None, "nvcc is not installed")
+    assert nvcc is not None
+    url = container_scheduler_url(compile_farm.scheduler_url)
+    config = write_client_config(
+        tmp_path / "sccache-dist.toml",
+        DistFarm(url, PLACEHOLDER_TOKEN),  # the client never holds the token
+        str(tmp_path / "toolchains"),
+    )
+    assert compile_farm.client_token not in config.read_text()
+    via = f"http://127.0.0.1:{forwarded}"
+    env = {"HTTP_PROXY": via, "HTTPS_PROXY": via, "NO_PROXY": "", "no_proxy": ""}
+    since = compile_farm.last_job()
+    with sccache_client(tmp_path / "client", sccache(), nvcc, config, env) as client:
+        objects = client.compile(kernel_sources(tmp_path / "src", 1), tmp_path / "out")
+        jobs = farm_jobs(client.stats())
+    assert objects[0].stat().st_size > 0
+    assigned = compile_farm.jobs_per_server(since)
+    # Every job the scheduler handed out ran on its server (none fell back to local), and the
+    # only connections to servers went through the proxy, to servers the scheduler vouched for.
+    assert sum(assigned.values()) >= 5 and jobs.errors == 0, (assigned, jobs)
+    assert sum(jobs.per_server.values()) == sum(assigned.values()), (assigned, jobs)
+    servers = {parse_authority(addr) for addr in assigned}
+    assert servers <= proxy.route.servers
+    assert {str(s) for s in servers} <= set(proxy.tunnels), proxy.tunnels
+    assert proxy.scheduler_requests >= sum(assigned.values())
+    assert proxy.refused_count == 0, proxy.refused
+    print(f"jobs per server: {dict(assigned)}; tunnels: {proxy.tunnels}")
+
+
+def test_every_other_address_is_refused_and_never_reached(
+    compile_farm: Farm, proxy: FarmProxy, forwarded: int
+) -> None:
+    other = Listener()
+    try:
+        target = f"127.0.0.1:{other.port}"
+        scheduler = container_scheduler_url(compile_farm.scheduler_url)
+        asks = [
+            f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n",
+            f"GET http://{target}/ HTTP/1.1\r\nHost: {target}\r\n\r\n",
+            f"POST http://{target}/api/v1/scheduler/alloc_job HTTP/1.1\r\n"
+            "Content-Length: 0\r\n\r\n",
+            # A build server the scheduler has not vouched for (through this proxy) yet.
+            f"CONNECT {compile_farm.servers[0].addr} HTTP/1.1\r\n\r\n",
+            # The scheduler, off its API.
+            f"GET {scheduler}/etc/passwd HTTP/1.1\r\n\r\n",
+        ]
+        for ask in asks:
+            answer = _ask(forwarded, ask.encode())
+            assert answer.startswith(b"HTTP/1.1 403 "), (ask, answer[:200])
+            assert answer.count(b"\n", answer.index(b"\r\n\r\n") + 4) == 1  # one line
+        # Asking the scheduler for the certificate of the other address: it does not know
+        # it, so the proxy learns nothing and a CONNECT to it is still refused.
+        cert = f"GET {scheduler}/api/v1/scheduler/server_certificate/{target} HTTP/1.1\r\n\r\n"
+        answer = _ask(forwarded, cert.encode())
+        assert not answer.startswith(b"HTTP/1.1 200"), answer[:200]
+        assert parse_authority(target) not in proxy.route.servers
+        connect = f"CONNECT {target} HTTP/1.1\r\n\r\n".encode()
+        assert _ask(forwarded, connect).startswith(b"HTTP/1.1 403 ")
+        time.sleep(0.5)
+        assert other.accepted == 0
+        assert proxy.refused_count == len(asks) + 1 and proxy.scheduler_requests == 1
+        assert all(compile_farm.client_token not in line for line in proxy.refused)
+    finally:
+        other.close()
+
+
+def test_the_scheduler_gets_the_hosts_token_not_the_containers(
+    compile_farm: Farm, proxy: FarmProxy, forwarded: int
+) -> None:
+    """``alloc_job`` with the container's placeholder is let through with the host's token:
+    the scheduler checks the token first (401 for a wrong one), then refuses the empty body
+    (400), so no job is made. Without the proxy the placeholder is refused (401)."""
+    path = "/api/v1/scheduler/alloc_job"
+    ask = (
+        f"POST {container_scheduler_url(compile_farm.scheduler_url)}{path} HTTP/1.1\r\n"
+        f"Authorization: Bearer {PLACEHOLDER_TOKEN}\r\nContent-Length: 0\r\n\r\n"
+    ).encode()
+    assert _ask(forwarded, ask).split(b" ")[1] == b"400"
+    host = compile_farm.scheduler_url.removeprefix("http://")
+    direct = ask.replace(f"http://{host}".encode(), b"", 1)
+    sched = parse_authority(host)
+    with socket.create_connection((sched.host, sched.port), timeout=10) as sock:
+        sock.sendall(direct.replace(b"HTTP/1.1\r\n", f"HTTP/1.1\r\nHost: {host}\r\n".encode(), 1))
+        assert sock.recv(4096).split(b" ")[1] == b"401"
