@@ -82,6 +82,8 @@ def _module(short: str) -> str:
         "effects.deadline": "archwheel.effects.deadline",
         "inspection.torch_range": "archwheel.inspection.torch_range",
         "effects.redis_relay": "archwheel.effects.redis_relay",
+        "effects.farm_proxy": "archwheel.effects.farm_proxy",
+        "effects.farm_route": "archwheel.effects.farm_route",
         "effects.watchdog": "archwheel.effects.watchdog",
         "render.common": "archwheel.interfaces.render.common",
         "render.html": "archwheel.interfaces.render.html",

@@ -117,6 +117,8 @@ def _recv_until(sock: socket.socket, buffer: bytearray, end: bytes, limit: int, 
         if not chunk:
             raise ConnectionError("the client went away")
         buffer += chunk
+    if at + len(end) > limit:
+        raise _Refused(400, f"a request head over {limit} bytes")
     return at + len(end)
 
 
