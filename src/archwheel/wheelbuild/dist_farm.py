@@ -32,6 +32,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from archwheel.effects.deadline import NetBudget, NetLimits, TimedOut
+from archwheel.effects.farm_proxy import PLACEHOLDER_TOKEN, container_scheduler_url
+from archwheel.effects.farm_proxy import SOCKET_NAME as FARM_SOCKET_NAME
 from archwheel.effects.files import FileTooLarge, NotRegularFile, read_regular
 from archwheel.effects.http import Client, NotHTTP
 from archwheel.effects.net import TransferError
@@ -41,6 +43,7 @@ TOKEN_LIMIT = 4096  # bytes in a token file: a token is a line, not a document
 PROBE_TIMEOUT_S = 10.0  # the whole probe of the scheduler (connect, ask, read), per request
 REPLY_LIMIT = 64 << 10  # bytes of a scheduler's reply to the probe
 CLIENT_CONFIG_NAME = "sccache-dist.toml"
+FARM_MOUNT = "/run/archwheel-farm"  # the farm route's socket folder, in the compile container
 _TOKEN_HINT = "write the scheduler's client token (client_auth) on the file's one line"  # noqa: S105
 
 
@@ -271,3 +274,17 @@ def check_farm(
         )
     warn(f"{where} {why}: compiling locally")
     return status
+
+
+def container_farm(farm: DistFarm) -> DistFarm:
+    """The farm as the compile container's client configuration names it: the scheduler as
+    ``http://HOST:PORT`` (the route reads its requests, and speaks TLS onwards where the URL is
+    https) and a placeholder for the token, which the route adds on the host
+    (effects/farm_proxy.py): the token never enters the container, its files or its log."""
+    return DistFarm(container_scheduler_url(farm.scheduler_url), PLACEHOLDER_TOKEN, farm.required)
+
+
+def container_farm_env() -> dict[str, str]:
+    """What the compile phase's start step needs to reach the farm: the route's socket, mounted
+    at ``FARM_MOUNT`` (sccache_launcher.farm_route_script). Not yet run in a container."""
+    return {"ARCHWHEEL_FARM_SOCKET": f"{FARM_MOUNT}/{FARM_SOCKET_NAME}"}

@@ -5,7 +5,8 @@
   ``ccache`` launcher reach it too), first on ``PATH``: keys, records, falls back, then runs
   the real sccache.
 - ``start_command``: the compile phase's first step: the forwarder to the relay (with
-  ``--cache-url``) and the daemon; the local cache alone where the shared one cannot be used,
+  ``--cache-url``), the forwarder to the farm route (``farm_route_script``, with a farm) and
+  the daemon; the local cache alone where the shared one cannot be used,
   and no cache at all (``CACHE_OFF``) where no daemon starts.
 - ``toolkit_id_command``: the toolkit's identity, read by the launcher for every key.
 """
@@ -193,6 +194,35 @@ while True:
 """
 
 
+def farm_route_script(python: str, forwarder: str = FORWARDER) -> str:
+    """The shell lines that, when ``ARCHWHEEL_FARM_SOCKET`` names the farm route's socket
+    (effects/farm_proxy.py, mounted into the container), start a second forwarder
+    (``FORWARDER_SCRIPT``) to it and export ``HTTP_PROXY``/``HTTPS_PROXY`` (both cases, with
+    ``NO_PROXY`` and ``ALL_PROXY`` emptied) naming its loopback port, for the sccache daemon
+    started after them: sccache's farm client (reqwest) reads them. Without the socket, or
+    when the forwarder does not start, nothing is exported and a farm is unreachable from the
+    container (``--network none``): sccache compiles locally. The forwarder's pid is written
+    beside its port file. Not yet run in a container: tested on the host."""
+    return f"""
+if [ -n "${{ARCHWHEEL_FARM_SOCKET-}}" ]; then
+    farm_port={forwarder}.farm-port
+    rm -f "$farm_port"
+    setsid {python} {forwarder} "$ARCHWHEEL_FARM_SOCKET" "$farm_port" </dev/null >/dev/null 2>&1 &
+    echo $! > "$farm_port.pid"
+    i=0
+    while [ ! -s "$farm_port" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    if [ -s "$farm_port" ]; then
+        via="http://127.0.0.1:$(cat "$farm_port")"
+        export HTTP_PROXY="$via" HTTPS_PROXY="$via" http_proxy="$via" https_proxy="$via"
+        export NO_PROXY= no_proxy= ALL_PROXY= all_proxy=
+        echo "compile farm: through archwheel's route"
+    else
+        echo "compile farm: the route did not start; compiling locally"
+    fi
+fi
+"""
+
+
 def start_command(python: str, *, sccache: str = SCCACHE_BIN) -> tuple[str, ...]:
     """The step that starts the forwarder (when ``ARCHWHEEL_CACHE_SOCKET`` is set) and the
     daemon; one line says what cache the compiles get. Always succeeds: a cache that cannot
@@ -200,6 +230,7 @@ def start_command(python: str, *, sccache: str = SCCACHE_BIN) -> tuple[str, ...]
     script = f"""
 set -u
 rm -f {CACHE_OFF}
+{farm_route_script(python)}
 start() {{ SCCACHE_ERROR_LOG={SERVER_LOG} SCCACHE_LOG=sccache::server=debug \\
     {sccache} --start-server >/dev/null 2>{SERVER_LOG}.start; }}
 why() {{ grep -m1 'error' {SERVER_LOG}.start | sed 's/^sccache: error: //' | cut -c1-200; }}

@@ -7,6 +7,8 @@ a request anywhere else is refused and never reaches the address asked for."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +23,7 @@ from archwheel.effects.farm_proxy import PLACEHOLDER_TOKEN, FarmProxy, container
 from archwheel.effects.farm_route import parse_authority
 from archwheel.wheelbuild.dist_farm import DistFarm, write_client_config
 from archwheel.wheelbuild.farm_record import farm_jobs
-from archwheel.wheelbuild.sccache_launcher import FORWARDER_SCRIPT
+from archwheel.wheelbuild.sccache_launcher import FORWARDER_SCRIPT, farm_route_script
 from tests.support.components import find_nvcc, require, sccache
 from tests.support.farm import Farm, kernel_sources, sccache_client
 
@@ -183,3 +185,43 @@ def test_the_scheduler_gets_the_hosts_token_not_the_containers(
     with socket.create_connection((sched.host, sched.port), timeout=10) as sock:
         sock.sendall(direct.replace(b"HTTP/1.1\r\n", f"HTTP/1.1\r\nHost: {host}\r\n".encode(), 1))
         assert sock.recv(4096).split(b" ")[1] == b"401"
+
+
+def test_the_start_steps_farm_lines_route_the_daemon_through_the_proxy(
+    compile_farm: Farm, proxy: FarmProxy, tmp_path: Path
+) -> None:
+    """``farm_route_script`` (the compile phase's start step, here run by ``sh`` on the host
+    with the socket's path as the container would have it mounted) starts the forwarder and
+    exports the proxy variables; through them the scheduler answers, another address does not."""
+    forwarder = tmp_path / "forward.py"
+    forwarder.write_text(FORWARDER_SCRIPT)
+    script = farm_route_script(sys.executable, str(forwarder)) + (
+        'echo "via=$HTTP_PROXY $HTTPS_PROXY $https_proxy no=[$NO_PROXY$no_proxy$ALL_PROXY]"\n'
+    )
+    shown = subprocess.run(
+        ["sh", "-c", script], env={"ARCHWHEEL_FARM_SOCKET": str(proxy.path), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    pid = int(Path(f"{forwarder}.farm-port.pid").read_text())
+    try:
+        assert "compile farm: through archwheel's route" in shown.stdout, shown
+        via = shown.stdout.split("via=", 1)[1].split()[0]
+        assert shown.stdout.count(via) == 3 and "no=[]" in shown.stdout, shown.stdout
+        port = int(via.rsplit(":", 1)[1])
+        status = f"GET {container_scheduler_url(compile_farm.scheduler_url)}"
+        answer = _ask(
+            port,
+            f"{status}/api/v1/scheduler/status HTTP/1.1\r\nAccept: application/json\r\n\r\n".encode(),
+        )
+        assert answer.startswith(b"HTTP/1.1 200") and b"num_servers" in answer
+        assert _ask(port, b"CONNECT 127.0.0.1:9 HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 403")
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_without_the_socket_the_start_step_exports_nothing(tmp_path: Path) -> None:
+    shown = subprocess.run(
+        ["sh", "-c", farm_route_script(sys.executable, str(tmp_path / "f.py")) + "env"],
+        env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    assert "PROXY" not in shown.stdout.upper() and "compile farm" not in shown.stdout
