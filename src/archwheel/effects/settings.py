@@ -34,6 +34,9 @@ VARIABLES: Mapping[str, str] = MappingProxyType(
         "run_label": "ARCHWHEEL_RUN_LABEL",
         "podman_runtime": "ARCHWHEEL_PODMAN_RUNTIME",
         "cache_url": "ARCHWHEEL_CACHE_URL",
+        "dist_scheduler": "ARCHWHEEL_DIST_SCHEDULER",
+        "dist_token_file": "ARCHWHEEL_DIST_TOKEN_FILE",
+        "dist_required": "ARCHWHEEL_DIST_REQUIRED",
         "debian_mirror": "ARCHWHEEL_DEBIAN_MIRROR",
         "cuobjdump": "ARCHWHEEL_CUOBJDUMP",
         "cuobjdump_timeout": "ARCHWHEEL_CUOBJDUMP_TIMEOUT",
@@ -47,6 +50,7 @@ VARIABLES: Mapping[str, str] = MappingProxyType(
 SWITCHES: tuple[str, ...] = (
     VARIABLES["keep_containers"],
     VARIABLES["debug"],
+    VARIABLES["dist_required"],
     "ARCHWHEEL_PURE_PYTHON",  # read by binary/speedups.py itself, at import
 )
 """The boolean settings: each written ``1``/``true``/``yes`` or ``0``/``false``/``no``
@@ -90,6 +94,11 @@ class Settings:
     run_label: str | None = None  # an extra label on every container (e.g. for tests)
     podman_runtime: str | None = None  # podman's --runtime; None: runc when on PATH, "": none
     cache_url: str | None = None  # the remote compiler cache (build --cache-url's default)
+    # the compile farm (build --dist-scheduler/--dist-token-file/--dist-required's defaults):
+    # the token file's path only, never the token (read where the plan is made)
+    dist_scheduler: str | None = None
+    dist_token_file: Path | None = None
+    dist_required: bool = False  # a switch
     debian_mirror: str | None = None  # the base image's Debian mirror (--mirror's default)
     cuobjdump: Path | None = None  # the cuobjdump to use, before any other found
     cuobjdump_timeout: str = ""  # per cuobjdump run, as written (checked where it is used)
@@ -120,6 +129,9 @@ class Settings:
             # Set but empty means "no --runtime" here, not the default.
             podman_runtime=environ.get(VARIABLES["podman_runtime"]),
             cache_url=text("cache_url"),
+            dist_scheduler=text("dist_scheduler"),
+            dist_token_file=Path(token_file) if (token_file := text("dist_token_file")) else None,
+            dist_required=switch("dist_required"),
             debian_mirror=text("debian_mirror"),
             cuobjdump=Path(explicit) if explicit else None,
             cuobjdump_timeout=environ.get(VARIABLES["cuobjdump_timeout"], "").strip(),

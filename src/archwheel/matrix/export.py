@@ -23,6 +23,9 @@ from archwheel.matrix.plan import Action, Cell, MatrixPlan, PlannedCell
 EXPORTS = ("github-actions", "gitlab-ci")
 CELLS = "cells"
 MERGED = "wheel-index"
+DIST_TOKEN_SECRET = "ARCHWHEEL_DIST_TOKEN"  # noqa: S105 (the secret's name, not a secret)
+DIST_TOKEN_FILE_ENV = "ARCHWHEEL_DIST_TOKEN_FILE"  # noqa: S105 (a setting's name)
+_GITHUB_TOKEN_FILE = "${{ runner.temp }}/archwheel-dist-token"  # noqa: S105 (a path)
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,12 @@ class ExportOptions:
     # from this environment variable, set from the CI's secret store (GitHub: the secret of the
     # same name, mapped into the job; GitLab: a masked CI/CD variable, in every job's env).
     cache_url_secret: str | None = None
+    # A compile farm: its scheduler's URL is written into every cell's command; its token
+    # never is. GitHub: the jobs write the secret DIST_TOKEN_SECRET into a file of the
+    # runner's temp folder and name it in $ARCHWHEEL_DIST_TOKEN_FILE; GitLab: a File-type
+    # CI/CD variable named ARCHWHEEL_DIST_TOKEN_FILE is that file.
+    dist_scheduler: str | None = None
+    dist_required: bool = False
 
 
 def cell_index(planned: PlannedCell) -> str:
@@ -64,7 +73,29 @@ def cell_argv(cell: Cell, index: str, options: ExportOptions) -> list[str]:
         argv.append("--no-cache")
     if options.cache_url:
         argv += ["--cache-url", options.cache_url]
+    if options.dist_scheduler:
+        argv += ["--dist-scheduler", options.dist_scheduler]
+        if options.dist_required:
+            argv.append("--dist-required")
     return argv
+
+
+def _farm_token_steps(options: ExportOptions) -> list[dict[str, Any]]:
+    """GitHub: the step writing the farm's token secret into a file only the job reads."""
+    if not options.dist_scheduler:
+        return []
+    return [
+        {
+            "name": "write the compile farm's token to a file",
+            "env": {
+                DIST_TOKEN_SECRET: "${{ secrets." + DIST_TOKEN_SECRET + " }}",
+                DIST_TOKEN_FILE_ENV: _GITHUB_TOKEN_FILE,
+            },
+            "run": (
+                f'umask 077 && printf \'%s\\n\' "${DIST_TOKEN_SECRET}" > "${DIST_TOKEN_FILE_ENV}"'
+            ),
+        }
+    ]
 
 
 def merge_argv() -> list[str]:
@@ -100,9 +131,15 @@ def github_actions(plan: MatrixPlan, options: ExportOptions) -> dict[str, Any]:
             "steps": [
                 {"uses": "actions/checkout@v5"},
                 {"name": "install archwheel", "run": _install(options)},
+                *_farm_token_steps(options),
                 {
                     "name": "build, audit and publish the cell",
                     "run": shlex.join(cell_argv(planned.cell, index, options)),
+                    **(
+                        {"env": {DIST_TOKEN_FILE_ENV: _GITHUB_TOKEN_FILE}}
+                        if options.dist_scheduler
+                        else {}
+                    ),
                 },
                 {
                     "name": "keep the cell's index",

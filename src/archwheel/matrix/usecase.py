@@ -66,6 +66,11 @@ class MatrixRequest:
     settings: Settings = field(default_factory=Settings)  # archwheel's (recipe folders, cache)
     variants: bool = False
     default_arch: str | None = None
+    # a compile farm for every cell (archwheel build --dist-scheduler ...): the token file's
+    # path, read by each cell's plan
+    dist_scheduler: str | None = None
+    dist_token_file: Path | None = None
+    dist_required: bool = False
 
     def build_options(self) -> BuildRequest:
         """Every cell's build request before its recipe, torch, arch list and Python are set:
@@ -75,6 +80,9 @@ class MatrixRequest:
             engine=self.engine,
             ccache_volume=self.ccache_volume if self.cache else None,
             cache_url=self.cache_url,
+            dist_scheduler=self.dist_scheduler,
+            dist_token_file=self.dist_token_file,
+            dist_required=self.dist_required,
             pip=PipRequest(host_config=True),
             settings=self.settings,
         )

@@ -44,6 +44,10 @@ PROBE_TIMEOUT_S = 10.0  # the whole probe of the scheduler (connect, ask, read),
 REPLY_LIMIT = 64 << 10  # bytes of a scheduler's reply to the probe
 CLIENT_CONFIG_NAME = "sccache-dist.toml"
 FARM_MOUNT = "/run/archwheel-farm"  # the farm route's socket folder, in the compile container
+# The container's client configuration (placeholder token) and sccache's toolchain packages,
+# in archwheel's own folder of the work folder (remote_cache.STATE)
+CLIENT_CONFIG = f"/build/.archwheel/{CLIENT_CONFIG_NAME}"
+TOOLCHAINS_DIR = "/build/.archwheel/sccache-toolchains"
 _TOKEN_HINT = "write the scheduler's client token (client_auth) on the file's one line"  # noqa: S105
 
 
@@ -286,5 +290,20 @@ def container_farm(farm: DistFarm) -> DistFarm:
 
 def container_farm_env() -> dict[str, str]:
     """What the compile phase's start step needs to reach the farm: the route's socket, mounted
-    at ``FARM_MOUNT`` (sccache_launcher.farm_route_script). Not yet run in a container."""
-    return {"ARCHWHEEL_FARM_SOCKET": f"{FARM_MOUNT}/{FARM_SOCKET_NAME}"}
+    at ``FARM_MOUNT`` (sccache_launcher.farm_route_script), and the client configuration
+    (``SCCACHE_CONF``, written by ``write_client_config`` with ``container_farm``: a
+    placeholder token) that the sccache daemon reads when it starts."""
+    return {
+        "ARCHWHEEL_FARM_SOCKET": f"{FARM_MOUNT}/{FARM_SOCKET_NAME}",
+        "SCCACHE_CONF": CLIENT_CONFIG,
+    }
+
+
+def describe_farm(farm: DistFarm) -> str:
+    """The plan's row for the farm: the scheduler (never the token) and what an unreachable
+    one does."""
+    return (
+        f"sccache-dist scheduler {farm.scheduler_url} (token from --dist-token-file, added on "
+        f"the host by archwheel's route at {FARM_MOUNT}); "
+        + ("unreachable: the build is refused" if farm.required else "unreachable: local build")
+    )

@@ -20,6 +20,7 @@ Container layout (fixed paths, so builds are reproducible wherever they run):
 /build/.archwheel/sccache.sock   the sccache daemon of this build (SCCACHE_SERVER_UDS)
 /build/.archwheel/sccache-server.log   its log: what each compile step got from the cache
 /run/archwheel-cache    with ``--cache-url``: the Unix socket of the remote cache (compile only)
+/run/archwheel-farm     with ``--dist-scheduler``: the farm route's Unix socket (compile only)
 =============  ===========================================================================
 """
 
@@ -43,6 +44,7 @@ from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.python_target import PythonTarget
 from archwheel.wheelbuild.cmake_arch import arch_environment, describe_delivery
 from archwheel.wheelbuild.compression import FatbinCompression, choose_compression
+from archwheel.wheelbuild.dist_farm import DistFarm, container_farm_env, describe_farm
 from archwheel.wheelbuild.jobs import JobCount
 from archwheel.wheelbuild.nvcc_record import TIME_FLAG
 from archwheel.wheelbuild.parallel import ParallelPlan, choose_parallel, without_threads
@@ -194,6 +196,7 @@ class BuildOptions:
     ccache_volume: str | None = DEFAULT_CCACHE_VOLUME  # None: no compiler cache
     ccache_size: str = DEFAULT_CCACHE_SIZE
     cache_url: CacheUrl | None = None  # a remote cache shared between machines (--cache-url)
+    farm: DistFarm | None = None  # a compile farm (--dist-scheduler; dist_farm.py)
 
 
 @dataclass(frozen=True)
@@ -221,6 +224,7 @@ class BuildPlan:
     phases: tuple[Phase, ...]
     torch: TorchBuild | None = None  # a build against a pinned torch (build/toolkit.py)
     remote_cache: CacheUrl | None = None  # its socket is mounted into the compile phase
+    farm: DistFarm | None = None  # the farm route's socket is mounted into the compile phase
     arch_reading: str = ""  # what the arch variable's consumer makes of it (CheckedArchList)
     source_check: tuple[tuple[str, str], ...] = ()  # the build files' own archs and switches
     parallel: ParallelPlan | None = None  # how the compiles share the cores (parallel.py)
@@ -326,6 +330,7 @@ class BuildPlan:
                 else "off (sccache still runs the compilers, caching nothing: the objects are "
                 "a cached build's)",
             ),
+            *([("compile farm", describe_farm(self.farm))] if self.farm is not None else []),
             ("SOURCE_DATE_EPOCH", f"{src.source_date_epoch} ({src.epoch_origin})"),
             ("output", str(self.out_dir)),
         ]
@@ -530,7 +535,11 @@ def make_plan(
             env=MappingProxyType({k: env[k] for k in ("PATH", "CUDA_HOME", "LC_ALL")}),
         )
     )
-    start_env = {**env, **(remote.container_env() if remote is not None else {})}
+    start_env = {
+        **env,
+        **(remote.container_env() if remote is not None else {}),
+        **(container_farm_env() if options.farm is not None else {}),
+    }
     prepare_steps.append(
         Step(
             "cache-start",
@@ -563,6 +572,7 @@ def make_plan(
         phases=tuple(phases),
         torch=torch,
         remote_cache=remote,
+        farm=options.farm,
         arch_reading=arch.reading,
         parallel=parallel,
         compression=compression,

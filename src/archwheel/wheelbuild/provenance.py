@@ -131,6 +131,9 @@ class RunRecord:
     load: LoadGateVerdict | None
     timings: Mapping[str, float]
     torch_range: RangeGateVerdict | None = None  # [torch] loads_with: checks and the claim
+    # the compile farm (farm_build.farm_record): its scheduler, never its token; the jobs per
+    # build server, those compiled locally, the farm's errors
+    farm: Mapping[str, object] | None = None
 
 
 def provenance_for(
@@ -228,5 +231,6 @@ def provenance_for(
     document["torch_range"] = run.torch_range.to_json_dict() if run.torch_range else None
     # The project's own requires-python and torch requirement, and what the build overrode.
     document["project"] = plan.project.to_json_dict() if plan.project is not None else None
+    document["farm"] = dict(run.farm) if run.farm is not None else None
     document["repair"] = dict(run.repair) if run.repair is not None else None
     return document

@@ -74,6 +74,7 @@ from archwheel.wheelbuild.builder_image import (
     probe_toolchain,
 )
 from archwheel.wheelbuild.cache_report import cache_warnings
+from archwheel.wheelbuild.farm_build import check_plan_farm, farm_record, farm_route, farm_warnings
 from archwheel.wheelbuild.gate import (
     AuditGate,
     GateVerdict,
@@ -145,6 +146,7 @@ class _FirstBuild:
     built: Built
     counts: CacheCounts
     remote_cache: dict[str, object] | None
+    farm: dict[str, object] | None = None
 
 
 class BuildRunner:
@@ -195,10 +197,12 @@ class BuildRunner:
         self.plan.out_dir.mkdir(parents=True, exist_ok=True)
         # Without the remote cache from here on when its server is unreachable.
         plan, remote_record = self._check_remote_cache(self.plan)
+        # Without the farm from here on when it cannot take the jobs (farm_build.py).
+        plan, farm_start = check_plan_farm(plan, self.output.line, self.output.warn)
         staging = owned_tempdir("archwheel-stage-", self.work_root)
         run = _Run(plan, images, self.repair, timings, staging)
         try:
-            first = self._first_build(run, remote_record)
+            first = self._first_build(run, remote_record, farm_start)
             timings.update(first.built.timings)
             wheel, repair = self._repaired(run, first.built.wheel, staging / "repair-first")
             comparison = self._reproducibility(run, wheel) if plan.check_reproducible else None
@@ -223,6 +227,7 @@ class BuildRunner:
                 built=first.built,
                 cache_counts=first.counts,
                 remote_cache=first.remote_cache,
+                farm=first.farm,
                 repair=repair,
                 comparison=comparison,
                 verdict=verdict,
@@ -376,19 +381,36 @@ class BuildRunner:
             "unreachable": problem,
         }
 
-    def _first_build(self, run: _Run, remote_record: dict[str, object] | None) -> _FirstBuild:
-        """The build whose wheel is delivered, through the remote cache's relay when it has
-        one; what the cache did, with a warning when the remote one failed."""
+    def _first_build(
+        self,
+        run: _Run,
+        remote_record: dict[str, object] | None,
+        farm_start: dict[str, object] | None = None,
+    ) -> _FirstBuild:
+        """The build whose wheel is delivered, through the remote cache's relay and the farm's
+        route when it has them; what the cache and the farm did, with warnings."""
         plan, images = run.plan, run.images
         remote = plan.remote_cache
         relay = UnixRelay(remote.address, parent=self.work_root) if remote else None
+        route = farm_route(plan, self.work_root)
         with contextlib.ExitStack() as stack:
             if relay is not None:
                 stack.enter_context(relay)
+            if route is not None:
+                stack.enter_context(route)
             built = self.work.build_once(
-                plan, images.builder, run.staging / "first", images.toolchain, relay
+                plan,
+                images.builder,
+                run.staging / "first",
+                images.toolchain,
+                relay,
+                farm_folder=route.folder if route is not None else None,
             )
-        counts = CacheCounts.from_stats(built.cache_stats, fallbacks=len(built.fallbacks))
+        farm = farm_record(farm_start, built.cache_stats, route)
+        for warning in farm_warnings(farm):
+            self.output.warn(warning)
+        stats = built.cache_stats if plan.ccache_volume is not None else {}
+        counts = CacheCounts.from_stats(stats, fallbacks=len(built.fallbacks))
         if plan.ccache_volume is not None and counts.compiles:
             self.output.line(f"compiler cache: {counts.describe()}")
         for warning in cache_warnings(plan, counts, built, relay):
@@ -398,7 +420,7 @@ class BuildRunner:
             if relay is not None:
                 remote_record["relay_connections"] = relay.connections
                 remote_record["relay_failures"] = relay.failures
-        return _FirstBuild(built, counts, remote_record)
+        return _FirstBuild(built, counts, remote_record, farm)
 
     def _repaired(
         self, run: _Run, built: Path, where: Path

@@ -29,6 +29,7 @@ from archwheel.effects.simple_index import project_versions
 from archwheel.errors import ArchwheelError, ToolError, UsageError
 from archwheel.facts.catalog import load_facts
 from archwheel.wheelbuild.baseimage import DEFAULT_SUITE, BaseImage, ensure_base_image
+from archwheel.wheelbuild.dist_farm import dist_farm_option
 from archwheel.wheelbuild.index_sdist import locate_sdist
 from archwheel.wheelbuild.jobs import check_jobs, choose_jobs, detect_host_resources
 from archwheel.wheelbuild.official import OfficialComparison, compare_official
@@ -112,6 +113,11 @@ class BuildRequest:
     ccache_volume: str | None = DEFAULT_CCACHE_VOLUME  # None: no compiler cache
     ccache_size: str = DEFAULT_CCACHE_SIZE
     cache_url: CacheUrl | None = None  # a remote compiler cache shared between machines
+    # A compile farm (dist_farm.py): the scheduler's URL and the file holding its token, as
+    # given (the token is read, and both checked, when the plan is made: dist_farm_option)
+    dist_scheduler: str | None = None
+    dist_token_file: Path | None = None
+    dist_required: bool = False  # refuse to build when the farm cannot take the jobs
     pip: PipRequest = field(default_factory=PipRequest)
     git_mirrors: tuple[str, ...] = ()  # PUBLIC=MIRROR, added to the recipe's [source] mirror
     keep_work: bool = False
@@ -217,6 +223,9 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
     recipe = resolved.recipe
     repair = spec_for_recipe(recipe)  # [repair]: a missing pin table is refused here (exit 2)
     check_jobs(request.jobs)
+    farm = dist_farm_option(
+        request.dist_scheduler, request.dist_token_file, required=request.dist_required
+    )
     cache = request.settings.cache
     settings = EngineSettings.create(request.engine, request.settings)
     jobs = choose_jobs(detect_host_resources(), recipe.build.memory_per_job_gib, request.jobs)
@@ -228,6 +237,7 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
         ccache_volume=request.ccache_volume,
         ccache_size=request.ccache_size,
         cache_url=request.cache_url,
+        farm=farm,
     )
 
     # 2. The source (host-side git or download; still no container), then the plan.

@@ -25,11 +25,13 @@ from archwheel.errors import BuildError
 from archwheel.facts.python_target import PythonTarget
 from archwheel.verdicts.compile_failure import EvidenceLines
 from archwheel.wheelbuild.builder_image import BuilderImage, Toolchain
+from archwheel.wheelbuild.dist_farm import FARM_MOUNT
 from archwheel.wheelbuild.failures import (
     compile_failure_error,
     out_of_space_error,
     out_of_space_evidence,
 )
+from archwheel.wheelbuild.farm_build import write_container_config
 from archwheel.wheelbuild.nvcc_record import NVCC_RECORD, NvccRecord, read_nvcc_record
 from archwheel.wheelbuild.output import BuildOutput
 from archwheel.wheelbuild.parallel import PARALLEL_CONFIG
@@ -82,14 +84,18 @@ class WorkFolder:
         staging: Path,
         toolchain: Toolchain,
         relay: UnixRelay | None = None,
+        *,
+        farm_folder: Path | None = None,
     ) -> Built:
-        """Run the plan's phases in a fresh work folder; the wheel lands in ``staging``."""
+        """Run the plan's phases in a fresh work folder; the wheel lands in ``staging``. The
+        relay's folder and the farm route's (``farm_folder``) are mounted into the compile
+        phase only."""
         timings = Timings()
         work = owned_tempdir("archwheel-work-", self.work_root)
         try:
             _prepare(work, plan)
             stats, room = self._run_phases(
-                plan, builder, work, toolchain, relay=relay, timings=timings
+                plan, builder, work, toolchain, relay=relay, farm=farm_folder, timings=timings
             )
             with timings.stage(self.output, "package", "re-pack the wheel deterministically"):
                 staged = _package(plan, work, staging)
@@ -118,12 +124,16 @@ class WorkFolder:
         toolchain: Toolchain,
         *,
         relay: UnixRelay | None,
+        farm: Path | None = None,
         timings: Timings,
     ) -> tuple[dict[str, object], CacheRoom | None]:
         """Each phase in its own container; sccache's statistics after the compile step (its
         daemon started with the phase, so they are the compile's), and the room left on the
         cache volume's file system after it."""
-        use_stats = plan.ccache_volume is not None and toolchain.sccache != "none"
+        # the farm's job counts are sccache's statistics too, with or without the cache
+        use_stats = (
+            plan.ccache_volume is not None or plan.farm is not None
+        ) and toolchain.sccache != "none"
         stats: dict[str, object] = {}
         room: CacheRoom | None = None
         for phase in plan.phases:
@@ -131,6 +141,10 @@ class WorkFolder:
                 relayed = (
                     (Mount(str(relay.folder), REMOTE_MOUNT),)
                     if relay is not None and phase.name == "compile"
+                    else ()
+                ) + (
+                    (Mount(str(farm), FARM_MOUNT),)
+                    if farm is not None and phase.name == "compile"
                     else ()
                 )
                 spec = ContainerSpec(
@@ -212,6 +226,8 @@ def _prepare(work: Path, plan: BuildPlan) -> None:
         config = work / PARALLEL_CONFIG.removeprefix(BUILD + "/")
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(plan.parallel.config)
+    # With a farm: the sccache client configuration, a placeholder token (farm_build.py)
+    write_container_config(plan, work)
     chown_to_build_user(work, plan.build_user)
 
 

@@ -19,4 +19,7 @@ def test_the_container_never_holds_the_token() -> None:
     assert seen == DistFarm("http://farm.example:8443", PLACEHOLDER_TOKEN, required=True)
     text = client_config_text(seen, "/build/.archwheel/toolchains")
     assert "SECRET-TOKEN" not in text and PLACEHOLDER_TOKEN in text
-    assert container_farm_env() == {"ARCHWHEEL_FARM_SOCKET": f"{FARM_MOUNT}/farm.sock"}
+    assert container_farm_env() == {
+        "ARCHWHEEL_FARM_SOCKET": f"{FARM_MOUNT}/farm.sock",
+        "SCCACHE_CONF": "/build/.archwheel/sccache-dist.toml",
+    }

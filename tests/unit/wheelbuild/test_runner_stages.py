@@ -52,7 +52,7 @@ class FakeWork:
         self.plans: list[BuildPlan] = []
 
     def build_once(
-        self, plan: BuildPlan, builder: BuilderImage, staging: Path, *_: object
+        self, plan: BuildPlan, builder: BuilderImage, staging: Path, *_: object, **__: object
     ) -> Built:
         self.plans.append(plan)
         wheel = make_dist(staging, "demo", "1.0")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -53,6 +53,9 @@ from archwheel.wheelbuild import (
     parse_cache_url,
 )
 
+if TYPE_CHECKING:
+    from archwheel.effects import Settings
+
 BUILD_EPILOG = """\
 examples:
   archwheel build --recipe example --arch "8.0;9.0"          the example extension, two archs
@@ -68,7 +71,9 @@ Logs: dist/logs/. ARCHWHEEL_KEEP_CONTAINERS=1 keeps containers for debugging.
 
 exit codes: 0 built and audited, 2 bad recipe/arch list/options (also: a pinned torch with no
 wheel for the Python, a CPU-only torch, a torch whose CUDA is not the recipe's), 3 an sdist
-whose sha256 is not the recipe's, 4 engine or tool missing, 5 the build (also when it ran out
+whose sha256 is not the recipe's (2 also: a compile farm that refuses the token of
+--dist-token-file), 4 engine or tool missing (also: --dist-required and the farm cannot
+be reached), 5 the build (also when it ran out
 of memory), the reproducibility check or the audit gate failed
 """
 
@@ -138,6 +143,7 @@ def register(subparsers: Any) -> None:
         "redis://[[USER:]PASSWORD@]HOST[:PORT][/DB] or redis+unix:/PATH/TO/SOCKET "
         f"(default ${CACHE_URL_ENV}); unreachable: the build goes on without it",
     )
+    add_farm_options(parser)
     pip = parser.add_argument_group(
         "pip inside the container (default: this host's pip configuration)"
     )
@@ -230,6 +236,7 @@ class BuildCommand:
             ccache_volume=None if args.no_cache else args.ccache_volume,
             ccache_size=args.ccache_size,
             cache_url=cache_url,
+            **farm_request_fields(args, settings),
             pip=PipRequest(
                 ca_bundle=args.ca_bundle,
                 index_url=args.index_url,
@@ -249,6 +256,44 @@ class BuildCommand:
             quiet=args.quiet,
             format=args.format,
         )
+
+
+def add_farm_options(parser: argparse.ArgumentParser) -> None:
+    """``--dist-scheduler``, ``--dist-token-file``, ``--dist-required``: a compile farm (an
+    sccache-dist scheduler and its build servers), for ``build`` and ``matrix``."""
+    farm = parser.add_argument_group("compile farm (sccache-dist)")
+    farm.add_argument(
+        "--dist-scheduler",
+        default=None,
+        metavar="URL",
+        help="send compile jobs to this sccache-dist scheduler, http(s)://HOST[:PORT] "
+        "(default $ARCHWHEEL_DIST_SCHEDULER); unreachable: one warning and a local build",
+    )
+    farm.add_argument(
+        "--dist-token-file",
+        type=path_argument,
+        default=None,
+        metavar="FILE",
+        help="the file holding the scheduler's client token, one line; the token never goes "
+        "on the command line, into the container, a log or the provenance "
+        "(default $ARCHWHEEL_DIST_TOKEN_FILE)",
+    )
+    farm.add_argument(
+        "--dist-required",
+        action="store_true",
+        help="refuse to build (exit 4) when the farm cannot take the jobs, instead of "
+        "compiling locally (default $ARCHWHEEL_DIST_REQUIRED)",
+    )
+
+
+def farm_request_fields(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    """The request's farm fields: each option, else its setting (checked when the plan is
+    made: ``dist_farm.dist_farm_option``)."""
+    return {
+        "dist_scheduler": args.dist_scheduler or settings.dist_scheduler,
+        "dist_token_file": args.dist_token_file or settings.dist_token_file,
+        "dist_required": bool(args.dist_required or settings.dist_required),
+    }
 
 
 def cache_url_option(text: str | None, *, no_cache: bool) -> CacheUrl | None:

@@ -23,7 +23,11 @@ from archwheel.effects import ENGINES
 from archwheel.errors import UsageError
 from archwheel.exit_codes import EXIT_OK, EXIT_VERDICT_FAILED
 from archwheel.facts import ArchList
-from archwheel.interfaces.commands.build import cache_url_option
+from archwheel.interfaces.commands.build import (
+    add_farm_options,
+    cache_url_option,
+    farm_request_fields,
+)
 from archwheel.interfaces.commands.options import (
     check_folder,
     check_output,
@@ -66,6 +70,7 @@ from archwheel.matrix import (
     recheck_published,
 )
 from archwheel.matrix import cell_builder as matrix_cell_builder
+from archwheel.matrix.export import DIST_TOKEN_FILE_ENV, DIST_TOKEN_SECRET
 from archwheel.wheelbuild import (
     CACHE_URL_ENV,
     DEFAULT_CCACHE_VOLUME,
@@ -73,6 +78,7 @@ from archwheel.wheelbuild import (
     build_wheel,
     check_jobs,
 )
+from archwheel.wheelbuild.dist_farm import dist_farm_option, parse_scheduler_url
 
 MATRIX_EPILOG = """\
 examples:
@@ -181,6 +187,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="remote compiler cache on a Redis server, passed to every cell's build "
         f"(archwheel build --cache-url; default ${CACHE_URL_ENV})",
     )
+    add_farm_options(p)
     p.add_argument("--format", choices=("text", "json"), default="text")
     ci = p.add_argument_group("CI export (builds nothing)")
     ci.add_argument(
@@ -272,7 +279,16 @@ class MatrixCommand:
             settings.cache_url if args.cache_url is None else args.cache_url,
             no_cache=args.no_cache,
         )
+        farm = farm_request_fields(args, settings)
+        if args.export:  # the token file is the CI's (a secret), not this machine's
+            if farm["dist_scheduler"]:
+                farm["dist_scheduler"] = parse_scheduler_url(farm["dist_scheduler"])
+        else:  # checked once here, not in every cell
+            dist_farm_option(
+                farm["dist_scheduler"], farm["dist_token_file"], required=farm["dist_required"]
+            )
         request = MatrixRequest(
+            **farm,
             variants=args.variants,
             default_arch=default_arch,
             settings=settings,
@@ -297,6 +313,9 @@ class MatrixCommand:
                 # to everyone who reads the repository): the jobs read it from a secret.
                 cache_url=cache_url.text if cache_url and not cache_url.has_password else None,
                 cache_url_secret=CACHE_URL_ENV if cache_url and cache_url.has_password else None,
+                # the farm's token: by its secret's name (export.DIST_TOKEN_SECRET), never read
+                dist_scheduler=farm["dist_scheduler"],
+                dist_required=farm["dist_required"],
             ),
         )
         return cls(request, format=args.format, output=args.output)
@@ -412,6 +431,12 @@ def _export(command: MatrixCommand, plan: MatrixPlan, document: dict[str, Any]) 
         f"{len(plan.of(Action.SKIP))} already. Each job runs the one-cell archwheel matrix\n"
         "command; the publish job audits and merges their indexes (docs/matrix.md)."
     )
+    if command.request.export_options.dist_scheduler:
+        header += (
+            f"\nThe compile farm's token is never written here: GitHub jobs read the secret "
+            f"{DIST_TOKEN_SECRET};\nGitLab jobs a File-type CI/CD variable "
+            f"{DIST_TOKEN_FILE_ENV} (its value: the token)."
+        )
     secret = command.request.export_options.cache_url_secret
     if secret:
         header += (
