@@ -96,7 +96,12 @@ def test_the_command_line_wins_over_the_environment(monkeypatch: pytest.MonkeyPa
 
 # -- switches: one spelling table for every boolean setting ---------------------------------------
 
-SWITCH_VARIABLES = ("ARCHWHEEL_DEBUG", "ARCHWHEEL_KEEP_CONTAINERS", "ARCHWHEEL_PURE_PYTHON")
+SWITCH_VARIABLES = (
+    "ARCHWHEEL_DEBUG",
+    "ARCHWHEEL_KEEP_CONTAINERS",
+    "ARCHWHEEL_PURE_PYTHON",
+    "ARCHWHEEL_DIST_REQUIRED",
+)
 
 
 @pytest.mark.parametrize("variable", SWITCH_VARIABLES)

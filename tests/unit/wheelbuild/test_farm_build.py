@@ -47,6 +47,7 @@ from archwheel.wheelbuild.farm_build import (
 from archwheel.wheelbuild.gate import GateVerdict
 from archwheel.wheelbuild.repair import spec_for_recipe
 from archwheel.wheelbuild.runner import BuildRunner
+from archwheel.wheelbuild.stages import Timings
 from archwheel.wheelbuild.workfolder import Built, WorkFolder
 from tests.support.index_wheels import make_dist
 from tests.support.redis_server import free_port
@@ -361,7 +362,7 @@ def test_the_token_is_in_no_docker_argv_and_the_route_is_mounted_for_compiling_o
     folder = tmp_path / "work"
     folder.mkdir()
     stats, _ = work._run_phases(
-        plan, builder, folder, TOOLCHAIN, relay=None, farm=route, timings=runner_module.Timings()
+        plan, builder, folder, TOOLCHAIN, relay=None, farm=route, timings=Timings()
     )
     assert stats == STATS  # the farm's counts are read, with or without the cache
     everything = "\0".join("\0".join(argv) for argv in engine.argv)
