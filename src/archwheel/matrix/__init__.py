@@ -20,7 +20,12 @@ from archwheel._lazy import lazy_exports
 if TYPE_CHECKING:
     from archwheel.matrix.cells import BuildWheel, build_cells, read_recipes
     from archwheel.matrix.entry import IndexEntry
-    from archwheel.matrix.export import EXPORTS, ExportOptions
+    from archwheel.matrix.export import (
+        DIST_TOKEN_FILE_ENV,
+        DIST_TOKEN_SECRET,
+        EXPORTS,
+        ExportOptions,
+    )
     from archwheel.matrix.export import export as export_workflow
     from archwheel.matrix.index import (
         Candidate,

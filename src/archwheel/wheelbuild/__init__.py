@@ -14,6 +14,7 @@ from archwheel._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from archwheel.wheelbuild.baseimage import DEFAULT_SUITE, MIRROR_ENV, BaseImage
+    from archwheel.wheelbuild.dist_farm import dist_farm_option, parse_scheduler_url
     from archwheel.wheelbuild.jobs import MAX_JOBS, check_jobs
     from archwheel.wheelbuild.official import OfficialComparison
     from archwheel.wheelbuild.output import BuildOutput

@@ -1,12 +1,10 @@
 """``archwheel build`` and ``archwheel matrix`` with a compile farm: the options and their
 settings (the option wins), the token file's path carried (never its contents) to every
 cell's build request, ``--plan`` showing the farm, and ``matrix --export`` naming the token by
-its CI secret's name only, the cell commands parsing back to the farm they were given."""
+its CI secret's name only (tests/unit/interfaces/test_matrix_export.py)."""
 
 from __future__ import annotations
 
-import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,10 +13,10 @@ from archwheel.errors import UsageError
 from archwheel.interfaces.cli import build_parser
 from archwheel.interfaces.commands.build import BuildCommand
 from archwheel.interfaces.commands.matrix import MatrixCommand
-from archwheel.matrix.export import DIST_TOKEN_FILE_ENV, DIST_TOKEN_SECRET
 from tests.support.cli import CliRun
-from tests.support.index_wheels import extra_tool
-from tests.unit.interfaces.test_matrix_export import MATRIX, _commands, _yaml
+
+MATRIX = ("--recipe", "example", "--recipe", "libtorch-ops", "--python", "3.11",
+          "--torch", "2.13.0", "--torch", "2.14.1")  # fmt: skip
 
 SECRET = "farm-SECRET-token-5678"
 
@@ -102,46 +100,3 @@ def test_matrix_gives_every_cell_the_farm(tmp_path: Path) -> None:
     )  # fmt: skip
     with pytest.raises(UsageError, match="no such file"):  # once, before any cell
         MatrixCommand.from_args(args)
-
-
-def test_an_exported_workflow_names_the_token_by_its_secret_only(
-    cli_run: CliRun, tmp_path: Path
-) -> None:
-    """The workflow carries the scheduler in every cell command and the token by its secret's
-    name: GitHub jobs write the secret to a file of the runner's temp folder; GitLab's read a
-    File-type variable. The files pass the vendored schemas (and actionlint for GitHub)."""
-    token = _token(tmp_path)
-    for kind in ("github-actions", "gitlab-ci"):
-        out = tmp_path / f"{kind}.yml"
-        code, _, err = cli_run(
-            "matrix", *MATRIX, "--index", str(tmp_path / "i"), "--export", kind, "-o", str(out),
-            "--dist-scheduler", "http://farm.example:10600", "--dist-token-file", str(token),
-            "--dist-required",
-        )  # fmt: skip
-        assert code == 0, err
-        text = out.read_text()
-        assert SECRET not in text and str(token) not in text
-        assert DIST_TOKEN_SECRET in text and DIST_TOKEN_FILE_ENV in text
-        cells = {k: v for k, v in _commands(kind, _yaml(out)).items() if k != "publish"}
-        assert len(cells) == 3
-        for (command,) in cells.values():
-            argv = shlex.split(command)
-            assert "--dist-token-file" not in argv
-            args = build_parser("matrix").parse_args(argv[1:])
-            assert args.dist_scheduler == "http://farm.example:10600" and args.dist_required
-        schema = "vendor.github-workflows" if kind == "github-actions" else "vendor.gitlab-ci"
-        proc = subprocess.run(
-            [extra_tool("check-jsonschema"), "--builtin-schema", schema, str(out)],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-    document = _yaml(tmp_path / "github-actions.yml")
-    for job_id, job in document["jobs"].items():
-        if job_id == "publish":
-            continue
-        write, build = job["steps"][2], job["steps"][3]
-        assert write["env"][DIST_TOKEN_SECRET] == "${{ secrets." + DIST_TOKEN_SECRET + " }}"
-        assert build["env"][DIST_TOKEN_FILE_ENV] == write["env"][DIST_TOKEN_FILE_ENV]
-    lint = subprocess.run([extra_tool("actionlint"), str(tmp_path / "github-actions.yml")],
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    assert lint.returncode == 0, lint.stdout + lint.stderr

@@ -16,6 +16,7 @@ import pytest
 from archwheel.interfaces.cli import build_parser
 from archwheel.interfaces.commands.matrix import MatrixCommand, run_request
 from archwheel.matrix.cells import read_recipes
+from archwheel.matrix.export import DIST_TOKEN_FILE_ENV, DIST_TOKEN_SECRET
 from archwheel.matrix.index import read_index
 from archwheel.matrix.plan import Action, make_plan
 from tests.support.cli import CliRun
@@ -233,3 +234,55 @@ def test_a_cache_password_is_never_written_into_a_workflow(cli_run: CliRun, tmp_
     lint = subprocess.run([extra_tool("actionlint"), str(tmp_path / "github-actions.yml")],
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+FARM_SECRET = "farm-SECRET-token-5678"
+
+
+def test_an_exported_workflow_names_the_token_by_its_secret_only(
+    cli_run: CliRun, tmp_path: Path
+) -> None:
+    """The workflow carries the scheduler in every cell command and the token by its secret's
+    name: GitHub jobs write the secret to a file of the runner's temp folder; GitLab's read a
+    File-type variable. The files pass the vendored schemas (and actionlint for GitHub)."""
+    token = _farm_token(tmp_path)
+    for kind in ("github-actions", "gitlab-ci"):
+        out = tmp_path / f"{kind}.yml"
+        code, _, err = cli_run(
+            "matrix", *MATRIX, "--index", str(tmp_path / "i"), "--export", kind, "-o", str(out),
+            "--dist-scheduler", "http://farm.example:10600", "--dist-token-file", str(token),
+            "--dist-required",
+        )  # fmt: skip
+        assert code == 0, err
+        text = out.read_text()
+        assert FARM_SECRET not in text and str(token) not in text
+        assert DIST_TOKEN_SECRET in text and DIST_TOKEN_FILE_ENV in text
+        cells = {k: v for k, v in _commands(kind, _yaml(out)).items() if k != "publish"}
+        assert len(cells) == 3
+        for (command,) in cells.values():
+            argv = shlex.split(command)
+            assert "--dist-token-file" not in argv
+            args = build_parser("matrix").parse_args(argv[1:])
+            assert args.dist_scheduler == "http://farm.example:10600" and args.dist_required
+        schema = "vendor.github-workflows" if kind == "github-actions" else "vendor.gitlab-ci"
+        proc = subprocess.run(
+            [extra_tool("check-jsonschema"), "--builtin-schema", schema, str(out)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    document = _yaml(tmp_path / "github-actions.yml")
+    for job_id, job in document["jobs"].items():
+        if job_id == "publish":
+            continue
+        write, build = job["steps"][2], job["steps"][3]
+        assert write["env"][DIST_TOKEN_SECRET] == "${{ secrets." + DIST_TOKEN_SECRET + " }}"
+        assert build["env"][DIST_TOKEN_FILE_ENV] == write["env"][DIST_TOKEN_FILE_ENV]
+    lint = subprocess.run([extra_tool("actionlint"), str(tmp_path / "github-actions.yml")],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def _farm_token(tmp_path: Path) -> Path:
+    path = tmp_path / "farm-token"
+    path.write_text(FARM_SECRET + "\n")
+    return path

@@ -30,9 +30,10 @@ from archwheel.effects.farm_proxy import PLACEHOLDER_TOKEN
 from archwheel.effects.settings import Settings
 from archwheel.errors import UsageError
 from archwheel.exit_codes import ExitCode, exit_code_for
+from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild import BuildOutput, BuildPlan, BuildRequest, build_wheel
 from archwheel.wheelbuild import runner as runner_module
-from archwheel.wheelbuild.builder_image import BuilderImage
+from archwheel.wheelbuild.builder_image import BuilderImage, Toolchain
 from archwheel.wheelbuild.dist_farm import (
     CLIENT_CONFIG,
     FARM_MOUNT,
@@ -51,7 +52,23 @@ from archwheel.wheelbuild.stages import Timings
 from archwheel.wheelbuild.workfolder import Built, WorkFolder
 from tests.support.index_wheels import make_dist
 from tests.support.redis_server import free_port
-from tests.unit.wheelbuild.test_runner_stages import TOOLCHAIN, FakeEngine
+
+TOOLCHAIN = Toolchain(
+    nvcc="13.0.88", cuda=CudaVersion.parse("13.0"), gcc="12.2.0", python="3.11.2", pip="24.0",
+    sccache="0.16.0", glibc="2.36", os="debian 12", cuda_home="/usr/local/cuda", source="pypi",
+    raw=MappingProxyType({}),
+)  # fmt: skip
+
+
+class FakeEngine:
+    """The engine's two questions of a run, answered; no container is made through it."""
+
+    def version(self) -> str:
+        return "27.0"
+
+    def repo_digests(self, reference: str) -> list[str]:
+        return []
+
 
 SECRET = "farm-SECRET-token-1234"
 STATS = {

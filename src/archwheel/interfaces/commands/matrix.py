@@ -52,6 +52,8 @@ from archwheel.interfaces.render.matrix import (
     print_variant_preview,
 )
 from archwheel.matrix import (
+    DIST_TOKEN_FILE_ENV,
+    DIST_TOKEN_SECRET,
     EXPORTS,
     MAX_MATRIX_CELLS,
     Action,
@@ -70,15 +72,15 @@ from archwheel.matrix import (
     recheck_published,
 )
 from archwheel.matrix import cell_builder as matrix_cell_builder
-from archwheel.matrix.export import DIST_TOKEN_FILE_ENV, DIST_TOKEN_SECRET
 from archwheel.wheelbuild import (
     CACHE_URL_ENV,
     DEFAULT_CCACHE_VOLUME,
     BuildResult,
     build_wheel,
     check_jobs,
+    dist_farm_option,
+    parse_scheduler_url,
 )
-from archwheel.wheelbuild.dist_farm import dist_farm_option, parse_scheduler_url
 
 MATRIX_EPILOG = """\
 examples:
