@@ -5,6 +5,7 @@ its CI secret's name only (tests/unit/interfaces/test_matrix_export.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,14 @@ def test_build_plan_shows_the_farm_and_never_the_token(cli_run: CliRun, tmp_path
     )  # fmt: skip
     assert code == 0, err
     assert "compile farm" in out and "http://127.0.0.1:10600" in out
+    assert SECRET not in out + err
+    code, out, err = cli_run(
+        "build", "--recipe", "example", "--plan", "--out", str(tmp_path / "out"),
+        "--format", "json",
+        "--dist-scheduler", "http://127.0.0.1:10600", "--dist-token-file", str(_token(tmp_path)),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "http://127.0.0.1:10600" in json.loads(out)["plan"]["compile farm"]
     assert SECRET not in out + err
 
 
