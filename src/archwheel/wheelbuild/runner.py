@@ -74,7 +74,13 @@ from archwheel.wheelbuild.builder_image import (
     probe_toolchain,
 )
 from archwheel.wheelbuild.cache_report import cache_warnings
-from archwheel.wheelbuild.farm_build import check_plan_farm, farm_record, farm_route, farm_warnings
+from archwheel.wheelbuild.farm_build import (
+    check_plan_farm,
+    farm_record,
+    farm_route,
+    farm_warnings,
+    without_farm,
+)
 from archwheel.wheelbuild.gate import (
     AuditGate,
     GateVerdict,
@@ -398,14 +404,9 @@ class BuildRunner:
                 stack.enter_context(relay)
             if route is not None:
                 stack.enter_context(route)
-            built = self.work.build_once(
-                plan,
-                images.builder,
-                run.staging / "first",
-                images.toolchain,
-                relay,
-                farm_folder=route.folder if route is not None else None,
-            )
+            folder = route.folder if route is not None else None
+            built = self.work.build_once(plan, images.builder, run.staging / "first",
+                                         images.toolchain, relay, farm_folder=folder)  # fmt: skip
         farm = farm_record(farm_start, built.cache_stats, route)
         for warning in farm_warnings(farm):
             self.output.warn(warning)
@@ -442,7 +443,7 @@ class BuildRunner:
         repair must be reproducible too). The second build is serial (one compile at a time,
         nvcc without ``--threads``): equal bytes prove the parallel build changed nothing."""
         second = self.work.build_once(
-            serial_variant(run.plan),
+            serial_variant(without_farm(run.plan)),  # locally: no route runs beside it
             run.images.builder,
             run.staging / "second",
             run.images.toolchain,

@@ -390,3 +390,15 @@ def test_the_token_is_in_no_docker_argv_and_the_route_is_mounted_for_compiling_o
     assert len(farm_mounts) == 1 and farm_mounts[0][1].source == str(route)
     assert farm_mounts[0][0].network == "none"  # the compile container: no network but the route
     assert f"--env=SCCACHE_CONF={CLIENT_CONFIG}" in everything
+
+
+def test_the_reproducibility_build_compiles_locally_without_the_route(
+    tmp_path: Path, scheduler: SchedulerStandIn
+) -> None:
+    plan = _plan(tmp_path, scheduler.url, _token_file(tmp_path), check_reproducible=True)
+    runner, work, _ = _runner(plan, tmp_path)
+    runner.run()
+    assert len(work.plans) == 2 and work.plans[0].farm is not None
+    assert work.plans[1].farm is None and work.folders[1] is None
+    start = next(s for p in work.plans[1].phases for s in p.steps if s.name == "cache-start")
+    assert "ARCHWHEEL_FARM_SOCKET" not in start.env and "SCCACHE_CONF" not in start.env
