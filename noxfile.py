@@ -76,8 +76,9 @@ def faults(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def heavy(session: nox.Session) -> None:
-    """The heavy real builds left out of `tests` (torch-scatter 2.1.2, TorchOpt 0.7.3; about
-    35 minutes on 2 cores). Extra arguments go to pytest."""
+    """The heavy real builds left out of `tests` (torch-scatter 2.1.2, TorchOpt 0.7.3,
+    causal-conv1d 1.7.0, beamgrad 2.3.0, DeepSpeed 0.19.8; about 50 minutes on 2 cores).
+    Extra arguments go to pytest."""
     _install(session, "test")
     env = {"ARCHWHEEL_CACHE": str(CACHE)}
     session.run("pytest", "-m", "heavy", *session.posargs, env=env)
