@@ -248,9 +248,12 @@ def test_a_compile_that_runs_out_of_memory_gets_one_message_with_the_fix(
     ok(built, "libtorch-ops")  # the torch image exists
     # A real compiler running out of memory: cc1plus, started through a CMake compiler
     # launcher under an address-space limit far too small for torch's headers, says "virtual
-    # memory exhausted" or "out of memory allocating ..." and fails.
+    # memory exhausted" or "out of memory allocating ..." and fails. The launcher runs the
+    # compiler itself in place of the one it is handed (archwheel's sccache launcher, whose
+    # daemon would compile outside the limit).
     launcher = (
-        "printf '#!/bin/sh\\nulimit -v 300000\\nexec \"$@\"\\n' > /build/home/lowmem\n"
+        "printf '#!/bin/sh\\nshift\\nulimit -v 300000\\nexec /usr/bin/c++ \"$@\"\\n'"
+        " > /build/home/lowmem\n"
         "chmod +x /build/home/lowmem\n"
         'export CMAKE_ARGS="-DCMAKE_CXX_COMPILER_LAUNCHER=/build/home/lowmem"\n'
     )
