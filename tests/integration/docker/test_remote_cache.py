@@ -134,19 +134,24 @@ def test_a_cell_with_another_torch_gets_no_hits_for_its_own_code(
     machines: Machines, tmp_path: Path
 ) -> None:
     """libtorch-ops against torch 2.14.1, then against 2.13.0 on another machine with the same
-    server: the extension's host and device code include the torch headers, so none of its
-    objects may come from the first cell's entries. CMake's own compiler probes
-    (CMakeCUDACompilerABI.cu, the same with any torch) do come from the server: the server was
-    reachable and shared, and the misses are the key's doing."""
+    server: the extension's host and device code include the torch headers, so no step whose
+    input is the preprocessed source may come from the first cell's entries. A CUBIN step's
+    input is its PTX alone: where the other torch's headers give the same PTX, ptxas' output
+    is the same and may come from the server (sound: the PTX step itself missed). CMake's own
+    compiler probes (CMakeCUDACompilerABI.cu, the same with any torch) do come from the server:
+    the server was reachable and shared, and the misses are the key's doing."""
     first, _ = machines.build(tmp_path / "one", "--recipe", "libtorch-ops", "--arch", "9.0")
     other, _ = machines.build(
         tmp_path / "two", "--recipe", "libtorch-ops", "--arch", "9.0", "--torch", "2.13.0"
     )
     for result in (first, other):
         own = [(f, r) for f, r in compiles_of(result) if f.startswith(EXTENSION_STEMS)]
-        assert own and all(r == "miss" for _, r in own), own
+        from_source = [(f, r) for f, r in own if not f.endswith(".cubin")]
+        assert from_source and all(r == "miss" for _, r in from_source), own
+        ptx = {f.removesuffix(".ptx") for f, r in own if f.endswith(".ptx") and r == "miss"}
+        assert all(f.removesuffix(".cubin") in ptx for f, _ in own if f.endswith(".cubin")), own
     hits = [f for f, r in compiles_of(other) if r == "hit"]
-    assert not any(f.startswith(EXTENSION_STEMS) for f in hits), hits  # CMake's probes only
+    assert not any(f.startswith(EXTENSION_STEMS) and not f.endswith(".cubin") for f in hits), hits
     assert counts(other)["remote_hits"] == len(hits)
     assert other["sha256"] != first["sha256"]
 
