@@ -7,6 +7,8 @@ import shutil
 import struct
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +83,11 @@ def test_wheels_read_together_are_read_as_each_alone(
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", CountedPool)
     if pooled:  # every library to a forked worker
         monkeypatch.setattr(dynamic_wheel, "PARALLEL_MIN_BYTES", 0)
+        # The reader forks only from a process with one thread: let the handler threads of
+        # earlier tests' servers on 127.0.0.1 finish first.
+        deadline = time.monotonic() + 10
+        while threading.active_count() > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
     calls: list[int] = []
     together = dynamic_wheel.read_wheels_dynamic(
         wheels, workers=2, while_waiting=lambda: calls.append(len(calls))

@@ -4,6 +4,7 @@ are no scheduler (nothing listening, a listener that never answers, one that tal
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import stat
 import threading
@@ -145,11 +146,17 @@ def _listener(behaviour: str) -> Iterator[int]:
                 conn.sendall(b"garbage\r\n\r\n")
                 conn.close()
 
-    threading.Thread(target=serve, daemon=True).start()
+    serving = threading.Thread(target=serve, daemon=True)
+    serving.start()
     try:
         yield port
     finally:
+        # shutdown() wakes the blocked accept() (close() alone does not), so the thread ends
+        # with the test: a later test's forked pool needs a process with one thread.
+        with contextlib.suppress(OSError):
+            server.shutdown(socket.SHUT_RDWR)
         server.close()
+        serving.join(timeout=10)
         for conn in held:
             conn.close()
 
