@@ -34,7 +34,6 @@ import ssl
 import threading
 import time
 from pathlib import Path
-from types import TracebackType
 
 from archwheel.effects.farm_route import (
     BadTarget,
@@ -44,7 +43,7 @@ from archwheel.effects.farm_route import (
     parse_authority,
     scheduler_endpoint,
 )
-from archwheel.effects.owner import owned_tempdir, unmark_folder
+from archwheel.effects.unix_server import UnixServer
 
 SOCKET_NAME = "farm.sock"
 PLACEHOLDER_TOKEN = "archwheel-adds-the-token-on-the-host"  # noqa: S105 (not a secret)
@@ -134,7 +133,7 @@ def _recv_exactly(sock: socket.socket, buffer: bytearray, size: int, deadline: f
         buffer += chunk
 
 
-class FarmProxy:
+class FarmProxy(UnixServer):
     """An allowlist HTTP proxy on ``<folder>/farm.sock`` to one sccache-dist farm.
 
     ``with FarmProxy(scheduler_url, token) as proxy:`` mount ``proxy.folder``; the socket and
@@ -148,57 +147,15 @@ class FarmProxy:
         endpoint, self._tls = scheduler_endpoint(scheduler_url)
         self.route = FarmRoute(endpoint)
         self._token = token
-        self.folder = owned_tempdir("archwheel-farm-", parent)
-        self.path = self.folder / SOCKET_NAME
+        super().__init__("archwheel-farm-", SOCKET_NAME, "archwheel-farm", parent=parent)
         self.scheduler_requests = 0
         self.tunnels: dict[str, int] = {}
         self.refused_count = 0
         self.refused: list[str] = []
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._open: set[socket.socket] = set()
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self._thread = threading.Thread(target=self._accept, name="archwheel-farm", daemon=True)
 
     def __repr__(self) -> str:
         return f"FarmProxy(scheduler={self.route.scheduler}, socket={self.path})"
-
-    def __enter__(self) -> FarmProxy:
-        self._listener.bind(str(self.path))
-        self.folder.chmod(0o777)
-        self.path.chmod(0o777)
-        self._listener.listen(64)
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop listening, cut every open connection and remove the socket and its folder."""
-        self._stop.set()
-        with contextlib.suppress(OSError):
-            self._listener.shutdown(socket.SHUT_RDWR)
-        self._listener.close()
-        with self._lock:
-            for sock in list(self._open):
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-                sock.close()
-            self._open.clear()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
-        with contextlib.suppress(OSError):
-            self.path.unlink()
-        with contextlib.suppress(OSError):
-            self.folder.rmdir()
-            unmark_folder(self.folder)
 
     def _accept(self) -> None:
         while not self._stop.is_set():

@@ -25,10 +25,9 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
-from archwheel.effects.owner import owned_tempdir, unmark_folder
 from archwheel.effects.resp import ProtocolError, Reader, empty_cache_reply, read_value
+from archwheel.effects.unix_server import UnixServer
 
 PROBE_TIMEOUT_S = 3.0
 CONNECT_TIMEOUT_S = 5.0
@@ -134,7 +133,7 @@ def probe(address: RedisAddress, timeout: float = PROBE_TIMEOUT_S) -> str | None
     return None
 
 
-class UnixRelay:
+class UnixRelay(UnixServer):
     """Forward requests on ``<folder>/redis.sock`` to the server (TCP or a Unix socket), in
     threads, each connection authenticated first when the address has a password; answer as
     an empty cache where the server fails (``connections``: server connections made;
@@ -147,55 +146,10 @@ class UnixRelay:
 
     def __init__(self, address: RedisAddress, *, parent: Path | None = None) -> None:
         self.address = address
-        self.folder = owned_tempdir("archwheel-cache-", parent)
-        self.path = self.folder / SOCKET_NAME
+        super().__init__("archwheel-cache-", SOCKET_NAME, "archwheel-relay", parent=parent)
         self.connections = 0
         self.failures = 0
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._open: set[socket.socket] = set()
-        self._thread = threading.Thread(target=self._accept, name="archwheel-relay", daemon=True)
         self._down_until = 0.0
-
-    def __enter__(self) -> UnixRelay:
-        self._listener.bind(str(self.path))
-        # Open to every user: the container's build user is not archwheel's when it runs as root.
-        self.folder.chmod(0o777)
-        self.path.chmod(0o777)
-        self._listener.listen(64)
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop listening, cut every open connection and remove the socket and its folder."""
-        self._stop.set()
-        with contextlib.suppress(OSError):
-            self._listener.shutdown(socket.SHUT_RDWR)
-        self._listener.close()
-        with self._lock:
-            for sock in list(self._open):
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-                sock.close()
-            self._open.clear()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
-        for path in (self.path, self.folder):
-            with contextlib.suppress(OSError):
-                if path == self.path:
-                    path.unlink()
-                else:
-                    path.rmdir()
-                    unmark_folder(path)
 
     def _accept(self) -> None:
         while not self._stop.is_set():
