@@ -164,9 +164,18 @@ def _quoted(text: str) -> str:
 def client_config_text(farm: DistFarm, toolchains_dir: str) -> str:
     """The sccache client configuration sending jobs to ``farm`` (what ``write_client_config``
     writes): sccache packages the compilers it finds itself (``toolchains = []``) into
-    ``toolchains_dir``."""
+    ``toolchains_dir``.
+
+    ``rewrite_includes_only``: sccache sends a build server the C/C++ source with its includes
+    pasted in (gcc ``-fdirectives-only``) and the server expands the macros, as a local compile
+    does. Without it the server compiles fully preprocessed source, where macro-expanded code
+    sits on other lines: gcc -O0 then emits a ``nop`` for a closing brace on a line of its own
+    (seen in nvcc's generated ``____nv_dummy_param_ref``), so a farm-built object is not the
+    local one. With it, farm and local objects are byte-identical
+    (tests/integration/farm/test_farm_compile.py)."""
     return (
         "[dist]\n"
+        "rewrite_includes_only = true\n"
         f"scheduler_url = {_quoted(farm.scheduler_url)}\n"
         "toolchains = []\n"
         f"cache_dir = {_quoted(toolchains_dir)}\n"
