@@ -18,8 +18,9 @@ answers everything else ``403`` with one line, never reaching the address asked 
   here logs a header; ``refused`` keeps the first refusals' one-line reasons (targets only).
 - an ``https`` scheduler: the container still asks ``http://HOST:PORT`` (its configuration
   says so, ``container_scheduler_url``) and the proxy speaks TLS to the scheduler, verifying
-  its certificate against the system's authorities, so it can read the certificate requests
-  the allowlist learns from. (Not yet run against a TLS scheduler.)
+  its certificate against the system's authorities (``SSL_CERT_FILE`` names another bundle),
+  so it can read the certificate requests the allowlist learns from (tested with the tests'
+  farm behind a TLS front; a certificate not trusted is a ``502`` naming why).
 - bounded: a request head ``HEAD_LIMIT`` bytes, a scheduler request's body and answer
   ``BODY_LIMIT``; every scheduler exchange within ``SCHEDULER_TIMEOUT_S``, a connection to a
   server within ``CONNECT_TIMEOUT_S``; a tunnel closes after ``TUNNEL_IDLE_S`` without a byte

@@ -58,6 +58,7 @@ from archwheel.wheelbuild.recipe_torch import pinned_torch
 from archwheel.wheelbuild.repair_image import Stripper, collect_image_libraries, image_stripper
 from archwheel.wheelbuild.repair_tag import AUTO, best_platform, platform_verdict
 from archwheel.wheelbuild.reproducible import repack_wheel
+from archwheel.wheelbuild.restamp import restamp_build_id
 
 StripMode = Literal["none", "debug", "all"]
 STRIP_FLAGS: Mapping[str, str] = MappingProxyType({"debug": "--strip-debug", "all": "--strip-all"})
@@ -510,6 +511,7 @@ def _strip(
             raise RepairError(
                 f"repair: strip {STRIP_FLAGS[mode]} left {member} damaged or unstripped"
             )
+        restamp_build_id(path)  # the linker's id covered the debug info stripped
         done[member] = Stripped(before, after_view.size, debug)
     return done
 

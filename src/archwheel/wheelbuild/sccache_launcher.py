@@ -58,6 +58,20 @@ case "${NVCC_APPEND_FLAGS-}" in
         esac
     done ;;
 esac
+# gcc records its switches in a -g object's debug info (DW_AT_producer), and a compile farm's
+# server runs the compile with -fdirectives-only added: a C/C++ compile with debug info records
+# none, so its object is the same wherever it ran (the link's build-id covers debug info even
+# where the repair step strips it later).
+case "$(basename "$compiler")" in
+*nvcc*) ;;
+*gcc* | *g++* | cc | c++ | *-cc | *-c++ | clang*)
+    compiles=
+    debug=
+    for arg do
+        case "$arg" in -c) compiles=1 ;; -g*) debug=1 ;; esac
+    done
+    [ -n "$compiles" ] && [ -n "$debug" ] && set -- "$@" -gno-record-gcc-switches ;;
+esac
 plain() {
     printf '%s\n' "$*" >> __FALLBACKS__ 2>/dev/null
     exec "$compiler" "$@"
@@ -202,7 +216,8 @@ def farm_route_script(python: str, forwarder: str = FORWARDER) -> str:
     started after them: sccache's farm client (reqwest) reads them. Without the socket, or
     when the forwarder does not start, nothing is exported and a farm is unreachable from the
     container (``--network none``): sccache compiles locally. The forwarder's pid is written
-    beside its port file. Not yet run in a container: tested on the host."""
+    beside its port file. Tested on the host and in a real build's compile container, where a
+    step that reaches the forwarder's port gets only what the route allows."""
     return f"""
 if [ -n "${{ARCHWHEEL_FARM_SOCKET-}}" ]; then
     farm_port={forwarder}.farm-port

@@ -7,6 +7,7 @@ a request anywhere else is refused and never reaches the address asked for."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -21,11 +22,12 @@ import pytest
 
 from archwheel.effects.farm_proxy import PLACEHOLDER_TOKEN, FarmProxy, container_scheduler_url
 from archwheel.effects.farm_route import parse_authority
-from archwheel.wheelbuild.dist_farm import DistFarm, write_client_config
+from archwheel.wheelbuild.dist_farm import DistFarm, probe_scheduler, write_client_config
 from archwheel.wheelbuild.farm_record import farm_jobs
 from archwheel.wheelbuild.sccache_launcher import FORWARDER_SCRIPT, farm_route_script
 from tests.support.components import find_nvcc, require, sccache
 from tests.support.farm import Farm, kernel_sources, sccache_client
+from tests.support.tls_front import tls_front
 
 pytestmark = [pytest.mark.farm]
 
@@ -37,13 +39,14 @@ def proxy(compile_farm: Farm) -> Iterator[FarmProxy]:
         yield running
 
 
-@pytest.fixture
-def forwarded(proxy: FarmProxy, tmp_path: Path) -> Iterator[int]:
-    """The loopback port of the in-container forwarder (``FORWARDER_SCRIPT``) to the proxy's
-    socket, run here on the host as the compile container runs it."""
-    script = tmp_path / "forward.py"
+@contextlib.contextmanager
+def _forwarder(proxy: FarmProxy, folder: Path) -> Iterator[int]:
+    """The in-container forwarder (``FORWARDER_SCRIPT``) to ``proxy``, run on the host: its
+    loopback port."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "forward.py"
     script.write_text(FORWARDER_SCRIPT)
-    port_file = tmp_path / "forward.port"
+    port_file = folder / "forward.port"
     proc = subprocess.Popen([sys.executable, str(script), str(proxy.path), str(port_file)])
     try:
         end = time.monotonic() + 10
@@ -54,6 +57,14 @@ def forwarded(proxy: FarmProxy, tmp_path: Path) -> Iterator[int]:
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+@pytest.fixture
+def forwarded(proxy: FarmProxy, tmp_path: Path) -> Iterator[int]:
+    """The loopback port of the in-container forwarder to the proxy's socket, run here on the
+    host as the compile container runs it."""
+    with _forwarder(proxy, tmp_path) as port:
+        yield port
 
 
 class Listener:
@@ -225,3 +236,61 @@ def test_without_the_socket_the_start_step_exports_nothing(tmp_path: Path) -> No
         env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=30, check=True,
     )  # fmt: skip
     assert "PROXY" not in shown.stdout.upper() and "compile farm" not in shown.stdout
+
+
+@pytest.mark.nvcc
+def test_an_https_scheduler_through_the_route(
+    compile_farm: Farm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scheduler behind TLS (as docs/building-at-scale.md advises; an authority of the
+    test's own, trusted through ``SSL_CERT_FILE``): archwheel's probe reads it over https, and
+    a compile through the route runs every job on the farm while the container's sccache
+    speaks plain HTTP to the proxy, which speaks TLS to the scheduler and adds the token. With
+    the authority not trusted the probe and the proxy each say so in one line and nothing is
+    sent (the compile falls back to local)."""
+    nvcc = find_nvcc()
+    require(nvcc is not None, "nvcc is not installed")
+    assert nvcc is not None
+    plain = parse_authority(compile_farm.scheduler_url.removeprefix("http://"))
+    with tls_front(plain.port, tmp_path / "tls") as front:
+        monkeypatch.setenv("SSL_CERT_FILE", str(front.ca_file))
+        status = probe_scheduler(DistFarm(front.url, compile_farm.client_token), 10)
+        assert status.reached and status.servers == 2 and status.token_accepted, status
+        url = container_scheduler_url(front.url)
+        assert url == front.url.replace("https://", "http://")
+        config = write_client_config(
+            tmp_path / "sccache-dist.toml", DistFarm(url, PLACEHOLDER_TOKEN),
+            str(tmp_path / "toolchains"),
+        )  # fmt: skip
+        since = compile_farm.last_job()
+        with (
+            FarmProxy(front.url, compile_farm.client_token) as proxy,
+            _forwarder(proxy, tmp_path / "fwd") as port,
+        ):
+            via = f"http://127.0.0.1:{port}"
+            env = {"HTTP_PROXY": via, "HTTPS_PROXY": via, "NO_PROXY": "", "no_proxy": ""}
+            with sccache_client(tmp_path / "client", sccache(), nvcc, config, env) as client:
+                objects = client.compile(kernel_sources(tmp_path / "src", 1), tmp_path / "out")
+                jobs = farm_jobs(client.stats())
+        assigned = compile_farm.jobs_per_server(since)
+        print(f"https: jobs {dict(assigned)}; sccache {jobs}; TLS handshakes {front.handshakes}")
+        assert objects[0].stat().st_size > 0
+        assert sum(assigned.values()) >= 5 and jobs.errors == 0, (assigned, jobs)
+        assert jobs.distributed == sum(assigned.values()), (assigned, jobs)
+        assert proxy.refused_count == 0, proxy.refused
+        assert front.handshakes >= proxy.scheduler_requests >= sum(assigned.values())
+
+        # The same scheduler, its authority not trusted.
+        monkeypatch.delenv("SSL_CERT_FILE")
+        status = probe_scheduler(DistFarm(front.url, compile_farm.client_token), 10)
+        assert not status.reached and "certificate verify failed" in status.why, status
+        assert "\n" not in status.why and compile_farm.client_token not in status.why
+        with (
+            FarmProxy(front.url, compile_farm.client_token) as proxy,
+            _forwarder(proxy, tmp_path / "fwd2") as port,
+        ):
+            ask = f"GET {url}/api/v1/scheduler/status HTTP/1.1\r\n\r\n".encode()
+            answer = _ask(port, ask)
+        assert answer.startswith(b"HTTP/1.1 502 "), answer[:300]
+        assert b"certificate verify failed" in answer, answer[:300]
+        assert compile_farm.client_token.encode() not in answer

@@ -425,3 +425,30 @@ def test_a_call_sccache_reports_done_but_leaves_no_object_is_compiled_without_it
             capture_output=True, text=True, check=False, timeout=30,
         )  # fmt: skip
         assert done.returncode == 0 and not (tmp_path / "fallbacks.log").exists(), target
+
+
+def test_a_debug_compile_records_no_switches(tmp_path: Path) -> None:
+    """A C/C++ compile with ``-g`` gets ``-gno-record-gcc-switches`` (a farm's server adds
+    ``-fdirectives-only``, which gcc would record in the debug info); a compile without debug
+    info, a link and nvcc are left as they are. The same holds with the cache off."""
+    launcher, launcher_dir = _launcher(tmp_path, '#!/bin/sh\nshift\necho "$*"\n')
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("x86_64-linux-gnu-g++", "gcc", "cc", "nvcc"):
+        (bin_dir / name).write_text('#!/bin/sh\necho "plain $*"\n')
+        (bin_dir / name).chmod(0o755)
+    env = {"PATH": f"{launcher_dir}:{bin_dir}:/usr/bin:/bin"}
+
+    def given(*args: str) -> str:
+        done = subprocess.run([str(launcher), *args], env=env, capture_output=True, text=True,
+                              check=True, timeout=30)  # fmt: skip
+        return done.stdout.strip()
+
+    flag = "-gno-record-gcc-switches"
+    assert given("x86_64-linux-gnu-g++", "-g", "-O2", "-c", "a.cc") == f"-g -O2 -c a.cc {flag}"
+    assert given("gcc", "-c", "a.c", "-ggdb") == f"-c a.c -ggdb {flag}"
+    assert given("cc", "-O2", "-c", "a.c") == "-O2 -c a.c"  # no debug info
+    assert given("gcc", "-g", "-shared", "a.o") == "-g -shared a.o"  # a link
+    assert given("nvcc", "-g", "-c", "a.cu") == "-g -c a.cu"
+    (tmp_path / "off").write_text("")  # no daemon: the compiler runs alone, with the flag too
+    assert given("gcc", "-g", "-c", "a.c") == f"plain -g -c a.c {flag}"
