@@ -5,16 +5,20 @@
 Shown: the build passes its audit gate with exactly the requested archs; the scheduler assigned
 jobs to both build servers and the provenance counts jobs on both; the token is in no output,
 log or provenance; and the wheel is byte-identical to a local ``--no-cache`` build of the same
-request (the jobs run the container's own toolchain, which sccache packages and sends; a host
-compiler other than the container's, as in a host-side farm test, was seen to add one ``nop``).
+request (the jobs run the container's own toolchain, which sccache packages and sends). A
+compile step in that container looking for a way out reaches nothing but what the route
+allows.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
+import threading
 import uuid
 import zipfile
 from dataclasses import dataclass
@@ -28,6 +32,9 @@ from tests.support.farm import Farm
 
 CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
 ARCH = "8.0;9.0"
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "cuda-kernels"
+RECIPES = ROOT / "recipes"
 
 pytestmark = [pytest.mark.farm, pytest.mark.docker, pytest.mark.nvcc, pytest.mark.slow]
 
@@ -52,10 +59,10 @@ def env(docker_engine: str) -> dict[str, str]:
     return environ
 
 
-def _build(env: dict[str, str], out: Path, *args: str) -> Built:
+def _build(env: dict[str, str], out: Path, *args: str, recipe: str = "example") -> Built:
     label = f"archwheel.test={uuid.uuid4().hex}"
     proc = subprocess.run(
-        [*CLI, "build", "--recipe", "example", "--arch", ARCH, "--no-cache", "--out", str(out),
+        [*CLI, "build", "--recipe", recipe, "--arch", ARCH, "--no-cache", "--out", str(out),
          "--format", "json", *args],
         env={**env, "ARCHWHEEL_RUN_LABEL": label}, capture_output=True, text=True,
         timeout=3000, check=False,
@@ -139,3 +146,139 @@ def test_a_farm_build_against_a_local_build(
     assert _device_entries(built.wheel) == _device_entries(local.wheel)
     # The compile jobs run the container's own toolchain, packaged by sccache, on the servers
     assert identical, differing
+
+
+# What the compile step of the probing project runs before it compiles: every way out it can
+# find, the route's own forwarder port included. One line, ``ARCHWHEEL-PROBE <json>``.
+PROBE = r"""
+def _archwheel_probe():
+    import glob, json, socket
+    seen = {}
+
+    def connect(name, host, port):
+        try:
+            socket.create_connection((host, port), timeout=3).close()
+            seen[name] = "connected"
+        except OSError as exc:
+            seen[name] = f"{type(exc).__name__}: {exc}"
+
+    def through_route(name, request):
+        ports = glob.glob("/build/.archwheel/*.farm-port")
+        if not ports:
+            seen[name] = "no route"
+            return
+        with open(ports[0]) as f:
+            port = int(f.read())
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(request)
+                seen[name] = sock.recv(200).decode("latin-1").split("\r\n")[0]
+        except OSError as exc:
+            seen[name] = f"{type(exc).__name__}: {exc}"
+
+    connect("loopback", "127.0.0.1", LISTENER_PORT)
+    connect("host", HOST_IP, LISTENER_PORT)
+    through_route("connect", b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n" % LISTENER_PORT)
+    through_route("connect_host", b"CONNECT %s:%d HTTP/1.1\r\n\r\n" % (HOST_IP.encode(), LISTENER_PORT))
+    through_route("get", b"GET http://127.0.0.1:%d/ HTTP/1.1\r\nHost: x\r\n\r\n" % LISTENER_PORT)
+    through_route("scheduler_off_api", b"GET SCHEDULER/ HTTP/1.1\r\nHost: x\r\n\r\n")
+    print("ARCHWHEEL-PROBE " + json.dumps(seen), flush=True)
+"""
+
+
+def _host_ip() -> str:
+    """This machine's address on its default route (no packet is sent), else its name's."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.connect(("192.0.2.1", 9))
+            return str(sock.getsockname()[0])
+        except OSError:
+            return socket.gethostbyname(socket.gethostname())
+
+
+def _probing_project(folder: Path, port: int, host_ip: str, scheduler: str) -> Path:
+    """A copy of the example whose build step runs ``PROBE`` first; its recipe file."""
+    project = folder / "cuda-kernels"
+    shutil.copytree(EXAMPLE, project)
+    backend = project / "backend" / "archwheel_example_backend.py"
+    probe = PROBE.replace("LISTENER_PORT", str(port)).replace("HOST_IP", repr(host_ip))
+    probe = probe.replace("SCHEDULER", scheduler)
+    text = backend.read_text().replace(
+        "    library = _compile_and_link()\n",
+        "    _archwheel_probe()\n    library = _compile_and_link()\n",
+    )
+    backend.write_text(text + probe)
+    recipe = (RECIPES / "example.toml").read_text()
+    recipe = recipe.replace('name = "example"', 'name = "farm-probe"')
+    recipe = recipe.replace('path = "../examples/cuda-kernels"', f"path = {str(project)!r}")
+    path = folder / "farm-probe.toml"
+    path.write_text(recipe)
+    return path
+
+
+class _Listener:
+    """A TCP listener on every address of this machine, counting the connections it accepts."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("0.0.0.0", 0))  # every address: the host IP too
+        self.port = int(self.sock.getsockname()[1])
+        self.accepted = 0
+        self.sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.sock.close()
+
+
+def test_a_compile_step_in_the_container_reaches_nothing_but_the_farm(
+    env: dict[str, str], compile_farm: Farm, tmp_path: Path
+) -> None:
+    """The compile step of a farm build tries every way out it can find: a listener of this
+    machine at loopback and at its own address, and the farm route's forwarder port (which it
+    finds in the work folder) with ``CONNECT`` and a plain request to that listener and a
+    request to the scheduler off its API. Direct connections fail (``--network none``), the
+    route answers each with 403, the listener never sees a connection, and the build's jobs
+    still ran on the farm."""
+    listener = _Listener()
+    host_ip = _host_ip()
+    scheduler = compile_farm.scheduler_url.replace("https://", "http://")
+    try:
+        recipe = _probing_project(tmp_path, listener.port, host_ip, scheduler)
+        token = tmp_path / "farm-token"
+        token.write_text(compile_farm.client_token + "\n")
+        built = _build(
+            env, tmp_path / "dist", "--dist-scheduler", compile_farm.scheduler_url,
+            "--dist-token-file", str(token), "--dist-required", recipe=str(recipe),
+        )  # fmt: skip
+    finally:
+        listener.close()
+    marker = "ARCHWHEEL-PROBE "
+    lines = [ln for ln in built.output.splitlines() if ln.lstrip().startswith(marker)]
+    assert lines, built.output[-3000:]
+    # The build log holds the whole line (the progress display may cut it to the terminal).
+    seen = json.loads(max(lines, key=len).split(marker, 1)[1])
+    print(f"host address {host_ip}; the compile step saw: {seen}")
+    assert listener.accepted == 0, seen
+    assert seen["loopback"].startswith("ConnectionRefusedError"), seen
+    assert seen["host"] != "connected", seen
+    for name in ("connect", "connect_host", "get", "scheduler_off_api"):
+        assert seen[name].startswith("HTTP/1.1 403"), (name, seen)
+    farm = built.provenance["farm"]
+    assert isinstance(farm, dict) and farm["used"] is True, farm
+    assert farm["route"]["refused"] >= 4, farm["route"]
+    assert sum(farm["jobs"]["servers"].values()) > 0, farm["jobs"]
