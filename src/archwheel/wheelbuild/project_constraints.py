@@ -16,10 +16,14 @@ archwheel says so in the plan, one line each, and records it in the provenance:
   "py3"``) or ``abi3`` (``py-api = "cp39"``, ``[bdist_wheel] py_limited_api``) gets that tag,
   not ``cp311-cp311``; where the build files do not say, the tag follows the build backend.
 
-Read statically and bounded: ``pyproject.toml``, ``setup.cfg`` and ``setup.py`` at the top of
-the source, each at most ``MAX_FILE_BYTES``; ``setup.py`` is parsed (``ast``), never run: a
-value that is not a literal (or a name bound once to a literal) is not read, and the plan says
-so. ``read_constraints`` is pure (the files' texts in); ``read_project`` reads the files.
+Read statically and bounded: ``pyproject.toml``, ``setup.cfg``, ``setup.py`` and an sdist's
+``PKG-INFO`` at the top of the source, each at most ``MAX_FILE_BYTES``; ``setup.py`` is parsed
+(``ast``), never run: a value that is not a literal (or a name bound once to a literal) is not
+read, and the plan says so. ``PKG-INFO`` (the metadata the sdist's backend computed, read as pip
+reads core metadata) comes last: its ``Requires-Python`` counts where no build file declares
+one, its torch ``Requires-Dist`` where no build file names torch (a ``setup.py`` that computes
+them is read so), and a field it marks ``Dynamic`` (metadata 2.2) is not taken.
+``read_constraints`` is pure (the files' texts in); ``read_project`` reads the files.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from archwheel.binary.coremetadata import parse_core_metadata
 from archwheel.effects.files import open_regular
 from archwheel.errors import UsageError
 from archwheel.facts.documents import DocumentUnreadable, parse_document
@@ -45,7 +50,7 @@ from archwheel.wheelbuild.recipe_model import Recipe
 from archwheel.wheelbuild.source import ResolvedSource
 from archwheel.wheelbuild.toolkit import TorchBuild
 
-PROJECT_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
+PROJECT_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "PKG-INFO")
 MAX_FILE_BYTES = 1 << 20
 MAX_NESTING = 32
 _SETUP_KEYS = ("python_requires", "install_requires", "setup_requires")
@@ -225,6 +230,17 @@ def _setup_py(text: str, out: _Found) -> None:
                     out.tag = Declared(f"{limited}-abi3", origin)
 
 
+def _pkg_info(text: str, out: _Found) -> None:
+    metadata = parse_core_metadata(text)
+    dynamic = {value.strip().lower() for value in metadata.get_all("Dynamic")}
+    python = metadata.get("Requires-Python")
+    if python is not None and python.strip() and "requires-python" not in dynamic:
+        out.python(python.strip(), "PKG-INFO Requires-Python")
+    if not out.torch and "requires-dist" not in dynamic:
+        values = [value.strip() for value in metadata.get_all("Requires-Dist")]
+        out.torch.extend(_torch_among(values, "PKG-INFO Requires-Dist"))
+
+
 class _Found:
     """What the readers collect; the first file to declare requires-python wins (pyproject.toml,
     then setup.cfg, then setup.py: the order in which the backends let them override)."""
@@ -248,9 +264,15 @@ class _Found:
 
 
 def read_constraints(texts: Mapping[str, str]) -> ProjectConstraints:
-    """What ``pyproject.toml``, ``setup.cfg`` and ``setup.py`` (their texts, by name) declare."""
+    """What ``pyproject.toml``, ``setup.cfg``, ``setup.py`` and ``PKG-INFO`` (their texts, by
+    name) declare."""
     found = _Found()
-    readers = {"pyproject.toml": _pyproject, "setup.cfg": _setup_cfg, "setup.py": _setup_py}
+    readers = {
+        "pyproject.toml": _pyproject,
+        "setup.cfg": _setup_cfg,
+        "setup.py": _setup_py,
+        "PKG-INFO": _pkg_info,
+    }
     for name in PROJECT_FILES:
         if name in texts:
             readers[name](texts[name], found)

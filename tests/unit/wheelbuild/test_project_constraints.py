@@ -4,6 +4,7 @@ statically from its build files and judged against the recipe before any contain
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from archwheel.wheelbuild.project_constraints import (
     check_project,
     python_excluded,
     read_constraints,
+    read_project,
 )
 from tests.support.cli import CliRun
 from tests.support.torch_pin_support import fake_torch_wheel
@@ -33,7 +35,7 @@ dependencies = ["numpy", "torch>=2.0,<2.8"]
 """
 
 
-def _check(texts: dict[str, str], python: str = "3.12", ignore: bool = False) -> ProjectCheck:
+def _check(texts: Mapping[str, str], python: str = "3.12", ignore: bool = False) -> ProjectCheck:
     return check_project(
         read_constraints(texts),
         python=python,
@@ -108,6 +110,61 @@ def test_a_torch_requirement_for_another_platform_or_an_extra_is_not_the_project
         "dependencies = [\"torch>=2.9; sys_platform == 'win32'\", \"torch>=2.1; extra == 'gpu'\"]\n"
     )
     assert read_constraints({"pyproject.toml": text}).torch == ()
+
+
+PKG_INFO = """\
+Metadata-Version: 2.1
+Name: computed-ext
+Version: 1.0
+Requires-Python: >=3.10,<3.13
+Requires-Dist: numpy
+Requires-Dist: torch<2.9,>=2.4
+Requires-Dist: torch>=2.9; sys_platform == "win32"
+
+A long description: Requires-Python: >=9 is not a header here.
+"""
+
+
+def test_an_sdists_pkg_info_gives_what_setup_py_computes(tmp_path: Path) -> None:
+    """setup.py computes both values (not read statically); the sdist's PKG-INFO, which the
+    backend wrote from them, says what they came to. read_project finds it at the top."""
+    setup_py = "import v\nsetup(python_requires=v.PY, install_requires=v.REQS)\n"
+    (tmp_path / "setup.py").write_text(setup_py)
+    (tmp_path / "PKG-INFO").write_text(PKG_INFO)
+    texts = read_project(tmp_path, ["setup.py", "PKG-INFO", "src/x.cpp"])
+    assert set(texts) == {"setup.py", "PKG-INFO"}
+    found = read_constraints(texts)
+    assert found.requires_python == Declared(">=3.10,<3.13", "PKG-INFO Requires-Python")
+    assert found.torch == (Declared("torch<2.9,>=2.4", "PKG-INFO Requires-Dist"),)
+    assert len(found.unread) == 2 and all(u.startswith("setup.py") for u in found.unread)
+    assert found.files == ("setup.py", "PKG-INFO")
+    assert not _check(texts, python="3.12").python_ignored
+    with pytest.raises(UsageError, match="PKG-INFO Requires-Python"):
+        _check(texts, python="3.13")
+
+
+def test_the_build_files_win_over_pkg_info_and_dynamic_fields_are_not_taken() -> None:
+    found = read_constraints({"pyproject.toml": PYPROJECT, "PKG-INFO": PKG_INFO})
+    assert found.requires_python is not None
+    assert found.requires_python.origin == "pyproject.toml [project] requires-python"
+    assert all(d.origin.startswith("pyproject.toml") for d in found.torch)
+    dynamic = PKG_INFO.replace("Version: 1.0\n", "Version: 1.0\nDynamic: Requires-Dist\n")
+    dynamic = dynamic.replace("Metadata-Version: 2.1", "Metadata-Version: 2.2")
+    found = read_constraints({"PKG-INFO": dynamic})
+    assert found.torch == () and found.requires_python is not None
+    both = dynamic.replace(
+        "Dynamic: Requires-Dist", "Dynamic: requires-python\nDynamic: Requires-Dist"
+    )
+    assert read_constraints({"PKG-INFO": both}).requires_python is None
+
+
+@pytest.mark.parametrize(
+    "text", ["", "\0\0\0\xff", "Requires-Python: banana\n", "Requires-Dist: torch>=\n" * 3]
+)
+def test_a_pkg_info_that_says_nothing_usable_is_no_constraint(text: str) -> None:
+    found = read_constraints({"PKG-INFO": text})
+    assert found.requires_python is None and found.torch == ()
+    assert all("\n" not in u for u in found.unread)
 
 
 @pytest.mark.parametrize(
