@@ -18,7 +18,9 @@ imports for re-exports: pyproject.toml); at run time ``lazy_exports`` reads the 
 the package's source, so ``import archwheel.binary.elf`` imports ``elf`` alone, not the rest of
 ``binary`` (the command line's start and the scan's worker processes are measured,
 docs/maintainers/performance.md). ``from M import a as b`` makes ``b`` the public name of
-``M.a`` (where ``a`` would be shadowed by a submodule). This module imports no floor.
+``M.a`` (where ``a`` would be shadowed by a submodule). An install without sources (``.pyc``
+only) gives the same names from the ``__init__``'s bytecode (``compiled_names``; tested on a
+``compileall -b`` copy). This module imports no floor.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import importlib
 import re
 import sys
 from collections.abc import Callable
+from types import ModuleType
 
 # ``from archwheel.x.y import a, b as c`` (one line, or a parenthesised list over several).
 _IMPORT = re.compile(
@@ -53,16 +56,50 @@ def public_names(source: str) -> dict[str, tuple[str, str, bool]]:
     return names
 
 
+def compiled_names(module: ModuleType) -> dict[str, tuple[str, str, bool]]:
+    """``public_names`` of a package whose ``__init__`` has no source (a ``.pyc``-only
+    install), from its bytecode: each ``from archwheel.M import a as b`` is an ``IMPORT_NAME``
+    of ``archwheel.M``, an ``IMPORT_FROM`` of ``a`` and a ``STORE_NAME`` of ``b``. The imports
+    under ``if TYPE_CHECKING:`` are compiled too, never run: a name not bound by the time the
+    ``__init__`` calls ``lazy_exports`` is a lazy one."""
+    import dis  # only here: a sourceless install is rare, and dis costs imports
+
+    spec = module.__spec__
+    loader = spec.loader if spec is not None else None
+    get_code = getattr(loader, "get_code", None)
+    code = get_code(module.__name__) if get_code is not None else None
+    if code is None:
+        return {}
+    names: dict[str, tuple[str, str, bool]] = {}
+    source_module, attr = "", ""
+    bound = vars(module)
+    for instruction in dis.get_instructions(code):
+        if instruction.opname == "IMPORT_NAME":
+            source_module, attr = str(instruction.argval), ""
+        elif instruction.opname == "IMPORT_FROM":
+            attr = str(instruction.argval)
+        elif instruction.opname == "STORE_NAME" and attr:
+            if source_module.startswith("archwheel") and source_module != "archwheel._lazy":
+                alias = str(instruction.argval)
+                names[alias] = (source_module, attr, alias not in bound)
+            attr = ""
+    return names
+
+
 def lazy_exports(
     package: str,
 ) -> tuple[list[str], Callable[[str], object], Callable[[], list[str]]]:
     """``__all__``, ``__getattr__`` and ``__dir__`` of ``package``, from the imports of its
     ``__init__``: a lazy name is looked up in its module on first use (then kept on the
     package), any other unknown name is an ``AttributeError`` as for any module."""
-    path = sys.modules[package].__file__
+    module = sys.modules[package]
+    path = module.__file__
     assert path is not None  # a package's __init__ is a file
-    with open(path, encoding="utf-8") as handle:  # noqa: PTH123 - pathlib is not imported yet
-        names = public_names(handle.read())
+    if path.endswith(".py"):
+        with open(path, encoding="utf-8") as handle:  # noqa: PTH123 - pathlib is not imported
+            names = public_names(handle.read())
+    else:  # installed without sources (.pyc only): the same imports, read from the bytecode
+        names = compiled_names(module)
     table = {name: (module, attr) for name, (module, attr, lazy) in names.items() if lazy}
 
     def __getattr__(name: str) -> object:
