@@ -149,7 +149,6 @@ def run(args: argparse.Namespace) -> int:
     recommended for them."""
     from rich.console import Console
 
-    from archwheel.facts import load_facts
     from archwheel.inspection import ArchFormsWithConsumers, answer_arch
     from archwheel.interfaces.render.arch import (
         arch_forms_markdown,
@@ -170,7 +169,6 @@ def run(args: argparse.Namespace) -> int:
         ptx=request.ptx,
         variant=request.variant,
         reference=request.reference,
-        facts=load_facts(),
     )
     if isinstance(result, ArchFormsWithConsumers):
         forms, views, torch = result.forms, result.views, result.torch

@@ -102,7 +102,6 @@ class CanRunRequest:
 def run(args: argparse.Namespace) -> int:
     """``archwheel can-run``: whether the inputs' device code runs on the GPUs given (and the
     driver), printed in the format asked; exit with the verdict."""
-    from archwheel.facts import load_facts
     from archwheel.inspection import can_run
     from archwheel.interfaces.render.can_run import can_run_markdown, can_run_table
     from archwheel.interfaces.render.common import emit_result
@@ -113,7 +112,6 @@ def run(args: argparse.Namespace) -> int:
         request.gpus,
         driver=request.driver,
         cuda_runtime=request.cuda_runtime,
-        facts=load_facts(),
     )
     emit_result(request.format, report, can_run_table, can_run_markdown)
     return report.exit_code
