@@ -73,6 +73,10 @@ from archwheel.wheelbuild.jobs import JobCount
 BuildExtMode = Literal["auto", "on", "off"]
 PARALLEL_CONFIG = "/build/.archwheel/parallel.cfg"  # the DIST_EXTRA_CONFIG file, in the container
 _NINJA_OFF = re.compile(r"use_ninja\s*=\s*False\b")
+# use_ninja given a value the build computes (DeepSpeed: is_env_set("DS_ENABLE_NINJA")): it may
+# be off, which no static read can tell.
+_NINJA_COMPUTED = re.compile(r"use_ninja\s*=\s*(?!(?:True|False)\b)[A-Za-z_(]")
+COMPUTED = " (computed)"
 _THREADS_FLAG = re.compile(r"(?:^|\s)(?:--threads|-t)(?:[=\s]|\d)")
 # nvcc's --threads in a project's build files: "--threads 4", "--threads=4", ["--threads", "4"],
 # "-t8", "-t 8", ["-t", "8"] (a string or a CMake flag list; -t only before a number).
@@ -141,11 +145,14 @@ class ParallelPlan:
 
 
 def ninja_off_in(build_files: Iterable[tuple[str, str]]) -> tuple[str, ...]:
-    """Where the build files turn ninja off (``setup.py:137``), in file order."""
+    """Where the build files turn ninja off (``setup.py:137``), or give ``use_ninja`` a value
+    the build computes (``setup.py:40 (computed)``: it may be off), in file order."""
     found: list[str] = []
     for name, text in build_files:
-        for m in _NINJA_OFF.finditer(text):
-            found.append(f"{name}:{text.count(chr(10), 0, m.start()) + 1}")
+        hits = [(m.start(), "") for m in _NINJA_OFF.finditer(text)]
+        hits += [(m.start(), COMPUTED) for m in _NINJA_COMPUTED.finditer(text)]
+        for start, suffix in sorted(hits):
+            found.append(f"{name}:{text.count(chr(10), 0, start) + 1}{suffix}")
     return tuple(found)
 
 
@@ -186,7 +193,12 @@ def choose_parallel(
         build_ext, why_ext = True, f"[build.parallel] build_ext = true ({_ON_RISK})"
     elif ninja_off:
         build_ext = False
-        why_ext = f"the project turns ninja off ({', '.join(ninja_off[:3])}), but {_SHARED}"
+        turns = (
+            "may turn ninja off"
+            if all(w.endswith(COMPUTED) for w in ninja_off)
+            else "turns ninja off"
+        )
+        why_ext = f"the project {turns} ({', '.join(ninja_off[:3])}), but {_SHARED}"
     elif ninja_off is None:
         build_ext, why_ext = False, f"not applied by default: {_SHARED}"
     else:

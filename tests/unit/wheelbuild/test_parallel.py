@@ -231,7 +231,29 @@ def test_ninja_off_is_found_with_its_line() -> None:
         "  'build_ext': BuildExtension.with_options(use_ninja = False)}\n"  # fmt: skip
     found = ninja_off_in([("pyproject.toml", "[build-system]\n"), ("setup.py", setup)])
     assert found == ("setup.py:4",)
-    assert ninja_off_in([("setup.py", "use_ninja=True\nuse_ninja=Falsey\n")]) == ()
+    # True is ninja on; a name (here Falsey) is a value the build computes
+    assert ninja_off_in([("setup.py", "use_ninja=True\nuse_ninja=Falsey\n")]) == (
+        "setup.py:2 (computed)",
+    )
+
+
+def test_a_computed_use_ninja_may_turn_it_off() -> None:
+    """DeepSpeed's ``use_ninja=is_env_set("DS_ENABLE_NINJA")``: no static read can tell, so
+    the plan says it may be off instead of that the project compiles with ninja."""
+    setup = (
+        "cmdclass['build_ext'] = BuildExtension.with_options(\n"
+        "    use_ninja=is_env_set('DS_ENABLE_NINJA'))\nx = dict(use_ninja=False)\n"
+    )
+    found = ninja_off_in([("setup.py", setup)])
+    assert found == ("setup.py:2 (computed)", "setup.py:3")
+    computed = ninja_off_in([("setup.py", setup.split("x =", maxsplit=1)[0])])
+    plan = choose_parallel(ParallelSwitches(), jobs(4, 64), archs=2, ninja_off=computed)
+    assert "the project may turn ninja off (setup.py:2 (computed))" in plan.why_build_ext
+    plan = choose_parallel(ParallelSwitches(), jobs(4, 64), archs=2, ninja_off=found)
+    assert "the project turns ninja off (setup.py:2 (computed), setup.py:3)" in plan.why_build_ext
+    assert ninja_off_in([("setup.py", "use_ninja = True\nuse_ninja=(False)\n")]) == (
+        "setup.py:2 (computed)",
+    )
 
 
 def test_plan_row_and_json() -> None:
