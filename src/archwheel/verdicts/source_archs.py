@@ -10,8 +10,10 @@ may sit in a branch that never runs); the gate judges what was built.
 
 Only literals count: ``f"arch=compute_{cc},code=sm_{cc}"`` is built from a value and is not a
 hard-coded list. The names of environment variables a build file reads (``os.getenv("X")``,
-``os.environ["X"]``, ``"X" in os.environ``, CMake's ``$ENV{X}``) are listed as the project's
-switches (``FORCE_CUDA``, ``FORCE_ONLY_CUDA``, ...): the recipe's ``[build] env`` sets them.
+``os.environ["X"]``, ``"X" in os.environ``, a helper named for the environment given a name
+in capitals as DeepSpeed's ``is_env_set("DS_BUILD_OPS")``, CMake's ``$ENV{X}``) are listed as
+the project's switches (``FORCE_CUDA``, ``FORCE_ONLY_CUDA``, ...): the recipe's ``[build] env``
+sets them.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ _PY_ENV = re.compile(
     r"os\.(?:environ\.get|getenv)\(\s*['\"]([A-Za-z_]\w{0,99})['\"]"
     r"|os\.environ\[\s*['\"]([A-Za-z_]\w{0,99})['\"]\s*\]"
     r"|['\"]([A-Za-z_]\w{0,99})['\"]\s+(?:not\s+)?in\s+os\.environ"
+    # a project's own helper named for the environment, given a variable's name in capitals:
+    # DeepSpeed's is_env_set("DS_BUILD_OPS"), get_env_if_set('DS_BUILD_STRING', ...)
+    r"|\b(?i:[a-z_][a-z0-9_]*env[a-z0-9_]*)\(\s*['\"]([A-Z][A-Z0-9_]{1,99})['\"]"
 )
 _CMAKE_ENV = re.compile(r"\$ENV\{([A-Za-z_]\w{0,99})\}")
 _ARCH_NAME = re.compile(r"ARCH|GENCODE|\bSMS?\b|_SMS?$|COMPUTE_CAP", re.IGNORECASE)

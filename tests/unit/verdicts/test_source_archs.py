@@ -65,3 +65,23 @@ def test_a_project_that_reads_the_recipes_own_variable_is_not_flagged() -> None:
 def test_a_clean_project_gives_no_rows() -> None:
     check = check_build_files([("setup.py", "from setuptools import setup\nsetup()\n")], "X")
     assert check.rows(["sm_80"]) == []
+
+
+def test_a_projects_own_environment_helpers_are_read_as_switches() -> None:
+    """DeepSpeed reads its switches through helpers of its setup.py (is_env_set,
+    get_env_if_set): a call of a function named for the environment with a name in capitals."""
+    setup = (
+        "def is_env_set(key):\n    return bool(os.environ.get(key, None))\n"
+        'use_ninja = is_env_set("DS_ENABLE_NINJA")\n'
+        "BUILD_OP_DEFAULT = int(get_env_if_set('DS_BUILD_OPS', 1))\n"
+        "if command_exists('git') and not is_env_set('DS_BUILD_STRING'):\n    pass\n"
+        "value = environment_value('lowercase_is_not_a_variable')\n"
+        "setenv('X')\nread_settings('NOT_ENV_HELPER')\n"
+    )
+    check = check_build_files([("setup.py", setup)], "TORCH_CUDA_ARCH_LIST")
+    assert [name for name, _ in check.switches] == [
+        "DS_ENABLE_NINJA",
+        "DS_BUILD_OPS",
+        "DS_BUILD_STRING",
+    ]
+    assert dict(check.switches)["DS_BUILD_OPS"] == "setup.py:4"
