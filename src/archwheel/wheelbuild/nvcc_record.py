@@ -27,6 +27,15 @@ from archwheel.effects.files import open_regular
 BUILD = "/build"
 NVCC_RECORD = f"{BUILD}/.archwheel/nvcc-time.csv"
 TIME_FLAG = f"--time {NVCC_RECORD}"
+# The header row nvcc 13 writes. nvcc opens a --time file that does not exist with O_TRUNC
+# to write it, and one that exists with O_APPEND: two nvcc starting at once on a build with no
+# record yet truncated each other's rows (seen: a source compiled and missing from the record,
+# the audit gate refusing the wheel). The work folder starts with the header written, so every
+# nvcc appends.
+RECORD_HEADER = (
+    "source file name , phase name , phase input files , phase output file , arch , tool, "
+    "metric , unit\n"
+)
 MAX_RECORD_BYTES = 64 << 20  # the build's own output: read at most this much
 MAX_SOURCES = 100_000
 CUDA_SUFFIXES = (".cu",)
@@ -70,8 +79,9 @@ def parse_nvcc_record(text: str) -> NvccRecord:
 
 
 def read_nvcc_record(work: Path) -> NvccRecord | None:
-    """The record in a build's work folder; None where nvcc wrote none (no nvcc ran, or the
-    build is not one archwheel records). A link or a special file there is not followed."""
+    """The record in a build's work folder; None where nvcc wrote none (no nvcc ran: the
+    file holds ``RECORD_HEADER`` alone or is missing, or the build is not one archwheel
+    records). A link or a special file there is not followed."""
     path = work / NVCC_RECORD.removeprefix(BUILD + "/")
     try:
         if path.is_symlink() or not path.exists():
@@ -83,7 +93,7 @@ def read_nvcc_record(work: Path) -> NvccRecord | None:
     record = parse_nvcc_record(data[:MAX_RECORD_BYTES].decode("utf-8", "replace"))
     if len(data) > MAX_RECORD_BYTES:
         return NvccRecord(record.sources, truncated=True)
-    return record
+    return record if record.sources else None
 
 
 # CMake's own compiles while it configures: the compiler-identification and ABI probes

@@ -32,7 +32,12 @@ from archwheel.wheelbuild.failures import (
     out_of_space_evidence,
 )
 from archwheel.wheelbuild.farm_build import write_container_config
-from archwheel.wheelbuild.nvcc_record import NVCC_RECORD, NvccRecord, read_nvcc_record
+from archwheel.wheelbuild.nvcc_record import (
+    NVCC_RECORD,
+    RECORD_HEADER,
+    NvccRecord,
+    read_nvcc_record,
+)
 from archwheel.wheelbuild.output import BuildOutput
 from archwheel.wheelbuild.parallel import PARALLEL_CONFIG
 from archwheel.wheelbuild.plan import BUILD, CACHE_DIR, DIST, FILE_LIST, BuildPlan, Step
@@ -212,7 +217,9 @@ def _prepare(work: Path, plan: BuildPlan) -> None:
     )
     # archwheel's own folder in the work folder, with or without the compiler cache: nvcc's
     # --time record goes there, and nvcc stops ("Cannot open file") where it cannot write it.
-    (work / NVCC_RECORD.removeprefix(BUILD + "/")).parent.mkdir(parents=True, exist_ok=True)
+    record = work / NVCC_RECORD.removeprefix(BUILD + "/")
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(RECORD_HEADER)  # every nvcc then appends (nvcc_record.RECORD_HEADER)
     # The launcher, with or without the cache: sccache runs every compiler (plan.py).
     launcher = work / LAUNCHER_DIR.removeprefix(BUILD + "/") / "sccache"
     launcher.parent.mkdir(parents=True, exist_ok=True)

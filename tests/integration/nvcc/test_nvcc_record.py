@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.wheelbuild.nvcc_record import cuda_sources, never_compiled, parse_nvcc_record
+from archwheel.wheelbuild.nvcc_record import (
+    RECORD_HEADER,
+    cuda_sources,
+    never_compiled,
+    parse_nvcc_record,
+)
 
 pytestmark = [pytest.mark.nvcc]
 
@@ -50,3 +55,30 @@ def test_every_compile_is_recorded_with_the_archs_ptxas_made(nvcc: Path, tmp_pat
     # CMake (scikit-build-core) from a temporary build folder: /tmp/x/build -> /build/src
     assert never_compiled(("csrc/b.cu",), ["../../../build/src/csrc/b.cu"], "/build/src") == ()
     assert never_compiled(("csrc/b.cu",), ["../../other/b2.cu"], str(src)) == ("csrc/b.cu",)
+
+
+def test_a_record_that_starts_with_the_header_is_only_appended_to(
+    nvcc: Path, tmp_path: Path
+) -> None:
+    """nvcc writes ``RECORD_HEADER`` into a record it creates (so the work folder's is the
+    same file), and appends to one that exists: a row already there survives every nvcc,
+    none of them truncates it (without the header written first, two nvcc starting at once
+    each truncate the new file, and one loses its rows)."""
+    (tmp_path / "k.cu").write_text(KERNEL)
+    fresh = tmp_path / "fresh.csv"
+    args = [str(nvcc), "--dryrun", "-c", "k.cu", "-o", "k.o", "-gencode",
+            "arch=compute_90,code=sm_90"]  # fmt: skip
+    subprocess.run([*args, "--time", str(fresh)], cwd=tmp_path, check=True, capture_output=True)
+    assert fresh.read_text().splitlines(keepends=True)[0] == RECORD_HEADER
+    record = tmp_path / "record.csv"
+    sentinel = "first.cu , ptxas , x , y , sm_80 , nvcc , 1.0 , ms\n"
+    record.write_text(RECORD_HEADER + sentinel)
+    runs = [
+        subprocess.Popen([*args, "--time", str(record)], cwd=tmp_path,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(4)
+    ]  # fmt: skip
+    assert [r.wait(timeout=300) for r in runs] == [0, 0, 0, 0]
+    lines = record.read_text().splitlines(keepends=True)
+    assert lines[:2] == [RECORD_HEADER, sentinel] and lines.count(RECORD_HEADER) == 1
+    assert parse_nvcc_record(record.read_text()).archs_of("k.cu") == {"sm_90"}

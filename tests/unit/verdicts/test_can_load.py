@@ -85,9 +85,11 @@ def test_wheels_read_together_are_read_as_each_alone(
         monkeypatch.setattr(dynamic_wheel, "PARALLEL_MIN_BYTES", 0)
         # The reader forks only from a process with one thread: let the handler threads of
         # earlier tests' servers on 127.0.0.1 finish first.
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # a server's handler may wait out its keep-alive
         while threading.active_count() > 1 and time.monotonic() < deadline:
             time.sleep(0.05)
+        others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+        assert not others, f"threads of earlier tests still running: {others}"
     calls: list[int] = []
     together = dynamic_wheel.read_wheels_dynamic(
         wheels, workers=2, while_waiting=lambda: calls.append(len(calls))

@@ -173,3 +173,19 @@ def test_the_advice_names_the_recipes_variable_when_it_is_the_cause() -> None:
     coded = ("cmake", "CMakeLists.txt:4 sets CMAKE_CUDA_ARCHITECTURES to 75 whatever is given")
     said = check_modules(extra, STABLE, ARCHS, evidence(source_rows=(coded,))).summary
     assert "the build files: CMakeLists.txt:4 sets" in said and "patch the project's list" in said
+
+
+def test_a_work_folder_record_with_the_header_alone_is_no_record(tmp_path: Path) -> None:
+    """The work folder starts with nvcc's header row written (so that nvcc processes starting
+    at once append, never truncate): a record holding nothing else means no nvcc ran, as a
+    missing one does, and the gate judges the wheel alone."""
+    from archwheel.wheelbuild.nvcc_record import NVCC_RECORD, RECORD_HEADER, read_nvcc_record
+
+    path = tmp_path / NVCC_RECORD.removeprefix("/build/")
+    assert read_nvcc_record(tmp_path) is None  # missing
+    path.parent.mkdir(parents=True)
+    path.write_text(RECORD_HEADER)
+    assert read_nvcc_record(tmp_path) is None  # the header alone
+    path.write_text(RECORD_HEADER + "csrc/a.cu , ptxas , a.ptx , a.cubin , sm_90 , nvcc , 1 , ms\n")
+    record = read_nvcc_record(tmp_path)
+    assert record is not None and record.archs_of("csrc/a.cu") == {"sm_90"}
