@@ -20,13 +20,7 @@ import struct
 from pathlib import Path
 from typing import BinaryIO
 
-from archwheel.binary.elf import (
-    ELF_MAGIC,
-    FormatError,
-    parse_elf_header,
-    parse_section_headers,
-    section_count,
-)
+from archwheel.binary.debuginfo import read_section_table
 from archwheel.effects.files import open_regular
 
 SHT_NOTE = 7
@@ -59,23 +53,10 @@ def build_id_span(path: Path) -> tuple[int, int] | None:
     has none, is not an ELF file, or its section table cannot be read."""
     with open_regular(path) as f:
         size = f.seek(0, 2)
-        f.seek(0)
-        head = f.read(64)
-        if head[:4] != ELF_MAGIC:
+        table = read_section_table(f, size)
+        if table is None:
             return None
-        try:
-            header = parse_elf_header(head)
-            if header.shoff == 0 or header.shoff >= size:
-                return None
-            first = None
-            if header.shnum == 0 or header.shstrndx == 0xFFFF:
-                f.seek(header.shoff)
-                first = parse_section_headers(header, f.read(header.shentsize), 1)[0]
-            count, _ = section_count(header, first)
-            f.seek(header.shoff)
-            sections = parse_section_headers(header, f.read(count * header.shentsize), count)
-        except FormatError:
-            return None
+        sections, _ = table
         for section in sections:
             if section.sh_type != SHT_NOTE or not 0 < section.size <= MAX_NOTE_BYTES:
                 continue

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from archwheel.binary.elf import (
     ELF_MAGIC,
     FormatError,
+    RawSection,
     debug_bytes,
     name_sections,
     parse_elf_header,
@@ -42,32 +44,41 @@ class StripView:
         return self.debug_bytes > 0
 
 
+def read_section_table(f: BinaryIO, size: int) -> tuple[list[RawSection], int] | None:
+    """The section headers of the open ELF file ``f`` (``size`` bytes) and the index of its
+    section-name table; None when it is not an ELF file or its section table cannot be read."""
+    f.seek(0)
+    head = f.read(64)
+    if head[:4] != ELF_MAGIC:
+        return None
+    try:
+        header = parse_elf_header(head)
+        if header.shoff == 0 or header.shoff >= size:
+            return None
+        first = None
+        if header.shnum == 0 or header.shstrndx == 0xFFFF:
+            f.seek(header.shoff)
+            first = parse_section_headers(header, f.read(header.shentsize), 1)[0]
+        count, strndx = section_count(header, first)
+        f.seek(header.shoff)
+        return parse_section_headers(header, f.read(count * header.shentsize), count), strndx
+    except FormatError:
+        return None
+
+
 def strip_view(path: Path) -> StripView | None:
     """The debug and symbol-table bytes of the ELF file at ``path``; None when it is not an ELF
     file or its section table cannot be read (``strip`` would refuse it too)."""
     with open_regular(path) as f:
         size = f.seek(0, 2)
-        f.seek(0)
-        head = f.read(64)
-        if head[:4] != ELF_MAGIC:
+        table = read_section_table(f, size)
+        if table is None:
             return None
-        try:
-            header = parse_elf_header(head)
-            if header.shoff == 0 or header.shoff >= size:
-                return None
-            first = None
-            if header.shnum == 0 or header.shstrndx == 0xFFFF:
-                f.seek(header.shoff)
-                first = parse_section_headers(header, f.read(header.shentsize), 1)[0]
-            count, strndx = section_count(header, first)
-            f.seek(header.shoff)
-            raw = parse_section_headers(header, f.read(count * header.shentsize), count)
-            names = b""
-            if 0 < strndx < len(raw) and raw[strndx].offset < size:
-                f.seek(raw[strndx].offset)
-                names = f.read(min(raw[strndx].size, MAX_NAMES))
-        except FormatError:
-            return None
+        raw, strndx = table
+        names = b""
+        if 0 < strndx < len(raw) and raw[strndx].offset < size:
+            f.seek(raw[strndx].offset)
+            names = f.read(min(raw[strndx].size, MAX_NAMES))
     sections, _ = name_sections(raw, names, size)
     debug = debug_bytes(sections)
     symtab = 0
