@@ -18,7 +18,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import uuid
 import zipfile
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ import pytest
 from archwheel.binary.scan.inputs import scan_path
 from archwheel.facts.arch import CodeKind
 from tests.support.farm import Farm
+from tests.support.listener import Listener
 
 CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
 ARCH = "8.0;9.0"
@@ -216,35 +216,6 @@ def _probing_project(folder: Path, port: int, host_ip: str, scheduler: str) -> P
     return path
 
 
-class _Listener:
-    """A TCP listener on every address of this machine, counting the connections it accepts."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("0.0.0.0", 0))  # every address: the host IP too
-        self.port = int(self.sock.getsockname()[1])
-        self.accepted = 0
-        self.sock.settimeout(0.2)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            self.accepted += 1
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.sock.close()
-
-
 def test_a_compile_step_in_the_container_reaches_nothing_but_the_farm(
     env: dict[str, str], compile_farm: Farm, tmp_path: Path
 ) -> None:
@@ -254,7 +225,7 @@ def test_a_compile_step_in_the_container_reaches_nothing_but_the_farm(
     request to the scheduler off its API. Direct connections fail (``--network none``), the
     route answers each with 403, the listener never sees a connection, and the build's jobs
     still ran on the farm."""
-    listener = _Listener()
+    listener = Listener("0.0.0.0")  # every address: the host IP too
     host_ip = _host_ip()
     scheduler = compile_farm.scheduler_url.replace("https://", "http://")
     try:

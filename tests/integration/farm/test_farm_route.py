@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from archwheel.wheelbuild.farm_record import farm_jobs
 from archwheel.wheelbuild.sccache_launcher import FORWARDER_SCRIPT, farm_route_script
 from tests.support.components import find_nvcc, require, sccache
 from tests.support.farm import Farm, kernel_sources, sccache_client
+from tests.support.listener import Listener
 from tests.support.tls_front import tls_front
 
 pytestmark = [pytest.mark.farm]
@@ -65,36 +65,6 @@ def forwarded(proxy: FarmProxy, tmp_path: Path) -> Iterator[int]:
     host as the compile container runs it."""
     with _forwarder(proxy, tmp_path) as port:
         yield port
-
-
-class Listener:
-    """A TCP listener on 127.0.0.1 that records every connection made to it."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        self.sock.settimeout(0.2)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            self.accepted += 1
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.sock.close()
 
 
 def _ask(port: int, request: bytes) -> bytes:
