@@ -54,7 +54,7 @@ else
   debootstrap --variant=minbase "$SUITE" "$rootfs/rootfs" ${MIRROR:+"$MIRROR"} >"$CACHE/debootstrap.log" 2>&1 \
     || { tail -n 20 "$CACHE/debootstrap.log" >&2; exit 1; }
   rm -f "$rootfs"/rootfs/var/cache/apt/archives/*.deb "$rootfs"/rootfs/var/lib/apt/lists/* 2>/dev/null || true
-  # The same image `archwheel base-image` makes (src/archwheel/wheelbuild/baseimage.py).
+  # The same image `archwheel base-image` makes (src/archwheel/wheelbuild/images/baseimage.py).
   tar --numeric-owner --sort=name -C "$rootfs/rootfs" -c . | docker import \
     --change "LABEL org.archwheel.base=debootstrap-$SUITE" \
     --change "ENV LANG=C.UTF-8" \

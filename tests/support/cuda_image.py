@@ -22,9 +22,9 @@ from pathlib import Path
 
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.facts.versions import CudaVersion
-from archwheel.wheelbuild.builder_image import download_toolchain
-from archwheel.wheelbuild.recipe import pypi_toolchains
-from archwheel.wheelbuild.recipe_model import ToolchainSpec
+from archwheel.wheelbuild.images.builder_image import download_toolchain
+from archwheel.wheelbuild.recipes.recipe import pypi_toolchains
+from archwheel.wheelbuild.recipes.recipe_model import ToolchainSpec
 
 DOCKERFILE_DIR = Path(__file__).resolve().parent / "data" / "cuda-in-image"
 REPOSITORY = "archwheel-test/cuda-in-image"

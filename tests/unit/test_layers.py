@@ -12,6 +12,7 @@ import pytest
 
 import archwheel
 from archwheel._lazy import public_names
+from tests.support.imports import imported_modules
 
 # floor number of each top-level folder of the package
 FLOORS = {
@@ -31,36 +32,6 @@ FLOORS = {
 USE_CASE_FLOOR = 4  # the one floor several use cases share: siblings there never meet
 SHARED = ("errors.py", "exit_codes.py", "text.py", "_version.py", "_lazy.py", "__init__.py")
 PACKAGE = Path(archwheel.__file__).parent
-
-
-def _type_checking_blocks(tree: ast.AST) -> set[int]:
-    """The ids of the nodes inside ``if TYPE_CHECKING:`` blocks (imports for mypy only)."""
-    inside: set[int] = set()
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.If)
-            and isinstance(node.test, ast.Name)
-            and node.test.id == "TYPE_CHECKING"
-        ):
-            for child in node.body:
-                inside.update(id(n) for n in ast.walk(child))
-    return inside
-
-
-def imported_modules(path: Path, *, type_checking: bool = True) -> set[str]:
-    """Every module ``path`` imports (``from X import y``: X), with or without those imported
-    only for mypy."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = set() if type_checking else _type_checking_blocks(tree)
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-    return found
 
 
 def imported_folders(path: Path) -> set[str]:
@@ -221,7 +192,7 @@ def test_checker_sees_an_upward_import(tmp_path: Path) -> None:
 
 def test_checker_sees_a_sibling_use_case(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
-    probe.write_text("from archwheel.wheelbuild.recipe import load_recipe\n")
+    probe.write_text("from archwheel.wheelbuild.recipes.recipe import load_recipe\n")
     global PACKAGE  # noqa: PLW0603
     saved, PACKAGE = PACKAGE, tmp_path
     try:

@@ -29,7 +29,7 @@ ENVIRONMENT_READERS = {
     "effects/engine.py": "the environment a held container's engine process starts with",
     "effects/engine_settings.py": "CONTAINERS_CONF: podman's own configuration, when the user set one",
     "effects/pipconfig.py": "pip's own variables (PIP_CERT, REQUESTS_CA_BUNDLE, ...)",
-    "wheelbuild/source.py": "PIP_CERT: the certificates the host's pip trusts, for downloads",
+    "wheelbuild/sources/source.py": "PIP_CERT: the certificates the host's pip trusts, for downloads",
     "crosscheck/cuobjdump.py": "PATH, CUDA_HOME, CUDA_PATH: where NVIDIA's cuobjdump may be",
     "binary/speedups.py": "ARCHWHEEL_PURE_PYTHON (see ALLOWED_READERS)",
     "smoke/data/smoke_payload.py": "runs inside the environment under test, not in archwheel",

@@ -10,7 +10,8 @@ is the id of what ships: a hash of the file with the id's own bytes read as zero
 the id it replaces (SHA-1 for the usual 20 bytes, as ``ld``'s default).
 
 Reading only: ``build_id_span`` finds the id from the section table (the ``SHT_NOTE`` sections,
-an ``NT_GNU_BUILD_ID`` note owned by ``GNU``); the repair step writes it (wheelbuild/repair.py).
+an ``NT_GNU_BUILD_ID`` note owned by ``GNU``); the repair step writes it
+(wheelbuild/wheel/repair.py).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Every request archwheel makes over the network goes through a ``Client``
 (``effects.simple_index`` for index pages, ``effects.ranged`` for range reads and whole
-wheels, ``wheelbuild.source`` for sdists, ``wheelbuild.dist_farm`` for a compile farm's
-scheduler), with the same bounds:
+wheels, ``wheelbuild.sources.source`` for sdists, ``wheelbuild.compile.dist_farm`` for a compile
+farm's scheduler), with the same bounds:
 
 - time: each connection's socket is watched by the current ``effects.deadline.Deadline`` from
   its making (before TCP connects, so a trickling TLS handshake is bounded too), and again each

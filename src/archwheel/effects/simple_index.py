@@ -11,7 +11,7 @@ is one (64 hex digits) and kept as stated otherwise, for the reader to refuse
 (``effects.net.is_sha256``); a page read over http(s) lists only its http(s) links (a
 ``file://`` link there would make archwheel open a local file the user never named), while a
 local index the user named may link local files. Used to find an sdist named by project and
-version (``wheelbuild.index_sdist``) and the torch wheels of a release range (``can-load
+version (``wheelbuild.sources.index_sdist``) and the torch wheels of a release range (``can-load
 --torch``).
 """
 

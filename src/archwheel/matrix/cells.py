@@ -17,7 +17,7 @@ from pathlib import Path
 from archwheel.effects.settings import Settings
 from archwheel.matrix.plan import Cell, MatrixSpec
 from archwheel.matrix.run import CellBuilder, CellOutput
-from archwheel.wheelbuild.recipe_summary import RecipeSummary, summarize_recipes
+from archwheel.wheelbuild.planning.recipe_summary import RecipeSummary, summarize_recipes
 from archwheel.wheelbuild.usecase import BuildReporter, BuildRequest, BuildResult, build_wheel
 
 BuildWheel = Callable[[BuildRequest, BuildReporter], BuildResult]

@@ -46,7 +46,7 @@ from archwheel.facts.typed import Document, decode
 from archwheel.matrix.entry import IndexEntry
 
 if TYPE_CHECKING:
-    from archwheel.wheelbuild.recipe_summary import RecipeSummary
+    from archwheel.wheelbuild.planning.recipe_summary import RecipeSummary
 
 MATRIX_SCHEMA_VERSION = 1
 # The largest matrix file read and its deepest nesting (a real one nests 3 deep; docs/limits.md).

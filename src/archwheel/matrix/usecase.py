@@ -34,9 +34,9 @@ from archwheel.matrix.plan import MatrixPlan, MatrixSpec, make_plan
 from archwheel.matrix.recheck import RecheckReport, recheck_index
 from archwheel.matrix.run import CellBuilder, CellResult, MatrixResult, run_matrix
 from archwheel.matrix.variants import matrix_publisher, publish_variants, variant_preview
-from archwheel.wheelbuild.plan import DEFAULT_CCACHE_VOLUME
-from archwheel.wheelbuild.provenance import provenance_path
-from archwheel.wheelbuild.remote_cache import CacheUrl
+from archwheel.wheelbuild.compile.remote_cache import CacheUrl
+from archwheel.wheelbuild.planning.plan import DEFAULT_CCACHE_VOLUME
+from archwheel.wheelbuild.run.provenance import provenance_path
 from archwheel.wheelbuild.usecase import (
     BuildReporter,
     BuildRequest,

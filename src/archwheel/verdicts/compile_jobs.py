@@ -5,7 +5,7 @@ Two records of a real build make the graph (both plain data; reading them is the
 - the build's timed compiler calls (``TimedCall``): each nvcc, host compile and link a build
   system started, with its wall time, its output and its inputs;
 - nvcc's own ``--time`` record (``NvccPhase``, one row per phase of every nvcc call; every
-  archwheel build writes it, ``wheelbuild/nvcc_record.py``). Measured with nvcc 13.0 for
+  archwheel build writes it, ``wheelbuild/compile/nvcc_record.py``). Measured with nvcc 13.0 for
   ``-gencode`` 80 and 90 of one file, in the order they ran::
 
       gcc (preprocessing 4)  k.cu        -> k.cpp4.ii              host side

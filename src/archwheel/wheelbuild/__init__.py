@@ -13,27 +13,25 @@ from typing import TYPE_CHECKING
 from archwheel._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from archwheel.wheelbuild.baseimage import DEFAULT_SUITE, MIRROR_ENV, BaseImage
-    from archwheel.wheelbuild.dist_farm import dist_farm_option, parse_scheduler_url
-    from archwheel.wheelbuild.jobs import MAX_JOBS, check_jobs
-    from archwheel.wheelbuild.official import OfficialComparison
-    from archwheel.wheelbuild.output import BuildOutput
-    from archwheel.wheelbuild.plan import (
+    from archwheel.wheelbuild.compile.dist_farm import dist_farm_option, parse_scheduler_url
+    from archwheel.wheelbuild.compile.jobs import MAX_JOBS, check_jobs
+    from archwheel.wheelbuild.compile.remote_cache import CACHE_URL_ENV, CacheUrl, parse_cache_url
+    from archwheel.wheelbuild.images.baseimage import DEFAULT_SUITE, MIRROR_ENV, BaseImage
+    from archwheel.wheelbuild.planning.plan import (
         DEFAULT_CCACHE_SIZE,
         DEFAULT_CCACHE_VOLUME,
         OLD_CCACHE_VOLUME,
         BuildPlan,
         CheckedArchList,
     )
-    from archwheel.wheelbuild.provenance import provenance_path
-    from archwheel.wheelbuild.recipe_summary import (
+    from archwheel.wheelbuild.planning.recipe_summary import (
         ListedRecipe,
         RecipeSummary,
         list_recipes,
         summarize_recipes,
     )
-    from archwheel.wheelbuild.remote_cache import CACHE_URL_ENV, CacheUrl, parse_cache_url
-    from archwheel.wheelbuild.repair import RepairSpec
+    from archwheel.wheelbuild.run.output import BuildOutput
+    from archwheel.wheelbuild.run.provenance import provenance_path
     from archwheel.wheelbuild.runner import BuiltWheel, smoke_snippet_path
     from archwheel.wheelbuild.usecase import (
         BaseImageRequest,
@@ -48,6 +46,8 @@ if TYPE_CHECKING:
         make_base_image,
         with_git_mirrors,
     )
+    from archwheel.wheelbuild.wheel.official import OfficialComparison
+    from archwheel.wheelbuild.wheel.repair import RepairSpec
 
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__)

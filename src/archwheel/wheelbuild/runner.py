@@ -40,12 +40,7 @@ from typing import IO, Any
 from packaging.version import Version
 
 from archwheel.effects.engine import ContainerEngine
-from archwheel.effects.files import (
-    NO_ROOM_ERRNOS,
-    place_together,
-    sha256_file,
-    write_json_atomic,
-)
+from archwheel.effects.files import NO_ROOM_ERRNOS, place_together, sha256_file, write_json_atomic
 from archwheel.effects.owner import (
     owned_tempdir,
     remove_dead_folders,
@@ -56,13 +51,15 @@ from archwheel.effects.paths import cache_dir
 from archwheel.effects.redis_relay import UnixRelay, probe
 from archwheel.errors import BuildError, ToolError
 from archwheel.facts.python_target import PythonTarget
-from archwheel.wheelbuild.baseimage import (
+from archwheel.wheelbuild.compile.remote_cache import REMOTE_MOUNT
+from archwheel.wheelbuild.compile.sccache_stats import CacheCounts
+from archwheel.wheelbuild.images.baseimage import (
     check_base_image_pin,
     ensure_base_image,
     is_local_base,
     suite_of,
 )
-from archwheel.wheelbuild.builder_image import (
+from archwheel.wheelbuild.images.builder_image import (
     BuilderImage,
     BuilderImageSpec,
     Toolchain,
@@ -73,15 +70,31 @@ from archwheel.wheelbuild.builder_image import (
     probe_base_toolkit,
     probe_toolchain,
 )
-from archwheel.wheelbuild.cache_report import cache_warnings
-from archwheel.wheelbuild.farm_build import (
+from archwheel.wheelbuild.images.toolkit import ensure_torch_image, image_glibc, manylinux_platforms
+from archwheel.wheelbuild.planning.plan import (
+    BUILD_SRC,
+    BuildPlan,
+    serial_variant,
+    without_remote_cache,
+)
+from archwheel.wheelbuild.run.cache_report import cache_warnings
+from archwheel.wheelbuild.run.farm_build import (
     check_plan_farm,
     farm_record,
     farm_route,
     farm_warnings,
     without_farm,
 )
-from archwheel.wheelbuild.gate import (
+from archwheel.wheelbuild.run.output import BuildOutput
+from archwheel.wheelbuild.run.provenance import (
+    ImageRecord,
+    RunRecord,
+    provenance_for,
+    provenance_path,
+)
+from archwheel.wheelbuild.run.stages import Timings
+from archwheel.wheelbuild.run.workfolder import Built, WorkFolder
+from archwheel.wheelbuild.wheel.gate import (
     AuditGate,
     GateVerdict,
     LoadGate,
@@ -93,23 +106,10 @@ from archwheel.wheelbuild.gate import (
     load_gate,
     range_gate,
 )
-from archwheel.wheelbuild.module_gate import ModuleEvidence, check_modules
-from archwheel.wheelbuild.output import BuildOutput
-from archwheel.wheelbuild.plan import BUILD_SRC, BuildPlan, serial_variant, without_remote_cache
-from archwheel.wheelbuild.provenance import (
-    ImageRecord,
-    RunRecord,
-    provenance_for,
-    provenance_path,
-)
-from archwheel.wheelbuild.remote_cache import REMOTE_MOUNT
-from archwheel.wheelbuild.repair import RepairSpec, repair_step
-from archwheel.wheelbuild.reproducible import WheelComparison, compare_wheels, repack_wheel
-from archwheel.wheelbuild.sccache_stats import CacheCounts
-from archwheel.wheelbuild.stages import Timings
-from archwheel.wheelbuild.toolkit import ensure_torch_image, image_glibc, manylinux_platforms
-from archwheel.wheelbuild.wheel_label import relabel_wheel
-from archwheel.wheelbuild.workfolder import Built, WorkFolder
+from archwheel.wheelbuild.wheel.module_gate import ModuleEvidence, check_modules
+from archwheel.wheelbuild.wheel.repair import RepairSpec, repair_step
+from archwheel.wheelbuild.wheel.reproducible import WheelComparison, compare_wheels, repack_wheel
+from archwheel.wheelbuild.wheel.wheel_label import relabel_wheel
 
 
 @dataclass(frozen=True)

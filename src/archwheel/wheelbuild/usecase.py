@@ -28,13 +28,13 @@ from archwheel.effects.settings import Settings
 from archwheel.effects.simple_index import project_versions
 from archwheel.errors import ArchwheelError, ToolError, UsageError
 from archwheel.facts.catalog import load_facts
-from archwheel.wheelbuild.baseimage import DEFAULT_SUITE, BaseImage, ensure_base_image
-from archwheel.wheelbuild.dist_farm import dist_farm_option
-from archwheel.wheelbuild.index_sdist import locate_sdist
-from archwheel.wheelbuild.jobs import check_jobs, choose_jobs, detect_host_resources
-from archwheel.wheelbuild.official import OfficialComparison, compare_official
-from archwheel.wheelbuild.output import BuildOutput
-from archwheel.wheelbuild.plan import (
+from archwheel.wheelbuild.compile.dist_farm import dist_farm_option
+from archwheel.wheelbuild.compile.jobs import check_jobs, choose_jobs, detect_host_resources
+from archwheel.wheelbuild.compile.remote_cache import CacheUrl
+from archwheel.wheelbuild.images.baseimage import DEFAULT_SUITE, BaseImage, ensure_base_image
+from archwheel.wheelbuild.images.python_base import BaseChoice, with_base_for
+from archwheel.wheelbuild.images.toolkit import prepare_torch, with_torch_cuda
+from archwheel.wheelbuild.planning.plan import (
     DEFAULT_CCACHE_SIZE,
     DEFAULT_CCACHE_VOLUME,
     BuildOptions,
@@ -45,18 +45,18 @@ from archwheel.wheelbuild.plan import (
     choose_python,
     make_plan,
 )
-from archwheel.wheelbuild.project_constraints import project_check
-from archwheel.wheelbuild.python_base import BaseChoice, with_base_for
-from archwheel.wheelbuild.recipe_lookup import find_recipe
-from archwheel.wheelbuild.recipe_model import Recipe
-from archwheel.wheelbuild.recipe_torch import with_torch
-from archwheel.wheelbuild.remote_cache import CacheUrl
-from archwheel.wheelbuild.repair import RepairSpec, spec_for_recipe
+from archwheel.wheelbuild.recipes.recipe_lookup import find_recipe
+from archwheel.wheelbuild.recipes.recipe_model import Recipe
+from archwheel.wheelbuild.recipes.recipe_torch import with_torch
+from archwheel.wheelbuild.recipes.torch_pin import TorchWheel
+from archwheel.wheelbuild.run.output import BuildOutput
 from archwheel.wheelbuild.runner import BuildRunner, BuiltWheel
-from archwheel.wheelbuild.source import ResolvedSource, resolve_source
-from archwheel.wheelbuild.source_check import look_at_source
-from archwheel.wheelbuild.toolkit import prepare_torch, with_torch_cuda
-from archwheel.wheelbuild.torch_pin import TorchWheel
+from archwheel.wheelbuild.sources.index_sdist import locate_sdist
+from archwheel.wheelbuild.sources.project_constraints import project_check
+from archwheel.wheelbuild.sources.source import ResolvedSource, resolve_source
+from archwheel.wheelbuild.sources.source_check import look_at_source
+from archwheel.wheelbuild.wheel.official import OfficialComparison, compare_official
+from archwheel.wheelbuild.wheel.repair import RepairSpec, spec_for_recipe
 
 LineSink = Callable[[str], None]
 

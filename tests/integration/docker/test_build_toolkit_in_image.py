@@ -27,14 +27,14 @@ from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.settings import Settings
 from archwheel.facts.arch import CodeKind
 from archwheel.facts.versions import CudaVersion
-from archwheel.wheelbuild.builder_image import (
+from archwheel.wheelbuild.images.builder_image import (
     BuilderImageSpec,
     context_hash,
     ensure_builder_image,
     probe_base_toolkit,
     probe_toolchain,
 )
-from archwheel.wheelbuild.recipe_model import ToolchainSpec
+from archwheel.wheelbuild.recipes.recipe_model import ToolchainSpec
 from tests.support.containers_support import containers_created, containers_with_label
 from tests.support.cuda_image import REPOSITORY, build_cuda_in_image
 from tests.support.paths import CACHE, ROOT

@@ -30,7 +30,7 @@ from archwheel.effects.watchdog import Watchdog
 from archwheel.smoke.environments import ContainerEnvironment
 from archwheel.smoke.runner import run_smoke
 from archwheel.verdicts.smoke import SmokeReport
-from archwheel.wheelbuild.baseimage import ensure_base_image
+from archwheel.wheelbuild.images.baseimage import ensure_base_image
 from tests.support.components import fetch_wheel, require
 from tests.support.containers_support import containers_created, containers_with_label, tiny_rootfs
 from tests.support.schemas import validate_smoke

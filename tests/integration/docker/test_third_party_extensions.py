@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from archwheel.wheelbuild.nvcc_record import never_compiled
+from archwheel.wheelbuild.compile.nvcc_record import never_compiled
 from tests.support.cli import CliRun
 from tests.support.extension_builds import Built, Session, device_images, ok
 from tests.support.real_import import check_against_import

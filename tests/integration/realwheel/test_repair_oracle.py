@@ -31,8 +31,8 @@ from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.effects.process import run_program
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.pytorch_official import load_official
-from archwheel.wheelbuild.recipe import load_recipe
-from archwheel.wheelbuild.repair import (
+from archwheel.wheelbuild.recipes.recipe import load_recipe
+from archwheel.wheelbuild.wheel.repair import (
     RepairSpec,
     official_torch_spec,
     repair_wheel,

@@ -14,9 +14,9 @@ import pytest
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ToolError
 from archwheel.facts.versions import CudaVersion
-from archwheel.wheelbuild.builder_image import DEFAULT_PLATFORMS, download_toolchain
-from archwheel.wheelbuild.recipe_model import ToolchainSpec
-from archwheel.wheelbuild.toolkit import manylinux_platforms
+from archwheel.wheelbuild.images.builder_image import DEFAULT_PLATFORMS, download_toolchain
+from archwheel.wheelbuild.images.toolkit import manylinux_platforms
+from archwheel.wheelbuild.recipes.recipe_model import ToolchainSpec
 
 pytestmark = [pytest.mark.realwheel, pytest.mark.slow]
 

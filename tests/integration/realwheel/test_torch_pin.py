@@ -10,10 +10,10 @@ from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import RecipeError
 from archwheel.exit_codes import exit_code_for
 from archwheel.facts.versions import CudaVersion
-from archwheel.wheelbuild.toolkit import (
+from archwheel.wheelbuild.images.toolkit import (
     manylinux_platforms,
 )
-from archwheel.wheelbuild.torch_pin import (
+from archwheel.wheelbuild.recipes.torch_pin import (
     TORCH_WHEELS,
     fetch_torch_wheel,
     find_torch_pin,

@@ -1,4 +1,4 @@
-"""The build-id of a stripped library (binary/build_id.py, wheelbuild/restamp.py), on real
+"""The build-id of a stripped library (binary/build_id.py, wheelbuild/wheel/restamp.py), on real
 shared libraries linked here by gcc: two links of the same code whose debug information
 differs (as a compile farm's objects can) carry different linker ids even after
 ``strip --strip-debug``; restamped, they are the same file, and the id is the file's own."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from archwheel.binary.build_id import build_id_span, content_id
-from archwheel.wheelbuild.restamp import restamp_build_id
+from archwheel.wheelbuild.wheel.restamp import restamp_build_id
 from tests.support.components import require
 
 SOURCE = "int twice(int x) { return 2 * x; }\nint thrice(int x) { return 3 * x; }\n"

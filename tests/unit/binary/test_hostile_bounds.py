@@ -218,7 +218,7 @@ def test_a_zip_directory_larger_than_the_bound_is_refused(
 def test_sdist_zips_are_bounded_by_the_sdist_member_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from archwheel.wheelbuild import source
+    from archwheel.wheelbuild.sources import source
 
     monkeypatch.setattr(source, "MAX_SDIST_MEMBERS", 3)
     archive = zip_declaring(tmp_path / "pkg-1.0.zip", [("pkg-1.0/setup.py", b"")], 4)

@@ -20,7 +20,7 @@ import pytest
 from archwheel.effects import net, simple_index
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import InputError, ToolError
-from archwheel.wheelbuild import source
+from archwheel.wheelbuild.sources import source
 
 BODY = b"x" * 300_000
 

@@ -20,9 +20,9 @@ from archwheel.facts import arch_grammars as ag
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
-from archwheel.wheelbuild.plan import check_arch_list
-from archwheel.wheelbuild.recipe import load_recipe
-from archwheel.wheelbuild.recipe_torch import pinned_torch
+from archwheel.wheelbuild.planning.plan import check_arch_list
+from archwheel.wheelbuild.recipes.recipe import load_recipe
+from archwheel.wheelbuild.recipes.recipe_torch import pinned_torch
 from tests.support.cli import CliRun
 from tests.support.paths import ROOT
 

@@ -25,7 +25,7 @@ from archwheel.wheelbuild import (
     build_wheel,
     provenance_path,
 )
-from archwheel.wheelbuild.gate import GateVerdict
+from archwheel.wheelbuild.wheel.gate import GateVerdict
 from tests.support.cli import CliRun
 from tests.support.index_wheels import device_library, make_dist
 from tests.support.matrix_fakes import FakeCellBuilder

@@ -17,7 +17,7 @@ from archwheel.effects.process import quote_command
 from archwheel.facts.catalog import load_facts
 from archwheel.interfaces.render.build import build_output
 from archwheel.interfaces.render.common import literal, md_code, safe
-from archwheel.wheelbuild.recipe import load_recipe
+from archwheel.wheelbuild.recipes.recipe import load_recipe
 from tests.support.builders import Entry, container, elf64, write_zip
 from tests.support.cli import CliRun
 from tests.support.paths import ROOT

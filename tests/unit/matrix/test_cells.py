@@ -28,7 +28,7 @@ from archwheel.wheelbuild import (
     build_wheel,
     provenance_path,
 )
-from archwheel.wheelbuild.gate import GateVerdict
+from archwheel.wheelbuild.wheel.gate import GateVerdict
 from tests.support.cli import CliRun
 from tests.support.matrix_fakes import FakeCellBuilder
 from tests.support.paths import ROOT

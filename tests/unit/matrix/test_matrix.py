@@ -21,7 +21,7 @@ from archwheel.matrix.plan import (
 )
 from archwheel.matrix.run import Verdict, run_matrix
 from archwheel.matrix.variants import matrix_publisher
-from archwheel.wheelbuild.recipe_summary import RecipeSummary
+from archwheel.wheelbuild.planning.recipe_summary import RecipeSummary
 from tests.support.matrix_fakes import FakeCellBuilder
 
 RECIPES = {

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from archwheel.facts.arch import ArchList
-from archwheel.wheelbuild.gate import audit_gate
+from archwheel.wheelbuild.wheel.gate import audit_gate
 from tests.support.index_wheels import device_library, make_dist
 
 

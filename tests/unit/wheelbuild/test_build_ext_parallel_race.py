@@ -1,5 +1,5 @@
 """setuptools' ``build_ext --parallel`` against a project whose modules compile the same source:
-the race that keeps archwheel from turning it on by default (wheelbuild/parallel.py).
+the race that keeps archwheel from turning it on by default (wheelbuild/compile/parallel.py).
 
 The project is torch-scatter's shape in plain C (no torch, no nvcc): two modules, ``alpha`` and
 ``beta``, both compile ``src/common.c``, with a different ``FLAVOR`` and ``MODULE`` each (as
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
-from archwheel.wheelbuild.parallel import ParallelSwitches, choose_parallel, ninja_off_in
+from archwheel.wheelbuild.compile.jobs import GIB, HostResources, choose_jobs
+from archwheel.wheelbuild.compile.parallel import ParallelSwitches, choose_parallel, ninja_off_in
 from tests.support.components import require
 
 CC = (sysconfig.get_config_var("CC") or "cc").split()[0]  # what distutils compiles with
@@ -130,7 +130,7 @@ def build(root: Path, env: dict[str, str]) -> dict[str, str]:
 def test_build_ext_parallel_links_the_other_modules_object(tmp_path: Path) -> None:
     """The race is real: with ``parallel = 2`` (archwheel's DIST_EXTRA_CONFIG mechanism),
     ``beta`` links ``alpha``'s ``common.o``. Should setuptools ever give modules objects of
-    their own, this fails, and wheelbuild/parallel.py's rule can be revisited."""
+    their own, this fails, and wheelbuild/compile/parallel.py's rule can be revisited."""
     root = project(tmp_path / "demo")
     config = tmp_path / "parallel.cfg"
     config.write_text("[build_ext]\nparallel = 2\n")

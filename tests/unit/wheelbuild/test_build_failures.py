@@ -14,8 +14,8 @@ from archwheel.effects.engine import OOM_LIKELY
 from archwheel.errors import BuildError
 from archwheel.exit_codes import EXIT_BUILD, exit_code_for
 from archwheel.wheelbuild import BuildOutput, BuildRequest, build_wheel
-from archwheel.wheelbuild.failures import out_of_memory_error, out_of_memory_evidence
-from archwheel.wheelbuild.workfolder import WorkFolder
+from archwheel.wheelbuild.run.failures import out_of_memory_error, out_of_memory_evidence
+from archwheel.wheelbuild.run.workfolder import WorkFolder
 
 
 def test_oom_killer_line_from_the_compiler_driver_is_found() -> None:
@@ -67,7 +67,7 @@ def test_the_message_names_the_jobs_and_the_fix() -> None:
 
 
 def test_a_full_file_system_in_the_compile_is_named_with_its_size(tmp_path: Path) -> None:
-    from archwheel.wheelbuild.failures import out_of_space_error, out_of_space_evidence
+    from archwheel.wheelbuild.run.failures import out_of_space_error, out_of_space_evidence
 
     lines = [
         "[2/7] nvcc elementwise.cu",

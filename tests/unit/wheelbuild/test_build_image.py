@@ -11,7 +11,7 @@ from archwheel.errors import RecipeError, ToolError
 from archwheel.exit_codes import exit_code_for
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
-from archwheel.wheelbuild.builder_image import (
+from archwheel.wheelbuild.images.builder_image import (
     BuilderImageSpec,
     ImageToolkit,
     check_base_toolkit,
@@ -20,7 +20,7 @@ from archwheel.wheelbuild.builder_image import (
     parse_probe,
     parse_toolkit_probe,
 )
-from archwheel.wheelbuild.recipe import load_recipe
+from archwheel.wheelbuild.recipes.recipe import load_recipe
 from tests.support.paths import ROOT
 
 FACTS = load_facts()

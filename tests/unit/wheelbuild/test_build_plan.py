@@ -14,8 +14,8 @@ from archwheel.effects.pipconfig import CONTAINER_CA_PATH, PipSettings, local_fo
 from archwheel.errors import ArchListError, RecipeError, UsageError
 from archwheel.facts.catalog import load_facts
 from archwheel.interfaces.render.build import plan_json
-from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs, detect_host_resources
-from archwheel.wheelbuild.plan import (
+from archwheel.wheelbuild.compile.jobs import GIB, HostResources, choose_jobs, detect_host_resources
+from archwheel.wheelbuild.planning.plan import (
     FALLBACK_BUILD_USER,
     BuildOptions,
     BuildPlan,
@@ -23,9 +23,9 @@ from archwheel.wheelbuild.plan import (
     check_arch_list,
     make_plan,
 )
-from archwheel.wheelbuild.recipe import load_recipe
-from archwheel.wheelbuild.recipe_model import Recipe
-from archwheel.wheelbuild.source import ResolvedSource
+from archwheel.wheelbuild.recipes.recipe import load_recipe
+from archwheel.wheelbuild.recipes.recipe_model import Recipe
+from archwheel.wheelbuild.sources.source import ResolvedSource
 from tests.support.cli import CliRun
 from tests.support.paths import ROOT
 
@@ -407,7 +407,7 @@ def _example_with(tmp_path: Path, line: str) -> Path:
 
 
 def test_base_image_pin_is_read_planned_and_checked(tmp_path: Path) -> None:
-    from archwheel.wheelbuild.baseimage import check_base_image_pin
+    from archwheel.wheelbuild.images.baseimage import check_base_image_pin
 
     pin = "sha256:" + "ab" * 32
     recipe = load_recipe(_example_with(tmp_path, f'base_image_id = "{pin}"'), facts=FACTS)
@@ -431,7 +431,7 @@ def test_a_malformed_base_image_pin_is_refused(tmp_path: Path, value: str) -> No
 
 
 def test_provenance_records_the_pin() -> None:
-    from archwheel.wheelbuild.provenance import ImageRecord
+    from archwheel.wheelbuild.run.provenance import ImageRecord
 
     record = ImageRecord("b:1", "sha256:" + "a" * 64, "x:1", "sha256:" + "b" * 64, (), "sha256:p")
     assert record.base_pinned_id == "sha256:p"
@@ -509,8 +509,8 @@ def test_the_work_folder_has_the_launcher_with_or_without_the_cache(
     """Every build compiles through sccache (a build without the cache caching nothing), so the
     launcher, its ccache name and the forwarder are in every work folder: without them a build
     without the cache ran plain nvcc and made other bytes than a cached one."""
-    from archwheel.wheelbuild import workfolder
-    from archwheel.wheelbuild.remote_cache import FORWARDER, LAUNCHER_DIR
+    from archwheel.wheelbuild.compile.remote_cache import FORWARDER, LAUNCHER_DIR
+    from archwheel.wheelbuild.run import workfolder
 
     workfolder._prepare(tmp_path, plan_for(example, "8.0;9.0", **options))
     launcher = tmp_path / LAUNCHER_DIR.removeprefix("/build/") / "sccache"

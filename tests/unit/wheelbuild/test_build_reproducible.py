@@ -13,7 +13,7 @@ import pytest
 
 from archwheel.effects.files import sha256_file
 from archwheel.errors import BuildError, InputError
-from archwheel.wheelbuild.reproducible import compare_wheels, repack_wheel
+from archwheel.wheelbuild.wheel.reproducible import compare_wheels, repack_wheel
 
 MEMBERS = {
     "pkg/__init__.py": b"print('hi')\n",

@@ -12,8 +12,13 @@ from pathlib import Path
 import pytest
 
 from archwheel.errors import InputError, UsageError
-from archwheel.wheelbuild.recipe_model import SourceSpec
-from archwheel.wheelbuild.source import ZIP_EPOCH_MIN, content_hash, resolve_source, safe_unpack
+from archwheel.wheelbuild.recipes.recipe_model import SourceSpec
+from archwheel.wheelbuild.sources.source import (
+    ZIP_EPOCH_MIN,
+    content_hash,
+    resolve_source,
+    safe_unpack,
+)
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",

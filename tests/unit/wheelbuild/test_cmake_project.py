@@ -1,5 +1,5 @@
-"""``[arch] format = "cmake"``: how the list is handed to CMake (wheelbuild/cmake_arch.py), what
-the plan reads in the project's CMake files (wheelbuild/cmake_project.py), and the recipe
+"""``[arch] format = "cmake"``: how the list is handed to CMake (wheelbuild/recipes/cmake_arch.py), what
+the plan reads in the project's CMake files (wheelbuild/sources/cmake_project.py), and the recipe
 settings refused because CMake would never read them. Real CMake runs the same settings in
 tests/integration/nvcc/test_cmake_arch_delivery.py."""
 
@@ -15,18 +15,18 @@ from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import RecipeError
 from archwheel.facts.arch_consumers import CMAKE, CPP_EXTENSION
 from archwheel.facts.catalog import load_facts
-from archwheel.wheelbuild.cmake_project import commands, read_cmake_files
-from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
-from archwheel.wheelbuild.plan import (
+from archwheel.wheelbuild.compile.jobs import GIB, HostResources, choose_jobs
+from archwheel.wheelbuild.planning.plan import (
     BuildOptions,
     BuildPlan,
     check_arch_list,
     make_plan,
     serial_variant,
 )
-from archwheel.wheelbuild.recipe import load_recipe
-from archwheel.wheelbuild.recipe_model import Recipe
-from archwheel.wheelbuild.source import ResolvedSource
+from archwheel.wheelbuild.recipes.recipe import load_recipe
+from archwheel.wheelbuild.recipes.recipe_model import Recipe
+from archwheel.wheelbuild.sources.cmake_project import commands, read_cmake_files
+from archwheel.wheelbuild.sources.source import ResolvedSource
 from tests.support.cli import CliRun
 
 FACTS = load_facts()

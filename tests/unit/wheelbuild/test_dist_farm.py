@@ -17,7 +17,7 @@ import pytest
 from archwheel.errors import UsageError
 from archwheel.exit_codes import ExitCode, exit_code_for
 from archwheel.facts.documents import load_document
-from archwheel.wheelbuild.dist_farm import (
+from archwheel.wheelbuild.compile.dist_farm import (
     TOKEN_LIMIT,
     DistFarm,
     FarmUnavailable,

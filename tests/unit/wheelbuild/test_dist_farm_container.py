@@ -4,7 +4,7 @@ the route's socket in the container's environment."""
 from __future__ import annotations
 
 from archwheel.effects.farm_proxy import PLACEHOLDER_TOKEN
-from archwheel.wheelbuild.dist_farm import (
+from archwheel.wheelbuild.compile.dist_farm import (
     FARM_MOUNT,
     DistFarm,
     client_config_text,

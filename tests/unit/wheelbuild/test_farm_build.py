@@ -33,23 +33,23 @@ from archwheel.exit_codes import ExitCode, exit_code_for
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild import BuildOutput, BuildPlan, BuildRequest, build_wheel
 from archwheel.wheelbuild import runner as runner_module
-from archwheel.wheelbuild.builder_image import BuilderImage, Toolchain
-from archwheel.wheelbuild.dist_farm import (
+from archwheel.wheelbuild.compile.dist_farm import (
     CLIENT_CONFIG,
     FARM_MOUNT,
     DistFarm,
     FarmUnavailable,
 )
-from archwheel.wheelbuild.farm_build import (
+from archwheel.wheelbuild.images.builder_image import BuilderImage, Toolchain
+from archwheel.wheelbuild.run.farm_build import (
     farm_record,
     without_farm,
     write_container_config,
 )
-from archwheel.wheelbuild.gate import GateVerdict
-from archwheel.wheelbuild.repair import spec_for_recipe
+from archwheel.wheelbuild.run.stages import Timings
+from archwheel.wheelbuild.run.workfolder import Built, WorkFolder
 from archwheel.wheelbuild.runner import BuildRunner
-from archwheel.wheelbuild.stages import Timings
-from archwheel.wheelbuild.workfolder import Built, WorkFolder
+from archwheel.wheelbuild.wheel.gate import GateVerdict
+from archwheel.wheelbuild.wheel.repair import spec_for_recipe
 from tests.support.index_wheels import make_dist
 from tests.support.redis_server import free_port
 

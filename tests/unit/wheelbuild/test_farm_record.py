@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from archwheel.wheelbuild.farm_record import FarmJobs, farm_jobs
+from archwheel.wheelbuild.compile.farm_record import FarmJobs, farm_jobs
 
 
 def test_counts_per_server_local_and_errors() -> None:

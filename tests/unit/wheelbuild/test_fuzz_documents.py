@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from archwheel.errors import ArchwheelError
 from archwheel.facts.catalog import load_facts
 from archwheel.verdicts.manifest import load_manifest
-from archwheel.wheelbuild.recipe import load_recipe, parse_recipe
+from archwheel.wheelbuild.recipes.recipe import load_recipe, parse_recipe
 from tests.support.fuzz import FUZZ_SETTINGS
 from tests.support.paths import ROOT
 

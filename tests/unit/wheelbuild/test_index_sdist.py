@@ -15,9 +15,9 @@ from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.simple_index import parse_simple_page
 from archwheel.errors import InputError, RecipeError
 from archwheel.exit_codes import exit_code_for
-from archwheel.wheelbuild.index_sdist import locate_sdist, sdist_names
-from archwheel.wheelbuild.recipe_model import SourceSpec
-from archwheel.wheelbuild.source import resolve_source
+from archwheel.wheelbuild.recipes.recipe_model import SourceSpec
+from archwheel.wheelbuild.sources.index_sdist import locate_sdist, sdist_names
+from archwheel.wheelbuild.sources.source import resolve_source
 
 
 def make_index(root: Path, project: str, files: dict[str, bytes], *, hashes: bool = True) -> str:

@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from archwheel.wheelbuild.gate import load_gate
+from archwheel.wheelbuild.wheel.gate import load_gate
 from tests.support.can_load_fakes import TAG, Fakes, make_wheel
 
 

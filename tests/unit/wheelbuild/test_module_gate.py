@@ -1,4 +1,4 @@
-"""The gate's second half (wheelbuild/module_gate.py): CUDA sources nvcc never compiled (a module
+"""The gate's second half (wheelbuild/wheel/module_gate.py): CUDA sources nvcc never compiled (a module
 that fell back to CPU) and archs beyond the request (a project that ignored the arch list),
 judged from the build's nvcc record and ccache's stats log; the record as real nvcc 13 writes
 it (tests/integration/nvcc/test_nvcc_record.py makes one)."""
@@ -13,11 +13,11 @@ import pytest
 from archwheel.errors import RecipeError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import load_facts
-from archwheel.wheelbuild.gate import GateVerdict
-from archwheel.wheelbuild.module_gate import ModuleEvidence, check_modules
-from archwheel.wheelbuild.nvcc_record import parse_nvcc_record
-from archwheel.wheelbuild.recipe import load_recipe
-from archwheel.wheelbuild.recipe_model import GateSpec
+from archwheel.wheelbuild.compile.nvcc_record import parse_nvcc_record
+from archwheel.wheelbuild.recipes.recipe import load_recipe
+from archwheel.wheelbuild.recipes.recipe_model import GateSpec
+from archwheel.wheelbuild.wheel.gate import GateVerdict
+from archwheel.wheelbuild.wheel.module_gate import ModuleEvidence, check_modules
 from tests.support.paths import ROOT
 
 FACTS = load_facts()
@@ -179,7 +179,11 @@ def test_a_work_folder_record_with_the_header_alone_is_no_record(tmp_path: Path)
     """The work folder starts with nvcc's header row written (so that nvcc processes starting
     at once append, never truncate): a record holding nothing else means no nvcc ran, as a
     missing one does, and the gate judges the wheel alone."""
-    from archwheel.wheelbuild.nvcc_record import NVCC_RECORD, RECORD_HEADER, read_nvcc_record
+    from archwheel.wheelbuild.compile.nvcc_record import (
+        NVCC_RECORD,
+        RECORD_HEADER,
+        read_nvcc_record,
+    )
 
     path = tmp_path / NVCC_RECORD.removeprefix("/build/")
     assert read_nvcc_record(tmp_path) is None  # missing

@@ -10,8 +10,8 @@ import pytest
 
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.pytorch_official import load_official
-from archwheel.wheelbuild.official import compare_official
-from archwheel.wheelbuild.recipe import load_recipe, parse_recipe
+from archwheel.wheelbuild.recipes.recipe import load_recipe, parse_recipe
+from archwheel.wheelbuild.wheel.official import compare_official
 from tests.support.cli import CliRun
 from tests.support.paths import ROOT
 

@@ -1,4 +1,4 @@
-"""Every core busy: how a build spreads its compiles (wheelbuild/parallel.py), the recipe's
+"""Every core busy: how a build spreads its compiles (wheelbuild/compile/parallel.py), the recipe's
 ``[build.parallel]`` switches, the plan's row, and the serial variant the reproducibility check
 builds. Pure: no container engine (the measured figures are the extension bench's)."""
 
@@ -14,25 +14,25 @@ from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import RecipeError
 from archwheel.facts.catalog import load_facts
 from archwheel.interfaces.render.build import plan_json
-from archwheel.wheelbuild.jobs import GIB, HostResources, JobCount, choose_jobs
-from archwheel.wheelbuild.nvcc_record import TIME_FLAG
-from archwheel.wheelbuild.parallel import (
+from archwheel.wheelbuild.compile.jobs import GIB, HostResources, JobCount, choose_jobs
+from archwheel.wheelbuild.compile.nvcc_record import TIME_FLAG
+from archwheel.wheelbuild.compile.parallel import (
     PARALLEL_CONFIG,
     ParallelSwitches,
     choose_parallel,
     ninja_off_in,
     own_threads_in,
 )
-from archwheel.wheelbuild.plan import (
+from archwheel.wheelbuild.planning.plan import (
     BuildOptions,
     BuildPlan,
     check_arch_list,
     make_plan,
     serial_variant,
 )
-from archwheel.wheelbuild.recipe import load_recipe
-from archwheel.wheelbuild.recipe_model import Recipe
-from archwheel.wheelbuild.source import ResolvedSource
+from archwheel.wheelbuild.recipes.recipe import load_recipe
+from archwheel.wheelbuild.recipes.recipe_model import Recipe
+from archwheel.wheelbuild.sources.source import ResolvedSource
 from tests.support.paths import ROOT
 
 FACTS = load_facts()

@@ -11,7 +11,7 @@ import pytest
 
 from archwheel.errors import UsageError
 from archwheel.exit_codes import EXIT_USAGE, exit_code_for
-from archwheel.wheelbuild.project_constraints import (
+from archwheel.wheelbuild.sources.project_constraints import (
     Declared,
     ProjectCheck,
     check_project,
@@ -340,7 +340,7 @@ def test_build_plan_says_each_contradiction_and_the_json_records_it(
 def test_the_recipe_key_is_validated(tmp_path: Path) -> None:
     from archwheel.errors import RecipeError
     from archwheel.facts.catalog import load_facts
-    from archwheel.wheelbuild.recipe import load_recipe
+    from archwheel.wheelbuild.recipes.recipe import load_recipe
 
     recipe = _project(tmp_path, ignore=False)
     assert not load_recipe(recipe, load_facts()).ignore_requires_python

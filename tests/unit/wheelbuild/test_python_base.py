@@ -10,9 +10,9 @@ import pytest
 
 from archwheel.errors import RecipeError
 from archwheel.facts.catalog import load_facts
-from archwheel.wheelbuild.python_base import choose_base, with_base_for
-from archwheel.wheelbuild.recipe import load_recipe
-from archwheel.wheelbuild.recipe_model import Recipe
+from archwheel.wheelbuild.images.python_base import choose_base, with_base_for
+from archwheel.wheelbuild.recipes.recipe import load_recipe
+from archwheel.wheelbuild.recipes.recipe_model import Recipe
 from tests.support.cli import CliRun
 from tests.support.paths import ROOT
 

@@ -12,7 +12,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from archwheel.effects.pipconfig import PipSettings
-from archwheel.wheelbuild.gate import RangeRequest, range_gate
+from archwheel.wheelbuild.wheel.gate import RangeRequest, range_gate
 from tests.support.can_load_fakes import TAG, Fakes
 
 # Which fake torch each release is: "new" exports c10::foo, which the extension calls.

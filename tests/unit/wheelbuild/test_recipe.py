@@ -12,8 +12,8 @@ from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.pytorch_official import load_official
 from archwheel.facts.versions import CudaVersion
-from archwheel.wheelbuild.recipe import load_recipe
-from archwheel.wheelbuild.recipe_lookup import find_recipe, recipe_files
+from archwheel.wheelbuild.recipes.recipe import load_recipe
+from archwheel.wheelbuild.recipes.recipe_lookup import find_recipe, recipe_files
 from tests.support.paths import ROOT
 
 FACTS = load_facts()

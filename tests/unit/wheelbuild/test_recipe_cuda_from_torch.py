@@ -20,21 +20,22 @@ from archwheel.errors import ArchListError, RecipeError
 from archwheel.facts import arch_consumers, arch_grammars
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
-from archwheel.wheelbuild import BuildOutput, BuildRequest, build_wheel, toolkit
-from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
-from archwheel.wheelbuild.plan import (
+from archwheel.wheelbuild import BuildOutput, BuildRequest, build_wheel
+from archwheel.wheelbuild.compile.jobs import GIB, HostResources, choose_jobs
+from archwheel.wheelbuild.compile.remote_cache import COMPILER_NAMES
+from archwheel.wheelbuild.images import toolkit
+from archwheel.wheelbuild.images.toolkit import prepare_torch, with_torch_cuda
+from archwheel.wheelbuild.planning.plan import (
     COMPILER_LAUNCHERS,
     BuildOptions,
     check_arch_list,
     compiler_names_script,
     make_plan,
 )
-from archwheel.wheelbuild.recipe import load_recipe
-from archwheel.wheelbuild.recipe_model import Recipe
-from archwheel.wheelbuild.remote_cache import COMPILER_NAMES
-from archwheel.wheelbuild.source import ResolvedSource
-from archwheel.wheelbuild.toolkit import prepare_torch, with_torch_cuda
-from archwheel.wheelbuild.torch_pin import TORCH_WHEELS, TorchWheel, read_torch_wheel
+from archwheel.wheelbuild.recipes.recipe import load_recipe
+from archwheel.wheelbuild.recipes.recipe_model import Recipe
+from archwheel.wheelbuild.recipes.torch_pin import TORCH_WHEELS, TorchWheel, read_torch_wheel
+from archwheel.wheelbuild.sources.source import ResolvedSource
 from tests.support.paths import ROOT
 from tests.support.torch_pin_support import fake_torch_wheel
 

@@ -16,19 +16,19 @@ from archwheel.errors import RecipeError
 from archwheel.exit_codes import ExitCode
 from archwheel.facts.catalog import load_facts
 from archwheel.interfaces.cli import main
-from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
-from archwheel.wheelbuild.plan import (
+from archwheel.wheelbuild.compile.jobs import GIB, HostResources, choose_jobs
+from archwheel.wheelbuild.compile.remote_cache import parse_cache_url
+from archwheel.wheelbuild.planning.plan import (
     COMPILER_LAUNCHERS,
     BuildOptions,
     BuildPlan,
     check_arch_list,
     make_plan,
 )
-from archwheel.wheelbuild.recipe import load_recipe
-from archwheel.wheelbuild.recipe_env import sets_nvcc_time
-from archwheel.wheelbuild.recipe_model import RESERVED_ENV, Recipe
-from archwheel.wheelbuild.remote_cache import parse_cache_url
-from archwheel.wheelbuild.source import ResolvedSource
+from archwheel.wheelbuild.recipes.recipe import load_recipe
+from archwheel.wheelbuild.recipes.recipe_env import sets_nvcc_time
+from archwheel.wheelbuild.recipes.recipe_model import RESERVED_ENV, Recipe
+from archwheel.wheelbuild.sources.source import ResolvedSource
 from tests.support.paths import ROOT
 
 FACTS = load_facts()

@@ -13,24 +13,28 @@ from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import UsageError
 from archwheel.exit_codes import EXIT_USAGE, exit_code_for
 from archwheel.facts.catalog import load_facts
-from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
-from archwheel.wheelbuild.plan import (
+from archwheel.wheelbuild.compile.jobs import GIB, HostResources, choose_jobs
+from archwheel.wheelbuild.compile.remote_cache import (
+    KEYED_VARIABLES,
+    LAUNCHER_DIR,
+    REMOTE_MOUNT,
+    parse_cache_url,
+)
+from archwheel.wheelbuild.compile.sccache_launcher import launcher_script
+from archwheel.wheelbuild.compile.sccache_stats import (
+    CacheCounts,
+    parse_server_log,
+    parse_stats_json,
+)
+from archwheel.wheelbuild.planning.plan import (
     BuildOptions,
     BuildPlan,
     check_arch_list,
     make_plan,
     without_remote_cache,
 )
-from archwheel.wheelbuild.recipe import load_recipe
-from archwheel.wheelbuild.remote_cache import (
-    KEYED_VARIABLES,
-    LAUNCHER_DIR,
-    REMOTE_MOUNT,
-    parse_cache_url,
-)
-from archwheel.wheelbuild.sccache_launcher import launcher_script
-from archwheel.wheelbuild.sccache_stats import CacheCounts, parse_server_log, parse_stats_json
-from archwheel.wheelbuild.source import ResolvedSource
+from archwheel.wheelbuild.recipes.recipe import load_recipe
+from archwheel.wheelbuild.sources.source import ResolvedSource
 from tests.support.cli import CliRun
 from tests.support.components import sccache
 from tests.support.paths import ROOT

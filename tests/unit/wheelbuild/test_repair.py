@@ -25,8 +25,8 @@ from archwheel.binary.wheelmeta import read_wheel_metadata
 from archwheel.errors import RecipeError
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.pytorch_official import load_official
-from archwheel.wheelbuild.recipe import parse_recipe
-from archwheel.wheelbuild.repair import (
+from archwheel.wheelbuild.recipes.recipe import parse_recipe
+from archwheel.wheelbuild.wheel.repair import (
     RepairError,
     RepairSpec,
     add_requirements,
@@ -34,7 +34,7 @@ from archwheel.wheelbuild.repair import (
     rpath_for,
     spec_for_recipe,
 )
-from archwheel.wheelbuild.repair_tag import platform_verdict
+from archwheel.wheelbuild.wheel.repair_tag import platform_verdict
 from tests.support.cli import CliRun
 from tests.support.repair_wheels import DemoWheels, build_demo_wheels
 from tests.support.venvs import make_venv, pip_install

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from archwheel.facts.catalog import load_facts
-from archwheel.wheelbuild.recipe import parse_recipe
-from archwheel.wheelbuild.repair import RepairError, RepairSpec, repair_wheel, spec_for_recipe
-from archwheel.wheelbuild.repair_tag import best_platform, manylinux_glibc
+from archwheel.wheelbuild.recipes.recipe import parse_recipe
+from archwheel.wheelbuild.wheel.repair import RepairError, RepairSpec, repair_wheel, spec_for_recipe
+from archwheel.wheelbuild.wheel.repair_tag import best_platform, manylinux_glibc
 from tests.support.index_wheels import make_dist
 from tests.support.repair_wheels import DemoWheels, build_demo_wheels
 

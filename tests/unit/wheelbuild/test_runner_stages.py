@@ -20,14 +20,14 @@ from archwheel.facts.arch import ArchList
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild import BuildOutput, BuildPlan, BuildRequest, build_wheel
 from archwheel.wheelbuild import runner as runner_module
-from archwheel.wheelbuild.builder_image import BuilderImage, Toolchain
-from archwheel.wheelbuild.gate import GateVerdict
-from archwheel.wheelbuild.plan import without_remote_cache
-from archwheel.wheelbuild.remote_cache import parse_cache_url
-from archwheel.wheelbuild.repair import spec_for_recipe
+from archwheel.wheelbuild.compile.remote_cache import parse_cache_url
+from archwheel.wheelbuild.images.builder_image import BuilderImage, Toolchain
+from archwheel.wheelbuild.planning.plan import without_remote_cache
+from archwheel.wheelbuild.run.stages import Timings
+from archwheel.wheelbuild.run.workfolder import Built
 from archwheel.wheelbuild.runner import BuildRunner
-from archwheel.wheelbuild.stages import Timings
-from archwheel.wheelbuild.workfolder import Built
+from archwheel.wheelbuild.wheel.gate import GateVerdict
+from archwheel.wheelbuild.wheel.repair import spec_for_recipe
 from tests.support.index_wheels import make_dist
 
 TOOLCHAIN = Toolchain(

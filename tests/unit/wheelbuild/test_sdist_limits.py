@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from archwheel.errors import InputError
-from archwheel.wheelbuild import source
-from archwheel.wheelbuild.recipe_model import SourceSpec
-from archwheel.wheelbuild.source import resolve_source, safe_unpack
+from archwheel.wheelbuild.recipes.recipe_model import SourceSpec
+from archwheel.wheelbuild.sources import source
+from archwheel.wheelbuild.sources.source import resolve_source, safe_unpack
 from tests.support.fuzz import watchdog
 
 

@@ -19,8 +19,8 @@ import pytest
 
 from archwheel.errors import RecipeError, ToolError
 from archwheel.facts.catalog import load_facts
-from archwheel.wheelbuild.recipe import parse_recipe
-from archwheel.wheelbuild.source import resolve_source
+from archwheel.wheelbuild.recipes.recipe import parse_recipe
+from archwheel.wheelbuild.sources.source import resolve_source
 from tests.support.cli import CliRun
 from tests.support.components import require
 
@@ -148,7 +148,7 @@ def test_mirror_key_checks(tmp_path: Path) -> None:
 def test_git_mirror_flag() -> None:
     from archwheel.errors import UsageError
     from archwheel.wheelbuild import with_git_mirrors
-    from archwheel.wheelbuild.recipe import load_recipe
+    from archwheel.wheelbuild.recipes.recipe import load_recipe
     from tests.support.paths import ROOT
 
     pytorch = load_recipe(ROOT / "recipes" / "pytorch-2.14.1-cu130.toml", facts=FACTS)

@@ -1,4 +1,4 @@
-"""``[[source.patches]]`` (wheelbuild/source_patches.py) with the real ``git apply``: a patched
+"""``[[source.patches]]`` (wheelbuild/sources/source_patches.py) with the real ``git apply``: a patched
 copy is what the build mounts, the source itself is untouched, the copy is made once, a patch
 that is not the recipe's or does not apply is refused with one line, and git never patches a
 repository above the copy."""
@@ -14,8 +14,8 @@ import pytest
 from archwheel.errors import RecipeError
 from archwheel.exit_codes import exit_code_for
 from archwheel.facts.catalog import load_facts
-from archwheel.wheelbuild.recipe import load_recipe
-from archwheel.wheelbuild.source import resolve_source
+from archwheel.wheelbuild.recipes.recipe import load_recipe
+from archwheel.wheelbuild.sources.source import resolve_source
 
 SETUP = 'ARCHS = ["-gencode", "arch=compute_75,code=sm_75"]\nprint("built")\n'
 PATCH = """\

@@ -22,20 +22,20 @@ from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
 from archwheel.interfaces.render.build import plan_json
 from archwheel.verdicts.audit import audit, audit_document
-from archwheel.wheelbuild.compression import choose_compression
-from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
-from archwheel.wheelbuild.nvcc_record import TIME_FLAG
-from archwheel.wheelbuild.plan import (
+from archwheel.wheelbuild.compile.compression import choose_compression
+from archwheel.wheelbuild.compile.jobs import GIB, HostResources, choose_jobs
+from archwheel.wheelbuild.compile.nvcc_record import TIME_FLAG
+from archwheel.wheelbuild.planning.plan import (
     BuildOptions,
     BuildPlan,
     check_arch_list,
     make_plan,
     serial_variant,
 )
-from archwheel.wheelbuild.recipe import load_recipe, parse_recipe
-from archwheel.wheelbuild.recipe_model import Recipe
-from archwheel.wheelbuild.repair import RepairError, RepairSpec, repair_wheel, spec_for_recipe
-from archwheel.wheelbuild.source import ResolvedSource
+from archwheel.wheelbuild.recipes.recipe import load_recipe, parse_recipe
+from archwheel.wheelbuild.recipes.recipe_model import Recipe
+from archwheel.wheelbuild.sources.source import ResolvedSource
+from archwheel.wheelbuild.wheel.repair import RepairError, RepairSpec, repair_wheel, spec_for_recipe
 from tests.support.builders import Entry, container
 from tests.support.components import require
 from tests.support.paths import ROOT

@@ -12,16 +12,16 @@ from archwheel.errors import RecipeError, UsageError
 from archwheel.exit_codes import exit_code_for
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.versions import CudaVersion
-from archwheel.wheelbuild.recipe import load_recipe
-from archwheel.wheelbuild.recipe_torch import with_torch
-from archwheel.wheelbuild.toolkit import (
+from archwheel.wheelbuild.images.toolkit import (
     TorchBuild,
     manylinux_platforms,
     parse_glibc,
     prepare_torch,
     torch_image_tag,
 )
-from archwheel.wheelbuild.torch_pin import (
+from archwheel.wheelbuild.recipes.recipe import load_recipe
+from archwheel.wheelbuild.recipes.recipe_torch import with_torch
+from archwheel.wheelbuild.recipes.torch_pin import (
     TORCH_WHEELS,
     cached_torch_wheel,
     check_torch_wheel,
@@ -265,9 +265,9 @@ def test_shipped_torch_scatter_recipe_loads() -> None:
 
 
 def test_plan_against_a_pinned_torch_reuses_the_torch_image_site_packages(tmp_path: Path) -> None:
-    from archwheel.wheelbuild.jobs import GIB, HostResources, choose_jobs
-    from archwheel.wheelbuild.plan import BuildOptions, check_arch_list, make_plan
-    from archwheel.wheelbuild.source import ResolvedSource
+    from archwheel.wheelbuild.compile.jobs import GIB, HostResources, choose_jobs
+    from archwheel.wheelbuild.planning.plan import BuildOptions, check_arch_list, make_plan
+    from archwheel.wheelbuild.sources.source import ResolvedSource
 
     folder = tmp_path / "cache" / TORCH_WHEELS
     folder.mkdir(parents=True)
@@ -299,7 +299,7 @@ def test_plan_against_a_pinned_torch_reuses_the_torch_image_site_packages(tmp_pa
 
 
 def test_free_threaded_python_takes_only_its_own_cached_torch_wheel(tmp_path: Path) -> None:
-    from archwheel.wheelbuild.torch_pin import TorchPin, cached_torch_wheel, python_tag
+    from archwheel.wheelbuild.recipes.torch_pin import TorchPin, cached_torch_wheel, python_tag
 
     assert python_tag("3.14t") == "cp314-cp314t"
     assert python_tag("3.14") == "cp314-cp314"

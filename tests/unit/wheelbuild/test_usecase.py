@@ -32,7 +32,7 @@ from archwheel.wheelbuild import (
     summarize_recipes,
     usecase,
 )
-from archwheel.wheelbuild.gate import GateVerdict
+from archwheel.wheelbuild.wheel.gate import GateVerdict
 
 EXAMPLE = BuildRequest(recipe="example", arch="8.0;9.0", plan_only=True)
 

@@ -9,8 +9,8 @@ import pytest
 from packaging.version import Version
 
 from archwheel.errors import BuildError
-from archwheel.wheelbuild.reproducible import repack_wheel
-from archwheel.wheelbuild.wheel_label import new_version, relabel_wheel, rewrite_metadata
+from archwheel.wheelbuild.wheel.reproducible import repack_wheel
+from archwheel.wheelbuild.wheel.wheel_label import new_version, relabel_wheel, rewrite_metadata
 
 META = """\
 Metadata-Version: 2.1

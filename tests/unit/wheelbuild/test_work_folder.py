@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from archwheel.errors import BuildError
-from archwheel.wheelbuild import workfolder
-from archwheel.wheelbuild.cache_report import cache_nearly_full
-from archwheel.wheelbuild.plan import BUILD
-from archwheel.wheelbuild.remote_cache import SERVER_LOG
+from archwheel.wheelbuild.compile.remote_cache import SERVER_LOG
+from archwheel.wheelbuild.planning.plan import BUILD
+from archwheel.wheelbuild.run import workfolder
+from archwheel.wheelbuild.run.cache_report import cache_nearly_full
 from tests.support.fuzz import watchdog
 
 

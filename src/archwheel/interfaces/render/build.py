@@ -153,7 +153,7 @@ def plan_json(plan: BuildPlan) -> dict[str, object]:
         "environment": dict(plan.build_env),
         "container": dict(plan.environment_rows()[:2]),
         "source_check": [value for label, value in plan.source_check if label == "source check"],
-        # what the CMake files do with the arch list (wheelbuild/cmake_project.py)
+        # what the CMake files do with the arch list (wheelbuild/sources/cmake_project.py)
         "cmake": [
             {"kind": label, "line": value}
             for label, value in plan.source_check

@@ -1,0 +1,6 @@
+"""Images: the locally made Debian base image (``baseimage``), the builder image on it
+(``builder_image``), the base a build's Python is built on (``python_base``), and the toolkit and
+torch image a torch-extension build compiles against (``toolkit``).
+
+May import the rooms ``recipes`` and ``compile`` and the floors below.
+"""

@@ -1,0 +1,373 @@
+"""One build in containers: a fresh work folder, each plan phase in its own container, and the
+single wheel it leaves re-packed deterministically into the staging folder.
+
+The work folder is written by the build (a recipe's command, an sdist's setup.py, inside the
+container) and read here on the host, often as root: nothing there is followed out of it or
+waited on (``built_wheels``, ``read_compiles``), and nothing is written into it once a container
+has run in it (the relabelled wheel goes to the staging folder, which no container sees).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from archwheel.effects.engine import Container, ContainerEngine, ContainerSpec, Mount
+from archwheel.effects.files import open_regular, sha256_file
+from archwheel.effects.owner import owned_tempdir, remove_owned, unmark_folder
+from archwheel.effects.redis_relay import UnixRelay
+from archwheel.errors import BuildError
+from archwheel.facts.python_target import PythonTarget
+from archwheel.verdicts.compile_failure import EvidenceLines
+from archwheel.wheelbuild.compile.dist_farm import FARM_MOUNT
+from archwheel.wheelbuild.compile.nvcc_record import (
+    NVCC_RECORD,
+    RECORD_HEADER,
+    NvccRecord,
+    read_nvcc_record,
+)
+from archwheel.wheelbuild.compile.parallel import PARALLEL_CONFIG
+from archwheel.wheelbuild.compile.remote_cache import (
+    FALLBACK_LOG,
+    FORWARDER,
+    LAUNCHER_DIR,
+    REMOTE_MOUNT,
+    SCCACHE_BIN,
+    SERVER_LOG,
+    SERVER_SOCKET,
+)
+from archwheel.wheelbuild.compile.sccache_launcher import FORWARDER_SCRIPT, launcher_script
+from archwheel.wheelbuild.compile.sccache_stats import (
+    CompileRecord,
+    parse_server_log,
+    parse_stats_json,
+)
+from archwheel.wheelbuild.images.builder_image import BuilderImage, Toolchain
+from archwheel.wheelbuild.planning.plan import BUILD, CACHE_DIR, DIST, FILE_LIST, BuildPlan, Step
+from archwheel.wheelbuild.run.failures import (
+    compile_failure_error,
+    out_of_space_error,
+    out_of_space_evidence,
+)
+from archwheel.wheelbuild.run.farm_build import write_container_config
+from archwheel.wheelbuild.run.output import BuildOutput
+from archwheel.wheelbuild.run.stages import Timings
+from archwheel.wheelbuild.wheel.reproducible import repack_wheel
+from archwheel.wheelbuild.wheel.wheel_label import relabel_wheel
+
+# The daemon's log is written in the build's work folder; read at most this much of it.
+_SERVER_LOG_LIMIT = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Built:
+    """What one build in containers made."""
+
+    wheel: Path  # the deterministic re-pack, in the staging folder
+    timings: Mapping[str, float]  # its phases and the package step
+    cache_stats: Mapping[str, object]  # sccache's statistics after the compile step (JSON)
+    compiles: tuple[CompileRecord, ...] = ()
+    cache_room: CacheRoom | None = None  # the cache volume's file system after the compile
+    nvcc: NvccRecord | None = None  # what nvcc compiled (its --time record; nvcc_record.py)
+    fallbacks: tuple[str, ...] = ()  # why compiles ran without the cache (the launcher's log)
+
+
+@dataclass(frozen=True)
+class WorkFolder:
+    """Where and how a build runs its containers: the engine, the output, the work root."""
+
+    engine: ContainerEngine
+    output: BuildOutput
+    work_root: Path | None = None
+    keep_work: bool = False
+
+    def build_once(
+        self,
+        plan: BuildPlan,
+        builder: BuilderImage,
+        staging: Path,
+        toolchain: Toolchain,
+        relay: UnixRelay | None = None,
+        *,
+        farm_folder: Path | None = None,
+    ) -> Built:
+        """Run the plan's phases in a fresh work folder; the wheel lands in ``staging``. The
+        relay's folder and the farm route's (``farm_folder``) are mounted into the compile
+        phase only."""
+        timings = Timings()
+        work = owned_tempdir("archwheel-work-", self.work_root)
+        try:
+            _prepare(work, plan)
+            stats, room = self._run_phases(
+                plan, builder, work, toolchain, relay=relay, farm=farm_folder, timings=timings
+            )
+            with timings.stage(self.output, "package", "re-pack the wheel deterministically"):
+                staged = _package(plan, work, staging)
+            self.output.line(f"wheel: {staged.name} sha256 {sha256_file(staged)}")
+            return Built(
+                staged,
+                timings.frozen(),
+                MappingProxyType(stats),
+                read_compiles(work),
+                room,
+                read_nvcc_record(work),
+                read_fallbacks(work),
+            )
+        finally:
+            if self.keep_work:
+                unmark_folder(work)  # kept: not a leftover for the next run to remove
+                self.output.line(f"keeping the work folder {work} (--keep-work)")
+            else:
+                remove_owned(work)
+
+    def _run_phases(
+        self,
+        plan: BuildPlan,
+        builder: BuilderImage,
+        work: Path,
+        toolchain: Toolchain,
+        *,
+        relay: UnixRelay | None,
+        farm: Path | None = None,
+        timings: Timings,
+    ) -> tuple[dict[str, object], CacheRoom | None]:
+        """Each phase in its own container; sccache's statistics after the compile step (its
+        daemon started with the phase, so they are the compile's), and the room left on the
+        cache volume's file system after it."""
+        # the farm's job counts are sccache's statistics too, with or without the cache
+        use_stats = (
+            plan.ccache_volume is not None or plan.farm is not None
+        ) and toolchain.sccache != "none"
+        stats: dict[str, object] = {}
+        room: CacheRoom | None = None
+        for phase in plan.phases:
+            with timings.timed(phase.name):
+                relayed = (
+                    (Mount(str(relay.folder), REMOTE_MOUNT),)
+                    if relay is not None and phase.name == "compile"
+                    else ()
+                ) + (
+                    (Mount(str(farm), FARM_MOUNT),)
+                    if farm is not None and phase.name == "compile"
+                    else ()
+                )
+                spec = ContainerSpec(
+                    image=builder.tag,
+                    network=phase.network,
+                    user=plan.user,
+                    workdir=BUILD,
+                    mounts=(
+                        *phase.mounts,
+                        Mount(str(work), BUILD),
+                        *relayed,
+                    ),
+                    labels={"org.archwheel.recipe": plan.recipe.name},
+                )
+                with self.engine.container(spec) as container:
+                    for step in phase.steps:
+                        self.output.stage(step.name, step.description)
+                        self._call(container, plan, step, work)
+                        if step.name == "compile" and use_stats:
+                            stats = sccache_stats(container, plan.user)
+                            room = cache_room(container, plan.user)
+        return stats, room
+
+    def _call(self, container: Container, plan: BuildPlan, step: Step, work: Path) -> None:
+        """One step; a failed compile says why where its output shows a known cause
+        (failures.compile_failure_error: memory, disk, the C++ standard, ...)."""
+        tail: deque[str] = deque(maxlen=400)
+        evidence = EvidenceLines()
+
+        def sink(line: str) -> None:
+            tail.append(line)
+            evidence.add(line)
+            self.output.line(line)
+
+        try:
+            container.call(
+                step.command,
+                env=step.env,
+                workdir=step.workdir,
+                user=step.user,
+                sink=sink,
+                what=f"step {step.name!r}",
+            )
+        except BuildError as exc:
+            if step.name == "compile":
+                raise compile_failure_error(
+                    exc,
+                    tail=tail,
+                    evidence=evidence.lines(),
+                    plan=plan,
+                    work=work,
+                    log=self.output.log_path,
+                ) from None
+            no_room = out_of_space_evidence(tail)
+            if no_room is not None:
+                raise out_of_space_error(no_room, work=work) from None
+            raise
+
+
+def _prepare(work: Path, plan: BuildPlan) -> None:
+    """The file list, archwheel's sccache launcher (also named ccache) and forwarder,
+    setuptools' parallel config, and the folder given to the build user."""
+    (work / FILE_LIST.removeprefix(BUILD + "/")).write_bytes(
+        b"".join(name.encode() + b"\0" for name in plan.source.files)
+    )
+    # archwheel's own folder in the work folder, with or without the compiler cache: nvcc's
+    # --time record goes there, and nvcc stops ("Cannot open file") where it cannot write it.
+    record = work / NVCC_RECORD.removeprefix(BUILD + "/")
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(RECORD_HEADER)  # every nvcc then appends (nvcc_record.RECORD_HEADER)
+    # The launcher, with or without the cache: sccache runs every compiler (plan.py).
+    launcher = work / LAUNCHER_DIR.removeprefix(BUILD + "/") / "sccache"
+    launcher.parent.mkdir(parents=True, exist_ok=True)
+    launcher.write_text(launcher_script())
+    launcher.chmod(0o755)
+    # torch's _wrap_compiler takes ccache before sccache: both names are the launcher
+    (launcher.parent / "ccache").symlink_to("sccache")
+    (work / FORWARDER.removeprefix(BUILD + "/")).write_text(FORWARDER_SCRIPT)
+    if plan.parallel is not None and plan.parallel.config:
+        # setuptools' extra config file (DIST_EXTRA_CONFIG): [build_ext] parallel = N
+        config = work / PARALLEL_CONFIG.removeprefix(BUILD + "/")
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(plan.parallel.config)
+    # With a farm: the sccache client configuration, a placeholder token (farm_build.py)
+    write_container_config(plan, work)
+    chown_to_build_user(work, plan.build_user)
+
+
+def _package(plan: BuildPlan, work: Path, staging: Path) -> Path:
+    """The one wheel of the build, for the plan's Python, relabelled and re-packed."""
+    built = built_wheels(work / DIST.removeprefix(BUILD + "/"))
+    if len(built) != 1:
+        found = ", ".join(p.name for p in built) or "none"
+        raise BuildError(
+            f"the build command must leave exactly one wheel in {DIST}; found {found}",
+            hint=f"check [build] command in {plan.recipe.path}",
+        )
+    fits, why = PythonTarget.parse(plan.python).accepts(built[0].name)
+    if not fits:
+        raise BuildError(
+            f"the build made a wheel for another Python: {why}",
+            hint=f"check that {plan.recipe.path} [build] runs $ARCHWHEEL_PYTHON",
+        )
+    staging.mkdir(parents=True)
+    wheel = built[0]
+    if plan.torch is not None:
+        # What it was built against: +pt2.14.1cu130 and Requires-Dist torch==2.14.1.
+        # Written to staging, never into the work folder (the build's, links and all).
+        wheel = relabel_wheel(
+            wheel, staging / "relabelled", plan.torch.local_version, plan.torch.pin_requirement
+        )
+    staged = staging / wheel.name
+    repack_wheel(wheel, staged, plan.source.source_date_epoch)
+    return staged
+
+
+def built_wheels(dist: Path) -> list[Path]:
+    """The wheels the build left in its dist folder: regular files only. The work folder is
+    written by the build (a recipe's command, an sdist's setup.py) and read by archwheel on the
+    host: a link there (to a host file, or a folder) is refused, not followed."""
+    if dist.is_symlink():
+        raise BuildError(f"the build made {DIST} a symbolic link; archwheel does not follow it")
+    if not dist.is_dir():
+        return []
+    found: list[Path] = []
+    with os.scandir(dist) as entries:
+        for entry in entries:
+            if not entry.name.endswith(".whl"):
+                continue
+            if not entry.is_file(follow_symlinks=False):
+                raise BuildError(
+                    f"the build left {entry.name} in {DIST} as a link or a special file, not "
+                    "a wheel file; archwheel does not follow it"
+                )
+            found.append(Path(entry.path))
+    return sorted(found)
+
+
+def _read_own(work: Path, path: str, limit: int) -> str:
+    """A file of archwheel's in the work folder, as text; "" when it is not a regular file.
+    The work folder is the build's: a link or a FIFO there is not followed or waited on."""
+    target = work / path.removeprefix(BUILD + "/")
+    try:
+        if target.is_symlink():
+            return ""
+        with open_regular(target) as handle:
+            return handle.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def read_compiles(work: Path) -> tuple[CompileRecord, ...]:
+    """The per-step record of the compile step (the sccache daemon's log)."""
+    return parse_server_log(_read_own(work, SERVER_LOG, _SERVER_LOG_LIMIT))
+
+
+def read_fallbacks(work: Path) -> tuple[str, ...]:
+    """Why compiles ran without the cache: the launcher's lines (at most 1000 kept)."""
+    lines = _read_own(work, FALLBACK_LOG, 1 << 20).splitlines()
+    return tuple(line[:300] for line in lines[:1000] if line.strip())
+
+
+def chown_to_build_user(folder: Path, user: tuple[int, int]) -> None:
+    """Make the work folder the build user's (needed when archwheel runs as root)."""
+    if os.getuid() != 0:
+        return
+    for dirpath, dirnames, filenames in os.walk(folder):
+        os.chown(dirpath, *user)
+        for name in (*dirnames, *filenames):
+            os.chown(Path(dirpath) / name, *user, follow_symlinks=False)
+
+
+@dataclass(frozen=True)
+class CacheRoom:
+    """The size of the file system that holds the compiler cache, and what is free on it."""
+
+    size: int  # bytes
+    free: int  # bytes, for the build user
+
+    def to_json_dict(self) -> dict[str, int]:
+        """The room as the provenance's compiler cache ``file_system`` entry."""
+        return {"size": self.size, "free_after_compile": self.free}
+
+
+_DF_LINE = re.compile(r"^\S+\s+(\d+)\s+\d+\s+(\d+)\s+\d+%")
+
+
+def cache_room(container: Container, user: str) -> CacheRoom | None:
+    """``df -Pk`` of the cache folder in the build container; None when it cannot be read."""
+    try:
+        text = container.output(["df", "-Pk", CACHE_DIR], user=user)
+    except BuildError:
+        return None
+    return parse_df(text)
+
+
+def parse_df(text: str) -> CacheRoom | None:
+    """The first file system of ``df -Pk`` output (POSIX format: 1024-byte blocks)."""
+    for line in text.splitlines()[1:]:
+        m = _DF_LINE.match(line.strip())
+        if m:
+            return CacheRoom(int(m.group(1)) * 1024, int(m.group(2)) * 1024)
+    return None
+
+
+def sccache_stats(container: Container, user: str) -> dict[str, object]:
+    """sccache's statistics (``--show-stats --stats-format json``) from this build's daemon;
+    {} when it does not answer (it never started: the compiles ran without it)."""
+    try:
+        text = container.output(
+            ["env", f"SCCACHE_SERVER_UDS={SERVER_SOCKET}", SCCACHE_BIN, "--show-stats",
+             "--stats-format", "json"],
+            user=user,
+        )  # fmt: skip
+    except BuildError:
+        return {}
+    return parse_stats_json(text)

@@ -1,0 +1,484 @@
+"""What the project declares about the Python and the torch it builds with, read before a build.
+
+A recipe replaces the project's own choices: its torch pin becomes the wheel's
+``Requires-Dist``, its Python the wheel's tag. Where they contradict what the project declares,
+archwheel says so in the plan, one line each, and records it in the provenance:
+
+- ``requires-python`` (``[project] requires-python``, ``setup.cfg [options] python_requires``,
+  ``setup(python_requires=...)``): a Python it excludes is refused before any container
+  (``UsageError``, exit 2), unless the recipe says ``[python] ignore_requires_python = true``
+  (then a warning, and provenance ``project.requires_python.ignored``);
+- its torch requirement (``[build-system] requires``, ``[project] dependencies``,
+  ``setup.cfg [options] install_requires``/``setup_requires``, ``setup(install_requires=...,
+  setup_requires=...)``): a pinned torch outside it is built anyway, as the recipe says, with
+  a warning and provenance ``project.torch[].overridden``;
+- the wheel's tag: a project that builds ``py3-none`` (scikit-build-core ``wheel.py-api =
+  "py3"``) or ``abi3`` (``py-api = "cp39"``, ``[bdist_wheel] py_limited_api``) gets that tag,
+  not ``cp311-cp311``; where the build files do not say, the tag follows the build backend.
+
+Read statically and bounded: ``pyproject.toml``, ``setup.cfg``, ``setup.py`` and an sdist's
+``PKG-INFO`` at the top of the source, each at most ``MAX_FILE_BYTES``; ``setup.py`` is parsed
+(``ast``), never run: a value that is not a literal (or a name bound once to a literal) is not
+read, and the plan says so. ``PKG-INFO`` (the metadata the sdist's backend computed, read as pip
+reads core metadata) comes last: its ``Requires-Python`` counts where no build file declares
+one, its torch ``Requires-Dist`` where no build file names torch (a ``setup.py`` that computes
+them is read so), and a field it marks ``Dynamic`` (metadata 2.2) is not taken.
+``read_constraints`` is pure (the files' texts in); ``read_project`` reads the files.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.markers import InvalidMarker
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from archwheel.binary.coremetadata import parse_core_metadata
+from archwheel.effects.files import open_regular
+from archwheel.errors import UsageError
+from archwheel.facts.documents import DocumentUnreadable, parse_document
+from archwheel.facts.python_target import PythonTarget
+from archwheel.wheelbuild.images.toolkit import TorchBuild
+from archwheel.wheelbuild.recipes.recipe_model import Recipe
+from archwheel.wheelbuild.sources.source import ResolvedSource
+
+PROJECT_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "PKG-INFO")
+MAX_FILE_BYTES = 1 << 20
+MAX_NESTING = 32
+_SETUP_KEYS = ("python_requires", "install_requires", "setup_requires")
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One requirement the project declares, and where (``pyproject.toml [project]
+    dependencies``)."""
+
+    requirement: str  # ">=3.12" for requires-python; "torch>=2.0,<2.8" for torch
+    origin: str
+
+
+@dataclass(frozen=True)
+class ProjectConstraints:
+    """What the build files declare; ``unread`` names what could not be read statically."""
+
+    requires_python: Declared | None = None
+    torch: tuple[Declared, ...] = ()
+    backend: str | None = None  # [build-system] build-backend
+    tag: Declared | None = None  # "py3-none", "cp39-abi3": a tag the build files choose
+    unread: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()  # the files read
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+def read_project(root: Path, files: Iterable[str]) -> Mapping[str, str]:
+    """The texts of ``PROJECT_FILES`` at the top of a resolved source (``files``: its list);
+    a file too large or unreadable is left out (the build reads it, and says so)."""
+    present = set(files)
+    texts: dict[str, str] = {}
+    for name in PROJECT_FILES:
+        if name not in present:
+            continue
+        try:
+            with open_regular(root / name) as handle:
+                data = handle.read(MAX_FILE_BYTES + 1)
+        except OSError:
+            continue
+        if len(data) <= MAX_FILE_BYTES:
+            texts[name] = data.decode("utf-8", errors="replace")
+    return texts
+
+
+def _is_torch(text: str) -> Requirement | None:
+    try:
+        req = Requirement(text)
+    except InvalidRequirement:
+        return None
+    if canonicalize_name(req.name) != "torch":
+        return None
+    try:
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            return None
+    except InvalidMarker:  # pragma: no cover - Requirement already parsed the marker
+        return None
+    return req
+
+
+def _torch_among(values: object, origin: str) -> list[Declared]:
+    if isinstance(values, str):
+        values = values.splitlines()
+    if not isinstance(values, (list, tuple)):
+        return []
+    found = []
+    for value in values:
+        if isinstance(value, str):
+            text = value.split("#", 1)[0].strip()
+            req = _is_torch(text)
+            if req is not None and str(req.specifier):
+                # as the project wrote it (its order), without a marker that holds here
+                found.append(Declared(text.split(";", 1)[0].strip(), origin))
+    return found
+
+
+def _pyproject(text: str, out: _Found) -> None:
+    try:
+        document = parse_document(text, MAX_NESTING, toml=True)
+    except DocumentUnreadable as exc:
+        out.unread.append(f"pyproject.toml ({exc})")
+        return
+    assert isinstance(document, dict)
+    build = document.get("build-system")
+    if isinstance(build, dict):
+        out.torch += _torch_among(build.get("requires"), "pyproject.toml [build-system] requires")
+        backend = build.get("build-backend")
+        out.backend = backend if isinstance(backend, str) else None
+    project = document.get("project")
+    if isinstance(project, dict):
+        requires = project.get("requires-python")
+        if isinstance(requires, str):
+            out.python(requires, "pyproject.toml [project] requires-python")
+        out.torch += _torch_among(
+            project.get("dependencies"), "pyproject.toml [project] dependencies"
+        )
+    tool = document.get("tool")
+    skbuild = tool.get("scikit-build") if isinstance(tool, dict) else None
+    if isinstance(skbuild, dict):
+        wheel = skbuild.get("wheel")
+        api = wheel.get("py-api") if isinstance(wheel, dict) else skbuild.get("wheel.py-api")
+        if isinstance(api, str) and api:
+            origin = f'pyproject.toml [tool.scikit-build] wheel.py-api = "{api}"'
+            if api.startswith("py"):
+                out.tag = Declared(f"{api}-none", origin)
+            elif api.startswith("cp"):
+                out.tag = Declared(f"{api}-abi3", origin)
+
+
+def _setup_cfg(text: str, out: _Found) -> None:
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read_string(text, "setup.cfg")
+    except configparser.Error as exc:
+        out.unread.append(f"setup.cfg ({' '.join(str(exc).split())[:120]})")
+        return
+    if parser.has_section("options"):
+        options = parser["options"]
+        if options.get("python_requires"):
+            out.python(options["python_requires"], "setup.cfg [options] python_requires")
+        for key in ("install_requires", "setup_requires"):
+            out.torch += _torch_among(options.get(key, ""), f"setup.cfg [options] {key}")
+    if parser.has_section("bdist_wheel"):
+        limited = parser["bdist_wheel"].get("py_limited_api", "").strip()
+        if limited.startswith("cp"):
+            out.tag = Declared(f"{limited}-abi3", "setup.cfg [bdist_wheel] py_limited_api")
+
+
+def _literal(node: ast.expr, names: Mapping[str, ast.expr]) -> tuple[bool, Any]:
+    """The value of a literal, or of a name bound once, at the top, to a literal."""
+    if isinstance(node, ast.Name) and node.id in names:
+        node = names[node.id]
+    try:
+        return True, ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+
+
+def _setup_py(text: str, out: _Found) -> None:
+    try:
+        tree = ast.parse(text, "setup.py")
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
+        out.unread.append(f"setup.py (not parsed: {type(exc).__name__})")
+        return
+    bound: dict[str, list[ast.expr]] = {}
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target = statement.targets[0]
+            if isinstance(target, ast.Name):
+                bound.setdefault(target.id, []).append(statement.value)
+    names = {name: values[0] for name, values in bound.items() if len(values) == 1}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        if called != "setup":
+            continue
+        for keyword in node.keywords:
+            if keyword.arg in _SETUP_KEYS:
+                read, value = _literal(keyword.value, names)
+                origin = f"setup.py setup({keyword.arg}=...)"
+                if not read:
+                    out.unread.append(f"{origin} (computed, not a literal)")
+                elif keyword.arg == "python_requires" and isinstance(value, str):
+                    out.python(value, origin)
+                else:
+                    out.torch += _torch_among(value, origin)
+            elif keyword.arg == "options":
+                read, value = _literal(keyword.value, names)
+                wheel = value.get("bdist_wheel") if read and isinstance(value, dict) else None
+                limited = wheel.get("py_limited_api") if isinstance(wheel, dict) else None
+                if isinstance(limited, str) and limited.startswith("cp"):
+                    origin = "setup.py setup(options={'bdist_wheel': {'py_limited_api': ...}})"
+                    out.tag = Declared(f"{limited}-abi3", origin)
+
+
+def _pkg_info(text: str, out: _Found) -> None:
+    metadata = parse_core_metadata(text)
+    dynamic = {value.strip().lower() for value in metadata.get_all("Dynamic")}
+    python = metadata.get("Requires-Python")
+    if python is not None and python.strip() and "requires-python" not in dynamic:
+        out.python(python.strip(), "PKG-INFO Requires-Python")
+    if not out.torch and "requires-dist" not in dynamic:
+        values = [value.strip() for value in metadata.get_all("Requires-Dist")]
+        out.torch.extend(_torch_among(values, "PKG-INFO Requires-Dist"))
+
+
+class _Found:
+    """What the readers collect; the first file to declare requires-python wins (pyproject.toml,
+    then setup.cfg, then setup.py: the order in which the backends let them override)."""
+
+    def __init__(self) -> None:
+        self.requires_python: Declared | None = None
+        self.torch: list[Declared] = []
+        self.backend: str | None = None
+        self.tag: Declared | None = None
+        self.unread: list[str] = []
+
+    def python(self, text: str, origin: str) -> None:
+        if self.requires_python is not None:
+            return
+        try:
+            SpecifierSet(text)
+        except InvalidSpecifier:
+            self.unread.append(f"{origin} ({text!r} is not a version specifier)")
+            return
+        self.requires_python = Declared(text.strip(), origin)
+
+
+def read_constraints(texts: Mapping[str, str]) -> ProjectConstraints:
+    """What ``pyproject.toml``, ``setup.cfg``, ``setup.py`` and ``PKG-INFO`` (their texts, by
+    name) declare."""
+    found = _Found()
+    readers = {
+        "pyproject.toml": _pyproject,
+        "setup.cfg": _setup_cfg,
+        "setup.py": _setup_py,
+        "PKG-INFO": _pkg_info,
+    }
+    for name in PROJECT_FILES:
+        if name in texts:
+            readers[name](texts[name], found)
+    return ProjectConstraints(
+        requires_python=found.requires_python,
+        torch=tuple(found.torch),
+        backend=found.backend,
+        tag=found.tag,
+        unread=tuple(found.unread),
+        files=tuple(name for name in PROJECT_FILES if name in texts),
+    )
+
+
+# -- judging ------------------------------------------------------------------------------------
+
+
+def python_excluded(requires: str, python: str) -> bool:
+    """Whether ``requires`` (a requires-python specifier) admits no release of ``python``
+    (``3.11``, ``3.14t``): neither its first nor a late patch release."""
+    spec = SpecifierSet(requires)
+    version = PythonTarget.parse(python).version
+    return not any(
+        spec.contains(Version(f"{version}.{patch}"), prereleases=True) for patch in (0, 99)
+    )
+
+
+@dataclass(frozen=True)
+class TorchVerdict:
+    """A torch requirement of the project against the recipe's pin."""
+
+    declared: Declared
+    pinned: str
+    overridden: bool  # the pin is outside the project's range
+
+    def line(self, requires_dist: str | None) -> str:
+        """One line: the project's torch requirement, and whether the pin meets or overrides it."""
+        said = f"the project requires {self.declared.requirement} ({self.declared.origin})"
+        if not self.overridden:
+            return f"{said}: torch {self.pinned} meets it"
+        wheel = (
+            f"the wheel's Requires-Dist says {requires_dist}"
+            if requires_dist
+            else "the wheel keeps the project's own requirement, which excludes the torch it "
+            "is built against"
+        )
+        return f"{said}; the recipe pins torch {self.pinned}: overridden ({wheel})"
+
+
+@dataclass(frozen=True)
+class ProjectCheck:
+    """The project's constraints judged against one build: the plan's rows, the warnings,
+    and the provenance record."""
+
+    constraints: ProjectConstraints
+    python: str
+    python_ignored: bool  # requires-python excludes the Python; the recipe overrides it
+    torch: tuple[TorchVerdict, ...]
+    requires_dist: str | None  # what the wheel will say of torch
+
+    def warnings(self) -> list[str]:
+        """One line per contradiction the build goes on with."""
+        out = []
+        declared = self.constraints.requires_python
+        if self.python_ignored and declared is not None:
+            out.append(
+                f"the project requires Python {declared.requirement} ({declared.origin}); the "
+                f"build targets Python {self.python}: built anyway ([python] "
+                "ignore_requires_python = true)"
+            )
+        out += [v.line(self.requires_dist) for v in self.torch if v.overridden]
+        return out
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The plan's ``project`` rows: each constraint and what the build does with it."""
+        c = self.constraints
+        if not c.files:
+            return [("project", "no pyproject.toml, setup.cfg or setup.py at the source's top")]
+        rows = []
+        if c.requires_python is not None and not self.python_ignored:
+            rows.append(
+                (
+                    "project",
+                    f"requires Python {c.requires_python.requirement} "
+                    f"({c.requires_python.origin}): {self.python} meets it",
+                )
+            )
+        rows += [("project", line) for line in self.warnings()]
+        rows += [("project", v.line(self.requires_dist)) for v in self.torch if not v.overridden]
+        if c.requires_python is None:
+            rows.append(("project", f"declares no requires-python (read: {', '.join(c.files)})"))
+        rows += [("project", f"not read statically: {what}") for what in c.unread]
+        return rows
+
+    def wheel_tag(self) -> str:
+        """The interpreter-ABI part of the tag the wheel will carry, and why."""
+        target = PythonTarget.parse(self.python)
+        tag = self.constraints.tag
+        if tag is not None:
+            return f"{tag.requirement} ({tag.origin})"
+        backend = self.constraints.backend
+        if backend is None and "setup.py" in self.constraints.files:
+            backend = "setuptools"
+        if backend is not None and backend.split(".")[0] in ("setuptools", "scikit_build_core"):
+            return f"{target.wheel_tag} ({backend}'s tag for an extension module)"
+        return (
+            f"{target.wheel_tag} if the build backend ({backend or 'not declared'}) tags it for "
+            "the CPython: the tag follows the backend"
+        )
+
+    def python_row(self) -> str:
+        """The plan's ``python`` row: the version, GIL or free-threaded, and the wheel tag."""
+        target = PythonTarget.parse(self.python)
+        kind = "free-threaded" if target.free_threaded else "with the GIL"
+        return f"{target} ({kind}; wheel tag {self.wheel_tag()})"
+
+    def to_json_dict(self) -> dict[str, object]:
+        """The check as the provenance's and the plan JSON's ``project`` entry."""
+        c = self.constraints
+        return {
+            "files": list(c.files),
+            "requires_python": (
+                {
+                    "requirement": c.requires_python.requirement,
+                    "origin": c.requires_python.origin,
+                    "python": self.python,
+                    "ignored": self.python_ignored,
+                }
+                if c.requires_python is not None
+                else None
+            ),
+            "torch": [
+                {
+                    "requirement": v.declared.requirement,
+                    "origin": v.declared.origin,
+                    "pinned": v.pinned,
+                    "overridden": v.overridden,
+                }
+                for v in self.torch
+            ],
+            "tag": {"tag": c.tag.requirement, "origin": c.tag.origin} if c.tag else None,
+            "unread": list(c.unread),
+        }
+
+
+def _admits(requirement: str, version: Version) -> bool:
+    return Requirement(requirement).specifier.contains(version, prereleases=True)
+
+
+def check_project(
+    constraints: ProjectConstraints,
+    *,
+    python: str,
+    torch: str | None,
+    requires_dist: str | None,
+    ignore_requires_python: bool,
+    recipe: Path,
+    recipe_pythons: Sequence[str] = (),
+) -> ProjectCheck:
+    """The project's constraints against the build: ``UsageError`` (exit 2) for a Python its
+    requires-python excludes, unless ``ignore_requires_python``. ``torch``: the pinned
+    release (None: no pin); ``requires_dist``: what the wheel will require of torch."""
+    declared = constraints.requires_python
+    excluded = declared is not None and python_excluded(declared.requirement, python)
+    if excluded and not ignore_requires_python:
+        assert declared is not None
+        allowed = [v for v in recipe_pythons if not python_excluded(declared.requirement, v)]
+        raise UsageError(
+            f"the project requires Python {declared.requirement} ({declared.origin}); the build "
+            f"targets Python {python}, which it excludes: its wheel could not be installed",
+            hint=(
+                f"build for {' or '.join(allowed)} (--python), "
+                if allowed
+                else f"add a Python it allows to [python] versions in {recipe}, "
+            )
+            + "or set [python] ignore_requires_python = true there to build anyway (recorded "
+            "in the provenance)",
+        )
+    verdicts: tuple[TorchVerdict, ...] = ()
+    if torch is not None:
+        pinned = Version(torch)
+        verdicts = tuple(
+            TorchVerdict(d, pinned.public, not _admits(d.requirement, pinned))
+            for d in constraints.torch
+        )
+    return ProjectCheck(constraints, python, excluded, verdicts, requires_dist)
+
+
+def project_check(
+    recipe: Recipe, source: ResolvedSource, python: str, torch: TorchBuild | None
+) -> ProjectCheck:
+    """``check_project`` for a build: the resolved source's files, the recipe's Python and
+    override, and its pinned torch (with the ``Requires-Dist`` the wheel will get)."""
+    constraints = read_constraints(read_project(source.root, source.files))
+    pinned = (
+        torch.wheel.version
+        if torch is not None
+        else recipe.torch.pin.public
+        if recipe.torch.pin is not None
+        else None
+    )
+    return check_project(
+        constraints,
+        python=python,
+        torch=pinned,
+        requires_dist=torch.pin_requirement if torch is not None else None,
+        ignore_requires_python=recipe.ignore_requires_python,
+        recipe=recipe.path,
+        recipe_pythons=recipe.python_versions,
+    )

@@ -1,0 +1,154 @@
+"""The gate's second half: did the build compile what the project holds, for what was asked?
+
+The audit gate (``gate.audit_gate``) reads the wheel: every library with device code must hold
+every requested arch. Two traps pass it, and this module catches them from the build's own
+record of its nvcc compiles (``nvcc_record``: ``nvcc --time`` rows, those of the compiles the
+cache answered included):
+
+- **a module that fell back to CPU.** Projects build a CUDA module only when ``nvcc`` is on
+  ``PATH`` or a switch of theirs (``FORCE_CUDA``, ``<PROJECT>_FORCE_BUILD``) is set, and quietly
+  build the CPU one otherwise; the wheel then holds some device code, just not that module's.
+  Every ``.cu`` file of the source must have been compiled by nvcc (or answered by the cache),
+  but those the recipe's ``[gate] unbuilt_cuda`` lets go; the message names the files and the
+  switches the project's build files read.
+- **archs the request did not ask for.** A project that hard-codes its ``-gencode`` list (or
+  reads its own variable) compiles what it likes; the wheel then carries archs nobody asked
+  for, at the cost of compile time and size. For an extension recipe that fails the gate as
+  "ignored the arch list" unless ``[gate] extra_archs = true``; the message names the sources
+  nvcc compiled for them and the literal targets in the project's build files.
+
+A wheel that fails here goes to ``rejected/`` with its audit report, as one the audit fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+
+from archwheel.facts.arch import ArchList
+from archwheel.wheelbuild.compile.nvcc_record import (
+    NvccRecord,
+    cuda_sources,
+    is_cmake_probe,
+    never_compiled,
+)
+from archwheel.wheelbuild.recipes.recipe_model import Recipe
+from archwheel.wheelbuild.sources.cmake_project import CAUSE
+from archwheel.wheelbuild.sources.cmake_project import NOTE as CMAKE_NOTE
+from archwheel.wheelbuild.wheel.gate import GateVerdict
+
+SHOWN = 6  # files, sources and findings named in one message
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleEvidence:
+    """What the build left to judge its modules by."""
+
+    files: Sequence[str]  # the source's files, relative to its root
+    src_root: str  # where the source was compiled (/build/src)
+    record: NvccRecord | None  # None: no nvcc ran (or none was recorded)
+    cached: Sequence[str] = ()  # inputs a cache answered outside nvcc's record (none now)
+    source_rows: Sequence[tuple[str, str]] = ()  # the plan's source check (build files)
+
+
+def check_modules(
+    verdict: GateVerdict, recipe: Recipe, arch_list: ArchList, evidence: ModuleEvidence
+) -> GateVerdict:
+    """The audit gate's verdict, failed where the build compiled less or more than asked."""
+    if not verdict.ok:
+        if "no library in the wheel carries device code" in verdict.summary:
+            said = [verdict.summary]
+            if verdict.without_device_code:
+                said.append(f"modules: {', '.join(verdict.without_device_code[:SHOWN])}")
+            switches = _switches(evidence)
+            if switches:
+                said.append(switches)
+            return dataclasses.replace(verdict, summary="; ".join(said))
+        return verdict
+    unbuilt = _unbuilt(recipe, evidence, verdict.without_device_code)
+    if unbuilt:
+        return dataclasses.replace(verdict, ok=False, summary=unbuilt)
+    if verdict.extra and not recipe.gate.allows_extra(recipe.kind):
+        return dataclasses.replace(
+            verdict, ok=False, summary=_ignored(verdict, recipe, arch_list, evidence)
+        )
+    return verdict
+
+
+def _unbuilt(recipe: Recipe, evidence: ModuleEvidence, plain: Sequence[str]) -> str | None:
+    if evidence.record is None and not evidence.cached:
+        return None  # nothing recorded: no nvcc ran; the audit gate judged the wheel alone
+    names = [*(evidence.record.sources if evidence.record else ()), *evidence.cached]
+    missing = never_compiled(
+        cuda_sources(evidence.files), names, evidence.src_root, recipe.gate.unbuilt_cuda
+    )
+    if not missing:
+        return None
+    shown = ", ".join(missing[:SHOWN]) + (
+        f" and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
+    )
+    folders = sorted({str(PurePosixPath(m).parent) for m in missing})
+    text = (
+        f"{len(missing)} CUDA sources of the project were never compiled by nvcc ({shown}): "
+        f"the module built from {'them' if len(missing) > 1 else 'it'} fell back to CPU "
+        f"(or was not built)"
+    )
+    if plain:
+        listed = ", ".join(plain[:SHOWN]) + (
+            f" and {len(plain) - SHOWN} more" if len(plain) > SHOWN else ""
+        )
+        text += f"; the wheel's modules without device code: {listed}"
+    switches = _switches(evidence)
+    if switches:
+        text += f"; {switches}"
+    return (
+        text + "; if they are not meant to be built, list them in [gate] unbuilt_cuda "
+        f'(e.g. "{folders[0]}/*.cu")'
+    )
+
+
+def _ignored(
+    verdict: GateVerdict, recipe: Recipe, arch_list: ArchList, evidence: ModuleEvidence
+) -> str:
+    parts = [f"{library} carries {', '.join(extra)}" for library, extra in verdict.extra[:SHOWN]]
+    extras = {name for _, names in verdict.extra for name in names}
+    text = "; ".join(parts) + f" beyond the request {arch_list}: the build ignored the arch list"
+    if evidence.record is not None:
+        sources = sorted(
+            s
+            for s, archs in evidence.record.sources.items()
+            if archs & extras and not is_cmake_probe(s)  # CMake's probes are not the project
+        )
+        if sources:
+            text += f"; nvcc compiled {', '.join(sources[:SHOWN])} for them"
+    # The recipe's variable is the cause where the project does not read it: a CMake project
+    # and a format other than cmake (cmake_project.py), or a variable of the project's own.
+    causes = [detail for kind, detail in evidence.source_rows if kind == CAUSE] + [
+        detail
+        for kind, detail in evidence.source_rows
+        if kind == "source check" and "reads its own arch variable" in detail
+    ]
+    if causes:
+        return text + (
+            f"; the recipe's arch variable {recipe.arch.variable} is the cause: "
+            + "; ".join(causes[:SHOWN])
+            + "; change [arch] in the recipe, or allow them with [gate] extra_archs = true"
+        )
+    found = [
+        detail for kind, detail in evidence.source_rows if kind in ("source check", CMAKE_NOTE)
+    ]
+    if found:
+        text += "; the build files: " + "; ".join(found[:SHOWN])
+    return text + (
+        "; patch the project's list ([[source.patches]]) or use its own arch switch, or allow "
+        "them with [gate] extra_archs = true"
+    )
+
+
+def _switches(evidence: ModuleEvidence) -> str | None:
+    for kind, detail in evidence.source_rows:
+        if kind == "project switches":
+            named = detail.split(": set them")[0]
+            return f"the project reads {named}: set the one that turns CUDA on in [build] env"
+    return None
