@@ -119,20 +119,28 @@ def register(subparsers: Any) -> None:
     cache = parser.add_argument_group("compiler cache")
     cache.add_argument(
         "--cache-volume",
-        "--ccache-volume",
         dest="ccache_volume",
+        metavar="VOLUME",
         type=volume_name,
         default=DEFAULT_CCACHE_VOLUME,
-        help=f"named volume of the compiler cache, sccache's local storage "
-        f"({DEFAULT_CCACHE_VOLUME})",
+        help=f"named volume of the compiler cache (sccache's local storage; "
+        f"{DEFAULT_CCACHE_VOLUME}); --ccache-volume is its old spelling",
+    )
+    # the spellings of the ccache days, kept as aliases (docs/commands.md), out of --help
+    cache.add_argument(
+        "--ccache-volume", dest="ccache_volume", type=volume_name, help=argparse.SUPPRESS
     )
     cache.add_argument(
         "--cache-size",
-        "--ccache-size",
         dest="ccache_size",
+        metavar="SIZE",
         type=ccache_size,
         default=DEFAULT_CCACHE_SIZE,
-        help=f"its max size, as SCCACHE_CACHE_SIZE takes it ({DEFAULT_CCACHE_SIZE})",
+        help=f"sccache's max size, as SCCACHE_CACHE_SIZE takes it ({DEFAULT_CCACHE_SIZE}); "
+        "--ccache-size is its old spelling",
+    )
+    cache.add_argument(
+        "--ccache-size", dest="ccache_size", type=ccache_size, help=argparse.SUPPRESS
     )
     cache.add_argument("--no-cache", action="store_true", help="compile without the cache")
     cache.add_argument(
