@@ -7,7 +7,7 @@ exactly what it was sent. What one value may hold is bounded by a ``Hold``: its 
 shared by every connection, the bytes all values being read or held take together.
 ``command_name`` is the first element of a request array.
 ``empty_cache_reply`` is what the relay answers when the server failed: the answers of a
-working, empty Redis to the commands sccache sends (PING, SELECT, GET, SET), so a compile goes
+working, empty Redis to the commands sccache sends (PING, GET, SET, SETEX), so a compile goes
 on at once as a miss and its write is dropped.
 """
 
@@ -55,6 +55,7 @@ class Budget:
             return True
 
     def give(self, size: int) -> None:
+        """``size`` bytes taken before, given back."""
         with self._lock:
             self.held -= size
 
@@ -69,6 +70,7 @@ class Hold:
         self.size = 0
 
     def charge(self, size: int) -> None:
+        """Room for ``size`` more bytes of the value; ``TooLarge`` or ``Busy`` where none."""
         if self.size + size > self.limit:
             raise TooLarge(f"a value over {self.limit} bytes")
         if self.budget is not None and not self.budget.take(size):
@@ -76,6 +78,7 @@ class Hold:
         self.size += size
 
     def release(self) -> None:
+        """Give every byte held back to the budget (the value was sent on or dropped)."""
         if self.budget is not None:
             self.budget.give(self.size)
         self.size = 0
