@@ -2,15 +2,19 @@
 relay to pass requests and replies whole, with a deadline, and to answer in the server's place.
 
 A value is read whole (``read_value``) and returned as its raw bytes, so the relay forwards
-exactly what it was sent. ``command_name`` is the first element of a request array.
+exactly what it was sent. What one value may hold is bounded by a ``Hold``: its own bytes
+(``limit``, checked on each length line before its body is read) and, through a ``Budget``
+shared by every connection, the bytes all values being read or held take together.
+``command_name`` is the first element of a request array.
 ``empty_cache_reply`` is what the relay answers when the server failed: the answers of a
-working, empty Redis to the commands sccache sends (PING, SELECT, GET, SET), so a compile goes
+working, empty Redis to the commands sccache sends (PING, GET, SET, SETEX), so a compile goes
 on at once as a miss and its write is dropped.
 """
 
 from __future__ import annotations
 
 import socket
+import threading
 import time
 
 MAX_LINE = 64 * 1024
@@ -24,6 +28,60 @@ _AGGREGATE_TYPES = frozenset(b"*~>%|")
 
 class ProtocolError(OSError):
     """Bytes that are no RESP value (or one past archwheel's limits)."""
+
+
+class TooLarge(ProtocolError):
+    """A value past its ``Hold``'s limit (its length line said so; the body was not read)."""
+
+
+class Busy(ProtocolError):
+    """A value the shared ``Budget`` has no room for now."""
+
+
+class Budget:
+    """Bytes that every connection's values may hold together (``total``)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.held = 0
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> bool:
+        """Room for ``size`` more bytes, taken; False when there is none."""
+        with self._lock:
+            if self.held + size > self.total:
+                return False
+            self.held += size
+            return True
+
+    def give(self, size: int) -> None:
+        """``size`` bytes taken before, given back."""
+        with self._lock:
+            self.held -= size
+
+
+class Hold:
+    """The bytes one value being read holds: at most ``limit``, each taken from ``budget``
+    (when given) before it is read; ``release`` gives them back once the value is sent on."""
+
+    def __init__(self, limit: int, budget: Budget | None = None) -> None:
+        self.limit = limit
+        self.budget = budget
+        self.size = 0
+
+    def charge(self, size: int) -> None:
+        """Room for ``size`` more bytes of the value; ``TooLarge`` or ``Busy`` where none."""
+        if self.size + size > self.limit:
+            raise TooLarge(f"a value over {self.limit} bytes")
+        if self.budget is not None and not self.budget.take(size):
+            raise Busy("the relay holds as many bytes as it may")
+        self.size += size
+
+    def release(self) -> None:
+        """Give every byte held back to the budget (the value was sent on or dropped)."""
+        if self.budget is not None:
+            self.budget.give(self.size)
+        self.size = 0
 
 
 class Reader:
@@ -79,11 +137,17 @@ def _length(line: bytes, limit: int) -> int:
     return value
 
 
-def read_value(reader: Reader, deadline: float | None = None, depth: int = 0) -> bytes:
-    """One whole RESP value's raw bytes; ``ProtocolError`` for bytes that are none."""
+def read_value(
+    reader: Reader, deadline: float | None = None, depth: int = 0, hold: Hold | None = None
+) -> bytes:
+    """One whole RESP value's raw bytes; ``ProtocolError`` for bytes that are none. With
+    ``hold``, every line and body is charged to it before it is kept (``TooLarge``, ``Busy``);
+    the caller releases it."""
     if depth > MAX_DEPTH:
         raise ProtocolError("RESP nested too deep")
     line = reader.line(deadline)
+    if hold is not None:
+        hold.charge(len(line))
     kind = line[0]
     if kind in _LINE_TYPES:
         return line
@@ -91,6 +155,8 @@ def read_value(reader: Reader, deadline: float | None = None, depth: int = 0) ->
         size = _length(line, MAX_BULK)
         if size < 0:
             return line
+        if hold is not None:
+            hold.charge(size + 2)
         body = reader.exact(size + 2, deadline)
         if not body.endswith(b"\r\n"):
             raise ProtocolError("a RESP bulk string without its end")
@@ -99,7 +165,7 @@ def read_value(reader: Reader, deadline: float | None = None, depth: int = 0) ->
         count = _length(line, MAX_ELEMENTS)
         parts = [line]
         for _ in range(max(count, 0) * (2 if kind in b"%|" else 1)):
-            parts.append(read_value(reader, deadline, depth + 1))
+            parts.append(read_value(reader, deadline, depth + 1, hold))
         return b"".join(parts)
     raise ProtocolError("bytes that are no RESP value")
 

@@ -397,7 +397,11 @@ class BuildRunner:
         route when it has them; what the cache and the farm did, with warnings."""
         plan, images = run.plan, run.images
         remote = plan.remote_cache
-        relay = UnixRelay(remote.address, parent=self.work_root) if remote else None
+        relay = (
+            UnixRelay(remote.address, db=remote.db, owner=plan.build_user, parent=self.work_root)
+            if remote
+            else None
+        )
         route = farm_route(plan, self.work_root)
         with contextlib.ExitStack() as stack:
             if relay is not None:

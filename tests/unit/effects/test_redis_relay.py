@@ -22,8 +22,16 @@ def _ask(path: str, payload: bytes) -> bytes:
         return sock.recv(4096)
 
 
-SET = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nvalue\r\n"
-GET = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"
+KEY = "a/b/c/abc" + "0" * 61  # sccache's shape: three hex characters, then the digest
+
+
+def command(*parts: str | bytes) -> bytes:
+    raw = [p.encode() if isinstance(p, str) else p for p in parts]
+    return b"*%d\r\n" % len(raw) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in raw)
+
+
+SET = command("SET", KEY, "value")
+GET = command("GET", KEY)
 
 
 def test_probe_answers_and_a_closed_port_does_not() -> None:
@@ -40,7 +48,7 @@ def test_relay_forwards_to_the_server() -> None:
         assert _ask(str(relay.path), SET) == b"+OK\r\n"
         assert _ask(str(relay.path), GET) == b"$5\r\nvalue\r\n"
         assert relay.connections == 2 and relay.failures == 0
-        assert server.cli("GET", "k").endswith("value\r\n")
+        assert server.cli("GET", KEY).endswith("value\r\n")
     assert not relay.path.exists() and not relay.folder.exists()
 
 
@@ -82,7 +90,7 @@ def test_requests_pipelined_on_one_connection_get_their_replies_in_order() -> No
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(5)
             sock.connect(str(relay.path))
-            sock.sendall(SET + GET + b"*2\r\n$3\r\nGET\r\n$4\r\nnone\r\n")
+            sock.sendall(SET + GET + command("GET", "f/f/f/fff" + "0" * 61))
             got = b""
             while not got.endswith(b"$-1\r\n"):
                 got += sock.recv(4096)

@@ -122,12 +122,10 @@ class CacheUrl:
 
     def container_env(self) -> dict[str, str]:
         """What the start step needs to reach the server: the relay's socket (mounted at
-        ``REMOTE_MOUNT``) and the database. The relay authenticates on the host, so no
-        password enters the container, its environment, the build log or the provenance."""
-        env = {"ARCHWHEEL_CACHE_SOCKET": f"{REMOTE_MOUNT}/{SOCKET_NAME}"}
-        if self.db is not None:
-            env["ARCHWHEEL_CACHE_DB"] = str(self.db)
-        return env
+        ``REMOTE_MOUNT``). The relay authenticates and selects the database on the host (and
+        refuses a container's own ``AUTH`` and ``SELECT``), so no password enters the
+        container, its environment, the build log or the provenance."""
+        return {"ARCHWHEEL_CACHE_SOCKET": f"{REMOTE_MOUNT}/{SOCKET_NAME}"}
 
 
 def parse_cache_url(text: str) -> CacheUrl:

@@ -257,8 +257,7 @@ if [ -n "${{ARCHWHEEL_CACHE_SOCKET-}}" ]; then
     while [ ! -s "$port_file" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
     if [ -s "$port_file" ] && (
         export SCCACHE_MULTILEVEL_CHAIN=disk,redis SCCACHE_MULTILEVEL_WRITE_ERROR_POLICY=ignore \\
-            SCCACHE_REDIS_ENDPOINT="redis://127.0.0.1:$(cat "$port_file")" \\
-            SCCACHE_REDIS_DB="${{ARCHWHEEL_CACHE_DB:-0}}"
+            SCCACHE_REDIS_ENDPOINT="redis://127.0.0.1:$(cat "$port_file")"
         start
     ); then
         echo "compiler cache: $({sccache} --version), local volume and the shared cache"

@@ -635,13 +635,7 @@ def without_remote_cache(plan: BuildPlan) -> BuildPlan:
         return plan
 
     def strip(env: Mapping[str, str]) -> Mapping[str, str]:
-        return MappingProxyType(
-            {
-                k: v
-                for k, v in env.items()
-                if k not in ("ARCHWHEEL_CACHE_SOCKET", "ARCHWHEEL_CACHE_DB")
-            }
-        )
+        return MappingProxyType({k: v for k, v in env.items() if k != "ARCHWHEEL_CACHE_SOCKET"})
 
     phases = tuple(
         dataclasses.replace(
