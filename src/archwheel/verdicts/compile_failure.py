@@ -371,10 +371,8 @@ def kept_line(line: str) -> str:
         return line
     flag = ""
     if _SETS_STANDARD.search(line, MAX_KEPT_LINE // 2) is not None:
-        last = None
-        for last in _STD_FLAG.finditer(line, MAX_KEPT_LINE // 2):  # linear, no backtracking
-            pass
-        flag = f" [...] {last.group(0).strip()}" if last is not None else ""
+        found = deque(_STD_FLAG.finditer(line, MAX_KEPT_LINE // 2), maxlen=1)  # linear
+        flag = f" [...] {found[0].group(0).strip()}" if found else ""
     head = MAX_KEPT_LINE - 256 - len(flag) - 7
     return f"{line[:head]}{flag} [...] {line[-256:]}"
 
