@@ -82,11 +82,14 @@ def parse_timeout(text: str) -> float:
     """A time limit in seconds written by a user (an option, a setting): a number in ASCII
     digits (``text.decimal_number``) above 0 (at least ``MIN_TIMEOUT_S``) and at most
     ``MAX_TIMEOUT_S`` (nan and inf refused); ``ValueError`` saying so otherwise."""
-    value = decimal_number(text)  # ASCII digits only: "８" and "1_000" are no numbers
-    if not MIN_TIMEOUT_S <= value <= MAX_TIMEOUT_S:
+    try:
+        value = decimal_number(text)  # ASCII digits only: "８", "1_000" and nan are no numbers
+    except ValueError:
+        value = None
+    if value is None or not MIN_TIMEOUT_S <= value <= MAX_TIMEOUT_S:
         raise ValueError(
-            f"{text[:40]!r}: must be a number above 0 (at least {MIN_TIMEOUT_S}) and at most "
-            f"{MAX_TIMEOUT_S} (a week)"
+            f"{text[:40]!r}: must be a number in ASCII digits above 0 (at least "
+            f"{MIN_TIMEOUT_S}) and at most {MAX_TIMEOUT_S} (a week)"
         )
     return value
 
