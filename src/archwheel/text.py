@@ -6,6 +6,8 @@ message (``interfaces/render/common.py`` re-exports it).
 
 from __future__ import annotations
 
+import re
+
 # The most characters of one name or message shown in text output (JSON keeps everything).
 MAX_SHOWN = 2048
 
@@ -56,3 +58,30 @@ def switch_value(text: str) -> bool | None:
     if word in SWITCH_OFF:
         return False
     return None
+
+
+# A number a user writes (an option, a setting): ASCII digits only, as every other program
+# reading the same text takes it. Python's int() and float() also take any Unicode digit
+# (``８``, ``١``), underscores between digits (``1_000``) and white space around; nan and inf.
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+MAX_NUMBER_CHARS = 40  # characters of a number a user writes; more is no number of ours
+
+
+def whole_number(text: str) -> int:
+    """A whole number a user wrote (an option, a setting): an optional sign and ASCII digits,
+    at most ``MAX_NUMBER_CHARS`` characters; ``ValueError`` (one line, the text quoted and cut)
+    for anything else (``８``, ``1_000``, `` 3``, ``3.0``). The caller checks its range."""
+    if len(text) > MAX_NUMBER_CHARS or not _WHOLE.fullmatch(text):
+        raise ValueError(f"{literal(text, 40)!r} is not a whole number (ASCII digits)")
+    return int(text)
+
+
+def decimal_number(text: str) -> float:
+    """A number a user wrote (a time limit): an optional sign, ASCII digits with an optional
+    fraction and exponent (``0.5``, ``1e3``), at most ``MAX_NUMBER_CHARS`` characters;
+    ``ValueError`` for anything else (``８``, ``1_000``, ``nan``, ``inf``, ``0x10``). The
+    caller checks its range."""
+    if len(text) > MAX_NUMBER_CHARS or not _DECIMAL.fullmatch(text):
+        raise ValueError(f"{literal(text, 40)!r} is not a number (ASCII digits)")
+    return float(text)

@@ -159,12 +159,15 @@ def _write(path: Path, text: str) -> Path:
 
 @contextmanager
 def running_farm(servers: int = 2) -> Iterator[Farm]:
-    """Start a scheduler and ``servers`` build servers; stop them all and remove the folder."""
+    """Start a scheduler and ``servers`` build servers; stop them all and remove the folder.
+    A scheduler alone (``servers=0``) needs neither bubblewrap nor root."""
     program = sccache_dist()
-    require(
-        shutil.which("bwrap") is not None, "bwrap is not installed (apt-get install bubblewrap)"
-    )
-    require(os.geteuid() == 0, "the overlay builder of sccache-dist runs as root")
+    if servers:
+        require(
+            shutil.which("bwrap") is not None,
+            "bwrap is not installed (apt-get install bubblewrap)",
+        )
+        require(os.geteuid() == 0, "the overlay builder of sccache-dist runs as root")
     folder = Path(tempfile.mkdtemp(prefix="archwheel-farm-"))
     port = free_port()
     url = f"http://127.0.0.1:{port}"

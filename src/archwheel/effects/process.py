@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, cast
 
 from archwheel.errors import ToolError
+from archwheel.text import decimal_number
 
 Echo = Callable[[str], None]
 LineSink = Callable[[str], None]
@@ -78,17 +79,17 @@ MIN_TIMEOUT_S = 0.001
 
 
 def parse_timeout(text: str) -> float:
-    """A time limit in seconds written by a user: a number above 0 (at least
-    ``MIN_TIMEOUT_S``) and at most ``MAX_TIMEOUT_S`` (nan and inf refused); ``ValueError``
-    saying so otherwise."""
+    """A time limit in seconds written by a user (an option, a setting): a number in ASCII
+    digits (``text.decimal_number``) above 0 (at least ``MIN_TIMEOUT_S``) and at most
+    ``MAX_TIMEOUT_S`` (nan and inf refused); ``ValueError`` saying so otherwise."""
     try:
-        value = float(text)
+        value = decimal_number(text)  # ASCII digits only: "８", "1_000" and nan are no numbers
     except ValueError:
-        raise ValueError(f"{text[:40]!r} is not a number") from None
-    if not MIN_TIMEOUT_S <= value <= MAX_TIMEOUT_S:
+        value = None
+    if value is None or not MIN_TIMEOUT_S <= value <= MAX_TIMEOUT_S:
         raise ValueError(
-            f"{text[:40]!r}: must be a number above 0 (at least {MIN_TIMEOUT_S}) and at most "
-            f"{MAX_TIMEOUT_S} (a week)"
+            f"{text[:40]!r}: must be a number in ASCII digits above 0 (at least "
+            f"{MIN_TIMEOUT_S}) and at most {MAX_TIMEOUT_S} (a week)"
         )
     return value
 

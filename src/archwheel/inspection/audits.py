@@ -54,9 +54,9 @@ def audit_inputs(
     meanwhile = _Meanwhile(while_scanning)
     inventories: list[InputInventory] = []
     for path in paths:
-        said: list[tuple[str, str] | None] = []
+        said: list[Said] = []
 
-        def read_metadata(reader: WheelReader, said: list[tuple[str, str] | None] = said) -> None:
+        def read_metadata(reader: WheelReader, said: list[Said] = said) -> None:
             said.append(_name_and_version_or_none(reader))
             meanwhile()
 
@@ -100,13 +100,15 @@ class _Meanwhile:
             self._caller()
 
 
-def _named_as_its_file(
-    inventory: InputInventory, path: Path, said: tuple[str, str] | None
-) -> InputInventory:
+def _named_as_its_file(inventory: InputInventory, path: Path, said: Said) -> InputInventory:
     """``inventory``, with an error problem when the wheel's METADATA (``said``: its name and
     version) names another project or version than its file name (pip could not install it
-    from an index: ``publish`` refuses it, ``manifest`` too). A wheel without readable
-    metadata is the scan's business."""
+    from an index: ``publish`` refuses it, ``manifest`` too), or cannot be read (``said``: why,
+    one line: not UTF-8, over ``MAX_METADATA_BYTES``, no ``Name``). A wheel without one
+    METADATA is the scan's business."""
+    if isinstance(said, str):
+        problem = Problem(inventory.source, said)
+        return replace(inventory, problems=(*inventory.problems, problem))
     disagreement = name_version_disagreement(path.name, *said) if said else None
     if disagreement is None:
         return inventory
@@ -114,28 +116,54 @@ def _named_as_its_file(
     return replace(inventory, problems=(*inventory.problems, problem))
 
 
-def _name_and_version_or_none(wheel: Path | WheelReader) -> tuple[str, str] | None:
-    """``_name_and_version``, None where the archive or its METADATA cannot be read."""
+# What the wheel's METADATA says: (Name, Version); why it cannot be read (one line); or None
+# (no single METADATA: the scan says so)
+Said = tuple[str, str] | str | None
+
+
+def _name_and_version_or_none(wheel: Path | WheelReader) -> Said:
+    """``_name_and_version``, None where the archive cannot be read."""
     try:
         return _name_and_version(wheel if isinstance(wheel, WheelReader) else WheelReader(wheel))
     except _UNREAD:
         return None
 
 
-def _name_and_version(reader: WheelReader) -> tuple[str, str] | None:
+def _name_and_version(reader: WheelReader) -> Said:
     """``Name`` and ``Version`` of the wheel's one ``.dist-info/METADATA`` (None: none, or
-    several). Read through the scan's own zip reader, whose directory the scan has read
-    already (torch 2.14.1's 12261 members: about 12 ms of compiled parse; ``zipfile`` and the
-    full metadata took 234 ms). Read as pip reads it (``binary.coremetadata``)."""
+    several), or why it cannot be read: over ``MAX_METADATA_BYTES``, not UTF-8 (a UTF-16 one
+    named so: pip reads METADATA as UTF-8), without a ``Name`` or a ``Version``. Read through
+    the scan's own zip reader, whose directory the scan has read already (torch 2.14.1's 12261
+    members: about 12 ms of compiled parse; ``zipfile`` and the full metadata took 234 ms).
+    Read as pip reads it (``binary.coremetadata``)."""
     from archwheel.binary.coremetadata import parse_core_metadata
     from archwheel.binary.wheelmeta import MAX_METADATA_BYTES
 
     found = [
         m for m in reader.members if m.name.count("/") == 1 and m.name.endswith(METADATA_MEMBER)
     ]
-    if len(found) != 1 or found[0].size > MAX_METADATA_BYTES:
+    if len(found) != 1:
         return None
+    unread = f"{found[0].name} not read"
+    if found[0].size > MAX_METADATA_BYTES:
+        return f"{unread}: {found[0].size} bytes, over the bound of {MAX_METADATA_BYTES}"
     data = b"".join(reader.chunks(found[0]))
-    headers = parse_core_metadata(data.decode("utf-8", "replace"))
+    start = data[:64]
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or (
+        len(start) >= 2
+        and b"\x00" in start
+        and not (start[0::2].strip(b"\x00") and start[1::2].strip(b"\x00"))
+    ):
+        return f"{unread}: UTF-16 text (a METADATA is UTF-8: pip cannot read this one)"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"{unread}: not UTF-8 text (byte {exc.start}; pip reads METADATA as UTF-8)"
+    headers = parse_core_metadata(text)
     name, version = headers.get("Name"), headers.get("Version")
-    return (name.strip(), version.strip()) if name and version else None
+    if not (name and name.strip()) or not (version and version.strip()):
+        missing = " and ".join(
+            k for k, v in (("Name", name), ("Version", version)) if not v or not v.strip()
+        )
+        return f"{found[0].name} has no {missing}: pip cannot install this wheel"
+    return (name.strip(), version.strip())

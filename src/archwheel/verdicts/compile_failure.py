@@ -357,7 +357,24 @@ _MAY_EXPLAIN = re.compile(
 MAX_FIRST_LINES = 200
 MAX_STANDARD_LINES = 50
 MAX_TAIL_LINES = 400
+# Characters of one line kept (a line without an end comes in pieces of 1 MiB: 650 kept lines
+# held 650 MiB, and classifying them took a minute); the full log keeps every byte.
+MAX_KEPT_LINE = 4096
 _SETS_STANDARD = re.compile(r"std[= :](?:c|gnu)\+\+")
+
+
+def kept_line(line: str) -> str:
+    """``line`` as the evidence keeps it: whole up to ``MAX_KEPT_LINE`` characters, else its
+    start, `` [...] `` and the last ``-std=`` flag it passes where it passes one past the cut
+    (a long compile command sets its standard near its end), then its last 256 characters."""
+    if len(line) <= MAX_KEPT_LINE:
+        return line
+    flag = ""
+    if _SETS_STANDARD.search(line, MAX_KEPT_LINE // 2) is not None:
+        found = deque(_STD_FLAG.finditer(line, MAX_KEPT_LINE // 2), maxlen=1)  # linear
+        flag = f" [...] {found[0].group(0).strip()}" if found else ""
+    head = MAX_KEPT_LINE - 256 - len(flag) - 7
+    return f"{line[:head]}{flag} [...] {line[-256:]}"
 
 
 class EvidenceLines:
@@ -381,7 +398,8 @@ class EvidenceLines:
         self._count = 0
 
     def add(self, line: str) -> None:
-        """One line of output, as it came."""
+        """One line of output, as it came; kept cut to ``MAX_KEPT_LINE`` (``kept_line``)."""
+        line = kept_line(line)
         item = (self._count, line)
         self._count += 1
         self._tail.append(item)

@@ -19,8 +19,8 @@ import pytest
 
 from archwheel.effects import redis_relay
 from archwheel.effects.redis_relay import RedisAddress, UnixRelay
-from archwheel.wheelbuild.sccache_launcher import FORWARDER_SCRIPT
-from archwheel.wheelbuild.sccache_stats import CacheCounts, parse_stats_json
+from archwheel.wheelbuild.compile.sccache_launcher import FORWARDER_SCRIPT
+from archwheel.wheelbuild.compile.sccache_stats import CacheCounts, parse_stats_json
 from tests.support.components import sccache
 from tests.support.fuzz import watchdog
 from tests.support.redis_server import RedisServer, redis_server

@@ -88,7 +88,8 @@ def test_a_hostile_index_is_one_line_and_exit_3_and_leaves_nothing(
 @pytest.mark.parametrize(
     ("variable", "value"),
     [("ARCHWHEEL_NET_TIMEOUT", "soon"), ("ARCHWHEEL_NET_RUN_TIMEOUT", "0"),
-     ("ARCHWHEEL_NET_RUN_TIMEOUT", "nan"), ("ARCHWHEEL_NET_TIMEOUT", "1e400")],
+     ("ARCHWHEEL_NET_RUN_TIMEOUT", "nan"), ("ARCHWHEEL_NET_TIMEOUT", "1e400"),
+     ("ARCHWHEEL_NET_TIMEOUT", "\uff15"), ("ARCHWHEEL_NET_RUN_TIMEOUT", "1_000")],
 )  # fmt: skip
 @pytest.mark.parametrize("command", ["can-load", "matrix-recheck"])
 def test_a_network_limit_that_is_not_one_is_a_usage_error(

@@ -12,7 +12,7 @@ from archwheel.interfaces.cli import build_parser
 @pytest.mark.parametrize("command", ["build", "matrix"])
 def test_help_names_the_compiler_cache_not_ccache(command: str) -> None:
     parser = build_parser(command)
-    sub = parser._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+    sub = parser._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr,index]
     text = sub.format_help()
     assert "--cache-volume VOLUME" in text
     assert "sccache" in text

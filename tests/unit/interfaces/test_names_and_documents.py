@@ -298,3 +298,49 @@ def test_a_time_limit_below_a_millisecond_is_refused(
 ) -> None:
     assert _main(["doctor", "--timeout", timeout]) == ExitCode.USAGE
     assert "above 0 (at least 0.001)" in capsys.readouterr().err
+
+
+def _with_metadata(wheel: Path, data: bytes) -> Path:
+    """``wheel`` with its METADATA replaced by ``data`` (every other member as it was)."""
+    import zipfile
+
+    rewritten = wheel.with_name(wheel.name + ".new")
+    with (
+        zipfile.ZipFile(wheel) as old,
+        zipfile.ZipFile(rewritten, "w", zipfile.ZIP_DEFLATED) as new,
+    ):
+        for info in old.infolist():
+            body = data if info.filename.endswith(".dist-info/METADATA") else old.read(info)
+            new.writestr(info.filename, body)
+    return rewritten.replace(wheel)
+
+
+GOOD_METADATA = "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        (GOOD_METADATA.encode("utf-16"), "not read: UTF-16 text"),
+        (GOOD_METADATA.encode("utf-16-be"), "not read: UTF-16 text"),
+        (GOOD_METADATA.encode("utf-16-le"), "not read: UTF-16 text"),
+        (GOOD_METADATA.encode() + b"Summary: \xff\n", "not read: not UTF-8 text (byte 55"),
+        (b"Metadata-Version: 2.1\nVersion: 1.0\n", "has no Name: pip cannot install"),
+        (b"Metadata-Version: 2.1\nName: demo\nVersion:  \n", "has no Version"),
+        (b"", "has no Name and Version"),
+        (GOOD_METADATA.encode() + b"\n" + b"x" * (16 << 20), "over the bound of 16777216"),
+    ],
+)
+def test_audit_names_a_metadata_it_cannot_read_in_one_line(
+    data: bytes, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wheel = make_dist(tmp_path, "demo", "1.0", libraries={"demo/libx.so": device_library(80)})
+    _with_metadata(wheel, data)
+    assert _main(["audit", str(wheel), "--format", "json"]) == ExitCode.INCOMPLETE
+    problems = json.loads(capsys.readouterr().out)["inputs"][0]["problems"]
+    lines = [p for p in json.dumps(problems).split('"') if "METADATA" in p]
+    assert any(said in line and "demo-1.0.dist-info/METADATA" in line for line in lines), problems
+    assert _main(["audit", str(wheel)]) == ExitCode.INCOMPLETE
+    out, err = capsys.readouterr()
+    text = " ".join((out + err).split())  # the console may fold a long line
+    assert f"error: {wheel}: demo-1.0.dist-info/METADATA" in text and said in text

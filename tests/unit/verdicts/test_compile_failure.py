@@ -16,6 +16,7 @@ import pytest
 
 from archwheel.verdicts.compile_failure import (
     CPP_STANDARD,
+    MAX_KEPT_LINE,
     MISSING_CUDA_HEADER,
     NVCC_NOT_FOUND,
     OUT_OF_MEMORY,
@@ -23,6 +24,16 @@ from archwheel.verdicts.compile_failure import (
     FailureContext,
     classify_compile_failure,
     component_of,
+    kept_line,
+)
+from archwheel.verdicts.compile_failure import (
+    MAX_FIRST_LINES as MAX_FIRST,
+)
+from archwheel.verdicts.compile_failure import (
+    MAX_STANDARD_LINES as MAX_STANDARDS,
+)
+from archwheel.verdicts.compile_failure import (
+    MAX_TAIL_LINES as MAX_TAIL,
 )
 from tests.support.components import require
 
@@ -273,4 +284,44 @@ def test_evidence_lines_keep_the_first_error_of_a_long_output() -> None:
         "a.cpp:1: error: #error C++20 or later compatible compiler is required to use ATen.",
     ]
     cause = classify_compile_failure(lines, PINNED)
+    assert cause is not None and "-std=c++17" in cause.cause
+
+
+MIB = 1 << 20  # the pieces a line without an end comes in (effects.process.MAX_LINE)
+
+
+def _endless(unit: str, pieces: int) -> tuple[float, int]:
+    """Seconds to keep and classify ``pieces`` MiB pieces of one endless line, and the most
+    characters kept."""
+    piece = (unit * (MIB // len(unit) + 1))[:MIB]
+    start = time.perf_counter()
+    evidence = EvidenceLines()
+    for _ in range(pieces):
+        evidence.add(piece)
+    lines = evidence.lines()
+    classify_compile_failure(lines, PINNED)
+    return time.perf_counter() - start, sum(len(line) for line in lines)
+
+
+@pytest.mark.parametrize("unit", [":", ": /a/a/", "fatal error: ", "No such file or directory: '"])
+def test_a_log_that_is_one_endless_line_is_kept_bounded_and_read_in_linear_time(
+    unit: str,
+) -> None:
+    small, kept_small = _endless(unit, 8)
+    large, kept_large = _endless(unit, 32)
+    bound = (MAX_FIRST + MAX_STANDARDS + MAX_TAIL) * MAX_KEPT_LINE
+    assert kept_small <= bound and kept_large <= bound
+    assert large < 2.0, large  # a quadratic reader took a minute for a few hundred MiB
+    assert large / max(small, 0.02) < 8, (small, large)  # 4x the input, about 4x the time
+
+
+def test_a_kept_line_is_cut_but_keeps_the_standard_a_long_command_sets() -> None:
+    command = "g++ " + "-I/opt/include/a " * 500 + "-std=c++17 -c ext.cpp " + "-DX=1 " * 50
+    kept = kept_line(command)
+    assert len(kept) <= MAX_KEPT_LINE and "-std=c++17" in kept and kept.startswith("g++ -I")
+    assert kept_line("short line") == "short line"
+    evidence = EvidenceLines()
+    evidence.add(command)
+    evidence.add("a.cpp:1: error: #error C++20 or later compatible compiler is required")
+    cause = classify_compile_failure(evidence.lines(), PINNED)
     assert cause is not None and "-std=c++17" in cause.cause

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -250,6 +251,48 @@ def test_the_command_reader_keeps_strings_brackets_and_lines() -> None:
     assert [(c.name, c.line) for c in found] == [("message", 1), ("set", 3)]
     assert found[0].args == ("a ) ( b",) and found[1].args[-1] == '""'
     assert list(commands("if(\n")) == []  # an unclosed command: nothing, no error
+
+
+def test_unclosed_brackets_and_strings_run_to_the_end_and_lines_stay_right() -> None:
+    before = "project(x CUDA)\n\n\nset(CMAKE_CUDA_ARCHITECTURES 80)\n"
+    for tail in ("#[[ never closed set(A 1)\n", '"never closed\nset(A 1)\n', "f([=[ x ]] \n"):
+        found = list(commands(before + tail + "set(B 2)\n"))
+        assert [(c.name, c.line) for c in found] == [("project", 1), ("set", 4)], tail
+
+
+def test_a_set_inside_a_plain_if_inside_a_test_is_still_a_fallback() -> None:
+    text = (
+        "if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)\n  if(WIN32)\n  elseif(UNIX)\n"
+        "    set(CMAKE_CUDA_ARCHITECTURES 75)\n  endif()\nelse()\n  if(APPLE)\n"
+        "    set(CMAKE_CUDA_ARCHITECTURES 86)\n  endif()\nendif()\n"
+    )
+    said = [line for _, line in lines(text) if " sets " in line]
+    assert "to 75 when it is not defined" in said[0]
+    assert "to 86 whatever is given" in said[1]  # the else branch of a NOT DEFINED test
+
+
+def _read_seconds(text: str) -> float:
+    start = time.perf_counter()
+    read_cmake_files([("CMakeLists.txt", text)], CMAKE, "CMAKE_CUDA_ARCHITECTURES", OURS)
+    return time.perf_counter() - start
+
+
+HOSTILE = {
+    "unclosed bracket comments": "#[[ x\n",
+    "unclosed bracket arguments": "f([[ ",
+    "words": "w\n",
+    "nested ifs": "if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)\nset(CMAKE_CUDA_ARCHITECTURES 8)\n",
+}
+
+
+@pytest.mark.parametrize("unit", HOSTILE.values(), ids=HOSTILE.keys())
+def test_the_reader_is_linear_in_its_input(unit: str) -> None:
+    """The full figures are ``nox -s bench -- cmake-hostile``; the quadratic reader took 8 s
+    and more for 64 KiB of each of these."""
+    small = min(_read_seconds(unit * (16384 // len(unit))) for _ in range(3))
+    large = min(_read_seconds(unit * (65536 // len(unit))) for _ in range(3))
+    assert large < 1.0, large
+    assert large / max(small, 0.005) < 8, (small, large)  # 4x the input: about 4x the time
 
 
 def test_the_plan_reads_the_projects_cmake_files(tmp_path: Path, cli_run: CliRun) -> None:

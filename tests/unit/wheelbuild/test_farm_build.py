@@ -80,16 +80,22 @@ STATS = {
 }
 
 
+# sccache-dist 0.16.0's answer to a job request with a good token and no body
+REFUSED_EMPTY_JOB = b'{"description":"the request didn\'t have a binary content type","cause":null}'
+
+
 class SchedulerStandIn:
-    """The scheduler's two probe answers on 127.0.0.1: its status (``servers`` build servers)
-    and a job request, 401 unless it carries ``token``, else 400 (the empty request)."""
+    """The scheduler's two probe answers on 127.0.0.1, as sccache-dist 0.16.0 gives them: its
+    status (``servers`` build servers) and a job request, 401 unless it carries ``token``, else
+    400 (the empty request) with the scheduler's error body."""
 
     def __init__(self, token: str, servers: int = 2) -> None:
         stand_in = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                body = json.dumps({"num_servers": stand_in.servers, "num_cpus": 8}).encode()
+                status = {"num_servers": stand_in.servers, "num_cpus": 8, "in_progress": 0}
+                body = json.dumps(status).encode()
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -98,9 +104,11 @@ class SchedulerStandIn:
             def do_POST(self) -> None:
                 stand_in.seen_auth.append(self.headers.get("Authorization", ""))
                 ok = self.headers.get("Authorization") == f"Bearer {stand_in.token}"
+                body = REFUSED_EMPTY_JOB if ok else b"Fixed token mismatch"
                 self.send_response(400 if ok else 401)
-                self.send_header("Content-Length", "0")
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
+                self.wfile.write(body)
 
             def log_message(self, *args: object) -> None:
                 pass

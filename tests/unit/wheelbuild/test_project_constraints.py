@@ -186,6 +186,44 @@ def test_an_unreadable_file_is_one_note_not_a_traceback(name: str, text: str) ->
     assert "\n" not in found.unread[0]
 
 
+HUGE = "9" * 5000  # past int()'s 4300 digits: packaging parses it, then cannot compare it
+LONG = "1" * 25  # past MAX_VERSION_DIGITS
+
+
+@pytest.mark.parametrize("number", [HUGE, LONG])
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("pyproject.toml", '[project]\nrequires-python = ">=3.N"\ndependencies = ["torch>=2.N"]'),
+        ("pyproject.toml", '[build-system]\nrequires = ["torch==2.N.*"]\n[project]\n'
+         'requires-python = "~=3.N"'),
+        ("setup.cfg", "[options]\npython_requires = >=3.N\ninstall_requires =\n    torch<=2.N\n"),
+        ("setup.cfg", "[options]\npython_requires = !=3.N.*\nsetup_requires = torch>2.N\n"),
+        ("setup.py", "setup(python_requires='>=3.N', install_requires=['torch>=2.N'])"),
+        ("setup.py", "R = '===3.N'\nsetup(python_requires=R, setup_requires=['torch!=2.N'])"),
+        ("PKG-INFO", "Metadata-Version: 2.1\nName: x\nVersion: 1.0\nRequires-Python: >=3.N\n"
+         "Requires-Dist: torch>=2.N\n"),
+    ],
+)  # fmt: skip
+def test_an_absurd_version_number_is_not_read_statically(name: str, text: str, number: str) -> None:
+    found = read_constraints({name: text.replace("N", number)})
+    assert found.requires_python is None and found.torch == ()
+    assert len(found.unread) == 2, found.unread
+    assert all(u.startswith(name) and "more than 24 digits" in u for u in found.unread)
+    assert all(len(u) < 300 and "\n" not in u for u in found.unread)
+    # and judging it against the build is no error
+    check = check_project(
+        found, python="3.12", torch="2.14.1", requires_dist=None,
+        ignore_requires_python=False, recipe=Path("r.toml"),
+    )  # fmt: skip
+    assert not check.python_ignored and check.torch == ()
+
+
+def test_a_setup_py_number_of_thousands_of_digits_is_a_file_not_parsed() -> None:
+    found = read_constraints({"setup.py": f"V = {HUGE}\nsetup(python_requires='>=3.9')"})
+    assert found.unread == ("setup.py (not parsed: SyntaxError)",)
+
+
 # -- judging ------------------------------------------------------------------------------------
 
 
@@ -349,3 +387,18 @@ def test_the_recipe_key_is_validated(tmp_path: Path) -> None:
         load_recipe(recipe, load_facts())
     assert "ignore_requires_python" in caught.value.one_line()
     assert "true or false" in caught.value.one_line()
+
+
+def test_build_plan_with_an_absurd_requires_python_names_it_and_goes_on(
+    cli_run: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recipe = _project(tmp_path, ignore=False)
+    pyproject = tmp_path / "src" / "pyproject.toml"
+    pyproject.write_text(PYPROJECT.replace(">=3.12", f">=3.{HUGE}"))
+    monkeypatch.setenv("ARCHWHEEL_CACHE", str(tmp_path / "cache"))
+    argv = ("build", "--recipe", str(recipe), "--plan", "--out", str(tmp_path / "out"))
+    code, out, err = cli_run(*argv, "--python", "3.11", "--format", "json")
+    assert code == 0, err
+    (unread,) = json.loads(out)["project"]["unread"]
+    assert unread.startswith("pyproject.toml [project] requires-python ('>=3.999")
+    assert unread.endswith("is a specifier with a number of more than 24 digits)")

@@ -15,6 +15,7 @@ from archwheel.interfaces.commands.options import (
     check_output,
     environment_settings,
     path_argument,
+    whole_number,
     write_output,
 )
 from archwheel.interfaces.render.formats import FORMATS
@@ -119,7 +120,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=whole_number,
         metavar="N",
         help="threads inflating wheel members (default: up to 4)",
     )

@@ -26,6 +26,7 @@ from archwheel.interfaces.commands.options import (
     path_argument,
     version_text,
     volume_name,
+    whole_number,
 )
 from archwheel.interfaces.render.build import (
     ConsoleReporter,
@@ -106,7 +107,9 @@ def register(subparsers: Any) -> None:
         metavar="VERSION",
         help="build against this torch instead of the one the recipe pins (e.g. 2.13.0)",
     )
-    parser.add_argument("--jobs", type=int, help="compile jobs (default: from cores and memory)")
+    parser.add_argument(
+        "--jobs", type=whole_number, help="compile jobs (default: from cores and memory)"
+    )
     parser.add_argument(
         "--out", type=path_argument, default=Path("dist"), help="output folder (dist/)"
     )

@@ -37,6 +37,7 @@ from archwheel.interfaces.commands.options import (
     path_argument,
     version_text,
     volume_name,
+    whole_number,
     write_output,
 )
 from archwheel.interfaces.render.build import ConsoleReporter, print_result
@@ -172,7 +173,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="cell build folders (dist/matrix)",
     )
     p.add_argument("--engine", choices=ENGINES, default="docker")
-    p.add_argument("--jobs", type=int, help="compile jobs per cell")
+    p.add_argument("--jobs", type=whole_number, help="compile jobs per cell")
     p.add_argument("--no-cache", action="store_true", help="compile without the compiler cache")
     p.add_argument(
         "--cache-volume",

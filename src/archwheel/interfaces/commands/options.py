@@ -216,12 +216,21 @@ def ccache_size(text: str) -> str:
     return text
 
 
-def non_negative_int(text: str) -> int:
-    """An argparse type: a whole number, 0 or more (a device index, a count)."""
+def whole_number(text: str) -> int:
+    """An argparse type: a whole number in ASCII digits (``text.whole_number``: ``８`` and
+    ``1_000`` are none; argparse's ``type=int`` took both); its range is checked where it is
+    used (``--jobs``: ``wheelbuild.compile.jobs.check_jobs``)."""
+    from archwheel.text import whole_number as parse_whole
+
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
+        return parse_whole(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: a whole number in ASCII digits, 0 or more (a device index, a count)."""
+    value = whole_number(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text[:40]!r}: must be 0 or more")
     return value

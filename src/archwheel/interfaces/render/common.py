@@ -21,6 +21,7 @@ from archwheel.interfaces.render.formats import FORMATS as FORMATS  # noqa: PLC0
 from archwheel.interfaces.render.formats import dump_json as dump_json  # noqa: PLC0414 - re-exported
 from archwheel.text import MAX_SHOWN as MAX_SHOWN  # noqa: PLC0414 - re-exported
 from archwheel.text import literal as literal  # noqa: PLC0414 - re-exported
+from archwheel.text import whole_number
 
 _MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*[]<>"})
 # Rows of one input's per-library tables in text, Markdown and HTML (JSON lists every library):
@@ -100,13 +101,29 @@ def md_code(text: object) -> str:
     return f"{fence} {shown} {fence}"
 
 
+PIPED_COLUMNS = 160  # columns of piped output, where COLUMNS gives none
+MAX_COLUMNS = 4096  # the widest COLUMNS read
+
+
+def piped_width(text: str) -> int:
+    """The columns of piped output: ``COLUMNS`` where it is a whole number in ASCII digits
+    (``text.whole_number``) from 20 to ``MAX_COLUMNS``, else ``PIPED_COLUMNS``."""
+    try:
+        columns = whole_number(text.strip())
+    except ValueError:
+        return PIPED_COLUMNS
+    return columns if 20 <= columns <= MAX_COLUMNS else PIPED_COLUMNS
+
+
 def console(stream: TextIO | None = None) -> Console:
     """A rich console on stdout (or ``stream``) that degrades to plain text when piped.
 
-    Piped output gets 160 columns (or $COLUMNS) so that logs keep one library per line.
+    Piped output gets 160 columns (or $COLUMNS) so that logs keep one library per line; a
+    ``COLUMNS`` that is not a whole number in ASCII digits from 20 to ``MAX_COLUMNS`` is not
+    read (``abc`` ended every command with an internal error).
     """
     out = stream or sys.stdout
-    width = None if out.isatty() else int(os.environ.get("COLUMNS", "160"))
+    width = None if out.isatty() else piped_width(os.environ.get("COLUMNS", ""))
     return Console(file=out, highlight=False, soft_wrap=False, width=width)
 
 

@@ -19,6 +19,14 @@ archwheel's part (``archwheel build --dist-scheduler URL --dist-token-file FILE`
   build; ``--dist-required`` refuses the build instead (``FarmUnavailable``, exit 4). A wrong
   token is a setting written wrong: one line, exit 2, whatever ``--dist-required`` says (a farm
   that will not take the build's jobs is never what the user meant).
+- the answers are untrusted input: the status is read by the bounded document reader
+  (``facts.documents``) and decoded into ``SchedulerStatusDocument`` (sccache-dist 0.16.0's
+  ``SchedulerStatusResult``: ``num_servers``, ``num_cpus``, ``in_progress``, each a whole number
+  0 or more, a boolean none; nothing else), and only the answers sccache-dist's scheduler gives
+  count: the status is 200, the token check 401 (refused) or 400 with the scheduler's own error
+  body (accepted). A redirect, a 403, a 500, a status nested a thousand deep or
+  ``num_servers: true`` is no scheduler's answer: one line saying what was answered, and the
+  scheduler counts as unreachable.
 """
 
 from __future__ import annotations
@@ -29,7 +37,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 from urllib.parse import urlsplit
+
+import msgspec
 
 from archwheel.effects.deadline import NetBudget, NetLimits, TimedOut
 from archwheel.effects.farm_proxy import PLACEHOLDER_TOKEN, container_scheduler_url
@@ -38,10 +49,13 @@ from archwheel.effects.files import FileTooLarge, NotRegularFile, read_regular
 from archwheel.effects.http import Client, NotHTTP
 from archwheel.effects.net import TransferError
 from archwheel.errors import ToolError, UsageError
+from archwheel.facts.documents import DocumentUnreadable, Table, parse_document
+from archwheel.facts.typed import Document, decode
 
 TOKEN_LIMIT = 4096  # bytes in a token file: a token is a line, not a document
 PROBE_TIMEOUT_S = 10.0  # the whole probe of the scheduler (connect, ask, read), per request
 REPLY_LIMIT = 64 << 10  # bytes of a scheduler's reply to the probe
+REPLY_NESTING = 4  # lists and objects inside each other in a scheduler's reply (it sends 1)
 CLIENT_CONFIG_NAME = "sccache-dist.toml"
 FARM_MOUNT = "/run/archwheel-farm"  # the farm route's socket folder, in the compile container
 # The container's client configuration (placeholder token) and sccache's toolchain packages,
@@ -199,8 +213,32 @@ class _ProbeFailed(Exception):
     """The scheduler did not answer as one (one line)."""
 
 
+Count = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class SchedulerStatusDocument(Document, frozen=True):
+    """The scheduler's status as sccache-dist 0.16.0 answers ``GET /api/v1/scheduler/status``
+    with ``Accept: application/json`` (its ``SchedulerStatusResult``, which refuses unknown
+    fields itself): three counts, nothing else."""
+
+    num_servers: Count
+    num_cpus: Count
+    in_progress: Count
+
+
+class SchedulerError(Document, frozen=True):
+    """The body of the scheduler's refusal of the probe's empty job request (400, a good
+    token): ``{"description": "the request didn't have a binary content type", "cause": null}``
+    (its web framework's error shape)."""
+
+    description: str
+    cause: str | None = None
+
+
 _CONNECTION_NAMED = re.compile(r"\A\w+\(host=[^)]*\): ")  # urllib3's "Conn(host=.., port=..): "
-_ANY_STATUS = range(100, 600)  # the probe reads every status as an answer, 401 and 400 too
+_ANY_STATUS = range(100, 600)  # the probe reads every status as an answer (nothing followed)
+_REFUSED = 401  # the token check: a wrong (or no) token
+_ACCEPTED = 400  # the token check: a good token, the empty job request refused after it
 
 
 def _ask(
@@ -209,7 +247,8 @@ def _ask(
     """One request of the probe over ``client``: ``(status, body)``, the body at most
     ``REPLY_LIMIT`` bytes, all of it (connection, answer and body) within ``timeout_s``
     (an ``effects.deadline`` of its own: ``TimedOut`` past it). The token goes in the
-    ``Authorization`` header only, which no error of the client names."""
+    ``Authorization`` header only, which no error of the client names. A redirect is handed
+    back as an answer, never followed."""
     limits = NetLimits(request_timeout_s=timeout_s, run_timeout_s=timeout_s)
     headers = {"Accept": "application/json"}
     if token is not None:
@@ -221,30 +260,74 @@ def _ask(
         return response.status, response.read_all(REPLY_LIMIT)
 
 
+def _answered(request: str, code: int, wanted: str) -> _ProbeFailed:
+    """``the status request answered HTTP 302 (a redirect), not 200``."""
+    kind = " (a redirect)" if 300 <= code < 400 else ""
+    return _ProbeFailed(f"the {request} answered HTTP {code}{kind}, not {wanted}")
+
+
+def _decoded(body: bytes, kind: type[msgspec.Struct], what: str) -> msgspec.Struct:
+    """``body`` read by the bounded document reader and decoded as ``kind``; anything else is
+    ``_ProbeFailed`` in one line (``the status is not a scheduler's: num_servers must be ...``)."""
+    try:
+        document = parse_document(body, REPLY_NESTING)
+    except DocumentUnreadable as exc:
+        raise _ProbeFailed(f"the {what} is not a scheduler's: {exc}") from None
+    if not isinstance(document, dict):
+        raise _ProbeFailed(f"the {what} is not a scheduler's: not a JSON object")
+    try:
+        return decode(Table(document, what, _Refusal), kind)
+    except _Refusal as exc:
+        raise _ProbeFailed(f"the {what} is not a scheduler's: {exc}") from None
+
+
+class _Refusal(Exception):
+    """A decoded answer's refusal (``facts.typed.decode``'s error class here)."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(" ".join(message.split()))
+
+
+def read_status(code: int, body: bytes) -> SchedulerStatusDocument:
+    """The scheduler's answer to the status request: 200 and a ``SchedulerStatusDocument``;
+    ``_ProbeFailed`` (one line) for any other answer."""
+    if code != 200:
+        raise _answered("status request", code, "200")
+    status = _decoded(body, SchedulerStatusDocument, "status")
+    assert isinstance(status, SchedulerStatusDocument)
+    return status
+
+
+def read_token_check(code: int, body: bytes) -> bool:
+    """Whether the scheduler took the token, from its answer to the empty job request: 401
+    refused, 400 with its own error body accepted; ``_ProbeFailed`` for any other answer (a
+    redirect, 403, 500, a 200 that made a job: none is what the scheduler says of a token)."""
+    if code == _REFUSED:
+        return False
+    if code != _ACCEPTED:
+        raise _answered("token check", code, f"{_ACCEPTED} or {_REFUSED}")
+    _decoded(body, SchedulerError, "token check's answer")
+    return True
+
+
 def probe_scheduler(farm: DistFarm, timeout_s: float = PROBE_TIMEOUT_S) -> SchedulerStatus:
     """Ask the scheduler for its status and whether it takes ``farm``'s token, each request
     within ``timeout_s``, over ``effects.http``'s client; never raises for a scheduler that
-    fails (``reached=False``, ``why`` one line without the token)."""
+    fails or answers as no scheduler does (``reached=False``, ``why`` one line without the
+    token)."""
     base = farm.scheduler_url
     try:
         with Client() as client:
-            code, body = _ask(client, f"{base}/api/v1/scheduler/status", "GET", None, timeout_s)
-            if code != 200:
-                raise _ProbeFailed(f"the status request answered HTTP {code}")
-            status = json.loads(body)
-            if not isinstance(status, dict) or not isinstance(status.get("num_servers"), int):
-                raise _ProbeFailed("the status is not a scheduler's")
-            code, _ = _ask(
-                client, f"{base}/api/v1/scheduler/alloc_job", "POST", farm.token, timeout_s
+            status = read_status(
+                *_ask(client, f"{base}/api/v1/scheduler/status", "GET", None, timeout_s)
             )
-    except (_ProbeFailed, TransferError, ValueError) as exc:
+            accepted = read_token_check(
+                *_ask(client, f"{base}/api/v1/scheduler/alloc_job", "POST", farm.token, timeout_s)
+            )
+    except (_ProbeFailed, TransferError) as exc:
         return SchedulerStatus(reached=False, why=_reason(exc))
-    cpus = status.get("num_cpus")
     return SchedulerStatus(
-        reached=True,
-        servers=status["num_servers"],
-        cpus=cpus if isinstance(cpus, int) else 0,
-        token_accepted=code != 401,
+        reached=True, servers=status.num_servers, cpus=status.num_cpus, token_accepted=accepted
     )
 
 
@@ -254,9 +337,8 @@ def _reason(exc: Exception) -> str:
         return "no answer in time"
     if isinstance(exc, NotHTTP):
         return "not an HTTP answer"
-    if isinstance(exc, ValueError):
-        return "the status is not JSON"
-    return _CONNECTION_NAMED.sub("", str(exc))  # the warning names the scheduler already
+    text = _CONNECTION_NAMED.sub("", str(exc))  # the warning names the scheduler already
+    return " ".join(text.split())[:300]
 
 
 def check_farm(

@@ -23,7 +23,7 @@ from archwheel.effects.owner import owned_tempdir, remove_owned, unmark_folder
 from archwheel.effects.redis_relay import UnixRelay
 from archwheel.errors import BuildError
 from archwheel.facts.python_target import PythonTarget
-from archwheel.verdicts.compile_failure import EvidenceLines
+from archwheel.verdicts.compile_failure import EvidenceLines, kept_line
 from archwheel.wheelbuild.compile.dist_farm import FARM_MOUNT
 from archwheel.wheelbuild.compile.nvcc_record import (
     NVCC_RECORD,
@@ -184,9 +184,9 @@ class WorkFolder:
         evidence = EvidenceLines()
 
         def sink(line: str) -> None:
-            tail.append(line)
+            self.output.line(line)  # the full log keeps the whole line
             evidence.add(line)
-            self.output.line(line)
+            tail.append(kept_line(line))  # each line of the tail at most MAX_KEPT_LINE
 
         try:
             container.call(

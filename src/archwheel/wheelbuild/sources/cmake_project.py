@@ -32,10 +32,13 @@ MAX_LINES = 12  # plan rows from one source
 CAUSE = "arch variable"  # the label of a line that says the recipe's variable is not read
 NOTE = "cmake"
 
+# One token of a CMake file. A bracket comment, a quoted string or a bracket argument that is
+# never closed runs to the end of the text (CMake refuses such a file): tried again at each of
+# its characters, a hostile file of unclosed ``#[[``, ``"`` or ``[[`` was read in quadratic time.
 _TOKEN = re.compile(
-    r"(?P<comment>\#\[(?P<ceq>=*)\[.*?\](?P=ceq)\]|\#[^\n]*)"
-    r'|(?P<string>"(?:\\.|[^"\\])*")'
-    r"|(?P<bracket>\[(?P<beq>=*)\[.*?\](?P=beq)\])"
+    r"(?P<comment>\#\[(?P<ceq>=*)\[(?:.*?\](?P=ceq)\]|.*\Z)|\#[^\n]*)"
+    r'|(?P<string>"(?:\\.|[^"\\])*(?:"|\\?\Z))'
+    r"|(?P<bracket>\[(?P<beq>=*)\[(?:.*?\](?P=beq)\]|.*\Z))"
     r"|(?P<open>\()|(?P<close>\))"
     r'|(?P<word>[^\s()#"]+)',
     re.DOTALL,
@@ -61,13 +64,16 @@ def commands(text: str) -> Iterator[Command]:
     depth = 0
     args: list[str] = []
     pending: tuple[str, int] | None = None
+    counted, newlines = 0, 0  # the line of a token: newlines counted once, up to it
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup
         if kind == "comment":
             continue
         if depth == 0:
             if kind == "word":
-                pending = (m.group(), text.count("\n", 0, m.start()) + 1)
+                newlines += text.count("\n", counted, m.start())
+                counted = m.start()
+                pending = (m.group(), newlines + 1)
             elif kind == "open" and pending is not None:
                 name, line = pending[0].lower(), pending[1]
                 depth, args, pending = 1, [], None
@@ -97,6 +103,20 @@ class _Branch:
     condition: str
     line: int
     negated: bool = False
+    # the innermost open branch (this one or one around it) that tests the list, and whether
+    # its condition holds where neither is given: found once, when the branch opens
+    tested: _Branch | None = None
+    negates: bool = False
+
+    @classmethod
+    def opened(cls, condition: str, line: int, around: _Branch | None) -> _Branch:
+        """The branch of ``if(condition)`` (or an ``elseif``) inside ``around``."""
+        branch = cls(condition, line)
+        if _TESTED.search(condition):
+            branch.tested, branch.negates = branch, _negates(condition)
+        elif around is not None:
+            branch.tested = around.tested
+        return branch
 
 
 @dataclass
@@ -206,9 +226,10 @@ def _read_file(
             reading.torch_cmake = True
         if command.name in ("if", "elseif"):
             if command.name == "if":
-                stack.append(_Branch(joined, command.line))
+                stack.append(_Branch.opened(joined, command.line, stack[-1] if stack else None))
             elif stack:
-                stack[-1] = _Branch(joined, command.line)
+                around = stack[-2] if len(stack) > 1 else None
+                stack[-1] = _Branch.opened(joined, command.line, around)
             if _TESTED.search(joined):
                 rows.append((NOTE, _test_line(where, joined, defined=defined, value=value)))
         elif command.name == "else" and stack:
@@ -216,8 +237,8 @@ def _read_file(
         elif command.name == "endif" and stack:
             stack.pop()
         elif command.name == "set" and command.args[:1] == (ARCH_VARIABLE,):
-            test = next((b for b in reversed(stack) if _TESTED.search(b.condition)), None)
-            fallback = test is not None and _negates(test.condition) != test.negated
+            test = stack[-1].tested if stack else None  # no walk down the stack per set()
+            fallback = test is not None and test.negates != test.negated
             line = _set_line(where, command.args, fallback=fallback, defined=defined, value=value)
             rows.append((NOTE, line))
             listed = _set_value(command.args)[0]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ from typing import Any
 
 from packaging.markers import InvalidMarker
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -54,6 +55,11 @@ PROJECT_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "PKG-INFO")
 MAX_FILE_BYTES = 1 << 20
 MAX_NESTING = 32
 _SETUP_KEYS = ("python_requires", "install_requires", "setup_requires")
+# Digits of one number in a version the build files declare (a release is a handful: 2.14.1);
+# packaging parses thousands lazily, then int() refuses past 4300 when it compares them.
+MAX_VERSION_DIGITS = 24
+_LONG_NUMBER = re.compile(rf"[0-9]{{{MAX_VERSION_DIGITS + 1},}}")
+_PROBE_VERSION = Version("3.11.0")
 
 
 @dataclass(frozen=True)
@@ -113,7 +119,19 @@ def _is_torch(text: str) -> Requirement | None:
     return req
 
 
-def _torch_among(values: object, origin: str) -> list[Declared]:
+def _unbounded(text: str) -> str | None:
+    """Why a specifier (requires-python, a torch requirement's) cannot be judged, or None: a
+    number of more than ``MAX_VERSION_DIGITS`` digits, or one packaging cannot compare."""
+    if _LONG_NUMBER.search(text):
+        return f"a specifier with a number of more than {MAX_VERSION_DIGITS} digits"
+    try:
+        SpecifierSet(text).contains(_PROBE_VERSION, prereleases=True)
+    except ValueError:  # InvalidSpecifier, and a version it cannot compare
+        return "not a version specifier"
+    return None
+
+
+def _torch_among(values: object, origin: str, unread: list[str] | None = None) -> list[Declared]:
     if isinstance(values, str):
         values = values.splitlines()
     if not isinstance(values, (list, tuple)):
@@ -123,6 +141,11 @@ def _torch_among(values: object, origin: str) -> list[Declared]:
         if isinstance(value, str):
             text = value.split("#", 1)[0].strip()
             req = _is_torch(text)
+            why = _unbounded(str(req.specifier)) if req is not None else None
+            if why is not None:
+                if unread is not None:
+                    unread.append(f"{origin} (a torch requirement is {why})")
+                continue
             if req is not None and str(req.specifier):
                 # as the project wrote it (its order), without a marker that holds here
                 found.append(Declared(text.split(";", 1)[0].strip(), origin))
@@ -138,7 +161,9 @@ def _pyproject(text: str, out: _Found) -> None:
     assert isinstance(document, dict)
     build = document.get("build-system")
     if isinstance(build, dict):
-        out.torch += _torch_among(build.get("requires"), "pyproject.toml [build-system] requires")
+        out.torch += _torch_among(
+            build.get("requires"), "pyproject.toml [build-system] requires", out.unread
+        )
         backend = build.get("build-backend")
         out.backend = backend if isinstance(backend, str) else None
     project = document.get("project")
@@ -147,7 +172,7 @@ def _pyproject(text: str, out: _Found) -> None:
         if isinstance(requires, str):
             out.python(requires, "pyproject.toml [project] requires-python")
         out.torch += _torch_among(
-            project.get("dependencies"), "pyproject.toml [project] dependencies"
+            project.get("dependencies"), "pyproject.toml [project] dependencies", out.unread
         )
     tool = document.get("tool")
     skbuild = tool.get("scikit-build") if isinstance(tool, dict) else None
@@ -174,7 +199,9 @@ def _setup_cfg(text: str, out: _Found) -> None:
         if options.get("python_requires"):
             out.python(options["python_requires"], "setup.cfg [options] python_requires")
         for key in ("install_requires", "setup_requires"):
-            out.torch += _torch_among(options.get(key, ""), f"setup.cfg [options] {key}")
+            out.torch += _torch_among(
+                options.get(key, ""), f"setup.cfg [options] {key}", out.unread
+            )
     if parser.has_section("bdist_wheel"):
         limited = parser["bdist_wheel"].get("py_limited_api", "").strip()
         if limited.startswith("cp"):
@@ -220,7 +247,7 @@ def _setup_py(text: str, out: _Found) -> None:
                 elif keyword.arg == "python_requires" and isinstance(value, str):
                     out.python(value, origin)
                 else:
-                    out.torch += _torch_among(value, origin)
+                    out.torch += _torch_among(value, origin, out.unread)
             elif keyword.arg == "options":
                 read, value = _literal(keyword.value, names)
                 wheel = value.get("bdist_wheel") if read and isinstance(value, dict) else None
@@ -238,7 +265,7 @@ def _pkg_info(text: str, out: _Found) -> None:
         out.python(python.strip(), "PKG-INFO Requires-Python")
     if not out.torch and "requires-dist" not in dynamic:
         values = [value.strip() for value in metadata.get_all("Requires-Dist")]
-        out.torch.extend(_torch_among(values, "PKG-INFO Requires-Dist"))
+        out.torch.extend(_torch_among(values, "PKG-INFO Requires-Dist", out.unread))
 
 
 class _Found:
@@ -255,10 +282,10 @@ class _Found:
     def python(self, text: str, origin: str) -> None:
         if self.requires_python is not None:
             return
-        try:
-            SpecifierSet(text)
-        except InvalidSpecifier:
-            self.unread.append(f"{origin} ({text!r} is not a version specifier)")
+        why = _unbounded(text)
+        if why is not None:
+            shown = text if len(text) <= 60 else text[:57] + "..."
+            self.unread.append(f"{origin} ({shown!r} is {why})")
             return
         self.requires_python = Declared(text.strip(), origin)
 
