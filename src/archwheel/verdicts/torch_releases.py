@@ -136,7 +136,10 @@ def serving_python(tags: Iterable[str], host: str) -> tuple[str, str] | None:
     major, _, minor = host.partition(".")
     if major == "3" and minor.isdigit() and (3, int(minor)) >= lowest:
         return host, f"its tag {tag} serves this host's Python {host}"
-    return f"3.{lowest[1]}", f"its tag {tag} does not serve this host's Python {host}: the lowest it serves"
+    return (
+        f"3.{lowest[1]}",
+        f"its tag {tag} does not serve this host's Python {host}: the lowest it serves",
+    )
 
 
 def extension_target(

@@ -25,9 +25,8 @@ def _wheel(folder: Path, tag: str, extra_tag: str | None = None) -> Path:
         members = [(i.filename, zf.read(i)) for i in zf.infolist()]
     with zipfile.ZipFile(wheel, "w") as zf:
         for name, data in members:
-            if name.endswith("/WHEEL"):
-                data += f"Tag: {extra_tag}\n".encode()
-            zf.writestr(name, data)
+            extra = f"Tag: {extra_tag}\n".encode() if name.endswith("/WHEEL") else b""
+            zf.writestr(name, data + extra)
     return wheel
 
 
