@@ -99,6 +99,7 @@ from archwheel.wheelbuild.plan import BUILD_SRC, BuildPlan, serial_variant, with
 from archwheel.wheelbuild.provenance import (
     ImageRecord,
     RunRecord,
+    plan_differences,
     provenance_for,
     provenance_path,
 )
@@ -242,6 +243,8 @@ class BuildRunner:
                 timings=timings.frozen(),
             )
             document = provenance_for(plan, wheel, digest, record)
+            for line in plan_differences(document):  # the wheel is not what the plan said
+                self.output.warn(line)
             final = self._deliver(plan, wheel, document, record)
             return BuiltWheel(
                 smoke_snippet=smoke_snippet_path(final) if plan.recipe.smoke_snippet else None,
