@@ -58,6 +58,7 @@ _TAG_WORDS = re.compile(
     r"py_limited_api|bdist_wheel|plat_name|python_tag|build_number|abi3|limited_api",
     re.IGNORECASE,
 )
+_DEF = re.compile(r"^(\s*)def\s+(\w+)")
 _ASSIGNED = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]+)?=[^=]")
 _CMAKE_ENV = re.compile(r"\$ENV\{([A-Za-z_]\w{0,99})\}")
 _ARCH_NAME = re.compile(r"ARCH|GENCODE|\bSMS?\b|_SMS?$|COMPUTE_CAP", re.IGNORECASE)
@@ -287,7 +288,33 @@ def _changes(lines: list[str], number: int) -> tuple[str, ...]:
     for what, pattern in (("the version string", _VERSION_WORDS), ("the wheel tag", _TAG_WORDS)):
         if any(_feeds(text, word, pattern) for text, word in uses):
             found.append(what)
+    if assigned and "the version string" not in found and _returned_as_version(lines, number):
+        found.insert(0, "the version string")
     return tuple(found)
+
+
+def _returned_as_version(lines: list[str], number: int) -> bool:
+    """Whether the value read at ``number`` inside a function named for the version
+    (causal-conv1d's ``get_package_version``) is part of what it returns."""
+    assigned = _ASSIGNED.match(lines[number - 1])
+    indent = len(lines[number - 1]) - len(lines[number - 1].lstrip())
+    function = next(
+        (
+            m
+            for line in reversed(lines[: number - 1])
+            if (m := _DEF.match(line)) and len(m.group(1)) < indent
+        ),
+        None,
+    )
+    if assigned is None or function is None or "version" not in function.group(2).lower():
+        return False
+    word = re.compile(rf"\b{re.escape(assigned.group(1))}\b")
+    for line in lines[number:]:
+        if line.strip() and len(line) - len(line.lstrip()) <= len(function.group(1)):
+            return False  # the function ended
+        if line.lstrip().startswith("return") and word.search(line):
+            return True
+    return False
 
 
 def _feeds(text: str, word: re.Pattern[str] | None, pattern: re.Pattern[str]) -> bool:
