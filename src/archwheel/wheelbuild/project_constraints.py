@@ -521,7 +521,10 @@ class ProjectCheck:
             return c.tag.requirement if c.tag is not None and not c.tag_computed else None
         if c.tag is not None:
             return c.tag.requirement
-        return PythonTarget.parse(self.python).wheel_tag
+        backend = c.backend or ("setuptools" if "setup.py" in c.files else "")
+        if backend.split(".")[0] in ("setuptools", "scikit_build_core"):
+            return PythonTarget.parse(self.python).wheel_tag
+        return None  # another backend chooses its own tag
 
     def wheel_tag(self) -> str:
         """The interpreter-ABI part of the tag the wheel will carry, and why."""

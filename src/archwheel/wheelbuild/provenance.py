@@ -233,9 +233,9 @@ def provenance_for(
     document["torch_range"] = run.torch_range.to_json_dict() if run.torch_range else None
     # The project's own requires-python and torch requirement, and what the build overrode.
     document["project"] = plan.project.to_json_dict() if plan.project is not None else None
+    document["plan_vs_wheel"] = plan_against_wheel(plan, wheel)
     document["farm"] = dict(run.farm) if run.farm is not None else None
     document["repair"] = dict(run.repair) if run.repair is not None else None
-    document["plan_vs_wheel"] = plan_against_wheel(plan, wheel)
     return document
 
 
@@ -249,7 +249,8 @@ _PREDICTED = {
 
 def wheel_says(wheel: Path) -> dict[str, str | None]:
     """What a built wheel says of what the plan predicts: its interpreter-ABI tags (from its
-    file name), build number, ``Requires-Python`` and torch ``Requires-Dist`` (METADATA)."""
+    file name), build number, ``Requires-Python`` and unconditional torch ``Requires-Dist``
+    (METADATA)."""
     import zipfile
 
     from packaging.requirements import InvalidRequirement, Requirement
@@ -265,10 +266,11 @@ def wheel_says(wheel: Path) -> dict[str, str | None]:
     torch = []
     for value in metadata.get_all("Requires-Dist"):
         try:
-            if Requirement(value).name.lower() == "torch":
-                torch.append(value.strip())
+            requirement = Requirement(value)
         except InvalidRequirement:
             continue
+        if requirement.name.lower() == "torch" and requirement.marker is None:
+            torch.append(value.strip())  # an unconditional one: what the pin replaces
     python = metadata.get("Requires-Python")
     return {
         "tag": ".".join(sorted({f"{t.interpreter}-{t.abi}" for t in tags})),

@@ -411,9 +411,13 @@ def test_the_plan_says_what_code_decides_of_the_tag() -> None:
     tag = _check({"setup.py": computed})
     assert tag.wheel_tag() == "computed by setup.py (line 2) (bdist_wheel options)"
     assert tag.predicted_tag() is None
-    cfg = _check({"setup.cfg": "[bdist_wheel]\nbuild_number = 7\n"})
+    plain = "from setuptools import setup\nsetup()\n"
+    cfg = _check({"setup.cfg": "[bdist_wheel]\nbuild_number = 7\n", "setup.py": plain})
     assert cfg.predictions()["build"] == "7"
     assert cfg.predictions()["tag"] == "cp312-cp312"
+    # a backend archwheel does not know chooses its own tag: no prediction
+    other = '[build-system]\nrequires = []\nbuild-backend = "own_backend"\n'
+    assert _check({"pyproject.toml": other}).predicted_tag() is None
 
 
 def test_the_built_wheel_is_compared_with_the_plan(tmp_path: Path) -> None:
@@ -423,6 +427,7 @@ def test_the_built_wheel_is_compared_with_the_plan(tmp_path: Path) -> None:
     metadata = (
         "Metadata-Version: 2.1\nName: x\nVersion: 1.0\nRequires-Python: >=3.9\n"
         "Requires-Dist: numpy\nRequires-Dist: torch==2.5.1\n"
+        "Requires-Dist: torch>=2.9; sys_platform == 'win32'\n"  # not this platform's
     )
     wheel = write_zip(
         tmp_path / "x-1.0-2-cp39-abi3-manylinux_2_34_x86_64.whl",
