@@ -1,6 +1,5 @@
 """The CMake reader of ``build --plan`` (``wheelbuild.sources.cmake_project``) on hostile CMake
-files:
-its time must grow with its input, no faster.
+files: its time must grow with its input, no faster.
 
 Each case is a generated ``CMakeLists.txt`` at two sizes, the larger 4x the smaller, read by
 ``read_cmake_files`` as a plan reads a source's files (the reader's own bound on a file is

@@ -38,7 +38,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import platform
 import ssl
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +73,7 @@ from archwheel.verdicts.torch_releases import (
     extension_target,
     missing_releases,
     parse_torch_request,
+    serving_python,
 )
 
 __all__ = [
@@ -88,6 +91,19 @@ MAX_VIEW_NESTING = 16  # a kept view nests 7 deep
 VIEWS = "torch-views"  # the kept views' folder under the cache folder
 
 Event = Callable[[str], None]
+
+
+def _target(tags: tuple[str, ...], python: str | None, say: Event) -> tuple[str, str]:
+    """The CPython tag and machine whose torch builds ``tags`` are judged with: ``python`` where
+    given; for an abi3 or ``py3-none`` wheel the Python its tag serves (this host's, else the
+    lowest), said in one line; a ``-any`` wheel takes this host's machine."""
+    if python is None:
+        host = f"{sys.version_info.major}.{sys.version_info.minor}"
+        served = serving_python(tags, host)
+        if served is not None:
+            python, why = served
+            say(f"Python {python}: {why} (--python-version X.Y to read another's torch builds)")
+    return extension_target(tags, python, host_machine=platform.machine())
 
 
 def can_load_range(
@@ -118,7 +134,7 @@ def can_load_range(
     if wheel.suffix != ".whl":
         raise InputError(f"{wheel}: not a wheel (.whl)")
     files = read_wheel_files(wheel)
-    interpreter, machine = extension_target(files.tags, python)
+    interpreter, machine = _target(files.tags, python, say)
     indexes, listed = (
         listing if listing is not None else list_torch_files(pip, on_event=say, budget=budget)
     )
@@ -173,7 +189,7 @@ def torch_releases_for(
     a wheel was checked); ``listing`` as ``can_load_range``'s. ``ToolError`` when no index
     answers."""
     files = read_wheel_files(wheel)
-    interpreter, machine = extension_target(files.tags, python)
+    interpreter, machine = _target(files.tags, python, on_event or (lambda _line: None))
     _, listed = (
         listing if listing is not None else list_torch_files(pip, on_event=on_event, budget=budget)
     )

@@ -44,7 +44,7 @@ from archwheel.effects.files import (
 )
 from archwheel.errors import ArchwheelError, UsageError
 from archwheel.facts.arch import ArchList
-from archwheel.facts.versions import CudaVersion
+from archwheel.facts.versions import CudaVersion, parse_or_none
 from archwheel.matrix.index import (
     CURRENT,
     METADATA_SUFFIX,
@@ -78,10 +78,21 @@ MAX_VARIANT_JSON = 1 << 20  # a variant.json or variants.json read (one label: a
 _NOT_READ: tuple[type[Exception], ...] = (ArchwheelError, *ZIP_MEMBER_ERRORS)
 
 
-def _toolkit(candidate: Candidate) -> CudaVersion | None:
+def _toolkit(candidate: Candidate) -> tuple[CudaVersion | None, str]:
+    """The CUDA a candidate was built with: ``--cuda`` (or its manifest's), else the toolkit its
+    provenance records (archwheel's own build), else its METADATA's CUDA runtime requirement;
+    with the hint a refusal gives when none of them says."""
     if candidate.cuda:
-        return CudaVersion.parse(candidate.cuda)
-    return read_wheel_metadata(candidate.wheel).cuda_runtime
+        return CudaVersion.parse(candidate.cuda), ""
+    if candidate.provenance is not None:
+        toolchain = load_provenance(candidate.provenance).get("toolchain")
+        cuda = toolchain.get("cuda") if isinstance(toolchain, dict) else None
+        found = parse_or_none(CudaVersion.parse, cuda)
+        if found is not None:
+            return found, ""
+    runtime = read_wheel_metadata(candidate.wheel).cuda_runtime
+    where = "its provenance names no toolkit" if candidate.provenance else "no provenance beside it"
+    return runtime, f"{where}, no CUDA runtime in its METADATA: give it --cuda X.Y"
 
 
 def _expect(candidate: Candidate) -> ArchList | None:
@@ -97,7 +108,8 @@ def derive_candidate(candidate: Candidate) -> Derivation | NoVariant:
     list it was built for), or why it cannot be a variant."""
     try:
         report = audit(scan_path(candidate.wheel), _expect(candidate))
-        return derive(report, _toolkit(candidate))
+        toolkit, unknown_hint = _toolkit(candidate)
+        return derive(report, toolkit, unknown_hint=unknown_hint)
     except UsageError as exc:
         return NoVariant(exc.one_line())
     except _NOT_READ as exc:

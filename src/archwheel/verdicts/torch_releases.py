@@ -108,9 +108,46 @@ def _machine(platform: str) -> str | None:
     return None
 
 
-def extension_target(tags: Iterable[str], python: str | None) -> tuple[str, str]:
+_VERSIONED = re.compile(r"(?:cp|py)(\d)(\d*)$")
+
+
+def serving_python(tags: Iterable[str], host: str) -> tuple[str, str] | None:
+    """The Python (``3.11``) whose torch builds an abi3 or ``py3-none`` wheel is judged with,
+    and why: ``host`` (this machine's ``3.11``) where its tags serve it, else the lowest they
+    serve. None for a wheel whose tags name a CPython ABI of their own (or serve no Python 3)."""
+    lowest: tuple[int, int] | None = None
+    shown: set[str] = set()
+    for text in tags:
+        try:
+            interpreter, abi, _platform = text.split("-")
+        except ValueError:
+            continue
+        match = _VERSIONED.match(interpreter)
+        if match is None or abi not in ("abi3", "none") or match.group(1) != "3":
+            if abi not in ("abi3", "none"):
+                return None
+            continue
+        version = (3, int(match.group(2) or 0))
+        lowest = version if lowest is None else min(lowest, version)
+        shown.add(f"{interpreter}-{abi}")
+    if lowest is None:
+        return None
+    tag = ", ".join(sorted(shown))
+    major, _, minor = host.partition(".")
+    if major == "3" and minor.isdigit() and (3, int(minor)) >= lowest:
+        return host, f"its tag {tag} serves this host's Python {host}"
+    return (
+        f"3.{lowest[1]}",
+        f"its tag {tag} does not serve this host's Python {host}: the lowest it serves",
+    )
+
+
+def extension_target(
+    tags: Iterable[str], python: str | None, host_machine: str | None = None
+) -> tuple[str, str]:
     """The CPython tag (``cp311``) and machine of an extension wheel's tags; ``python``
-    (``3.11``) where its tags name none."""
+    (``3.11``) where its tags name none, ``host_machine`` where they name none (``any``)."""
+    tags = list(tags)
     interpreters: set[str] = set()
     machines: set[str] = set()
     for text in tags:
@@ -139,6 +176,8 @@ def extension_target(tags: Iterable[str], python: str | None) -> tuple[str, str]
             + ": which torch build it meets depends on the Python",
             hint="give --python-version X.Y (the Python whose torch builds to read)",
         )
+    if not machines and host_machine is not None and all(t.endswith("-any") for t in tags):
+        machines = {host_machine}
     if len(machines) != 1:
         raise UsageError(
             "the wheel is not for one Linux machine (x86_64 or aarch64): "

@@ -135,11 +135,18 @@ def _sorted_values(images: Iterable[tuple[CodeKind, Target]]) -> tuple[str, ...]
     return tuple(arch_value(kind, target) for kind, target in order)
 
 
+UNKNOWN_TOOLKIT_HINT = "give it (--cuda X.Y)"
+
+
 def lower_bound_reasons(
-    libraries: Sequence[LibraryInventory], toolkit: CudaVersion | None, facts: CudaFacts
+    libraries: Sequence[LibraryInventory],
+    toolkit: CudaVersion | None,
+    facts: CudaFacts,
+    unknown_hint: str = UNKNOWN_TOOLKIT_HINT,
 ) -> tuple[list[Reason], str | None]:
     """What each rule asks of the driver for these libraries, and a refusal where a need
-    cannot be known (compressed fatbins of an unknown toolkit, a PTX ISA the facts lack)."""
+    cannot be known (compressed fatbins of an unknown toolkit, a PTX ISA the facts lack);
+    ``unknown_hint`` ends a refusal for want of the toolkit (where else it was looked for)."""
     reasons: list[Reason] = []
     if toolkit is not None:
         reasons.append(
@@ -150,7 +157,7 @@ def lower_bound_reasons(
         if toolkit is None:
             return reasons, (
                 "its fatbins are compressed and the CUDA it was built with is unknown "
-                "(rule fatbin-compression): give it (--cuda X.Y)"
+                f"(rule fatbin-compression): {unknown_hint}"
             )
         reasons.append(
             Reason(CudaVersion(toolkit.major, 0), "fatbin-compression", "compressed fatbins")
@@ -164,7 +171,10 @@ def lower_bound_reasons(
 
 
 def derive(
-    report: AuditReport, toolkit: CudaVersion | None, facts: CudaFacts | None = None
+    report: AuditReport,
+    toolkit: CudaVersion | None,
+    facts: CudaFacts | None = None,
+    unknown_hint: str = UNKNOWN_TOOLKIT_HINT,
 ) -> Derivation | NoVariant:
     """The variant properties the device code of an audited wheel proves, or why it has none:
     a scan that was not complete, an audit that failed, no device code, no image common to all
@@ -182,13 +192,14 @@ def derive(
             "no SASS or PTX image is present in every module of its libraries "
             "(every GPU would miss a kernel image somewhere)"
         )
-    reasons, refusal = lower_bound_reasons([v.library for v in report.libraries], toolkit, facts)
+    libraries = [v.library for v in report.libraries]
+    reasons, refusal = lower_bound_reasons(libraries, toolkit, facts, unknown_hint)
     if refusal is not None:
         return NoVariant(refusal)
     if not reasons:
         return NoVariant(
-            "the CUDA it was built with is unknown and nothing in it bounds the driver: "
-            "give it (--cuda X.Y)"
+            f"the CUDA it was built with is unknown and nothing in it bounds the driver: "
+            f"{unknown_hint}"
         )
     bound = max(r.needs for r in reasons)
     return Derivation(VariantProperties(_sorted_values(images), bound), tuple(reasons))

@@ -78,6 +78,7 @@ from archwheel.wheelbuild.planning.plan import (
     without_remote_cache,
 )
 from archwheel.wheelbuild.run.cache_report import cache_warnings
+from archwheel.wheelbuild.run.failures import host_out_of_space_error
 from archwheel.wheelbuild.run.farm_build import (
     check_plan_farm,
     farm_record,
@@ -89,6 +90,7 @@ from archwheel.wheelbuild.run.output import BuildOutput
 from archwheel.wheelbuild.run.provenance import (
     ImageRecord,
     RunRecord,
+    plan_differences,
     provenance_for,
     provenance_path,
 )
@@ -242,6 +244,8 @@ class BuildRunner:
                 timings=timings.frozen(),
             )
             document = provenance_for(plan, wheel, digest, record)
+            for line in plan_differences(document):  # the wheel is not what the plan said
+                self.output.warn(line)
             final = self._deliver(plan, wheel, document, record)
             return BuiltWheel(
                 smoke_snippet=smoke_snippet_path(final) if plan.recipe.smoke_snippet else None,
@@ -264,7 +268,7 @@ class BuildRunner:
         except OSError as exc:
             if exc.errno not in NO_ROOM_ERRNOS:
                 raise
-            raise _no_room(exc, staging.parent) from None
+            raise host_out_of_space_error(exc, staging.parent) from None
         finally:
             remove_owned(staging)
 
@@ -469,6 +473,7 @@ class BuildRunner:
                 # ones the cache answers included: the record alone is the evidence
                 cached=(),
                 source_rows=plan.source_check,
+                selection=plan.selection,
             )
             verdict = check_modules(self.gate(wheel, arch_list), plan.recipe, arch_list, evidence)
         self.output.line(f"audit: {'passed' if verdict.ok else 'FAILED'}: {verdict.summary}")
@@ -658,20 +663,6 @@ class BuildRunner:
                 final.with_name(final.name + ".reproducibility.json"), comparison.to_json_dict()
             )
         return final
-
-
-def _no_room(exc: OSError, temp_root: Path) -> BuildError:
-    """A host-side step (re-pack, repair, audit) filled its file system: which, and how full."""
-    where = Path(exc.filename) if exc.filename else temp_root
-    try:
-        size = f"a file system of {shutil.disk_usage(temp_root).total / 2**20:.1f} MiB"
-    except OSError:
-        size = "a file system of unknown size"
-    return BuildError(
-        f"the build ran out of disk space writing {where} ({exc.strerror}): the temporary "
-        f"folder {temp_root} ({size}) filled up; nothing was placed",
-        hint="free space there or point TMPDIR at a larger file system",
-    )
 
 
 def _copy_into(source: Path, out: IO[bytes]) -> None:

@@ -54,7 +54,7 @@ from archwheel.wheelbuild.runner import BuildRunner, BuiltWheel
 from archwheel.wheelbuild.sources.index_sdist import locate_sdist
 from archwheel.wheelbuild.sources.project_constraints import project_check
 from archwheel.wheelbuild.sources.source import ResolvedSource, resolve_source
-from archwheel.wheelbuild.sources.source_check import look_at_source
+from archwheel.wheelbuild.sources.source_check import look_at_source, switch_row
 from archwheel.wheelbuild.wheel.official import OfficialComparison, compare_official
 from archwheel.wheelbuild.wheel.repair import RepairSpec, spec_for_recipe
 
@@ -268,14 +268,17 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
                 raise
             source = ResolvedSource.not_resolved(recipe.source, exc.one_line(), epoch)
     checked: tuple[tuple[str, str], ...] = ()
+    look = None
     ninja_off: tuple[str, ...] | None = None  # not known until the source is read
     own_threads: tuple[str, ...] = ()
     project = None  # the project's own constraints: a Python it excludes stops here (exit 2)
     if not source.unresolved:
-        checked, ninja_off, own_threads = look_at_source(
+        look = look_at_source(
             source.root, source.files, recipe.arch.variable, resolved.arch.arch_list,
             consumer=recipe.arch.consumer, arch_value=resolved.arch.value,
+            recipe_env=recipe.build.env,
         )  # fmt: skip
+        checked, ninja_off, own_threads = look.rows, look.ninja_off, look.own_threads
         project = project_check(recipe, source, resolved.python, torch)
     plan = make_plan(
         recipe,
@@ -289,9 +292,12 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
         ninja_off=ninja_off,
         own_threads=own_threads,
     )
+    if look is not None:  # the switches, once the plan says what archwheel sets itself
+        checked += switch_row(look.check, recipe.build.env, plan.build_env)
     plan = dataclasses.replace(
-        plan, source_check=checked, project=project, base_choice=resolved.base.why
-    )
+        plan, source_check=checked, project=project, base_choice=resolved.base.why,
+        selection=look.selection if look is not None else None,
+    )  # fmt: skip
     reporter.planned(plan, repair)
     if request.plan_only:
         return BuildResult(plan, repair)

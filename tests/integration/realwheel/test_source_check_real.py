@@ -7,6 +7,7 @@ compile, naming the lines, and name the hard-coded targets the request did not a
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -51,6 +52,12 @@ def test_the_plan_names_a_real_projects_hard_coded_archs_and_switches(
     switches = document["plan"]["project switches"]
     assert f"{prefix}_FORCE_BUILD (setup.py:" in switches
     assert f"{prefix}_SKIP_CUDA_BUILD (setup.py:" in switches
+    # get_package_version() returns f"{public_version}+{local_version}" of this one
+    assert re.search(
+        rf"{prefix}_LOCAL_VERSION \(setup.py:\d+\) changes the version string", switches
+    )
+    # its CachedWheelsCommand replaces bdist_wheel (it fetches a prebuilt wheel when it can)
+    assert "the project brings its own bdist_wheel (setup.py (line " in document["plan"]["python"]
 
 
 PATCH = ROOT / "recipes" / "patches" / "causal-conv1d-1.7.0-arch-list.diff"

@@ -152,3 +152,56 @@ def test_pip_gets_the_default_and_a_per_arch_page(published: Path, tmp_path: Pat
     proc = pip_from_index(python, page, "--no-index", "--find-links", page, "vext")
     assert proc.returncode == 0, proc.stderr
     assert installed_libraries(tmp_path / "p2") == ["_k90.so"]
+
+
+def _provenance_beside(wheel: Path, cuda: str | None, requested: str) -> Path:
+    """The provenance archwheel's build writes beside ``wheel`` (its real document shape), with
+    the toolkit it compiled with (None: a toolchain that names none)."""
+    from archwheel.wheelbuild.run.provenance import (
+        ImageRecord,
+        provenance_document,
+        provenance_path,
+    )
+
+    toolchain = {"nvcc": "13.0.88", "cuda": cuda or "", "cuda_home": "/usr/local/cuda"}
+    document = provenance_document(
+        wheel_name=wheel.name, wheel_sha256="0" * 64, wheel_size=wheel.stat().st_size,
+        recipe={"name": "vext"}, source={"kind": "path"},
+        images=ImageRecord("archwheel/debian:bookworm", "sha256:1", "builder", "sha256:2"),
+        toolchain=toolchain, arch={"requested": requested}, python="3.11", environment={},
+        command="pip wheel .", source_date_epoch=0, engine={}, jobs={},
+        network_during_compile=False, timings={}, compiler_cache={}, audit={"ok": True},
+        reproducibility=None, smoke_snippet=None, started_at="2025-01-01T00:00:00Z",
+    )  # fmt: skip
+    path = provenance_path(wheel)
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_archwheels_own_wheel_needs_no_cuda_flag(cli_run: CliRun, tmp_path: Path) -> None:
+    # A wheel archwheel built: the toolkit and the arch list come from the provenance beside it.
+    wheel = make_dist(tmp_path / "w", "vext", "1.0", libraries={"_k.so": device_library(90)})
+    _provenance_beside(wheel, "13.0", "9.0")
+    index = tmp_path / "index"
+    code, out, err = cli_run("publish", str(wheel), "--index", str(index), "--variants")
+    assert code == 0, out + err
+    document = json.loads((index / "current" / "wheels" / "vext-1.0-variants.json").read_text())
+    assert document["variants"]["sm90"]["nvidia"]["cuda_version_lower_bound"] == ["13.0"]
+    assert (index / "current" / "wheels" / "sm90" / (wheel.name + ".provenance.json")).is_file()
+
+
+@pytest.mark.parametrize("with_provenance", [False, True])
+def test_a_wheel_without_a_known_cuda_says_where_it_looked(
+    cli_run: CliRun, tmp_path: Path, with_provenance: bool
+) -> None:
+    wheel = make_dist(tmp_path / "w", "vext", "1.0", libraries={"_k.so": device_library(90)})
+    if with_provenance:
+        _provenance_beside(wheel, None, "9.0")
+    code, out, _ = cli_run("publish", str(wheel), "--index", str(tmp_path / "i"), "--variants",
+                           "--format", "json")  # fmt: skip
+    assert code == 1
+    (refusal,) = json.loads(out)["refused"]
+    where = "its provenance names no toolkit" if with_provenance else "no provenance beside it"
+    assert refusal["reason"].endswith(
+        f"{where}, no CUDA runtime in its METADATA: give it --cuda X.Y"
+    )

@@ -14,6 +14,7 @@ from archwheel.verdicts.torch_releases import (
     missing_releases,
     parse_torch_request,
     range_claim,
+    serving_python,
 )
 
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64", "win_amd64", "macosx_11_0_arm64")
@@ -91,6 +92,26 @@ def test_the_extension_names_its_python_and_machine() -> None:
         extension_target(["cp39-abi3-manylinux_2_28_x86_64"], None)
     with pytest.raises(UsageError, match="one Linux machine"):
         extension_target(["cp311-cp311-win_amd64"], None)
+
+
+def test_an_abi3_or_py3_wheel_serves_the_host_else_its_lowest_python() -> None:
+    assert serving_python(["cp39-abi3-manylinux_2_28_x86_64"], "3.11") == (
+        "3.11",
+        "its tag cp39-abi3 serves this host's Python 3.11",
+    )
+    assert serving_python(["cp312-abi3-linux_x86_64"], "3.11") == (
+        "3.12",
+        "its tag cp312-abi3 does not serve this host's Python 3.11: the lowest it serves",
+    )
+    assert serving_python(["py3-none-manylinux_2_34_x86_64"], "3.13")[0] == "3.13"  # type: ignore[index]
+    assert serving_python(["py3-none-any"], "3.11")[0] == "3.11"  # type: ignore[index]
+    assert serving_python(["cp311-cp311-linux_x86_64"], "3.11") is None  # its own ABI
+    assert serving_python(["py2-none-any"], "3.11") is None
+    # a py3-none-any wheel is judged for this host's machine
+    assert extension_target(["py3-none-any"], "3.11", host_machine="aarch64") == (
+        "cp311",
+        "aarch64",
+    )
 
 
 def test_exact_versions_are_versions() -> None:

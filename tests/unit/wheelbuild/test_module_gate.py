@@ -34,7 +34,11 @@ csrc/ops_cuda.cu , ptxas , /tmp/x-6.ptx  , /tmp/x-8.cubin , sm_90 , nvcc , 54.2 
  , nvcc (driver) ,  , build/ops.o ,  , nvcc , 0.98 , ms
 """
 FILES = ("setup.py", "csrc/ops.cpp", "csrc/ops_cuda.cu", "csrc/extra.cu", "csrc/axpy.h")
-SWITCHES = ("project switches", "FORCE_CUDA (setup.py:12): set them in [build] env")
+SWITCHES = (
+    "project switches",
+    "not set: FORCE_CUDA (setup.py:12): set in [build] env the one that selects or turns on "
+    "what you build; set by archwheel itself (leave them to it): TORCH_CUDA_ARCH_LIST (setup.py:3)",
+)
 GOOD = GateVerdict(True, "all 1 libraries with device code (x/_C.so) hold 9.0")
 
 
@@ -57,8 +61,9 @@ def test_a_cuda_source_never_compiled_fails_naming_it_and_the_switches() -> None
     assert (
         "csrc/cpu_fallback/kernels.cu" in verdict.summary and "fell back to CPU" in verdict.summary
     )
-    assert "FORCE_CUDA (setup.py:12)" in verdict.summary
-    assert '[gate] unbuilt_cuda (e.g. "csrc/cpu_fallback/*.cu")' in verdict.summary
+    assert "the recipe does not set: FORCE_CUDA (setup.py:12);" in verdict.summary
+    assert "TORCH_CUDA_ARCH_LIST" not in verdict.summary  # archwheel sets it: never advised
+    assert '[gate] unbuilt_cuda = ["csrc/cpu_fallback/*.cu"]' in verdict.summary
     # a recipe that says those are not meant to be built
     exempt = dataclasses.replace(STABLE, gate=GateSpec(unbuilt_cuda=("csrc/cpu_fallback/*",)))
     assert check_modules(GOOD, exempt, ARCHS, evidence(files=files)).ok

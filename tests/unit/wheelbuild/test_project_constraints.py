@@ -92,7 +92,7 @@ setup(
     assert not marker.exists()
     assert found.requires_python == Declared(">=3.9", "setup.py setup(python_requires=...)")
     assert found.torch == (Declared("torch>=1.13,<2.6", "setup.py setup(install_requires=...)"),)
-    assert found.unread == ("setup.py setup(setup_requires=...) (computed, not a literal)",)
+    assert found.unread == ("setup.py setup(setup_requires=...): computed by setup.py (line 9)",)
     assert found.tag is not None and found.tag.requirement == "cp310-abi3"
 
 
@@ -135,7 +135,8 @@ def test_an_sdists_pkg_info_gives_what_setup_py_computes(tmp_path: Path) -> None
     assert set(texts) == {"setup.py", "PKG-INFO"}
     found = read_constraints(texts)
     assert found.requires_python == Declared(">=3.10,<3.13", "PKG-INFO Requires-Python")
-    assert found.torch == (Declared("torch<2.9,>=2.4", "PKG-INFO Requires-Dist"),)
+    origin = "PKG-INFO Requires-Dist, what setup.py (line 2) computed when the sdist was made"
+    assert found.torch == (Declared("torch<2.9,>=2.4", origin),)
     assert len(found.unread) == 2 and all(u.startswith("setup.py") for u in found.unread)
     assert found.files == ("setup.py", "PKG-INFO")
     assert not _check(texts, python="3.12").python_ignored
@@ -402,3 +403,103 @@ def test_build_plan_with_an_absurd_requires_python_names_it_and_goes_on(
     (unread,) = json.loads(out)["project"]["unread"]
     assert unread.startswith("pyproject.toml [project] requires-python ('>=3.999")
     assert unread.endswith("is a specifier with a number of more than 24 digits)")
+
+
+# -- what code computes: said so, with its line, never quoted as declared -------------------------
+
+REWRITTEN = """\
+import os
+import torch
+from setuptools import setup
+REQUIRES = ["torch>=2.5", "numpy"]
+REQUIRES[0] = f"torch=={torch.__version__.split('+')[0]}"
+cmdclass = {}
+if os.getenv("MYEXT_OWN_WHEEL"):
+    cmdclass["bdist_wheel"] = OwnWheel
+setup(
+    name="x",
+    install_requires=REQUIRES,
+    options={"bdist_wheel": {"py_limited_api": "cp39", "build_number": "2"}},
+    cmdclass=cmdclass,
+)
+"""
+
+
+def test_a_list_rewritten_before_setup_is_computed_not_declared() -> None:
+    found = read_constraints({"setup.py": REWRITTEN})
+    assert found.torch == ()  # not the first literal: code replaces it (line 5)
+    assert found.unread == ("setup.py setup(install_requires=...): computed by setup.py (line 5)",)
+    assert found.torch_computed == "setup.py (line 5)"
+    assert found.tag == Declared(
+        "cp39-abi3", "setup.py setup(options={'bdist_wheel': {'py_limited_api': ...}})"
+    )
+    assert found.build_number is not None and found.build_number.requirement == "2"
+    assert found.own_bdist_wheel == "setup.py (line 8)"  # swapped in behind a switch
+    # appended to, or bound twice: computed too
+    for change in ('REQUIRES.append("torch>=2.6")', 'REQUIRES = ["torch>=2.6"]', "REQUIRES += []"):
+        text = 'REQUIRES = ["torch>=2.5"]\n' + change + "\nsetup(install_requires=REQUIRES)\n"
+        assert read_constraints({"setup.py": text}).torch == (), change
+    # the sdist's PKG-INFO then says what setup.py computed when the sdist was made
+    with_pkg = read_constraints({"setup.py": REWRITTEN, "PKG-INFO": PKG_INFO})
+    assert with_pkg.torch[0].origin == (
+        "PKG-INFO Requires-Dist, what setup.py (line 5) computed when the sdist was made"
+    )
+
+
+def test_the_plan_says_what_code_decides_of_the_tag() -> None:
+    check = _check({"setup.py": REWRITTEN})
+    assert check.wheel_tag() == (
+        "cp39-abi3 (setup.py setup(options={'bdist_wheel': {'py_limited_api': ...}})); the "
+        "project brings its own bdist_wheel (setup.py (line 8)): its tag; build number 2 "
+        "(setup.py setup(options={'bdist_wheel': {'build_number': ...}}))"
+    )
+    assert check.predictions() == {
+        "tag": "cp39-abi3", "build": None, "requires_python": None, "torch": "torch==2.14.1"}  # fmt: skip
+    assert (
+        "project",
+        "its requirements are computed by setup.py (line 5): the wheel's Requires-Dist says "
+        "torch==2.14.1",
+    ) in check.rows()
+    computed = "from setuptools import setup\nsetup(options=make_options())\n"
+    tag = _check({"setup.py": computed})
+    assert tag.wheel_tag() == "computed by setup.py (line 2) (bdist_wheel options)"
+    assert tag.predicted_tag() is None
+    plain = "from setuptools import setup\nsetup()\n"
+    cfg = _check({"setup.cfg": "[bdist_wheel]\nbuild_number = 7\n", "setup.py": plain})
+    assert cfg.predictions()["build"] == "7"
+    assert cfg.predictions()["tag"] == "cp312-cp312"
+    # a backend archwheel does not know chooses its own tag: no prediction
+    other = '[build-system]\nrequires = []\nbuild-backend = "own_backend"\n'
+    assert _check({"pyproject.toml": other}).predicted_tag() is None
+
+
+def test_the_built_wheel_is_compared_with_the_plan(tmp_path: Path) -> None:
+    from archwheel.wheelbuild.run.provenance import compare_predictions, wheel_says
+    from tests.support.builders import write_zip
+
+    metadata = (
+        "Metadata-Version: 2.1\nName: x\nVersion: 1.0\nRequires-Python: >=3.9\n"
+        "Requires-Dist: numpy\nRequires-Dist: torch==2.5.1\n"
+        "Requires-Dist: torch>=2.9; sys_platform == 'win32'\n"  # not this platform's
+    )
+    wheel = write_zip(
+        tmp_path / "x-1.0-2-cp39-abi3-manylinux_2_34_x86_64.whl",
+        [("x-1.0.dist-info/METADATA", metadata.encode()), ("x-1.0.dist-info/RECORD", b"")],
+    )
+    found = wheel_says(wheel)
+    assert found == {
+        "tag": "cp39-abi3", "build": "2", "requires_python": ">=3.9", "torch": "torch==2.5.1"}  # fmt: skip
+    planned = {
+        "tag": "cp39-abi3",
+        "build": "2",
+        "requires_python": ">=3.9",
+        "torch": "torch==2.5.1",
+    }
+    assert compare_predictions(planned, found) == []
+    assert compare_predictions({**planned, "requires_python": ">= 3.9"}, found) == []  # same set
+    wrong = {"tag": "cp311-cp311", "build": "", "requires_python": None, "torch": "torch==2.14.1"}
+    assert compare_predictions(wrong, found) == [
+        "the wheel's tag is cp39-abi3; the plan expected cp311-cp311",
+        "the wheel's build number is 2; the plan expected none",
+        "the wheel's torch requirement is torch==2.5.1; the plan expected torch==2.14.1",
+    ]

@@ -146,6 +146,10 @@ def test_a_run_delivers_the_audited_wheel_with_its_provenance(tmp_path: Path) ->
     # what the project declares (the example's pyproject.toml: no requires-python, no torch)
     assert provenance["project"]["files"] == ["pyproject.toml"]
     assert provenance["project"]["requires_python"] is None
+    # the plan's predictions against the wheel: its real tag and requirements, recorded
+    compared = provenance["plan_vs_wheel"]
+    assert compared["wheel"]["tag"] == "py3-none"
+    assert compared["differences"] == [], compared
     assert dict(result.cache_stats)["local_hits"] == 2
     assert work.plans == [plan]
     assert "== engine: check docker" in log.getvalue()

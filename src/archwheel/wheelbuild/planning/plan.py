@@ -42,6 +42,7 @@ from archwheel.facts.arch_grammars import parse_arch_list
 from archwheel.facts.arch_grammars import read as read_arch_value
 from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.python_target import PythonTarget
+from archwheel.verdicts.module_selection import ModuleSelection
 from archwheel.wheelbuild.compile.compression import FatbinCompression, choose_compression
 from archwheel.wheelbuild.compile.dist_farm import DistFarm, container_farm_env, describe_farm
 from archwheel.wheelbuild.compile.jobs import JobCount
@@ -231,6 +232,7 @@ class BuildPlan:
     compression: FatbinCompression | None = None  # an extension's fatbins (compression.py)
     project: ProjectCheck | None = None  # the project's own constraints (project_constraints.py)
     base_choice: str = ""  # why the base image has the build's Python (python_base.py)
+    selection: ModuleSelection | None = None  # a switch naming the modules (module_selection)
 
     @property
     def user(self) -> str:
@@ -273,6 +275,7 @@ class BuildPlan:
             text += "; every .cu of the source compiled by nvcc (its --time record)" + (
                 f" but {', '.join(recipe.gate.unbuilt_cuda)}" if recipe.gate.unbuilt_cuda else ""
             )
+            text += self.selection.gate_note() if self.selection else ""
         text += "; archs beyond the request " + (
             "reported" if recipe.gate.allows_extra(recipe.kind) else "refused"
         )

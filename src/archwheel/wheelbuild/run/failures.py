@@ -87,6 +87,20 @@ def out_of_space_error(evidence: str, *, work: Path) -> BuildError:
     )
 
 
+def host_out_of_space_error(exc: OSError, temp_root: Path) -> BuildError:
+    """A host-side step (re-pack, repair, audit) filled its file system: which, and how full."""
+    where = Path(exc.filename) if exc.filename else temp_root
+    try:
+        size = f"a file system of {shutil.disk_usage(temp_root).total / 2**20:.1f} MiB"
+    except OSError:
+        size = "a file system of unknown size"
+    return BuildError(
+        f"the build ran out of disk space writing {where} ({exc.strerror}): the temporary "
+        f"folder {temp_root} ({size}) filled up; nothing was placed",
+        hint="free space there or point TMPDIR at a larger file system",
+    )
+
+
 def with_log(error: BuildError, log: str | None) -> BuildError:
     """``error`` with the path of the build's full log after its hint (the same object)."""
     if log:

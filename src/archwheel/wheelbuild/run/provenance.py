@@ -5,8 +5,10 @@ the recipe and its sha256, the source (kind, location, ref, commit, content hash
 image and builder image IDs, the toolchain versions read inside the container, the arch list
 and how it entered the build, the build environment and command, ``SOURCE_DATE_EPOCH``, the job
 count, the timings, the compiler cache statistics, the wheel's sha256, the audit gate's
-verdict and, for a build against a pinned torch, the load gate's (``load``). ``schema_version``
-changes when a field changes meaning.
+verdict and, for a build against a pinned torch, the load gate's (``load``), and the plan's
+predictions against what the wheel says (``plan_vs_wheel``: its real tag, build number,
+Requires-Python and torch requirement, one line per difference). ``schema_version`` changes
+when a field changes meaning.
 """
 
 from __future__ import annotations
@@ -232,6 +234,94 @@ def provenance_for(
     document["torch_range"] = run.torch_range.to_json_dict() if run.torch_range else None
     # The project's own requires-python and torch requirement, and what the build overrode.
     document["project"] = plan.project.to_json_dict() if plan.project is not None else None
+    document["plan_vs_wheel"] = plan_against_wheel(plan, wheel)
     document["farm"] = dict(run.farm) if run.farm is not None else None
     document["repair"] = dict(run.repair) if run.repair is not None else None
     return document
+
+
+_PREDICTED = {
+    "tag": "tag",
+    "build": "build number",
+    "requires_python": "Requires-Python",
+    "torch": "torch requirement",
+}
+
+
+def wheel_says(wheel: Path) -> dict[str, str | None]:
+    """What a built wheel says of what the plan predicts: its interpreter-ABI tags (from its
+    file name), build number, ``Requires-Python`` and unconditional torch ``Requires-Dist``
+    (METADATA)."""
+    import zipfile
+
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import parse_wheel_filename
+
+    from archwheel.binary.coremetadata import parse_core_metadata
+    from archwheel.effects.files import open_regular
+
+    _, _, build, tags = parse_wheel_filename(wheel.name)
+    with open_regular(wheel) as handle, zipfile.ZipFile(handle) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = parse_core_metadata(archive.read(name).decode("utf-8", errors="replace"))
+    torch = []
+    for value in metadata.get_all("Requires-Dist"):
+        try:
+            requirement = Requirement(value)
+        except InvalidRequirement:
+            continue
+        if requirement.name.lower() == "torch" and requirement.marker is None:
+            torch.append(value.strip())  # an unconditional one: what the pin replaces
+    python = metadata.get("Requires-Python")
+    return {
+        "tag": ".".join(sorted({f"{t.interpreter}-{t.abi}" for t in tags})),
+        "build": "".join(str(part) for part in build),
+        "requires_python": python.strip() if python else None,
+        "torch": ", ".join(torch) or None,
+    }
+
+
+def _same(key: str, predicted: str, found: str | None) -> bool:
+    if key in ("requires_python", "torch") and found is not None:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            strip = "torch" if key == "torch" else ""
+            return SpecifierSet(predicted.removeprefix(strip)) == SpecifierSet(
+                found.removeprefix(strip)
+            )
+        except InvalidSpecifier:
+            return predicted == found
+    return predicted == found
+
+
+def plan_against_wheel(plan: BuildPlan, wheel: Path) -> dict[str, object] | None:
+    """The plan's predictions (tag, build number, Requires-Python, torch requirement), what the
+    built wheel says, and one line per difference (None: the plan read no project)."""
+    if plan.project is None:
+        return None
+    predicted = plan.project.predictions()
+    if plan.recipe.torch.loads_with:  # the range check states the requirement (torch_range)
+        predicted["torch"] = None
+    found = wheel_says(wheel)
+    differences = compare_predictions(predicted, found)
+    return {"predicted": predicted, "wheel": found, "differences": differences}
+
+
+def compare_predictions(
+    predicted: Mapping[str, str | None], found: Mapping[str, str | None]
+) -> list[str]:
+    """One line per prediction the wheel does not meet (a None prediction: not known)."""
+    return [
+        f"the wheel's {label} is {found.get(key) or 'absent'}; "
+        f"the plan expected {expected or 'none'}"
+        for key, label in _PREDICTED.items()
+        if (expected := predicted.get(key)) is not None and not _same(key, expected, found.get(key))
+    ]
+
+
+def plan_differences(document: Mapping[str, object]) -> list[str]:
+    """The lines a provenance's ``plan_vs_wheel`` records (none: the wheel is as planned)."""
+    entry = document.get("plan_vs_wheel")
+    found = entry.get("differences") if isinstance(entry, dict) else None
+    return [str(line) for line in found] if isinstance(found, list) else []

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ _SETUP_KEYS = ("python_requires", "install_requires", "setup_requires")
 MAX_VERSION_DIGITS = 24
 _LONG_NUMBER = re.compile(rf"[0-9]{{{MAX_VERSION_DIGITS + 1},}}")
 _PROBE_VERSION = Version("3.11.0")
+_BUILD_NUMBER = re.compile(r"--build-number(?:=|\s+)['\"]?(\d\w*)")
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,10 @@ class ProjectConstraints:
     tag: Declared | None = None  # "py3-none", "cp39-abi3": a tag the build files choose
     unread: tuple[str, ...] = ()
     files: tuple[str, ...] = ()  # the files read
+    build_number: Declared | None = None  # bdist_wheel's build_number: the file name's build tag
+    tag_computed: str | None = None  # "setup.py (line 40)": bdist_wheel options set by code
+    own_bdist_wheel: str | None = None  # "setup.py (line 52)": cmdclass replaces bdist_wheel
+    torch_computed: str | None = None  # "setup.py (line 12)": install_requires set by code
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -206,6 +212,9 @@ def _setup_cfg(text: str, out: _Found) -> None:
         limited = parser["bdist_wheel"].get("py_limited_api", "").strip()
         if limited.startswith("cp"):
             out.tag = Declared(f"{limited}-abi3", "setup.cfg [bdist_wheel] py_limited_api")
+        number = parser["bdist_wheel"].get("build_number", "").strip()
+        if number:
+            out.build_number = Declared(number, "setup.cfg [bdist_wheel] build_number")
 
 
 def _literal(node: ast.expr, names: Mapping[str, ast.expr]) -> tuple[bool, Any]:
@@ -218,19 +227,97 @@ def _literal(node: ast.expr, names: Mapping[str, ast.expr]) -> tuple[bool, Any]:
         return False, None
 
 
+_MUTATORS = frozenset({"append", "extend", "insert", "remove", "pop", "clear", "update",
+                       "setdefault", "__setitem__", "sort", "reverse"})  # fmt: skip
+
+
+def _changed_names(tree: ast.AST) -> dict[str, int]:
+    """Names whose value code changes after they are bound, with the first line that does
+    (``REQS[0] = ...``, ``REQS.append(...)``, ``REQS += ...``, a second binding, a loop target):
+    a list built as a literal and rewritten before ``setup()`` is computed, not declared."""
+    bindings: dict[str, list[int]] = {}
+    changed: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for sub in ast.walk(target):
+                    if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                        bindings.setdefault(sub.id, []).append(node.lineno)
+                        if isinstance(node, (ast.AugAssign, ast.For)):
+                            changed.setdefault(sub.id, node.lineno)
+                    elif isinstance(sub, (ast.Subscript, ast.Attribute)):
+                        base = sub.value
+                        if isinstance(base, ast.Name):
+                            changed.setdefault(base.id, node.lineno)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _MUTATORS
+            and isinstance(node.func.value, ast.Name)
+        ):
+            changed.setdefault(node.func.value.id, node.lineno)
+    for name, lines in bindings.items():
+        if len(lines) > 1:
+            changed[name] = min(changed.get(name, lines[1]), lines[1])
+    return changed
+
+
+def _computed_at(value: ast.expr, changed: Mapping[str, int]) -> int:
+    """The line where code makes ``value``: where its name is rewritten, else its own."""
+    if isinstance(value, ast.Name) and value.id in changed:
+        return changed[value.id]
+    return value.lineno
+
+
+def _bdist_wheel_keys(node: ast.AST) -> int | None:
+    """The line of a ``"bdist_wheel"`` key in a dict literal or a subscript store under
+    ``node`` (a ``cmdclass``: the project brings its own bdist_wheel)."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Dict):
+            for key in sub.keys:
+                if isinstance(key, ast.Constant) and key.value == "bdist_wheel":
+                    return key.lineno
+    return None
+
+
+def _own_bdist_wheel(tree: ast.AST, setup_call: ast.Call) -> int | None:
+    """Where the project replaces bdist_wheel: ``cmdclass={"bdist_wheel": ...}`` (through a
+    name too) or ``cmdclass["bdist_wheel"] = ...`` anywhere (an environment switch may do it)."""
+    for keyword in setup_call.keywords:
+        if keyword.arg == "cmdclass":
+            found = _bdist_wheel_keys(keyword.value)
+            if found is not None:
+                return found
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if (
+                    isinstance(target, ast.Subscript)
+                    and isinstance(target.slice, ast.Constant)
+                    and target.slice.value == "bdist_wheel"
+                ):
+                    return node.lineno
+            if any(isinstance(t, ast.Name) and "cmdclass" in t.id.lower() for t in node.targets):
+                found = _bdist_wheel_keys(node.value)
+                if found is not None:
+                    return found
+    return None
+
+
 def _setup_py(text: str, out: _Found) -> None:
     try:
         tree = ast.parse(text, "setup.py")
     except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
         out.unread.append(f"setup.py (not parsed: {type(exc).__name__})")
         return
-    bound: dict[str, list[ast.expr]] = {}
+    changed = _changed_names(tree)
+    names: dict[str, ast.expr] = {}
     for statement in tree.body:
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
             target = statement.targets[0]
-            if isinstance(target, ast.Name):
-                bound.setdefault(target.id, []).append(statement.value)
-    names = {name: values[0] for name, values in bound.items() if len(values) == 1}
+            if isinstance(target, ast.Name) and target.id not in changed:
+                names.setdefault(target.id, statement.value)
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
@@ -238,23 +325,45 @@ def _setup_py(text: str, out: _Found) -> None:
         called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
         if called != "setup":
             continue
+        own = _own_bdist_wheel(tree, node)
+        if own is not None:
+            out.own_bdist_wheel = f"setup.py (line {own})"
         for keyword in node.keywords:
             if keyword.arg in _SETUP_KEYS:
                 read, value = _literal(keyword.value, names)
                 origin = f"setup.py setup({keyword.arg}=...)"
                 if not read:
-                    out.unread.append(f"{origin} (computed, not a literal)")
+                    line = _computed_at(keyword.value, changed)
+                    out.unread.append(f"{origin}: computed by setup.py (line {line})")
+                    if keyword.arg != "python_requires":
+                        out.torch_computed = out.torch_computed or f"setup.py (line {line})"
                 elif keyword.arg == "python_requires" and isinstance(value, str):
                     out.python(value, origin)
                 else:
                     out.torch += _torch_among(value, origin, out.unread)
             elif keyword.arg == "options":
-                read, value = _literal(keyword.value, names)
-                wheel = value.get("bdist_wheel") if read and isinstance(value, dict) else None
-                limited = wheel.get("py_limited_api") if isinstance(wheel, dict) else None
-                if isinstance(limited, str) and limited.startswith("cp"):
-                    origin = "setup.py setup(options={'bdist_wheel': {'py_limited_api': ...}})"
-                    out.tag = Declared(f"{limited}-abi3", origin)
+                _options(keyword.value, names, changed, out)
+
+
+def _options(node: ast.expr, names: Mapping[str, ast.expr], changed: Mapping[str, int],
+             out: _Found) -> None:  # fmt: skip
+    """``setup(options={"bdist_wheel": {...}})``: ``py_limited_api`` and ``build_number`` when
+    written as literals; else the line of the code that makes them."""
+    read, value = _literal(node, names)
+    if not read:
+        out.tag_computed = f"setup.py (line {_computed_at(node, changed)})"
+        return
+    wheel = value.get("bdist_wheel") if isinstance(value, dict) else None
+    if not isinstance(wheel, dict):
+        return
+    limited = wheel.get("py_limited_api")
+    if isinstance(limited, str) and limited.startswith("cp"):
+        origin = "setup.py setup(options={'bdist_wheel': {'py_limited_api': ...}})"
+        out.tag = Declared(f"{limited}-abi3", origin)
+    number = wheel.get("build_number")
+    if isinstance(number, (str, int)) and str(number):
+        origin = "setup.py setup(options={'bdist_wheel': {'build_number': ...}})"
+        out.build_number = Declared(str(number), origin)
 
 
 def _pkg_info(text: str, out: _Found) -> None:
@@ -265,7 +374,12 @@ def _pkg_info(text: str, out: _Found) -> None:
         out.python(python.strip(), "PKG-INFO Requires-Python")
     if not out.torch and "requires-dist" not in dynamic:
         values = [value.strip() for value in metadata.get_all("Requires-Dist")]
-        out.torch.extend(_torch_among(values, "PKG-INFO Requires-Dist", out.unread))
+        origin = "PKG-INFO Requires-Dist" + (
+            f", what {out.torch_computed} computed when the sdist was made"
+            if out.torch_computed
+            else ""
+        )
+        out.torch.extend(_torch_among(values, origin, out.unread))
 
 
 class _Found:
@@ -278,6 +392,10 @@ class _Found:
         self.backend: str | None = None
         self.tag: Declared | None = None
         self.unread: list[str] = []
+        self.build_number: Declared | None = None
+        self.tag_computed: str | None = None
+        self.own_bdist_wheel: str | None = None
+        self.torch_computed: str | None = None
 
     def python(self, text: str, origin: str) -> None:
         if self.requires_python is not None:
@@ -310,6 +428,10 @@ def read_constraints(texts: Mapping[str, str]) -> ProjectConstraints:
         tag=found.tag,
         unread=tuple(found.unread),
         files=tuple(name for name in PROJECT_FILES if name in texts),
+        build_number=found.build_number,
+        tag_computed=found.tag_computed,
+        own_bdist_wheel=found.own_bdist_wheel,
+        torch_computed=found.torch_computed,
     )
 
 
@@ -391,12 +513,60 @@ class ProjectCheck:
         if c.requires_python is None:
             rows.append(("project", f"declares no requires-python (read: {', '.join(c.files)})"))
         rows += [("project", f"not read statically: {what}") for what in c.unread]
+        if c.torch_computed and self.requires_dist:
+            rows.append(
+                (
+                    "project",
+                    f"its requirements are computed by {c.torch_computed}: the wheel's "
+                    f"Requires-Dist says {self.requires_dist}",
+                )
+            )
         return rows
+
+    def predictions(self) -> dict[str, str | None]:
+        """What the plan expects the built wheel to say: its interpreter-ABI tag, build
+        number, Requires-Python and torch requirement (None: not known before the build)."""
+        c = self.constraints
+        python = c.requires_python
+        return {
+            "tag": self.predicted_tag(),
+            "build": None
+            if c.own_bdist_wheel or c.tag_computed
+            else c.build_number.requirement
+            if c.build_number is not None
+            else "",
+            "requires_python": python.requirement if python else None,
+            "torch": self.requires_dist,
+        }
+
+    def predicted_tag(self) -> str | None:
+        """The interpreter-ABI part of the tag the plan expects (``cp311-cp311``); None where
+        code decides it (options computed, a bdist_wheel of the project's own)."""
+        c = self.constraints
+        if c.tag_computed or c.own_bdist_wheel:
+            return c.tag.requirement if c.tag is not None and not c.tag_computed else None
+        if c.tag is not None:
+            return c.tag.requirement
+        backend = c.backend or ("setuptools" if "setup.py" in c.files else "")
+        if backend.split(".")[0] in ("setuptools", "scikit_build_core"):
+            return PythonTarget.parse(self.python).wheel_tag
+        return None  # another backend chooses its own tag
 
     def wheel_tag(self) -> str:
         """The interpreter-ABI part of the tag the wheel will carry, and why."""
+        said = self._wheel_tag()
+        c = self.constraints
+        if c.own_bdist_wheel:
+            said += f"; the project brings its own bdist_wheel ({c.own_bdist_wheel}): its tag"
+        if c.build_number is not None:
+            said += f"; build number {c.build_number.requirement} ({c.build_number.origin})"
+        return said
+
+    def _wheel_tag(self) -> str:
         target = PythonTarget.parse(self.python)
         tag = self.constraints.tag
+        if self.constraints.tag_computed:
+            return f"computed by {self.constraints.tag_computed} (bdist_wheel options)"
         if tag is not None:
             return f"{tag.requirement} ({tag.origin})"
         backend = self.constraints.backend
@@ -440,6 +610,14 @@ class ProjectCheck:
                 for v in self.torch
             ],
             "tag": {"tag": c.tag.requirement, "origin": c.tag.origin} if c.tag else None,
+            "tag_computed": c.tag_computed,
+            "own_bdist_wheel": c.own_bdist_wheel,
+            "build_number": (
+                {"number": c.build_number.requirement, "origin": c.build_number.origin}
+                if c.build_number
+                else None
+            ),
+            "requirements_computed": c.torch_computed,
             "unread": list(c.unread),
         }
 
@@ -493,6 +671,10 @@ def project_check(
     """``check_project`` for a build: the resolved source's files, the recipe's Python and
     override, and its pinned torch (with the ``Requires-Dist`` the wheel will get)."""
     constraints = read_constraints(read_project(source.root, source.files))
+    number = _BUILD_NUMBER.search(recipe.build.command)
+    if number is not None:  # the command's own --build-number wins over the project's
+        given = Declared(number.group(1), "the recipe's build command --build-number")
+        constraints = dataclasses.replace(constraints, build_number=given)
     pinned = (
         torch.wheel.version
         if torch is not None

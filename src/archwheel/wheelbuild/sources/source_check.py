@@ -8,13 +8,15 @@ be read is passed over (the build reads it, and says so, if it matters).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
+from typing import NamedTuple
 
 from archwheel.effects.files import open_regular
 from archwheel.facts.arch import ArchList
 from archwheel.facts.arch_readers import image_names
-from archwheel.verdicts.source_archs import check_build_files
+from archwheel.verdicts.module_selection import ModuleSelection, read_selection
+from archwheel.verdicts.source_archs import SourceCheck, check_build_files
 from archwheel.wheelbuild.compile.parallel import ninja_off_in, own_threads_in
 from archwheel.wheelbuild.sources.cmake_project import read_cmake_files
 
@@ -54,11 +56,34 @@ def read_build_files(root: Path, files: Sequence[str]) -> Iterable[tuple[str, st
         yield relative, data.decode("utf-8", errors="replace")
 
 
-def source_check_rows(
-    root: Path, files: Sequence[str], arch_variable: str, requested: ArchList
-) -> tuple[tuple[str, str], ...]:
-    """The plan's ``source check`` and ``project switches`` rows for one resolved source."""
-    return look_at_source(root, files, arch_variable, requested)[0]
+class SourceLook(NamedTuple):
+    """One read of a source's build files: the plan's source-check rows (the switches row
+    apart: ``switch_row`` gives it once the plan says what archwheel sets), where the build
+    files turn ninja off, where they pass nvcc ``--threads``, and the check itself."""
+
+    rows: tuple[tuple[str, str], ...]
+    ninja_off: tuple[str, ...]
+    own_threads: tuple[str, ...]
+    check: SourceCheck
+    selection: ModuleSelection | None = None  # a switch naming the modules to build
+
+
+def project_reader(root: Path, files: Sequence[str]) -> Callable[[str], str | None]:
+    """A project file's text by relative path, for following a switch name into another module:
+    only files of the source's list, at most ``MAX_FILE_BYTES`` (None otherwise)."""
+    listed = frozenset(files)
+
+    def read(relative: str) -> str | None:
+        if relative not in listed:
+            return None
+        try:
+            with open_regular(root / relative) as handle:
+                data = handle.read(MAX_FILE_BYTES + 1)
+        except OSError:
+            return None
+        return None if len(data) > MAX_FILE_BYTES else data.decode("utf-8", errors="replace")
+
+    return read
 
 
 def look_at_source(
@@ -69,13 +94,41 @@ def look_at_source(
     *,
     consumer: str = "",
     arch_value: str = "",
-) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...], tuple[str, ...]]:
+    recipe_env: Mapping[str, str] | None = None,
+) -> SourceLook:
     """The plan's source-check rows (with ``consumer``: also what the CMake files do with the
     list, ``cmake_project``), where the build files turn ninja off and where they pass nvcc
-    ``--threads`` (both for ``parallel.choose_parallel``), from one read of the build files."""
+    ``--threads`` (both for ``parallel.choose_parallel``), from one read of the build files;
+    with the switch that selects the modules, read with the recipe's ``recipe_env``."""
     build_files = list(read_build_files(root, files))
     cmake = read_cmake_files(build_files, consumer, arch_variable, arch_value) if consumer else None
     unused = frozenset(cmake.unused) if cmake is not None else frozenset()
-    check = check_build_files(build_files, arch_variable, unused=unused)
-    rows = check.rows(image_names(requested)) + (cmake.rows if cmake is not None else [])
-    return tuple(rows), ninja_off_in(build_files), own_threads_in(build_files)
+    check = check_build_files(
+        build_files, arch_variable, unused=unused, read=project_reader(root, files)
+    )
+    rows = check.rows(image_names(requested), switches=False) + (
+        cmake.rows if cmake is not None else []
+    )
+    selection = next(
+        (
+            found
+            for path, text in build_files
+            if PurePosixPath(path).name == "setup.py"
+            and (found := read_selection(path, text, check.switches, recipe_env or {}))
+        ),
+        None,
+    )
+    if selection is not None:
+        rows.append(selection.row())
+    return SourceLook(
+        tuple(rows), ninja_off_in(build_files), own_threads_in(build_files), check, selection
+    )
+
+
+def switch_row(
+    check: SourceCheck, recipe_env: Mapping[str, str], build_env: Mapping[str, str]
+) -> tuple[tuple[str, str], ...]:
+    """The plan's ``project switches`` row: what the recipe sets (``recipe_env``), what
+    archwheel sets itself (the rest of ``build_env``, the compile step's variables)."""
+    row = check.switch_row(recipe_env, frozenset(build_env) - frozenset(recipe_env))
+    return (row,) if row is not None else ()

@@ -9,8 +9,10 @@ cache answered included):
   ``PATH`` or a switch of theirs (``FORCE_CUDA``, ``<PROJECT>_FORCE_BUILD``) is set, and quietly
   build the CPU one otherwise; the wheel then holds some device code, just not that module's.
   Every ``.cu`` file of the source must have been compiled by nvcc (or answered by the cache),
-  but those the recipe's ``[gate] unbuilt_cuda`` lets go; the message names the files and the
-  switches the project's build files read.
+  but those the recipe's ``[gate] unbuilt_cuda`` lets go and those of modules the project's
+  own selecting switch leaves out (``verdicts.module_selection``, read before the compile from
+  the value the recipe sets): a deliberate selection is not a fall-back. The message names the
+  files, the selecting switch, and an ``unbuilt_cuda`` proposal that covers no compiled source.
 - **archs the request did not ask for.** A project that hard-codes its ``-gencode`` list (or
   reads its own variable) compiles what it likes; the wheel then carries archs nobody asked
   for, at the cost of compile time and size. For an extension recipe that fails the gate as
@@ -23,10 +25,11 @@ A wheel that fails here goes to ``rejected/`` with its audit report, as one the 
 from __future__ import annotations
 
 import dataclasses
+import glob
 from collections.abc import Sequence
-from pathlib import PurePosixPath
 
 from archwheel.facts.arch import ArchList
+from archwheel.verdicts.module_selection import ModuleSelection, proposed_unbuilt
 from archwheel.wheelbuild.compile.nvcc_record import (
     NvccRecord,
     cuda_sources,
@@ -50,6 +53,7 @@ class ModuleEvidence:
     record: NvccRecord | None  # None: no nvcc ran (or none was recorded)
     cached: Sequence[str] = ()  # inputs a cache answered outside nvcc's record (none now)
     source_rows: Sequence[tuple[str, str]] = ()  # the plan's source check (build files)
+    selection: ModuleSelection | None = None  # the switch that names the modules to build
 
 
 def check_modules(
@@ -80,15 +84,16 @@ def _unbuilt(recipe: Recipe, evidence: ModuleEvidence, plain: Sequence[str]) -> 
     if evidence.record is None and not evidence.cached:
         return None  # nothing recorded: no nvcc ran; the audit gate judged the wheel alone
     names = [*(evidence.record.sources if evidence.record else ()), *evidence.cached]
-    missing = never_compiled(
-        cuda_sources(evidence.files), names, evidence.src_root, recipe.gate.unbuilt_cuda
-    )
+    selection = evidence.selection
+    deliberate = [glob.escape(s) for s in selection.left_out()] if selection else []
+    sources = cuda_sources(evidence.files)
+    exempt = (*recipe.gate.unbuilt_cuda, *deliberate)
+    missing = never_compiled(sources, names, evidence.src_root, exempt)
     if not missing:
         return None
     shown = ", ".join(missing[:SHOWN]) + (
         f" and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
     )
-    folders = sorted({str(PurePosixPath(m).parent) for m in missing})
     text = (
         f"{len(missing)} CUDA sources of the project were never compiled by nvcc ({shown}): "
         f"the module built from {'them' if len(missing) > 1 else 'it'} fell back to CPU "
@@ -99,12 +104,30 @@ def _unbuilt(recipe: Recipe, evidence: ModuleEvidence, plain: Sequence[str]) -> 
             f" and {len(plain) - SHOWN} more" if len(plain) > SHOWN else ""
         )
         text += f"; the wheel's modules without device code: {listed}"
+    # what the build compiles: every other CUDA source, and what the selection asked for
+    built = [s for s in sources if s not in missing] + list(selection.built() if selection else ())
+    proposal = proposed_unbuilt(missing, built)
+    listed = (
+        "["
+        + ", ".join(f'"{p}"' for p in proposal[:SHOWN])
+        + (", ...]" if len(proposal) > SHOWN else "]")
+    )
+    if selection is not None:
+        asked = [s for s in missing if s in selection.built()]
+        if asked:
+            text += (
+                f"; {len(asked)} of them belong to modules {selection.switch} "
+                f"({selection.where}) selects ({selection.value!r})"
+            )
+        return text + (
+            f"; if they are not meant to be built, leave their modules out of "
+            f"{selection.switch}, or list them in [gate] unbuilt_cuda = {listed}"
+        )
     switches = _switches(evidence)
     if switches:
         text += f"; {switches}"
-    return (
-        text + "; if they are not meant to be built, list them in [gate] unbuilt_cuda "
-        f'(e.g. "{folders[0]}/*.cu")'
+    return text + (
+        f"; if they are not meant to be built, list them in [gate] unbuilt_cuda = {listed}"
     )
 
 
@@ -147,8 +170,13 @@ def _ignored(
 
 
 def _switches(evidence: ModuleEvidence) -> str | None:
+    """The switches the project reads and the recipe does not set (the plan's row)."""
     for kind, detail in evidence.source_rows:
-        if kind == "project switches":
-            named = detail.split(": set them")[0]
-            return f"the project reads {named}: set the one that turns CUDA on in [build] env"
+        if kind != "project switches":
+            continue
+        unset = next((p for p in detail.split("; ") if p.startswith("not set: ")), None)
+        if unset is None:
+            return None
+        named = unset.removeprefix("not set: ").split(": set in [build] env")[0]
+        return f"the project reads switches the recipe does not set: {named}"
     return None
