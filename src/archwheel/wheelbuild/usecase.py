@@ -29,6 +29,7 @@ from archwheel.effects.simple_index import project_versions
 from archwheel.errors import ArchwheelError, ToolError, UsageError
 from archwheel.facts.catalog import load_facts
 from archwheel.wheelbuild.baseimage import DEFAULT_SUITE, BaseImage, ensure_base_image
+from archwheel.wheelbuild.debian_source import DebianFetch, DebianTree, fetch_debian_source
 from archwheel.wheelbuild.dist_farm import dist_farm_option
 from archwheel.wheelbuild.index_sdist import locate_sdist
 from archwheel.wheelbuild.jobs import check_jobs, choose_jobs, detect_host_resources
@@ -48,7 +49,7 @@ from archwheel.wheelbuild.plan import (
 from archwheel.wheelbuild.project_constraints import project_check
 from archwheel.wheelbuild.python_base import BaseChoice, with_base_for
 from archwheel.wheelbuild.recipe_lookup import find_recipe
-from archwheel.wheelbuild.recipe_model import Recipe
+from archwheel.wheelbuild.recipe_model import Recipe, SourceSpec
 from archwheel.wheelbuild.recipe_torch import with_torch
 from archwheel.wheelbuild.remote_cache import CacheUrl
 from archwheel.wheelbuild.repair import RepairSpec, spec_for_recipe
@@ -262,7 +263,13 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
         source = ResolvedSource.not_resolved(recipe.source, unreachable, epoch)
     else:
         try:
-            source = resolve_source(recipe.source, cache, recipe_epoch=epoch, echo=echo)
+            source = resolve_source(
+                recipe.source,
+                cache,
+                recipe_epoch=epoch,
+                echo=echo,
+                debian=_debian_fetcher(settings, request.settings.debian_mirror, echo),
+            )
         except ToolError as exc:
             if not request.plan_only:
                 raise
@@ -318,6 +325,21 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
                 output.failed(exc.one_line())
                 raise
     return BuildResult(plan, repair, built, log_path)
+
+
+def _debian_fetcher(
+    settings: EngineSettings, mirror: str | None, echo: LineSink | None
+) -> DebianFetch:
+    """A Debian source package's fetcher: apt in the suite's archwheel/debian base (made by
+    debootstrap when missing), as the build user (debian_source.py)."""
+
+    def fetch(spec: SourceSpec, cache: Path) -> DebianTree:
+        engine = ContainerEngine(settings, echo=echo)
+        assert spec.suite is not None  # the recipe's, or its base image's (recipe.py)
+        base = ensure_base_image(engine, suite=spec.suite, mirror=mirror, sink=echo)
+        return fetch_debian_source(spec, cache, engine, base.tag, user=build_user(), echo=echo)
+
+    return fetch
 
 
 def _log_path(plan: BuildPlan) -> Path:
