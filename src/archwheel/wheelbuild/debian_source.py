@@ -244,6 +244,7 @@ def fetch_debian_source(
     base.mkdir(parents=True, exist_ok=True)
     staged = owned_tempdir("archwheel-debian-", base)
     try:
+        staged.chmod(0o755)  # the build user reaches /work/download and /work/unpack
         for sub in ("download", "unpack"):
             (staged / sub).mkdir()
             _give(staged / sub, user)
@@ -255,7 +256,7 @@ def fetch_debian_source(
         digest = str(record["dsc_sha256"])
         final = base / f"{folder_name(package, version)}-{digest[:16]}"
         (staged / "unpack" / "tree").rename(staged / "tree")
-        (staged / "unpack").rmdir()
+        shutil.rmtree(staged / "unpack")  # dpkg-source's copies of the tarballs
         (staged / "record.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
         (staged / _COMPLETE).write_text("complete\n")
         if final.exists():
