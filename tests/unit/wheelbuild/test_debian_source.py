@@ -105,3 +105,19 @@ def test_the_recipe_form(tmp_path: Path) -> None:
         _recipe(tmp_path, {"debian": "pytorch", "version": "2.6 ;rm"})  # type: ignore[arg-type]
     with pytest.raises(RecipeError, match="only valid with git"):
         _recipe(tmp_path, {"debian": "pytorch", "version": "1-1", "ref": "x"})  # type: ignore[arg-type]
+
+
+def test_the_shipped_debian_recipe_and_every_pytorch_recipes_memory() -> None:
+    from archwheel.wheelbuild.recipe import load_recipe
+
+    root = Path(__file__).resolve().parents[3] / "recipes"
+    recipe = load_recipe(root / "pytorch-2.6.0-debian-cu130.toml", load_facts())
+    assert recipe.source.kind == "debian" and recipe.source.suite == "trixie"
+    assert [p.path.name for p in recipe.source.patches] == [
+        "pytorch-2.6.0-findcub-cccl.diff",
+        "pytorch-2.6.0-debian-reverse-2300-nvtx3.diff",
+    ]
+    assert all(p.reason for p in recipe.source.patches)
+    for path in sorted(root.glob("pytorch-*.toml")):
+        # RowwiseScaledMM.cu peaks at 4.6 GiB with two archs (measured on PyTorch 2.6.0).
+        assert load_recipe(path, load_facts()).build.memory_per_job_gib >= 4.6, path.name
