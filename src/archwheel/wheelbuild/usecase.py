@@ -46,11 +46,12 @@ from archwheel.wheelbuild.planning.plan import (
     make_plan,
 )
 from archwheel.wheelbuild.recipes.recipe_lookup import find_recipe
-from archwheel.wheelbuild.recipes.recipe_model import Recipe
+from archwheel.wheelbuild.recipes.recipe_model import Recipe, SourceSpec
 from archwheel.wheelbuild.recipes.recipe_torch import with_torch
 from archwheel.wheelbuild.recipes.torch_pin import TorchWheel
 from archwheel.wheelbuild.run.output import BuildOutput
 from archwheel.wheelbuild.runner import BuildRunner, BuiltWheel
+from archwheel.wheelbuild.sources.debian_source import DebianFetch, DebianTree, fetch_debian_source
 from archwheel.wheelbuild.sources.index_sdist import locate_sdist
 from archwheel.wheelbuild.sources.project_constraints import project_check
 from archwheel.wheelbuild.sources.source import ResolvedSource, resolve_source
@@ -262,7 +263,13 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
         source = ResolvedSource.not_resolved(recipe.source, unreachable, epoch)
     else:
         try:
-            source = resolve_source(recipe.source, cache, recipe_epoch=epoch, echo=echo)
+            source = resolve_source(
+                recipe.source,
+                cache,
+                recipe_epoch=epoch,
+                echo=echo,
+                debian=_debian_fetcher(settings, request.settings.debian_mirror, echo),
+            )
         except ToolError as exc:
             if not request.plan_only:
                 raise
@@ -324,6 +331,21 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
                 output.failed(exc.one_line())
                 raise
     return BuildResult(plan, repair, built, log_path)
+
+
+def _debian_fetcher(
+    settings: EngineSettings, mirror: str | None, echo: LineSink | None
+) -> DebianFetch:
+    """A Debian source package's fetcher: apt in the suite's archwheel/debian base (made by
+    debootstrap when missing), as the build user (debian_source.py)."""
+
+    def fetch(spec: SourceSpec, cache: Path) -> DebianTree:
+        engine = ContainerEngine(settings, echo=echo)
+        assert spec.suite is not None  # the recipe's, or its base image's (recipe.py)
+        base = ensure_base_image(engine, suite=spec.suite, mirror=mirror, sink=echo)
+        return fetch_debian_source(spec, cache, engine, base.tag, user=build_user(), echo=echo)
+
+    return fetch
 
 
 def _log_path(plan: BuildPlan) -> Path:

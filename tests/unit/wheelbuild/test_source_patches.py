@@ -63,7 +63,9 @@ def test_the_build_sees_a_patched_copy_made_once(tmp_path: Path) -> None:
     assert (tmp_path / "project" / "setup.py").read_text() == SETUP  # the source is untouched
     assert resolved.unpatched_sha256 not in (None, resolved.content_sha256)
     document = resolved.to_json_dict()
-    assert document["patches"] == [{"file": "fix.diff", "sha256": recipe.source.patches[0].sha256}]
+    assert document["patches"] == [
+        {"file": "fix.diff", "sha256": recipe.source.patches[0].sha256, "reason": ""}
+    ]
     again = resolve_source(recipe.source, cache, echo=None)
     assert again.root == resolved.root and again.content_sha256 == resolved.content_sha256
     assert len(list((cache / "sources" / "patched").iterdir())) == 1  # no staging left

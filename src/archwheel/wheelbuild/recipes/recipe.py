@@ -30,7 +30,10 @@ from archwheel.effects.files import check_regular, is_pseudo, read_document
 from archwheel.errors import ArchListError, RecipeError, UsageError
 from archwheel.facts import arch_consumers
 from archwheel.facts.arch import ArchList
+from archwheel.facts.base_pythons import DEBIAN_REPOSITORY
 from archwheel.facts.catalog import CudaFacts
+from archwheel.facts.debian_names import PACKAGE as DEBIAN_PACKAGE
+from archwheel.facts.debian_names import VERSION as DEBIAN_VERSION
 from archwheel.facts.documents import Table
 from archwheel.facts.python_target import PythonTarget
 from archwheel.facts.typed import decode
@@ -145,6 +148,7 @@ def parse_recipe(
         facts,
         None if doc.toolchain.cuda is not None else _torch_cuda(doc, kind, origin, torch_cuda),
     )
+    source = _debian_suite(source, toolchain, source_table)
     python = top.table("python")
     versions = doc.python.versions
     if not versions:
@@ -265,17 +269,23 @@ def _parse_repair(doc: RepairDoc, table: Table) -> RepairConfig:
 
 
 def _parse_source(doc: SourceDoc, table: Table, origin: Path) -> SourceSpec:
-    given = [k for k in ("path", "git", "sdist", "project") if getattr(doc, k) is not None]
+    given = [
+        k for k in ("path", "git", "sdist", "project", "debian") if getattr(doc, k) is not None
+    ]
     if len(given) != 1:
         raise table.fail(
             "path" if not given else given[1],
-            "exactly one of path, git or sdist (or project and version) is required"
-            + (f" (found {', '.join(given)})" if given else ""),
+            "exactly one of path, git or sdist (or project and version, or debian and "
+            "version) is required" + (f" (found {', '.join(given)})" if given else ""),
         )
     if doc.project is not None:
         return _parse_index_source(doc, doc.project, table)
+    if doc.debian is not None:
+        return _parse_debian_source(doc, doc.debian, table)
     if doc.version is not None:
-        raise table.fail("version", "only valid with project")
+        raise table.fail("version", "only valid with project or debian")
+    if doc.suite is not None:
+        raise table.fail("suite", "only valid with debian")
     submodules = doc.submodules
     if doc.path is not None:
         for key in ("ref", "sha256"):
@@ -363,7 +373,7 @@ def _parse_patches(doc: SourceDoc, table: Table, origin: Path) -> tuple[SourcePa
             raise entry.fail(
                 "sha256", f"{where.name} has sha256 {found}, not the {digest} the recipe names"
             )
-        patches.append(SourcePatch(where, digest))
+        patches.append(SourcePatch(where, digest, given.reason.strip()))
     return tuple(patches)
 
 
@@ -392,6 +402,47 @@ def _parse_index_source(doc: SourceDoc, project: str, table: Table) -> SourceSpe
         project_version=version,
         submodules=doc.submodules,
     )
+
+
+def _parse_debian_source(doc: SourceDoc, package: str, table: Table) -> SourceSpec:
+    """``debian = "pytorch"``, ``version = "2.6.0+dfsg-7"``, optional ``suite`` (else the suite
+    of an ``archwheel/debian:SUITE`` base image) and ``sha256`` (the ``.dsc``'s)."""
+    if not DEBIAN_PACKAGE.match(package):
+        raise table.fail("debian", f"{package!r} is not a Debian source package name")
+    version = doc.version
+    if version is None:
+        raise table.fail("version", "missing: the Debian version to build, e.g. 2.6.0+dfsg-7")
+    if not DEBIAN_VERSION.match(version):
+        raise table.fail("version", f"{version!r} is not a Debian version")
+    if doc.suite is not None and not re.fullmatch(r"[a-z][a-z0-9-]{1,31}", doc.suite):
+        raise table.fail("suite", f"{doc.suite!r} is not a Debian suite name")
+    digest = doc.sha256
+    if digest is not None:
+        digest = digest.lower().removeprefix("sha256:")
+        if not _SHA256.match(digest):
+            raise table.fail("sha256", "must be 64 hexadecimal digits (the .dsc's sha256)")
+    for key in ("ref", "mirror"):
+        if getattr(doc, key) is not None:
+            raise table.fail(key, "only valid with git")
+    if doc.submodules:
+        raise table.fail("submodules", "only valid with git")
+    return SourceSpec(
+        "debian", debian=package, project_version=version, sha256=digest, suite=doc.suite
+    )
+
+
+def _debian_suite(source: SourceSpec, toolchain: ToolchainSpec, table: Table) -> SourceSpec:
+    """A Debian source's suite: the recipe's, else that of its ``archwheel/debian`` base."""
+    if source.kind != "debian" or source.suite is not None:
+        return source
+    name, sep, tag = toolchain.base_image.partition(":")
+    if not (sep and name == DEBIAN_REPOSITORY):
+        raise table.fail(
+            "suite",
+            f"missing: the base image {toolchain.base_image} is not an archwheel/debian one",
+            hint='name the Debian suite whose archive serves the package, e.g. "trixie"',
+        )
+    return dataclasses.replace(source, suite=tag)
 
 
 @cache

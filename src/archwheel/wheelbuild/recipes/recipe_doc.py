@@ -31,11 +31,13 @@ class PatchDoc(Document, frozen=True, kw_only=True):
 
     path: NonBlank
     sha256: NonBlank
+    reason: str = ""
 
 
 class SourceDoc(Document, frozen=True, kw_only=True):
     """``[source]``: exactly one of ``path``, ``git`` (+ ``ref``), ``sdist`` (+ ``sha256``),
-    ``project`` (+ ``version``, ``sha256``)."""
+    ``project`` (+ ``version``, ``sha256``), ``debian`` (+ ``version``, optional ``suite`` and
+    ``sha256``: the ``.dsc``'s)."""
 
     path: NonBlank | None = None
     git: NonBlank | None = None
@@ -46,6 +48,8 @@ class SourceDoc(Document, frozen=True, kw_only=True):
     mirror: dict[str, str] | None = None
     project: NonBlank | None = None
     version: NonBlank | None = None
+    debian: NonBlank | None = None
+    suite: NonBlank | None = None
     patches: tuple[PatchDoc, ...] = ()
 
 

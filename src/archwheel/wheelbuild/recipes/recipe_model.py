@@ -25,7 +25,7 @@ from archwheel.wheelbuild.compile.parallel import ParallelSwitches
 from archwheel.wheelbuild.recipes.torch_pin import TorchOptions
 
 RecipeKind = Literal["pytorch", "extension"]
-SourceKind = Literal["path", "git", "sdist"]
+SourceKind = Literal["path", "git", "sdist", "debian"]
 ToolchainSource = Literal["image", "pypi"]
 ArchFormat = Literal["torch", "cmake", "gencode", "project"]
 
@@ -95,6 +95,7 @@ class SourcePatch:
 
     path: Path  # absolute
     sha256: str
+    reason: str = ""  # why the recipe patches the source (plan, provenance)
 
     def describe(self) -> str:
         """The patch for the plan: its file name and the start of its sha256."""
@@ -122,6 +123,11 @@ class SourceSpec:
     # Applied in order to the resolved source, on the host, before the build sees it
     # (wheelbuild/sources/source_patches.py).
     patches: tuple[SourcePatch, ...] = ()
+    # A Debian source package (wheelbuild/sources/debian_source.py): its name (the version is
+    # ``project_version``, ``sha256`` the .dsc's when pinned) and the suite whose archive
+    # serves it.
+    debian: str | None = None
+    suite: str | None = None
 
     def describe(self) -> str:
         """The source for the plan: where it comes from, and the patches applied to it."""
@@ -138,6 +144,12 @@ class SourceSpec:
         if self.kind == "git":
             subs = " with submodules" if self.submodules else ""
             return f"git {self.git_url} @ {self.ref}{subs}"
+        if self.kind == "debian":
+            pin = f", .dsc sha256 {self.sha256[:12]}..." if self.sha256 else ""
+            return (
+                f"Debian source package {self.debian} {self.project_version} from the archive "
+                f"of archwheel/debian:{self.suite} (apt-get source, dpkg-source -x{pin})"
+            )
         if self.project and not self.sdist:
             return (
                 f"sdist {self.project} {self.project_version} from the package index "

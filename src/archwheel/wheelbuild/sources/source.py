@@ -8,6 +8,9 @@
   commit only (``--depth 1``) into the cache with its submodules, and reused afterwards.
 * ``sdist``: downloaded (or read) once into the cache, checked against its sha256, and unpacked
   with every member checked (no absolute paths, no ``..``, no links leaving the tree).
+* ``debian``: a Debian source package, fetched with apt in a container of the suite's Debian
+  base, verified on the host against its ``.dsc`` and unpacked by ``dpkg-source -x``
+  (``debian_source.py``); the caller hands the fetcher in, since it needs the engine.
 
 This runs on the host, before any container starts, with the host's own git/CA settings.
 """
@@ -24,7 +27,7 @@ import ssl
 import stat
 import tarfile
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -43,6 +46,7 @@ from archwheel.effects.net import TooLarge, paced_blocks
 from archwheel.effects.process import Echo, echo_to_stderr, last_line, run_program
 from archwheel.errors import BuildError, InputError, ToolError, UsageError
 from archwheel.wheelbuild.recipes.recipe_model import SourceSpec
+from archwheel.wheelbuild.sources.debian_source import DebianFetch
 from archwheel.wheelbuild.sources.source_patches import patched_tree
 
 ZIP_EPOCH_MIN = 315532800  # 1980-01-01: the earliest timestamp a zip entry can carry
@@ -70,6 +74,7 @@ class ResolvedSource:
     submodule_commits: tuple[str, ...] = ()  # "<commit> <path>" of each (recursive), git only
     unresolved: str = ""  # a plan made without the source (no network): why; "" when resolved
     unpatched_sha256: str | None = None  # the content before [[source.patches]], when patched
+    debian: Mapping[str, object] | None = None  # a Debian source package's record
 
     @classmethod
     def not_resolved(cls, spec: SourceSpec, why: str, recipe_epoch: int | None) -> ResolvedSource:
@@ -85,7 +90,11 @@ class ResolvedSource:
             "mirrors": dict(self.spec.mirrors),
             "submodule_commits": list(self.submodule_commits),
             "kind": self.spec.kind,
-            "location": str(self.spec.path or self.spec.git_url or self.spec.sdist),
+            "location": (
+                f"debian:{self.spec.debian}={self.spec.project_version}"
+                if self.spec.kind == "debian"
+                else str(self.spec.path or self.spec.git_url or self.spec.sdist)
+            ),
             "ref": self.spec.ref,
             "commit": self.commit,
             "dirty": self.dirty,
@@ -93,8 +102,12 @@ class ResolvedSource:
             "content_sha256": self.content_sha256,
             "files": len(self.files),
             "sdist_sha256": self.sdist_sha256,
-            "patches": [{"file": p.path.name, "sha256": p.sha256} for p in self.spec.patches],
+            "patches": [
+                {"file": p.path.name, "sha256": p.sha256, "reason": p.reason}
+                for p in self.spec.patches
+            ],
             "unpatched_sha256": self.unpatched_sha256,
+            "debian": dict(self.debian) if self.debian is not None else None,
         }
 
 
@@ -146,14 +159,25 @@ def resolve_source(
     *,
     recipe_epoch: int | None = None,
     echo: Echo | None = echo_to_stderr,
+    debian: DebianFetch | None = None,
 ) -> ResolvedSource:
     """The recipe's source as the build mounts it: a folder in place, a git ref or sdist fetched
-    into ``cache``; hashed, its patches applied to a copy, as plan and provenance record it.
+    into ``cache``, a Debian source package fetched by ``debian``; hashed, its patches applied
+    to a copy, as plan and provenance record it.
     """
     git = Git(echo, spec.mirrors)
     if spec.kind == "path":
         assert spec.path is not None
         resolved = _resolve_path(spec, spec.path, git, recipe_epoch)
+    elif spec.kind == "debian":
+        if debian is None:
+            raise ToolError("a Debian source package needs a container engine to fetch it")
+        fetched = debian(spec, cache)
+        files = [f for f in _walk(fetched.root) if f != _COMPLETE]
+        epoch = _epoch(recipe_epoch, fetched.epoch, "top entry of debian/changelog")
+        resolved = dataclasses.replace(
+            _resolved(spec, fetched.root, files, epoch), debian=fetched.record
+        )
     elif spec.kind == "git":
         resolved = _resolve_git(spec, cache / "sources" / "git", git, recipe_epoch)
     else:
