@@ -143,7 +143,7 @@ def parse_scheduler_url(text: str) -> SchedulerUrl:
         raise BadTarget("not an http(s) URL")
     scheme = match["scheme"].lower()
     if scheme not in DEFAULT_PORTS:
-        raise BadTarget(f"the scheme {_shown(scheme)} is not http or https")
+        raise BadTarget(f"not an http(s) URL (the scheme is {_shown(scheme)})")
     authority = match["authority"]
     if "@" in authority:
         raise BadTarget("credentials in the URL: the token goes in the token file")
