@@ -6,9 +6,19 @@ scheduler hands out, and nothing else. As for the Redis cache (redis_relay.py), 
 listens on a Unix socket in a folder of its own, mounted into the container, where the same
 small forwarder (``sccache_launcher.FORWARDER_SCRIPT``) turns it into a loopback TCP port; the
 daemon gets ``HTTP_PROXY`` and ``HTTPS_PROXY`` naming that port. ``FarmProxy`` is the host end:
-an HTTP proxy that lets through only what ``FarmRoute`` allows (farm_route.py: requests to the
-scheduler's API, ``CONNECT`` to the scheduler and to the build servers it vouched for) and
-answers everything else ``403`` with one line, never reaching the address asked for.
+an HTTP proxy that lets through only what ``FarmRoute`` allows (farm_route.py: the three
+requests sccache's client makes of the scheduler, by method and exact path, and ``CONNECT`` to
+the build servers the scheduler allocated this build's jobs to) and answers everything else
+``403`` with one line, never reaching the address asked for.
+
+- every request it forwards is written anew (``farm_head``): the head is read strictly (a bare
+  CR or LF, a NUL, a header name that is not a token, two or non-ASCII ``Content-Length``s, a
+  ``Transfer-Encoding``: one ``400``, nothing sent), and the scheduler gets the request line
+  with the checked path, ``Host``, ``Accept``/``Content-Type``/``User-Agent`` as read, the
+  body's ``Content-Length``, the host's token and ``Connection: close``, nothing else.
+- the socket is the build user's: ``owner`` (the container's ``--user`` uid and gid) owns it
+  with mode 0600 and its folder opens only to pass through (``unix_server``), so another local
+  user cannot have the token added to its requests.
 
 - the token stays on the host: the proxy puts the scheduler's client token (``token``) into
   every request it forwards to the scheduler (``Authorization: Bearer``), replacing whatever
@@ -19,7 +29,7 @@ answers everything else ``403`` with one line, never reaching the address asked 
 - an ``https`` scheduler: the container still asks ``http://HOST:PORT`` (its configuration
   says so, ``container_scheduler_url``) and the proxy speaks TLS to the scheduler, verifying
   its certificate against the system's authorities (``SSL_CERT_FILE`` names another bundle),
-  so it can read the certificate requests the allowlist learns from (tested with the tests'
+  so it can read the ``alloc_job`` answers the allowlist learns from (tested with the tests'
   farm behind a TLS front; a certificate not trusted is a ``502`` naming why).
 - bounded: a request head ``HEAD_LIMIT`` bytes, a scheduler request's body and answer
   ``BODY_LIMIT``; every scheduler exchange within ``SCHEDULER_TIMEOUT_S``, a connection to a
@@ -30,17 +40,19 @@ answers everything else ``403`` with one line, never reaching the address asked 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import socket
 import ssl
 import threading
 import time
 from pathlib import Path
 
+from archwheel.effects.farm_head import BadRequest, RequestHead, answer_body, parse_request_head
 from archwheel.effects.farm_route import (
     BadTarget,
+    Decision,
     Endpoint,
     FarmRoute,
-    parse_absolute,
     parse_authority,
     scheduler_endpoint,
 )
@@ -56,18 +68,9 @@ CONNECT_TIMEOUT_S = 5.0
 TUNNEL_IDLE_S = 1200.0
 MAX_CONNECTIONS = 256
 MAX_REFUSALS_KEPT = 20
-# Headers a proxy does not pass on (hop-by-hop), and the one it sets itself.
-_DROPPED = {
-    "connection",
-    "proxy-connection",
-    "proxy-authorization",
-    "keep-alive",
-    "te",
-    "trailer",
-    "upgrade",
-    "host",
-    "authorization",
-}
+# The container's headers the route writes on (each read and checked first); it writes
+# ``Host``, ``Content-Length``, ``Authorization`` and ``Connection`` itself, and no other.
+_KEPT = ("accept", "content-type", "user-agent")
 
 
 class _Refused(Exception):
@@ -80,7 +83,7 @@ class _Refused(Exception):
 
 
 _REASONS = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway", 503: "Service Unavailable",
-            501: "Not Implemented", 504: "Gateway Timeout"}  # fmt: skip
+            504: "Gateway Timeout"}  # fmt: skip
 
 
 def container_scheduler_url(scheduler_url: str) -> str:
@@ -137,18 +140,19 @@ def _recv_exactly(sock: socket.socket, buffer: bytearray, size: int, deadline: f
 class FarmProxy(UnixServer):
     """An allowlist HTTP proxy on ``<folder>/farm.sock`` to one sccache-dist farm.
 
-    ``with FarmProxy(scheduler_url, token) as proxy:`` mount ``proxy.folder``; the socket and
-    its folder are open to every user (the build user in the container is not archwheel's
-    when it runs as root) and removed on exit. ``route`` is the allowlist; ``scheduler_requests``
-    and ``tunnels`` (per endpoint) count what went through, ``refused_count`` and ``refused``
-    (the first reasons) what did not."""
+    ``with FarmProxy(scheduler_url, token, owner=(uid, gid)) as proxy:`` mount
+    ``proxy.folder``; the socket is the build user's (``owner``: the container's ``--user``)
+    alone (``unix_server``) and removed on exit, its folder with it. ``route`` is the
+    allowlist; ``scheduler_requests`` and ``tunnels`` (per endpoint) count what went through,
+    ``refused_count`` and ``refused`` (the first reasons) what did not."""
 
-    def __init__(self, scheduler_url: str, token: str | None, *, parent: Path | None = None
-                 ) -> None:  # fmt: skip
+    def __init__(self, scheduler_url: str, token: str | None, *, parent: Path | None = None,
+                 owner: tuple[int, int] | None = None) -> None:  # fmt: skip
         endpoint, self._tls = scheduler_endpoint(scheduler_url)
-        self.route = FarmRoute(endpoint)
+        self.route = FarmRoute(endpoint, _addresses_of(endpoint))
         self._token = token
-        super().__init__("archwheel-farm-", SOCKET_NAME, "archwheel-farm", parent=parent)
+        super().__init__("archwheel-farm-", SOCKET_NAME, "archwheel-farm", parent=parent,
+                         owner=owner)  # fmt: skip
         self.scheduler_requests = 0
         self.tunnels: dict[str, int] = {}
         self.refused_count = 0
@@ -195,20 +199,18 @@ class FarmProxy(UnixServer):
             buffer = bytearray()
             end = _recv_until(client, buffer, b"\r\n\r\n", HEAD_LIMIT,
                               time.monotonic() + HEAD_TIMEOUT_S)  # fmt: skip
-            head = bytes(buffer[:end]).decode("latin-1")
+            try:
+                head = parse_request_head(bytes(buffer[:end]), BODY_LIMIT)
+            except BadRequest as exc:
+                raise _Refused(400, str(exc)) from None
             rest = bytearray(buffer[end:])
-            request_line, *header_lines = head[:-4].split("\r\n")
-            parts = request_line.split(" ")
-            if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-                raise _Refused(400, f"not an HTTP/1 request line: {request_line[:80]!r}")
-            method, target, _ = parts
-            decision = self.route.request(method, target)
+            decision = self.route.request(head.method, head.target)
             if not decision.allowed:
                 raise _Refused(403, decision.why)
-            if method == "CONNECT":
-                self._tunnel(client, target, rest)
+            if decision.kind == "connect":
+                self._tunnel(client, head.target, rest)
             else:
-                self._forward(client, method, target, header_lines, rest)
+                self._forward(client, head, decision, rest)
         except _Refused as refusal:
             self._refuse(client, refusal)
         except (OSError, ValueError):
@@ -238,39 +240,30 @@ class FarmProxy(UnixServer):
         finally:
             self._close(upstream)
 
-    def _forward(self, client: socket.socket, method: str, target: str, header_lines: list[str],
+    def _forward(self, client: socket.socket, head: RequestHead, decision: Decision,
                  body: bytearray) -> None:  # fmt: skip
-        """One request to the scheduler, whole, with the host's token; its answer whole back."""
-        _, path = parse_absolute(target)
-        kept: list[str] = []
-        length = 0
-        for line in header_lines:
-            name, sep, value = line.partition(":")
-            key = name.strip().lower()
-            if not sep or not key:
-                raise _Refused(400, "a malformed header line")
-            if key == "transfer-encoding":
-                raise _Refused(501, "a request body without Content-Length")
-            if key == "content-length":
-                if not value.strip().isdigit() or int(value) > BODY_LIMIT:
-                    raise _Refused(400, f"a request body over {BODY_LIMIT} bytes")
-                length = int(value)
-            if key not in _DROPPED:
-                kept.append(f"{name.strip()}: {value.strip()}")
+        """One request to the scheduler, written anew from what was read, whole, with the
+        host's token; its answer whole back."""
+        method, length = head.method, head.content_length
+        if method == "GET" and length:
+            raise _Refused(400, "a body on a GET request")
+        kept = [f"{_CASED[key]}: {value}" for key, value in head.headers if key in _KEPT]
         deadline = time.monotonic() + SCHEDULER_TIMEOUT_S
         try:
             _recv_exactly(client, body, length, deadline)
         except TimeoutError:
             raise _Refused(400, "the request body did not come in time") from None
         endpoint = self.route.scheduler
-        head = [f"{method} {path} HTTP/1.1", f"Host: {endpoint}", *kept]
+        lines = [f"{method} {decision.path} HTTP/1.1", f"Host: {endpoint}", *kept]
+        if method == "POST":
+            lines.append(f"Content-Length: {length}")
         if self._token is not None:
-            head.append(f"Authorization: Bearer {self._token}")
-        head.append("Connection: close")
-        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + bytes(body[:length])
+            lines.append(f"Authorization: Bearer {self._token}")
+        lines.append("Connection: close")
+        request = ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + bytes(body[:length])
         answer = self._ask_scheduler(endpoint, request, deadline)
-        status = _status_of(answer)
-        self.route.learn(path, status)  # a certificate the scheduler gave: a server to reach
+        if decision.kind == "alloc_job":  # the server the scheduler allocated: one to reach
+            self.route.learn_allocation(_status_of(answer), answer_body(answer) or b"")
         with self._lock:
             self.scheduler_requests += 1
         client.settimeout(max(1.0, deadline - time.monotonic()))
@@ -312,6 +305,21 @@ class FarmProxy(UnixServer):
         if _status_of(bytes(answer)) == 0:
             raise _Refused(502, f"{where} answered no HTTP")
         return bytes(answer)
+
+
+_CASED = {"accept": "Accept", "content-type": "Content-Type", "user-agent": "User-Agent"}
+
+
+def _addresses_of(endpoint: Endpoint) -> frozenset[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The addresses a scheduler named by DNS has now (none for an IP literal or a name that
+    does not resolve): the route refuses them as build servers at the scheduler's port."""
+    if endpoint.ip is not None:
+        return frozenset()
+    try:
+        found = socket.getaddrinfo(endpoint.host, endpoint.port, type=socket.SOCK_STREAM)
+    except OSError:
+        return frozenset()
+    return frozenset(ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in found)
 
 
 def _endpoint_of(target: str) -> Endpoint:

@@ -28,7 +28,6 @@ timeout, so an unreachable or down server is known before the build starts.
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import threading
 import time
@@ -185,34 +184,15 @@ class UnixRelay(UnixServer):
     ) -> None:
         self.address = address
         self.db = db
-        self.owner = owner
-        super().__init__("archwheel-cache-", SOCKET_NAME, "archwheel-relay", parent=parent)
+        super().__init__(
+            "archwheel-cache-", SOCKET_NAME, "archwheel-relay", parent=parent, owner=owner
+        )
         self.connections = 0
         self.failures = 0
         self.refused = 0
         self._down_until = 0.0
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._budget = Budget(MAX_HELD_BYTES)
-
-    def __enter__(self) -> UnixRelay:
-        if self.owner is None:
-            return super().__enter__()
-        # Bound while the fresh folder is still 0700 (mkdtemp), then given to ``owner`` only.
-        self._listener.bind(str(self.path))
-        try:
-            uid, gid = self.owner
-            self.path.chmod(0o600)
-            if uid == os.geteuid():
-                self.folder.chmod(0o700)
-            else:
-                os.chown(self.path, uid, gid)
-                self.folder.chmod(0o711)
-        except OSError:
-            self.close()
-            raise
-        self._listener.listen(64)
-        self._thread.start()
-        return self
 
     def _accept(self) -> None:
         while not self._stop.is_set():

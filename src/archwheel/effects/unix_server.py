@@ -1,15 +1,24 @@
 """A server on a Unix socket in its own owned folder, for a compile container to mount.
 
 The Redis relay (``redis_relay.UnixRelay``) and the compile farm's route
-(``farm_proxy.FarmProxy``) share this life: bind the socket in a fresh folder open to every
-user (the container's build user is not archwheel's when it runs as root), accept in a thread,
-and on close stop listening, cut every open connection and remove the socket, its folder and
-the folder's owner record, so a finished build leaves nothing for ``clean``.
+(``farm_proxy.FarmProxy``) share this life: bind the socket in a fresh folder, accept in a
+thread, and on close stop listening, cut every open connection and remove the socket, its
+folder and the folder's owner record, so a finished build leaves nothing for ``clean``.
+
+Who may connect: ``owner`` (``(uid, gid)``, the container's ``--user``) makes the socket that
+user's alone. The socket is bound inside the fresh folder while it is still 0700 (mkdtemp),
+then gets mode 0600 and, when ``owner`` is another user than archwheel's (archwheel runs as
+root and builds as an unprivileged user), that owner (``chown``: a failure is an error, never
+a wider socket); the folder stays archwheel's, 0700 when the owner is archwheel's own user,
+else 0711 (others may pass through to the socket, not list or add). Connecting to a Unix
+socket takes write permission on it, so only ``owner`` and root can. Without ``owner`` the
+socket and folder are open to every local user (0777).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 from pathlib import Path
@@ -27,8 +36,15 @@ class UnixServer:
     it serves in ``_open`` under ``_lock`` so ``close`` can cut it."""
 
     def __init__(
-        self, prefix: str, socket_name: str, thread_name: str, *, parent: Path | None
+        self,
+        prefix: str,
+        socket_name: str,
+        thread_name: str,
+        *,
+        parent: Path | None,
+        owner: tuple[int, int] | None = None,
     ) -> None:
+        self.owner = owner
         self.folder = owned_tempdir(prefix, parent)
         self.path = self.folder / socket_name
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -39,9 +55,11 @@ class UnixServer:
 
     def __enter__(self: _Server) -> _Server:
         self._listener.bind(str(self.path))
-        # Open to every user: the container's build user is not archwheel's when it runs as root.
-        self.folder.chmod(0o777)
-        self.path.chmod(0o777)
+        try:
+            self._open_to_owner()
+        except OSError:
+            self.close()
+            raise
         self._listener.listen(64)
         self._thread.start()
         return self
@@ -53,6 +71,20 @@ class UnixServer:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def _open_to_owner(self) -> None:
+        """The socket's and folder's owner and modes (see the module)."""
+        if self.owner is None:
+            self.folder.chmod(0o777)
+            self.path.chmod(0o777)
+            return
+        uid, gid = self.owner
+        self.path.chmod(0o600)
+        if uid == os.geteuid():
+            self.folder.chmod(0o700)
+            return
+        os.chown(self.path, uid, gid)
+        self.folder.chmod(0o711)
 
     def close(self) -> None:
         """Stop listening, cut every open connection and remove the socket, its folder and the

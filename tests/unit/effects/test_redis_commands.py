@@ -12,7 +12,7 @@ import pytest
 from archwheel.effects.redis_commands import FORWARD, allowed, request_args
 from archwheel.effects.resp import Budget, Busy, Hold, Reader, TooLarge, read_value
 from tests.support.fuzz import watchdog
-from tests.unit.effects.test_redis_relay import KEY, command
+from tests.support.redis_wire import KEY, command
 
 
 def _verdict(*parts: str | bytes) -> bytes | None:

@@ -12,6 +12,7 @@ from archwheel.effects.redis_relay import RedisAddress, UnixRelay, probe
 from tests.support.faulty_redis import Mode, faulty_redis
 from tests.support.fuzz import watchdog
 from tests.support.redis_server import free_port, redis_server
+from tests.support.redis_wire import GET, KEY, SET, command
 
 
 def _ask(path: str, payload: bytes) -> bytes:
@@ -20,18 +21,6 @@ def _ask(path: str, payload: bytes) -> bytes:
         sock.connect(path)
         sock.sendall(payload)
         return sock.recv(4096)
-
-
-KEY = "a/b/c/abc" + "0" * 61  # sccache's shape: three hex characters, then the digest
-
-
-def command(*parts: str | bytes) -> bytes:
-    raw = [p.encode() if isinstance(p, str) else p for p in parts]
-    return b"*%d\r\n" % len(raw) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in raw)
-
-
-SET = command("SET", KEY, "value")
-GET = command("GET", KEY)
 
 
 def test_probe_answers_and_a_closed_port_does_not() -> None:

@@ -24,7 +24,7 @@ from archwheel.wheelbuild.compile.sccache_stats import CacheCounts, parse_stats_
 from tests.support.components import sccache
 from tests.support.fuzz import watchdog
 from tests.support.redis_server import RedisServer, redis_server
-from tests.unit.effects.test_redis_relay import GET, KEY, SET, command
+from tests.support.redis_wire import GET, KEY, SET, command
 
 PASSWORD = "host-only-s3cret"
 HOSTILE = [

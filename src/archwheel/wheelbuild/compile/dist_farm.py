@@ -38,10 +38,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
-from urllib.parse import urlsplit
 
 import msgspec
 
+from archwheel.effects import farm_url
 from archwheel.effects.deadline import NetBudget, NetLimits, TimedOut
 from archwheel.effects.farm_proxy import PLACEHOLDER_TOKEN, container_scheduler_url
 from archwheel.effects.farm_proxy import SOCKET_NAME as FARM_SOCKET_NAME
@@ -92,25 +92,18 @@ class SchedulerStatus:
 
 
 def parse_scheduler_url(text: str) -> str:
-    """``--dist-scheduler``: ``http(s)://HOST[:PORT]`` (a path or credentials are refused:
-    sccache adds its own path, and a secret belongs in the token file). Usage error, exit 2."""
+    """``--dist-scheduler``: ``http(s)://HOST[:PORT]`` as ``effects.farm_url`` reads it, the
+    one reading the probe and the compile container's route use too, so a URL taken here is
+    one the build can use (a path or credentials are refused: sccache adds its own path, and a
+    secret belongs in the token file). The URL in canonical form; usage error (exit 2) else."""
     hint = "give the scheduler as http://HOST:PORT or https://HOST[:PORT]"
     shown = text if len(text) <= 100 else text[:100] + "..."
     try:
-        parts = urlsplit(text.strip())
-        port = parts.port
-    except ValueError:
-        raise UsageError(f"--dist-scheduler {shown!r} is not a URL", hint=hint) from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"--dist-scheduler {shown!r} is not an http(s) URL", hint=hint)
-    if parts.username is not None or parts.password is not None:
-        raise UsageError(
-            "--dist-scheduler holds credentials: the token goes in --dist-token-file", hint=hint
-        )
-    if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise UsageError(f"--dist-scheduler {shown!r}: a path is not supported", hint=hint)
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
+        return str(farm_url.parse_scheduler_url(text.strip()))
+    except farm_url.BadTarget as exc:
+        if "credentials" in str(exc):  # never repeat them
+            raise UsageError(f"--dist-scheduler: {exc}", hint=hint) from None
+        raise UsageError(f"--dist-scheduler {shown!r}: {exc}", hint=hint) from None
 
 
 def read_token_file(path: Path) -> str:

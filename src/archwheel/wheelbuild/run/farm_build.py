@@ -92,7 +92,9 @@ def farm_route(plan: BuildPlan, work_root: Path | None) -> FarmProxy | None:
     through; None without a farm."""
     if plan.farm is None:
         return None
-    return FarmProxy(plan.farm.scheduler_url, plan.farm.token, parent=work_root)
+    return FarmProxy(
+        plan.farm.scheduler_url, plan.farm.token, parent=work_root, owner=plan.build_user
+    )
 
 
 def write_container_config(plan: BuildPlan, work: Path) -> Path | None:
