@@ -30,6 +30,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from archwheel.effects.resp import LENGTH
+
 MAX_ARGS = 8  # sccache sends at most 4 (SETEX KEY SECONDS VALUE)
 CHECK_KEY = b".sccache_check"
 _KEY = re.compile(rb"[0-9a-f]/[0-9a-f]/[0-9a-f]/[0-9a-f]{32,128}")
@@ -60,10 +62,9 @@ def request_args(request: bytes) -> list[bytes] | None:
     if not request.startswith(b"*"):
         return None
     head, _, rest = request.partition(b"\r\n")
-    try:
-        count = int(head[1:])
-    except ValueError:
+    if not LENGTH.fullmatch(head[1:]):
         return None
+    count = int(head[1:])
     if not 1 <= count <= MAX_ARGS:
         return None
     args = []
@@ -73,10 +74,9 @@ def request_args(request: bytes) -> list[bytes] | None:
         end = rest.find(b"\r\n", at)
         if end < 0 or rest[at : at + 1] != b"$":
             return None
-        try:
-            size = int(rest[at + 1 : end])
-        except ValueError:
+        if not LENGTH.fullmatch(rest[at + 1 : end]):
             return None
+        size = int(rest[at + 1 : end])
         start = end + 2
         if size < 0 or rest[start + size : start + size + 2] != b"\r\n":
             return None

@@ -13,6 +13,7 @@ on at once as a miss and its write is dropped.
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -21,6 +22,9 @@ MAX_LINE = 64 * 1024
 MAX_BULK = 1 << 30
 MAX_ELEMENTS = 1 << 20
 MAX_DEPTH = 8
+# A length as Redis reads one (string2ll): ASCII digits, no sign but the -1 of a null, no
+# leading zero, no space or underscore; int() would take all of those, and read another request.
+LENGTH = re.compile(rb"-1|0|[1-9][0-9]{0,18}")
 _LINE_TYPES = frozenset(b"+-:_,#(")
 _BULK_TYPES = frozenset(b"$=!")
 _AGGREGATE_TYPES = frozenset(b"*~>%|")
@@ -128,10 +132,9 @@ class Reader:
 
 
 def _length(line: bytes, limit: int) -> int:
-    try:
-        value = int(line[1:-2])
-    except ValueError:
-        raise ProtocolError("a RESP length that is no number") from None
+    if not LENGTH.fullmatch(line[1:-2]):
+        raise ProtocolError("a RESP length that is no number")
+    value = int(line[1:-2])
     if value < -1 or value > limit:
         raise ProtocolError("a RESP length past its limit")
     return value

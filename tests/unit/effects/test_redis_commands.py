@@ -6,11 +6,12 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 
 import pytest
 
 from archwheel.effects.redis_commands import FORWARD, allowed, request_args
-from archwheel.effects.resp import Budget, Busy, Hold, Reader, TooLarge, read_value
+from archwheel.effects.resp import Budget, Busy, Hold, ProtocolError, Reader, TooLarge, read_value
 from tests.support.fuzz import watchdog
 from tests.support.redis_wire import KEY, command
 
@@ -74,6 +75,14 @@ def test_everything_else_is_an_error_on_the_host(parts: tuple[str, ...]) -> None
         b"*9\r\n" + b"$3\r\nGET\r\n" * 9,  # past MAX_ARGS
         b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nEXTRA",  # trailing bytes
         b"*1\r\n$-1\r\n",
+        # lengths Redis would read otherwise than int() does: the raw request is forwarded, so
+        # the relay reads it exactly as the server will, or not at all
+        b"*1_0\r\n" + b"$3\r\nGET\r\n" * 10,
+        b"*+2\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+        b"* 2\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+        b"*02\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+        b"*2\r\n$3\r\nGET\r\n$0_1\r\nk\r\n",
+        b"*2\r\n$3\r\nGET\r\n$\xd9\xa1\r\nk\r\n",  # an Arabic-Indic one
     ],
 )
 def test_what_is_no_plain_request_array_is_refused(raw: bytes) -> None:
@@ -125,3 +134,14 @@ def test_the_shared_budget_refuses_what_it_has_no_room_for() -> None:
     first.release()
     second.charge(30)
     assert budget.held == 30
+
+
+@pytest.mark.parametrize("line", [b"$1_0\r\n", b"$+1\r\n", b"$ 1\r\n", b"$01\r\n", b"*-2\r\n"])
+def test_the_reader_takes_lengths_as_redis_does(line: bytes) -> None:
+    """What the relay holds is read by ``resp``'s reader first: a length Redis would refuse is
+    a protocol error there too, before anything is held or forwarded."""
+    left, right = socket.socketpair()
+    with left, right:
+        left.sendall(line + b"x" * 16 + b"\r\n")
+        with pytest.raises(ProtocolError):
+            read_value(Reader(right), time.monotonic() + 5)
