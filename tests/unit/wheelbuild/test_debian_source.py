@@ -68,7 +68,7 @@ def test_the_epoch_is_the_top_changelog_entry(tmp_path: Path) -> None:
 def test_print_uris_lines() -> None:
     text = (
         "Need to get 27.4 MB of source archives.\n"
-        "'http://deb.debian.org/debian/pool/main/p/pytorch/pytorch_2.6.0%2bdfsg-7.dsc' "
+        "'http://mirror.invalid/debian/pool/main/p/pytorch/pytorch_2.6.0%2bdfsg-7.dsc' "
         f"pytorch_2.6.0+dfsg-7.dsc 3614 SHA256:{'a' * 64}\n"
     )
     (entry,) = parse_print_uris(text)
