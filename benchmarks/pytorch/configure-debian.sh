@@ -71,10 +71,13 @@ deps_image() {
     $SOURCES
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends dpkg-dev equivs unzip >/dev/null
+    # nvidia-cudnn downloads cuDNN from NVIDIA in its postinst (fails offline): a stand-in
+    # package satisfies the Build-Depends, cuDNN itself comes from the package index below.
+    printf \"Section: misc\\nPackage: nvidia-cudnn\\nVersion: 9.99\\nDescription: stand-in, cuDNN from nvidia-cudnn-cu12\\n\" >/tmp/cudnn.ctl
+    (cd /tmp && equivs-build cudnn.ctl >/dev/null && dpkg -i nvidia-cudnn_9.99_all.deb >/dev/null)
     mkdir /tmp/deps && cp -r /src/pytorch/debian /tmp/deps/ && cp /tmp/deps/debian/control.cuda /tmp/deps/debian/control
     apt-get build-dep -y --no-install-recommends /tmp/deps >/tmp/build-dep.log 2>&1 || { tail -30 /tmp/build-dep.log; exit 1; }
     tail -3 /tmp/build-dep.log
-    if dpkg -s nvidia-cudnn >/dev/null 2>&1; then dpkg --remove --force-depends nvidia-cudnn; fi
     mkdir -p /opt/cudnn && cd /opt/cudnn && unzip -q /wheels/$(basename "$wheel")
     lib=/opt/cudnn/nvidia/cudnn/lib
     for so in \$lib/lib*.so.*; do ln -sf \$(basename \$so) \${so%%.so.*}.so; done
@@ -87,7 +90,7 @@ configure() {
   docker run --rm --network none -v "$WORK/src:/src" -e TORCH_CUDA_ARCH_LIST="$ARCHS" -e VERSION="$VERSION" "$DEPS" bash -euc '
     cd /src/pytorch
     ( cd torch/csrc/jit/serialization && flatc --cpp --gen-mutable --scoped-enums mobile_bytecode.fbs )
-    export CC=cuda-gcc CXX=cuda-g++ CUDAHOSTCXX=cuda-g++
+    export CUDA_HOME=/usr CC=cuda-gcc CXX=cuda-g++ CUDAHOSTCXX=cuda-g++
     export USE_SYSTEM_LIBS=ON BLAS=Generic USE_FBGEMM=OFF USE_NNPACK=OFF USE_MKLDNN=ON USE_XNNPACK=ON
     export USE_VULKAN=0 USE_MPI=0 BUILD_TEST=0 CMAKE_BUILD_TYPE=Release
     export USE_CUDA=ON USE_CUDNN=ON USE_SYSTEM_NCCL=ON USE_MAGMA=OFF

@@ -377,6 +377,8 @@ class StepImages:
 
 
 _IMAGE = re.compile(r"(sm|compute|lto)_([0-9]{2,3}[af]?)")
+# -gencode's value: arch=compute_80,code=sm_80 (code: one name or a [list]; quotes removed)
+_GENCODE = re.compile(r"arch=([^,]*)(?:,code=(.*))?", re.S)
 
 
 def _option(words: tuple[str, ...], i: int, names: tuple[str, ...]) -> tuple[str | None, int]:
@@ -404,9 +406,9 @@ def nvcc_images(words: tuple[str, ...]) -> StepImages:
         value, after = _option(words, i, ("-gencode", "--generate-code"))
         if value is not None:
             gencodes += 1
-            fields = dict(part.partition("=")[::2] for part in re.split(r",(?![^\[]*\])", value))
-            code = (fields.get("code") or fields.get("arch") or "").strip("[]\"'")
-            found = [c.strip() for c in code.split(",") if c.strip()]
+            m = _GENCODE.fullmatch(value.replace('"', "").replace("'", ""))
+            code = (m.group(2) or m.group(1)) if m else ""
+            found = [c.strip() for c in code.strip("[]").split(",") if c.strip()] or [value]
             for c in found:
                 (images if _IMAGE.fullmatch(c) else _bad(problems, "-gencode", value)).add(c)
             i = after

@@ -133,10 +133,11 @@ def requested_images(arch_list: ArchList) -> tuple[str, ...]:
     return tuple(sorted(images, key=_order))
 
 
-def _order(image: str) -> tuple[int, str, str]:
+def _order(image: str) -> tuple[int, str, int]:
+    """sm_90 before sm_90a before sm_100; SASS before PTX before LTO-IR of one target."""
     kind, _, number = image.partition("_")
     digits = "".join(c for c in number if c.isdigit())
-    return int(digits or 0), number, kind
+    return int(digits or 0), number, {"sm": 0, "compute": 1}.get(kind, 2)
 
 
 def _version(text: str | None) -> Version | None:
