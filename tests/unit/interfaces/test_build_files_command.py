@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
+
+import archwheel
 from tests.support.cli import CliRun
+
+SCHEMA = Path(archwheel.__file__).parent / "interfaces/schema/build-files.schema.json"
 
 NINJA = """\
 include CMakeFiles/rules.ninja
@@ -37,6 +42,7 @@ def test_proof_in_json_and_text(cli_run: CliRun, tmp_path: Path) -> None:
     code, out, err = cli_run("build-files", str(tmp_path), "--arch", "8.0;9.0", "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
+    jsonschema.validate(doc, json.loads(SCHEMA.read_text()))
     assert (doc["torch"], doc["nvcc"]) == ("2.6.0", "12.4.131")  # found beside the build
     assert (doc["cuda_steps"], doc["exact"], doc["with_additions"], doc["deviating"]) == (
         2, 1, 1, 0)  # fmt: skip
