@@ -91,7 +91,9 @@ configure() {
     cd /src/pytorch
     ( cd torch/csrc/jit/serialization && flatc --cpp --gen-mutable --scoped-enums mobile_bytecode.fbs )
     export CUDA_HOME=/usr CC=cuda-gcc CXX=cuda-g++ CUDAHOSTCXX=cuda-g++
+    rm -rf build
     export USE_SYSTEM_LIBS=ON BLAS=Generic USE_FBGEMM=OFF USE_NNPACK=OFF USE_MKLDNN=ON USE_XNNPACK=ON
+    export GENERIC_BLAS_LIBRARIES=blas ONNX_NAMESPACE=onnx USE_GFLAGS=OFF USE_GLOG=OFF USE_KINETO=ON USE_ITT=OFF
     export USE_VULKAN=0 USE_MPI=0 BUILD_TEST=0 CMAKE_BUILD_TYPE=Release
     export USE_CUDA=ON USE_CUDNN=ON USE_SYSTEM_NCCL=ON USE_MAGMA=OFF
     export CUDNN_INCLUDE_DIR=/opt/cudnn/nvidia/cudnn/include CUDNN_LIBRARY=/opt/cudnn/nvidia/cudnn/lib
