@@ -149,7 +149,8 @@ def test_expansion_bomb_is_bounded() -> None:
 
 
 def test_escapes() -> None:
-    assert expand("a$ b$:c$$d${x}$y-z", {"x": "X", "y-z": "YZ"}.get) == "a b:c$dXYZ"
+    values = {"x": "X", "y-z": "YZ"}
+    assert expand("a$ b$:c$$d${x}$y-z", lambda name: values.get(name, "")) == "a b:c$dXYZ"
     assert shell_words("""a 'b c' "d \\"e\\"" f\\ g""") == ("a", "b c", 'd "e"', "f g")
 
 
