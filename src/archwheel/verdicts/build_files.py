@@ -207,3 +207,20 @@ def prove_steps(
         nvcc=nvcc,
         problems=steps.problems,
     )
+
+
+def explained_extras(
+    extras: Iterable[str], arch_list: ArchList, rules: Iterable[Addition]
+) -> tuple[str, ...]:
+    """For images a build carries beyond ``arch_list``: the PyTorch rules that add them for this
+    request (``sm_90a: RowwiseScaledMM.cu (pytorch-rowwise-scaled-mm-sm90a, cmake/...)``), so a
+    gate or a report cites the rule instead of calling the image unexplained."""
+    flags = " ".join(arch_list.to_gencode())
+    wanted = set(extras)
+    said: list[str] = []
+    for rule in rules:
+        if not rule.applies(flags, None, None):
+            continue
+        for image in sorted(rule.adds & wanted, key=_order):
+            said.append(f"{image}: {rule.file.rsplit('/', 1)[-1]} ({rule.id}, {rule.source})")
+    return tuple(said)

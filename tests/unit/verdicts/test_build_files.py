@@ -8,7 +8,7 @@ from archwheel.binary.buildfile import read_ninja
 from archwheel.errors import FactsError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.pytorch_additions import load_additions, parse_additions
-from archwheel.verdicts.build_files import prove_steps, requested_images
+from archwheel.verdicts.build_files import explained_extras, prove_steps, requested_images
 
 RULE = "rule cu\n  command = /usr/bin/nvcc $FLAGS -x cu -c $in -o $out\n"
 TWO = "-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90"
@@ -84,3 +84,14 @@ def test_a_malformed_rule_table_names_its_key() -> None:
     with pytest.raises(FactsError, match="torch"):
         parse_additions({"schema_version": 1, "addition": [{**row, "adds": ["sm_90a"],
                                                             "torch": "two"}]})  # fmt: skip
+
+
+def test_extras_a_wheel_carries_cite_the_rule_that_adds_them() -> None:
+    said = explained_extras(["sm_90a", "sm_75"], ArchList.parse("8.0;9.0"), load_additions())
+    assert said == (
+        "sm_90a: RowwiseScaledMM.cu (pytorch-rowwise-scaled-mm-sm90a, "
+        "cmake/Codegen.cmake:79-92 (pytorch 2.6.0))",
+        "sm_90a: AsyncMM.cu (pytorch-c10d-async-mm-sm90a, caffe2/CMakeLists.txt:573-580 "
+        "(pytorch 2.6.0))",
+    )
+    assert explained_extras(["sm_90a"], ArchList.parse("8.0"), load_additions()) == ()
