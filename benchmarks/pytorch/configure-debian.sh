@@ -6,6 +6,7 @@
 #
 #   benchmarks/pytorch/configure-debian.sh            # 2.6.0+dfsg-7, TORCH_CUDA_ARCH_LIST="8.0;9.0"
 #   WORK=/work/pt ARCHS="8.0;9.0;10.0" benchmarks/pytorch/configure-debian.sh
+#   STOP_AFTER=build-deps DEPS_IMAGE=archwheel/pytorch-builddeps:check benchmarks/pytorch/...
 #
 # Stages (each skipped when its result exists; times go to $WORK/timings.txt):
 #   1. base image archwheel/debian:trixie (debootstrap --variant=minbase + docker import; what
@@ -22,7 +23,8 @@ VERSION="${PYTORCH_VERSION:-2.6.0+dfsg-7}"
 ARCHS="${ARCHS:-8.0;9.0}"
 SUITE="${SUITE:-trixie}"
 BASE="archwheel/debian:$SUITE"
-DEPS="archwheel/pytorch-builddeps:${VERSION//+/_}"
+DEPS="${DEPS_IMAGE:-archwheel/pytorch-builddeps:${VERSION//+/_}}"
+STOP_AFTER="${STOP_AFTER:-}"  # base-image, source or build-deps: stop after that stage
 mkdir -p "$WORK/src" "$WORK/wheels"
 log() { printf '[configure-debian] %s\n' "$*"; }
 timed() { # timed NAME CMD...: run, append "NAME SECONDS" to timings.txt
@@ -105,5 +107,6 @@ log "work folder $WORK, pytorch $VERSION, TORCH_CUDA_ARCH_LIST=$ARCHS"
 timed base-image base_image
 timed source source_tree
 timed build-deps deps_image
+[ "$STOP_AFTER" = build-deps ] && exit 0
 timed configure configure
 ls -la "$WORK/src/pytorch/build/build.ninja"

@@ -190,3 +190,29 @@ def test_compile_commands() -> None:
         read_compile_commands([{"file": "x"}])
     with pytest.raises(InputError, match="expected a list"):
         read_compile_commands({"file": "x"})
+
+
+def test_torch_cpp_extension_shape() -> None:
+    # torch.utils.cpp_extension writes the flags as file-level variables and the archs after $in
+    text = (
+        "ninja_required_version = 1.3\ncxx = c++\nnvcc = /usr/local/cuda/bin/nvcc\n\n"
+        "cflags = -pthread -I/usr/include/python3.11 -c\n"
+        "post_cflags = -O3 '-DPYBIND11_COMPILER_TYPE=\"_gcc\"' -std=c++17\n"
+        "cuda_cflags = -I/usr/local/cuda/include -c\n"
+        "cuda_post_cflags = -D__CUDA_NO_HALF_OPERATORS__ --expt-relaxed-constexpr "
+        "--compiler-options ''\"'\"'-fPIC'\"'\"'' -O3 "
+        "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90 -std=c++17\n"
+        "cuda_dlink_post_cflags = \nldflags = \n\n"
+        "rule compile\n  command = $cxx -MMD -MF $out.d $cflags -c $in -o $out $post_cflags\n"
+        "  depfile = $out.d\n  deps = gcc\n\n"
+        "rule cuda_compile\n  depfile = $out.d\n  deps = gcc\n"
+        "  command = $nvcc --generate-dependencies-with-compile --dependency-output $out.d "
+        "$cuda_cflags -c $in -o $out $cuda_post_cflags\n\n"
+        "build /b/temp/csrc/a.o: cuda_compile /s/csrc/a.cu\n"
+        "build /b/temp/csrc/b.o: compile /s/csrc/b.cpp\n"
+    )
+    steps = read_ninja(text)
+    (step,) = steps.cuda
+    assert step.source == "/s/csrc/a.cu" and step.rule == "cuda_compile"
+    assert "'-fPIC'" in step.argv  # the shell's quoting undone once, as sh would
+    assert nvcc_images(step.argv).images == {"sm_80", "sm_90"}
