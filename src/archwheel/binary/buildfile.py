@@ -268,12 +268,17 @@ class _Reader:
                 break
             inputs.append(t)
         look = scope.lookup
+        # the build's own bindings are expanded in the file's scope, its paths in the build's
         bindings = {k: expand(v, look, where) for k, v in block.items()}
+
+        def local(name: str) -> str:
+            return bindings[name] if name in bindings else look(name)
+
         self.builds.append(
             _Build(
-                [expand(o, look, where) for o in outputs],
+                [expand(o, local, where) for o in outputs],
                 rule,
-                [expand(p, look, where) for p in inputs],
+                [expand(p, local, where) for p in inputs],
                 bindings,
                 scope,
                 where,

@@ -65,6 +65,12 @@ def test_build_bindings_shadow_rule_and_file_scope() -> None:
     ]
 
 
+def test_paths_see_the_builds_own_bindings() -> None:
+    text = "d = top\nrule cu\n  command = nvcc -arch=sm_90 -c $in\nbuild $d/x.o: cu $d/x.cu\n  d = own\n"
+    (step,) = read_ninja(text).cuda
+    assert (step.output, step.source) == ("own/x.o", "own/x.cu")
+
+
 def test_top_level_values_expand_where_they_stand() -> None:
     text = (
         "A = -arch=sm_80\nB = $A\nA = -arch=sm_90\n"

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import lzma
+import shutil
+import subprocess
 import tarfile
 import time
 from pathlib import Path
 
 import pytest
 
-from archwheel.binary.buildfile import read_compile_commands
+from archwheel.binary.buildfile import read_compile_commands, shell_words
 from archwheel.facts.arch import ArchList
 from archwheel.facts.pytorch_additions import load_additions
 from archwheel.inspection.build_files import prove_build_files, read_steps
@@ -76,3 +78,17 @@ def test_the_compilation_database_says_the_same() -> None:
     assert (proof.cuda_steps, proof.exact, proof.with_additions, len(proof.deviations)) == (
         341, 339, 2, 0)  # fmt: skip
     assert {a.source: a.rule for a in proof.additions} == ADDED
+
+
+def test_each_step_is_the_command_ninja_itself_would_run(tree: Path) -> None:
+    ninja = shutil.which("ninja")
+    if ninja is None:
+        pytest.skip("ninja is not installed (Debian: ninja-build)")
+    answer = subprocess.run(
+        [ninja, "-C", str(tree / "build"), "-t", "compdb", "CUDA_COMPILER__torch_cuda_unscanned_Release"],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    theirs = {e["output"]: shell_words(e["command"]) for e in json.loads(answer.stdout)}
+    ours = {s.output: s.argv for s in read_steps(tree / "build" / "build.ninja").cuda}
+    assert len(theirs) == len(ours) == 341
+    assert ours == theirs  # every word of every expanded CUDA command, as ninja 1.11 expands it
