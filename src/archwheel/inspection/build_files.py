@@ -10,6 +10,7 @@ judgement is ``verdicts.build_files``'s.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from archwheel.verdicts.build_files import BuildFilesProof, prove_steps
 
 MAX_BUILD_FILE_BYTES = 512 << 20  # one build.ninja or compile_commands.json (PyTorch's: 30 MiB)
 MAX_BUILD_FILE_NESTING = 8  # compile_commands.json: a list of objects of lists
+MAX_BUILD_TREES = 64  # build.ninja files a finished build's source folder is searched for
+MAX_BUILD_TREE_DEPTH = 8  # folders below the source folder searched
 _NVCC_VERSION = re.compile(r'set\(CMAKE_CUDA_COMPILER_VERSION "([0-9][0-9.]*)"\)')
 _TORCH_VERSION = re.compile(r"\s*([0-9]+\.[0-9]+(?:\.[0-9]+)?)")
 
@@ -110,3 +113,28 @@ def prove_build_files(
         torch=torch or torch_version(folder),
         nvcc=nvcc or nvcc_version(folder),
     )
+
+
+def read_build_trees(root: Path) -> tuple[tuple[str, BuildSteps], ...]:
+    """The ``build.ninja`` files a finished build left under ``root`` (its source folder), each
+    read, named relative to it: at most ``MAX_BUILD_TREES``, ``MAX_BUILD_TREE_DEPTH`` folders
+    deep, links not followed, ``.git`` passed over; one that cannot be read is passed over
+    (the audit gate judges the wheel either way)."""
+    found: list[tuple[str, BuildSteps]] = []
+    base = len(root.parts)
+    for folder, folders, files in os.walk(root):
+        here = Path(folder)
+        folders[:] = sorted(f for f in folders if f != ".git")
+        if len(here.parts) - base >= MAX_BUILD_TREE_DEPTH:
+            folders[:] = []
+        if "build.ninja" not in files or (here / "build.ninja").is_symlink():
+            continue
+        try:
+            steps = read_steps(here / "build.ninja")
+        except InputError:
+            continue
+        if steps.cuda:
+            found.append((str((here / "build.ninja").relative_to(root)), steps))
+        if len(found) >= MAX_BUILD_TREES:
+            break
+    return tuple(found)

@@ -465,6 +465,7 @@ class BuildRunner:
                 # ones the cache answers included: the record alone is the evidence
                 cached=(),
                 source_rows=plan.source_check,
+                build_steps=built.build_steps,
             )
             verdict = check_modules(self.gate(wheel, arch_list), plan.recipe, arch_list, evidence)
         self.output.line(f"audit: {'passed' if verdict.ok else 'FAILED'}: {verdict.summary}")
