@@ -97,6 +97,9 @@ class _Build:
     bindings: dict[str, str]  # expanded
     scope: _Scope
     where: str
+    implicit: list[str] = dataclasses.field(default_factory=list)  # after `|`
+    order_only: list[str] = dataclasses.field(default_factory=list)  # after `||`
+    implicit_outputs: list[str] = dataclasses.field(default_factory=list)
 
 
 class NinjaError(InputError):
@@ -206,6 +209,7 @@ class _Reader:
         self.rules: dict[str, _Rule] = {"phony": _Rule("phony", {})}
         self.builds: list[_Build] = []
         self.problems: list[str] = []
+        self.defaults: list[str] = []
         self.files = 0
 
     def parse(self, text: str, name: str, scope: _Scope, depth: int) -> None:
@@ -231,7 +235,11 @@ class _Reader:
                 target = expand(rest.strip(), scope.lookup, where)
                 child = scope if keyword == "include" else _Scope({}, scope)
                 self._include(target, child, depth, where)
-            elif keyword in ("pool", "default"):
+            elif keyword == "default":
+                self.defaults.extend(
+                    expand(t, scope.lookup, where) for t in _PATH_TOKEN.findall(rest)
+                )
+            elif keyword == "pool":
                 continue
             elif "=" in line:
                 key, _, value = line.partition("=")
@@ -258,15 +266,20 @@ class _Reader:
             raise NinjaError(f"{where}: a build line without ':'") from None
         head = tokens[:colon]
         outputs = head[: head.index("|")] if "|" in head else head
+        extra_outputs = head[head.index("|") + 1 :] if "|" in head else []
         after = tokens[colon + 1 :]
         if not after or after[0] in ("|", "||", "|@", ":"):
             raise NinjaError(f"{where}: a build line without a rule")
         rule = after[0]
-        inputs: list[str] = []
+        lists: dict[str, list[str]] = {"": [], "|": [], "||": [], "|@": []}
+        current = ""
         for t in after[1:]:
-            if t in ("|", "||", "|@", ":"):
+            if t == ":":
                 break
-            inputs.append(t)
+            if t in lists:
+                current = t
+                continue
+            lists[current].append(t)
         look = scope.lookup
         # the build's own bindings are expanded in the file's scope, its paths in the build's
         bindings = {k: expand(v, look, where) for k, v in block.items()}
@@ -274,14 +287,20 @@ class _Reader:
         def local(name: str) -> str:
             return bindings[name] if name in bindings else look(name)
 
+        def paths(raw: list[str]) -> list[str]:
+            return [expand(p, local, where) for p in raw]
+
         self.builds.append(
             _Build(
-                [expand(o, local, where) for o in outputs],
+                paths(outputs),
                 rule,
-                [expand(p, local, where) for p in inputs],
+                paths(lists[""]),
                 bindings,
                 scope,
                 where,
+                paths(lists["|"]),
+                paths(lists["||"]),
+                paths(extra_outputs),
             )
         )
 
