@@ -5,7 +5,7 @@ Debian's source, CUDA 12.4, "8.0;9.0"): every build edge a plain ``ninja`` runs,
 explicit, implicit and order-only waits (``binary/buildgraph.py``). Each step's seconds are
 measured where its file was timed alone, else sampled with a fixed seed within its stratum's
 measured range; links and codegen are assumptions (``verdicts/ninja_jobs.py`` says which is
-which, and the output repeats it). Then the predicted wall time on 1, 16, 64 and 256 build
+which, and the output repeats it). Then the predicted wall time on 1, 2, 4, 16, 64 and 256 build
 servers of 2 cores, the building machine's own 2 cores running what a farm never takes (links,
 codegen), and the critical path with its heaviest steps. The check: the 1-server wall time
 against the projection from the same measurements (8-10 CPU-hours for two archs, so 4-5 h on 2
@@ -25,7 +25,7 @@ from archwheel.verdicts.ninja_jobs import PYTORCH_MEASURED, PYTORCH_STRATA, pyto
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "tests" / "support" / "data" / "pytorch-2.6.0-cuda" / "configured.tar.xz"
-SERVERS = (1, 16, 64, 256)
+SERVERS = (1, 2, 4, 16, 64, 256)
 CORES = 2
 SEED = 0
 PROJECTED_WALL_H = (4.0, 5.0)  # 8-10 CPU-hours over 2 cores (the reference's projection)

@@ -58,11 +58,19 @@ PYTORCH_STRATA = {
     s.name: s
     for s in (
         Stratum("c10", 0.5, 1.4, None, f"{_MEASURED}: 93 CPU-s over c10 + c10_cuda's 99 steps"),
-        Stratum("cuda kernel", 5.0, 60.0, 22.0, f"{_MEASURED}: 5-60 CPU-s, median 22", 0.62),
+        Stratum(
+            "cuda kernel",
+            5.0,
+            60.0,
+            22.0,
+            f"{_MEASURED}: 5-60 CPU-s, median 22; memory-efficient attention's kernels, not "
+            "measured apart, are sampled here too",
+            0.62,
+        ),
         Stratum("cuda heavy", 106.0, 358.0, None, f"{_MEASURED}: 106-358 CPU-s", 0.62),
         Stratum("flash-attention", 186.0, 322.0, None, f"{_MEASURED}: 186-322 CPU-s", 0.47),
         Stratum("generated", 44.0, 79.0, None, f"{_MEASURED}: 44-79 CPU-s"),
-        Stratum("c++ object", 1.4, 14.0, None, f"{_MEASURED}: 1.4-14 CPU-s"),
+        Stratum("c++ object", 1.4, 14.0, None, f"{_MEASURED}: 1.4-14 CPU-s (C objects too)"),
         Stratum(
             "codegen",
             30.0,
