@@ -14,7 +14,11 @@ N = 1, 2, 4, 16, 64 machines of as many cores, for two farms: one that sends eac
 whole, and one that sends nvcc's per-arch jobs as sccache-dist does (``cicc``, ``ptxas``,
 ``cudafe++``, the host compile), with each graph's critical path (no farm beats it). Links,
 preprocessing and nvcc's driver stay on the building machine (``verdicts/compile_jobs.py``;
-the scheduler: ``verdicts/farm_schedule.py``). Writes $ARCHWHEEL_CACHE/bench/farm_sim.json.
+the scheduler: ``verdicts/farm_schedule.py``).
+
+Then PyTorch's own build graph (``farm_pytorch.py``): the recorded PyTorch 2.6.0 build.ninja's
+every edge, with per-step seconds measured or sampled from measured strata, on 1, 16, 64 and 256
+build servers, with its critical path. Writes $ARCHWHEEL_CACHE/bench/farm_sim.json.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ BUILDS = (
 ARCH = "8.0;9.0;12.0"
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from farm_pytorch import replay as replay_pytorch  # noqa: E402
+from farm_pytorch import report as report_pytorch  # noqa: E402
 
 from archwheel.verdicts.compile_jobs import (  # noqa: E402
     calls_from_records,
@@ -149,6 +156,10 @@ def main(argv: list[str]) -> int:
             results[name] = figures
             if not report(name, fixture, figures):
                 worst = 1
+        pytorch = replay_pytorch()
+        results["pytorch 2.6.0 build graph"] = pytorch
+        if not report_pytorch(pytorch):
+            worst = 1
     out = CACHE / "bench"
     out.mkdir(parents=True, exist_ok=True)
     (out / "farm_sim.json").write_text(json.dumps(results, indent=2) + "\n")

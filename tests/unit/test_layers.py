@@ -277,6 +277,8 @@ VERDICTS_MAY_IMPORT: dict[str, frozenset[str] | str] = {
     ),
     "archwheel.binary.dynamic": frozenset({"DynamicInfo", "UndefinedSymbol"}),
     "archwheel.binary.wheelmeta": frozenset({"WheelMetadata"}),
+    "archwheel.binary.buildfile": frozenset({"BuildSteps", "nvcc_images"}),  # text parsers
+    "archwheel.binary.buildgraph": frozenset({"BuildGraph", "GraphEdge"}),  # the graph read
     "archwheel.effects.watchdog": frozenset({"ChildOutcome", "ChildStatus"}),
 }
 # Standard modules that reach files, processes or the network: no verdict imports them.

@@ -75,6 +75,8 @@ def _module(short: str) -> str:
         "matrix.plan": "archwheel.matrix.plan",
         "matrix.index": "archwheel.matrix.index",
         "inspection.diffing": "archwheel.inspection.diffing",
+        "inspection.build_files": "archwheel.inspection.build_files",
+        "binary.buildfile": "archwheel.binary.buildfile",
         "commands.options": "archwheel.interfaces.commands.options",
         "cli": "archwheel.interfaces.cli",
         "effects.process": "archwheel.effects.process",

@@ -18,6 +18,7 @@ from archwheel._lazy import lazy_exports
 if TYPE_CHECKING:
     from archwheel.inspection.arch_lists import ArchFormsWithConsumers, answer_arch
     from archwheel.inspection.audits import audit_inputs
+    from archwheel.inspection.build_files import prove_build_files, read_build_trees
     from archwheel.inspection.diffing import diff_builds, read_side
     from archwheel.inspection.loading import can_load
     from archwheel.inspection.manifests import Manifest, make_manifest, verify_manifest

@@ -6,7 +6,9 @@ that runs ``local`` jobs (links, preprocessing, nvcc's driver: what a farm never
 jobs (all they wait for done) are taken in priority order: the longest path from the job to the
 end of the build first (its "bottom level", the classic critical-path list schedule), then the
 longer job, then the name. A job that has no free slot of its kind waits; the next one may go.
-N = 1 is the build on the machine alone. No transfer time, no toolchain upload, no scheduler
+N = 1 is the build on the machine alone. ``farm_walls`` keeps the building machine to its local
+jobs (N build servers beside it) and takes, for each N, the best schedule on up to N servers, so
+more servers are never slower. No transfer time, no toolchain upload, no scheduler
 round trip is modelled: the figures are the graph's own bound for a farm with free networking.
 """
 
@@ -98,10 +100,35 @@ def serial_work(jobs: Sequence[Job]) -> float:
     return sum(j.seconds for j in jobs)
 
 
-def simulate(jobs: Sequence[Job], machines: int, cores: int) -> Schedule:
-    """List-schedule ``jobs`` on ``machines`` machines of ``cores`` slots (machine 0 builds)."""
+def critical_chain(jobs: Sequence[Job]) -> tuple[Job, ...]:
+    """The jobs of the longest chain, first to last (its seconds add up to ``critical_path``)."""
+    if not jobs:
+        return ()
+    level = bottom_levels(jobs)
+    by_name = {j.name: j for j in jobs}
+    users: dict[str, list[str]] = {j.name: [] for j in jobs}
+    for job in jobs:
+        for dep in set(job.deps):
+            users[dep].append(job.name)
+    name = max(level, key=lambda n: (level[n], n))
+    chain = [by_name[name]]
+    while users[name]:
+        name = max(users[name], key=lambda n: (level[n], n))
+        chain.append(by_name[name])
+    return tuple(chain)
+
+
+def simulate(
+    jobs: Sequence[Job], machines: int, cores: int, build_machine_compiles: bool = True
+) -> Schedule:
+    """List-schedule ``jobs`` on ``machines`` machines of ``cores`` slots (machine 0 builds).
+
+    With ``build_machine_compiles`` False the building machine runs its ``local`` jobs only and
+    every ``farm`` job waits for a build server (machines 1 ..; at least two machines then)."""
     if machines < 1 or cores < 1:
         raise ValueError("machines and cores must be at least 1")
+    if not build_machine_compiles and machines < 2:
+        raise ValueError("a farm without the building machine's cores needs a build server")
     level = bottom_levels(jobs)
     by_name = {j.name: j for j in jobs}
     waiting = {j.name: len(set(j.deps)) for j in jobs}
@@ -110,25 +137,36 @@ def simulate(jobs: Sequence[Job], machines: int, cores: int) -> Schedule:
         for dep in set(job.deps):
             users[dep].append(job.name)
     free = [cores] * machines
-    ready = sorted(
-        (n for n, c in waiting.items() if c == 0),
-        key=lambda n: (-level[n], -by_name[n].seconds, n),
-    )
+    servers = list(range(1, machines))  # a heap of the build servers with a free slot
+    # two ready heaps (local, farm) in one priority order: the longest path to the end first
+    ready: dict[bool, list[tuple[float, float, str]]] = {True: [], False: []}
+
+    def make_ready(name: str) -> None:
+        job = by_name[name]
+        heapq.heappush(ready[job.where == "local"], (-level[name], -job.seconds, name))
+
+    for name, count in waiting.items():
+        if count == 0:
+            make_ready(name)
     running: list[tuple[float, str, int]] = []  # (end, job, machine)
     placed: dict[str, Placement] = {}
     now = 0.0
-    while ready or running:
-        left = []
-        for name in ready:
-            machine = _slot(free, by_name[name].where == "local")
-            if machine is None:
-                left.append(name)
-                continue
+    while ready[True] or ready[False] or running:
+        while True:
+            local = ready[True][0] if ready[True] and free[0] > 0 else None
+            while servers and free[servers[0]] == 0:
+                heapq.heappop(servers)
+            farm_fits = bool(servers) or (build_machine_compiles and free[0] > 0)
+            farm = ready[False][0] if ready[False] and farm_fits else None
+            if local is None and farm is None:
+                break
+            take_local = farm is None or (local is not None and local < farm)
+            _, _, name = heapq.heappop(ready[take_local])
+            machine = 0 if take_local or not servers else servers[0]
             free[machine] -= 1
             end = now + by_name[name].seconds
             placed[name] = Placement(name, machine, now, end)
             heapq.heappush(running, (end, name, machine))
-        ready = left
         if not running:
             break  # nothing runs and nothing fits: cannot happen with cores >= 1
         now, name, machine = heapq.heappop(running)
@@ -138,21 +176,29 @@ def simulate(jobs: Sequence[Job], machines: int, cores: int) -> Schedule:
             finished.append((other, where))
         for done, where in finished:
             free[where] += 1
+            if where != 0 and free[where] == 1:
+                heapq.heappush(servers, where)
             for user in users[done]:
                 waiting[user] -= 1
                 if waiting[user] == 0:
-                    ready.append(user)
-        ready.sort(key=lambda n: (-level[n], -by_name[n].seconds, n))
+                    make_ready(user)
     wall = max((p.end for p in placed.values()), default=0.0)
     return Schedule(machines, cores, wall, MappingProxyType(placed))
 
 
-def _slot(free: list[int], local: bool) -> int | None:
-    """A machine with a free slot: the building machine for a local job, a build server
-    first for a farm job."""
-    if local:
-        return 0 if free[0] > 0 else None
-    for machine in range(1, len(free)):
-        if free[machine] > 0:
-            return machine
-    return 0 if free[0] > 0 else None
+def farm_walls(jobs: Sequence[Job], servers: Sequence[int], cores: int) -> dict[int, float]:
+    """The predicted wall time on each number of build servers of ``cores`` slots, beside a
+    building machine of as many slots that runs only the ``local`` jobs.
+
+    A list schedule is not monotone in the machines it gets (Graham's anomalies: one more
+    server can change the order jobs start in and end later), but a farm of N servers can
+    always leave some idle, so each N gets the best schedule on any of the sizes asked for up
+    to N: more servers are never slower."""
+    walls: dict[int, float] = {}
+    best = float("inf")
+    for n in sorted(set(servers)):
+        if n < 1:
+            raise ValueError("a farm needs at least one build server")
+        best = min(best, simulate(jobs, n + 1, cores, build_machine_compiles=False).wall)
+        walls[n] = best
+    return walls

@@ -474,6 +474,7 @@ class BuildRunner:
                 cached=(),
                 source_rows=plan.source_check,
                 selection=plan.selection,
+                build_steps=built.build_steps,
             )
             verdict = check_modules(self.gate(wheel, arch_list), plan.recipe, arch_list, evidence)
         self.output.line(f"audit: {'passed' if verdict.ok else 'FAILED'}: {verdict.summary}")

@@ -68,8 +68,10 @@ def test_the_source_package_is_verified_and_unpacked_with_debians_patches(
         "size": 27212640,
     }
     # the base image's own archive (whatever mirror debootstrap used), its pool folder of pytorch
-    (archive,) = record["archive"]  # type: ignore[misc]
-    assert archive.startswith("http") and archive.endswith("/pool/main/p/pytorch/")
+    archives = record["archive"]
+    assert isinstance(archives, list) and len(archives) == 1
+    assert str(archives[0]).startswith("http")
+    assert str(archives[0]).endswith("/pool/main/p/pytorch/")
     assert "2300-torch-cuda-no-use-nvtx3.patch" in record["patches_applied"]  # type: ignore[operator]
     # Patch 2300 is applied: torch_cuda links the legacy nvToolsExt without the NVTX3 branch.
     cuda_cmake = (tree.root / "cmake" / "public" / "cuda.cmake").read_text()

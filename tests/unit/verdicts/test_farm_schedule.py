@@ -4,6 +4,7 @@ bounds, and the building machine's own jobs."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -11,7 +12,9 @@ import pytest
 from archwheel.verdicts.compile_jobs import Job
 from archwheel.verdicts.farm_schedule import (
     GraphError,
+    critical_chain,
     critical_path,
+    farm_walls,
     serial_work,
     simulate,
 )
@@ -100,3 +103,53 @@ def test_a_graph_that_cannot_run_is_refused() -> None:
         simulate([Job("a", 1.0, ("b",)), Job("b", 1.0, ("a",))], 1, 1)
     with pytest.raises(ValueError, match="at least 1"):
         simulate([Job("a", 1.0)], 0, 2)
+
+
+def test_the_critical_chain_of_a_hand_made_graph() -> None:
+    # gen(3) -> a(10) -> link(2) -> mod(1); gen -> b(4) -> link; c(12) -> mod.
+    # Chains: gen a link mod = 16, gen b link mod = 10, c mod = 13: the first is critical.
+    jobs = [
+        Job("gen", 3.0, (), "local"),
+        Job("a", 10.0, ("gen",)),
+        Job("b", 4.0, ("gen",)),
+        Job("c", 12.0),
+        Job("link", 2.0, ("a", "b"), "local"),
+        Job("mod", 1.0, ("link", "c"), "local"),
+    ]
+    chain = critical_chain(jobs)
+    assert [j.name for j in chain] == ["gen", "a", "link", "mod"]
+    assert sum(j.seconds for j in chain) == pytest.approx(critical_path(jobs)) == 16.0
+    # with servers enough, the farm reaches it; the building machine compiled nothing
+    schedule = simulate(jobs, machines=4, cores=2, build_machine_compiles=False)
+    assert schedule.wall == pytest.approx(16.0)
+    assert all(schedule.placements[n].machine != 0 for n in ("a", "b", "c"))
+    assert critical_chain([]) == ()
+
+
+def test_without_the_building_machine_one_server_runs_every_compile() -> None:
+    # 8 compiles of 2 s on one server of 2 cores: 8 s, though the building machine is idle
+    compiles = [Job(f"cc{i}", 2.0) for i in range(8)]
+    assert simulate(compiles, 2, 2, build_machine_compiles=False).wall == pytest.approx(8.0)
+    assert simulate(compiles, 2, 2).wall == pytest.approx(4.0)  # it helps when it may
+    with pytest.raises(ValueError, match="build server"):
+        simulate(compiles, 1, 2, build_machine_compiles=False)
+
+
+def test_a_list_schedule_alone_can_get_slower_with_a_server_more() -> None:
+    # Graham's anomaly, found in this random graph: 4 servers end sooner than 5
+    jobs = _random_graph(9)
+    walls = [simulate(jobs, n + 1, 2, build_machine_compiles=False).wall for n in (4, 5)]
+    assert walls[1] > walls[0]
+    assert farm_walls(jobs, (4, 5), 2)[5] == pytest.approx(walls[0])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_more_servers_are_never_slower(seed: int) -> None:
+    jobs = _random_graph(seed)
+    sizes = (1, 2, 3, 4, 5, 6, 8, 16, 64)
+    walls = farm_walls(jobs, sizes, cores=2)
+    assert list(walls) == list(sizes)
+    assert all(walls[a] >= walls[b] for a, b in itertools.pairwise(sizes))
+    assert walls[64] >= critical_path(jobs) - 1e-9
+    farm_jobs = sum(j.seconds for j in jobs if j.where == "farm")
+    assert walls[1] >= farm_jobs / 2 - 1e-9  # one server of 2 cores does every compile

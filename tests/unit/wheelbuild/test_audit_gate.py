@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from archwheel.binary.fatbin import FLAG_ARCH_SPECIFIC
 from archwheel.facts.arch import ArchList
 from archwheel.wheelbuild.wheel.gate import audit_gate
+from tests.support.builders import Entry, container, elf64
 from tests.support.index_wheels import device_library, make_dist
 
 
@@ -38,3 +40,16 @@ def test_a_wheel_without_device_code_fails(tmp_path: Path) -> None:
                       libraries={"plain.so": device_library()})  # fmt: skip
     verdict = audit_gate(wheel, ArchList.parse("9.0"))
     assert not verdict.ok and verdict.summary == "no library in the wheel carries device code"
+
+
+def test_an_extra_arch_pytorch_adds_cites_its_rule(tmp_path: Path) -> None:
+    entries = [Entry(sm=80), Entry(sm=90), Entry(sm=90, flags=0x11 | FLAG_ARCH_SPECIFIC)]
+    library = elf64([(".nv_fatbin", container(*entries))])
+    wheel = make_dist(tmp_path, "torch", "2.6.0", platform_tag="linux_x86_64",
+                      libraries={"lib/libtorch_cuda.so": library})  # fmt: skip
+    verdict = audit_gate(wheel, ArchList.parse("8.0;9.0"))
+    assert verdict.ok, verdict.summary
+    assert (
+        "beyond the request: sm_90a (PyTorch's own CMake adds sm_90a: RowwiseScaledMM.cu "
+        "(pytorch-rowwise-scaled-mm-sm90a, cmake/Codegen.cmake:79-92" in verdict.summary
+    )

@@ -13,6 +13,7 @@ import pytest
 from archwheel.errors import RecipeError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import load_facts
+from archwheel.inspection.build_files import read_build_trees
 from archwheel.wheelbuild.compile.nvcc_record import parse_nvcc_record
 from archwheel.wheelbuild.recipes.recipe import load_recipe
 from archwheel.wheelbuild.recipes.recipe_model import GateSpec
@@ -198,3 +199,35 @@ def test_a_work_folder_record_with_the_header_alone_is_no_record(tmp_path: Path)
     path.write_text(RECORD_HEADER + "csrc/a.cu , ptxas , a.ptx , a.cubin , sm_90 , nvcc , 1 , ms\n")
     record = read_nvcc_record(tmp_path)
     assert record is not None and record.archs_of("csrc/a.cu") == {"sm_90"}
+
+
+def _ninja(flags_per_source: dict[str, str]) -> str:
+    rule = "rule cuda_compile\n  command = $nvcc -c $in -o $out $cuda_post_cflags\nnvcc = nvcc\n"
+    builds = "".join(
+        f"build {s}.o: cuda_compile /build/src/{s}\n  cuda_post_cflags = {f}\n"
+        for s, f in flags_per_source.items()
+    )
+    return rule + builds
+
+
+def test_a_compile_step_without_a_requested_arch_fails_though_the_library_holds_it(
+    tmp_path: Path,
+) -> None:
+    both = "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90"
+    folder = tmp_path / "src" / "build" / "temp.linux-x86_64-cpython-311"
+    folder.mkdir(parents=True)
+    (folder / "build.ninja").write_text(
+        _ninja({"csrc/ops_cuda.cu": both, "csrc/extra.cu": "-gencode=arch=compute_80,code=sm_80"})
+    )
+    trees = read_build_trees(tmp_path / "src")
+    assert [name for name, _ in trees] == ["build/temp.linux-x86_64-cpython-311/build.ninja"]
+    two = ArchList.parse("8.0;9.0")
+    verdict = check_modules(GOOD, STABLE, two, evidence(build_steps=trees))
+    assert not verdict.ok
+    assert verdict.summary.startswith(
+        "build/temp.linux-x86_64-cpython-311/build.ninja: 1 of 2 CUDA compile steps lack sm_90 "
+        "(extra.cu)"
+    )
+    (folder / "build.ninja").write_text(_ninja({"csrc/ops_cuda.cu": both, "csrc/extra.cu": both}))
+    trees = read_build_trees(tmp_path / "src")
+    assert check_modules(GOOD, STABLE, two, evidence(build_steps=trees)) == GOOD

@@ -39,6 +39,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "record wheels (checksums, versions, CUDA pins, arch inventory) in a manifest",
     ),
     ("verify", "manifest", "check wheel files or the running environment against a manifest"),
+    (
+        "build-files",
+        "build_files",
+        "prove each CUDA compile step of a configured build carries exactly the requested archs",
+    ),
     ("build", "build", "build a wheel for exactly your archs in a container, then audit it"),
     (
         "base-image",

@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from archwheel.binary.buildfile import BuildSteps
 from archwheel.effects.engine import Container, ContainerEngine, ContainerSpec, Mount
 from archwheel.effects.files import open_regular, sha256_file
 from archwheel.effects.owner import owned_tempdir, remove_owned, unmark_folder
 from archwheel.effects.redis_relay import UnixRelay
 from archwheel.errors import BuildError
 from archwheel.facts.python_target import PythonTarget
+from archwheel.inspection.build_files import read_build_trees
 from archwheel.verdicts.compile_failure import EvidenceLines, kept_line
 from archwheel.wheelbuild.compile.dist_farm import FARM_MOUNT
 from archwheel.wheelbuild.compile.nvcc_record import (
@@ -75,6 +77,7 @@ class Built:
     cache_room: CacheRoom | None = None  # the cache volume's file system after the compile
     nvcc: NvccRecord | None = None  # what nvcc compiled (its --time record; nvcc_record.py)
     fallbacks: tuple[str, ...] = ()  # why compiles ran without the cache (the launcher's log)
+    build_steps: tuple[tuple[str, BuildSteps], ...] = ()  # build.ninja files under the source
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,7 @@ class WorkFolder:
                 room,
                 read_nvcc_record(work),
                 read_fallbacks(work),
+                read_build_trees(work / "src"),
             )
         finally:
             if self.keep_work:

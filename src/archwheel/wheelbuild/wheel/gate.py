@@ -35,10 +35,12 @@ from archwheel.binary.demangle import demangle
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import ArchwheelError
 from archwheel.facts.arch import ArchList
+from archwheel.facts.pytorch_additions import load_additions
 from archwheel.inspection.audits import audit_inputs
 from archwheel.inspection.loading import can_load
 from archwheel.inspection.torch_range import can_load_range
 from archwheel.verdicts.audit import audit_document
+from archwheel.verdicts.build_files import explained_extras
 from archwheel.verdicts.load import LibraryLoad, LoadReport, LoadVerdict, mangled_names
 from archwheel.verdicts.torch_releases import RangeClaim, range_claim
 
@@ -94,6 +96,9 @@ def audit_gate(wheel: Path, arch_list: ArchList) -> GateVerdict:
         return GateVerdict(False, "; ".join(missing), document)
     extra = sorted({name for v in report.libraries for name in v.extra})
     beyond = f"; beyond the request: {', '.join(extra)}" if extra else ""
+    explained = explained_extras(extra, arch_list, load_additions())
+    if explained:
+        beyond += f" (PyTorch's own CMake adds {'; '.join(explained)})"
     names = [str(v.library.path) for v in report.libraries]
     listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
     summary = (

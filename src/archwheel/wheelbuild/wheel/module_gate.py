@@ -19,6 +19,12 @@ cache answered included):
   "ignored the arch list" unless ``[gate] extra_archs = true``; the message names the sources
   nvcc compiled for them and the literal targets in the project's build files.
 
+- **a compile step without a requested arch.** A library holds the union of its objects, so
+  the audit passes a library in which one object was compiled for fewer archs (its kernels then
+  fail with "no kernel image" on that GPU). The build.ninja files the build left (ninja under
+  ``torch.utils.cpp_extension`` or CMake) are proved step by step (``verdicts.build_files``);
+  a step missing a requested image fails the gate, naming the files.
+
 A wheel that fails here goes to ``rejected/`` with its audit report, as one the audit fails.
 """
 
@@ -27,8 +33,12 @@ from __future__ import annotations
 import dataclasses
 import glob
 from collections.abc import Sequence
+from pathlib import PurePosixPath
 
+from archwheel.binary.buildfile import BuildSteps
 from archwheel.facts.arch import ArchList
+from archwheel.facts.pytorch_additions import load_additions
+from archwheel.verdicts.build_files import prove_steps
 from archwheel.verdicts.module_selection import ModuleSelection, proposed_unbuilt
 from archwheel.wheelbuild.compile.nvcc_record import (
     NvccRecord,
@@ -54,6 +64,7 @@ class ModuleEvidence:
     cached: Sequence[str] = ()  # inputs a cache answered outside nvcc's record (none now)
     source_rows: Sequence[tuple[str, str]] = ()  # the plan's source check (build files)
     selection: ModuleSelection | None = None  # the switch that names the modules to build
+    build_steps: Sequence[tuple[str, BuildSteps]] = ()  # the build.ninja files it left
 
 
 def check_modules(
@@ -70,7 +81,9 @@ def check_modules(
                 said.append(switches)
             return dataclasses.replace(verdict, summary="; ".join(said))
         return verdict
-    unbuilt = _unbuilt(recipe, evidence, verdict.without_device_code)
+    unbuilt = _unbuilt(recipe, evidence, verdict.without_device_code) or _short_steps(
+        arch_list, evidence
+    )
     if unbuilt:
         return dataclasses.replace(verdict, ok=False, summary=unbuilt)
     if verdict.extra and not recipe.gate.allows_extra(recipe.kind):
@@ -180,3 +193,27 @@ def _switches(evidence: ModuleEvidence) -> str | None:
         named = unset.removeprefix("not set: ").split(": set in [build] env")[0]
         return f"the project reads switches the recipe does not set: {named}"
     return None
+
+
+def _short_steps(arch_list: ArchList, evidence: ModuleEvidence) -> str | None:
+    """The compile steps of the build's build.ninja files that lack a requested image."""
+    said: list[str] = []
+    for path, steps in evidence.build_steps:
+        proof = prove_steps(steps, arch_list, load_additions(), path=path)
+        short = [d for d in proof.deviations if d.missing]
+        if not short:
+            continue
+        missing = sorted({m for d in short for m in d.missing})
+        names = ", ".join(PurePosixPath(d.source or d.output).name for d in short[:SHOWN])
+        more = f" and {len(short) - SHOWN} more" if len(short) > SHOWN else ""
+        said.append(
+            f"{path}: {len(short)} of {proof.cuda_steps} CUDA compile steps lack "
+            f"{' '.join(missing)} ({names}{more})"
+        )
+    if not said:
+        return None
+    return (
+        "; ".join(said[:SHOWN]) + f": their kernels have no image for every GPU of {arch_list} "
+        "although the library as a whole holds the archs (the project sets its own flags for "
+        "those files)"
+    )
