@@ -51,9 +51,7 @@ FORMS = {
         "setup.cfg['build']['ops_env'] via setup.py:6",
     ),
     "cfg-subscript": (
-        "cfg = configparser.ConfigParser()\n"
-        'cfg.read("setup.cfg")\n'
-        'ENV = cfg["build"]["ops_env"]\n',
+        'cfg = configparser.ConfigParser()\ncfg.read("setup.cfg")\nENV = cfg["build"]["ops_env"]\n',
         {"setup.cfg": "[build]\nops_env = MYEXT_OPS\n"},
         "setup.cfg['build']['ops_env'] via setup.py:6",
     ),
