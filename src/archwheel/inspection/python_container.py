@@ -5,9 +5,9 @@ libc and libstdc++ (the can-load model's stand-ins for the system libraries) are
 the system the wheel was built for. The Debian base whose CPython the wheel's tag names
 (``facts/base_pythons.toml``: 3.13 is trixie's) answers both, in one container:
 
-- the image is ``archwheel/debian-python:SUITE``: ``archwheel/debian:SUITE`` (``archwheel
-  base-image --suite SUITE``) with ``python3`` and ``python3-venv`` from the suite's archive,
-  made once (the only step with a network);
+- the image is ``archwheel/debian-python:SUITE`` (``effects.python_bases``):
+  ``archwheel/debian:SUITE`` (``archwheel base-image --suite SUITE``) with ``python3`` and
+  ``python3-venv`` from the suite's archive, made once (the only step with a network);
 - the container runs with ``--network none``, as this user, the wheels mounted read-only: a
   fresh venv, ``pip install --no-index --no-deps`` of the wheel and the ``--with`` wheels (torch
   and what else was given, from the local files), then ``python -I``: ``import torch`` and
@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
@@ -28,10 +27,18 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from archwheel.effects.engine import ContainerEngine, ContainerSpec, Mount
+from archwheel.effects.python_bases import IMAGE_REPOSITORY, ensure_image, host_python, suite_for
 from archwheel.errors import ToolError, UsageError
-from archwheel.facts.base_pythons import DebianSuite, load_base_pythons
+from archwheel.facts.base_pythons import DebianSuite
+from archwheel.verdicts.load import LoadReport
 
-IMAGE_REPOSITORY = "archwheel/debian-python"
+__all__ = [
+    "IMAGE_REPOSITORY",
+    "ImportCheck",
+    "can_load_in_base",
+    "extension_modules",
+    "import_in_container",
+]
 SYSTEM_FOLDERS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
                   "/usr/lib/aarch64-linux-gnu")  # fmt: skip
 CHECK_SCRIPT = "archwheel-import-check.py"
@@ -85,28 +92,6 @@ class ImportCheck:
         }
 
 
-def host_python() -> str:
-    """This interpreter's ``X.Y``."""
-    return f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
-def wheel_python(tags: Iterable[str]) -> str | None:
-    """The CPython ``X.Y`` a wheel's tags are built for (``cp313-cp313-...``: 3.13); None for
-    a wheel that names none of its own (abi3, ``py3-none``)."""
-    for tag in tags:
-        python, _, rest = tag.partition("-")
-        abi = rest.partition("-")[0]
-        if python.startswith("cp3") and python[3:].isdigit() and abi in (python, python + "t"):
-            return f"3.{python[3:]}" + ("t" if abi.endswith("t") else "")
-    return None
-
-
-def other_python(tags: Iterable[str]) -> str | None:
-    """The wheel's CPython when it is not this host's (None: this host's, or none named)."""
-    python = wheel_python(tags)
-    return python if python is not None and python != host_python() else None
-
-
 def extension_modules(wheel: Path) -> tuple[str, ...]:
     """The dotted names of the wheel's extension modules (``pkg/_ext.cpython-313-....so``)."""
     names: list[str] = []
@@ -125,42 +110,6 @@ def extension_modules(wheel: Path) -> tuple[str, ...]:
             if all(p.isidentifier() for p in dotted):
                 names.append(".".join(dotted))
     return tuple(sorted(set(names)))
-
-
-def suite_for(python: str, wheel: Path) -> DebianSuite:
-    """The Debian base whose CPython is ``python``; ``UsageError`` naming those there are."""
-    table = load_base_pythons()
-    suite = table.suite_for(python)
-    if suite is None:
-        raise UsageError(
-            f"{wheel.name}: built for Python {python}, which neither this host "
-            f"({host_python()}) nor a base archwheel makes offers ({table.debian_offers()})",
-            hint="judge it on a machine with that Python (can-load --installed --interpreter PY)",
-        )
-    return suite
-
-
-def ensure_image(engine: ContainerEngine, suite: DebianSuite) -> str:
-    """``archwheel/debian-python:SUITE``, made from ``archwheel/debian:SUITE`` when missing
-    (apt-get over the network, once); ``ToolError`` when the base itself is missing."""
-    tag = f"{IMAGE_REPOSITORY}:{suite.suite}"
-    if engine.image_id(tag) is not None:
-        return tag
-    if engine.image_id(suite.image) is None:
-        raise ToolError(
-            f"{suite.image} is not on this machine: the {suite.describe()} base is made by "
-            "archwheel",
-            hint=f"archwheel base-image --suite {suite.suite}",
-        )
-    with tempfile.TemporaryDirectory(prefix="archwheel-pybase-") as folder:
-        dockerfile = Path(folder) / "Dockerfile"
-        dockerfile.write_text(
-            f"FROM {suite.image}\n"
-            "RUN apt-get update && apt-get install -y --no-install-recommends python3 "
-            "python3-venv && rm -rf /var/lib/apt/lists/*\n"
-        )
-        engine.build_image(Path(folder), tag, dockerfile=dockerfile)
-    return tag
 
 
 def _script(wheels: Sequence[str], modules: Sequence[str], libraries: Iterable[str]) -> str:
@@ -247,3 +196,31 @@ def import_in_container(
 
 def _cut(error: object) -> str | None:
     return None if error is None else str(error)[:MAX_ERROR]
+
+
+def can_load_in_base(
+    engine: ContainerEngine,
+    wheel: Path,
+    with_wheels: Sequence[Path],
+    python: str,
+    *,
+    host_libraries: bool = True,
+    on_event: Event | None = None,
+) -> tuple[LoadReport, ImportCheck]:
+    """can-load of a wheel for another Python: the import check in the base that has
+    ``python``, and the model with that base's system libraries as the stand-ins."""
+    from archwheel.inspection.loading import LOADERS, can_load
+    from archwheel.inspection.wheel_files import read_wheel_files
+    from archwheel.verdicts.load import policy_for
+
+    policy = policy_for(read_wheel_files(wheel).tags)
+    libraries = (policy.libraries | LOADERS) if policy is not None else LOADERS
+    with tempfile.TemporaryDirectory(prefix="archwheel-system-") as folder:
+        check = import_in_container(
+            engine, wheel, with_wheels, python, libraries=libraries, out=Path(folder),
+            on_event=on_event,
+        )  # fmt: skip
+        report = can_load(
+            wheel, with_wheels, host_libraries=host_libraries, system_folders=(folder,)
+        )
+    return report, check

@@ -17,6 +17,8 @@ import pytest
 from archwheel.effects.engine import ContainerEngine, EngineSettings
 from archwheel.effects.settings import Settings
 from archwheel.inspection.python_container import IMAGE_REPOSITORY, extension_modules
+from archwheel.smoke.choose import EnvironmentOptions, make_environment
+from archwheel.smoke.environments import ContainerEnvironment
 from archwheel.wheelbuild.images.baseimage import ensure_base_image
 from tests.support.can_load_fakes import make_wheel
 from tests.support.cli import CliRun
@@ -94,17 +96,17 @@ def wheels(
          f"torch/_C.{EXT}": work / f"_C.{EXT}"},
         tag=TAG,
     )  # fmt: skip
-    good, bad = (
-        make_wheel(
+    ext = {
+        name: make_wheel(
             out / name,
             "tinyext",
             "1.0",
             {"tinyext/__init__.py": work / "empty.py", f"tinyext/_tiny.{EXT}": work / f"{name}.so"},
             tag=TAG,
-        )  # fmt: skip
+        )
         for name in ("good", "bad")
-    )
-    return torch, good, bad
+    }
+    return torch, ext["good"], ext["bad"]
 
 
 def test_the_extension_modules_of_a_wheel_are_named(wheels: tuple[Path, Path, Path]) -> None:
@@ -147,3 +149,21 @@ def test_a_cp313_wheel_that_needs_what_torch_lacks_fails_in_both(
         "import check in archwheel/debian-python:trixie (Python 3.13, no network): FAILS" in table
     )
     assert "import tinyext._tiny: ImportError" in table
+
+
+def test_smoke_of_a_cp313_wheel_runs_in_containers_of_trixie(
+    wheels: tuple[Path, Path, Path],
+) -> None:
+    torch, good, _bad = wheels
+    said: list[str] = []
+    options = EnvironmentOptions(wheels=(good, torch), backend="venv", install_timeout=60.0)
+    environment = make_environment(options, said.append)
+    assert isinstance(environment, ContainerEnvironment)
+    assert environment.image == f"{IMAGE_REPOSITORY}:trixie"
+    assert any("is for Python 3.13" in line and "--backend docker" in line for line in said)
+    host = make_environment(
+        EnvironmentOptions(wheels=(good,), backend="venv", install_timeout=60.0,
+                           interpreter=sys.executable),
+        said.append,
+    )  # fmt: skip
+    assert not isinstance(host, ContainerEnvironment)  # an interpreter given is taken as asked

@@ -24,8 +24,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from archwheel.inspection import TorchRangeReport
-    from archwheel.inspection.python_container import ImportCheck
+    from archwheel.inspection import ImportCheck, TorchRangeReport
     from archwheel.verdicts import LoadReport
 
 DESCRIPTION = """\
@@ -172,6 +171,7 @@ def exit_code(report: LoadReport | TorchRangeReport) -> int:
 def run(args: argparse.Namespace) -> int:
     """``archwheel can-load``: whether the wheel's libraries load next to the torch given
     (``--torch``: each release of a range), printed in the format asked; exit 0, 1 or 3."""
+    from archwheel.effects import other_python_of
     from archwheel.inspection import can_load
     from archwheel.interfaces.render.can_load import (
         can_load_json,
@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     request = CanLoadRequest.from_args(args)
     if request.torch is not None:
         return run_range(request)
-    if request.with_wheels and (python := _other_python(request.wheel)) is not None:
+    if request.with_wheels and (python := other_python_of(request.wheel)) is not None:
         return run_in_base(request, python)
     report = can_load(
         request.wheel,
@@ -202,50 +202,23 @@ def run(args: argparse.Namespace) -> int:
     return exit_code(report)
 
 
-def _other_python(wheel: Path) -> str | None:
-    """The CPython of ``wheel``'s file name when it is not this host's (None: this host's, a
-    name that is no wheel's, or a wheel that names none)."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    from archwheel.inspection.python_container import other_python
-
-    try:
-        tags = parse_wheel_filename(wheel.name)[3]
-    except InvalidWheelFilename:
-        return None
-    return other_python(str(tag) for tag in tags)
-
-
 def run_in_base(request: CanLoadRequest, python: str) -> int:
     """can-load of a wheel for another Python: the import check and the system libraries from
     a container of the base that has it (``inspection.python_container``), then the model."""
-    import tempfile
-
-    from archwheel.effects.engine import ContainerEngine, EngineSettings
-    from archwheel.inspection import can_load
-    from archwheel.inspection.loading import LOADERS
-    from archwheel.inspection.python_container import import_in_container
-    from archwheel.inspection.wheel_files import read_wheel_files
+    from archwheel.effects import ContainerEngine, EngineSettings
+    from archwheel.inspection import can_load_in_base
     from archwheel.interfaces.render.can_load import (
         can_load_json,
         demangled_names,
         render_markdown,
     )
     from archwheel.interfaces.render.common import echo_to, err_console
-    from archwheel.verdicts.load import policy_for
 
-    policy = policy_for(read_wheel_files(request.wheel).tags)
-    libraries = (policy.libraries | LOADERS) if policy is not None else LOADERS
     engine = ContainerEngine(EngineSettings.create(request.engine, environment_settings()))
-    with tempfile.TemporaryDirectory(prefix="archwheel-system-") as folder:
-        check = import_in_container(
-            engine, request.wheel, request.with_wheels, python, libraries=libraries,
-            out=Path(folder), on_event=echo_to(err_console()),
-        )  # fmt: skip
-        report = can_load(
-            request.wheel, request.with_wheels, host_libraries=request.host_libraries,
-            system_folders=(folder,),
-        )  # fmt: skip
+    report, check = can_load_in_base(
+        engine, request.wheel, request.with_wheels, python,
+        host_libraries=request.host_libraries, on_event=echo_to(err_console()),
+    )  # fmt: skip
     code = exit_code(report)
     if not check.ok and code == EXIT_OK:
         code = EXIT_VERDICT_FAILED  # the real import is the last word
