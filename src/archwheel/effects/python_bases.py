@@ -36,9 +36,10 @@ def wheel_python(tags: Iterable[str]) -> str | None:
 
 
 def other_python(tags: Iterable[str]) -> str | None:
-    """The wheel's CPython when it is not this host's (None: this host's, or none named)."""
-    python = wheel_python(tags)
-    return python if python is not None and python != host_python() else None
+    """The wheel's CPython when it is not this host's (None: this host's is among its tags, or
+    it names none)."""
+    pythons = [p for tag in tags if (p := wheel_python([tag])) is not None]
+    return pythons[0] if pythons and host_python() not in pythons else None
 
 
 def other_python_of(wheel: Path) -> str | None:

@@ -36,6 +36,7 @@ def test_the_wheels_python_is_read_from_its_tags(tags: list[str], python: str | 
 
 def test_only_another_python_than_this_hosts_is_other() -> None:
     assert other_python([f"{HOST}-{HOST}-linux_x86_64"]) is None
+    assert other_python(["cp312-cp312-linux_x86_64", f"{HOST}-{HOST}-linux_x86_64"]) is None
     other = "cp313" if host_python() != "3.13" else "cp311"
     assert other_python([f"{other}-{other}-linux_x86_64"]) == f"3.{other[3:]}"
     assert other_python_of(Path(f"x-1.0-{other}-{other}-linux_x86_64.whl")) == f"3.{other[3:]}"
