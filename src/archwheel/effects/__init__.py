@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from archwheel.effects.paths import cache_dir
     from archwheel.effects.pipconfig import PipSettings
     from archwheel.effects.process import parse_timeout, run_program
+    from archwheel.effects.python_bases import other_python_of
     from archwheel.effects.settings import Settings
     from archwheel.effects.watchdog import Watchdog
 

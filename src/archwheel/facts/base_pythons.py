@@ -78,7 +78,7 @@ class BasePythons:
         return image.startswith(self.opt_python_prefixes)
 
     def debian_offers(self) -> str:
-        """``3.9 (bullseye), 3.11 (bookworm), 3.13 (trixie)``: for messages."""
+        """``3.9 (bullseye), 3.11 (bookworm), 3.13 (trixie), 3.14 (sid)``: for messages."""
         return ", ".join(f"{s.python} ({s.suite})" for s in self.debian)
 
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from archwheel.inspection.diffing import diff_builds, read_side
     from archwheel.inspection.loading import can_load
     from archwheel.inspection.manifests import Manifest, make_manifest, verify_manifest
+    from archwheel.inspection.python_container import ImportCheck, can_load_in_base
     from archwheel.inspection.running import can_run
     from archwheel.inspection.torch_range import TorchRangeReport, can_load_range
 

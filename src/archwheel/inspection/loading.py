@@ -31,13 +31,16 @@ def can_load(
     installed: bool = False,
     interpreter: str | None = None,
     host_libraries: bool = True,
+    system_folders: Sequence[str] = HOST_LIBRARY_DIRS,
 ) -> LoadReport:
     """Whether every shared library of ``wheel`` loads after ``import torch``, with the torch
     (and any nvidia-* wheels) of ``with_wheels`` laid out as pip installs them, or, with
     ``installed``, the torch installed for ``interpreter`` (default: this one).
 
     ``host_libraries``: read this machine's libc/libstdc++ as stand-ins for the system
-    libraries. ``UsageError`` when there is no torch to load against, or two, or an argument
+    libraries, from ``system_folders`` (another system's copies, as ``python_container``
+    brings them out of the base whose Python the wheel is for). ``UsageError`` when there is
+    no torch to load against, or two, or an argument
     is not a ``.whl``; ``InputError`` when a wheel cannot be read."""
     if not with_wheels and not installed:
         raise UsageError(
@@ -75,7 +78,7 @@ def can_load(
     if host_libraries:
         policy = policy_for(files.tags)
         if policy is not None:
-            system = host_library_files(policy.libraries | LOADERS)
+            system = host_library_files(policy.libraries | LOADERS, system_folders)
     return judge_load(files, torch, [w for w in others if w is not torch], system)
 
 
@@ -107,12 +110,14 @@ def installed_wheels(python: str | None) -> list[WheelFiles]:
     return out
 
 
-def host_library_files(names: frozenset[str]) -> dict[str, DynamicInfo]:
-    """This machine's copy of each library of ``names`` (the first of ``HOST_LIBRARY_DIRS``
-    that holds it), where it is a complete dynamic ELF file."""
+def host_library_files(
+    names: frozenset[str], folders: Sequence[str] = HOST_LIBRARY_DIRS
+) -> dict[str, DynamicInfo]:
+    """This machine's copy of each library of ``names`` (the first of ``folders`` that holds
+    it), where it is a complete dynamic ELF file."""
     found: dict[str, DynamicInfo] = {}
     for name in sorted(names):
-        for folder in HOST_LIBRARY_DIRS:
+        for folder in folders:
             candidate = Path(folder) / name
             if candidate.is_file():
                 info = read_file_dynamic(candidate)

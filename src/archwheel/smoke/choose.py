@@ -10,6 +10,7 @@ from pathlib import Path
 
 from archwheel.effects.engine import ContainerEngine, EngineSettings
 from archwheel.effects.process import Echo
+from archwheel.effects.python_bases import ensure_image, host_python, other_python_of, suite_for
 from archwheel.effects.settings import Settings
 from archwheel.errors import UsageError
 from archwheel.smoke.environments import (
@@ -64,10 +65,24 @@ def kernel_steps(text: str | None) -> tuple[str, ...]:
     return steps
 
 
+def _other_python(options: EnvironmentOptions) -> tuple[str, Path] | None:
+    """The first wheel's Python where it is not this host's and no --interpreter was given."""
+    if options.interpreter:
+        return None
+    for wheel in options.wheels:
+        python = other_python_of(wheel)
+        if python is not None:
+            return python, wheel
+    return None
+
+
 def make_environment(options: EnvironmentOptions, echo: Echo | None) -> SmokeEnvironment:
     """The environment ``options`` ask for; ``UsageError`` for one that cannot work (no
     wheels to install, wheels for an existing interpreter, docker without an image, a snippet
-    or a find-links folder that does not exist)."""
+    or a find-links folder that does not exist). The venv backend given a wheel for a CPython
+    this host does not run (and no --interpreter) runs in containers of the Debian base that
+    has it (``effects.python_bases``: ``archwheel/debian-python:trixie`` for cp313), said in
+    one line."""
     if options.snippet is not None and not options.snippet.is_file():
         raise UsageError(f"smoke snippet not found: {options.snippet}")
     if options.find_links is not None and not options.find_links.is_dir():
@@ -93,8 +108,20 @@ def make_environment(options: EnvironmentOptions, echo: Echo | None) -> SmokeEnv
             "no wheels given",
             hint="archwheel smoke WHEEL... (or --backend existing --interpreter PY)",
         )
-    if options.backend == "docker":
-        if not options.image:
+    backend, image = options.backend, options.image
+    other = _other_python(options) if backend == "venv" else None
+    if other is not None:  # a wheel for a Python this host does not run: its Debian base
+        python, wheel = other
+        settings = EngineSettings.create(options.engine, options.settings)
+        image = ensure_image(ContainerEngine(settings, echo=echo), suite_for(python, wheel))
+        backend = "docker"
+        if echo is not None:
+            echo(
+                f"{wheel.name} is for Python {python}, not this host's ({host_python()}): "
+                f"smoke runs in containers of {image} (--backend docker)"
+            )
+    if backend == "docker":
+        if not image:
             raise UsageError(
                 "--backend docker needs --image IMAGE (an image with python3 and venv)",
                 hint="the builder image has them (`archwheel build` makes it)",
@@ -102,7 +129,7 @@ def make_environment(options: EnvironmentOptions, echo: Echo | None) -> SmokeEnv
         settings = EngineSettings.create(options.engine, options.settings)
         return ContainerEnvironment(
             wheels=options.wheels,
-            image=options.image,
+            image=image,
             engine=ContainerEngine(settings, echo=echo),
             index=index,
             snippet=options.snippet,

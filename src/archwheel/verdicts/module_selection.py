@@ -32,6 +32,7 @@ class ModuleSelection:
     modules: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # name -> .cu files
     value: str | None = None
     from_recipe: bool = False
+    how: str = ""  # a selection by one switch per module (builder_selection): how it was read
 
     @property
     def selected(self) -> tuple[str, ...]:
@@ -68,6 +69,11 @@ class ModuleSelection:
             f"{self.switch} ({self.where}) selects the modules to build "
             f"({', '.join(self.modules)}); {value}"
         )
+        if self.how:
+            text = (
+                f"{self.how} select the modules to build ({_listed(list(self.modules))}): "
+                f"{', '.join(self.selected) or 'none'}"
+            )
         unknown = [n for n in self.selected if n not in self.modules]
         if unknown:
             text += f"; not a module of setup.py: {', '.join(unknown)}"

@@ -4,7 +4,8 @@
 the same file (``ENV_NAME = "MYEXT_OPS"``), imported from another module of the project
 (``from .config import ENV_NAME``, ``from myext.build_config import ENV_NAME as OPS``) or read
 through one (``import config; config.ENV_NAME``). This module follows such a name to the
-string it is bound to, one import deep, through a ``read`` callback that gives a project
+string it is bound to, one import deep (or, ``config_names``, into a TOML/JSON/INI file of the
+project whose key holds it), through a ``read`` callback that gives a project
 file's text by its relative path (None: no such file), so it stays pure. A name bound to
 anything but a string literal is not followed: the build computes it.
 """
@@ -15,6 +16,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+
+from archwheel.verdicts.config_names import config_constants
 
 ReadFile = Callable[[str], str | None]
 
@@ -76,6 +79,8 @@ class NameResolver:
     def __init__(self, path: str, text: str, read: ReadFile) -> None:
         self._path = path
         self._local = constants(path, text)
+        self._text = text
+        self._config: dict[str, BoundName] | None = None  # read at the first name not local
         self._read = read
         # name -> (dots, module, name there); alias -> (dots, module)
         self._from: dict[str, tuple[str, str, str]] = {}
@@ -95,6 +100,15 @@ class NameResolver:
         if "." not in expression:
             if expression in self._local:
                 return self._local[expression]
+            if self._config is None:
+                self._config = {
+                    name: BoundName(value, where)
+                    for name, (value, where) in config_constants(
+                        self._path, self._text, self._read
+                    ).items()
+                }
+            if expression in self._config:
+                return self._config[expression]
             imported = self._from.get(expression)
             if imported is None:
                 return None

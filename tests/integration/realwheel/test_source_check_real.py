@@ -91,3 +91,44 @@ def test_a_recipe_patch_steers_a_project_that_hard_codes_its_archs(
     assert f"patched with {PATCH.name} (sha256 {PATCH_SHA256[:12]})" in document["plan"]["source"]
     # the sdist in the cache is untouched: the build mounts a patched copy
     assert "git apply" in err
+
+
+DEEPSPEED = ("0.19.8", "9e491abd0827ea5c389dd702e15e11e13d83d904bac4a20d6c2a4cb37207a9af")
+
+
+def test_the_plan_reads_deepspeeds_op_switches_and_names_the_cu_files_left_out(
+    cli_run: CliRun, tmp_path: Path
+) -> None:
+    """DeepSpeed 0.19.8 selects its CUDA ops one switch each (each op builder's BUILD_VAR, with
+    DS_BUILD_OPS as the default): with DS_BUILD_OPS=0 and two ops on, the plan names the
+    switches and the .cu files of the 17 other builders it leaves out, before any compile."""
+    version, sha256 = DEEPSPEED
+    recipe = tmp_path / "deepspeed.toml"
+    recipe.write_text(
+        "schema_version = 1\n"
+        f'[source]\nproject = "deepspeed"\nversion = "{version}"\nsha256 = "{sha256}"\n'
+        '[toolchain]\ncuda = "13.0"\nbase_image = "archwheel/debian:bookworm"\nsource = "pypi"\n'
+        '[arch]\nvariable = "TORCH_CUDA_ARCH_LIST"\ndefault = "9.0"\n'
+        '[build]\ncommand = "true"\n'
+        '[build.env]\nDS_ACCELERATOR = "cuda"\nDS_BUILD_OPS = "0"\n'
+        'DS_BUILD_FUSED_ADAM = "1"\nDS_BUILD_FUSED_LAMB = "1"\n'
+    )
+    code, out, err = cli_run("build", "--recipe", str(recipe), "--plan", "--format", "json")
+    assert code == 0, err
+    plan = json.loads(out)["plan"]
+    row = plan["module selection"]
+    assert row.startswith(
+        "DS_BUILD_OPS and each module's own switch (BUILD_VAR of 19 builder classes); the recipe "
+        "sets DS_BUILD_OPS=0, DS_BUILD_FUSED_ADAM=1, DS_BUILD_FUSED_LAMB=1 select the modules"
+    ), row
+    assert "): fused_adam, fused_lamb; not built, on purpose:" in row
+    assert "(41 CUDA sources; the gate lets them go" in row
+    left = json.loads(row[row.index("unbuilt_cuda = ") + 15 : row.rindex("]") + 1])
+    assert "csrc/transformer/softmax_kernels.cu" in left
+    assert "csrc/lion/multi_tensor_lion.cu" in left
+    assert (  # a builder's "inference/v2/..." source is the sdist's deepspeed/inference/v2/...
+        "deepspeed/inference/v2/kernels/ragged_ops/embed/embed_cuda.cu" in left
+    )
+    assert not {"csrc/adam/multi_tensor_adam.cu", "csrc/lamb/fused_lamb_cuda_kernel.cu"} & set(left)
+    assert "(the 41 DS_BUILD_OPS leaves out let go)" in plan["gate"]
+    assert "set by the recipe: DS_BUILD_OPS='0' (setup.py:129)" in plan["project switches"]

@@ -24,6 +24,7 @@ def test_each_debian_suite_offers_its_one_cpython_with_a_source() -> None:
         ("bullseye", "3.9", (2, 31)),
         ("bookworm", "3.11", (2, 36)),
         ("trixie", "3.13", (2, 41)),
+        ("sid", "3.14", (2, 43)),
     ]
     assert all(s.source.startswith("https://packages.debian.org/") for s in table.debian)
     assert table.suite_for("3.13") == table.suite("trixie")
@@ -31,7 +32,10 @@ def test_each_debian_suite_offers_its_one_cpython_with_a_source() -> None:
     assert bookworm is not None and bookworm.image == "archwheel/debian:bookworm"
     assert table.suite_for("3.12") is None
     assert table.suite_for("3.13t") is None  # Debian's python3 has the GIL
-    assert table.debian_offers() == "3.9 (bullseye), 3.11 (bookworm), 3.13 (trixie)"
+    sid = table.suite_for("3.14")  # unstable: its python3 is 3.14
+    assert sid is not None and sid.image == "archwheel/debian:sid"
+    assert sid.describe() == "Debian unstable sid (python3.14, glibc 2.43)"
+    assert table.debian_offers() == ("3.9 (bullseye), 3.11 (bookworm), 3.13 (trixie), 3.14 (sid)")
     assert table.has_opt_python("pytorch/manylinux2_28-builder:cuda13.0")
     assert table.has_opt_python("quay.io/pypa/manylinux_2_28_x86_64")
     assert not table.has_opt_python("nvidia/cuda:13.0.0-devel-ubuntu24.04")

@@ -62,7 +62,7 @@ def test_a_recipe_on_trixie_builds_3_11_on_bookworm(tmp_path: Path) -> None:
     ("python", "message"),
     [
         ("3.12", r"no base archwheel makes offers Python 3\.12 \(archwheel/debian offers "
-                 r"3\.9 \(bullseye\), 3\.11 \(bookworm\), 3\.13 \(trixie\)\)"),
+                 r"3\.9 \(bullseye\), 3\.11 \(bookworm\), 3\.13 \(trixie\), 3\.14 \(sid\)\)"),
         ("3.14t", r"Python 3\.14t .*built with the GIL; .*/opt/python/cp314-cp314t"),
     ],
 )  # fmt: skip
@@ -115,5 +115,17 @@ def test_the_plan_names_the_chosen_base_and_a_missing_python_exits_2(
     errors = [line for line in err.splitlines() if line.startswith("archwheel: error")]
     assert len(errors) == 1, err
     assert "no base archwheel makes offers Python 3.12" in errors[0]
-    assert "3.11 (bookworm), 3.13 (trixie)" in errors[0]
+    assert "3.11 (bookworm), 3.13 (trixie), 3.14 (sid)" in errors[0]
     assert "Traceback" not in err
+
+
+def test_python_3_14_builds_on_sid_as_3_13_on_trixie(tmp_path: Path, cli_run: CliRun) -> None:
+    path = example(tmp_path, '["3.11", "3.14"]')
+    recipe = load(path)
+    moved, choice = with_base_for(recipe, "3.14")
+    assert moved.toolchain.base_image == choice.image == "archwheel/debian:sid"
+    assert "Debian unstable sid (python3.14, glibc 2.43)" in choice.why
+    code, out, err = cli_run("build", "--recipe", str(path), "--python", "3.14", "--plan",
+                             "--format", "json", "--no-host-pip-config")  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["plan"]["base image"].startswith("archwheel/debian:sid (")

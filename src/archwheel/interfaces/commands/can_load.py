@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from archwheel.inspection import TorchRangeReport
+    from archwheel.inspection import ImportCheck, TorchRangeReport
     from archwheel.verdicts import LoadReport
 
 DESCRIPTION = """\
@@ -38,10 +38,15 @@ With --torch VERSIONS|RANGE instead of --with, the torch wheels of those release
 the package indexes pip is configured with (for WHEEL's Python and machine) and read by HTTP
 range requests, only as far as the loader's tables lie; the answer is one line per release.
 
+A WHEEL built for a CPython this host does not run (cp313 here on Python 3.11) is also imported
+for real, with the --with wheels, in a container of the archwheel Debian base that has that
+Python (archwheel/debian:trixie for 3.13; --network none, installed from the local files), and
+that base's libc/libstdc++ stand in for the system libraries (docs/verdicts.md).
+
 exit codes: 0 every library loads (with --torch: with every release); 1 some library does not
 load (with some release); 3 an input could not be read completely or something could not be
 checked (also: a release not on the index); 2 usage error (no torch among --with, two torches,
-a bad --torch)."""
+a bad --torch); 4 the engine or base image the import check needs is missing."""
 
 EXAMPLES = """\
 examples:
@@ -98,6 +103,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="with --torch: look on this index instead of pip's configured ones",
     )
     add_interpreter_option(p, "the interpreter whose environment --installed reads")
+    p.add_argument(
+        "--engine",
+        choices=("docker", "podman"),
+        default="docker",
+        help="the container engine of the import check of a wheel for another Python",
+    )
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
     p.add_argument(
         "--no-host-libraries",
@@ -120,6 +131,7 @@ class CanLoadRequest:
     torch: str | None = None
     python_version: str | None = None
     index_url: str | None = None
+    engine: str = "docker"
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CanLoadRequest:
@@ -141,6 +153,7 @@ class CanLoadRequest:
             torch=args.torch,
             python_version=args.python_version,
             index_url=args.index_url,
+            engine=args.engine,
         )
 
 
@@ -158,6 +171,7 @@ def exit_code(report: LoadReport | TorchRangeReport) -> int:
 def run(args: argparse.Namespace) -> int:
     """``archwheel can-load``: whether the wheel's libraries load next to the torch given
     (``--torch``: each release of a range), printed in the format asked; exit 0, 1 or 3."""
+    from archwheel.effects import other_python_of
     from archwheel.inspection import can_load
     from archwheel.interfaces.render.can_load import (
         can_load_json,
@@ -169,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
     request = CanLoadRequest.from_args(args)
     if request.torch is not None:
         return run_range(request)
+    if request.with_wheels and (python := other_python_of(request.wheel)) is not None:
+        return run_in_base(request, python)
     report = can_load(
         request.wheel,
         request.with_wheels,
@@ -184,6 +200,57 @@ def run(args: argparse.Namespace) -> int:
         lambda out: render_table(report, out, demangled),
     )
     return exit_code(report)
+
+
+def run_in_base(request: CanLoadRequest, python: str) -> int:
+    """can-load of a wheel for another Python: the import check and the system libraries from
+    a container of the base that has it (``inspection.python_container``), then the model."""
+    from archwheel.effects import ContainerEngine, EngineSettings
+    from archwheel.inspection import can_load_in_base
+    from archwheel.interfaces.render.can_load import (
+        can_load_json,
+        demangled_names,
+        render_markdown,
+    )
+    from archwheel.interfaces.render.common import echo_to, err_console
+
+    engine = ContainerEngine(EngineSettings.create(request.engine, environment_settings()))
+    report, check = can_load_in_base(
+        engine, request.wheel, request.with_wheels, python,
+        host_libraries=request.host_libraries, on_event=echo_to(err_console()),
+    )  # fmt: skip
+    code = exit_code(report)
+    if not check.ok and code == EXIT_OK:
+        code = EXIT_VERDICT_FAILED  # the real import is the last word
+    demangled = demangled_names(report)
+    lines = _import_lines(check)
+    _print(
+        request.format,
+        lambda: {**can_load_json(report, demangled, code), "import_check": check.as_dict()},
+        lambda: render_markdown(report, demangled) + "\n" + "\n".join(f"- {x}" for x in lines),
+        lambda out: _table_and_lines(report, out, demangled, lines),
+    )
+    return code
+
+
+def _table_and_lines(
+    report: LoadReport, out: Console, demangled: dict[str, str], lines: list[str]
+) -> None:
+    from archwheel.interfaces.render.can_load import render_table
+
+    render_table(report, out, demangled)
+    for line in lines:
+        out.print(line, markup=False, highlight=False)
+
+
+def _import_lines(check: ImportCheck) -> list[str]:
+    """The import check as lines: the image, torch, then each module."""
+    head = f"import check in {check.image} (Python {check.suite.python}, no network): " + (
+        "every module imports" if check.ok else "FAILS"
+    )
+    lines = [head, f"import torch: {check.torch_error or 'ok'}"]
+    lines += [f"import {module}: {error or 'ok'}" for module, error in check.modules]
+    return lines
 
 
 def run_range(request: CanLoadRequest) -> int:

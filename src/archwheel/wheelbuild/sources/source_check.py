@@ -15,6 +15,7 @@ from typing import NamedTuple
 from archwheel.effects.files import open_regular
 from archwheel.facts.arch import ArchList
 from archwheel.facts.arch_readers import image_names
+from archwheel.verdicts.builder_selection import read_builder_selection
 from archwheel.verdicts.module_selection import ModuleSelection, read_selection
 from archwheel.verdicts.source_archs import SourceCheck, check_build_files
 from archwheel.wheelbuild.compile.parallel import ninja_off_in, own_threads_in
@@ -118,6 +119,21 @@ def look_at_source(
         ),
         None,
     )
+    if selection is None:
+        selection = next(
+            (
+                found
+                for path, text in build_files
+                if PurePosixPath(path).name == "setup.py"
+                and (
+                    found := read_builder_selection(
+                        path, text, files=files, read=project_reader(root, files),
+                        switches=check.switches, recipe_env=recipe_env or {},
+                    )
+                )
+            ),
+            None,
+        )  # fmt: skip
     if selection is not None:
         rows.append(selection.row())
     return SourceLook(
