@@ -18,6 +18,7 @@ from archwheel.wheelbuild.compile.jobs import GIB, HostResources, JobCount, choo
 from archwheel.wheelbuild.compile.nvcc_record import TIME_FLAG
 from archwheel.wheelbuild.compile.parallel import (
     PARALLEL_CONFIG,
+    SPREAD_DIR,
     ParallelSwitches,
     choose_parallel,
     ninja_off_in,
@@ -223,7 +224,38 @@ def test_serial_is_one_compile_at_a_time() -> None:
         ParallelSwitches(), jobs(8, 64), archs=3, ninja_off=("setup.py:2",), serial=True
     )
     assert (plan.files, plan.threads, plan.build_ext) == (1, 1, False)
-    assert dict(plan.env) == {"CMAKE_BUILD_PARALLEL_LEVEL": "1"}
+    # the spread hook stays, one module at a time: the same object folders as the first build
+    assert dict(plan.env) == {
+        "CMAKE_BUILD_PARALLEL_LEVEL": "1",
+        "ARCHWHEEL_SPREAD_EXTENSIONS": "1",
+        "PYTHONPATH": SPREAD_DIR,
+    }
+    assert plan.spread == 1
+    off = choose_parallel(
+        ParallelSwitches(extensions=False), jobs(8, 64), archs=3, ninja_off=(), serial=True
+    )
+    assert dict(off.env) == {"CMAKE_BUILD_PARALLEL_LEVEL": "1"}
+
+
+def test_the_spread_is_the_default_and_has_a_switch() -> None:
+    """Every setuptools project's modules spread at the job count unless the recipe says
+    ``extensions = false``; setuptools' own --parallel (the recipe's true) replaces it; the
+    recipe's PYTHONPATH follows the hook's folder."""
+    plan = choose_parallel(
+        ParallelSwitches(), jobs(4, 64), archs=1, ninja_off=None,
+        recipe_env={"PYTHONPATH": "/build/src/tools"},
+    )  # fmt: skip
+    env = dict(plan.env)
+    assert plan.spread == 4
+    assert env["ARCHWHEEL_SPREAD_EXTENSIONS"] == "4"
+    assert env["PYTHONPATH"] == f"{SPREAD_DIR}:/build/src/tools"
+    assert "extension modules 4 at a time, each in its own build_temp" in plan.describe("MAX_JOBS")
+    assert plan.to_json()["extensions_at_once"] == 4
+    off = choose_parallel(ParallelSwitches(extensions=False), jobs(4, 64), archs=1, ninja_off=())
+    assert off.spread == 0 and "ARCHWHEEL_SPREAD_EXTENSIONS" not in dict(off.env)
+    assert "turned off by [build.parallel] extensions" in off.describe("MAX_JOBS")
+    threads = choose_parallel(ParallelSwitches(build_ext="on"), jobs(4, 64), archs=1, ninja_off=())
+    assert threads.build_ext and threads.spread == 0
 
 
 def test_ninja_off_is_found_with_its_line() -> None:

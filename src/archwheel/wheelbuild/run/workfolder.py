@@ -31,7 +31,7 @@ from archwheel.wheelbuild.compile.nvcc_record import (
     NvccRecord,
     read_nvcc_record,
 )
-from archwheel.wheelbuild.compile.parallel import PARALLEL_CONFIG
+from archwheel.wheelbuild.compile.parallel import PARALLEL_CONFIG, SPREAD_DIR, write_spread_hook
 from archwheel.wheelbuild.compile.remote_cache import (
     FALLBACK_LOG,
     FORWARDER,
@@ -237,6 +237,9 @@ def _prepare(work: Path, plan: BuildPlan) -> None:
         config = work / PARALLEL_CONFIG.removeprefix(BUILD + "/")
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(plan.parallel.config)
+    if plan.parallel is not None and plan.parallel.spread:
+        # the setuptools hook that builds each extension module in its own folder (PYTHONPATH)
+        write_spread_hook(work / SPREAD_DIR.removeprefix(BUILD + "/"))
     # With a farm: the sccache client configuration, a placeholder token (farm_build.py)
     write_container_config(plan, work)
     chown_to_build_user(work, plan.build_user)
