@@ -478,3 +478,14 @@ def test_a_recipes_extensions_false_leaves_the_modules_to_the_project(tmp_path: 
     bad = scatter_with(tmp_path / "bad", '[build.parallel]\nextensions = "no"\n')
     with pytest.raises(RecipeError, match="extensions"):
         load_recipe(bad, facts=FACTS)
+
+
+def test_a_recipes_pythonpath_follows_the_hooks_folder(tmp_path: Path) -> None:
+    text = SCATTER.read_text().replace(
+        "[build.env]", '[build.env]\nPYTHONPATH = "/build/src/tools"'
+    )
+    path = tmp_path / "torch-scatter-2.1.2.toml"
+    path.write_text(text)
+    plan = plan_for(load_recipe(path, facts=FACTS), ("setup.py:137",))
+    assert compile_env(plan)["PYTHONPATH"] == f"{SPREAD_DIR}:/build/src/tools"
+    assert compile_env(serial_variant(plan))["PYTHONPATH"] == f"{SPREAD_DIR}:/build/src/tools"
