@@ -14,6 +14,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,13 +71,16 @@ def write_project(root: Path, modules: int, functions: int) -> list[str]:
 
 @dataclass(frozen=True)
 class Built:
-    """One ``setup.py build_ext`` from clean: its wall and CPU seconds, its output, and the
-    modules it made (name -> bytes)."""
+    """One ``setup.py build_ext`` from clean: its wall and CPU seconds, its output, the
+    modules it made (name -> bytes), and the compiler processes (``cc1``) of the build found
+    running at once, sampled every 50 ms (mean over the samples and most)."""
 
     wall: float
     cpu: float  # the children's user + system time
     log: str
     modules: dict[str, bytes]
+    compiles_mean: float = 0.0
+    compiles_most: int = 0
 
     def busy(self, cores: int) -> float:
         """CPU time / (wall time x cores)."""
@@ -94,19 +98,52 @@ def build(root: Path, hook: Path | None, jobs: int) -> Built:
         env |= {"PYTHONPATH": str(hook), "ARCHWHEEL_SPREAD_EXTENSIONS": str(jobs)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(
+    samples: list[int] = []
+    with subprocess.Popen(
         [sys.executable, "setup.py", "build_ext"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
+        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    ) as proc:  # fmt: skip
+        stop = threading.Event()
+        sampler = threading.Thread(target=_sample, args=(proc.pid, samples, stop), daemon=True)
+        sampler.start()
+        log, _ = proc.communicate(timeout=900)
+        stop.set()
+        sampler.join()
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    log = done.stdout + done.stderr
-    if done.returncode != 0:
+    if proc.returncode != 0:
         raise AssertionError(log[-4000:])
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     (lib,) = (root / "build").glob("lib.*")
     modules = {p.name: p.read_bytes() for p in sorted(lib.glob("*.so"))}
-    return Built(wall, cpu, log, modules)
+    busy = [n for n in samples if n] or [0]
+    return Built(wall, cpu, log, modules, sum(busy) / len(busy), max(samples, default=0))
+
+
+def _sample(root: int, samples: list[int], stop: threading.Event) -> None:
+    """Every 50 ms: how many ``cc1`` processes descend from ``root``."""
+    while not stop.wait(0.05):
+        parents: dict[int, int] = {}
+        names: dict[int, str] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            name = stat[stat.index("(") + 1 : stat.rindex(")")]
+            parents[int(entry.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+            names[int(entry.name)] = name
+        count = 0
+        for pid, name in names.items():
+            if name != "cc1":
+                continue
+            seen, walk = 0, pid
+            while walk in parents and walk != root and seen < 64:
+                walk, seen = parents[walk], seen + 1
+            count += walk == root
+        samples.append(count)
 
 
 def import_names(root: Path) -> dict[str, str]:
