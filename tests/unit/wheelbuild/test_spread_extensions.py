@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from archwheel.wheelbuild.compile.spread_hook import configured_jobs, own_folder
+from archwheel.wheelbuild.compile.spread_hook import configured_jobs, own_folder, why_serial
 from archwheel.wheelbuild.wheel.reproducible import compare_wheels, repack_wheel
 from tests.support.c_extensions import build, import_names, write_project
 from tests.support.components import require
@@ -97,3 +97,34 @@ def test_the_hook_reads_only_a_plain_job_count() -> None:
         assert configured_jobs({"ARCHWHEEL_SPREAD_EXTENSIONS": bad}) == 0
     assert own_folder("build/temp", "pkg._ops") == "build/temp/archwheel-ext/pkg._ops"
     assert own_folder("t", "../x") == "t/archwheel-ext/__x"  # never out of its folder
+
+
+def test_a_build_ext_of_its_own_or_a_library_keeps_the_projects_loop() -> None:
+    """What keeps the project's serial loop: a ``build_extension`` of its own (CMake from
+    setup.py), or a setuptools ``Library`` among the modules (the others may link to it).
+    setuptools' classes are stood for by their shape: the hook reads the method's identity
+    and the module's class name."""
+
+    def stock(self: object, ext: object) -> None:
+        raise AssertionError("not called")
+
+    class Extension:
+        pass
+
+    class Library(Extension):
+        pass
+
+    class Stock:  # torch's BuildExtension shape: build_extensions only
+        build_extension = stock
+
+        def __init__(self, extensions: list[Extension]) -> None:
+            self.extensions = extensions
+
+    class OwnBuild(Stock):
+        def build_extension(self, ext: object) -> None:
+            raise AssertionError("not called")
+
+    modules = [Extension(), Extension()]
+    assert why_serial(Stock(modules), stock) == ""
+    assert "replaces build_extension" in why_serial(OwnBuild(modules), stock)
+    assert "Library" in why_serial(Stock([Library(), *modules]), stock)

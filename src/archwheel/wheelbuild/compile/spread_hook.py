@@ -18,8 +18,9 @@ setuptools calls ``finalize`` for every ``setup()``; it replaces distutils'
 - a build whose modules already compile their files in parallel (torch's ninja: ``MAX_JOBS``
   compiles per module) builds them one at a time, so that at most the job count of compiles
   run at once; a project whose ``build_ext`` replaces ``build_extension`` (CMake driven from
-  setup.py, Cython's own) keeps its own serial loop and its one ``build_temp``: what it shares
-  between modules is its own.
+  setup.py, Cython's own), or that builds a setuptools ``Library`` for its modules to link,
+  keeps its own serial loop and its one ``build_temp``: what it shares between modules, and
+  their order, are its own.
 
 The same layout, one module at a time (``ARCHWHEEL_SPREAD_EXTENSIONS=1``), is the
 reproducibility check's serial build: the same object paths, so equal bytes prove the spread
@@ -54,9 +55,13 @@ def own_folder(build_temp: str, name: str) -> str:
 
 
 def why_serial(command: Any, stock: Any) -> str:
-    """Why this ``build_ext`` keeps its own serial loop ("" when it is spread)."""
+    """Why this ``build_ext`` keeps its own serial loop ("" when it is spread): it replaces
+    ``build_extension``, or a module is a setuptools ``Library`` (a shared library the modules
+    after it link to: the order is the project's)."""
     if getattr(type(command), "build_extension", None) is not stock:
         return "the project's build_ext replaces build_extension"
+    if any(type(ext).__name__ == "Library" for ext in command.extensions):
+        return "a module is a shared Library the others may link to"
     return ""
 
 
