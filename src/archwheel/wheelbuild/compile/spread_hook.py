@@ -66,35 +66,43 @@ def why_serial(command: Any, stock: Any) -> str:
 
 
 def finalize(dist: Any) -> None:
-    """setuptools' hook: replace the serial loop of distutils' ``build_ext``, once."""
+    """setuptools' hook: replace the serial loop of distutils' ``build_ext``, once. A setuptools
+    this hook does not know (no ``_build_extensions_serial``) is left as it is, and said so."""
     if _PATCHED or not configured_jobs():
         return
-    from setuptools.command import build_ext as setuptools_build_ext  # type: ignore[import-untyped]
-
-    stock = setuptools_build_ext.build_ext.build_extension
-    base = next(
-        (
-            c
-            for c in setuptools_build_ext.build_ext.__mro__
-            if "_build_extensions_serial" in vars(c)
-        ),
-        None,
-    )
-    if base is None:
+    try:
+        base, original, stock, failure = _serial_loop()
+    except (ImportError, AttributeError, LookupError, TypeError) as exc:
+        print(f"archwheel: extension modules as the project builds them ({exc!r})", flush=True)
+        _PATCHED.append(None)
         return
-    original = base._build_extensions_serial
-    errors = sys.modules[base.__module__.rsplit(".command", 1)[0] + ".errors"]
 
     def serial(self: Any) -> None:
         why = why_serial(self, stock)
         if why:
             print(f"archwheel: extension modules one at a time ({why})", flush=True)
-            return original(self)  # type: ignore[no-any-return]
-        spread_extensions(self, configured_jobs(), errors.CompileError)
-        return None
+            original(self)
+            return
+        spread_extensions(self, configured_jobs(), failure)
 
     base._build_extensions_serial = serial
     _PATCHED.append(base)
+
+
+def _serial_loop() -> tuple[Any, Any, Any, type[Exception]]:
+    """distutils' ``build_ext`` class that defines the serial loop, the loop, setuptools'
+    ``build_extension`` and distutils' ``CompileError``."""
+    import importlib
+
+    from setuptools.command import build_ext as setuptools_build_ext  # type: ignore[import-untyped]
+
+    command = setuptools_build_ext.build_ext
+    base = next((c for c in command.__mro__ if "_build_extensions_serial" in vars(c)), None)
+    if base is None:
+        raise LookupError("no _build_extensions_serial in this setuptools' build_ext")
+    errors = importlib.import_module(base.__module__.rsplit(".command", 1)[0] + ".errors")
+    failure: type[Exception] = errors.CompileError
+    return base, base._build_extensions_serial, command.build_extension, failure
 
 
 def spread_extensions(command: Any, jobs: int, failure: type[Exception]) -> None:
