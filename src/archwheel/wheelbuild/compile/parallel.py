@@ -13,7 +13,7 @@ Three tools decide how many compiles run at once, and each reads a different set
                             ``build_ext`` then builds N extension modules at once. Only what
                             a recipe turns on (below): a project that turns ninja off
                             (``BuildExtension.with_options(use_ninja=False)``, torch-scatter)
-                            otherwise compiles one file at a time whatever ``MAX_JOBS`` says.
+                            gets archwheel's spread instead (next row).
 ``ARCHWHEEL_SPREAD_EXTENSIONS``  with ``PYTHONPATH`` naming archwheel's setuptools hook
                             (``spread_hook.py``): a ``setuptools`` project's extension modules
                             built N at a time, each into a ``build_temp`` of its own, in forked
@@ -60,8 +60,9 @@ build_ext = true``); ``auto`` (the default) never applies it, and the plan says 
 Which sources a project's modules share is computed by its ``setup.py`` (torch-scatter globs
 ``csrc/*.cpp`` and loops over ``cpu``/``cuda``), so no static read can show it safe, and the
 project's own serial ``build_ext`` is what its authors test. A recipe that knows its modules
-share no source turns it on with ``build_ext = true``; a ninja-off project otherwise compiles
-one file at a time, with nvcc ``--threads`` still spreading each ``.cu`` file's archs.
+share no source turns it on with ``build_ext = true``; a ninja-off project otherwise gets
+archwheel's spread (its modules at once, each with its own objects), with nvcc ``--threads``
+still spreading each ``.cu`` file's archs.
 
 The budget stays memory-aware. ``files`` (compiles at once) is the job count of ``jobs.py``:
 min(cores, available memory / memory per job). Each nvcc thread compiles one arch, with about
