@@ -23,8 +23,8 @@ torch-scatter recipe is a plain ``pip wheel``, built ``--arch "8.0;9.0"``:
    phase), its own empty compiler-cache volume;
 2. a warm rebuild on that volume: every object must come from the cache;
 3. the baseline, in the same run: the same recipe with ``[build.parallel] build_ext = false,
-   nvcc_threads = false`` (one file at a time, what a plain recipe got before), its own empty
-   volume.
+   nvcc_threads = false, extensions = false`` (one file at a time, what a plain recipe got
+   before), its own empty volume.
 
 Reported: compile-phase CPU busy of each (from ``times`` inside the container: the build's own
 CPU time, not the host's), the compile wall time of the default against the baseline, whether
@@ -156,7 +156,7 @@ def main(argv: list[str]) -> int:
 
 
 PARALLEL_ARCH = "8.0;9.0"
-SERIAL_TABLE = "\n[build.parallel]\nbuild_ext = false\nnvcc_threads = false\n"
+SERIAL_TABLE = "\n[build.parallel]\nbuild_ext = false\nnvcc_threads = false\nextensions = false\n"
 
 
 class Sampler:

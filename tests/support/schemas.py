@@ -49,3 +49,7 @@ def publish_schema() -> dict[str, Any]:
 
 def matrix_recheck_schema() -> dict[str, Any]:
     return _load("matrix-recheck.schema.json")
+
+
+def build_events_schema() -> dict[str, Any]:
+    return _load("build-events.schema.json")

@@ -15,6 +15,7 @@ from archwheel._lazy import lazy_exports
 if TYPE_CHECKING:
     from archwheel.wheelbuild.compile.dist_farm import dist_farm_option, parse_scheduler_url
     from archwheel.wheelbuild.compile.jobs import MAX_JOBS, check_jobs
+    from archwheel.wheelbuild.compile.nvcc_progress import CompileProgress
     from archwheel.wheelbuild.compile.remote_cache import CACHE_URL_ENV, CacheUrl, parse_cache_url
     from archwheel.wheelbuild.images.baseimage import DEFAULT_SUITE, MIRROR_ENV, BaseImage
     from archwheel.wheelbuild.planning.plan import (

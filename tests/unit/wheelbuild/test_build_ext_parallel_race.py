@@ -1,5 +1,7 @@
 """setuptools' ``build_ext --parallel`` against a project whose modules compile the same source:
-the race that keeps archwheel from turning it on by default (wheelbuild/compile/parallel.py).
+the race that keeps archwheel from turning it on by default (wheelbuild/compile/parallel.py),
+and archwheel's own spread of the modules (wheelbuild/compile/spread_hook.py), which builds the
+same project two modules at a time with each module's own objects, ten times out of ten.
 
 The project is torch-scatter's shape in plain C (no torch, no nvcc): two modules, ``alpha`` and
 ``beta``, both compile ``src/common.c``, with a different ``FLAVOR`` and ``MODULE`` each (as
@@ -29,7 +31,13 @@ from pathlib import Path
 import pytest
 
 from archwheel.wheelbuild.compile.jobs import GIB, HostResources, choose_jobs
-from archwheel.wheelbuild.compile.parallel import ParallelSwitches, choose_parallel, ninja_off_in
+from archwheel.wheelbuild.compile.parallel import (
+    SPREAD_DIR,
+    ParallelSwitches,
+    choose_parallel,
+    ninja_off_in,
+    write_spread_hook,
+)
 from tests.support.components import require
 
 CC = (sysconfig.get_config_var("CC") or "cc").split()[0]  # what distutils compiles with
@@ -109,6 +117,11 @@ def project(root: Path) -> Path:
 def build(root: Path, env: dict[str, str]) -> dict[str, str]:
     """``setup.py build_ext`` with ``env`` added; each module's answer (its flavor, or why
     it did not import)."""
+    return answers(build_log(root, env), root)
+
+
+def build_log(root: Path, env: dict[str, str]) -> str:
+    """``setup.py build_ext`` from clean with ``env`` added; its output."""
     shutil.rmtree(root / "build", ignore_errors=True)
     done = subprocess.run(
         [sys.executable, "setup.py", "-q", "build_ext"],
@@ -120,6 +133,11 @@ def build(root: Path, env: dict[str, str]) -> dict[str, str]:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def answers(log: str, root: Path) -> dict[str, str]:
+    """Each built module's answer: its flavor, or why it did not import."""
     (lib,) = (root / "build").glob("lib.*")
     ran = subprocess.run(
         [sys.executable, "-c", CHECK], cwd=lib, capture_output=True, text=True, check=True
@@ -147,9 +165,57 @@ def test_archwheels_plan_builds_each_module_from_its_own_objects(tmp_path: Path)
     ninja_off = ninja_off_in([("setup.py", SETUP_PY)])
     assert ninja_off == ("setup.py:6",)
     plan = choose_parallel(ParallelSwitches(), two_jobs, archs=1, ninja_off=ninja_off)
-    env = dict(plan.env)
+    assert plan.spread == 2 and not plan.build_ext
+    env = hooked(dict(plan.env), tmp_path)
     if plan.config:  # what workfolder.py writes where the plan turns build_ext --parallel on
         config = tmp_path / "parallel.cfg"
         config.write_text(plan.config)
         env["DIST_EXTRA_CONFIG"] = str(config)
     assert build(root, env) == {"alpha": "1", "beta": "2"}
+
+
+def hooked(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """The plan's environment with its hook folder written where the host can see it (the
+    container's ``SPREAD_DIR``, as workfolder.py writes it, under ``tmp_path``)."""
+    folder = tmp_path / "spread"
+    write_spread_hook(folder)
+    assert env["PYTHONPATH"] == SPREAD_DIR
+    return {**env, "PYTHONPATH": str(folder)}
+
+
+def test_the_spread_builds_each_module_from_its_own_objects_ten_times_of_ten(
+    tmp_path: Path,
+) -> None:
+    """The same project, two modules at once in archwheel's spread: each links its own
+    ``common.o`` (built in its own folder) in every one of ten builds; the hook says it built
+    them two at a time (the timing that makes setuptools' ``--parallel`` link the other
+    module's object)."""
+    root = project(tmp_path / "demo")
+    two_jobs = choose_jobs(HostResources(cpus=2, memory_bytes=20 * GIB), 2.0)
+    plan = choose_parallel(ParallelSwitches(), two_jobs, archs=1, ninja_off=("setup.py:6",))
+    env = hooked(dict(plan.env), tmp_path)
+    runs = []
+    for _ in range(10):
+        log = build_log(root, env)
+        assert "2 extension module(s), 2 at a time" in log, log
+        runs.append(answers(log, root))
+        temp = next((root / "build").glob("temp.*"))
+        objects = sorted(p.relative_to(temp).as_posix() for p in temp.rglob("common.o"))
+        assert objects == ["archwheel-ext/alpha/src/common.o", "archwheel-ext/beta/src/common.o"]
+    assert runs == [{"alpha": "1", "beta": "2"}] * 10
+
+
+def test_the_switch_turns_the_spread_off(tmp_path: Path) -> None:
+    """``[build.parallel] extensions = false``: no hook in the environment, the project's own
+    serial build_ext and its one build_temp."""
+    two_jobs = choose_jobs(HostResources(cpus=2, memory_bytes=20 * GIB), 2.0)
+    plan = choose_parallel(
+        ParallelSwitches(extensions=False), two_jobs, archs=1, ninja_off=("setup.py:6",)
+    )
+    assert plan.spread == 0
+    assert "PYTHONPATH" not in dict(plan.env)
+    root = project(tmp_path / "demo")
+    log = build_log(root, dict(plan.env))
+    assert "archwheel" not in log
+    assert answers(log, root) == {"alpha": "1", "beta": "2"}
+    assert (next((root / "build").glob("temp.*")) / "src" / "common.o").is_file()

@@ -7,17 +7,21 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
+from typing import cast
 
 import pytest
 
+from archwheel.effects.engine import ContainerEngine
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.errors import RecipeError
 from archwheel.facts.catalog import load_facts
 from archwheel.interfaces.render.build import plan_json
+from archwheel.wheelbuild.compile import spread_hook
 from archwheel.wheelbuild.compile.jobs import GIB, HostResources, JobCount, choose_jobs
 from archwheel.wheelbuild.compile.nvcc_record import TIME_FLAG
 from archwheel.wheelbuild.compile.parallel import (
     PARALLEL_CONFIG,
+    SPREAD_DIR,
     ParallelSwitches,
     choose_parallel,
     ninja_off_in,
@@ -32,6 +36,9 @@ from archwheel.wheelbuild.planning.plan import (
 )
 from archwheel.wheelbuild.recipes.recipe import load_recipe
 from archwheel.wheelbuild.recipes.recipe_model import Recipe
+from archwheel.wheelbuild.run.compile_watch import CompileWatch
+from archwheel.wheelbuild.run.output import BuildOutput
+from archwheel.wheelbuild.run.workfolder import WorkFolder, _prepare
 from archwheel.wheelbuild.sources.source import ResolvedSource
 from tests.support.paths import ROOT
 
@@ -223,7 +230,38 @@ def test_serial_is_one_compile_at_a_time() -> None:
         ParallelSwitches(), jobs(8, 64), archs=3, ninja_off=("setup.py:2",), serial=True
     )
     assert (plan.files, plan.threads, plan.build_ext) == (1, 1, False)
-    assert dict(plan.env) == {"CMAKE_BUILD_PARALLEL_LEVEL": "1"}
+    # the spread hook stays, one module at a time: the same object folders as the first build
+    assert dict(plan.env) == {
+        "CMAKE_BUILD_PARALLEL_LEVEL": "1",
+        "ARCHWHEEL_SPREAD_EXTENSIONS": "1",
+        "PYTHONPATH": SPREAD_DIR,
+    }
+    assert plan.spread == 1
+    off = choose_parallel(
+        ParallelSwitches(extensions=False), jobs(8, 64), archs=3, ninja_off=(), serial=True
+    )
+    assert dict(off.env) == {"CMAKE_BUILD_PARALLEL_LEVEL": "1"}
+
+
+def test_the_spread_is_the_default_and_has_a_switch() -> None:
+    """Every setuptools project's modules spread at the job count unless the recipe says
+    ``extensions = false``; setuptools' own --parallel (the recipe's true) replaces it; the
+    recipe's PYTHONPATH follows the hook's folder."""
+    plan = choose_parallel(
+        ParallelSwitches(), jobs(4, 64), archs=1, ninja_off=None,
+        recipe_env={"PYTHONPATH": "/build/src/tools"},
+    )  # fmt: skip
+    env = dict(plan.env)
+    assert plan.spread == 4
+    assert env["ARCHWHEEL_SPREAD_EXTENSIONS"] == "4"
+    assert env["PYTHONPATH"] == f"{SPREAD_DIR}:/build/src/tools"
+    assert "extension modules 4 at a time, each in its own build_temp" in plan.describe("MAX_JOBS")
+    assert plan.to_json()["extensions_at_once"] == 4
+    off = choose_parallel(ParallelSwitches(extensions=False), jobs(4, 64), archs=1, ninja_off=())
+    assert off.spread == 0 and "ARCHWHEEL_SPREAD_EXTENSIONS" not in dict(off.env)
+    assert "turned off by [build.parallel] extensions" in off.describe("MAX_JOBS")
+    threads = choose_parallel(ParallelSwitches(build_ext="on"), jobs(4, 64), archs=1, ninja_off=())
+    assert threads.build_ext and threads.spread == 0
 
 
 def test_ninja_off_is_found_with_its_line() -> None:
@@ -393,3 +431,61 @@ def test_the_serial_variant_keeps_the_recipes_own_values(tmp_path: Path) -> None
     plan = plan_for(load_recipe(path, facts=FACTS), ("setup.py:137",))
     assert compile_env(plan)["NVCC_APPEND_FLAGS"] == f"-lineinfo {TIME_FLAG} --threads 2"
     assert compile_env(serial_variant(plan))["NVCC_APPEND_FLAGS"] == f"-lineinfo {TIME_FLAG}"
+
+
+def test_the_spread_reaches_the_compile_environment_and_the_serial_build_keeps_its_folders(
+    tmp_path: Path,
+) -> None:
+    """The default: the hook's folder on PYTHONPATH and the job count as the modules at once;
+    the serial variant keeps the hook at one module at a time (the same object folders), and
+    the work folder holds the hook and its entry point."""
+    recipe = load_recipe(SCATTER, facts=FACTS)
+    plan = plan_for(recipe, ("setup.py:137",))
+    env = compile_env(plan)
+    assert env["ARCHWHEEL_SPREAD_EXTENSIONS"] == "2" and env["PYTHONPATH"] == SPREAD_DIR
+    assert "extension modules 2 at a time" in dict(plan.summary_rows())["parallel"]
+    serial = compile_env(serial_variant(plan))
+    assert serial["ARCHWHEEL_SPREAD_EXTENSIONS"] == "1" and serial["PYTHONPATH"] == SPREAD_DIR
+    work = tmp_path / "work"
+    work.mkdir()
+    _prepare(work, plan)
+    hook = work / SPREAD_DIR.removeprefix("/build/")
+    assert (hook / "archwheel_spread_hook.py").read_text() == (
+        Path(spread_hook.__file__).read_text()
+    )
+    entry = (hook / "archwheel_spread_hook-0.dist-info" / "entry_points.txt").read_text()
+    assert "[setuptools.finalize_distribution_options]" in entry
+    # the compile step is watched: the plan's one .cu file
+    folder = WorkFolder(cast(ContainerEngine, None), BuildOutput(None))
+    (step,) = [s for phase in plan.phases for s in phase.steps if s.name == "compile"]
+    watch = folder._watch(plan, step, work)
+    assert isinstance(watch, CompileWatch) and watch.state.total == 1
+    other = next(s for phase in plan.phases for s in phase.steps if s.name != "compile")
+    assert not isinstance(folder._watch(plan, other, work), CompileWatch)
+
+
+def test_a_recipes_extensions_false_leaves_the_modules_to_the_project(tmp_path: Path) -> None:
+    path = scatter_with(tmp_path, "[build.parallel]\nextensions = false\n")
+    plan = plan_for(load_recipe(path, facts=FACTS), ("setup.py:137",))
+    env = compile_env(plan)
+    assert "ARCHWHEEL_SPREAD_EXTENSIONS" not in env and "PYTHONPATH" not in env
+    assert "ARCHWHEEL_SPREAD_EXTENSIONS" not in compile_env(serial_variant(plan))
+    work = tmp_path / "work"
+    work.mkdir()
+    _prepare(work, plan)
+    assert not (work / SPREAD_DIR.removeprefix("/build/")).exists()
+    (tmp_path / "bad").mkdir()
+    bad = scatter_with(tmp_path / "bad", '[build.parallel]\nextensions = "no"\n')
+    with pytest.raises(RecipeError, match="extensions"):
+        load_recipe(bad, facts=FACTS)
+
+
+def test_a_recipes_pythonpath_follows_the_hooks_folder(tmp_path: Path) -> None:
+    text = SCATTER.read_text().replace(
+        "[build.env]", '[build.env]\nPYTHONPATH = "/build/src/tools"'
+    )
+    path = tmp_path / "torch-scatter-2.1.2.toml"
+    path.write_text(text)
+    plan = plan_for(load_recipe(path, facts=FACTS), ("setup.py:137",))
+    assert compile_env(plan)["PYTHONPATH"] == f"{SPREAD_DIR}:/build/src/tools"
+    assert compile_env(serial_variant(plan))["PYTHONPATH"] == f"{SPREAD_DIR}:/build/src/tools"

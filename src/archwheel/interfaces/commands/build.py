@@ -339,7 +339,12 @@ def build(command: BuildCommand) -> int:
     # build --plan answers with the plan: on standard output (as text; with --format json the
     # document is the answer there and the table stays on standard error with the messages).
     plan_text = command.request.plan_only and command.format == "text"
-    reporter = ConsoleReporter(err, quiet=command.quiet, plan_console=out if plan_text else None)
+    reporter = ConsoleReporter(
+        err,
+        quiet=command.quiet,
+        plan_console=out if plan_text else None,
+        events=command.format == "json" and not command.request.plan_only,
+    )
     if command.compare_official:
         comparison = compare_to_official(command.request, echo=reporter.echo)
         print_comparison(out, comparison, command.format)

@@ -1,5 +1,6 @@
 """The text of ``archwheel build`` and ``archwheel base-image``: the plan, the live progress line,
-the stage headers, the result, the recipe list, the comparison with the official build, and
+the stage headers, the CUDA compiles' progress (and, with ``--format json``, the event lines of
+both), the result, the recipe list, the comparison with the official build, and
 their JSON documents. ``ConsoleReporter`` is the build's reporter on a terminal."""
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from archwheel.wheelbuild import (
     BuildOutput,
     BuildPlan,
     BuiltWheel,
+    CompileProgress,
     ListedRecipe,
     OfficialComparison,
     RepairSpec,
 )
 
 BUILD_SCHEMA_VERSION = 1
+EVENTS_SCHEMA_VERSION = 1  # interfaces/schema/build-events.schema.json
 
 RECIPE_COLUMNS = ("name", "kind", "version", "cuda", "base_image", "default_arch")
 
@@ -53,15 +56,35 @@ def progress(console: Console, quiet: bool) -> Any:
     )
 
 
+def event_line(event: str, **fields: object) -> str:
+    """One event of ``build --format json`` on standard error: a JSON object on one line
+    (interfaces/schema/build-events.schema.json)."""
+    return json.dumps(
+        {"schema_version": EVENTS_SCHEMA_VERSION, "event": event, **fields}, ensure_ascii=True
+    )
+
+
 def build_output(
-    log: TextIO, console: Console, progress: Progress | None, *, quiet: bool
+    log: TextIO,
+    console: Console,
+    progress: Progress | None,
+    *,
+    quiet: bool,
+    events: bool = False,
 ) -> BuildOutput:
-    """The build's output: the log always; the stage headers and commands unless quiet."""
+    """The build's output: the log always; the stage headers and commands unless quiet; the
+    CUDA compiles' progress on its own line unless quiet; with ``events`` (``--format
+    json``) each stage and each progress report also as a JSON event line, quiet or not."""
     task: list[Any] = []
 
     printer = echo_to(console)
 
+    def emit(event: str, **fields: object) -> None:
+        console.print(event_line(event, **fields), markup=False, highlight=False, soft_wrap=True)
+
     def on_stage(name: str, description: str) -> None:
+        if events:
+            emit("stage", stage=name, description=description)
         if not quiet:
             console.print(
                 f"[bold cyan]==[/] [bold]{safe(name)}[/]: {safe(description)}", highlight=False
@@ -77,6 +100,16 @@ def build_output(
         if progress is not None and task:
             progress.update(task[0], completed=done, total=total, steps=f"{done}/{total}")
 
+    def on_compile_progress(report: CompileProgress) -> None:
+        if events:
+            emit("compile-progress", stage="compile", **report.to_json())
+        if not quiet:
+            console.print(literal(f"compile: {report.describe()}"), markup=False, highlight=False)
+        if progress is not None and task:
+            left = "" if report.left_s is None else f", ~{round(report.left_s)} s left"
+            progress.update(task[0], completed=report.done, total=report.total,
+                            steps=f"{report.done}/{report.total} .cu{left}")  # fmt: skip
+
     return BuildOutput(
         log,
         printer=None if quiet else printer,
@@ -84,6 +117,7 @@ def build_output(
         on_stage=on_stage,
         warner=lambda text: console.print(f"warning: {text}", markup=False, highlight=False),
         shown=literal,  # the saved log ends with why the build stopped, as the terminal does
+        on_compile_progress=on_compile_progress,
     )
 
 
@@ -94,11 +128,17 @@ class ConsoleReporter:
     output for ``build --plan``, whose answer the plan is)."""
 
     def __init__(
-        self, console: Console, *, quiet: bool, plan_console: Console | None = None
+        self,
+        console: Console,
+        *,
+        quiet: bool,
+        plan_console: Console | None = None,
+        events: bool = False,
     ) -> None:
         self.console = console
         self.quiet = quiet
         self.plan_console = plan_console or console
+        self.events = events  # --format json: stages and compile progress as JSON event lines
 
     @property
     def echo(self) -> Callable[[str], None] | None:
@@ -121,7 +161,7 @@ class ConsoleReporter:
         """The build's output while it runs: into ``log``, and on the console with a live progress
         line unless quiet."""
         with progress(self.console, self.quiet) as live:
-            yield build_output(log, self.console, live, quiet=self.quiet)
+            yield build_output(log, self.console, live, quiet=self.quiet, events=self.events)
 
 
 def print_plan(console: Console, plan: BuildPlan) -> None:

@@ -13,7 +13,12 @@ Three tools decide how many compiles run at once, and each reads a different set
                             ``build_ext`` then builds N extension modules at once. Only what
                             a recipe turns on (below): a project that turns ninja off
                             (``BuildExtension.with_options(use_ninja=False)``, torch-scatter)
-                            otherwise compiles one file at a time whatever ``MAX_JOBS`` says.
+                            gets archwheel's spread instead (next row).
+``ARCHWHEEL_SPREAD_EXTENSIONS``  with ``PYTHONPATH`` naming archwheel's setuptools hook
+                            (``spread_hook.py``): a ``setuptools`` project's extension modules
+                            built N at a time, each into a ``build_temp`` of its own, in forked
+                            processes. The default; ``[build.parallel] extensions = false``
+                            turns it off.
 ``NVCC_APPEND_FLAGS``       read by nvcc itself (every build system): ``--threads N`` compiles
                             one file's archs at once instead of one after another.
 ==========================  ===================================================================
@@ -21,6 +26,15 @@ Three tools decide how many compiles run at once, and each reads a different set
 Why these and not pip's ``--config-settings``: archwheel does not own the recipe's command
 line (``pip wheel``, ``python -m build``, ``setup.py bdist_wheel``, ``cmake``), and each backend
 spells its settings differently; environment variables reach every one of them unchanged.
+
+archwheel's spread (``spread_hook.py``) is what ``build_ext --parallel`` should have been: the
+same N modules at once, without its race (below): each module compiles into its own folder,
+so a source two modules compile with different macros makes two objects, and each module is
+built by a process of its own, so no compiler object is shared. With torch's ninja each
+module's build already runs ``MAX_JOBS`` compiles, and the hook then builds the modules one at
+a time (at most the job count of compiles at once); a project whose ``build_ext`` replaces
+``build_extension`` keeps its own loop. tests/unit/wheelbuild/test_build_ext_parallel_race.py
+builds the race's project ten times spread, each module linking its own objects every time.
 
 ``build_ext --parallel`` is applied only where the recipe asks for it (``[build.parallel]
 build_ext = true``); ``auto`` (the default) never applies it, and the plan says why:
@@ -46,8 +60,9 @@ build_ext = true``); ``auto`` (the default) never applies it, and the plan says 
 Which sources a project's modules share is computed by its ``setup.py`` (torch-scatter globs
 ``csrc/*.cpp`` and loops over ``cpu``/``cuda``), so no static read can show it safe, and the
 project's own serial ``build_ext`` is what its authors test. A recipe that knows its modules
-share no source turns it on with ``build_ext = true``; a ninja-off project otherwise compiles
-one file at a time, with nvcc ``--threads`` still spreading each ``.cu`` file's archs.
+share no source turns it on with ``build_ext = true``; a ninja-off project otherwise gets
+archwheel's spread (its modules at once, each with its own objects), with nvcc ``--threads``
+still spreading each ``.cu`` file's archs.
 
 The budget stays memory-aware. ``files`` (compiles at once) is the job count of ``jobs.py``:
 min(cores, available memory / memory per job). Each nvcc thread compiles one arch, with about
@@ -66,6 +81,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from archwheel.wheelbuild.compile.jobs import JobCount
@@ -87,6 +103,11 @@ _SHARED = (
     "[build.parallel] build_ext = true where none do"
 )
 _ON_RISK = "the recipe vouches that no two modules compile the same source"
+_SPREAD = (
+    "a setuptools project's modules in forked processes (with torch's ninja, one at a time); "
+    "[build.parallel] extensions = false turns it off"
+)
+SPREAD_DIR = "/build/.archwheel/spread"  # spread_hook.py and its entry point, on PYTHONPATH
 OVERSUBSCRIPTION = 2  # files x threads <= this x the cores
 # What choose_parallel appends to NVCC_APPEND_FLAGS (the cache launcher strips the same).
 _TRAILING_THREADS = re.compile(r" *--threads [0-9]+\Z")
@@ -105,6 +126,7 @@ class ParallelSwitches:
     jobs: bool = True  # False: the jobs variable and CMAKE_BUILD_PARALLEL_LEVEL are 1
     build_ext: BuildExtMode = "auto"  # auto: not applied (the plan says why); on: the recipe's true
     nvcc_threads: bool = True
+    extensions: bool = True  # archwheel's spread of a setuptools project's modules (spread_hook)
 
 
 @dataclass(frozen=True)
@@ -118,6 +140,8 @@ class ParallelPlan:
     why_threads: str
     env: tuple[tuple[str, str], ...]  # added to the compile step's environment
     config: str = ""  # the DIST_EXTRA_CONFIG file's text ("" when build_ext is off)
+    spread: int = 0  # extension modules built at once by archwheel's hook (0: not applied)
+    why_spread: str = ""
 
     def describe(self, jobs_variable: str) -> str:
         """The plan's ``parallel`` row."""
@@ -126,6 +150,10 @@ class ParallelPlan:
             f"setuptools build_ext --parallel {self.files}: {self.why_build_ext}"
             if self.build_ext
             else f"no build_ext --parallel ({self.why_build_ext})",
+            f"extension modules {self.spread} at a time, each in its own build_temp: "
+            f"{self.why_spread}"
+            if self.spread
+            else f"extension modules as the project builds them ({self.why_spread})",
             f"nvcc --threads {self.threads}: {self.why_threads}"
             if self.threads > 1
             else f"no nvcc --threads ({self.why_threads})",
@@ -140,6 +168,8 @@ class ParallelPlan:
             "build_ext_parallel": self.build_ext,
             "why_build_ext": self.why_build_ext,
             "why_threads": self.why_threads,
+            "extensions_at_once": self.spread,
+            "why_extensions": self.why_spread,
             "env": dict(self.env),
         }
 
@@ -183,8 +213,12 @@ def choose_parallel(
     ``own_threads``: where the project's build files pass nvcc ``--threads`` themselves."""
     env = dict(recipe_env or {})
     if serial:
-        return ParallelPlan(1, 1, False, "a serial build", "a serial build", (
-            ("CMAKE_BUILD_PARALLEL_LEVEL", "1"),))  # fmt: skip
+        hook = spread_env(1, env) if switches.extensions and switches.build_ext != "on" else ()
+        return ParallelPlan(
+            1, 1, False, "a serial build", "a serial build",
+            (("CMAKE_BUILD_PARALLEL_LEVEL", "1"), *hook),
+            spread=1 if hook else 0, why_spread="a serial build, the same folders",
+        )  # fmt: skip
     files = jobs.jobs if switches.jobs else 1
     # build_ext --parallel
     if switches.build_ext == "off":
@@ -238,4 +272,44 @@ def choose_parallel(
     if build_ext:
         added.append(("DIST_EXTRA_CONFIG", PARALLEL_CONFIG))
         config = f"[build_ext]\nparallel = {files}\n"
-    return ParallelPlan(files, threads, build_ext, why_ext, why_threads, tuple(added), config)
+    spread, why_spread = 0, "turned off by [build.parallel] extensions"
+    if switches.extensions and build_ext:
+        why_spread = "setuptools' own build_ext --parallel instead"
+    elif switches.extensions:
+        spread, why_spread = files, _SPREAD
+        added.extend(spread_env(files, env))
+    return ParallelPlan(files, threads, build_ext, why_ext, why_threads, tuple(added), config,
+                        spread, why_spread)  # fmt: skip
+
+
+def spread_env(files: int, recipe_env: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """The hook's variables: its folder first on ``PYTHONPATH`` (before the recipe's own)."""
+    own = recipe_env.get("PYTHONPATH", "")
+    path = f"{SPREAD_DIR}:{own}" if own else SPREAD_DIR
+    return (("ARCHWHEEL_SPREAD_EXTENSIONS", str(files)), ("PYTHONPATH", path))
+
+
+_HOOK_MODULE = "archwheel_spread_hook"
+
+
+def spread_hook_files() -> dict[str, str]:
+    """What the work folder's ``SPREAD_DIR`` holds (paths relative to it): the hook module and
+    a ``.dist-info`` naming it as a ``setuptools.finalize_distribution_options`` entry point,
+    which setuptools' ``Distribution`` calls for every ``setup()``."""
+    info = f"{_HOOK_MODULE}-0.dist-info"
+    return {
+        f"{_HOOK_MODULE}.py": Path(__file__).with_name("spread_hook.py").read_text(),
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {_HOOK_MODULE}\nVersion: 0\n",
+        f"{info}/entry_points.txt": (
+            "[setuptools.finalize_distribution_options]\n"
+            f"{_HOOK_MODULE} = {_HOOK_MODULE}:finalize\n"
+        ),
+    }
+
+
+def write_spread_hook(folder: Path) -> None:
+    """Write ``spread_hook_files`` under ``folder``."""
+    for name, text in spread_hook_files().items():
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)

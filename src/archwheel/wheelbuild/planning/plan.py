@@ -588,8 +588,8 @@ def _apply_parallel(env: dict[str, str], recipe: Recipe, parallel: ParallelPlan)
     env[recipe.build.jobs_variable] = str(parallel.files)
     env["ARCHWHEEL_JOBS"] = str(parallel.files)
     for name, value in parallel.env:
-        if name == "NVCC_APPEND_FLAGS" or name not in recipe.build.env:
-            env[name] = value
+        if name in ("NVCC_APPEND_FLAGS", "PYTHONPATH") or name not in recipe.build.env:
+            env[name] = value  # the recipe's PYTHONPATH follows the spread hook's folder
 
 
 def serial_variant(plan: BuildPlan) -> BuildPlan:
@@ -612,7 +612,8 @@ def serial_variant(plan: BuildPlan) -> BuildPlan:
         else:
             env.pop(name, None)
     serial = choose_parallel(recipe.build.parallel, plan.jobs, archs=len(plan.arch_list),
-                             ninja_off=(), serial=True)  # fmt: skip
+                             ninja_off=(), serial=True,
+                             recipe_env=dict(recipe.build.env))  # fmt: skip
     _apply_parallel(env, recipe, serial)
     env = dict(sorted(env.items()))
     phases = tuple(

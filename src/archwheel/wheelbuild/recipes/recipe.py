@@ -666,4 +666,6 @@ def _parse_parallel(doc: ParallelDoc) -> ParallelSwitches:
     (wheelbuild/compile/parallel.py; docs/building-extensions.md, "Every core busy")."""
     value = doc.build_ext
     mode: BuildExtMode = "auto" if value == "auto" else ("on" if value is True else "off")
-    return ParallelSwitches(jobs=doc.jobs, build_ext=mode, nvcc_threads=doc.nvcc_threads)
+    return ParallelSwitches(
+        jobs=doc.jobs, build_ext=mode, nvcc_threads=doc.nvcc_threads, extensions=doc.extensions
+    )

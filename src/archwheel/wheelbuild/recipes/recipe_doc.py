@@ -89,6 +89,7 @@ class ParallelDoc(Document, frozen=True, kw_only=True):
     jobs: bool = True
     build_ext: Annotated[bool | Literal["auto"], Meta(extra={"expected": _BUILD_EXT})] = "auto"
     nvcc_threads: bool = True
+    extensions: bool = True
 
 
 class BuildDoc(Document, frozen=True, kw_only=True):

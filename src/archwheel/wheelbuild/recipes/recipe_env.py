@@ -22,6 +22,9 @@ from archwheel.wheelbuild.recipes.recipe_model import Recipe
 
 APPENDED = frozenset({"NVCC_APPEND_FLAGS", "CMAKE_ARGS"})
 """The variables whose recipe value archwheel keeps in front of the flags it appends."""
+PREFIXED = frozenset({"PYTHONPATH"})
+"""The search paths whose recipe value archwheel keeps behind the folder it puts first (the
+extension spread's hook, compile/parallel.py)."""
 
 # nvcc's --time (also -time, --time=FILE, -time=FILE) as a word of a value or of the command:
 # not --timeout, --time-limit, /usr/bin/time or a variable named TIME.
@@ -41,6 +44,8 @@ def sets_nvcc_time(text: str) -> bool:
 def _kept(name: str, own: str, value: str | None) -> bool:
     if value == own:
         return True
+    if value is not None and name in PREFIXED:
+        return value.endswith(":" + own)
     if value is None or name not in APPENDED:
         return False
     words = own.split()

@@ -1,5 +1,6 @@
 """Running a plan: the work folder and its containers (``workfolder``), the build's output and
-timings (``output``, ``stages``), why a compile failed (``failures``), the compile farm of one
+timings (``output``, ``stages``), the CUDA compiles' progress while they run
+(``compile_watch``), why a compile failed (``failures``), the compile farm of one
 build (``farm_build``), the cache report (``cache_report``) and the provenance file
 (``provenance``).
 

@@ -7,8 +7,11 @@ callbacks its caller gave (the interfaces floor renders them; a library caller m
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from typing import TextIO
+
+from archwheel.wheelbuild.compile.nvcc_progress import CompileProgress
 
 _PROGRESS = re.compile(r"^\s*\[(\d+)/(\d+)\]")
 
@@ -16,7 +19,9 @@ _PROGRESS = re.compile(r"^\s*\[(\d+)/(\d+)\]")
 class BuildOutput:
     """Where build output goes: the log file always, the terminal unless quiet.
 
-    Lines like ``[12/345]`` (ninja, and the example backend) move the progress display.
+    Lines like ``[12/345]`` (ninja, and the example backend) move the progress display; the
+    CUDA compiles' progress read from nvcc's record (``compile_progress``, from the watcher's
+    thread) goes to ``on_compile_progress``. Writes are made under one lock.
     ``shown`` is how an error message is written into the log (the interfaces floor escapes
     control characters, as on the terminal); build output itself is logged as it came.
     """
@@ -30,6 +35,7 @@ class BuildOutput:
         on_stage: Callable[[str, str], None] | None = None,
         warner: Callable[[str], None] | None = None,
         shown: Callable[[str], str] = str,
+        on_compile_progress: Callable[[CompileProgress], None] | None = None,
     ) -> None:
         self.log = log
         self.printer = printer
@@ -37,7 +43,9 @@ class BuildOutput:
         self.on_progress = on_progress
         self.on_stage = on_stage
         self.shown = shown
+        self.on_compile_progress = on_compile_progress
         self.stage_name = ""
+        self._lock = threading.RLock()
 
     @property
     def log_path(self) -> str | None:
@@ -47,8 +55,9 @@ class BuildOutput:
 
     def _write(self, text: str) -> None:
         if self.log is not None:
-            self.log.write(text + "\n")
-            self.log.flush()
+            with self._lock:
+                self.log.write(text + "\n")
+                self.log.flush()
 
     def echo(self, text: str) -> None:
         """A command about to run (``+ docker ...``)."""
@@ -56,8 +65,23 @@ class BuildOutput:
         if self.printer:
             self.printer(text)
 
+    def compile_progress(self, progress: CompileProgress) -> None:
+        """How far the CUDA compiles are (``run/compile_watch.py``): logged, then shown by
+        ``on_compile_progress`` (or printed)."""
+        text = f"compile: {progress.describe()}"
+        with self._lock:
+            self._write(text)
+            if self.on_compile_progress:
+                self.on_compile_progress(progress)
+            elif self.printer:
+                self.printer(text)
+
     def line(self, text: str) -> None:
         """One line of build output."""
+        with self._lock:
+            self._line(text)
+
+    def _line(self, text: str) -> None:
         self._write(text)
         if self.printer:
             self.printer(text)

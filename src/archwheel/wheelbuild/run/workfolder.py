@@ -9,6 +9,7 @@ has run in it (the relabelled wheel goes to the staging folder, which no contain
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections import deque
@@ -30,10 +31,11 @@ from archwheel.wheelbuild.compile.dist_farm import FARM_MOUNT
 from archwheel.wheelbuild.compile.nvcc_record import (
     NVCC_RECORD,
     RECORD_HEADER,
+    TIME_FLAG,
     NvccRecord,
     read_nvcc_record,
 )
-from archwheel.wheelbuild.compile.parallel import PARALLEL_CONFIG
+from archwheel.wheelbuild.compile.parallel import PARALLEL_CONFIG, SPREAD_DIR, write_spread_hook
 from archwheel.wheelbuild.compile.remote_cache import (
     FALLBACK_LOG,
     FORWARDER,
@@ -51,6 +53,7 @@ from archwheel.wheelbuild.compile.sccache_stats import (
 )
 from archwheel.wheelbuild.images.builder_image import BuilderImage, Toolchain
 from archwheel.wheelbuild.planning.plan import BUILD, CACHE_DIR, DIST, FILE_LIST, BuildPlan, Step
+from archwheel.wheelbuild.run.compile_watch import CompileWatch, cuda_total, record_path
 from archwheel.wheelbuild.run.failures import (
     compile_failure_error,
     out_of_space_error,
@@ -175,11 +178,22 @@ class WorkFolder:
                 with self.engine.container(spec) as container:
                     for step in phase.steps:
                         self.output.stage(step.name, step.description)
-                        self._call(container, plan, step, work)
+                        with self._watch(plan, step, work):
+                            self._call(container, plan, step, work)
                         if step.name == "compile" and use_stats:
                             stats = sccache_stats(container, plan.user)
                             room = cache_room(container, plan.user)
         return stats, room
+
+    def _watch(
+        self, plan: BuildPlan, step: Step, work: Path
+    ) -> contextlib.AbstractContextManager[object]:
+        """The compile step of a build that records its nvcc compiles and has CUDA sources is
+        watched (``compile_watch.py``: its progress shown while it runs)."""
+        total = cuda_total(plan) if step.name == "compile" else 0
+        if total == 0 or TIME_FLAG not in step.env.get("NVCC_APPEND_FLAGS", ""):
+            return contextlib.nullcontext()
+        return CompileWatch(record_path(work), total, self.output.compile_progress)
 
     def _call(self, container: Container, plan: BuildPlan, step: Step, work: Path) -> None:
         """One step; a failed compile says why where its output shows a known cause
@@ -241,6 +255,9 @@ def _prepare(work: Path, plan: BuildPlan) -> None:
         config = work / PARALLEL_CONFIG.removeprefix(BUILD + "/")
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(plan.parallel.config)
+    if plan.parallel is not None and plan.parallel.spread:
+        # the setuptools hook that builds each extension module in its own folder (PYTHONPATH)
+        write_spread_hook(work / SPREAD_DIR.removeprefix(BUILD + "/"))
     # With a farm: the sccache client configuration, a placeholder token (farm_build.py)
     write_container_config(plan, work)
     chown_to_build_user(work, plan.build_user)
