@@ -33,7 +33,7 @@ import json
 import posixpath
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from functools import lru_cache
 from importlib import resources
@@ -151,6 +151,36 @@ class MissingSymbol:
     reason: str  # "undefined" or "version"
 
 
+# How each library of a wheel is opened, from what it exports and who needs it. A library with no
+# ``PyInit_<name>`` that no library of the wheel needs is opened by the package itself:
+# ``torch.ops.load_library(path)`` is ``ctypes.CDLL(path)`` (torch/_ops.py), and ctypes always
+# adds ``RTLD_NOW`` to its mode (``RTLD_LOCAL`` by default), after ``import torch``: the same scope
+# as an extension module's (its own tree, the ``libtorch_global_deps`` tree torch opened
+# ``RTLD_GLOBAL``, the interpreter; torch's other libraries only through its ``DT_NEEDED``).
+OPENED_AS = {
+    "extension-module": "extension module (PyInit_): opened by import",
+    "dependency": "needed by another library of the wheel: opened as its dependency",
+    "dlopened": (
+        "opened with torch.ops.load_library / ctypes (no PyInit_): judged as a dlopened library "
+        "(RTLD_NOW, after import torch)"
+    ),
+}
+
+
+def opened_as(lib: DynamicInfo, needed_by_wheel: set[str]) -> str:
+    """How ``lib`` is opened: ``extension-module`` when it exports ``PyInit_<name>`` (name: its
+    file name up to the first dot), ``dependency`` when another library of the wheel finds it on
+    its search path (``needed_by_wheel``: those names), else ``dlopened``
+    (``torch.ops.load_library``, ``ctypes.CDLL``; torchaudio's ``libtorchaudio.so`` too, which its
+    module needs by a bare name that only the package's own loading satisfies)."""
+    base = posixpath.basename(lib.path)
+    if f"PyInit_{base.split('.', 1)[0]}" in lib.exports:
+        return "extension-module"
+    if base in needed_by_wheel or (lib.soname is not None and lib.soname in needed_by_wheel):
+        return "dependency"
+    return "dlopened"
+
+
 @dataclass(frozen=True)
 class LibraryLoad:
     """The verdict for one library of the wheel."""
@@ -168,6 +198,12 @@ class LibraryLoad:
     causes: tuple[str, ...] = ()
     fixes: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
+    opened_as: str = ""  # one of OPENED_AS ("" when not judged)
+
+    @property
+    def opened_how(self) -> str:
+        """How the library is opened, in words (empty when not judged)."""
+        return OPENED_AS.get(self.opened_as, "")
 
     @property
     def symbols_resolved(self) -> int:
@@ -179,6 +215,7 @@ class LibraryLoad:
         return {
             "path": self.path,
             "verdict": self.verdict.value,
+            "opened_as": self.opened_as or None,
             "needed": [
                 {"name": r.needed, "how": r.how, "path": r.path, "detail": r.detail}
                 for r in self.resolutions
@@ -300,6 +337,7 @@ def judge_load(
     torch_exports = _all_exports(world, torch_order)
     torch_sonames = set(world.loaded)
     out_of_steps = False
+    judged: dict[int, DynamicInfo] = {}  # result index -> its library, to say how it is opened
     for lib in wheel.libraries:
         where = install_path(lib.path)
         if not lib.is_dynamic or where is None:
@@ -308,6 +346,7 @@ def judge_load(
             continue
         if not out_of_steps:
             try:
+                judged[len(results)] = lib
                 results.append(
                     _judge_library(
                         world, lib, where, policy=policy, policy_libs=policy_libs,
@@ -319,6 +358,11 @@ def judge_load(
             except TooMuchWork:
                 out_of_steps = True
         results.append(LibraryLoad(lib.path, LoadVerdict.UNKNOWN, problems=(_out_of_steps(),)))
+    # a library other libraries of the wheel reach on the search path is opened as their
+    # dependency; one reached only once the package has loaded it itself ("package") is not
+    on_path = {r.needed for result in results for r in result.resolutions if r.how == "wheel"}
+    for i, lib in judged.items():
+        results[i] = replace(results[i], opened_as=opened_as(lib, on_path))
     facts, conflicts = _metadata_facts(wheel, torch)
     if not any(lib.is_dynamic for lib in wheel.libraries):
         problems.append(f"{wheel.filename}: no shared library inside: nothing to load")

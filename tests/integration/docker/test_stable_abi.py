@@ -84,6 +84,7 @@ def test_the_stable_wheel_has_no_cpp_api_symbol(stable: Built, cli_run: CliRun) 
     assert code == 0, out + err
     (lib,) = json.loads(out)["libraries"]
     assert lib["path"] == "archwheel_stable_ops/_C.abi3.so"
+    assert lib["opened_as"] == "dlopened"  # no PyInit__C: the package's torch.ops.load_library
 
 
 @pytest.mark.parametrize("torch", TORCHES)

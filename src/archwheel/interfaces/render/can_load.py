@@ -49,6 +49,8 @@ def _listed(report: LoadReport) -> tuple[list[LibraryLoad], int]:
 
 def _library_lines(lib: LibraryLoad, demangled: Mapping[str, str]) -> list[str]:
     lines: list[str] = []
+    if lib.opened_how:
+        lines.append(lib.opened_how)
     if lib.symbols_checked:
         text = f"symbols: {lib.symbols_resolved} of {lib.symbols_checked} resolve"
         if lib.unverified:

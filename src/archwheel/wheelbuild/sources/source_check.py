@@ -3,7 +3,10 @@
 Which files: ``setup.py``, ``setup.cfg``, ``pyproject.toml``, ``build.py`` and
 ``CMakeLists.txt`` up to three folders deep, ``*.cmake`` up to four, and any ``*.py`` at the
 top. Bounded: at most ``MAX_FILES`` files of at most ``MAX_FILE_BYTES`` each; a file that cannot
-be read is passed over (the build reads it, and says so, if it matters).
+be read is passed over (the build reads it, and says so, if it matters). For
+``torch.ops.load_library`` (``verdicts.op_libraries``): the package's ``*.py`` files that
+spell ``load_library`` and the C++/CUDA sources that spell ``TORCH_LIBRARY``, outside test and
+benchmark folders, as bounded.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from archwheel.facts.arch import ArchList
 from archwheel.facts.arch_readers import image_names
 from archwheel.verdicts.builder_selection import read_builder_selection
 from archwheel.verdicts.module_selection import ModuleSelection, read_selection
+from archwheel.verdicts.op_libraries import OperatorLibraries, find_operator_libraries
 from archwheel.verdicts.source_archs import SourceCheck, check_build_files
 from archwheel.wheelbuild.compile.parallel import ninja_off_in, own_threads_in
 from archwheel.wheelbuild.sources.cmake_project import read_cmake_files
@@ -55,6 +59,42 @@ def read_build_files(root: Path, files: Sequence[str]) -> Iterable[tuple[str, st
             continue
         taken += 1
         yield relative, data.decode("utf-8", errors="replace")
+
+
+_CXX_SUFFIXES = frozenset({".cpp", ".cc", ".cxx", ".cu", ".c++"})
+
+
+def _read_spelling(
+    root: Path, files: Sequence[str], suffixes: frozenset[str], word: bytes
+) -> Iterable[tuple[str, str]]:
+    """``(relative path, text)`` of the files among ``files`` with one of ``suffixes`` that
+    contain ``word``, outside test and benchmark folders (bounded as the build files are)."""
+    taken = 0
+    for relative in files:
+        path = PurePosixPath(relative)
+        if taken >= MAX_FILES or path.suffix not in suffixes:
+            continue
+        if any(part.startswith(("test", "bench")) for part in path.parts[:-1]):
+            continue
+        try:
+            with open_regular(root / relative) as handle:
+                data = handle.read(MAX_FILE_BYTES + 1)
+        except OSError:
+            continue
+        if len(data) > MAX_FILE_BYTES or word not in data:
+            continue
+        taken += 1
+        yield relative, data.decode("utf-8", errors="replace")
+
+
+def look_for_operator_libraries(root: Path, files: Sequence[str]) -> OperatorLibraries | None:
+    """The project's ``torch.ops.load_library`` calls and operator namespaces (None: none)."""
+    python = list(_read_spelling(root, files, frozenset({".py"}), b"load_library"))
+    if not python:
+        return None
+    return find_operator_libraries(
+        python, _read_spelling(root, files, _CXX_SUFFIXES, b"TORCH_LIBRARY")
+    )
 
 
 class SourceLook(NamedTuple):
@@ -136,6 +176,9 @@ def look_at_source(
         )  # fmt: skip
     if selection is not None:
         rows.append(selection.row())
+    operators = look_for_operator_libraries(root, files)
+    if operators is not None:
+        rows.append(operators.row())
     return SourceLook(
         tuple(rows), ninja_off_in(build_files), own_threads_in(build_files), check, selection
     )
