@@ -66,6 +66,11 @@ SERVER_SOCKET = f"{STATE}/sccache.sock"  # SCCACHE_SERVER_UDS: the daemon of thi
 SERVER_LOG = f"{STATE}/sccache-server.log"
 # One line per compile that ran without the cache because sccache failed, and why.
 FALLBACK_LOG = f"{STATE}/cache-fallbacks.log"
+# The whole-call cache (whole_call.py): its script, its log (one "hit OBJ" or "store OBJ" a
+# call) and its folder in the compiler-cache volume (ARCHWHEEL_WHOLE_CALL_DIR).
+WHOLE_CALL_SCRIPT = f"{STATE}/whole-call.py"
+WHOLE_CALL_LOG = f"{STATE}/whole-call.log"
+WHOLE_CALL_FOLDER = "archwheel-calls"
 CACHE_OFF = f"{STATE}/cache-off"  # written by the start step when no daemon could start
 FORWARDER = f"{STATE}/redis-forward.py"
 CACHE_URL_ENV = "ARCHWHEEL_CACHE_URL"
