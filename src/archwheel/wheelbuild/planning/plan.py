@@ -52,6 +52,7 @@ from archwheel.wheelbuild.compile.remote_cache import (
     COMPILER_NAMES,
     LAUNCHER_DIR,
     SERVER_SOCKET,
+    WHOLE_CALL_FOLDER,
     CacheUrl,
     describe_remote,
 )
@@ -451,6 +452,8 @@ def make_plan(
     if cache_on:
         assert options.ccache_volume is not None
         env.update({"SCCACHE_DIR": CACHE_DIR, "SCCACHE_CACHE_SIZE": options.ccache_size})
+        # the whole-call cache (whole_call.py) keeps its entries in the same volume
+        env["ARCHWHEEL_WHOLE_CALL_DIR"] = f"{CACHE_DIR}/{WHOLE_CALL_FOLDER}"
         cache_mounts = (Mount(options.ccache_volume, CACHE_DIR, volume=True),)
     else:
         env.update({"SCCACHE_NO_CACHE": "1", "SCCACHE_DIR": UNUSED_CACHE_DIR})

@@ -40,7 +40,9 @@ from archwheel.wheelbuild.compile.remote_cache import (
     SCCACHE_BIN,
     SERVER_LOG,
     SERVER_SOCKET,
+    WHOLE_CALL_SCRIPT,
 )
+from archwheel.wheelbuild.compile import whole_call
 from archwheel.wheelbuild.compile.sccache_launcher import FORWARDER_SCRIPT, launcher_script
 from archwheel.wheelbuild.compile.sccache_stats import (
     CompileRecord,
@@ -232,6 +234,10 @@ def _prepare(work: Path, plan: BuildPlan) -> None:
     # torch's _wrap_compiler takes ccache before sccache: both names are the launcher
     (launcher.parent / "ccache").symlink_to("sccache")
     (work / FORWARDER.removeprefix(BUILD + "/")).write_text(FORWARDER_SCRIPT)
+    # the whole-call cache's script, run by the launcher with the build's Python
+    (work / WHOLE_CALL_SCRIPT.removeprefix(BUILD + "/")).write_text(
+        Path(whole_call.__file__).read_text()
+    )
     if plan.parallel is not None and plan.parallel.config:
         # setuptools' extra config file (DIST_EXTRA_CONFIG): [build_ext] parallel = N
         config = work / PARALLEL_CONFIG.removeprefix(BUILD + "/")
