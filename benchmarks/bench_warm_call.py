@@ -41,10 +41,12 @@ CANDIDATES = ("steps", "direct", "whole")
 
 
 def find_nvcc() -> Path:
-    real = Path(os.path.realpath(shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"))
-    if not real.is_file():
-        raise SystemExit("bench warm-call: nvcc not found")
-    return real
+    for candidate in ("/usr/local/cuda/bin/nvcc", shutil.which("nvcc") or ""):
+        real = Path(os.path.realpath(candidate)) if candidate else None
+        # nvcc itself, not a script that runs it (sccache cannot take a script for nvcc)
+        if real is not None and real.is_file() and real.read_bytes()[:4] == b"\x7fELF":
+            return real
+    raise SystemExit("bench warm-call: nvcc not found")
 
 
 def find_sccache() -> str:
@@ -102,11 +104,14 @@ class Candidate:
                            check=False)  # fmt: skip
 
     def one_pass(self, out: Path) -> dict[str, float]:
-        """Every source once, one at a time: seconds per file."""
-        out.mkdir(parents=True)
+        """Every source once, one at a time, into the same folder (as a rebuild writes the
+        same paths): seconds per file; the objects are then copied to ``out``."""
+        build = self.root / "obj"
+        shutil.rmtree(build, ignore_errors=True)
+        build.mkdir()
         seconds: dict[str, float] = {}
         for source in sorted((EXAMPLE / "csrc").glob("*.cu")):
-            obj = out / (source.stem + ".o")
+            obj = build / (source.stem + ".o")
             front = [] if self.name == "plain" else [str(self.launcher)]
             cmd = [*front, str(self.nvcc), "-c", str(source), "-o", str(obj), "-O3",
                    "-std=c++17", "-Xcompiler=-fPIC,-fvisibility=hidden", "-objtemp",
@@ -114,6 +119,7 @@ class Candidate:
             start = time.monotonic()
             subprocess.run(cmd, env=self.env, check=True, capture_output=True)
             seconds[source.name] = time.monotonic() - start
+        shutil.copytree(build, out)
         return seconds
 
 

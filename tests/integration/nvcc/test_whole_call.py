@@ -17,11 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from archwheel.effects.redis_relay import RedisAddress, UnixRelay
 from archwheel.wheelbuild.compile import whole_call
 from archwheel.wheelbuild.compile.nvcc_record import RECORD_HEADER, parse_nvcc_record
 from archwheel.wheelbuild.compile.sccache_launcher import launcher_script, toolkit_id_command
 from archwheel.wheelbuild.compile.sccache_stats import CacheCounts, parse_stats_json
+from archwheel.wheelbuild.compile.whole_call import REMOTE_FILE
 from tests.support.components import require, sccache
+from tests.support.redis_server import redis_server
 
 pytestmark = [pytest.mark.nvcc]
 
@@ -172,4 +175,21 @@ def test_a_failed_compile_is_never_stored_nor_answered(bench: Bench) -> None:
         code, _counts, obj = bench.compile()
         assert code != 0 and not obj
     assert bench.log == []
-    assert not any((bench.root / "cache" / "archwheel-calls").rglob("*.o"))
+    assert not (bench.root / "cache" / "archwheel-calls").exists()
+
+
+def test_a_fresh_machine_gets_the_whole_call_from_the_shared_cache(bench: Bench) -> None:
+    """Through archwheel's relay to a real redis-server (GET and SET of sccache's key shape):
+    a second machine's empty volume is answered whole by the first machine's entry."""
+    with redis_server() as server, UnixRelay(RedisAddress("127.0.0.1", server.port)) as relay:
+        (bench.root / REMOTE_FILE).write_text(str(relay.path))
+        code, cold, cold_obj = bench.compile()
+        assert code == 0 and cold.misses > 0 and bench.log == ["store k.o"]
+        bench.env["ARCHWHEEL_WHOLE_CALL_DIR"] = str(bench.root / "machine-two")
+        code, warm, warm_obj = bench.compile()
+        assert code == 0 and warm.compiles == 0 and warm_obj == cold_obj
+        assert bench.log == ["store k.o", "hit k.o"]
+        # kept on the second machine's volume: the next lookup needs no server
+        (bench.root / REMOTE_FILE).unlink()
+        code, local, local_obj = bench.compile()
+        assert code == 0 and local.compiles == 0 and local_obj == cold_obj

@@ -50,7 +50,7 @@ def test_the_key_ignores_what_the_buster_already_holds_or_no_compile_reads() -> 
     base = key()
     noise = {"HOME": "/x", "TERM": "dumb", "ARCHWHEEL_WHOLE_CALL_DIR": "/y"}
     assert key(env={**ENV, **noise}) == base
-    assert key(env={**ENV, **{v: "-DX" for v in KEYED_VARIABLES}}) == base
+    assert key(env={**ENV, **dict.fromkeys(KEYED_VARIABLES, "-DX")}) == base
 
 
 def test_the_launcher_digest_covers_every_keyed_variable() -> None:
@@ -119,7 +119,7 @@ def test_store_then_lookup_and_a_changed_header_misses(tmp_path: Path) -> None:
     (src / "inc.h").write_text("one")
     (src / "k.o").write_bytes(b"object one")
     compiler = str(fake_compiler(tmp_path))
-    assert store(str(root), compiler, ARGS, ENV, str(src), b"warning: w\n")
+    assert store(str(root), compiler, ARGS, ENV, str(src), err=b"warning: w\n")
     (src / "k.o").unlink()
     assert lookup(str(root), compiler, ARGS, ENV, str(src))
     assert (src / "k.o").read_bytes() == b"object one"
@@ -142,11 +142,30 @@ def test_a_damaged_store_is_a_miss(tmp_path: Path) -> None:
     (src / "inc.h").write_text("one")
     (src / "k.o").write_bytes(b"object")
     compiler = str(fake_compiler(tmp_path))
-    assert store(str(root), compiler, ARGS, ENV, str(src), b"")
-    for manifest in (root / "m").rglob("*.json"):
-        manifest.write_text("{not json")
+    assert store(str(root), compiler, ARGS, ENV, str(src))
+    for manifest in (root / "manifest").rglob("*"):
+        if manifest.is_file():
+            manifest.write_text("{not json")
     assert not lookup(str(root), compiler, ARGS, ENV, str(src))
-    assert store(str(root), compiler, ARGS, ENV, str(src), b"")
-    for obj in (root / "r").rglob("*.o"):
-        obj.unlink()
+    assert store(str(root), compiler, ARGS, ENV, str(src))
+    for result in (root / "result").rglob("*"):
+        if result.is_file():
+            result.write_bytes(b"not a result")
     assert not lookup(str(root), compiler, ARGS, ENV, str(src))
+
+
+def test_shared_cache_keys_pass_the_relay_and_the_socket_file_is_beside_the_script() -> None:
+    from archwheel.effects.redis_commands import allowed
+    from archwheel.wheelbuild.compile.remote_cache import WHOLE_CALL_REMOTE, WHOLE_CALL_SCRIPT
+    from archwheel.wheelbuild.compile.whole_call import REMOTE_FILE, pack, remote_key, unpack
+
+    for kind in ("manifest", "result"):
+        name = remote_key(kind, "ab" * 32).encode()
+        assert allowed([b"GET", name]).forward
+        assert allowed([b"SET", name, b"value"]).forward
+    assert remote_key("manifest", "k") != remote_key("result", "k")
+    assert Path(WHOLE_CALL_REMOTE).parent == Path(WHOLE_CALL_SCRIPT).parent
+    assert Path(WHOLE_CALL_REMOTE).name == REMOTE_FILE
+    assert unpack(pack(b"obj", b"err")) == (b"obj", b"err")
+    assert unpack(b"garbage") is None
+    assert unpack(pack(b"", b"long err")[:-3]) is None

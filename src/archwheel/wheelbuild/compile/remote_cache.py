@@ -70,6 +70,9 @@ FALLBACK_LOG = f"{STATE}/cache-fallbacks.log"
 # call) and its folder in the compiler-cache volume (ARCHWHEEL_WHOLE_CALL_DIR).
 WHOLE_CALL_SCRIPT = f"{STATE}/whole-call.py"
 WHOLE_CALL_LOG = f"{STATE}/whole-call.log"
+# The relay's socket, written by the start step when the shared cache is usable (beside the
+# script: whole_call.REMOTE_FILE).
+WHOLE_CALL_REMOTE = f"{STATE}/whole-call-remote"
 WHOLE_CALL_FOLDER = "archwheel-calls"
 CACHE_OFF = f"{STATE}/cache-off"  # written by the start step when no daemon could start
 FORWARDER = f"{STATE}/redis-forward.py"

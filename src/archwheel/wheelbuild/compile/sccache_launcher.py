@@ -24,6 +24,7 @@ from archwheel.wheelbuild.compile.remote_cache import (
     SERVER_LOG,
     TOOLKIT_ID,
     WHOLE_CALL_LOG,
+    WHOLE_CALL_REMOTE,
     WHOLE_CALL_SCRIPT,
 )
 
@@ -269,7 +270,7 @@ def start_command(python: str, *, sccache: str = SCCACHE_BIN) -> tuple[str, ...]
     start costs the cache, not the build."""
     script = f"""
 set -u
-rm -f {CACHE_OFF}
+rm -f {CACHE_OFF} {WHOLE_CALL_REMOTE}
 {farm_route_script(python)}
 start() {{ SCCACHE_ERROR_LOG={SERVER_LOG} SCCACHE_LOG=sccache::server=debug \\
     {sccache} --start-server >/dev/null 2>{SERVER_LOG}.start; }}
@@ -286,6 +287,7 @@ if [ -n "${{ARCHWHEEL_CACHE_SOCKET-}}" ]; then
         start
     ); then
         echo "compiler cache: $({sccache} --version), local volume and the shared cache"
+        printf '%s' "$ARCHWHEEL_CACHE_SOCKET" > {WHOLE_CALL_REMOTE}  # whole_call.py reads it
         exit 0
     fi
     echo "compiler cache: the shared cache could not be used ($(why)); the local cache only"

@@ -43,6 +43,10 @@ TAG = "archwheel-whole-call-1"
 MISS = 3
 MAX_ENTRIES = 8  # results kept per call key (one per distinct set of header contents)
 MAX_DEPS = 100_000
+MAX_LINE = 4096
+MAX_VALUE = 256 << 20  # the relay's own limit (effects/redis_relay.py MAX_VALUE_BYTES)
+MAGIC = b"archwheel-whole-call-1\n"
+REMOTE_FILE = "whole-call-remote"  # beside the script: the relay's socket, when usable
 # Options whose call writes more than the object, or reads arguments from a file.
 REFUSED = (
     "-M",
@@ -94,7 +98,7 @@ def output_of(args: list[str]) -> str | None:
     for i, arg in enumerate(args):
         if arg.startswith("@") or any(arg == r or arg.startswith(r + "=") for r in REFUSED):
             return None
-        if arg.startswith("-M") or arg.startswith("--generate-dependencies"):
+        if arg.startswith(("-M", "--generate-dependencies")):
             return None
         if arg in ("-c", "--compile"):
             compiles = True
@@ -183,45 +187,117 @@ def deps_args(args: list[str]) -> list[str]:
     return [*kept, "-M"]
 
 
-def _paths(root: str, key: str) -> tuple[str, str]:
-    return (
-        os.path.join(root, "m", key[:2], key + ".json"),
-        os.path.join(root, "r", key[:2]),
-    )
+class Local:
+    """Entries as files in the compiler-cache volume: ``ROOT/KIND/HH/KEY``."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def _path(self, kind: str, key: str) -> str:
+        return os.path.join(self.root, kind, key[:2], key)
+
+    def get(self, kind: str, key: str) -> bytes | None:
+        try:
+            with open(self._path(kind, key), "rb") as f:
+                return f.read()
+        except OSError:
+            return None
+
+    def put(self, kind: str, key: str, value: bytes) -> None:
+        path = self._path(kind, key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(value)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
 
 
-def _write(path: str, data: bytes) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+class Remote:
+    """Entries on the shared cache, through archwheel's relay (its Unix socket): ``GET`` and
+    ``SET`` only, each key of sccache's ``A/B/C/HEX`` shape (``remote_key``), which the relay
+    allows (effects/redis_commands.py); the relay answers as an empty cache when the server
+    does not."""
+
+    def __init__(self, path: str) -> None:
+        import socket
+
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.settimeout(30)
+        self.sock.connect(path)
+        self.reader = self.sock.makefile("rb")
+
+    def _call(self, *args: bytes) -> bytes | None:
+        parts = [b"*%d\r\n" % len(args)]
+        for arg in args:
+            parts.append(b"$%d\r\n%s\r\n" % (len(arg), arg))
+        self.sock.sendall(b"".join(parts))
+        line = self.reader.readline(MAX_LINE)
+        if line.startswith(b"$"):
+            size = int(line[1:])
+            if size < 0:
+                return None
+            if size > MAX_VALUE:
+                raise OSError("a shared-cache value past the limit")
+            data = self.reader.read(size + 2)
+            if len(data) != size + 2:
+                raise OSError("the shared cache closed the connection")
+            return data[:size]
+        if line.startswith(b"+"):
+            return b""
+        raise OSError("the shared cache refused: " + line[:200].decode("ascii", "replace"))
+
+    def get(self, kind: str, key: str) -> bytes | None:
+        return self._call(b"GET", remote_key(kind, key).encode())
+
+    def put(self, kind: str, key: str, value: bytes) -> None:
+        self._call(b"SET", remote_key(kind, key).encode(), value)
+
+
+def remote_key(kind: str, key: str) -> str:
+    """An entry's name on the shared cache: sccache's shape, ``A/B/C/`` and a sha256 of this
+    cache's tag, the entry's kind (manifest or result) and its key (no sccache entry's digest
+    is one of these)."""
+    digest = hashlib.sha256(f"{TAG}/{kind}/{key}".encode()).hexdigest()
+    return f"{digest[0]}/{digest[1]}/{digest[2]}/{digest}"
+
+
+def pack(obj: bytes, err: bytes) -> bytes:
+    """A result: the object and the compiler's stderr."""
+    return MAGIC + len(err).to_bytes(8, "big") + err + obj
+
+
+def unpack(value: bytes) -> tuple[bytes, bytes] | None:
+    if not value.startswith(MAGIC) or len(value) < len(MAGIC) + 8:
+        return None
+    at = len(MAGIC) + 8
+    size = int.from_bytes(value[len(MAGIC) : at], "big")
+    if at + size > len(value):
+        return None
+    return value[at + size :], value[at : at + size]
+
+
+def _entries(value: bytes | None) -> list[dict[str, object]]:
+    if value is None:
+        return []
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def _manifest(path: str) -> list[dict[str, object]]:
-    try:
-        with open(path, "rb") as f:
-            entries = json.loads(f.read()).get("entries", [])
-    except (OSError, ValueError, AttributeError):
+        entries = json.loads(value).get("entries", [])
+    except (ValueError, AttributeError):
         return []
     return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
 
 
-def lookup(root: str, compiler: str, args: list[str], env: dict[str, str], cwd: str) -> bool:
-    """Write the stored object (and replay stderr) when one entry's files all match."""
-    out = output_of(args)
-    if out is None:
-        return False
-    key = call_key(compiler, args, env, cwd)
-    manifest, results = _paths(root, key)
-    digests: dict[str, str | None] = {}
-    for entry in reversed(_manifest(manifest)):
+def _matching(
+    entries: list[dict[str, object]], cwd: str, digests: dict[str, str | None]
+) -> list[list[list[str]]]:
+    """The entries whose files all still have their recorded digests, newest first."""
+    found = []
+    for entry in reversed(entries):
         deps = entry.get("deps")
-        if not isinstance(deps, list):
+        if not isinstance(deps, list) or not deps:
             continue
         ok = True
         for dep in deps:
@@ -234,27 +310,75 @@ def lookup(root: str, compiler: str, args: list[str], env: dict[str, str], cwd: 
             if digests[name] != dep[1]:
                 ok = False
                 break
-        if not ok:
-            continue
-        rk = result_key(key, deps)
-        try:
-            with open(os.path.join(results, rk + ".o"), "rb") as f:
-                obj = f.read()
-            with open(os.path.join(results, rk + ".err"), "rb") as f:
-                err = f.read()
-        except OSError:
-            continue
-        _write(os.path.join(cwd, out), obj)
-        sys.stderr.buffer.write(err)
-        return True
+        if ok:
+            found.append(deps)
+    return found
+
+
+def _add_entry(store: Local | Remote, key: str, deps: list[list[str]]) -> None:
+    entries = [e for e in _entries(store.get("manifest", key)) if e.get("deps") != deps]
+    entries.append({"deps": deps})
+    store.put("manifest", key, json.dumps({"entries": entries[-MAX_ENTRIES:]}).encode())
+
+
+def lookup(
+    root: str,
+    compiler: str,
+    args: list[str],
+    env: dict[str, str],
+    cwd: str,
+    *,
+    remote: Remote | None = None,
+) -> bool:
+    """Write the stored object (and replay stderr) when one entry's files all match: the
+    local volume first, then the shared cache (a hit there is kept locally too)."""
+    out = output_of(args)
+    if out is None:
+        return False
+    key = call_key(compiler, args, env, cwd)
+    local = Local(root)
+    digests: dict[str, str | None] = {}
+    stores: list[Local | Remote] = [local] if remote is None else [local, remote]
+    for store_ in stores:
+        for deps in _matching(_entries(store_.get("manifest", key)), cwd, digests):
+            rk = result_key(key, deps)
+            value = store_.get("result", rk)
+            result = unpack(value) if value is not None else None
+            if result is None:
+                continue
+            obj, err = result
+            _write_object(os.path.join(cwd, out), obj)
+            sys.stderr.buffer.write(err)
+            if store_ is not local and value is not None:
+                local.put("result", rk, value)
+                _add_entry(local, key, deps)
+            return True
     return False
 
 
+def _write_object(path: str, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-whole-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 def store(
-    root: str, compiler: str, args: list[str], env: dict[str, str], cwd: str, err: bytes
+    root: str,
+    compiler: str,
+    args: list[str],
+    env: dict[str, str],
+    cwd: str,
+    *,
+    err: bytes = b"",
+    remote: Remote | None = None,
 ) -> bool:
-    """After a call that succeeded: list its files (``nvcc -M``), store the object under the
-    result's key and add the entry to the call's manifest."""
+    """After a call that succeeded: list its files (``nvcc -M``), store the result under its
+    key and add the entry to the call's manifest, locally and on the shared cache."""
     import subprocess  # only on a miss
 
     out = output_of(args)
@@ -280,14 +404,23 @@ def store(
             return False
         deps.append([name, digest])
     key = call_key(compiler, args, env, cwd)
-    manifest, results = _paths(root, key)
     rk = result_key(key, deps)
-    _write(os.path.join(results, rk + ".o"), obj)
-    _write(os.path.join(results, rk + ".err"), err)
-    entries = [e for e in _manifest(manifest) if e.get("deps") != deps]
-    entries.append({"deps": deps})
-    _write(manifest, json.dumps({"entries": entries[-MAX_ENTRIES:]}).encode())
+    stores: list[Local | Remote] = [Local(root)] if remote is None else [Local(root), remote]
+    for store_ in stores:
+        store_.put("result", rk, pack(obj, err))
+        _add_entry(store_, key, deps)
     return True
+
+
+def remote_from(state: str) -> Remote | None:
+    """The shared cache, when the start step found it usable and wrote its relay's socket
+    beside this script (``REMOTE_FILE``); None otherwise or when it cannot be reached."""
+    try:
+        with open(os.path.join(state, REMOTE_FILE), encoding="utf-8") as f:
+            path = f.read().strip()
+        return Remote(path) if path else None
+    except OSError:
+        return None
 
 
 def main(argv: list[str]) -> int:
@@ -299,16 +432,17 @@ def main(argv: list[str]) -> int:
     mode, compiler, args = argv[1], argv[2], argv[3:]
     env = dict(os.environ)
     cwd = os.getcwd()
+    remote = remote_from(os.path.dirname(os.path.abspath(__file__)))
     try:
         if mode == "lookup":
-            return 0 if lookup(root, compiler, args, env, cwd) else MISS
+            return 0 if lookup(root, compiler, args, env, cwd, remote=remote) else MISS
         if mode == "store":
             err = b""
             err_file = env.get("ARCHWHEEL_WHOLE_CALL_ERR")
             if err_file:
                 with open(err_file, "rb") as f:
                     err = f.read()
-            return 0 if store(root, compiler, args, env, cwd, err) else MISS
+            return 0 if store(root, compiler, args, env, cwd, err=err, remote=remote) else MISS
     except (OSError, ValueError):
         return MISS  # the cache never fails a build
     return MISS

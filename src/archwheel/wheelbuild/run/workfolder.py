@@ -24,6 +24,7 @@ from archwheel.effects.redis_relay import UnixRelay
 from archwheel.errors import BuildError
 from archwheel.facts.python_target import PythonTarget
 from archwheel.verdicts.compile_failure import EvidenceLines, kept_line
+from archwheel.wheelbuild.compile import whole_call
 from archwheel.wheelbuild.compile.dist_farm import FARM_MOUNT
 from archwheel.wheelbuild.compile.nvcc_record import (
     NVCC_RECORD,
@@ -40,9 +41,9 @@ from archwheel.wheelbuild.compile.remote_cache import (
     SCCACHE_BIN,
     SERVER_LOG,
     SERVER_SOCKET,
+    WHOLE_CALL_LOG,
     WHOLE_CALL_SCRIPT,
 )
-from archwheel.wheelbuild.compile import whole_call
 from archwheel.wheelbuild.compile.sccache_launcher import FORWARDER_SCRIPT, launcher_script
 from archwheel.wheelbuild.compile.sccache_stats import (
     CompileRecord,
@@ -77,6 +78,8 @@ class Built:
     cache_room: CacheRoom | None = None  # the cache volume's file system after the compile
     nvcc: NvccRecord | None = None  # what nvcc compiled (its --time record; nvcc_record.py)
     fallbacks: tuple[str, ...] = ()  # why compiles ran without the cache (the launcher's log)
+    # the whole-call cache's log (whole_call.py): "hit OBJ" / "store OBJ", one line a call
+    whole_calls: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,7 @@ class WorkFolder:
                 room,
                 read_nvcc_record(work),
                 read_fallbacks(work),
+                read_whole_calls(work),
             )
         finally:
             if self.keep_work:
@@ -320,6 +324,12 @@ def read_fallbacks(work: Path) -> tuple[str, ...]:
     """Why compiles ran without the cache: the launcher's lines (at most 1000 kept)."""
     lines = _read_own(work, FALLBACK_LOG, 1 << 20).splitlines()
     return tuple(line[:300] for line in lines[:1000] if line.strip())
+
+
+def read_whole_calls(work: Path) -> tuple[str, ...]:
+    """The whole-call cache's lines ("hit OBJ", "store OBJ"; at most 100000 kept)."""
+    lines = _read_own(work, WHOLE_CALL_LOG, 16 << 20).splitlines()
+    return tuple(line[:1000] for line in lines[:100_000] if line.strip())
 
 
 def chown_to_build_user(folder: Path, user: tuple[int, int]) -> None:
