@@ -14,6 +14,7 @@ from archwheel.wheelbuild.compile.whole_call import (
     deps_args,
     lookup,
     output_of,
+    outputs_of,
     parse_deps,
     result_key,
     store,
@@ -74,9 +75,13 @@ def test_the_result_key_covers_each_file_read() -> None:
         ["k.cu", "-o", "k.o"],  # no -c: a link
         ["-c", "k.cu"],  # no -o
         ["-c", "k.cu", "-o", "-"],
-        ["-c", "k.cu", "-o", "k.o", "-MD", "-MF", "k.d"],
+        ["-c", "k.cu", "-o", "k.o", "-M"],
+        ["-c", "k.cu", "-o", "k.o", "-MM"],
+        ["-c", "k.cu", "-o", "k.o", "--generate-dependencies"],
+        ["-c", "k.cu", "-o", "k.o", "-MD"],  # a dependency file without its name
         ["-c", "k.cu", "-o", "k.o", "--generate-dependencies-with-compile"],
-        ["-c", "k.cu", "-o", "k.o", "--dependency-output", "k.d"],
+        ["-c", "k.cu", "-o", "k.o", "--dependency-output", "k.d"],  # a name, no file
+        ["-c", "k.cu", "-o", "k.o", "-MX"],
         ["-c", "k.cu", "-o", "k.o", "--keep"],
         ["-c", "k.cu", "-o", "k.o", "-save-temps"],
         ["-c", "k.cu", "-o", "k.o", "@flags.rsp"],
@@ -90,6 +95,12 @@ def test_calls_writing_other_files_are_left_to_sccache(args: list[str]) -> None:
 
 
 def test_the_object_of_a_compile() -> None:
+    assert outputs_of(ARGS) == ("k.o", None)
+    # CMake's and torch's dependency files: a second output
+    assert outputs_of([*ARGS, "-MD", "-MT", "k.o", "-MF", "k.o.d"]) == ("k.o", "k.o.d")
+    torch = ["--generate-dependencies-with-compile", "--dependency-output", "k.o.d"]
+    assert outputs_of([*ARGS, *torch]) == ("k.o", "k.o.d")
+    assert outputs_of([*ARGS, "-MMD", "-MF=x.d", "-MP"]) == ("k.o", "x.d")
     assert output_of(ARGS) == "k.o"
     assert output_of(["-c", "k.cu", "--output-file=x/k.o"]) == "x/k.o"
     assert output_of(["--compile", "k.cu", "--output-file", "k.o", "-objtemp"]) == "k.o"
@@ -101,6 +112,11 @@ def test_dependency_rules_and_arguments() -> None:
     assert parse_deps("no rule here") == []
     assert deps_args(["-c", "k.cu", "-o", "k.o", "-objtemp", "-O3"]) == ["k.cu", "-O3", "-M"]
     assert deps_args(["--compile", "k.cu", "--output-file=k.o"]) == ["k.cu", "-M"]
+    cmake = ["-c", "k.cu", "-o", "k.o", "-MD", "-MT", "k.o", "-MF", "k.o.d", "-MP", "-O3"]
+    assert deps_args(cmake) == ["k.cu", "-O3", "-M"]
+    torch = ["-c", "k.cu", "-o", "k.o", "--generate-dependencies-with-compile",
+             "--dependency-output", "k.o.d"]  # fmt: skip
+    assert deps_args(torch) == ["k.cu", "-M"]
 
 
 def fake_compiler(folder: Path) -> Path:
@@ -166,6 +182,26 @@ def test_shared_cache_keys_pass_the_relay_and_the_socket_file_is_beside_the_scri
     assert remote_key("manifest", "k") != remote_key("result", "k")
     assert Path(WHOLE_CALL_REMOTE).parent == Path(WHOLE_CALL_SCRIPT).parent
     assert Path(WHOLE_CALL_REMOTE).name == REMOTE_FILE
-    assert unpack(pack(b"obj", b"err")) == (b"obj", b"err")
+    assert unpack(pack(b"obj", b"err")) == (b"obj", b"err", None)
+    assert unpack(pack(b"obj", b"", b"k.o: k.cu")) == (b"obj", b"", b"k.o: k.cu")
     assert unpack(b"garbage") is None
     assert unpack(pack(b"", b"long err")[:-3]) is None
+
+
+def test_a_dependency_file_is_stored_and_written_back(tmp_path: Path) -> None:
+    src, root = tmp_path / "src", tmp_path / "cache"
+    src.mkdir()
+    (src / "k.cu").write_text("kernel")
+    (src / "inc.h").write_text("one")
+    (src / "k.o").write_bytes(b"object")
+    (src / "k.o.d").write_text("k.o: k.cu inc.h\n")
+    args = [*ARGS, "-MD", "-MF", "k.o.d"]
+    compiler = str(fake_compiler(tmp_path))
+    assert store(str(root), compiler, args, ENV, str(src))
+    (src / "k.o").unlink()
+    (src / "k.o.d").unlink()
+    assert lookup(str(root), compiler, args, ENV, str(src))
+    assert (src / "k.o.d").read_text() == "k.o: k.cu inc.h\n"
+    assert (src / "k.o").read_bytes() == b"object"
+    # the same call without the dependency file is another key
+    assert not lookup(str(root), compiler, ARGS, ENV, str(src))

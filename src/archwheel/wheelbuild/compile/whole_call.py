@@ -20,7 +20,9 @@ on a hit, and leaves sccache (and a compile farm behind it) every call it does n
   (then ``nvcc -M`` runs once to list its files): a failed compile is never stored, so never
   rescued.
 
-Calls that write other files than the one object (``-M*``, ``--keep``, ``-save-temps``,
+A dependency file the call writes beside its object (``-MD -MF FILE``, CMake's; torch's
+ninja rules' ``--generate-dependencies-with-compile --dependency-output FILE``) is stored and
+written back with it. Calls that write other files (``-M``, ``--keep``, ``-save-temps``,
 ``-E``, ``-ptx`` ...) or read arguments from a file (``@FILE``, ``--options-file``) are not
 taken: sccache gets them as before. What the key cannot see, as ccache's direct mode cannot:
 a header newly added to a folder searched before the one its listed copy came from. In a
@@ -50,10 +52,9 @@ REMOTE_FILE = "whole-call-remote"  # beside the script: the relay's socket, when
 # Options whose call writes more than the object, or reads arguments from a file.
 REFUSED = (
     "-M",
+    "-MM",
     "--generate-dependencies",
     "--generate-nonsystem-dependencies",
-    "--dependency-output",
-    "--dependency-target-name",
     "-E",
     "--preprocess",
     "-keep",
@@ -88,27 +89,60 @@ REFUSED = (
     "-V",
 )
 DROPPED_FOR_DEPS = ("-c", "--compile", "-objtemp", "--objdir-as-tempdir")
+# A dependency file written beside the object (torch's ninja rules: --generate-dependencies-
+# with-compile --dependency-output FILE; CMake: -MD -MT OBJ -MF FILE): a second output, stored
+# and written back with the object. Its name must be given (-MF / --dependency-output).
+DEPFILE_ON = (
+    "-MD",
+    "-MMD",
+    "--generate-dependencies-with-compile",
+    "--generate-nonsystem-dependencies-with-compile",
+)
+DEPFILE_NAME = ("-MF", "--dependency-output")
+DEPFILE_OTHER = ("-MT", "--dependency-target-name")  # a value: the rule's target (keyed)
+DEPFILE_FLAGS = ("-MP", "--generate-dependency-targets")
 
 
-def output_of(args: list[str]) -> str | None:
-    """The object the call writes (``-o FILE``), or None when the call is not one to take:
-    no ``-c``, no ``-o``, an option that writes other files or reads arguments elsewhere."""
-    out = None
-    compiles = False
+def outputs_of(args: list[str]) -> tuple[str, str | None] | None:
+    """The object the call writes (``-o FILE``) and its dependency file (``-MF FILE`` with
+    ``-MD`` and the like; None without), or None when the call is not one to take: no ``-c``,
+    no ``-o``, an option that writes other files or reads arguments elsewhere."""
+    out = depfile = None
+    compiles = depfile_on = False
     for i, arg in enumerate(args):
+        following = args[i + 1] if i + 1 < len(args) else None
         if arg.startswith("@") or any(arg == r or arg.startswith(r + "=") for r in REFUSED):
             return None
-        if arg.startswith(("-M", "--generate-dependencies")):
+        if arg in DEPFILE_ON:
+            depfile_on = True
+        elif arg in DEPFILE_NAME:
+            depfile = following
+        elif any(arg.startswith(n + "=") for n in DEPFILE_NAME):
+            depfile = arg.split("=", 1)[1]
+        elif arg.startswith(("-M", "--generate-dependencies", "--dependency-")) and not (
+            arg in DEPFILE_OTHER
+            or arg in DEPFILE_FLAGS
+            or any(arg.startswith(n + "=") for n in DEPFILE_OTHER)
+            or (i > 0 and args[i - 1] in (*DEPFILE_NAME, *DEPFILE_OTHER))
+        ):
             return None
         if arg in ("-c", "--compile"):
             compiles = True
-        if arg in ("-o", "--output-file") and i + 1 < len(args):
-            out = args[i + 1]
+        if arg in ("-o", "--output-file") and following is not None:
+            out = following
         elif arg.startswith("--output-file="):
             out = arg.split("=", 1)[1]
     if not compiles or not out or out == "-" or out.startswith("/dev/"):
         return None
-    return out
+    if depfile_on != (depfile is not None) or depfile in ("-", ""):
+        return None  # a dependency file without its name, or a name without the file
+    return out, depfile
+
+
+def output_of(args: list[str]) -> str | None:
+    """The object of a call the cache takes (``outputs_of``), else None."""
+    found = outputs_of(args)
+    return found[0] if found is not None else None
 
 
 def call_key(compiler: str, args: list[str], env: dict[str, str], cwd: str) -> str:
@@ -178,10 +212,14 @@ def deps_args(args: list[str]) -> list[str]:
         if skip:
             skip = False
             continue
-        if arg in ("-o", "--output-file"):
+        if arg in ("-o", "--output-file", *DEPFILE_NAME, *DEPFILE_OTHER):
             skip = True
             continue
-        if arg.startswith("--output-file=") or arg in DROPPED_FOR_DEPS:
+        if arg.startswith("--output-file=") or arg in (*DROPPED_FOR_DEPS, *DEPFILE_ON):
+            continue
+        if arg in DEPFILE_FLAGS or any(
+            arg.startswith(n + "=") for n in (*DEPFILE_NAME, *DEPFILE_OTHER)
+        ):
             continue
         kept.append(arg)
     return [*kept, "-M"]
@@ -265,19 +303,29 @@ def remote_key(kind: str, key: str) -> str:
     return f"{digest[0]}/{digest[1]}/{digest[2]}/{digest}"
 
 
-def pack(obj: bytes, err: bytes) -> bytes:
-    """A result: the object and the compiler's stderr."""
-    return MAGIC + len(err).to_bytes(8, "big") + err + obj
+def pack(obj: bytes, err: bytes, depfile: bytes | None = None) -> bytes:
+    """A result: the object, the compiler's stderr and the dependency file (when written)."""
+    parts = [err, obj] + ([] if depfile is None else [depfile])
+    return MAGIC + b"".join(len(p).to_bytes(8, "big") + p for p in parts)
 
 
-def unpack(value: bytes) -> tuple[bytes, bytes] | None:
-    if not value.startswith(MAGIC) or len(value) < len(MAGIC) + 8:
+def unpack(value: bytes) -> tuple[bytes, bytes, bytes | None] | None:
+    """A result's object, stderr and dependency file; None for bytes of another shape."""
+    if not value.startswith(MAGIC):
         return None
-    at = len(MAGIC) + 8
-    size = int.from_bytes(value[len(MAGIC) : at], "big")
-    if at + size > len(value):
+    at = len(MAGIC)
+    parts = []
+    while at < len(value):
+        if at + 8 > len(value) or len(parts) == 3:
+            return None
+        size = int.from_bytes(value[at : at + 8], "big")
+        if at + 8 + size > len(value):
+            return None
+        parts.append(value[at + 8 : at + 8 + size])
+        at += 8 + size
+    if len(parts) < 2:
         return None
-    return value[at + size :], value[at : at + size]
+    return parts[1], parts[0], parts[2] if len(parts) == 3 else None
 
 
 def _entries(value: bytes | None) -> list[dict[str, object]]:
@@ -332,9 +380,10 @@ def lookup(
 ) -> bool:
     """Write the stored object (and replay stderr) when one entry's files all match: the
     local volume first, then the shared cache (a hit there is kept locally too)."""
-    out = output_of(args)
-    if out is None:
+    found = outputs_of(args)
+    if found is None:
         return False
+    out, depfile = found
     key = call_key(compiler, args, env, cwd)
     local = Local(root)
     digests: dict[str, str | None] = {}
@@ -344,9 +393,11 @@ def lookup(
             rk = result_key(key, deps)
             value = store_.get("result", rk)
             result = unpack(value) if value is not None else None
-            if result is None:
+            if result is None or (result[2] is None) != (depfile is None):
                 continue
-            obj, err = result
+            obj, err, dep_bytes = result
+            if depfile is not None and dep_bytes is not None:
+                _write_object(os.path.join(cwd, depfile), dep_bytes)
             _write_object(os.path.join(cwd, out), obj)
             sys.stderr.buffer.write(err)
             if store_ is not local and value is not None:
@@ -381,12 +432,17 @@ def store(
     key and add the entry to the call's manifest, locally and on the shared cache."""
     import subprocess  # only on a miss
 
-    out = output_of(args)
-    if out is None:
+    found = outputs_of(args)
+    if found is None:
         return False
+    out, depfile = found
+    dep_bytes = None
     try:
         with open(os.path.join(cwd, out), "rb") as f:
             obj = f.read()
+        if depfile is not None:
+            with open(os.path.join(cwd, depfile), "rb") as f:
+                dep_bytes = f.read()
     except OSError:
         return False
     run = subprocess.run(
@@ -407,7 +463,7 @@ def store(
     rk = result_key(key, deps)
     stores: list[Local | Remote] = [Local(root)] if remote is None else [Local(root), remote]
     for store_ in stores:
-        store_.put("result", rk, pack(obj, err))
+        store_.put("result", rk, pack(obj, err, dep_bytes))
         _add_entry(store_, key, deps)
     return True
 
