@@ -27,6 +27,12 @@ What archwheel adds to sccache:
   takes archwheel's ``--time FILE`` (nvcc_record.py) out of ``NVCC_APPEND_FLAGS`` and runs
   ``nvcc --dryrun`` with it first: nvcc writes the same rows (source, phase, arch) for what it
   would run, measured with nvcc 13.0, in about 30 ms.
+- a warm nvcc call in one lookup: sccache looks each step up after preprocessing it again,
+  seconds for an unchanged ``.cu`` file with CUB headers. The launcher first looks the outer
+  call up whole (whole_call.py: the key above, the call's arguments, and a manifest of the
+  files ``nvcc -M`` lists with their digests), in the volume and, through the relay, on the
+  shared cache; a miss goes to sccache (and the farm) as before and is stored after it
+  succeeded.
 - a cache never fails or decides a build: where the key cannot be made, or sccache itself
   fails ("sccache: error: ..."), the launcher runs the compiler without it and appends a line
   to ``FALLBACK_LOG``; a compile error of the compiler is the compiler's and stands.
