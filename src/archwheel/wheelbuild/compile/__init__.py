@@ -1,8 +1,8 @@
 """Compiling: how many jobs and how they spread over the cores (``jobs``, ``parallel``), nvcc's own
 record of what it compiled (``nvcc_record``), fatbin compression (``compression``), and the
 compiler cache and the
-compile farm (``remote_cache``, ``sccache_launcher``, ``sccache_stats``, ``dist_farm``,
-``farm_record``).
+compile farm (``remote_cache``, ``sccache_launcher``, ``sccache_stats``, ``whole_call``,
+``dist_farm``, ``farm_record``).
 
 The lowest room of the build: it imports no other room of ``wheelbuild``, only the floors below.
 """

@@ -235,6 +235,7 @@ class Local:
         return os.path.join(self.root, kind, key[:2], key)
 
     def get(self, kind: str, key: str) -> bytes | None:
+        """The entry's bytes; None when there is none."""
         try:
             with open(self._path(kind, key), "rb") as f:
                 return f.read()
@@ -242,6 +243,7 @@ class Local:
             return None
 
     def put(self, kind: str, key: str, value: bytes) -> None:
+        """Write the entry whole (a temporary file renamed: a reader sees old or new)."""
         path = self._path(kind, key)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
@@ -289,9 +291,11 @@ class Remote:
         raise OSError("the shared cache refused: " + line[:200].decode("ascii", "replace"))
 
     def get(self, kind: str, key: str) -> bytes | None:
+        """``GET``: the entry's bytes; None when the server has none (or is down)."""
         return self._call(b"GET", remote_key(kind, key).encode())
 
     def put(self, kind: str, key: str, value: bytes) -> None:
+        """``SET``: the entry, without expiry (the server's own eviction decides)."""
         self._call(b"SET", remote_key(kind, key).encode(), value)
 
 
