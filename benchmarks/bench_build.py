@@ -86,7 +86,7 @@ def build(arch: str, volume: str, out: Path) -> dict[str, float]:
         "cache_hits": float(result["compiler_cache"].get("local_hits", 0))
         + float(result["compiler_cache"].get("remote_hits", 0)),
         # nvcc calls answered whole, before any sccache step (whole_call.py)
-        "whole_call_hits": float((result["compiler_cache"].get("whole_call") or {}).get("hits", 0)),
+        "whole_call_hits": float(result["compiler_cache"].get("whole_call_hits", 0)),
         "wheel_sha256_prefix": float(int(result["sha256"][:12], 16)) if "sha256" in result else 0.0,
     }
 
