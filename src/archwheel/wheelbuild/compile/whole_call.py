@@ -200,8 +200,7 @@ def parse_deps(text: str) -> list[str]:
         i += 1
     if word:
         names.append(word)
-    seen: set[str] = set()
-    return [n for n in names if not (n in seen or seen.add(n))]
+    return list(dict.fromkeys(names))
 
 
 def deps_args(args: list[str]) -> list[str]:
@@ -318,7 +317,7 @@ def unpack(value: bytes) -> tuple[bytes, bytes, bytes | None] | None:
     if not value.startswith(MAGIC):
         return None
     at = len(MAGIC)
-    parts = []
+    parts: list[bytes] = []
     while at < len(value):
         if at + 8 > len(value) or len(parts) == 3:
             return None
