@@ -82,6 +82,12 @@ def test_the_result_key_covers_each_file_read() -> None:
         ["-c", "k.cu", "-o", "k.o", "--generate-dependencies-with-compile"],
         ["-c", "k.cu", "-o", "k.o", "--dependency-output", "k.d"],  # a name, no file
         ["-c", "k.cu", "-o", "k.o", "-MX"],
+        ["-c", "k.cu", "-o", "k.o", "-Xcompiler=-MD,-MF,x.d"],
+        ["-c", "k.cu", "-o", "k.o", "-Xcompiler", "-MD"],
+        ["-c", "k.cu", "-o", "k.o", "-Xcompiler=-gsplit-dwarf"],
+        ["-c", "k.cu", "-o", "k.o", "-Wp,-MD,x.d"],
+        ["-c", "k.cu", "-o", "k.o", "-fstack-usage"],
+        ["-c", "k.cu", "-o", "k.o", "--coverage"],
         ["-c", "k.cu", "-o", "k.o", "--keep"],
         ["-c", "k.cu", "-o", "k.o", "-save-temps"],
         ["-c", "k.cu", "-o", "k.o", "@flags.rsp"],

@@ -88,6 +88,20 @@ REFUSED = (
     "--version",
     "-V",
 )
+# Host-compiler options (given directly or through nvcc's -Xcompiler) that write a file beside
+# the object, or send the preprocessor its own dependency options: such a call is not taken.
+SIDE_FILES = (
+    "-gsplit-dwarf",
+    "-fstack-usage",
+    "-fdump-",
+    "-fcallgraph-info",
+    "-ftest-coverage",
+    "--coverage",
+    "-aux-info",
+    "-fopt-info-",
+    "-fdiagnostics-format=sarif-file",
+    "-Wp,",
+)
 DROPPED_FOR_DEPS = ("-c", "--compile", "-objtemp", "--objdir-as-tempdir")
 # A dependency file written beside the object (torch's ninja rules: --generate-dependencies-
 # with-compile --dependency-output FILE; CMake: -MD -MT OBJ -MF FILE): a second output, stored
@@ -112,6 +126,12 @@ def outputs_of(args: list[str]) -> tuple[str, str | None] | None:
     for i, arg in enumerate(args):
         following = args[i + 1] if i + 1 < len(args) else None
         if arg.startswith("@") or any(arg == r or arg.startswith(r + "=") for r in REFUSED):
+            return None
+        if any(side in arg for side in SIDE_FILES) or (
+            (",-M" in arg or "=-M" in arg) and not any(arg.startswith(n) for n in DEPFILE_NAME)
+        ):
+            return None  # a host compiler's own side file or dependency options
+        if i > 0 and args[i - 1] in ("-Xcompiler", "--compiler-options") and "-M" in arg:
             return None
         if arg in DEPFILE_ON:
             depfile_on = True
