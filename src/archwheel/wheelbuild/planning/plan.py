@@ -465,6 +465,9 @@ def make_plan(
     # (`_wrap_compiler`); archwheel's launcher answers to both names.
     for variable in COMPILER_LAUNCHERS:
         env.setdefault(variable, "sccache")
+    # scikit-build-core's own build folder is a new /tmp/tmpXXXX each build: every nvcc call's
+    # folder and paths new, the whole-call cache (whole_call.py) could never answer one
+    env.setdefault("SKBUILD_BUILD_DIR", f"{BUILD}/skbuild")
     # setuptools compiles with Python's own CC and CXX (x86_64-linux-gnu-g++), and
     # cpp_extension's one-file-at-a-time path (use_ninja=False, torch-scatter) wraps only the
     # `compiler_so` that setuptools >= 72 no longer uses for C++ (`compiler_so_cxx`): those
