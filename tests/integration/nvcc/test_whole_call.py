@@ -193,3 +193,26 @@ def test_a_fresh_machine_gets_the_whole_call_from_the_shared_cache(bench: Bench)
         (bench.root / REMOTE_FILE).unlink()
         code, local, local_obj = bench.compile()
         assert code == 0 and local.compiles == 0 and local_obj == cold_obj
+
+
+def test_a_cxx_call_with_its_dependency_file_is_answered_whole_too(bench: Bench) -> None:
+    """The host compiler's calls (CMake's: -MD -MT -MF) take the same path: one lookup."""
+    src = bench.root / "src"
+    (src / "ops.cpp").write_text('#include "host.h"\nint ops() { return HOST_VALUE; }\n')
+    (src / "host.h").write_text("#define HOST_VALUE 1\n")
+    cmd = [str(bench.launcher), "g++", "-O2", "-MD", "-MT", "ops.o", "-MF", "ops.o.d",
+           "-c", "ops.cpp", "-o", "ops.o"]  # fmt: skip
+
+    def compile_cxx() -> tuple[bytes, str]:
+        for name in ("ops.o", "ops.o.d"):
+            (src / name).unlink(missing_ok=True)
+        subprocess.run(cmd, cwd=src, env=bench.env, check=True, capture_output=True)
+        return (src / "ops.o").read_bytes(), (src / "ops.o.d").read_text()
+
+    cold = compile_cxx()
+    assert bench.log == ["store ops.o"] and "host.h" in cold[1]
+    assert compile_cxx() == cold
+    assert bench.log == ["store ops.o", "hit ops.o"]
+    (src / "host.h").write_text("#define HOST_VALUE 2\n")
+    changed = compile_cxx()
+    assert changed[0] != cold[0] and bench.log[-1] == "store ops.o"

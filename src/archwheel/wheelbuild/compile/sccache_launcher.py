@@ -123,11 +123,11 @@ cached() {
     esac
     "$real" "$compiler" "$@"
 }
-# The whole-call cache (whole_call.py): one lookup of the outer nvcc call before sccache's
-# per-step ones; a miss goes on to sccache (and a farm) as before.
+# The whole-call cache (whole_call.py): one lookup of the outer nvcc (or C/C++) call before
+# sccache's own, which preprocesses first; a miss goes on to sccache (and a farm) as before.
 whole=
 case "$(basename "$compiler")" in
-nvcc)
+nvcc | *gcc* | *g++* | cc | c++ | *-cc | *-c++ | clang*)
     [ -n "${ARCHWHEEL_WHOLE_CALL_DIR-}" ] && [ -z "${SCCACHE_NO_CACHE-}" ] && [ -n "$out" ] \
         && [ -x "${ARCHWHEEL_PYTHON-}" ] && [ -f __WHOLE__ ] && whole=1 ;;
 esac

@@ -101,6 +101,9 @@ SIDE_FILES = (
     "-fopt-info-",
     "-fdiagnostics-format=sarif-file",
     "-Wp,",
+    "-include-pch",
+    ".gch",
+    ".pch",
 )
 DROPPED_FOR_DEPS = ("-c", "--compile", "-objtemp", "--objdir-as-tempdir")
 # A dependency file written beside the object (torch's ninja rules: --generate-dependencies-
