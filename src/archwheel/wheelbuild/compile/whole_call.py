@@ -1,5 +1,8 @@
 """The whole-call cache: a warm nvcc call answered in one lookup, in front of sccache's steps.
 
+(A C or C++ call through the launcher takes the same path: sccache preprocesses it before its
+lookup too, seconds for a file with torch's headers; ``-M`` lists its files as nvcc's does.)
+
 sccache takes every nvcc call apart (remote_cache.py) and looks each step up after
 preprocessing it again: an unchanged ``.cu`` file with CUB headers still costs seconds warm.
 This cache keys the outer call the way ccache's direct mode does, without any preprocessing
