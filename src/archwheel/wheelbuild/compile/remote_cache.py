@@ -28,8 +28,8 @@ What archwheel adds to sccache:
   ``nvcc --dryrun`` with it first: nvcc writes the same rows (source, phase, arch) for what it
   would run, measured with nvcc 13.0, in about 30 ms.
 - a warm nvcc call in one lookup: sccache looks each step up after preprocessing it again,
-  seconds for an unchanged ``.cu`` file with CUB headers. The launcher first looks the outer
-  call up whole (whole_call.py: the key above, the call's arguments, and a manifest of the
+  seconds for an unchanged ``.cu`` file with CUB headers (and for a C++ file with torch's). The
+  launcher first looks the outer call up whole (whole_call.py: the key above, the call's arguments, and a manifest of the
   files ``nvcc -M`` lists with their digests), in the volume and, through the relay, on the
   shared cache; a miss goes to sccache (and the farm) as before and is stored after it
   succeeded.
