@@ -145,6 +145,7 @@ def test_store_then_lookup_and_a_changed_header_misses(tmp_path: Path) -> None:
     (src / "k.o").unlink()
     assert lookup(str(root), compiler, ARGS, ENV, str(src))
     assert (src / "k.o").read_bytes() == b"object one"
+    assert (src / "k.o").stat().st_mode & 0o044 == 0o044  # readable as a compiler leaves it
     # another header content: a miss, and the object is left alone
     (src / "inc.h").write_text("two")
     (src / "k.o").unlink()

@@ -29,9 +29,9 @@ What archwheel adds to sccache:
   would run, measured with nvcc 13.0, in about 30 ms.
 - a warm nvcc call in one lookup: sccache looks each step up after preprocessing it again,
   seconds for an unchanged ``.cu`` file with CUB headers (and for a C++ file with torch's). The
-  launcher first looks the outer call up whole (whole_call.py: the key above, the call's arguments, and a manifest of the
-  files ``nvcc -M`` lists with their digests), in the volume and, through the relay, on the
-  shared cache; a miss goes to sccache (and the farm) as before and is stored after it
+  launcher first looks the outer call up whole (whole_call.py: the key above, the call's
+  arguments, and a manifest of the files ``nvcc -M`` lists with their digests), in the volume
+  and, through the relay, on the shared cache; a miss goes to sccache (and the farm) as before and is stored after it
   succeeded.
 - a cache never fails or decides a build: where the key cannot be made, or sccache itself
   fails ("sccache: error: ..."), the launcher runs the compiler without it and appends a line

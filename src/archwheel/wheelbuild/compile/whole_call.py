@@ -441,6 +441,9 @@ def _write_object(path: str, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # as the compiler leaves it, not mkstemp's 0600
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
