@@ -31,8 +31,8 @@ What archwheel adds to sccache:
   seconds for an unchanged ``.cu`` file with CUB headers (and for a C++ file with torch's). The
   launcher first looks the outer call up whole (whole_call.py: the key above, the call's
   arguments, and a manifest of the files ``nvcc -M`` lists with their digests), in the volume
-  and, through the relay, on the shared cache; a miss goes to sccache (and the farm) as before and is stored after it
-  succeeded.
+  and, through the relay, on the shared cache; a miss goes to sccache (and the farm) as
+  before and is stored after it succeeded.
 - a cache never fails or decides a build: where the key cannot be made, or sccache itself
   fails ("sccache: error: ..."), the launcher runs the compiler without it and appends a line
   to ``FALLBACK_LOG``; a compile error of the compiler is the compiler's and stands.
