@@ -85,6 +85,9 @@ def build(arch: str, volume: str, out: Path) -> dict[str, float]:
         # every sub-phase sccache counts (C/C++, CUDA, CUDA (Device code), PTX, CUBIN)
         "cache_hits": float(result["compiler_cache"].get("local_hits", 0))
         + float(result["compiler_cache"].get("remote_hits", 0)),
+        # nvcc calls answered whole, before any sccache step (whole_call.py)
+        "whole_call_hits": float(result["compiler_cache"].get("whole_call_hits", 0)),
+        "wheel_sha256_prefix": float(int(result["sha256"][:12], 16)) if "sha256" in result else 0.0,
     }
 
 
@@ -128,7 +131,13 @@ def main(argv: list[str]) -> int:
                     print(
                         f"warm  {arch:<14} {warm['wall_s']:7.1f} s total, "
                         f"{warm['compile_s']:7.1f} s compile "
-                        f"({warm['cache_hits']:.0f} cache hits)",
+                        f"({warm['whole_call_hits']:.0f} nvcc calls whole, "
+                        f"{warm['cache_hits']:.0f} sccache steps hit), wheel "
+                        + (
+                            "identical"
+                            if warm["wheel_sha256_prefix"] == cold[arch]["wheel_sha256_prefix"]
+                            else "DIFFERS"
+                        ),
                         flush=True,
                     )
             ratio = cold["8.0;9.0"]["wall_s"] / warm["wall_s"]

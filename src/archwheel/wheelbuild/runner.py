@@ -262,6 +262,9 @@ class BuildRunner:
                         "misses": first.counts.misses,
                         "errors": first.counts.errors,
                         "fallbacks": first.counts.fallbacks,
+                        "whole_call_hits": sum(
+                            1 for line in first.built.whole_calls if line.startswith("hit ")
+                        ),
                     }
                 ),
             )

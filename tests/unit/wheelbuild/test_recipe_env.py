@@ -106,9 +106,10 @@ VARIANTS: dict[str, dict[str, object]] = {
 
 def _set_by_archwheel(recipe: Recipe, plan: BuildPlan) -> set[str]:
     """The compile step's variables that archwheel set, less those it honours a recipe's
-    value for by design (the launchers, the parallel variables, NVCC_APPEND_FLAGS) and those
+    value for by design (the launchers, scikit-build-core's build folder, the parallel
+    variables, NVCC_APPEND_FLAGS) and those
     refused on their own (the arch and jobs variables) or at plan time (the remote cache)."""
-    honoured = {*COMPILER_LAUNCHERS, "NVCC_APPEND_FLAGS"}
+    honoured = {*COMPILER_LAUNCHERS, "NVCC_APPEND_FLAGS", "SKBUILD_BUILD_DIR"}
     honoured |= {name for name, _ in (plan.parallel.env if plan.parallel else ())}
     honoured |= {recipe.arch.variable, recipe.build.jobs_variable}
     return set(plan.build_env) - set(recipe.build.env) - honoured

@@ -27,6 +27,12 @@ What archwheel adds to sccache:
   takes archwheel's ``--time FILE`` (nvcc_record.py) out of ``NVCC_APPEND_FLAGS`` and runs
   ``nvcc --dryrun`` with it first: nvcc writes the same rows (source, phase, arch) for what it
   would run, measured with nvcc 13.0, in about 30 ms.
+- a warm nvcc call in one lookup: sccache looks each step up after preprocessing it again,
+  seconds for an unchanged ``.cu`` file with CUB headers (and for a C++ file with torch's). The
+  launcher first looks the outer call up whole (whole_call.py: the key above, the call's
+  arguments, and a manifest of the files ``nvcc -M`` lists with their digests), in the volume
+  and, through the relay, on the shared cache; a miss goes to sccache (and the farm) as
+  before and is stored after it succeeded.
 - a cache never fails or decides a build: where the key cannot be made, or sccache itself
   fails ("sccache: error: ..."), the launcher runs the compiler without it and appends a line
   to ``FALLBACK_LOG``; a compile error of the compiler is the compiler's and stands.
@@ -66,6 +72,14 @@ SERVER_SOCKET = f"{STATE}/sccache.sock"  # SCCACHE_SERVER_UDS: the daemon of thi
 SERVER_LOG = f"{STATE}/sccache-server.log"
 # One line per compile that ran without the cache because sccache failed, and why.
 FALLBACK_LOG = f"{STATE}/cache-fallbacks.log"
+# The whole-call cache (whole_call.py): its script, its log (one "hit OBJ" or "store OBJ" a
+# call) and its folder in the compiler-cache volume (ARCHWHEEL_WHOLE_CALL_DIR).
+WHOLE_CALL_SCRIPT = f"{STATE}/whole-call.py"
+WHOLE_CALL_LOG = f"{STATE}/whole-call.log"
+# The relay's socket, written by the start step when the shared cache is usable (beside the
+# script: whole_call.REMOTE_FILE).
+WHOLE_CALL_REMOTE = f"{STATE}/whole-call-remote"
+WHOLE_CALL_FOLDER = "archwheel-calls"
 CACHE_OFF = f"{STATE}/cache-off"  # written by the start step when no daemon could start
 FORWARDER = f"{STATE}/redis-forward.py"
 CACHE_URL_ENV = "ARCHWHEEL_CACHE_URL"

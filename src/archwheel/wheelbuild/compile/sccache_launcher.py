@@ -23,6 +23,9 @@ from archwheel.wheelbuild.compile.remote_cache import (
     SCCACHE_BIN,
     SERVER_LOG,
     TOOLKIT_ID,
+    WHOLE_CALL_LOG,
+    WHOLE_CALL_REMOTE,
+    WHOLE_CALL_SCRIPT,
 )
 
 # POSIX sh with GNU coreutils' env -0 / sort -z / sha256sum / mktemp.
@@ -120,6 +123,18 @@ cached() {
     esac
     "$real" "$compiler" "$@"
 }
+# The whole-call cache (whole_call.py): one lookup of the outer nvcc (or C/C++) call before
+# sccache's own, which preprocesses first; a miss goes on to sccache (and a farm) as before.
+whole=
+case "$(basename "$compiler")" in
+nvcc | *gcc* | *g++* | cc | c++ | *-cc | *-c++ | clang*)
+    [ -n "${ARCHWHEEL_WHOLE_CALL_DIR-}" ] && [ -z "${SCCACHE_NO_CACHE-}" ] && [ -n "$out" ] \
+        && [ -x "${ARCHWHEEL_PYTHON-}" ] && [ -f __WHOLE__ ] && whole=1 ;;
+esac
+if [ -n "$whole" ] && "$ARCHWHEEL_PYTHON" -I -S __WHOLE__ lookup "$compiler" "$@"; then
+    printf 'hit %s\n' "$out" >> __WHOLE_LOG__ 2>/dev/null
+    exit 0
+fi
 err=$(mktemp "${TMPDIR:-/tmp}/archwheel-sccache.XXXXXX") || plain "$@"
 [ -n "$out" ] && rm -f "$out"
 cached "$@" 2>"$err"
@@ -133,13 +148,19 @@ if [ "$status" -ne 0 ] && grep -q '^sccache: error' "$err"; then
     exec "$compiler" "$@"
 fi
 cat "$err" >&2
-rm -f "$err"
 if [ "$status" -eq 0 ] && [ -n "$out" ] && [ ! -e "$out" ]; then
+    rm -f "$err"
     why="sccache left no $out"
     echo "archwheel: the compiler cache failed ($why); compiling without it" >&2
     printf '%s\n' "$why" >> __FALLBACKS__ 2>/dev/null
     exec "$compiler" "$@"
 fi
+# Only a call that succeeded is stored (a failed compile is never answered from the cache).
+if [ -n "$whole" ] && [ "$status" -eq 0 ] && ARCHWHEEL_WHOLE_CALL_ERR=$err \
+    "$ARCHWHEEL_PYTHON" -I -S __WHOLE__ store "$compiler" "$@" >/dev/null 2>&1; then
+    printf 'store %s\n' "$out" >> __WHOLE_LOG__ 2>/dev/null
+fi
+rm -f "$err"
 exit "$status"
 """
 
@@ -151,6 +172,9 @@ def launcher_script(
     names: str = COMPILER_NAMES,
     fallbacks: str = FALLBACK_LOG,
     off: str = CACHE_OFF,
+    whole_call: str = WHOLE_CALL_SCRIPT,
+    whole_call_log: str = WHOLE_CALL_LOG,
+    time_flag: str = TIME_FLAG,
 ) -> str:
     """The launcher's text; the paths are the container's unless a test gives its own."""
     return (
@@ -160,7 +184,9 @@ def launcher_script(
         .replace("__NAMES__", names)
         .replace("__FALLBACKS__", fallbacks)
         .replace("__OFF__", off)
-        .replace("__TIME_FLAG__", TIME_FLAG)
+        .replace("__TIME_FLAG__", time_flag)
+        .replace("__WHOLE_LOG__", whole_call_log)
+        .replace("__WHOLE__", whole_call)
     )
 
 
@@ -244,7 +270,7 @@ def start_command(python: str, *, sccache: str = SCCACHE_BIN) -> tuple[str, ...]
     start costs the cache, not the build."""
     script = f"""
 set -u
-rm -f {CACHE_OFF}
+rm -f {CACHE_OFF} {WHOLE_CALL_REMOTE}
 {farm_route_script(python)}
 start() {{ SCCACHE_ERROR_LOG={SERVER_LOG} SCCACHE_LOG=sccache::server=debug \\
     {sccache} --start-server >/dev/null 2>{SERVER_LOG}.start; }}
@@ -261,6 +287,7 @@ if [ -n "${{ARCHWHEEL_CACHE_SOCKET-}}" ]; then
         start
     ); then
         echo "compiler cache: $({sccache} --version), local volume and the shared cache"
+        printf '%s' "$ARCHWHEEL_CACHE_SOCKET" > {WHOLE_CALL_REMOTE}  # whole_call.py reads it
         exit 0
     fi
     echo "compiler cache: the shared cache could not be used ($(why)); the local cache only"

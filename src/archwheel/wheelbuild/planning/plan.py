@@ -52,6 +52,7 @@ from archwheel.wheelbuild.compile.remote_cache import (
     COMPILER_NAMES,
     LAUNCHER_DIR,
     SERVER_SOCKET,
+    WHOLE_CALL_FOLDER,
     CacheUrl,
     describe_remote,
 )
@@ -451,6 +452,8 @@ def make_plan(
     if cache_on:
         assert options.ccache_volume is not None
         env.update({"SCCACHE_DIR": CACHE_DIR, "SCCACHE_CACHE_SIZE": options.ccache_size})
+        # the whole-call cache (whole_call.py) keeps its entries in the same volume
+        env["ARCHWHEEL_WHOLE_CALL_DIR"] = f"{CACHE_DIR}/{WHOLE_CALL_FOLDER}"
         cache_mounts = (Mount(options.ccache_volume, CACHE_DIR, volume=True),)
     else:
         env.update({"SCCACHE_NO_CACHE": "1", "SCCACHE_DIR": UNUSED_CACHE_DIR})
@@ -462,6 +465,9 @@ def make_plan(
     # (`_wrap_compiler`); archwheel's launcher answers to both names.
     for variable in COMPILER_LAUNCHERS:
         env.setdefault(variable, "sccache")
+    # scikit-build-core's own build folder is a new /tmp/tmpXXXX each build: every nvcc call's
+    # folder and paths new, the whole-call cache (whole_call.py) could never answer one
+    env.setdefault("SKBUILD_BUILD_DIR", f"{BUILD}/skbuild")
     # setuptools compiles with Python's own CC and CXX (x86_64-linux-gnu-g++), and
     # cpp_extension's one-file-at-a-time path (use_ninja=False, torch-scatter) wraps only the
     # `compiler_so` that setuptools >= 72 no longer uses for C++ (`compiler_so_cxx`): those

@@ -85,6 +85,8 @@ RESERVED_ENV = frozenset(
         "ARCHWHEEL_PYTHON",
         "ARCHWHEEL_ARCH_LIST",
         "ARCHWHEEL_JOBS",
+        "ARCHWHEEL_WHOLE_CALL_DIR",
+        "ARCHWHEEL_WHOLE_CALL_ERR",
     }
 )
 

@@ -195,6 +195,12 @@ def provenance_for(
             # same: the compiler ran on its own)
             "fallbacks": counts.fallbacks,
             "remote": dict(run.remote_cache) if run.remote_cache is not None else None,
+            # nvcc calls answered whole (one lookup, no sccache step) and stored whole
+            # (wheelbuild/compile/whole_call.py); the other calls are in the counts above
+            "whole_call": {
+                "hits": sum(1 for line in run.built.whole_calls if line.startswith("hit ")),
+                "stored": sum(1 for line in run.built.whole_calls if line.startswith("store ")),
+            },
             # each cached step's output as sccache names it, its sub-phase and whether the
             # cache had it (the sccache daemon's log)
             "compiles": [c.to_json_dict() for c in run.built.compiles],
@@ -205,7 +211,8 @@ def provenance_for(
             else None,
             "key": "sccache's own key per step + SCCACHE_C_CUSTOM_CACHE_BUSTER of the toolkit "
             "identity and the environment-carried compiler flags "
-            "(wheelbuild/compile/remote_cache.py)"
+            "(wheelbuild/compile/remote_cache.py); an nvcc call's whole: that buster, its "
+            "arguments and the files nvcc -M lists (wheelbuild/compile/whole_call.py)"
             if plan.ccache_volume
             else None,
         },

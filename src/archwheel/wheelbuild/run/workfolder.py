@@ -27,6 +27,7 @@ from archwheel.errors import BuildError
 from archwheel.facts.python_target import PythonTarget
 from archwheel.inspection.build_files import read_build_trees
 from archwheel.verdicts.compile_failure import EvidenceLines, kept_line
+from archwheel.wheelbuild.compile import whole_call
 from archwheel.wheelbuild.compile.dist_farm import FARM_MOUNT
 from archwheel.wheelbuild.compile.nvcc_record import (
     NVCC_RECORD,
@@ -44,6 +45,8 @@ from archwheel.wheelbuild.compile.remote_cache import (
     SCCACHE_BIN,
     SERVER_LOG,
     SERVER_SOCKET,
+    WHOLE_CALL_LOG,
+    WHOLE_CALL_SCRIPT,
 )
 from archwheel.wheelbuild.compile.sccache_launcher import FORWARDER_SCRIPT, launcher_script
 from archwheel.wheelbuild.compile.sccache_stats import (
@@ -81,6 +84,8 @@ class Built:
     nvcc: NvccRecord | None = None  # what nvcc compiled (its --time record; nvcc_record.py)
     fallbacks: tuple[str, ...] = ()  # why compiles ran without the cache (the launcher's log)
     build_steps: tuple[tuple[str, BuildSteps], ...] = ()  # build.ninja files under the source
+    # the whole-call cache's log (whole_call.py): "hit OBJ" / "store OBJ", one line a call
+    whole_calls: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,7 @@ class WorkFolder:
                 read_nvcc_record(work),
                 read_fallbacks(work),
                 read_build_trees(work / "src"),
+                read_whole_calls(work),
             )
         finally:
             if self.keep_work:
@@ -250,6 +256,10 @@ def _prepare(work: Path, plan: BuildPlan) -> None:
     # torch's _wrap_compiler takes ccache before sccache: both names are the launcher
     (launcher.parent / "ccache").symlink_to("sccache")
     (work / FORWARDER.removeprefix(BUILD + "/")).write_text(FORWARDER_SCRIPT)
+    # the whole-call cache's script, run by the launcher with the build's Python
+    (work / WHOLE_CALL_SCRIPT.removeprefix(BUILD + "/")).write_text(
+        Path(whole_call.__file__).read_text()
+    )
     if plan.parallel is not None and plan.parallel.config:
         # setuptools' extra config file (DIST_EXTRA_CONFIG): [build_ext] parallel = N
         config = work / PARALLEL_CONFIG.removeprefix(BUILD + "/")
@@ -335,6 +345,12 @@ def read_fallbacks(work: Path) -> tuple[str, ...]:
     """Why compiles ran without the cache: the launcher's lines (at most 1000 kept)."""
     lines = _read_own(work, FALLBACK_LOG, 1 << 20).splitlines()
     return tuple(line[:300] for line in lines[:1000] if line.strip())
+
+
+def read_whole_calls(work: Path) -> tuple[str, ...]:
+    """The whole-call cache's lines ("hit OBJ", "store OBJ"; at most 100000 kept)."""
+    lines = _read_own(work, WHOLE_CALL_LOG, 16 << 20).splitlines()
+    return tuple(line[:1000] for line in lines[:100_000] if line.strip())
 
 
 def chown_to_build_user(folder: Path, user: tuple[int, int]) -> None:
