@@ -19,6 +19,11 @@ ALLOWED_READERS = {
     # command's process and in each of the scan's worker processes alike, which are started
     # with the environment and no object (binary/scan/pool.py), so it stays where it is read.
     "binary/speedups.py": "ARCHWHEEL_PURE_PYTHON",
+    # Standalone scripts copied into the build container and run there by its compilers and
+    # setuptools, never imported by archwheel's own process: the plan hands them their values
+    # through the container's environment, which is all a script in another process can read.
+    "wheelbuild/compile/spread_hook.py": "ARCHWHEEL_SPREAD_EXTENSIONS (in the build container)",
+    "wheelbuild/compile/whole_call.py": "ARCHWHEEL_WHOLE_CALL_* (in the build container)",
 }
 
 # The modules below interfaces/ that read this process's environment at all, for names that
@@ -33,6 +38,8 @@ ENVIRONMENT_READERS = {
     "crosscheck/cuobjdump.py": "PATH, CUDA_HOME, CUDA_PATH: where NVIDIA's cuobjdump may be",
     "binary/speedups.py": "ARCHWHEEL_PURE_PYTHON (see ALLOWED_READERS)",
     "smoke/data/smoke_payload.py": "runs inside the environment under test, not in archwheel",
+    "wheelbuild/compile/spread_hook.py": "runs inside the build container (see ALLOWED_READERS)",
+    "wheelbuild/compile/whole_call.py": "runs inside the build container (see ALLOWED_READERS)",
 }
 
 
