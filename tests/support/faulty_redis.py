@@ -79,7 +79,11 @@ def faulty_redis(mode: Mode) -> Iterator[FaultyRedis]:
     try:
         yield server
     finally:
+        # close() alone does not wake a thread blocked in accept(); shutdown() does
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)
         listener.close()
+        thread.join(timeout=10)
         for conn in server._open:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)

@@ -104,8 +104,14 @@ class PipSettings:
         if proc.returncode != 0:
             if "No module named pip" in proc.stderr:
                 return cls()  # no pip there: no pip configuration to follow
+            # pip writes some refusals to standard output ("An error occurred during
+            # configuration: option timeout: invalid floating-point value"), naming no file
+            refusal = configuration_refusal(proc.stderr.strip() or proc.stdout)
+            named = os.environ.get("PIP_CONFIG_FILE")
+            if named and named not in refusal:
+                refusal += f" (PIP_CONFIG_FILE {named})"
             raise UsageError(
-                configuration_refusal(proc.stderr),
+                refusal,
                 hint="fix that file, or point PIP_CONFIG_FILE at one pip loads; "
                 "`pip config list` says the same",
             )

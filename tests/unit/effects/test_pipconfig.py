@@ -197,3 +197,17 @@ def test_an_empty_location_is_refused_below_the_command_line() -> None:
     for kwargs in ({"index_url": ""}, {"extra_index_urls": [" "]}, {"find_links": [""]}):
         with pytest.raises(UsageError, match="empty package index URL"):
             PipSettings().override(**kwargs)
+
+
+def test_a_refusal_pip_prints_on_standard_output_names_the_file(tmp_path: Path) -> None:
+    """A continuation line makes ``timeout`` no number: pip says so on standard output, naming
+    no file; the one line carries pip's words and the file PIP_CONFIG_FILE names."""
+    config = tmp_path / "pip.conf"
+    config.write_bytes(b"[global]\ntimeout = 5\n  continued\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PIP_CONFIG_FILE", str(config))
+        with pytest.raises(UsageError) as caught:
+            PipSettings.from_host()
+    line = caught.value.one_line()
+    assert "invalid floating-point value" in line
+    assert str(config) in line

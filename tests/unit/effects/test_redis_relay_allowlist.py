@@ -156,9 +156,12 @@ def test_connections_past_the_cap_are_refused(monkeypatch: pytest.MonkeyPatch) -
         with watchdog(5):
             while True:  # the two slots come back once their connections end
                 with _connect(relay.path) as d:
-                    d.sendall(GET)
-                    if _line(d) == b"$-1\r\n":
-                        break
+                    try:  # refused while a slot is still held: the relay may close first
+                        d.sendall(GET)
+                        if _line(d) == b"$-1\r\n":
+                            break
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass
                 time.sleep(0.05)
 
 
