@@ -82,3 +82,25 @@ def test_a_record_that_starts_with_the_header_is_only_appended_to(
     lines = record.read_text().splitlines(keepends=True)
     assert lines[:2] == [RECORD_HEADER, sentinel] and lines.count(RECORD_HEADER) == 1
     assert parse_nvcc_record(record.read_text()).archs_of("k.cu") == {"sm_90"}
+
+
+def test_the_record_times_the_phases_nvcc_ran_and_not_a_dry_run(nvcc: Path, tmp_path: Path) -> None:
+    """nvcc's ``--time`` rows carry each phase's milliseconds: a real compile's record sums
+    them per group (front end, cicc, ptxas, fatbinary, host); the rows of a ``--dryrun`` (what
+    the cache launcher records for the calls sccache takes) measure nothing and are counted as
+    untimed, never as seconds."""
+    (tmp_path / "k.cu").write_text(KERNEL)
+    args = [str(nvcc), "-c", "k.cu", "-o", "k.o", "-gencode", "arch=compute_80,code=sm_80",
+            "-gencode", "arch=compute_90,code=sm_90"]  # fmt: skip
+    real, dry = tmp_path / "real.csv", tmp_path / "dry.csv"
+    subprocess.run([*args, "--time", str(real)], cwd=tmp_path, check=True, capture_output=True)
+    subprocess.run([*args, "--dryrun", "--time", str(dry)], cwd=tmp_path, check=True,
+                   capture_output=True)  # fmt: skip
+    timed = parse_nvcc_record(real.read_text())
+    assert set(timed.phase_seconds) == {"front end", "cicc", "ptxas", "fatbinary", "host"}
+    assert all(v > 0 for v in timed.phase_seconds.values()) and timed.untimed == 0
+    assert timed.describe_phases().startswith("nvcc's phases, seconds summed over its calls:")
+    untimed = parse_nvcc_record(dry.read_text())
+    assert untimed.archs_of("k.cu") == {"sm_80", "sm_90"}  # the same rows, no time
+    assert dict(untimed.phase_seconds) == {} and untimed.untimed >= 7
+    assert "no times" in untimed.describe_phases()

@@ -74,10 +74,32 @@ def test_progress_counts_sources_phases_and_estimates_the_rest(tmp_path: Path) -
     assert dict(now.phases) == {"cicc": 4, "ptxas": 4, "fatbinary": 2, "host": 2}
     assert now.left_s == 30.0  # 2 sources in 30 s since the first row; 2 left
     assert now.describe() == (
-        "compiled 2 of 4 .cu files (cicc 4, ptxas 4, fatbinary 2, host 2), about 30 s left"
-    )
+        "compiled 2 of 4 .cu files (cicc 4, ptxas 4, fatbinary 2, host 2), about 30 s left; "
+        "nvcc's seconds: front end 1.9, cicc 1.7, ptxas 0.1, fatbinary 0.0, host 0.5"
+    )  # each phase's ms summed over the project's two calls (the probe's rows not counted)
     later = CompileProgress(3, 10, now.phases, 100.0, 400.0)
     assert later.describe().endswith("about 6 min 40 s left")
+
+
+def test_dry_run_rows_count_as_phases_but_measure_no_time() -> None:
+    """The cache launcher's record rows come from ``nvcc --dryrun`` (0.001-0.005 ms each): the
+    phases are counted, their seconds are not, and the line says nothing of seconds."""
+    state = RecordProgress(total=1)
+    dry = rows("csrc/a.cu").replace("223.3 , ms", "0.0050 , ms")
+    for value in ("438.1", "143.5", "418.2", "19.8", "2.1", "265.5"):
+        dry = dry.replace(f"{value} , ms", "0.0010 , ms")
+    state.add_lines(dry.splitlines(), 1.0)
+    done = state.progress(2.0)
+    assert (done.done, done.seconds) == (1, ())
+    assert "seconds" not in done.describe()
+    assert done.to_json()["phase_seconds"] == {}
+    # a row whose time is not a plain number (the work folder is the build's) is not a time
+    odd = rows("csrc/b.cu", ("90",)).replace("418.2 , ms", "１２ , ms")
+    odd = odd.replace("19.8 , ms", "nan , ms").replace("2.1 , ms", "2.1 , s")
+    state.add_lines(odd.splitlines(), 3.0)
+    seconds = dict(state.progress(3.0).seconds)
+    assert "cicc" not in seconds and "ptxas" not in seconds and "fatbinary" not in seconds
+    assert abs(seconds["host"] - 0.2655) < 1e-9
 
 
 def test_the_reader_follows_no_link_and_reads_no_more_than_the_record(tmp_path: Path) -> None:
@@ -174,11 +196,15 @@ def test_format_json_carries_stage_and_progress_events_of_the_documented_schema(
     assert [(e["done"], e["total"]) for e in progress] == [(1, 2), (2, 2)]
     assert progress[-1]["phases"] == {"cicc": 4, "ptxas": 4, "fatbinary": 2, "host": 2}
     assert progress[-1]["left_s"] == 0.0
+    assert progress[-1]["phase_seconds"] == {"front end": 1.9, "cicc": 1.67, "ptxas": 0.08,
+                                             "fatbinary": 0.0, "host": 0.53}  # fmt: skip
     assert "compile: compiled 2 of 2 .cu files" in log.getvalue()
     # the schema refuses what is not an event of its own
     for bad in (
         {**progress[0], "done": -1},
         {**progress[0], "extra": 1},
+        {**progress[0], "phase_seconds": {"link": 1.0}},
+        {**progress[0], "phase_seconds": {"cicc": -1}},
         {**events[0], "event": "x"},
     ):
         try:

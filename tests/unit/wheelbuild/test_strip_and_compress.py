@@ -243,10 +243,15 @@ def test_a_bad_strip_value_is_refused(tmp_path: Path, value: object) -> None:
         ("13.0", {"NVCC_FLAGS": "-Xfatbin -compress-all"}, True, "", "own choice (NVCC_FLAGS)"),
         ("13.0", {"X": "-Xfatbin -no-compress"}, True, "", "own choice (X)"),
         ("13.0", {}, False, "", "compress_fatbins = false"),
+        ("13.0", {}, "speed", "-Xfatbin -compress-all -compress-mode=speed", "= 'speed'"),
+        ("13.0", {}, "balance", "-Xfatbin -compress-all -compress-mode=balance", "'balance'"),
+        ("13.0", {}, "none", "-compress-mode=none", "nothing compressed, PTX too"),
+        ("13.0", {"F": "-compress-mode=speed"}, "size", "", "own choice (F)"),
+        ("12.1", {}, "size", "", "predates -compress-all"),
     ],
 )
 def test_compression_choice(
-    cuda: str, env: dict[str, str], enabled: bool, flags: str, why: str
+    cuda: str, env: dict[str, str], enabled: bool | str, flags: str, why: str
 ) -> None:
     chosen = choose_compression(CudaVersion.parse(cuda), env, enabled=enabled)
     assert chosen.flags == flags and why in chosen.why
@@ -302,9 +307,25 @@ def test_the_recipes_own_choice_and_the_switch(tmp_path: Path) -> None:
     assert plan_for(pytorch, arch="9.0").compression is None  # torch's own TORCH_NVCC_FLAGS
 
 
-def test_compress_fatbins_must_be_a_flag(tmp_path: Path) -> None:
-    with pytest.raises(RecipeError, match="compress_fatbins must be true or false"):
-        scatter_without_its_flags(tmp_path, 'compress_fatbins = "yes"\n')
+def test_compress_fatbins_must_be_a_flag_or_a_mode(tmp_path: Path) -> None:
+    for bad in ('"yes"', '"fast"', "1", '"SIZE"'):
+        with pytest.raises(RecipeError, match="compress_fatbins must be true, false or a -co"):
+            scatter_without_its_flags(tmp_path, f"compress_fatbins = {bad}\n")
+
+
+def test_a_named_mode_reaches_nvcc_and_the_plan(tmp_path: Path) -> None:
+    plan = plan_for(scatter_without_its_flags(tmp_path, 'compress_fatbins = "speed"\n'))
+    assert compile_env(plan)["NVCC_APPEND_FLAGS"] == (
+        f"-Xfatbin -compress-all -compress-mode=speed {TIME_FLAG} --threads 2"
+    )
+    assert "compress_fatbins = 'speed'" in dict(plan.summary_rows())["fatbins"]
+
+
+def test_a_named_mode_before_cuda_13_is_refused_in_one_line() -> None:
+    with pytest.raises(RecipeError) as e:
+        choose_compression(CudaVersion.parse("12.8"), {}, enabled="size")
+    assert "needs nvcc's -compress-mode" in e.value.one_line()
+    assert "\n" not in e.value.one_line()
 
 
 def test_the_audit_reports_what_strip_would_save_and_then_saved(

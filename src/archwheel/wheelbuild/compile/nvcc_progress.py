@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from archwheel.effects.files import open_regular
-from archwheel.wheelbuild.compile.nvcc_record import MAX_RECORD_BYTES, is_cmake_probe
+from archwheel.wheelbuild.compile.nvcc_record import (
+    MAX_RECORD_BYTES,
+    PHASE_GROUPS,
+    is_cmake_probe,
+    phase_group,
+    timed_ms,
+)
 
 # The phases the progress counts, in the order a source's call runs them, and their short name.
 PHASES = (("cicc", "cicc"), ("ptxas", "ptxas"), ("fatbinary", "fatbinary"),
@@ -36,16 +42,22 @@ class CompileProgress:
     phases: tuple[tuple[str, int], ...]  # (short name, rows), in PHASES order
     elapsed_s: float
     left_s: float | None
+    # nvcc's own seconds per phase group so far (nvcc_record.PHASE_GROUPS); empty when every
+    # call went through the compiler cache (its rows come from a dry run and measure nothing)
+    seconds: tuple[tuple[str, float], ...] = ()
 
     def describe(self) -> str:
-        """``compiled 3 of 12 .cu files (cicc 8, ptxas 8, host 3), about 95 s left``."""
+        """``compiled 3 of 12 .cu files (cicc 8, ptxas 8, host 3), about 95 s left``, and
+        where nvcc ran its phases itself, their seconds: ``; nvcc's seconds: cicc 40.2, ...``."""
         counts = ", ".join(f"{name} {count}" for name, count in self.phases)
         left = (
             f", about {_duration(self.left_s)} left"
             if self.left_s is not None
             else ", no estimate before the first file is done"
         )
-        return f"compiled {self.done} of {self.total} .cu files ({counts}){left}"
+        spent = ", ".join(f"{name} {value:.1f}" for name, value in self.seconds)
+        spent = f"; nvcc's seconds: {spent}" if spent else ""
+        return f"compiled {self.done} of {self.total} .cu files ({counts}){left}{spent}"
 
     def to_json(self) -> dict[str, object]:
         """The ``compile-progress`` event's fields (interfaces/schema/build-events.schema.json)."""
@@ -55,6 +67,7 @@ class CompileProgress:
             "phases": dict(self.phases),
             "elapsed_s": round(self.elapsed_s, 1),
             "left_s": None if self.left_s is None else round(self.left_s, 1),
+            "phase_seconds": {name: round(value, 2) for name, value in self.seconds},
         }
 
 
@@ -71,6 +84,7 @@ class RecordProgress:
     done: set[str] = field(default_factory=set)
     seen: set[str] = field(default_factory=set)
     phases: Counter[str] = field(default_factory=Counter)
+    seconds: dict[str, float] = field(default_factory=dict)
     first_row_at: float | None = None
 
     def add_lines(self, lines: list[str], now: float) -> None:
@@ -89,6 +103,9 @@ class RecordProgress:
                 self.first_row_at = now
             self.seen.add(source)
             self.phases[phase] += 1
+            group, ms = phase_group(phase), timed_ms(row)
+            if group is not None and ms is not None:
+                self.seconds[group] = self.seconds.get(group, 0.0) + ms / 1000
             if phase == _LAST_PHASE:
                 self.done.add(source)
 
@@ -99,7 +116,8 @@ class RecordProgress:
         elapsed = 0.0 if self.first_row_at is None else max(0.0, now - self.first_row_at)
         left = elapsed / done * (total - done) if done else None
         phases = tuple((short, self.phases[name]) for name, short in PHASES)
-        return CompileProgress(done, total, phases, elapsed, left)
+        seconds = tuple((g, self.seconds[g]) for g, _ in PHASE_GROUPS if g in self.seconds)
+        return CompileProgress(done, total, phases, elapsed, left, seconds)
 
 
 class RecordReader:

@@ -16,8 +16,9 @@ judges a build by it.
 from __future__ import annotations
 
 import csv
+import dataclasses
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
@@ -39,6 +40,43 @@ RECORD_HEADER = (
 MAX_RECORD_BYTES = 64 << 20  # the build's own output: read at most this much
 MAX_SOURCES = 100_000
 CUDA_SUFFIXES = (".cu",)
+# nvcc's phases, grouped as the record's summary names them (``--time`` rows, nvcc 13.0):
+# the front end (host preprocessing and cudafe++), cicc (device C++ to PTX, once per arch),
+# ptxas (PTX to SASS, once per SASS arch), fatbinary (packing and compressing them) and the
+# host compile (gcc of the host side, with the fatbin embedded).
+PHASE_GROUPS = (
+    ("front end", ("gcc (preprocessing", "cudafe++")),
+    ("cicc", ("cicc",)),
+    ("ptxas", ("ptxas",)),
+    ("fatbinary", ("fatbinary",)),
+    ("host", ("gcc (compiling)",)),
+)
+# A row of ``nvcc --dryrun --time`` (the cache launcher's, sccache_launcher.py) measures
+# nothing: nvcc writes 0.001-0.005 ms. A phase that really ran takes milliseconds at least.
+_TIMED_MS = 0.05
+
+
+def phase_group(phase: str) -> str | None:
+    """The summary group of an nvcc phase name (None: the driver, nvlink and the like)."""
+    for group, prefixes in PHASE_GROUPS:
+        if phase.startswith(prefixes):
+            return group
+    return None
+
+
+def timed_ms(row: list[str]) -> float | None:
+    """The milliseconds a record row measured (``metric``, ``ms``); None for a row that
+    measured nothing (a dry run) or is not a time."""
+    if len(row) < 8 or row[7].strip() != "ms":
+        return None
+    text = row[6].strip()
+    if not text.isascii() or len(text) > 24:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if _TIMED_MS <= value < 1e9 else None
 
 
 @dataclass(frozen=True)
@@ -47,6 +85,22 @@ class NvccRecord:
 
     sources: Mapping[str, frozenset[str]]
     truncated: bool = False  # the record was larger than archwheel reads
+    # nvcc's own seconds per phase group (PHASE_GROUPS), summed over the calls it ran whole;
+    # calls the compiler cache took are recorded from a dry run and measure nothing (untimed)
+    phase_seconds: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    untimed: int = 0  # phase rows that measured nothing
+
+    def describe_phases(self) -> str:
+        """``nvcc's phases, seconds summed over its calls: front end 8.1 s, ...`` or why none."""
+        if not self.phase_seconds:
+            return "nvcc's phases: no times (every compile went through the compiler cache)"
+        parts = ", ".join(
+            f"{group} {self.phase_seconds[group]:.1f} s"
+            for group, _ in PHASE_GROUPS
+            if group in self.phase_seconds
+        )
+        extra = f"; {self.untimed} phase(s) through the cache, untimed" if self.untimed else ""
+        return f"nvcc's phases, seconds summed over its calls: {parts}{extra}"
 
     def archs_of(self, source: str) -> frozenset[str]:
         """The SASS archs ptxas made for ``source`` (empty when nvcc never compiled it)."""
@@ -58,6 +112,8 @@ def parse_nvcc_record(text: str) -> NvccRecord:
     tool, metric, unit``); rows of another shape are passed over (parallel nvcc processes
     append to one file)."""
     found: dict[str, set[str]] = {}
+    seconds: dict[str, float] = {}
+    untimed = 0
     for line in text.splitlines():
         # The file lies in the build's work folder, which the project's own code can write:
         # a line csv refuses (a NUL, a field past its limit) is passed over, never raised.
@@ -75,7 +131,18 @@ def parse_nvcc_record(text: str) -> NvccRecord:
         archs = found.setdefault(source, set())
         if phase == "ptxas" and arch.startswith("sm_"):
             archs.add(arch)
-    return NvccRecord(MappingProxyType({k: frozenset(v) for k, v in found.items()}))
+        group = phase_group(phase)
+        if group is not None:
+            ms = timed_ms(row)
+            if ms is None:
+                untimed += 1
+            else:
+                seconds[group] = seconds.get(group, 0.0) + ms / 1000
+    return NvccRecord(
+        MappingProxyType({k: frozenset(v) for k, v in found.items()}),
+        phase_seconds=MappingProxyType(seconds),
+        untimed=untimed,
+    )
 
 
 def read_nvcc_record(work: Path) -> NvccRecord | None:
@@ -92,7 +159,7 @@ def read_nvcc_record(work: Path) -> NvccRecord | None:
         return None
     record = parse_nvcc_record(data[:MAX_RECORD_BYTES].decode("utf-8", "replace"))
     if len(data) > MAX_RECORD_BYTES:
-        return NvccRecord(record.sources, truncated=True)
+        return dataclasses.replace(record, truncated=True)
     return record if record.sources else None
 
 

@@ -81,6 +81,7 @@ class ArchDoc(Document, frozen=True, kw_only=True):
 
 
 _BUILD_EXT = 'true, false or "auto"'
+_COMPRESS = 'true, false or a -compress-mode ("size", "balance", "default", "speed", "none")'
 
 
 class ParallelDoc(Document, frozen=True, kw_only=True):
@@ -102,7 +103,10 @@ class BuildDoc(Document, frozen=True, kw_only=True):
     jobs_variable: str = "MAX_JOBS"
     memory_per_job_gib: Annotated[float, Meta(ge=0.05, le=1024)] = 2.0
     parallel: ParallelDoc = ParallelDoc()
-    compress_fatbins: bool = True
+    compress_fatbins: Annotated[
+        bool | Literal["size", "balance", "default", "speed", "none"],
+        Meta(extra={"expected": _COMPRESS}),
+    ] = True
 
 
 class SmokeDoc(Document, frozen=True, kw_only=True):

@@ -219,9 +219,8 @@ class BuildSpec:
     jobs_variable: str = "MAX_JOBS"
     memory_per_job_gib: float = 2.0
     parallel: ParallelSwitches = field(default_factory=ParallelSwitches)
-    compress_fatbins: bool = (
-        True  # an extension's nvcc gets -Xfatbin -compress-all (compression.py)
-    )
+    # true: archwheel's mode; false: as nvcc leaves them; a -compress-mode name (compression.py)
+    compress_fatbins: bool | str = True
 
 
 @dataclass(frozen=True)

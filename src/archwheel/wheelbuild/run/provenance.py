@@ -233,6 +233,10 @@ def provenance_for(
                 name: sorted(archs) for name, archs in sorted(nvcc.sources.items())[:MAX_LISTED]
             },
             "sources_total": len(nvcc.sources),
+            # nvcc's own seconds per phase group over the calls it ran whole; the calls the
+            # compiler cache took measure nothing (their rows come from a dry run)
+            "phase_seconds": {k: round(v, 2) for k, v in nvcc.phase_seconds.items()},
+            "untimed_phases": nvcc.untimed,
         }
         if nvcc is not None
         else None
