@@ -394,6 +394,8 @@ class BaseImageRequest:
     mirror: str | None = None  # None: settings.debian_mirror, else debootstrap's own default
     force: bool = False
     settings: Settings = field(default_factory=Settings)
+    # accept an archive copy whose Release is past its Valid-Until (images/apt_release.py)
+    allow_expired_release: bool = False
 
 
 def make_base_image(request: BaseImageRequest, echo: LineSink | None = None) -> BaseImage:
@@ -404,5 +406,10 @@ def make_base_image(request: BaseImageRequest, echo: LineSink | None = None) -> 
     mirror = request.mirror or request.settings.debian_mirror
     with sigterm_as_exit():
         return ensure_base_image(
-            engine, suite=request.suite, mirror=mirror, force=request.force, sink=echo
+            engine,
+            suite=request.suite,
+            mirror=mirror,
+            force=request.force,
+            sink=echo,
+            allow_expired_release=request.allow_expired_release,
         )

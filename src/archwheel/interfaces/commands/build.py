@@ -212,6 +212,12 @@ def register(subparsers: Any) -> None:
         help=f"Debian mirror URL (default: ${MIRROR_ENV}, else debootstrap's own default)",
     )
     base.add_argument("--force", action="store_true", help="rebuild even if it exists")
+    base.add_argument(
+        "--allow-expired-release",
+        action="store_true",
+        help="accept an archive copy whose Release is past its Valid-Until (a mirror that is no "
+        "longer refreshed): apt in this image skips the date check, signatures still checked",
+    )
     base.add_argument("--format", choices=("text", "json"), default="text")
     base.set_defaults(func=run_base_image)
 
@@ -372,6 +378,7 @@ def run_base_image(args: argparse.Namespace) -> int:
         mirror=args.mirror,
         force=args.force,
         settings=environment_settings(),
+        allow_expired_release=args.allow_expired_release,
     )
     image = make_base_image(request, echo=echo_to(Console(stderr=True, highlight=False)))
     print_base_image(image, args.format)

@@ -93,7 +93,10 @@ class NvccRecord:
     def describe_phases(self) -> str:
         """``nvcc's phases, seconds summed over its calls: front end 8.1 s, ...`` or why none."""
         if not self.phase_seconds:
-            return "nvcc's phases: no times (every compile went through the compiler cache)"
+            return (
+                "nvcc's phases: no times (the compiles went through the compiler cache; "
+                "--no-cache measures them)"
+            )
         parts = ", ".join(
             f"{group} {self.phase_seconds[group]:.1f} s"
             for group, _ in PHASE_GROUPS

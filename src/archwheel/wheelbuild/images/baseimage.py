@@ -19,6 +19,13 @@ from archwheel.effects.engine import ContainerEngine
 from archwheel.effects.process import Echo, LineSink, find_program, stream_lines
 from archwheel.errors import RecipeError, ToolError, UsageError
 from archwheel.facts.base_pythons import DEBIAN_REPOSITORY
+from archwheel.wheelbuild.images.apt_release import LABEL as RELEASE_LABEL
+from archwheel.wheelbuild.images.apt_release import (
+    accept_expired,
+    describe,
+    expired,
+    release_valid_until,
+)
 
 DEFAULT_SUITE = "bookworm"
 # No mirror by default: debootstrap uses its own default. A company mirror comes from --mirror
@@ -66,9 +73,11 @@ def ensure_base_image(
     force: bool = False,
     work_dir: Path | None = None,
     sink: LineSink | None = None,
+    allow_expired_release: bool = False,
 ) -> BaseImage:
     """Return the base image, making it with debootstrap when it is missing (from ``mirror``;
-    None: debootstrap's own default)."""
+    None: debootstrap's own default). An archive whose ``Release`` is past its
+    ``Valid-Until`` is refused unless ``allow_expired_release`` (apt_release.py)."""
     if not _SUITE.fullmatch(suite):
         raise UsageError(f"{suite[:80]!r} is not a Debian suite name (bookworm, trixie, ...)")
     mirror = mirror or None
@@ -94,6 +103,21 @@ def ensure_base_image(
         if mirror:
             command.append(mirror)
         _stream(command, sink, engine.echo, "debootstrap")
+        changes = [f"LABEL {LABEL_BASE}=debootstrap-{suite}"]
+        until = release_valid_until(rootfs)
+        if expired(until):
+            assert until is not None
+            if not allow_expired_release:
+                raise ToolError(
+                    f"the {suite} archive's Release was valid until {describe(until)} (a copy "
+                    f"that is no longer refreshed): apt-get in {tag} would refuse it",
+                    hint="refresh the mirror (--mirror URL), or accept it for this image: "
+                    f"archwheel base-image --suite {suite} --allow-expired-release",
+                )
+            accept_expired(rootfs)
+            changes.append(f'LABEL {RELEASE_LABEL}="expired {describe(until)}, accepted"')
+            if sink is not None:
+                sink(f"{tag}: the archive's Release expired {describe(until)}; apt accepts it")
         # Package caches are dead weight in the image.
         for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
             for entry in (rootfs / leftover).glob("*"):
@@ -116,11 +140,7 @@ def ensure_base_image(
         image_id = engine.import_rootfs(
             tarball,
             tag,
-            changes=[
-                f"LABEL {LABEL_BASE}=debootstrap-{suite}",
-                "ENV LANG=C.UTF-8",
-                'CMD ["/bin/bash"]',
-            ],
+            changes=[*changes, "ENV LANG=C.UTF-8", 'CMD ["/bin/bash"]'],
         )
     return BaseImage(tag, image_id, created=True)
 
