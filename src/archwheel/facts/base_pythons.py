@@ -38,6 +38,7 @@ class DebianSuite:
     python: str  # 3.11
     glibc: tuple[int, int]
     source: str
+    gcc: int | None = None  # the major of the suite's default gcc (gcc-defaults)
 
     @property
     def image(self) -> str:
@@ -90,6 +91,7 @@ class _DebianDoc(Document, frozen=True, kw_only=True):
     python: NonBlank
     glibc: NonBlank
     source: NonBlank
+    gcc: Annotated[int, Meta(ge=4, le=99)] | None = None
 
 
 class _OptPythonDoc(Document, frozen=True, kw_only=True):
@@ -129,7 +131,7 @@ def parse_base_pythons(data: dict[str, Any]) -> BasePythons:
         if target.free_threaded:
             raise table.fail("python", "a Debian suite's python3 is built with the GIL")
         suite = DebianSuite(
-            row.suite, row.release, row.python, _glibc(table, row.glibc), row.source
+            row.suite, row.release, row.python, _glibc(table, row.glibc), row.source, row.gcc
         )
         if any(s.suite == suite.suite for s in suites):
             raise table.fail("suite", f"{suite.suite!r} is listed twice")

@@ -14,6 +14,8 @@ from), and says, in one sentence each, what went wrong and what to change in the
 - ``missing-cuda-header``: a header of a CUDA component the toolkit of the build lacks
   (``fatal error: cusparse.h: No such file or directory``), named with the component, its
   ``cuda-toolkit`` extra and its wheel;
+- ``host-compiler``: nvcc refuses a host gcc newer than it supports (``#error -- unsupported
+  GNU version! gcc versions later than 15 are not supported!``, nvcc 13.0 on sid's gcc 16);
 - ``nvcc-not-found``: the build looked for nvcc where it is not (``nvcc: not found``, CMake's
   ``No CMAKE_CUDA_COMPILER could be found``, a Python ``FileNotFoundError`` naming nvcc).
 
@@ -34,6 +36,7 @@ CPP_STANDARD = "c++-standard"
 OUT_OF_MEMORY = "out-of-memory"
 MISSING_CUDA_HEADER = "missing-cuda-header"
 NVCC_NOT_FOUND = "nvcc-not-found"
+HOST_COMPILER = "host-compiler"
 
 # Where archwheel's build container has nvcc (plan.py: CUDA_HOME=/usr/local/cuda, on PATH).
 CONTAINER_NVCC = "/usr/local/cuda/bin/nvcc"
@@ -316,6 +319,35 @@ def _nvcc_not_found(line: str, lines: list[str], context: FailureContext) -> Com
     return None
 
 
+# -- a host compiler nvcc refuses ----------------------------------------------------------------
+
+_UNSUPPORTED_HOST = re.compile(
+    r"unsupported (?P<which>GNU|clang) version!.{0,40}?(?:later than|less than) (?P<n>\d{1,3})"
+)
+
+
+def _host_compiler(line: str, lines: list[str], context: FailureContext) -> CompileCause | None:
+    match = _UNSUPPORTED_HOST.search(line)
+    if match is None:
+        return None
+    if match.group("which") == "clang":
+        fix = "name a clang or gcc this nvcc accepts in [build] env NVCC_CCBIN"
+    else:
+        newest = match.group("n")
+        fix = (
+            f'install a gcc it accepts ([toolchain] system_packages = ["g++-{newest}"]) and '
+            f'name it in [build] env NVCC_CCBIN = "g++-{newest}", or build on a base with an '
+            "older gcc (archwheel does the first itself on its Debian bases for the CUDA "
+            "releases it knows)"
+        )
+    return CompileCause(
+        HOST_COMPILER,
+        line.strip(),
+        "nvcc refuses the image's host compiler: it is newer than this nvcc supports",
+        fix,
+    )
+
+
 # -- the table ----------------------------------------------------------------------------------
 
 Reader = Callable[[str, list[str], FailureContext], CompileCause | None]
@@ -324,6 +356,7 @@ CAUSES: tuple[tuple[str, Reader], ...] = (
     (CPP_STANDARD, _cpp_standard),
     (MISSING_CUDA_HEADER, _missing_header),
     (NVCC_NOT_FOUND, _nvcc_not_found),
+    (HOST_COMPILER, _host_compiler),
     (OUT_OF_MEMORY, _out_of_memory),
 )
 

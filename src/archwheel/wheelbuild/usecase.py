@@ -32,6 +32,7 @@ from archwheel.wheelbuild.compile.dist_farm import dist_farm_option
 from archwheel.wheelbuild.compile.jobs import check_jobs, choose_jobs, detect_host_resources
 from archwheel.wheelbuild.compile.remote_cache import CacheUrl
 from archwheel.wheelbuild.images.baseimage import DEFAULT_SUITE, BaseImage, ensure_base_image
+from archwheel.wheelbuild.images.host_compiler import with_host_compiler
 from archwheel.wheelbuild.images.python_base import BaseChoice, with_base_for
 from archwheel.wheelbuild.images.toolkit import prepare_torch, with_torch_cuda
 from archwheel.wheelbuild.planning.plan import (
@@ -192,6 +193,10 @@ def _resolve(request: BuildRequest, echo: LineSink | None) -> _Resolved:
     # No [toolchain] cuda: the pinned torch wheel's CUDA (the wheel is fetched once, cached,
     # and read once: prepare_torch gets it).
     recipe, torch_wheel = with_torch_cuda(recipe, python, pip, cache, facts=facts, sink=echo)
+    # A base whose gcc is newer than this CUDA's nvcc accepts: an older g++ for nvcc.
+    recipe, host = with_host_compiler(recipe)
+    if host is not None:
+        base = dataclasses.replace(base, why=f"{base.why}; {host}")
     if request.git_mirrors:
         recipe = with_git_mirrors(recipe, request.git_mirrors)
     arch = check_arch_list(recipe, request.arch, facts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -10,6 +11,8 @@ import pytest
 
 from archwheel.errors import RecipeError
 from archwheel.facts.catalog import load_facts
+from archwheel.facts.versions import CudaVersion
+from archwheel.wheelbuild.images.host_compiler import with_host_compiler
 from archwheel.wheelbuild.images.python_base import choose_base, with_base_for
 from archwheel.wheelbuild.recipes.recipe import load_recipe
 from archwheel.wheelbuild.recipes.recipe_model import Recipe
@@ -128,4 +131,31 @@ def test_python_3_14_builds_on_sid_as_3_13_on_trixie(tmp_path: Path, cli_run: Cl
     code, out, err = cli_run("build", "--recipe", str(path), "--python", "3.14", "--plan",
                              "--format", "json", "--no-host-pip-config")  # fmt: skip
     assert code == 0, err
-    assert json.loads(out)["plan"]["base image"].startswith("archwheel/debian:sid (")
+    plan = json.loads(out)["plan"]
+    assert plan["base image"].startswith("archwheel/debian:sid (")
+    # sid's gcc 16 is newer than nvcc 13.0 accepts (15): g++-15 for nvcc, said in the row
+    assert (
+        "nvcc's host compiler g++-15 (NVCC_CCBIN): CUDA 13.0 accepts gcc <= 15, sid's gcc "
+        "is 16" in plan["base image"]
+    )
+
+
+def test_nvcc_gets_an_older_gcc_only_where_the_base_s_is_too_new(tmp_path: Path) -> None:
+    on_sid, _ = with_base_for(load(example(tmp_path, '["3.11", "3.14"]')), "3.14")
+    moved, why = with_host_compiler(on_sid)
+    assert moved.toolchain.system_packages == ("g++-15",)
+    assert moved.build.env["NVCC_CCBIN"] == "g++-15" and why is not None
+    # bookworm's gcc 12 and trixie's 14 are accepted: nothing changes
+    for python in ("3.11", "3.13"):
+        recipe, _ = with_base_for(load(example(tmp_path, '["3.11", "3.13"]')), python)
+        assert with_host_compiler(recipe) == (recipe, None)
+    # a recipe that names nvcc's host compiler keeps its own
+    own = dataclasses.replace(
+        on_sid, build=dataclasses.replace(on_sid.build, env={"CUDAHOSTCXX": "/usr/bin/g++-14"})
+    )
+    assert with_host_compiler(own) == (own, None)
+    # a CUDA whose nvcc archwheel has not read is left to nvcc (and to the failure's line)
+    unknown = dataclasses.replace(
+        on_sid, toolchain=dataclasses.replace(on_sid.toolchain, cuda=CudaVersion(13, 2))
+    )
+    assert with_host_compiler(unknown) == (unknown, None)
