@@ -128,20 +128,33 @@ def test_python_3_14_builds_on_sid_as_3_13_on_trixie(tmp_path: Path, cli_run: Cl
     moved, choice = with_base_for(recipe, "3.14")
     assert moved.toolchain.base_image == choice.image == "archwheel/debian:sid"
     assert "Debian unstable sid (python3.14, glibc 2.43)" in choice.why
+    # the example's CUDA 13.0 cannot compile against sid's glibc 2.43: refused before any image
+    code, out, err = cli_run("build", "--recipe", str(path), "--python", "3.14", "--plan",
+                             "--no-host-pip-config")  # fmt: skip
+    errors = [line for line in err.splitlines() if line.startswith("archwheel: error")]
+    assert code == 2 and len(errors) == 1, err
+    assert (
+        "CUDA 13.0 cannot compile on archwheel/debian:sid: its glibc 2.43 declares rsqrt"
+        in errors[0]
+        and '[toolchain] cuda = "13.2"' in errors[0]
+    )
+    path.write_text(path.read_text().replace('cuda = "13.0"', 'cuda = "13.2"'))
     code, out, err = cli_run("build", "--recipe", str(path), "--python", "3.14", "--plan",
                              "--format", "json", "--no-host-pip-config")  # fmt: skip
     assert code == 0, err
     plan = json.loads(out)["plan"]
     assert plan["base image"].startswith("archwheel/debian:sid (")
-    # sid's gcc 16 is newer than nvcc 13.0 accepts (15): g++-15 for nvcc, said in the row
+    # sid's gcc 16 is newer than nvcc 13.2 accepts (15): g++-15 for nvcc, said in the row
     assert (
-        "nvcc's host compiler g++-15 (NVCC_CCBIN): CUDA 13.0 accepts gcc <= 15, sid's gcc "
+        "nvcc's host compiler g++-15 (NVCC_CCBIN): CUDA 13.2 accepts gcc <= 15, sid's gcc "
         "is 16" in plan["base image"]
     )
 
 
 def test_nvcc_gets_an_older_gcc_only_where_the_base_s_is_too_new(tmp_path: Path) -> None:
-    on_sid, _ = with_base_for(load(example(tmp_path, '["3.11", "3.14"]')), "3.14")
+    path = example(tmp_path, '["3.11", "3.14"]')
+    path.write_text(path.read_text().replace('cuda = "13.0"', 'cuda = "13.2"'))
+    on_sid, _ = with_base_for(load(path), "3.14")
     moved, why = with_host_compiler(on_sid)
     assert moved.toolchain.system_packages == ("g++-15",)
     assert moved.build.env["NVCC_CCBIN"] == "g++-15" and why is not None
@@ -156,6 +169,6 @@ def test_nvcc_gets_an_older_gcc_only_where_the_base_s_is_too_new(tmp_path: Path)
     assert with_host_compiler(own) == (own, None)
     # a CUDA whose nvcc archwheel has not read is left to nvcc (and to the failure's line)
     unknown = dataclasses.replace(
-        on_sid, toolchain=dataclasses.replace(on_sid.toolchain, cuda=CudaVersion(13, 2))
+        on_sid, toolchain=dataclasses.replace(on_sid.toolchain, cuda=CudaVersion(13, 3))
     )
     assert with_host_compiler(unknown) == (unknown, None)
