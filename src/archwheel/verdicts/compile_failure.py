@@ -16,6 +16,9 @@ from), and says, in one sentence each, what went wrong and what to change in the
   ``cuda-toolkit`` extra and its wheel;
 - ``host-compiler``: nvcc refuses a host gcc newer than it supports (``#error -- unsupported
   GNU version! gcc versions later than 15 are not supported!``, nvcc 13.0 on sid's gcc 16);
+- ``glibc-math``: glibc 2.42 and later declare ``rsqrt`` noexcept, which the math headers of
+  nvcc before 13.2 contradict (``exception specification is incompatible with that of previous
+  function "rsqrt"``, nvcc 13.0 on sid's glibc 2.43);
 - ``nvcc-not-found``: the build looked for nvcc where it is not (``nvcc: not found``, CMake's
   ``No CMAKE_CUDA_COMPILER could be found``, a Python ``FileNotFoundError`` naming nvcc).
 
@@ -37,6 +40,7 @@ OUT_OF_MEMORY = "out-of-memory"
 MISSING_CUDA_HEADER = "missing-cuda-header"
 NVCC_NOT_FOUND = "nvcc-not-found"
 HOST_COMPILER = "host-compiler"
+GLIBC_MATH = "glibc-math"
 
 # Where archwheel's build container has nvcc (plan.py: CUDA_HOME=/usr/local/cuda, on PATH).
 CONTAINER_NVCC = "/usr/local/cuda/bin/nvcc"
@@ -348,6 +352,23 @@ def _host_compiler(line: str, lines: list[str], context: FailureContext) -> Comp
     )
 
 
+_RSQRT = re.compile(
+    r'exception specification is incompatible with that of previous function "rsqrtf?"'
+)
+
+
+def _glibc_math(line: str, lines: list[str], context: FailureContext) -> CompileCause | None:
+    if _RSQRT.search(line) is None:
+        return None
+    return CompileCause(
+        GLIBC_MATH,
+        line.strip(),
+        "the image's glibc (2.42 or later) declares rsqrt noexcept, and this nvcc's math "
+        "headers (before CUDA 13.2) declare it without",
+        '[toolchain] cuda = "13.2" or later, or a base image with glibc < 2.42 (Debian trixie)',
+    )
+
+
 # -- the table ----------------------------------------------------------------------------------
 
 Reader = Callable[[str, list[str], FailureContext], CompileCause | None]
@@ -357,6 +378,7 @@ CAUSES: tuple[tuple[str, Reader], ...] = (
     (MISSING_CUDA_HEADER, _missing_header),
     (NVCC_NOT_FOUND, _nvcc_not_found),
     (HOST_COMPILER, _host_compiler),
+    (GLIBC_MATH, _glibc_math),
     (OUT_OF_MEMORY, _out_of_memory),
 )
 
@@ -382,7 +404,7 @@ def classify_compile_failure(
 _MAY_EXPLAIN = re.compile(
     r"#error|fatal error|not found|No such file or directory|unable to execute|out of memory|"
     r"Killed signal|memory exhausted|bad_alloc|Cannot allocate|MemoryError|died due to signal|"
-    r"CMAKE_CUDA_COMPILER|CUDACXX|find nvcc",
+    r"CMAKE_CUDA_COMPILER|CUDACXX|find nvcc|exception specification",
     re.IGNORECASE,
 )
 # What EvidenceLines keeps: the first lines that may show a cause, the last that set a C++

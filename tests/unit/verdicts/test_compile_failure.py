@@ -16,6 +16,7 @@ import pytest
 
 from archwheel.verdicts.compile_failure import (
     CPP_STANDARD,
+    GLIBC_MATH,
     HOST_COMPILER,
     MAX_KEPT_LINE,
     MISSING_CUDA_HEADER,
@@ -200,6 +201,27 @@ def test_a_host_gcc_newer_than_nvcc_accepts(nvcc: Path, tmp_path: Path) -> None:
     assert 'system_packages = ["g++-15"]' in cause.fix and 'NVCC_CCBIN = "g++-15"' in cause.fix
     assert "unsupported GNU version! gcc versions later than 15" in cause.evidence
     assert "\n" not in cause.one_line()
+
+
+def test_glibc_2_42_s_rsqrt_against_nvcc_13_0_s_math_headers() -> None:
+    """The lines a real build of the example printed with nvcc 13.0 on sid (glibc 2.43): the
+    first error names rsqrt; the cause and its fix come from it, through the kept evidence."""
+    printed = [
+        "  [1/7] nvcc reduce.cu (1.0 s)",
+        "  /usr/include/x86_64-linux-gnu/bits/mathcalls.h(206): error: exception specification "
+        'is incompatible with that of previous function "rsqrt" (declared at line 629 of '
+        "/usr/local/cuda/bin/..//include/crt/math_functions.h)",
+        "     extern double rsqrt (double __x) noexcept (true); extern double __rsqrt (double "
+        "__x) noexcept (true);",
+        '  2 errors detected in the compilation of "/build/src/csrc/reduce.cu".',
+        "ERROR: Failed to build one or more wheels",
+    ]
+    kept = EvidenceLines()
+    for line in printed:
+        kept.add(line)
+    cause = classify_compile_failure(kept.lines())
+    assert cause is not None and cause.kind == GLIBC_MATH
+    assert "glibc (2.42 or later)" in cause.cause and 'cuda = "13.2"' in cause.fix
 
 
 def test_python_not_finding_nvcc(tmp_path: Path) -> None:
