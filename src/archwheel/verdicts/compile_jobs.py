@@ -43,7 +43,12 @@ from typing import Literal
 
 Where = Literal["local", "farm"]
 FARM_PHASES = frozenset({"cicc", "ptxas", "cudafe++", "gcc (compiling)"})
-HOST_COMPILE_PHASE = "gcc (compiling)"
+
+
+def _host_compile(phase: str) -> bool:
+    """The host compile's row, named after the host compiler: ``gcc (compiling)``, ``g++-15
+    (compiling)`` (``NVCC_CCBIN`` or ``-ccbin``)."""
+    return phase.endswith(" (compiling)")
 _TMPXFT = re.compile(r"tmpxft_([0-9a-f]+)_")
 
 
@@ -201,7 +206,7 @@ def _groups(rows: list[NvccPhase]) -> list[list[NvccPhase]]:
             continue
         # a row naming no temporary file (the host compile writes the object as given):
         # the call whose rows came first among those still without their host compile
-        open_calls = [g for g in ids.values() if g[-1].phase != HOST_COMPILE_PHASE]
+        open_calls = [g for g in ids.values() if not _host_compile(g[-1].phase)]
         if not open_calls:
             ids = {}
             break
@@ -212,7 +217,7 @@ def _groups(rows: list[NvccPhase]) -> list[list[NvccPhase]]:
     groups: list[list[NvccPhase]] = [[]]
     for row in rows:
         groups[-1].append(row)
-        if row.phase == HOST_COMPILE_PHASE:
+        if _host_compile(row.phase):
             groups.append([])
     return [g for g in groups if g]
 
@@ -227,13 +232,14 @@ def _phase_jobs(prefix: str, call: TimedCall, rows: list[NvccPhase]) -> tuple[li
     last = names[-1]
     for i, row in enumerate(rows):
         deps = {made[f] for f in row.inputs if f in made and made[f] != names[i]}
-        if not row.inputs and row.phase == HOST_COMPILE_PHASE:
+        if not row.inputs and _host_compile(row.phase):
             deps = {n for n in names if n != names[i]}  # no file named: after all of its call
         if not deps:
             deps = {driver_name}
-        where: Where = "farm" if row.phase in FARM_PHASES else "local"
+        farm = row.phase in FARM_PHASES or _host_compile(row.phase)
+        where: Where = "farm" if farm else "local"
         jobs.append(Job(names[i], row.seconds, tuple(sorted(deps)), where, row.phase))
-        if row.phase == HOST_COMPILE_PHASE:
+        if _host_compile(row.phase):
             last = names[i]
     return jobs, last
 

@@ -100,6 +100,13 @@ def test_the_record_times_the_phases_nvcc_ran_and_not_a_dry_run(nvcc: Path, tmp_
     assert set(timed.phase_seconds) == {"front end", "cicc", "ptxas", "fatbinary", "host"}
     assert all(v > 0 for v in timed.phase_seconds.values()) and timed.untimed == 0
     assert timed.describe_phases().startswith("nvcc's phases, seconds summed over its calls:")
+    # the host compiler named for nvcc (NVCC_CCBIN) names the host phases: grouped the same
+    named = tmp_path / "named.csv"
+    env = {**os.environ, "NVCC_CCBIN": "g++"}
+    subprocess.run([*args, "--time", str(named)], cwd=tmp_path, check=True, capture_output=True,
+                   env=env)  # fmt: skip
+    assert "g++ (compiling)" in named.read_text()
+    assert set(parse_nvcc_record(named.read_text()).phase_seconds) == set(timed.phase_seconds)
     untimed = parse_nvcc_record(dry.read_text())
     assert untimed.archs_of("k.cu") == {"sm_80", "sm_90"}  # the same rows, no time
     assert dict(untimed.phase_seconds) == {} and untimed.untimed >= 7

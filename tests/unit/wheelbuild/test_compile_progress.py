@@ -81,6 +81,18 @@ def test_progress_counts_sources_phases_and_estimates_the_rest(tmp_path: Path) -
     assert later.describe().endswith("about 6 min 40 s left")
 
 
+def test_a_host_compiler_named_for_nvcc_still_ends_a_source() -> None:
+    """With ``NVCC_CCBIN=g++-15`` (archwheel's own choice on sid) or ``-ccbin``, nvcc names the
+    host phases after that compiler (``g++-15 (compiling)``, as nvcc 13.0 writes them with
+    NVCC_CCBIN=g++-12 here): the source is done and its times are the host's and front end's."""
+    state = RecordProgress(total=1)
+    named = rows("csrc/a.cu").replace("gcc (", "g++-15 (")
+    state.add_lines(named.splitlines(), 1.0)
+    done = state.progress(2.0)
+    assert done.done == 1 and dict(done.phases)["host"] == 1
+    assert {"front end", "host"} <= dict(done.seconds).keys()
+
+
 def test_dry_run_rows_count_as_phases_but_measure_no_time() -> None:
     """The cache launcher's record rows come from ``nvcc --dryrun`` (0.001-0.005 ms each): the
     phases are counted, their seconds are not, and the line says nothing of seconds."""

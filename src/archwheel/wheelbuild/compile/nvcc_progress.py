@@ -25,10 +25,10 @@ from archwheel.wheelbuild.compile.nvcc_record import (
     timed_ms,
 )
 
-# The phases the progress counts, in the order a source's call runs them, and their short name.
-PHASES = (("cicc", "cicc"), ("ptxas", "ptxas"), ("fatbinary", "fatbinary"),
-          ("gcc (compiling)", "host"))  # fmt: skip
-_LAST_PHASE = "gcc (compiling)"
+# The phases the progress counts (nvcc_record.phase_group), in the order a source's call runs
+# them; the host compile (``gcc (compiling)``, ``g++-15 (compiling)``) is a call's last.
+PHASES = ("cicc", "ptxas", "fatbinary", "host")
+_LAST_PHASE = "host"
 _READ = 1 << 20  # the most one poll reads
 
 
@@ -39,7 +39,7 @@ class CompileProgress:
 
     done: int
     total: int
-    phases: tuple[tuple[str, int], ...]  # (short name, rows), in PHASES order
+    phases: tuple[tuple[str, int], ...]  # (group, rows), in PHASES order
     elapsed_s: float
     left_s: float | None
     # nvcc's own seconds per phase group so far (nvcc_record.PHASE_GROUPS); empty when every
@@ -102,11 +102,13 @@ class RecordProgress:
             if self.first_row_at is None:
                 self.first_row_at = now
             self.seen.add(source)
-            self.phases[phase] += 1
             group, ms = phase_group(phase), timed_ms(row)
-            if group is not None and ms is not None:
+            if group is None:
+                continue
+            self.phases[group] += 1
+            if ms is not None:
                 self.seconds[group] = self.seconds.get(group, 0.0) + ms / 1000
-            if phase == _LAST_PHASE:
+            if group == _LAST_PHASE:
                 self.done.add(source)
 
     def progress(self, now: float) -> CompileProgress:
@@ -115,8 +117,8 @@ class RecordProgress:
         done = min(len(self.done), total)
         elapsed = 0.0 if self.first_row_at is None else max(0.0, now - self.first_row_at)
         left = elapsed / done * (total - done) if done else None
-        phases = tuple((short, self.phases[name]) for name, short in PHASES)
-        seconds = tuple((g, self.seconds[g]) for g, _ in PHASE_GROUPS if g in self.seconds)
+        phases = tuple((name, self.phases[name]) for name in PHASES)
+        seconds = tuple((g, self.seconds[g]) for g in PHASE_GROUPS if g in self.seconds)
         return CompileProgress(done, total, phases, elapsed, left, seconds)
 
 

@@ -43,14 +43,9 @@ CUDA_SUFFIXES = (".cu",)
 # nvcc's phases, grouped as the record's summary names them (``--time`` rows, nvcc 13.0):
 # the front end (host preprocessing and cudafe++), cicc (device C++ to PTX, once per arch),
 # ptxas (PTX to SASS, once per SASS arch), fatbinary (packing and compressing them) and the
-# host compile (gcc of the host side, with the fatbin embedded).
-PHASE_GROUPS = (
-    ("front end", ("gcc (preprocessing", "cudafe++")),
-    ("cicc", ("cicc",)),
-    ("ptxas", ("ptxas",)),
-    ("fatbinary", ("fatbinary",)),
-    ("host", ("gcc (compiling)",)),
-)
+# host compile (the host side, with the fatbin embedded). The host compiler's rows carry its
+# name: ``gcc (compiling)``, ``g++-15 (compiling)`` with ``NVCC_CCBIN=g++-15`` or ``-ccbin``.
+PHASE_GROUPS = ("front end", "cicc", "ptxas", "fatbinary", "host")
 # A row of ``nvcc --dryrun --time`` (the cache launcher's, sccache_launcher.py) measures
 # nothing: nvcc writes 0.001-0.005 ms. A phase that really ran takes milliseconds at least.
 _TIMED_MS = 0.05
@@ -58,9 +53,12 @@ _TIMED_MS = 0.05
 
 def phase_group(phase: str) -> str | None:
     """The summary group of an nvcc phase name (None: the driver, nvlink and the like)."""
-    for group, prefixes in PHASE_GROUPS:
-        if phase.startswith(prefixes):
-            return group
+    if phase in ("cicc", "ptxas", "fatbinary"):
+        return phase
+    if phase == "cudafe++" or (phase.endswith(")") and " (preprocessing" in phase):
+        return "front end"
+    if phase.endswith(" (compiling)"):
+        return "host"
     return None
 
 
@@ -99,7 +97,7 @@ class NvccRecord:
             )
         parts = ", ".join(
             f"{group} {self.phase_seconds[group]:.1f} s"
-            for group, _ in PHASE_GROUPS
+            for group in PHASE_GROUPS
             if group in self.phase_seconds
         )
         extra = f"; {self.untimed} phase(s) through the cache, untimed" if self.untimed else ""
