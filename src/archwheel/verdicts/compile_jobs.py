@@ -49,6 +49,8 @@ def _host_compile(phase: str) -> bool:
     """The host compile's row, named after the host compiler: ``gcc (compiling)``, ``g++-15
     (compiling)`` (``NVCC_CCBIN`` or ``-ccbin``)."""
     return phase.endswith(" (compiling)")
+
+
 _TMPXFT = re.compile(r"tmpxft_([0-9a-f]+)_")
 
 
