@@ -8,6 +8,7 @@ The torch image and the compiler cache are the session's (tests/support/extensio
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -125,3 +126,58 @@ def test_a_build_that_compiles_archs_nobody_asked_for_ignored_the_arch_list(
     assert "the build ignored the arch list" in err
     assert "nvcc compiled" in err and "ops_cuda.cu for them" in err
     assert len(list((out / "rejected").glob("*.whl"))) == 1
+
+
+# Two modules, each built only when named in a switch of the project's whose name setup.py
+# imports from another file of the project (the shape of the multi-kernel projects users build).
+SELECTING_SETUP = """
+import os
+import sys
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stable_ops_build import OPS_ENV  # noqa: E402
+
+TARGET = "0x020C000000000000"
+DEFINES = [f"-DTORCH_TARGET_VERSION={TARGET}", "-DTORCH_STABLE_ONLY"]
+FLAGS = {"cxx": ["-O2", *DEFINES], "nvcc": ["-O2", "-DUSE_CUDA", *DEFINES]}
+ops = os.environ.get(OPS_ENV, "").split(",")
+ext_modules = []
+if "core" in ops:
+    ext_modules.append(CUDAExtension("archwheel_stable_ops._C", ["csrc/ops.cpp", "csrc/ops_cuda.cu"], py_limited_api=True, extra_compile_args=FLAGS))
+if "extra" in ops:
+    ext_modules.append(CUDAExtension("archwheel_stable_ops._extra", ["csrc/extra.cpp", "csrc/extra_cuda.cu"], py_limited_api=True, extra_compile_args=FLAGS))
+setup(ext_modules=ext_modules, cmdclass={"build_ext": BuildExtension})
+"""
+
+
+def test_modules_a_switch_leaves_out_are_said_before_and_let_go_after(
+    extension_builds: Session, tmp_path: Path
+) -> None:
+    """The recipe selects one of the two modules: the plan names the switch (found through the
+    file its name comes from), what it is set to and the CUDA source it leaves out, before any
+    compile; the real build compiles only the selected one and passes the gate."""
+    ok(extension_builds, "libtorch-ops")  # the torch image exists
+    recipe = _variant(tmp_path, second=True)
+    source = tmp_path / "stable-ops"
+    (source / "setup.py").write_text(SELECTING_SETUP)
+    (source / "stable_ops_build.py").write_text('OPS_ENV = "STABLE_OPS_MODULES"\n')
+    recipe.write_text(
+        recipe.read_text().replace(
+            "[repair]", '[build.env]\nSTABLE_OPS_MODULES = "core"\n\n[repair]'
+        )
+    )
+    proc = run_cli(extension_builds.env, "build", "--recipe", str(recipe), "--arch", "9.0",
+                   "--plan", "--format", "json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)["plan"]
+    assert "STABLE_OPS_MODULES='core'" in plan["project switches"]
+    assert "stable_ops_build.py" in plan["project switches"]
+    assert plan["module selection"].startswith("STABLE_OPS_MODULES (setup.py:")
+    assert "csrc/extra_cuda.cu" in plan["module selection"]
+    assert "csrc/ops_cuda.cu" not in plan["module selection"]
+    code, err = _build(extension_builds, recipe, tmp_path / "dist")
+    assert code == 0, err[-3000:]
+    assert "all 1 libraries with device code" in err
