@@ -113,6 +113,7 @@ def torch_scatter(tmp: Path) -> Project:
             break
     if data is None or hashlib.sha256(data).hexdigest() != sha:
         raise SystemExit("bench compression: torch-scatter 2.1.2's sdist not found or changed")
+    tmp.mkdir(parents=True, exist_ok=True)
     archive = tmp / "torch_scatter.tar.gz"
     archive.write_bytes(data)
     with tarfile.open(archive) as tar:
@@ -125,8 +126,12 @@ def torch_scatter(tmp: Path) -> Project:
     includes += sorted(site.glob("nvidia/*/include"))
     includes.append(Path(sysconfig.get_paths()["include"]))
     flags = [f"-I{p}" for p in includes] + [
-        "-DWITH_CUDA", "-DTORCH_EXTENSION_NAME=_scatter_cuda", "-DTORCH_API_INCLUDE_EXTENSION_H",
-        "-D_GLIBCXX_USE_CXX11_ABI=1", "--expt-relaxed-constexpr", "-O3", "-std=c++17",
+        # torch-scatter's define_macros, then cpp_extension's own nvcc flags (COMMON_NVCC_FLAGS)
+        "-DWITH_PYTHON", "-DWITH_CUDA", "-D__CUDA_NO_HALF_OPERATORS__",
+        "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+        "-D__CUDA_NO_HALF2_OPERATORS__",
+        "-DTORCH_EXTENSION_NAME=_scatter_cuda", "-DTORCH_API_INCLUDE_EXTENSION_H",
+        "-D_GLIBCXX_USE_CXX11_ABI=1", "--expt-relaxed-constexpr", "-O3", "-std=c++20",
         "-Xcompiler", "-fPIC", "-w",
     ]  # fmt: skip
     sources = tuple(sorted(f"csrc/cuda/{p.name}" for p in (src / "csrc" / "cuda").glob("*.cu")))
