@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from archwheel.errors import RecipeError
-from archwheel.facts.base_pythons import DEBIAN_REPOSITORY, BasePythons, load_base_pythons
+from archwheel.facts.base_pythons import BasePythons, load_base_pythons
+from archwheel.wheelbuild.images.python_base import debian_suite
 from archwheel.wheelbuild.recipes.recipe_model import Recipe
 
 # The newest gcc major nvcc accepts, by CUDA major.minor: crt/host_config.h's
@@ -50,9 +51,9 @@ def with_host_compiler(
 ) -> tuple[Recipe, str | None]:
     """``recipe`` with an older ``g++-N`` for nvcc where its Debian base's gcc is too new for
     its CUDA, and the plan's words for it (None: nothing changed)."""
-    name, sep, suite_name = recipe.toolchain.base_image.partition(":")
+    suite_name = debian_suite(recipe.toolchain.base_image)
     cuda = recipe.toolchain.cuda
-    if recipe.kind != "extension" or not sep or name != DEBIAN_REPOSITORY or cuda is None:
+    if recipe.kind != "extension" or suite_name is None or cuda is None:
         return recipe, None
     suite = (table or load_base_pythons()).suite(suite_name)
     if (

@@ -34,7 +34,7 @@ class BaseChoice:
     why: str
 
 
-def _debian_suite(image: str) -> str | None:
+def debian_suite(image: str) -> str | None:
     """``bookworm`` for ``archwheel/debian:bookworm``; None for any other image."""
     name, sep, tag = image.partition(":")
     return tag if sep and name == DEBIAN_REPOSITORY else None
@@ -46,7 +46,7 @@ def choose_base(recipe: Recipe, python: str, table: BasePythons | None = None) -
     table = table or load_base_pythons()
     named = recipe.toolchain.base_image
     target = PythonTarget.parse(python)
-    suite_name = _debian_suite(named)
+    suite_name = debian_suite(named)
     if suite_name is None:
         if table.has_opt_python(named):
             return BaseChoice(
