@@ -91,6 +91,13 @@ pypi)
     if [ -n "$CUDART_SONAME" ] && [ -e "$root/lib/$CUDART_SONAME" ] && [ ! -e "$root/lib/libcudart.so" ]; then
         ln -s "$CUDART_SONAME" "$root/lib/libcudart.so"
     fi
+    # A toolkit's lib64 has the linker names (libcublas.so, ...); the wheels only the sonames
+    # (libcublas.so.13, libcudnn.so.9): -lNAME and CMake's find_library need the former.
+    for so in "$AW"/cuda-pypi/nvidia/*/lib/lib*.so.[0-9]*; do
+        [ -e "$so" ] || continue
+        link=${so%%.so.*}.so
+        [ -e "$link" ] || ln -s "$(basename "$so")" "$link"
+    done
     rm -rf /usr/local/cuda
     ln -s "$root" /usr/local/cuda
     ;;

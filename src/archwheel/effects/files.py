@@ -238,6 +238,17 @@ def write_json_atomic(path: Path, document: object) -> None:
     write_text_atomic(path, json.dumps(document, indent=2) + "\n")
 
 
+def json_bytes(document: object) -> bytes:
+    """The bytes ``write_json_atomic`` writes for ``document``."""
+    return (json.dumps(document, indent=2) + "\n").encode("utf-8")
+
+
+def copy_into(source: Path, out: IO[bytes]) -> None:
+    """``source``'s bytes written to an open file."""
+    with source.open("rb") as src:
+        shutil.copyfileobj(src, out, HASH_BLOCK)
+
+
 def copy_file_atomic(source: Path, target: Path) -> None:
     """Copy ``source``'s bytes to ``target``; a reader sees the old file or the whole new one."""
     with source.open("rb") as src, atomic_writer(target) as dst:

@@ -162,9 +162,7 @@ def prove_steps(
     (those of ``torch``'s release, where it is known; ``nvcc``'s version where known)."""
     requested = requested_images(arch_list)
     wanted = frozenset(requested)
-    flags = " ".join(arch_list.to_gencode())
-    torch_version, nvcc_version = _version(torch), _version(nvcc)
-    active = [r for r in rules if r.applies(flags, nvcc_version, torch_version)]
+    active = _active(arch_list, rules, torch, nvcc)
     exact = with_additions = 0
     deviations: list[StepDeviation] = []
     additions: list[StepAddition] = []
@@ -207,6 +205,65 @@ def prove_steps(
         nvcc=nvcc,
         problems=steps.problems,
     )
+
+
+def _active(
+    arch_list: ArchList, rules: Iterable[Addition], torch: str | None, nvcc: str | None
+) -> list[Addition]:
+    """The addition rules that apply to this request, release and nvcc."""
+    flags = " ".join(arch_list.to_gencode())
+    torch_version, nvcc_version = _version(torch), _version(nvcc)
+    return [r for r in rules if r.applies(flags, nvcc_version, torch_version)]
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectCheck:
+    """One object a partial build compiled: the images it holds against its step's."""
+
+    output: str  # as the build file names it
+    source: str
+    found: tuple[str, ...]
+    expected: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """It holds exactly what its step promised."""
+        return set(self.found) == set(self.expected)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The check as the JSON document writes it."""
+        return {
+            "output": self.output,
+            "source": self.source,
+            "found": list(self.found),
+            "expected": list(self.expected),
+            "ok": self.ok,
+        }
+
+
+def check_objects(
+    steps: BuildSteps,
+    arch_list: ArchList,
+    rules: Iterable[Addition],
+    found: Mapping[str, Iterable[str]],
+    *,
+    torch: str | None = None,
+    nvcc: str | None = None,
+) -> tuple[ObjectCheck, ...]:
+    """Each CUDA step whose object was built (``found``: output -> the images the object
+    holds, read by the audit), against the request plus its source's additions."""
+    active = _active(arch_list, rules, torch, nvcc)
+    wanted = frozenset(requested_images(arch_list))
+    checks = []
+    for step in steps.cuda:
+        if step.output not in found:
+            continue
+        expected = wanted.union(*(r.adds for r in active if r.matches(step.source)))
+        images = tuple(sorted(set(found[step.output]), key=_order))
+        checks.append(
+            ObjectCheck(step.output, step.source, images, tuple(sorted(expected, key=_order)))
+        )
+    return tuple(checks)
 
 
 def explained_extras(

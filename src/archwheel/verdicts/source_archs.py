@@ -64,6 +64,9 @@ _CMAKE_ENV = re.compile(r"\$ENV\{([A-Za-z_]\w{0,99})\}")
 _ARCH_NAME = re.compile(r"ARCH|GENCODE|\bSMS?\b|_SMS?$|COMPUTE_CAP", re.IGNORECASE)
 # Read by the build tooling itself, not the project's own choice.
 _TOOLING = frozenset({"TORCH_CUDA_ARCH_LIST", "CUDAARCHS", "CMAKE_CUDA_ARCHITECTURES"})
+# Another platform's arch list (AMD's, Intel's, Apple's), never an NVIDIA one: PyTorch reads
+# PYTORCH_ROCM_ARCH, TORCH_XPU_ARCH_LIST and CMAKE_OSX_ARCHITECTURES beside its CUDA list.
+_OTHER_PLATFORM = re.compile(r"ROCM|HIP|XPU|SYCL|OSX|AMDGPU|GFX|MPS", re.IGNORECASE)
 # Read by many build files, and not a switch of the project's.
 _GENERIC = frozenset({"HOME", "PATH", "USERPROFILE", "HOMEPATH", "PWD", "USER", "TMPDIR",
                       "LD_LIBRARY_PATH", "PYTHONPATH"})  # fmt: skip
@@ -247,6 +250,7 @@ def check_build_files(
                     _ARCH_NAME.search(name)
                     and name != arch_variable
                     and name not in _TOOLING
+                    and not _OTHER_PLATFORM.search(name)
                     and not name.startswith("ARCHWHEEL_")
                 ):
                     findings.append(

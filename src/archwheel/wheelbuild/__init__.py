@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         list_recipes,
         summarize_recipes,
     )
+    from archwheel.wheelbuild.run.kept_tree import kept_trees, remove_kept
     from archwheel.wheelbuild.run.output import BuildOutput
     from archwheel.wheelbuild.run.provenance import provenance_path
     from archwheel.wheelbuild.runner import BuiltWheel, smoke_snippet_path
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
         BuildReporter,
         BuildRequest,
         BuildResult,
+        ConfiguredBuild,
         LogOnly,
         PipRequest,
         build_wheel,

@@ -28,19 +28,25 @@ from the plan and the run's ``RunRecord`` by ``provenance.provenance_for``.
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
-from typing import IO, Any
+from typing import IO
 
 from packaging.version import Version
 
 from archwheel.effects.engine import ContainerEngine
-from archwheel.effects.files import NO_ROOM_ERRNOS, place_together, sha256_file, write_json_atomic
+from archwheel.effects.files import (
+    NO_ROOM_ERRNOS,
+    copy_into,
+    json_bytes,
+    place_together,
+    sha256_file,
+    write_json_atomic,
+)
 from archwheel.effects.owner import (
     owned_tempdir,
     remove_dead_folders,
@@ -74,9 +80,8 @@ from archwheel.wheelbuild.images.toolkit import ensure_torch_image, image_glibc,
 from archwheel.wheelbuild.planning.plan import (
     BUILD_SRC,
     BuildPlan,
-    serial_variant,
-    without_remote_cache,
 )
+from archwheel.wheelbuild.planning.plan_variants import serial_variant, without_remote_cache
 from archwheel.wheelbuild.run.cache_report import cache_warnings
 from archwheel.wheelbuild.run.failures import host_out_of_space_error
 from archwheel.wheelbuild.run.farm_build import (
@@ -93,9 +98,10 @@ from archwheel.wheelbuild.run.provenance import (
     plan_differences,
     provenance_for,
     provenance_path,
+    swap_path,
 )
 from archwheel.wheelbuild.run.stages import Timings
-from archwheel.wheelbuild.run.workfolder import Built, WorkFolder
+from archwheel.wheelbuild.run.workfolder import Built, Configured, WorkFolder
 from archwheel.wheelbuild.wheel.gate import (
     AuditGate,
     GateVerdict,
@@ -175,6 +181,7 @@ class BuildRunner:
         keep_work: bool = False,
         base_mirror: str | None = None,
         cache: Path | None = None,
+        tree: Path | None = None,
     ) -> None:
         self.plan = plan
         self.repair = repair  # the recipe's [repair], resolved with the plan (None: no repair)
@@ -187,7 +194,7 @@ class BuildRunner:
         self.load_gate = load_gate
         self.range_gate = range_gate
         self.cache = cache  # archwheel's cache folder: what the range gate read of each torch
-        self.work = WorkFolder(engine, output, work_root=work_root, keep_work=keep_work)
+        self.work = WorkFolder(engine, output, work_root, keep_work, tree)
 
     # -- the whole build ----------------------------------------------------------------------
     def run(self) -> BuiltWheel:
@@ -274,6 +281,17 @@ class BuildRunner:
             raise host_out_of_space_error(exc, staging.parent) from None
         finally:
             remove_owned(staging)
+
+    def configure(self) -> tuple[Configured, Toolchain]:
+        """A plan that stops after configure (``--stop-after configure``): the images, then
+        the configure step in a work folder; the build files it wrote, and the toolkit."""
+        timings = Timings()
+        with timings.stage(self.output, "engine", f"check {self.plan.engine}", timed=False):
+            self.engine.version()
+        images = self._images(timings)
+        return self.work.configure_once(
+            self.plan, images.builder, images.toolchain
+        ), images.toolchain
 
     # -- the stages, in the order run() calls them --------------------------------------------
     def _images(self, timings: Timings) -> _Images:
@@ -630,8 +648,8 @@ class BuildRunner:
         folder.mkdir(parents=True, exist_ok=True)
         final = folder / staged.name
         files: list[tuple[Path, Callable[[IO[bytes]], object]]] = [
-            (final, lambda out: _copy_into(staged, out)),
-            (provenance_path(final), lambda out: out.write(_json_bytes(document))),
+            (final, lambda out: copy_into(staged, out)),
+            (provenance_path(final), lambda out: out.write(json_bytes(document))),
         ]
         if plan.recipe.smoke_snippet is not None:
             snippet = (plan.recipe.smoke_snippet.strip() + "\n").encode()
@@ -660,7 +678,7 @@ class BuildRunner:
     ) -> Path:
         rejected = plan.out_dir / "rejected"
         final = self._place(plan, staged, rejected, document)
-        report = _swap_path(verdict.report, str(staged), str(final))  # the file kept, not the stage
+        report = swap_path(verdict.report, str(staged), str(final))  # the file kept, not the stage
         write_json_atomic(final.with_name(final.name + ".audit.json"), report)
         if comparison is not None and not comparison.identical:
             write_json_atomic(
@@ -669,27 +687,6 @@ class BuildRunner:
         return final
 
 
-def _copy_into(source: Path, out: IO[bytes]) -> None:
-    with source.open("rb") as src:
-        shutil.copyfileobj(src, out, 1 << 20)
-
-
-def _json_bytes(document: object) -> bytes:
-    """As ``write_json_atomic`` writes it."""
-    return (json.dumps(document, indent=2) + "\n").encode("utf-8")
-
-
 def smoke_snippet_path(wheel: Path) -> Path:
     """``<wheel>.smoke.py``: the recipe's smoke snippet, for ``archwheel smoke --snippet``."""
     return wheel.with_name(wheel.name + ".smoke.py")
-
-
-def _swap_path(document: object, old: str, new: str) -> Any:
-    """``document`` with every string that names ``old`` (a staged wheel) naming ``new``."""
-    if isinstance(document, str):
-        return new if document == old else document
-    if isinstance(document, Mapping):
-        return {key: _swap_path(value, old, new) for key, value in document.items()}
-    if isinstance(document, (list, tuple)):
-        return [_swap_path(value, old, new) for value in document]
-    return document

@@ -14,6 +14,7 @@ plan, the stages and the build output; a library caller may pass none: the log o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -26,8 +27,15 @@ from archwheel.effects.engine import ContainerEngine, EngineName, EngineSettings
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.settings import Settings
 from archwheel.effects.simple_index import project_versions
-from archwheel.errors import ArchwheelError, ToolError, UsageError
+from archwheel.errors import ArchwheelError, BuildError, ToolError, UsageError
 from archwheel.facts.catalog import load_facts
+from archwheel.facts.pytorch_additions import load_additions
+from archwheel.verdicts.build_files import (
+    BuildFilesProof,
+    ObjectCheck,
+    check_objects,
+    prove_steps,
+)
 from archwheel.wheelbuild.compile.dist_farm import dist_farm_option
 from archwheel.wheelbuild.compile.jobs import check_jobs, choose_jobs, detect_host_resources
 from archwheel.wheelbuild.compile.remote_cache import CacheUrl
@@ -41,6 +49,7 @@ from archwheel.wheelbuild.planning.plan import (
     BuildOptions,
     BuildPlan,
     CheckedArchList,
+    StopAfter,
     build_user,
     check_arch_list,
     choose_python,
@@ -50,8 +59,10 @@ from archwheel.wheelbuild.recipes.recipe_lookup import find_recipe
 from archwheel.wheelbuild.recipes.recipe_model import Recipe, SourceSpec
 from archwheel.wheelbuild.recipes.recipe_torch import with_torch
 from archwheel.wheelbuild.recipes.torch_pin import TorchWheel
+from archwheel.wheelbuild.run.kept_tree import check_name, kept_tree
 from archwheel.wheelbuild.run.output import BuildOutput
 from archwheel.wheelbuild.runner import BuildRunner, BuiltWheel
+from archwheel.wheelbuild.sources.debian_depends import with_build_depends
 from archwheel.wheelbuild.sources.debian_source import DebianFetch, DebianTree, fetch_debian_source
 from archwheel.wheelbuild.sources.index_sdist import locate_sdist
 from archwheel.wheelbuild.sources.project_constraints import project_check
@@ -124,6 +135,9 @@ class BuildRequest:
     git_mirrors: tuple[str, ...] = ()  # PUBLIC=MIRROR, added to the recipe's [source] mirror
     keep_work: bool = False
     plan_only: bool = False  # decide everything, build nothing
+    stop_after: StopAfter | None = None  # "configure": configure, prove the build files, stop
+    targets: tuple[str, ...] = ()  # a partial build: these ninja targets or sources, audited
+    work_name: str | None = None  # keep the build tree under this name, resume it (kept_tree.py)
     # The recipe folders, the cache, the engine's and the base image's settings (the edge
     # reads them: Settings.from_environ; the default is archwheel's defaults).
     settings: Settings = field(default_factory=Settings)
@@ -137,6 +151,27 @@ class BuildResult:
     repair: RepairSpec | None  # the recipe's [repair], resolved
     built: BuiltWheel | None = None  # None: a plan-only request
     log: Path | None = None
+    configured: ConfiguredBuild | None = None  # a build that stopped after configure
+
+
+@dataclass(frozen=True)
+class ConfiguredBuild:
+    """A build stopped after its configure step: each build file it wrote, proved against the
+    arch list (``verdicts.build_files``), and the work folder where ``--keep-work`` kept it."""
+
+    proofs: tuple[BuildFilesProof, ...]
+    kept: Path | None
+    objects: tuple[ObjectCheck, ...] = ()  # a partial build's objects, audited
+    partial: bool = False  # --targets: objects were built
+
+    @property
+    def ok(self) -> bool:
+        """Every build file's CUDA steps carry the arch list (and only PyTorch's additions);
+        after a partial build, it compiled CUDA objects and each holds what its step said."""
+        proved = bool(self.proofs) and all(proof.ok for proof in self.proofs)
+        if not self.partial:
+            return proved
+        return proved and bool(self.objects) and all(check.ok for check in self.objects)
 
 
 class BuildReporter(Protocol):
@@ -244,6 +279,9 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
         ccache_size=request.ccache_size,
         cache_url=request.cache_url,
         farm=farm,
+        stop_after=request.stop_after,
+        targets=request.targets,
+        work_name=check_name(request.work_name) if request.work_name else None,
     )
 
     # 2. The source (host-side git or download; still no container), then the plan.
@@ -279,6 +317,9 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
             if not request.plan_only:
                 raise
             source = ResolvedSource.not_resolved(recipe.source, exc.one_line(), epoch)
+    depends = None  # the Build-Depends of a Debian source package (debian_depends.py)
+    if not source.unresolved:
+        recipe, depends = with_build_depends(recipe, source.root)
     checked: tuple[tuple[str, str], ...] = ()
     look = None
     ninja_off: tuple[str, ...] | None = None  # not known until the source is read
@@ -309,15 +350,26 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
     plan = dataclasses.replace(
         plan, source_check=checked, project=project, base_choice=resolved.base.why,
         selection=look.selection if look is not None else None,
+        build_depends=depends.row() if depends is not None else "",
     )  # fmt: skip
     reporter.planned(plan, repair)
     if request.plan_only:
         return BuildResult(plan, repair)
 
-    # 3. Build, with its log.
+    # 3. Build, with its log, in a kept build tree where it has a name.
     log_path = _log_path(plan)
-    with log_path.open("w") as log, reporter.running(log) as output:
+    with contextlib.ExitStack() as stack:
+        log = stack.enter_context(log_path.open("w"))
+        output = stack.enter_context(reporter.running(log))
         log.write(log_header(plan))
+        kept = (
+            stack.enter_context(kept_tree(cache, plan.work_name, plan)) if plan.work_name else None
+        )
+        if kept is not None:
+            output.line(
+                f"{'resuming' if kept.resumed else 'keeping'} the build tree {kept.name!r} in "
+                f"{kept.tree} (--work-name; `archwheel clean --work {kept.name}` removes it)"
+            )
         engine = ContainerEngine(settings, echo=output.echo)
         runner = BuildRunner(
             plan,
@@ -328,14 +380,48 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
             keep_work=request.keep_work,
             base_mirror=request.settings.debian_mirror,
             cache=request.settings.cache,
+            tree=kept.tree if kept is not None else None,
         )
         with sigterm_as_exit():
             try:
+                if plan.stop_after is not None:
+                    return BuildResult(plan, repair, log=log_path, configured=_configured(runner))
                 built = runner.run()
             except ArchwheelError as exc:
                 output.failed(exc.one_line())
                 raise
     return BuildResult(plan, repair, built, log_path)
+
+
+def _configured(runner: BuildRunner) -> ConfiguredBuild:
+    """Configure, then prove every CUDA compile of the build files it wrote."""
+    plan = runner.plan
+    found, toolchain = runner.configure()
+    if not found.build_steps:
+        raise BuildError(
+            "the configure step wrote no build.ninja with CUDA compile steps under the source",
+            hint="[build] configure must configure the build (for PyTorch: "
+            "python setup.py build --cmake-only) with CUDA on",
+        )
+    torch = plan.recipe.version if plan.recipe.kind == "pytorch" else None
+    rules = load_additions()
+    proofs = tuple(
+        prove_steps(steps, plan.arch_list, rules, path=name, torch=torch, nvcc=toolchain.nvcc)
+        for name, steps in found.build_steps
+    )
+    objects = tuple(
+        check
+        for name, steps in found.build_steps
+        for check in check_objects(
+            steps,
+            plan.arch_list,
+            rules,
+            {output: images for (file, output), images in found.objects.items() if file == name},
+            torch=torch,
+            nvcc=toolchain.nvcc,
+        )
+    )
+    return ConfiguredBuild(proofs, found.kept, objects, partial=bool(plan.targets))
 
 
 def _debian_fetcher(

@@ -176,3 +176,20 @@ def test_each_switch_is_said_with_what_becomes_of_it() -> None:
     advised = parts[1]
     for name in ("TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "MYEXT_FORCE_CUDA", "CUDA_VERSION"):
         assert name not in advised
+
+
+def test_other_platforms_arch_lists_are_not_the_projects_own_cuda_list() -> None:
+    # PyTorch's setup.py and cmake/public/utils.cmake read these beside TORCH_CUDA_ARCH_LIST
+    text = (
+        'import os\nosx = os.getenv("CMAKE_OSX_ARCHITECTURES")\n'
+        'rocm = os.environ.get("PYTORCH_ROCM_ARCH")\nxpu = os.getenv("TORCH_XPU_ARCH_LIST")\n'
+        'mine = os.getenv("MYPROJ_CUDA_ARCHS")\n'
+    )
+    check = check_build_files([("setup.py", text)], "TORCH_CUDA_ARCH_LIST")
+    assert [(f.kind, f.where) for f in check.findings] == [("own-variable", "setup.py:5")]
+    assert [name for name, _ in check.switches] == [
+        "CMAKE_OSX_ARCHITECTURES",
+        "PYTORCH_ROCM_ARCH",
+        "TORCH_XPU_ARCH_LIST",
+        "MYPROJ_CUDA_ARCHS",
+    ]  # still switches of the project: only the arch-variable finding is left out

@@ -29,9 +29,9 @@ from archwheel.wheelbuild.planning.plan import (
     COMPILER_LAUNCHERS,
     BuildOptions,
     check_arch_list,
-    compiler_names_script,
     make_plan,
 )
+from archwheel.wheelbuild.planning.plan_parts import compiler_names_script
 from archwheel.wheelbuild.recipes.recipe import load_recipe
 from archwheel.wheelbuild.recipes.recipe_model import Recipe
 from archwheel.wheelbuild.recipes.torch_pin import TORCH_WHEELS, TorchWheel, read_torch_wheel

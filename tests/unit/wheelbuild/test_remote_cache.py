@@ -31,8 +31,8 @@ from archwheel.wheelbuild.planning.plan import (
     BuildPlan,
     check_arch_list,
     make_plan,
-    without_remote_cache,
 )
+from archwheel.wheelbuild.planning.plan_variants import without_remote_cache
 from archwheel.wheelbuild.recipes.recipe import load_recipe
 from archwheel.wheelbuild.sources.source import ResolvedSource
 from tests.support.cli import CliRun

@@ -22,7 +22,7 @@ from archwheel.wheelbuild import BuildOutput, BuildPlan, BuildRequest, build_whe
 from archwheel.wheelbuild import runner as runner_module
 from archwheel.wheelbuild.compile.remote_cache import parse_cache_url
 from archwheel.wheelbuild.images.builder_image import BuilderImage, Toolchain
-from archwheel.wheelbuild.planning.plan import without_remote_cache
+from archwheel.wheelbuild.planning.plan_variants import without_remote_cache
 from archwheel.wheelbuild.run.stages import Timings
 from archwheel.wheelbuild.run.workfolder import Built
 from archwheel.wheelbuild.runner import BuildRunner

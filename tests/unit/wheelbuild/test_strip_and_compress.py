@@ -30,8 +30,8 @@ from archwheel.wheelbuild.planning.plan import (
     BuildPlan,
     check_arch_list,
     make_plan,
-    serial_variant,
 )
+from archwheel.wheelbuild.planning.plan_variants import serial_variant
 from archwheel.wheelbuild.recipes.recipe import load_recipe, parse_recipe
 from archwheel.wheelbuild.recipes.recipe_model import Recipe
 from archwheel.wheelbuild.sources.source import ResolvedSource

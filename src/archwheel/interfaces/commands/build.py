@@ -32,11 +32,12 @@ from archwheel.interfaces.render.build import (
     ConsoleReporter,
     print_base_image,
     print_comparison,
+    print_configured,
     print_plan_json,
     print_recipes,
     print_result,
 )
-from archwheel.interfaces.render.common import echo_to
+from archwheel.interfaces.render.common import echo_to, plain
 from archwheel.wheelbuild import (
     CACHE_URL_ENV,
     DEFAULT_CCACHE_SIZE,
@@ -45,6 +46,7 @@ from archwheel.wheelbuild import (
     MIRROR_ENV,
     BaseImageRequest,
     BuildRequest,
+    BuildResult,
     CacheUrl,
     PipRequest,
     build_wheel,
@@ -63,6 +65,9 @@ examples:
   archwheel build --arch "9.0;12.0+PTX" --python 3.12        the newest PyTorch recipe
   archwheel build --recipe example --check-reproducible      build twice, compare the bytes
   archwheel build --recipe example --plan                    print the plan, build nothing
+  archwheel build --recipe pytorch-2.6.0-debian-cu130 --stop-after configure --work-name pt
+                       configure PyTorch, prove the arch list of every CUDA compile, keep the tree
+  archwheel build --recipe pytorch-2.6.0-debian-cu130 --work-name pt     build on from there
   archwheel build --recipe libtorch-ops --torch 2.13.0        against another torch release
   archwheel build --list-recipes
 
@@ -177,6 +182,22 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--plan", action="store_true", help="print the plan and stop")
     parser.add_argument(
+        "--targets",
+        metavar="T[,T...]",
+        type=lambda text: tuple(t for t in text.replace(",", " ").split() if t),
+        default=(),
+        help="a partial build: after configure, ninja builds only these targets (c10, "
+        "c10_cuda) or the objects of these source files (aten/src/ATen/native/cuda/Sleep.cu); "
+        "each CUDA object is audited against its step, no wheel (exit 5 when one differs)",
+    )
+    parser.add_argument(
+        "--stop-after",
+        choices=("configure",),
+        help="run the recipe's [build] configure step, prove the arch list in every CUDA "
+        "compile of the build files it wrote, and stop without a wheel (exit 5 when a step "
+        "deviates)",
+    )
+    parser.add_argument(
         "--git-mirror",
         action="append",
         default=[],
@@ -192,6 +213,13 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--list-recipes", action="store_true", help="list recipes and stop")
     parser.add_argument("--keep-work", action="store_true", help="keep the work folder")
+    parser.add_argument(
+        "--work-name",
+        metavar="NAME",
+        help="keep the build's tree under NAME in archwheel's cache and resume it when a build "
+        "with the same inputs names it again (a killed, timed-out or --stop-after build goes "
+        "on where it stopped); `archwheel clean --work NAME` removes it",
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="build output to the log only")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.set_defaults(func=run)
@@ -264,6 +292,9 @@ class BuildCommand:
             git_mirrors=tuple(args.git_mirror),
             keep_work=args.keep_work,
             plan_only=args.plan,
+            stop_after=args.stop_after,
+            targets=args.targets,
+            work_name=args.work_name,
             settings=settings,
         )
         return cls(
@@ -357,6 +388,8 @@ def build(command: BuildCommand) -> int:
         return int(ExitCode.VERDICT_FAILED) if comparison.unexplained else int(ExitCode.OK)
     check_folder(command.request.out)  # --plan too: a plan naming an --out that cannot work
     result = build_wheel(command.request, reporter)
+    if result.configured is not None:  # --stop-after configure
+        return _configured(out, err, result, command.format)
     if result.built is None:  # --plan
         if command.format == "json":
             print_plan_json(out, result.plan)
@@ -364,6 +397,22 @@ def build(command: BuildCommand) -> int:
     assert result.log is not None
     print_result(out=out, result=result.built, log_path=result.log, fmt=command.format)
     return 0
+
+
+def _configured(out: Console, err: Console, result: BuildResult, fmt: str) -> int:
+    """A build stopped after configure: the proof of each build file it wrote; exit 5 when
+    one deviates."""
+    configured = result.configured
+    assert configured is not None
+    print_configured(out, configured, result.log, fmt)
+    if configured.ok:
+        return int(ExitCode.OK)
+    what = "the objects built" if configured.partial else "the build files"
+    err.print(
+        plain(f"error: {what} do not carry the arch list exactly (the lines above)"),
+        soft_wrap=True,
+    )
+    return int(ExitCode.BUILD)
 
 
 # -- archwheel base-image -----------------------------------------------------------------------

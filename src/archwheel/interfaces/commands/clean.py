@@ -17,6 +17,7 @@ examples:
   archwheel clean                               remove it
   archwheel clean --index /srv/wheels           also an index's unfinished publishes
   archwheel clean --engine podman --format json
+  archwheel clean --work pytorch-8090           remove the build tree kept by --work-name
 
 It also names the volume archwheel-ccache of earlier versions (builds now cache with sccache
 in archwheel-sccache) with the command that frees it; it removes no volume itself.
@@ -74,6 +75,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="DIR",
         help="an index published by archwheel: remove its unfinished publishes too",
     )
+    parser.add_argument(
+        "--work",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="remove the build tree a build kept under --work-name NAME (repeatable; only that)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="list only; remove nothing")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.set_defaults(func=run)
@@ -87,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
     from archwheel.matrix import unfinished_publishes
     from archwheel.wheelbuild import DEFAULT_CCACHE_VOLUME, OLD_CCACHE_VOLUME
 
+    if args.work:
+        return _remove_kept(args)
     for index in args.index:
         existing_folder("--index", index, "an index folder that archwheel published")
     request = CleanRequest(
@@ -103,3 +113,25 @@ def run(args: argparse.Namespace) -> int:
     report = clean(request, unfinished_trees=unfinished_publishes)
     print_clean(report, args.format)
     return report.exit_code
+
+
+def _remove_kept(args: argparse.Namespace) -> int:
+    """``archwheel clean --work NAME``: remove (or with ``--dry-run`` name) kept build trees."""
+    from archwheel.interfaces.render.common import console, dump_json
+    from archwheel.wheelbuild import kept_trees, remove_kept
+
+    cache = environment_settings().cache
+    removed: list[str] = []
+    for name in args.work:
+        if args.dry_run:
+            found = [p for p in kept_trees(cache) if p.name == name]
+            removed += [str(p) for p in found]
+        else:
+            removed.append(str(remove_kept(cache, name)))
+    if args.format == "json":
+        dump_json({"kept_trees": removed, "dry_run": args.dry_run})
+    else:
+        verb = "would remove" if args.dry_run else "removed"
+        for path in removed:
+            console().print(f"{verb} the kept build tree {path}", soft_wrap=True, markup=False)
+    return 0

@@ -15,13 +15,15 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from archwheel.interfaces.render.common import echo_to, literal, safe
+from archwheel.interfaces.render.build_files import proof_lines
+from archwheel.interfaces.render.common import dump_json, echo_to, literal, plain, safe
 from archwheel.wheelbuild import (
     BaseImage,
     BuildOutput,
     BuildPlan,
     BuiltWheel,
     CompileProgress,
+    ConfiguredBuild,
     ListedRecipe,
     OfficialComparison,
     RepairSpec,
@@ -262,6 +264,46 @@ def print_result(
             f"  smoke test  archwheel smoke {result.wheel} --snippet {result.smoke_snippet}",
             highlight=False,
         )
+
+
+def print_configured(
+    out: Console, configured: ConfiguredBuild, log_path: Path | None, fmt: str
+) -> None:
+    """A build stopped after configure: each build file's proof (``archwheel build-files``'s
+    lines, or its JSON documents), the log and the kept work folder."""
+    if fmt == "json":
+        dump_json(
+            {
+                "configured": [proof.to_json_dict() for proof in configured.proofs],
+                "objects": [check.to_json_dict() for check in configured.objects],
+                "ok": configured.ok,
+                "log": str(log_path) if log_path else None,
+                "work_folder": str(configured.kept) if configured.kept else None,
+            }
+        )
+        return
+    for proof in configured.proofs:
+        for line in proof_lines(proof):
+            out.print(plain(line), soft_wrap=True)
+    for check in configured.objects:
+        said = "as its step says" if check.ok else f"expected {' '.join(check.expected)}"
+        out.print(
+            plain(f"object {safe(check.output)}: {' '.join(check.found) or 'no device code'} "
+                  f"({said})"),
+            soft_wrap=True,
+        )  # fmt: skip
+    if configured.partial:
+        bad = [c for c in configured.objects if not c.ok]
+        verdict = (
+            "AUDITED: no CUDA object was built"
+            if not configured.objects
+            else f"AUDITED: {len(configured.objects)} objects, {len(bad)} unlike their steps"
+        )
+        out.print(plain(verdict), soft_wrap=True)
+    if log_path is not None:
+        out.print(plain(f"log: {log_path}"), soft_wrap=True)
+    if configured.kept is not None:
+        out.print(plain(f"work folder: {configured.kept}"), soft_wrap=True)
 
 
 def print_comparison(out: Console, comparison: OfficialComparison, fmt: str) -> None:

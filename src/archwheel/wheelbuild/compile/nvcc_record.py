@@ -150,7 +150,11 @@ def read_nvcc_record(work: Path) -> NvccRecord | None:
     """The record in a build's work folder; None where nvcc wrote none (no nvcc ran: the
     file holds ``RECORD_HEADER`` alone or is missing, or the build is not one archwheel
     records). A link or a special file there is not followed."""
-    path = work / NVCC_RECORD.removeprefix(BUILD + "/")
+    return read_record_file(work / NVCC_RECORD.removeprefix(BUILD + "/"))
+
+
+def read_record_file(path: Path) -> NvccRecord | None:
+    """``read_nvcc_record`` of one file (a kept build tree's history: kept_tree.py)."""
     try:
         if path.is_symlink() or not path.exists():
             return None

@@ -26,13 +26,14 @@ Container layout (fixed paths, so builds are reproducible wherever they run):
 
 from __future__ import annotations
 
-import dataclasses
 import os
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import Literal
 
 from archwheel.effects.engine import EngineName, Mount
 from archwheel.effects.pipconfig import PipSettings
@@ -47,7 +48,7 @@ from archwheel.wheelbuild.compile.compression import FatbinCompression, choose_c
 from archwheel.wheelbuild.compile.dist_farm import DistFarm, container_farm_env, describe_farm
 from archwheel.wheelbuild.compile.jobs import JobCount
 from archwheel.wheelbuild.compile.nvcc_record import TIME_FLAG
-from archwheel.wheelbuild.compile.parallel import ParallelPlan, choose_parallel, without_threads
+from archwheel.wheelbuild.compile.parallel import ParallelPlan, choose_parallel
 from archwheel.wheelbuild.compile.remote_cache import (
     COMPILER_NAMES,
     LAUNCHER_DIR,
@@ -58,22 +59,33 @@ from archwheel.wheelbuild.compile.remote_cache import (
 )
 from archwheel.wheelbuild.compile.sccache_launcher import start_command, toolkit_id_command
 from archwheel.wheelbuild.images.toolkit import TorchBuild
+from archwheel.wheelbuild.planning.plan_parts import (
+    IMAGE_VENV,
+    VENV,
+    compiler_names_script,
+    torch_row,
+    torch_site_command,
+)
 from archwheel.wheelbuild.recipes.cmake_arch import arch_environment, describe_delivery
 from archwheel.wheelbuild.recipes.recipe_env import refuse_replaced
 from archwheel.wheelbuild.recipes.recipe_model import Recipe
 from archwheel.wheelbuild.sources.project_constraints import ProjectCheck
 from archwheel.wheelbuild.sources.source import ResolvedSource
 
+StopAfter = Literal["configure", "targets"]
+# a target of a partial build: a ninja target, or a source file of the tree (its objects)
+_TARGET = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./+-]{0,299}\Z")
+_SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
+
 SRC = "/src"
 BUILD = "/build"
 BUILD_SRC = "/build/src"
 DIST = "/build/dist"
 HOME = "/build/home"
-VENV = "/build/venv"
 CACHE_DIR = "/sccache"
 UNUSED_CACHE_DIR = "/build/.archwheel/sccache-unused"  # SCCACHE_DIR without the cache
-IMAGE_VENV = "/opt/archwheel/venv"
 FILE_LIST = "/build/.archwheel-files"
+COPIED = ".archwheel-copied"  # in a kept build tree, once the source is copied into it
 # When archwheel itself runs as root, the build runs as this unprivileged user instead.
 FALLBACK_BUILD_USER = (1000, 1000)
 DEFAULT_CCACHE_VOLUME = "archwheel-sccache"
@@ -199,6 +211,9 @@ class BuildOptions:
     ccache_size: str = DEFAULT_CCACHE_SIZE
     cache_url: CacheUrl | None = None  # a remote cache shared between machines (--cache-url)
     farm: DistFarm | None = None  # a compile farm (--dist-scheduler; dist_farm.py)
+    stop_after: StopAfter | None = None  # "configure": the recipe's configure step, no compile
+    work_name: str | None = None  # a kept build tree (run/kept_tree.py): copied into once
+    targets: tuple[str, ...] = ()  # a partial build: these ninja targets or sources, no wheel
 
 
 @dataclass(frozen=True)
@@ -234,6 +249,10 @@ class BuildPlan:
     project: ProjectCheck | None = None  # the project's own constraints (project_constraints.py)
     base_choice: str = ""  # why the base image has the build's Python (python_base.py)
     selection: ModuleSelection | None = None  # a switch naming the modules (module_selection)
+    build_depends: str = ""  # the Build-Depends the builder image gets (debian_depends.py)
+    stop_after: StopAfter | None = None  # the last step run ("configure"); None: the wheel
+    work_name: str | None = None  # the kept build tree it runs in (run/kept_tree.py)
+    targets: tuple[str, ...] = ()  # what a partial build compiles (--targets)
 
     @property
     def user(self) -> str:
@@ -310,6 +329,7 @@ class BuildPlan:
                 )
                 + (f"; {self.base_choice}" if self.base_choice else ""),
             ),
+            *([("Build-Depends", self.build_depends)] if self.build_depends else []),
             (
                 "python",
                 self.project.python_row()
@@ -345,7 +365,13 @@ class BuildPlan:
         for phase in self.phases:
             steps = ", ".join(s.name for s in phase.steps)
             rows.append((f"phase {phase.name}", f"network {phase.network}: {steps}"))
+        if recipe.build.configure:
+            rows.append(("configure", recipe.build.configure.strip()))
         rows.append(("command", recipe.build.command.strip()))
+        if self.targets:
+            rows.append(("targets", f"{' '.join(self.targets)}: their objects audited, no wheel"))
+        elif self.stop_after is not None:
+            rows.append(("stop after", f"{self.stop_after}: no wheel (--stop-after)"))
         if self.check_reproducible:
             rows.append(("reproducibility", "build twice without cache and compare"))
         return rows
@@ -475,7 +501,7 @@ def make_plan(
     env["PATH"] = env["PATH"].replace(
         "/opt/archwheel/bin:", f"{COMPILER_NAMES}:/opt/archwheel/bin:", 1
     )
-    _apply_parallel(env, recipe, parallel)
+    apply_parallel(env, recipe, parallel)
     refuse_replaced(recipe, env)  # what archwheel set over the recipe's own: refused, not lost
     env = dict(sorted(env.items()))
 
@@ -492,13 +518,15 @@ def make_plan(
                 user="0:0",
             )
         )  # fmt: skip
+    copy = f"tar -C {SRC} --null -T {FILE_LIST} -cf - | tar -C {BUILD_SRC} -xf -"
     prepare_steps.append(
         Step(
             "copy-source",
             "copy the listed source files from /src (read-only) to /build/src"
             + f"; compiler names in {COMPILER_NAMES}",
             ("sh", "-c", f"mkdir -p {BUILD_SRC} {DIST} {HOME} && "
-             f"tar -C {SRC} --null -T {FILE_LIST} -cf - | tar -C {BUILD_SRC} -xf -"
+             + (f"{{ [ -e {BUILD_SRC}/{COPIED} ] || {{ {copy} && touch {BUILD_SRC}/{COPIED}; }}; }}"
+                if options.work_name else copy)
              + f" && {{ {compiler_names_script()}; }}"),
             user=uid_gid,
         )
@@ -524,6 +552,24 @@ def make_plan(
             Phase("prepare", "host", (*prepare_steps, install), (*base_mounts, *pip.mounts()))
         )
         prepare_steps = []
+    targets = _targets_step(recipe, options, uid_gid, env)
+    if options.stop_after is not None and not recipe.build.configure:
+        raise UsageError(
+            f"--stop-after {options.stop_after}: recipe {recipe.name} has no [build] configure",
+            hint="a recipe whose build configures first names that command in [build] configure",
+        )
+    configure: tuple[Step, ...] = ()
+    if recipe.build.configure:  # after the cache's daemon: CMake's test compiles go through it
+        configure = (
+            Step(
+                "configure",
+                "run the recipe's configure command in /build/src",
+                ("bash", "-eo", "pipefail", "-c", recipe.build.configure.strip()),
+                user=uid_gid,
+                workdir=BUILD_SRC,
+                env=MappingProxyType(env),
+            ),
+        )
     compile_step = Step(
         "compile",
         "run the recipe's build command in /build/src",
@@ -560,7 +606,12 @@ def make_plan(
             env=MappingProxyType(start_env),
         )
     )
-    phases.append(Phase("compile", compile_network, (*prepare_steps, compile_step), base_mounts))
+    steps = (*prepare_steps, *configure)
+    if targets is not None:
+        steps += (targets,)
+    elif options.stop_after != "configure":
+        steps += (compile_step,)
+    phases.append(Phase("compile", compile_network, steps, base_mounts))
 
     return BuildPlan(
         recipe=recipe,
@@ -585,10 +636,49 @@ def make_plan(
         arch_reading=arch.reading,
         parallel=parallel,
         compression=compression,
+        stop_after="targets" if options.targets else options.stop_after,
+        work_name=options.work_name,
+        targets=options.targets,
     )
 
 
-def _apply_parallel(env: dict[str, str], recipe: Recipe, parallel: ParallelPlan) -> None:
+def _targets_step(
+    recipe: Recipe, options: BuildOptions, uid_gid: str, env: Mapping[str, str]
+) -> Step | None:
+    """A partial build (``--targets``): ninja builds what is named in the configured build
+    folder, and nothing is packaged. A source file (``aten/.../Sleep.cu``) names the objects
+    compiled from it (ninja's ``FILE^``)."""
+    if not options.targets:
+        return None
+    if options.stop_after is not None:
+        raise UsageError("--targets builds after configure and stops: leave out --stop-after")
+    if not (recipe.build.configure and recipe.build.build_folder):
+        raise UsageError(
+            f"--targets: recipe {recipe.name} needs [build] configure and [build] build_folder",
+            hint='the folder where its configure writes build.ninja, e.g. build_folder = "build"',
+        )
+    words = []
+    for target in options.targets:
+        if not _TARGET.match(target) or ".." in target.split("/"):
+            raise UsageError(
+                f"--targets: {target[:80]!r} is not a ninja target or a source file of the tree"
+            )
+        source = "/" in target and target.endswith(_SOURCE_SUFFIXES)
+        words.append(f"{BUILD_SRC}/{target}^" if source else target)
+    folder = f"{BUILD_SRC}/{recipe.build.build_folder}"
+    jobs = recipe.build.jobs_variable
+    return Step(
+        "targets",
+        f"build only {', '.join(options.targets)} with ninja in {folder}",
+        ("bash", "-eo", "pipefail", "-c",
+         f'ninja -C {folder} -j "${jobs}" ' + " ".join(shlex.quote(w) for w in words)),
+        user=uid_gid,
+        workdir=BUILD_SRC,
+        env=MappingProxyType(dict(env)),
+    )  # fmt: skip
+
+
+def apply_parallel(env: dict[str, str], recipe: Recipe, parallel: ParallelPlan) -> None:
     """The parallel plan's variables in ``env`` (a recipe's own value wins, but for nvcc's
     flags, to which ``--threads`` is appended)."""
     env[recipe.build.jobs_variable] = str(parallel.files)
@@ -596,105 +686,3 @@ def _apply_parallel(env: dict[str, str], recipe: Recipe, parallel: ParallelPlan)
     for name, value in parallel.env:
         if name in ("NVCC_APPEND_FLAGS", "PYTHONPATH") or name not in recipe.build.env:
             env[name] = value  # the recipe's PYTHONPATH follows the spread hook's folder
-
-
-def serial_variant(plan: BuildPlan) -> BuildPlan:
-    """The same build, one compile at a time and nvcc without ``--threads``: the
-    reproducibility check's second build, so that it proves the parallel build's bytes equal
-    a serial build's."""
-    if plan.parallel is None:
-        return plan
-    recipe = plan.recipe
-    env = dict(plan.build_env)
-    for name, _ in plan.parallel.env:
-        if name == "NVCC_APPEND_FLAGS":  # the flags before --threads (compression included)
-            unthreaded = without_threads(env.get(name, ""))
-            if unthreaded:
-                env[name] = unthreaded
-            else:
-                env.pop(name, None)
-        elif name in recipe.build.env:
-            env[name] = recipe.build.env[name]
-        else:
-            env.pop(name, None)
-    serial = choose_parallel(recipe.build.parallel, plan.jobs, archs=len(plan.arch_list),
-                             ninja_off=(), serial=True,
-                             recipe_env=dict(recipe.build.env))  # fmt: skip
-    _apply_parallel(env, recipe, serial)
-    env = dict(sorted(env.items()))
-    phases = tuple(
-        dataclasses.replace(
-            phase,
-            steps=tuple(
-                dataclasses.replace(step, env=MappingProxyType(env))
-                if step.name == "compile"
-                else step
-                for step in phase.steps
-            ),
-        )
-        for phase in plan.phases
-    )
-    return dataclasses.replace(
-        plan, build_env=MappingProxyType(env), phases=phases, parallel=serial
-    )
-
-
-def without_remote_cache(plan: BuildPlan) -> BuildPlan:
-    """The same plan with the local compiler cache only (the remote one is unreachable)."""
-    if plan.remote_cache is None:
-        return plan
-
-    def strip(env: Mapping[str, str]) -> Mapping[str, str]:
-        return MappingProxyType({k: v for k, v in env.items() if k != "ARCHWHEEL_CACHE_SOCKET"})
-
-    phases = tuple(
-        dataclasses.replace(
-            phase,
-            steps=tuple(dataclasses.replace(step, env=strip(step.env)) for step in phase.steps),
-        )
-        for phase in plan.phases
-    )
-    return dataclasses.replace(
-        plan, phases=phases, build_env=strip(plan.build_env), remote_cache=None
-    )
-
-
-def compiler_names_script() -> str:
-    """Scripts named like Python's CC and CXX (sysconfig) in COMPILER_NAMES, each running
-    archwheel's launcher with its own name. A shell fragment that always succeeds."""
-    return (
-        f"mkdir -p {COMPILER_NAMES}; "
-        f"for name in $({IMAGE_VENV}/bin/python -c "
-        '\'import sysconfig; print(*{(sysconfig.get_config_var(v) or "").split()[0] '
-        'for v in ("CC", "CXX") if sysconfig.get_config_var(v)})\'); do '
-        "case $name in */*|ccache|sccache) continue ;; esac; "
-        f'printf \'#!/bin/sh\\nexec {LAUNCHER_DIR}/sccache %s "$@"\\n\' "$name" '
-        f'> {COMPILER_NAMES}/"$name" && chmod 755 {COMPILER_NAMES}/"$name"; '
-        "done; true"
-    )
-
-
-def torch_site_command(python: str) -> str:
-    """Make the torch image's packages visible in /build/venv (a ``.pth`` file), so pip
-    finds the pinned torch installed and the build compiles against it, isolation off."""
-    site = f"{IMAGE_VENV}/lib/python{python}/site-packages"
-    target = f"{VENV}/lib/python{python}/site-packages/archwheel-torch.pth"
-    return f"echo {shlex.quote(site)} > {shlex.quote(target)} && "
-
-
-def torch_row(torch: TorchBuild) -> str:
-    """The plan's ``torch`` row: the pin, its wheel, the toolkit and the Requires-Dist."""
-    label = f"+{torch.local_version}" if torch.local_version else "off"
-    return (
-        f"{torch.pin.requirement}"
-        + (f" (--torch; the recipe pins {torch.pin.replaces})" if torch.pin.replaces else "")
-        + f" -> {torch.wheel.version} (CUDA {torch.cuda}); toolkit "
-        f"{torch.toolkit_requirement or 'of the image'}; local version {label}; "
-        f"Requires-Dist {torch.pin_requirement or 'not added'}"
-        + (
-            f", or the range of the releases among {', '.join(torch.loads_with)} that load it "
-            "(can-load against each after the build: [torch] loads_with)"
-            if torch.loads_with
-            else ""
-        )
-    )

@@ -149,6 +149,7 @@ def parse_recipe(
         None if doc.toolchain.cuda is not None else _torch_cuda(doc, kind, origin, torch_cuda),
     )
     source = _debian_suite(source, toolchain, source_table)
+    toolchain = _build_depends(doc.toolchain, toolchain, source, top.table("toolchain"))
     python = top.table("python")
     versions = doc.python.versions
     if not versions:
@@ -560,6 +561,28 @@ def _parse_toolchain(
     )
 
 
+def _build_depends(
+    doc: ToolchainDoc, toolchain: ToolchainSpec, source: SourceSpec, table: Table
+) -> ToolchainSpec:
+    """``build_depends``: a control file inside a Debian source package's unpacked tree."""
+    control = doc.build_depends
+    if control is None:
+        if doc.build_depends_exclude:
+            raise table.fail("build_depends_exclude", "only valid with build_depends")
+        return toolchain
+    if not source.debian:
+        raise table.fail("build_depends", "only valid with a [source] debian package")
+    parts = control.split("/")
+    if control.startswith("/") or ".." in parts or "" in parts:
+        raise table.fail("build_depends", f"{control!r} is not a file inside the source")
+    for name in doc.build_depends_exclude:
+        if not DEBIAN_PACKAGE.match(name):
+            raise table.fail("build_depends_exclude", f"{name!r} is not a Debian package name")
+    return dataclasses.replace(
+        toolchain, build_depends=control, build_depends_exclude=doc.build_depends_exclude
+    )
+
+
 def _parse_arch(  # noqa: PLR0917 (the arch table, read against what was read before it)
     doc: ArchDoc,
     table: Table,
@@ -649,8 +672,15 @@ def _parse_build(doc: BuildDoc, table: Table, arch: ArchInput) -> BuildSpec:
     for req in requirements:
         if req.strip().startswith("-"):
             raise table.fail("requirements", f"{req!r}: pip options are not allowed here")
+    if doc.configure is not None and sets_nvcc_time(doc.configure):
+        raise table.fail("configure", OWN_TIME, hint=OWN_TIME_HINT)
+    folder = doc.build_folder or ""
+    if folder and (folder.startswith("/") or ".." in folder.split("/")):
+        raise table.fail("build_folder", f"{folder!r} is not a folder inside the source")
     return BuildSpec(
         command=command,
+        configure=doc.configure or "",
+        build_folder=folder.strip("/"),
         requirements=requirements,
         env=MappingProxyType(dict(sorted(env.items()))),
         network=doc.network,

@@ -62,6 +62,8 @@ class ToolchainDoc(Document, frozen=True, kw_only=True):
     source: str = "image"
     pypi_packages: tuple[str, ...] | None = None
     system_packages: tuple[str, ...] = ()
+    build_depends: NonBlank | None = None
+    build_depends_exclude: tuple[str, ...] = ()
 
 
 class PythonDoc(Document, frozen=True, kw_only=True):
@@ -97,6 +99,8 @@ class BuildDoc(Document, frozen=True, kw_only=True):
     """``[build]``: the command and what it runs with."""
 
     command: NonBlank
+    configure: NonBlank | None = None
+    build_folder: NonBlank | None = None
     requirements: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     network: bool = False

@@ -182,6 +182,10 @@ class ToolchainSpec:
     # refused before anything is built on it. None: the tag floats (provenance records the ID).
     base_image_id: str | None = None
     cuda_from: str = "recipe"
+    # a control file of a Debian source package whose Build-Depends the builder image gets
+    # (sources/debian_depends.py), and the packages of it left out
+    build_depends: str | None = None
+    build_depends_exclude: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -214,6 +218,10 @@ class BuildSpec:
 
     command: str
     requirements: tuple[str, ...] = ()
+    # run before the command, in the same container; `--stop-after configure` stops after it
+    configure: str = ""
+    # where configure writes build.ninja, relative to the source (PyTorch: build): --targets
+    build_folder: str = ""
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     network: bool = False  # network allowed while compiling
     jobs_variable: str = "MAX_JOBS"

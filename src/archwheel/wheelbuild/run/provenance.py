@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from archwheel._version import __version__
 
@@ -336,3 +336,14 @@ def plan_differences(document: Mapping[str, object]) -> list[str]:
     entry = document.get("plan_vs_wheel")
     found = entry.get("differences") if isinstance(entry, dict) else None
     return [str(line) for line in found] if isinstance(found, list) else []
+
+
+def swap_path(document: object, old: str, new: str) -> Any:
+    """``document`` with every string that names ``old`` (a staged wheel) naming ``new``."""
+    if isinstance(document, str):
+        return new if document == old else document
+    if isinstance(document, Mapping):
+        return {key: swap_path(value, old, new) for key, value in document.items()}
+    if isinstance(document, (list, tuple)):
+        return [swap_path(value, old, new) for value in document]
+    return document

@@ -13,28 +13,32 @@ import contextlib
 import os
 import re
 from collections import deque
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
 from archwheel.binary.buildfile import BuildSteps
+from archwheel.binary.scan.inputs import scan_path
 from archwheel.effects.engine import Container, ContainerEngine, ContainerSpec, Mount
 from archwheel.effects.files import open_regular, sha256_file
 from archwheel.effects.owner import owned_tempdir, remove_owned, unmark_folder
 from archwheel.effects.redis_relay import UnixRelay
 from archwheel.errors import BuildError
+from archwheel.facts.arch import CodeKind
 from archwheel.facts.python_target import PythonTarget
 from archwheel.inspection.build_files import read_build_trees
 from archwheel.verdicts.compile_failure import EvidenceLines, kept_line
 from archwheel.wheelbuild.compile import whole_call
 from archwheel.wheelbuild.compile.dist_farm import FARM_MOUNT
 from archwheel.wheelbuild.compile.nvcc_record import (
+    MAX_RECORD_BYTES,
     NVCC_RECORD,
     RECORD_HEADER,
     TIME_FLAG,
     NvccRecord,
     read_nvcc_record,
+    read_record_file,
 )
 from archwheel.wheelbuild.compile.parallel import PARALLEL_CONFIG, SPREAD_DIR, write_spread_hook
 from archwheel.wheelbuild.compile.remote_cache import (
@@ -55,7 +59,15 @@ from archwheel.wheelbuild.compile.sccache_stats import (
     parse_stats_json,
 )
 from archwheel.wheelbuild.images.builder_image import BuilderImage, Toolchain
-from archwheel.wheelbuild.planning.plan import BUILD, CACHE_DIR, DIST, FILE_LIST, BuildPlan, Step
+from archwheel.wheelbuild.planning.plan import (
+    BUILD,
+    BUILD_SRC,
+    CACHE_DIR,
+    DIST,
+    FILE_LIST,
+    BuildPlan,
+    Step,
+)
 from archwheel.wheelbuild.run.compile_watch import CompileWatch, cuda_total, record_path
 from archwheel.wheelbuild.run.failures import (
     compile_failure_error,
@@ -63,6 +75,7 @@ from archwheel.wheelbuild.run.failures import (
     out_of_space_evidence,
 )
 from archwheel.wheelbuild.run.farm_build import write_container_config
+from archwheel.wheelbuild.run.kept_tree import NVCC_HISTORY
 from archwheel.wheelbuild.run.output import BuildOutput
 from archwheel.wheelbuild.run.stages import Timings
 from archwheel.wheelbuild.wheel.reproducible import repack_wheel
@@ -89,6 +102,20 @@ class Built:
 
 
 @dataclass(frozen=True)
+class Configured:
+    """What a build stopped after its configure step left: the build files it wrote, read."""
+
+    build_steps: tuple[tuple[str, BuildSteps], ...]  # build.ninja files under the source
+    timings: Mapping[str, float]
+    kept: Path | None  # the work folder, where --keep-work kept it
+    # a partial build (--targets): each CUDA step's object that exists, by (build file,
+    # output) -> the SASS and PTX images it holds, read by the audit's scanner
+    objects: Mapping[tuple[str, str], tuple[str, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+
+
+@dataclass(frozen=True)
 class WorkFolder:
     """Where and how a build runs its containers: the engine, the output, the work root."""
 
@@ -96,6 +123,11 @@ class WorkFolder:
     output: BuildOutput
     work_root: Path | None = None
     keep_work: bool = False
+    tree: Path | None = None  # a kept build tree (kept_tree.py), mounted at /build/src
+
+    def source_tree(self, work: Path) -> Path:
+        """Where the build's copy of the source is on the host."""
+        return self.tree if self.tree is not None else work / "src"
 
     def build_once(
         self,
@@ -111,12 +143,13 @@ class WorkFolder:
         relay's folder and the farm route's (``farm_folder``) are mounted into the compile
         phase only."""
         timings = Timings()
-        work = owned_tempdir("archwheel-work-", self.work_root)
-        try:
-            _prepare(work, plan)
-            stats, room = self._run_phases(
-                plan, builder, work, toolchain, relay=relay, farm=farm_folder, timings=timings
-            )
+        with self._folder(plan) as work:
+            try:
+                stats, room = self._run_phases(
+                    plan, builder, work, toolchain, relay=relay, farm=farm_folder, timings=timings
+                )
+            finally:
+                self._remember_record(work)
             with timings.stage(self.output, "package", "re-pack the wheel deterministically"):
                 staged = _package(plan, work, staging)
             self.output.line(f"wheel: {staged.name} sha256 {sha256_file(staged)}")
@@ -126,11 +159,62 @@ class WorkFolder:
                 MappingProxyType(stats),
                 read_compiles(work),
                 room,
-                read_nvcc_record(work),
+                self._nvcc_record(work),
                 read_fallbacks(work),
-                read_build_trees(work / "src"),
+                read_build_trees(self.source_tree(work)),
                 read_whole_calls(work),
             )
+
+    def configure_once(
+        self, plan: BuildPlan, builder: BuilderImage, toolchain: Toolchain
+    ) -> Configured:
+        """Run a plan that stops after its configure step (``--stop-after configure``) in a
+        fresh work folder and read the build files it wrote."""
+        timings = Timings()
+        with self._folder(plan) as work:
+            try:
+                self._run_phases(plan, builder, work, toolchain, relay=None, timings=timings)
+            finally:
+                self._remember_record(work)
+            kept = self.tree if self.tree is not None else work if self.keep_work else None
+            tree = self.source_tree(work)
+            found = read_build_trees(tree)
+            objects = built_objects(tree, found) if plan.targets else {}
+            return Configured(found, timings.frozen(), kept, MappingProxyType(objects))
+
+    def _remember_record(self, work: Path) -> None:
+        """In a kept build tree, this run's nvcc record joins the tree's history (beside the
+        tree, where no container writes): a resumed build's gate sees every source compiled
+        since the tree was made, not only this run's."""
+        if self.tree is None:
+            return
+        run = record_path(work)
+        try:
+            if run.is_symlink():
+                return
+            with open_regular(run) as handle:
+                data = handle.read(MAX_RECORD_BYTES)
+        except OSError:
+            return
+        history = self.tree.parent / NVCC_HISTORY
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(history, flags, 0o600)
+        with os.fdopen(fd, "ab") as out:
+            out.write(data if data.endswith(b"\n") or not data else data + b"\n")
+
+    def _nvcc_record(self, work: Path) -> NvccRecord | None:
+        """What nvcc compiled: this run's, or in a kept tree every run's since it was made."""
+        if self.tree is None:
+            return read_nvcc_record(work)
+        return read_record_file(self.tree.parent / NVCC_HISTORY)
+
+    @contextlib.contextmanager
+    def _folder(self, plan: BuildPlan) -> Iterator[Path]:
+        """A fresh work folder for one build, prepared; removed after it unless kept."""
+        work = owned_tempdir("archwheel-work-", self.work_root)
+        try:
+            _prepare(work, plan)
+            yield work
         finally:
             if self.keep_work:
                 unmark_folder(work)  # kept: not a leftover for the next run to remove
@@ -177,6 +261,7 @@ class WorkFolder:
                     mounts=(
                         *phase.mounts,
                         Mount(str(work), BUILD),
+                        *((Mount(str(self.tree), BUILD_SRC),) if self.tree is not None else ()),
                         *relayed,
                     ),
                     labels={"org.archwheel.recipe": plan.recipe.name},
@@ -235,6 +320,36 @@ class WorkFolder:
             if no_room is not None:
                 raise out_of_space_error(no_room, work=work) from None
             raise
+
+
+def built_objects(
+    tree: Path, build_steps: tuple[tuple[str, BuildSteps], ...]
+) -> dict[tuple[str, str], tuple[str, ...]]:
+    """The objects of CUDA steps a partial build left in the tree, each scanned as the audit
+    scans a wheel's libraries: its SASS and PTX images. An output that leads out of the tree
+    or is a link is passed over (the build wrote the build file)."""
+    root = tree.resolve()
+    found: dict[tuple[str, str], tuple[str, ...]] = {}
+    for name, steps in build_steps:
+        folder = tree / Path(name).parent
+        for step in steps.cuda:
+            path = folder / step.output
+            if path.is_symlink() or not path.is_file():
+                continue
+            if not path.resolve().is_relative_to(root):
+                continue
+            inventory = scan_path(path)
+            found[(name, step.output)] = tuple(
+                sorted(
+                    {
+                        entry.target.name(entry.kind)
+                        for library in inventory.libraries
+                        for entry in library.entries
+                        if entry.kind in (CodeKind.SASS, CodeKind.PTX)
+                    }
+                )
+            )
+    return found
 
 
 def _prepare(work: Path, plan: BuildPlan) -> None:
