@@ -8,8 +8,8 @@ in a fresh process each time:
    every object is compiled. Reported: the total wall time, the compile phase, and everything
    else (images, requirements, toolkit, packaging, audit) as a share of the total
    (target <= 20%);
-3. the compile phase's CPU use: the build command ends with bash's ``times`` (CPU time of the
-   command and everything it waited for), divided by (compile wall time x cores)
+3. the compile phase's CPU use: the compile container's cgroup CPU time (sampled every second;
+   it holds the sccache daemon that runs every compile), divided by (compile wall time x cores)
    (target >= 0.8).
 
 Prints the figures and writes them to ``$ARCHWHEEL_CACHE/bench/extension.json``. ``--quick``
@@ -26,8 +26,9 @@ torch-scatter recipe is a plain ``pip wheel``, built ``--arch "8.0;9.0"``:
    nvcc_threads = false, extensions = false`` (one file at a time, what a plain recipe got
    before), its own empty volume.
 
-Reported: compile-phase CPU busy of each (from ``times`` inside the container: the build's own
-CPU time, not the host's), the compile wall time of the default against the baseline, whether
+Reported: compile-phase CPU busy of each (the compile container's cgroup CPU time, sampled every
+second: the build's own CPU time with the sccache daemon that runs its compiles, not the
+host's), the compile wall time of the default against the baseline, whether
 both wheels have the same sha256, the warm rebuild's cache hits, the 1-minute load average
 (mean and max of samples every 5 s) and the build containers' memory peak (their cgroup).
 Written to ``$ARCHWHEEL_CACHE/bench/extension-parallel.json`` after each build.
@@ -37,7 +38,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -53,17 +53,12 @@ RECIPE = "torch-scatter-2.1.2"
 ARCH = "9.0"
 TARGET_OVERHEAD = 0.20
 TARGET_BUSY = 0.8
-_TIMES = re.compile(r"^(\d+)m([\d.]+)s (\d+)m([\d.]+)s$")
 
 
-def timed_recipe(folder: Path) -> Path:
-    """The shipped recipe with ``times`` at the end of its build command."""
-    text = (ROOT / "recipes" / f"{RECIPE}.toml").read_text()
-    marker = '--wheel-dir "$ARCHWHEEL_DIST" .\n'
-    assert marker in text, "the recipe's command changed; update the benchmark"
-    text = text.replace(marker, marker + 'echo "archwheel-bench: times"\ntimes\n')
+def recipe_copy(folder: Path) -> Path:
+    """The shipped recipe, copied (the serial baseline adds its table to a copy too)."""
     path = folder / f"{RECIPE}.toml"
-    path.write_text(text)
+    path.write_text((ROOT / "recipes" / f"{RECIPE}.toml").read_text())
     return path
 
 
@@ -82,22 +77,6 @@ def build(recipe: Path, out: Path, volume: str, arch: str = ARCH) -> dict[str, o
     return result
 
 
-def cpu_seconds(log: Path) -> float:
-    """The children's user + system time from bash's ``times`` in the build log."""
-    lines = log.read_text().splitlines()
-    start = max(i for i, line in enumerate(lines) if "archwheel-bench: times" in line)
-    found = [m for line in lines[start + 1 : start + 3] if (m := _TIMES.match(line.strip()))]
-    if len(found) != 2:
-        raise SystemExit(f"no `times` output in {log}")
-    children = found[1]
-    return (
-        60 * int(children.group(1))
-        + float(children.group(2))
-        + 60 * int(children.group(3))
-        + float(children.group(4))
-    )
-
-
 def main(argv: list[str]) -> int:
     if "--parallel" in argv:
         return main_parallel()
@@ -105,7 +84,7 @@ def main(argv: list[str]) -> int:
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="archwheel-bench-ext-") as tmp:
         folder = Path(tmp)
-        recipe = timed_recipe(folder)
+        recipe = recipe_copy(folder)
         if not quick:
             warm_volume = f"archwheel-bench-{uuid.uuid4().hex[:8]}"
             try:
@@ -117,7 +96,8 @@ def main(argv: list[str]) -> int:
                 )
         volume = f"archwheel-bench-{uuid.uuid4().hex[:8]}"
         try:
-            cold = build(recipe, folder / "cold", volume)
+            with Sampler() as sampler:
+                cold = build(recipe, folder / "cold", volume)
         finally:
             subprocess.run(
                 ["docker", "volume", "rm", "-f", volume], capture_output=True, check=False
@@ -126,7 +106,7 @@ def main(argv: list[str]) -> int:
         total = float(timings["total"])
         compile_s = float(timings.get("compile", 0.0))
         overhead = total - compile_s
-        busy = cpu_seconds(Path(str(cold["log"]))) / (compile_s * cores)
+        busy = sampler.compile_cpu_s() / (compile_s * cores)
         figures = {
             "recipe": RECIPE,
             "arch": ARCH,
@@ -160,13 +140,16 @@ SERIAL_TABLE = "\n[build.parallel]\nbuild_ext = false\nnvcc_threads = false\next
 
 
 class Sampler:
-    """The 1-minute load average and the archwheel build containers' memory peak, sampled
-    every ``period`` seconds while a build runs."""
+    """The 1-minute load average, the archwheel build containers' memory peak and each one's
+    CPU time (its cgroup's, which holds the sccache daemon that runs every compile: bash's
+    ``times`` in the build command never sees those), sampled every ``period`` seconds while a
+    build runs."""
 
-    def __init__(self, period: float = 5.0) -> None:
+    def __init__(self, period: float = 1.0) -> None:
         self.period = period
         self.loads: list[float] = []
         self.peak = 0
+        self.cpu_ns: dict[str, int] = {}  # container ID -> its cgroup's CPU time, last seen
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -179,9 +162,20 @@ class Sampler:
         self._thread.join()
 
     def _run(self) -> None:
+        ticks = 0
         while not self._stop.wait(self.period):
-            self.loads.append(float(Path("/proc/loadavg").read_text().split()[0]))
-            self.peak = max(self.peak, _containers_peak())
+            ticks += 1
+            if ticks % 5 == 0:
+                self.loads.append(float(Path("/proc/loadavg").read_text().split()[0]))
+            for cid in _containers():
+                self.peak = max(self.peak, _memory_peak(cid))
+                used = _cpu_ns(cid)
+                if used is not None:
+                    self.cpu_ns[cid] = max(self.cpu_ns.get(cid, 0), used)
+
+    def compile_cpu_s(self) -> float:
+        """The CPU seconds of the build's busiest container: its compile phase's."""
+        return max(self.cpu_ns.values(), default=0) / 1e9
 
     def figures(self) -> dict[str, object]:
         mean = sum(self.loads) / len(self.loads) if self.loads else 0.0
@@ -193,25 +187,47 @@ class Sampler:
         }
 
 
-def _containers_peak() -> int:
-    """The largest memory peak of the running archwheel containers (cgroup v1 or v2)."""
+def _containers() -> list[str]:
     proc = subprocess.run(
         ["docker", "ps", "-q", "--no-trunc", "--filter", "label=org.archwheel.recipe"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
-    peak = 0
-    for cid in proc.stdout.split():
-        for path in (
-            Path(f"/sys/fs/cgroup/memory/docker/{cid}/memory.max_usage_in_bytes"),
-            Path(f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/memory.peak"),
-            Path(f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/memory.current"),
-        ):
-            try:
-                peak = max(peak, int(path.read_text().split()[0]))
-                break
-            except (OSError, ValueError, IndexError):
-                continue
-    return peak
+    return proc.stdout.split()
+
+
+def _first_number(paths: tuple[Path, ...], key: str = "") -> int | None:
+    for path in paths:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            words = line.split()
+            if not key and words:
+                return int(words[0])
+            if key and len(words) == 2 and words[0] == key:
+                return int(words[1])
+    return None
+
+
+def _memory_peak(cid: str) -> int:
+    """A container's memory peak (cgroup v1 or v2)."""
+    return _first_number((
+        Path(f"/sys/fs/cgroup/memory/docker/{cid}/memory.max_usage_in_bytes"),
+        Path(f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/memory.peak"),
+        Path(f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/memory.current"),
+    )) or 0  # fmt: skip
+
+
+def _cpu_ns(cid: str) -> int | None:
+    """A container's CPU time so far, in nanoseconds (cgroup v1 cpuacct, or v2 cpu.stat)."""
+    v1 = _first_number((Path(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage"),))
+    if v1 is not None:
+        return v1
+    usec = _first_number(
+        (Path(f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/cpu.stat"),), key="usage_usec"
+    )
+    return usec * 1000 if usec is not None else None
 
 
 def _measured(recipe: Path, out: Path, volume: str, cores: int) -> dict[str, object]:
@@ -219,7 +235,7 @@ def _measured(recipe: Path, out: Path, volume: str, cores: int) -> dict[str, obj
         result = build(recipe, out, volume, PARALLEL_ARCH)
     timings = dict(result["timings_s"])  # type: ignore[call-overload]
     compile_s = float(timings.get("compile", 0.0))
-    cpu = cpu_seconds(Path(str(result["log"])))
+    cpu = sampler.compile_cpu_s()
     return {
         "wall_s": round(float(result["wall_s"]), 1),  # type: ignore[arg-type]
         "compile_s": round(compile_s, 1),
@@ -242,15 +258,15 @@ def main_parallel() -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="archwheel-bench-par-") as tmp:
             folder = Path(tmp)
-            recipe = timed_recipe(folder)
+            recipe = recipe_copy(folder)
             serial_dir = folder / "serial"
             serial_dir.mkdir()
             serial = serial_dir / recipe.name
             serial.write_text(recipe.read_text() + SERIAL_TABLE)
             steps = (
                 ("parallel", recipe, volumes[0]),
-                ("warm_rebuild", recipe, volumes[0]),
                 ("serial_baseline", serial, volumes[1]),
+                ("warm_rebuild", recipe, volumes[0]),
             )
             for name, path, volume in steps:
                 figures[name] = _measured(path, folder / name, volume, cores)
