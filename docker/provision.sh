@@ -1,7 +1,8 @@
 #!/bin/sh
 # Provision an archwheel builder image (run once by docker/Dockerfile, as root).
 # Inputs (environment): TOOLCHAIN_SOURCE image|pypi, CUDA_VERSION X.Y, PYTHON_VERSION X.Y,
-# PYPI_PREFIX (e.g. nvidia/cu13), CUDART_SONAME, SYSTEM_PACKAGES (extra distribution packages).
+# PYPI_PREFIX (e.g. nvidia/cu13), CUDART_SONAME, SYSTEM_PACKAGES (extra distribution packages),
+# APT_COMPONENTS (archive components added to the base's own apt entries: contrib, non-free).
 set -eu
 
 log() { echo "archwheel-provision: $*"; }
@@ -11,6 +12,7 @@ die() { echo "archwheel-provision: error: $*" >&2; exit 1; }
 PYPI_PREFIX=${PYPI_PREFIX:-}
 CUDART_SONAME=${CUDART_SONAME:-}
 SYSTEM_PACKAGES=${SYSTEM_PACKAGES:-}
+APT_COMPONENTS=${APT_COMPONENTS:-}
 AW=/opt/archwheel
 mkdir -p "$AW/bin"
 
@@ -48,6 +50,16 @@ if [ -n "$missing$SYSTEM_PACKAGES" ]; then
                 *) pkgs="$pkgs $m" ;;
             esac
         done
+        if [ -n "$APT_COMPONENTS" ]; then
+            # the base's own archive entries, with the components the recipe adds
+            log "apt components added: $APT_COMPONENTS"
+            for list in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+                if [ -f "$list" ]; then sed -i "/^deb / s/\$/ $APT_COMPONENTS/" "$list"; fi
+            done
+            for list in /etc/apt/sources.list.d/*.sources; do
+                if [ -f "$list" ]; then sed -i "/^Components:/ s/\$/ $APT_COMPONENTS/" "$list"; fi
+            done
+        fi
         apt-get update -qq
         # shellcheck disable=SC2086
         apt-get install -y -qq --no-install-recommends $pkgs $SYSTEM_PACKAGES \

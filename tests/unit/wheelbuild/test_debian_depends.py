@@ -167,6 +167,7 @@ def test_the_recipe_keys(tmp_path: Path) -> None:
         ('build_depends_exclude = ["x"]', None, "only valid with build_depends"),
         ('build_depends = "debian/control"\nbuild_depends_exclude = ["A b"]', None,
          "not a Debian package name"),
+        ('apt_components = ["contrib", "non free"]', None, "not an archive component"),
     ],
 )  # fmt: skip
 def test_bad_recipe_keys_are_refused(
@@ -175,3 +176,18 @@ def test_bad_recipe_keys_are_refused(
     text = _recipe(tmp_path, toolchain) if source is None else _recipe(tmp_path, toolchain, source)
     with pytest.raises(RecipeError, match=message):
         load_recipe(text, load_facts())
+
+
+def test_apt_components_reach_the_builder_image(tmp_path: Path) -> None:
+    from archwheel.wheelbuild.images.builder_image import BuilderImageSpec
+
+    recipe = load_recipe(
+        _recipe(tmp_path, 'apt_components = ["contrib", "non-free"]'), load_facts()
+    )
+    assert recipe.toolchain.apt_components == ("contrib", "non-free")
+    spec = BuilderImageSpec(recipe.toolchain.base_image, recipe.toolchain, "3.13", "f" * 64)
+    assert spec.build_args()["ARCHWHEEL_APT_COMPONENTS"] == "contrib non-free"
+    plain = load_recipe(_recipe(tmp_path, ""), load_facts())
+    other = BuilderImageSpec(plain.toolchain.base_image, plain.toolchain, "3.13", "f" * 64)
+    assert other.build_args()["ARCHWHEEL_APT_COMPONENTS"] == ""
+    assert spec.tag("sha256:" + "0" * 64) != other.tag("sha256:" + "0" * 64)

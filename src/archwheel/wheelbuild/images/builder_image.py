@@ -66,6 +66,7 @@ class BuilderImageSpec:
             "ARCHWHEEL_PYPI_PREFIX": self.toolchain.pypi_prefix,
             "ARCHWHEEL_CUDART_SONAME": self.toolchain.cudart_soname,
             "ARCHWHEEL_SYSTEM_PACKAGES": " ".join(self.toolchain.system_packages),
+            "ARCHWHEEL_APT_COMPONENTS": " ".join(self.toolchain.apt_components),
             "ARCHWHEEL_SCCACHE_VERSION": SCCACHE_VERSION,
         }
 

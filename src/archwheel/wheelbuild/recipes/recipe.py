@@ -30,7 +30,6 @@ from archwheel.effects.files import check_regular, is_pseudo, read_document
 from archwheel.errors import ArchListError, RecipeError, UsageError
 from archwheel.facts import arch_consumers
 from archwheel.facts.arch import ArchList
-from archwheel.facts.base_pythons import DEBIAN_REPOSITORY
 from archwheel.facts.catalog import CudaFacts
 from archwheel.facts.debian_names import PACKAGE as DEBIAN_PACKAGE
 from archwheel.facts.debian_names import VERSION as DEBIAN_VERSION
@@ -40,6 +39,7 @@ from archwheel.facts.typed import decode
 from archwheel.facts.versions import CudaVersion
 from archwheel.wheelbuild.compile.parallel import BuildExtMode, ParallelSwitches
 from archwheel.wheelbuild.recipes.cmake_arch import env_problem, variable_problem
+from archwheel.wheelbuild.recipes.recipe_debian import debian_keys, debian_suite
 from archwheel.wheelbuild.recipes.recipe_doc import (
     ArchDoc,
     BuildDoc,
@@ -148,8 +148,8 @@ def parse_recipe(
         facts,
         None if doc.toolchain.cuda is not None else _torch_cuda(doc, kind, origin, torch_cuda),
     )
-    source = _debian_suite(source, toolchain, source_table)
-    toolchain = _build_depends(doc.toolchain, toolchain, source, top.table("toolchain"))
+    source = debian_suite(source, toolchain, source_table)
+    toolchain = debian_keys(doc.toolchain, toolchain, source, top.table("toolchain"))
     python = top.table("python")
     versions = doc.python.versions
     if not versions:
@@ -432,20 +432,6 @@ def _parse_debian_source(doc: SourceDoc, package: str, table: Table) -> SourceSp
     )
 
 
-def _debian_suite(source: SourceSpec, toolchain: ToolchainSpec, table: Table) -> SourceSpec:
-    """A Debian source's suite: the recipe's, else that of its ``archwheel/debian`` base."""
-    if source.kind != "debian" or source.suite is not None:
-        return source
-    name, sep, tag = toolchain.base_image.partition(":")
-    if not (sep and name == DEBIAN_REPOSITORY):
-        raise table.fail(
-            "suite",
-            f"missing: the base image {toolchain.base_image} is not an archwheel/debian one",
-            hint='name the Debian suite whose archive serves the package, e.g. "trixie"',
-        )
-    return dataclasses.replace(source, suite=tag)
-
-
 @cache
 def pypi_toolchains() -> Mapping[int, Mapping[str, Any]]:
     """The PyPI toolchain data (``build/data/pypi_toolchains.toml``) by CUDA major."""
@@ -558,28 +544,6 @@ def _parse_toolchain(
         system_packages=system,
         base_image_id=pin,
         cuda_from=cuda_from,
-    )
-
-
-def _build_depends(
-    doc: ToolchainDoc, toolchain: ToolchainSpec, source: SourceSpec, table: Table
-) -> ToolchainSpec:
-    """``build_depends``: a control file inside a Debian source package's unpacked tree."""
-    control = doc.build_depends
-    if control is None:
-        if doc.build_depends_exclude:
-            raise table.fail("build_depends_exclude", "only valid with build_depends")
-        return toolchain
-    if not source.debian:
-        raise table.fail("build_depends", "only valid with a [source] debian package")
-    parts = control.split("/")
-    if control.startswith("/") or ".." in parts or "" in parts:
-        raise table.fail("build_depends", f"{control!r} is not a file inside the source")
-    for name in doc.build_depends_exclude:
-        if not DEBIAN_PACKAGE.match(name):
-            raise table.fail("build_depends_exclude", f"{name!r} is not a Debian package name")
-    return dataclasses.replace(
-        toolchain, build_depends=control, build_depends_exclude=doc.build_depends_exclude
     )
 
 

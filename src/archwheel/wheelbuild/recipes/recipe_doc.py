@@ -62,6 +62,7 @@ class ToolchainDoc(Document, frozen=True, kw_only=True):
     source: str = "image"
     pypi_packages: tuple[str, ...] | None = None
     system_packages: tuple[str, ...] = ()
+    apt_components: tuple[str, ...] = ()
     build_depends: NonBlank | None = None
     build_depends_exclude: tuple[str, ...] = ()
 

@@ -186,6 +186,8 @@ class ToolchainSpec:
     # (sources/debian_depends.py), and the packages of it left out
     build_depends: str | None = None
     build_depends_exclude: tuple[str, ...] = ()
+    # archive components added to the base image's apt entries (contrib, non-free)
+    apt_components: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

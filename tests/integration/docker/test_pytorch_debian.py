@@ -1,0 +1,96 @@
+"""PyTorch itself from its real source, as far as a bounded run goes: Debian's source package
+``pytorch`` 2.6.0+dfsg-7 with CUDA 13.0 from the package index
+(recipes/pytorch-2.6.0-debian-cu130.toml), on a real Docker engine.
+
+1. ``--stop-after configure`` fetches and verifies the source, makes the builder image with the
+   Build-Depends of ``debian/control.cuda`` (Debian's own CUDA left out), runs PyTorch's
+   configure offline and proves every CUDA compile of the build.ninja it wrote: exactly sm_80
+   and sm_90, and sm_90a only where PyTorch's CMake adds it (``RowwiseScaledMM.cu``,
+   ``AsyncMM.cu``), named with its rule;
+2. ``--targets`` on the kept tree builds c10 and two kernels and audits each CUDA object
+   against its step (``RowwiseScaledMM.cu``'s object holds sm_90a too);
+3. ``archwheel clean --work`` removes the tree.
+
+The builder image is about 4 GB and the run about 20 minutes on 2 cores from a fresh machine:
+``nox -s heavy`` (docs/building-pytorch.md, "From Debian's source package").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from archwheel.effects.paths import cache_dir
+
+CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
+RECIPE = "pytorch-2.6.0-debian-cu130"
+ARCH = "8.0;9.0"
+KERNELS = ("aten/src/ATen/native/cuda/Sleep.cu", "aten/src/ATen/native/cuda/RowwiseScaledMM.cu")
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.heavy]
+
+
+def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], env=env, capture_output=True, text=True, timeout=3600, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def session(
+    docker_engine: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[dict[str, str], str, Path]]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+    made = _run(env, "base-image", "--suite", "trixie")
+    assert made.returncode == 0, made.stderr[-2000:]
+    name = f"test-pytorch-{uuid.uuid4().hex[:8]}"
+    out = tmp_path_factory.mktemp("pytorch-debian") / "dist"
+    yield env, name, out
+    cache = cache_dir(os.environ.get("ARCHWHEEL_CACHE") or os.environ.get("XDG_CACHE_HOME"))
+    shutil.rmtree(cache / "work" / name, ignore_errors=True)
+
+
+def test_configure_proves_every_cuda_compile(session: tuple[dict[str, str], str, Path]) -> None:
+    env, name, out = session
+    proc = _run(env, "build", "--recipe", RECIPE, "--arch", ARCH, "--out", str(out),
+                "--stop-after", "configure", "--work-name", name, "--format", "json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    document = json.loads(proc.stdout)
+    (proof,) = document["configured"]
+    assert proof["path"] == "build/build.ninja" and proof["torch"] == "2.6.0"
+    assert proof["nvcc"].startswith("13.0")
+    assert proof["cuda_steps"] > 300 and proof["deviating"] == 0
+    assert proof["exact"] + proof["with_additions"] == proof["cuda_steps"]
+    added = {(Path(a["source"]).name, a["image"]) for a in proof["additions"]}
+    assert added == {("RowwiseScaledMM.cu", "sm_90a"), ("AsyncMM.cu", "sm_90a")}
+    assert "Build-Depends" in proc.stderr and "debian/control.cuda" in proc.stderr
+
+
+def test_a_partial_build_audits_its_objects(session: tuple[dict[str, str], str, Path]) -> None:
+    env, name, out = session
+    targets = ",".join(("c10", "c10_cuda", *KERNELS))
+    proc = _run(env, "build", "--recipe", RECIPE, "--arch", ARCH, "--out", str(out),
+                "--targets", targets, "--work-name", name, "--format", "json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    document = json.loads(proc.stdout)
+    found = {Path(c["source"]).name: (c["found"], c["ok"]) for c in document["objects"]}
+    assert found == {
+        "Sleep.cu": (["sm_80", "sm_90"], True),
+        "RowwiseScaledMM.cu": (["sm_80", "sm_90", "sm_90a"], True),
+    }
+    assert not list(out.glob("*.whl"))
+
+
+def test_clean_removes_the_kept_tree(session: tuple[dict[str, str], str, Path]) -> None:
+    env, name, _ = session
+    proc = _run(env, "clean", "--work", name)
+    assert proc.returncode == 0, proc.stderr
+    assert "removed the kept build tree" in proc.stdout
