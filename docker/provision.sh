@@ -2,7 +2,8 @@
 # Provision an archwheel builder image (run once by docker/Dockerfile, as root).
 # Inputs (environment): TOOLCHAIN_SOURCE image|pypi, CUDA_VERSION X.Y, PYTHON_VERSION X.Y,
 # PYPI_PREFIX (e.g. nvidia/cu13), CUDART_SONAME, SYSTEM_PACKAGES (extra distribution packages),
-# APT_COMPONENTS (archive components added to the base's own apt entries: contrib, non-free).
+# APT_COMPONENTS (archive components added to the base's own apt entries: contrib, non-free),
+# STAND_INS (empty packages installed in their place: what the recipe provides otherwise).
 set -eu
 
 log() { echo "archwheel-provision: $*"; }
@@ -13,6 +14,7 @@ PYPI_PREFIX=${PYPI_PREFIX:-}
 CUDART_SONAME=${CUDART_SONAME:-}
 SYSTEM_PACKAGES=${SYSTEM_PACKAGES:-}
 APT_COMPONENTS=${APT_COMPONENTS:-}
+STAND_INS=${STAND_INS:-}
 AW=/opt/archwheel
 mkdir -p "$AW/bin"
 
@@ -60,6 +62,19 @@ if [ -n "$missing$SYSTEM_PACKAGES" ]; then
                 if [ -f "$list" ]; then sed -i "/^Components:/ s/\$/ $APT_COMPONENTS/" "$list"; fi
             done
         fi
+        for name in $STAND_INS; do
+            # an empty package in the place of one the recipe provides otherwise (cuDNN from the
+            # package index for Debian's nvidia-cudnn, an installer that downloads from NVIDIA):
+            # what depends on it installs, nothing of it is installed
+            log "stand-in package: $name"
+            standin=$(mktemp -d)
+            mkdir "$standin/DEBIAN"
+            printf 'Package: %s\nVersion: 9999-archwheel\nArchitecture: all\nMaintainer: archwheel\nDescription: stand-in: the recipe provides %s otherwise\n' \
+                "$name" "$name" > "$standin/DEBIAN/control"
+            dpkg-deb --build "$standin" "$standin.deb" >/dev/null
+            dpkg -i "$standin.deb" >/dev/null
+            rm -rf "$standin" "$standin.deb"
+        done
         apt-get update -qq
         # shellcheck disable=SC2086
         apt-get install -y -qq --no-install-recommends $pkgs $SYSTEM_PACKAGES \

@@ -168,6 +168,7 @@ def test_the_recipe_keys(tmp_path: Path) -> None:
         ('build_depends = "debian/control"\nbuild_depends_exclude = ["A b"]', None,
          "not a Debian package name"),
         ('apt_components = ["contrib", "non free"]', None, "not an archive component"),
+        ('stand_ins = ["nvidia-cudnn; true"]', None, "not a Debian package name"),
     ],
 )  # fmt: skip
 def test_bad_recipe_keys_are_refused(
@@ -178,7 +179,7 @@ def test_bad_recipe_keys_are_refused(
         load_recipe(text, load_facts())
 
 
-def test_apt_components_reach_the_builder_image(tmp_path: Path) -> None:
+def test_apt_components_and_stand_ins_reach_the_builder_image(tmp_path: Path) -> None:
     from archwheel.wheelbuild.images.builder_image import BuilderImageSpec
 
     recipe = load_recipe(

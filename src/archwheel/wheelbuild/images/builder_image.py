@@ -67,6 +67,7 @@ class BuilderImageSpec:
             "ARCHWHEEL_CUDART_SONAME": self.toolchain.cudart_soname,
             "ARCHWHEEL_SYSTEM_PACKAGES": " ".join(self.toolchain.system_packages),
             "ARCHWHEEL_APT_COMPONENTS": " ".join(self.toolchain.apt_components),
+            "ARCHWHEEL_STAND_INS": " ".join(self.toolchain.stand_ins),
             "ARCHWHEEL_SCCACHE_VERSION": SCCACHE_VERSION,
         }
 

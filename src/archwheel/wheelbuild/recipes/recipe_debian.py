@@ -1,8 +1,9 @@
 """The keys of a recipe that builds from a Debian source package: the suite whose archive
 serves it (``[source] suite``, else the ``archwheel/debian`` base's), the control file whose
 Build-Depends the builder image gets (``[toolchain] build_depends``, ``build_depends_exclude``;
-read by ``sources/debian_depends.py`` once the source is unpacked) and the archive components
-they come from (``[toolchain] apt_components``)."""
+read by ``sources/debian_depends.py`` once the source is unpacked), the archive components
+they come from (``[toolchain] apt_components``) and the empty packages installed in the place of
+what the recipe provides otherwise (``[toolchain] stand_ins``)."""
 
 from __future__ import annotations
 
@@ -41,8 +42,12 @@ def debian_keys(
     for component in doc.apt_components:
         if not _COMPONENT.match(component):
             raise table.fail("apt_components", f"{component!r} is not an archive component")
-    if doc.apt_components:
-        toolchain = dataclasses.replace(toolchain, apt_components=doc.apt_components)
+    for name in doc.stand_ins:
+        if not DEBIAN_PACKAGE.match(name):
+            raise table.fail("stand_ins", f"{name!r} is not a Debian package name")
+    toolchain = dataclasses.replace(
+        toolchain, apt_components=doc.apt_components, stand_ins=doc.stand_ins
+    )
     control = doc.build_depends
     if control is None:
         if doc.build_depends_exclude:

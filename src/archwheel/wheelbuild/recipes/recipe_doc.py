@@ -63,6 +63,7 @@ class ToolchainDoc(Document, frozen=True, kw_only=True):
     pypi_packages: tuple[str, ...] | None = None
     system_packages: tuple[str, ...] = ()
     apt_components: tuple[str, ...] = ()
+    stand_ins: tuple[str, ...] = ()
     build_depends: NonBlank | None = None
     build_depends_exclude: tuple[str, ...] = ()
 

@@ -188,6 +188,8 @@ class ToolchainSpec:
     build_depends_exclude: tuple[str, ...] = ()
     # archive components added to the base image's apt entries (contrib, non-free)
     apt_components: tuple[str, ...] = ()
+    # empty packages installed in their place: what the recipe provides otherwise
+    stand_ins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
