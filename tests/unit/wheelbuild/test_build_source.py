@@ -192,3 +192,28 @@ def test_garbage_sdist(tmp_path: Path) -> None:
     archive.write_bytes(b"\x1f\x8b not really gzip")
     with pytest.raises(InputError, match="not a tar or zip archive"):
         safe_unpack(archive, tmp_path / "out")
+
+
+def test_a_plain_folders_links_are_listed_as_links(tmp_path: Path) -> None:
+    folder = tmp_path / "plain"
+    (folder / "debian" / "pocketfft-9d3a").mkdir(parents=True)
+    (folder / "debian" / "pocketfft-9d3a" / "pocketfft_hdronly.h").write_text("// header\n")
+    (folder / "debian" / "pocketfft").symlink_to("pocketfft-9d3a")  # a link to a folder
+    (folder / "debian" / "b.pydist").write_text("x\n")
+    (folder / "debian" / "a.pydist").symlink_to("b.pydist")  # a link to a file
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("not part of the source")
+    (folder / "escape").symlink_to(outside)
+    source = resolve_source(SourceSpec("path", path=folder), tmp_path / "c", echo=None)
+    assert source.files == (
+        "debian/a.pydist",
+        "debian/b.pydist",
+        "debian/pocketfft",
+        "debian/pocketfft-9d3a/pocketfft_hdronly.h",
+        "escape",
+    )  # the links themselves; nothing behind "escape" is listed or read
+    before = source.content_sha256
+    (outside / "secret").write_text("changed outside")
+    again = resolve_source(SourceSpec("path", path=folder), tmp_path / "c", echo=None)
+    assert again.content_sha256 == before

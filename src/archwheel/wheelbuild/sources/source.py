@@ -280,12 +280,18 @@ def _resolve_path(
 
 
 def _walk(folder: Path) -> list[str]:
+    """Every file of a folder that is not a git work tree, and every link, to a file or a
+    folder, as a git listing has them: a link is copied into the build as a link and hashed as
+    one (``content_hash``), never followed (Debian's pytorch links ``debian/pocketfft`` to its
+    versioned folder)."""
     files: list[str] = []
     for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        for name in filenames:
-            path = Path(dirpath) / name
-            if path.is_file() and not path.is_symlink():
+        here = Path(dirpath)
+        links = [d for d in dirnames if (here / d).is_symlink()]
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and d not in links)
+        for name in (*filenames, *links):
+            path = here / name
+            if path.is_symlink() or path.is_file():
                 files.append(path.relative_to(folder).as_posix())
     return sorted(files)
 
