@@ -33,7 +33,7 @@ from archwheel.effects.paths import cache_dir
 CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
 RECIPE = "pytorch-2.6.0-debian-cu130"
 ARCH = "8.0;9.0"
-KERNELS = ("aten/src/ATen/native/cuda/Sleep.cu", "aten/src/ATen/native/cuda/RowwiseScaledMM.cu")
+KERNELS = ("aten/src/ATen/cuda/Sleep.cu", "aten/src/ATen/native/cuda/RowwiseScaledMM.cu")
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.heavy]
 

@@ -187,7 +187,7 @@ def register(subparsers: Any) -> None:
         type=lambda text: tuple(t for t in text.replace(",", " ").split() if t),
         default=(),
         help="a partial build: after configure, ninja builds only these targets (c10, "
-        "c10_cuda) or the objects of these source files (aten/src/ATen/native/cuda/Sleep.cu); "
+        "c10_cuda) or the objects of these source files (aten/src/ATen/cuda/Sleep.cu); "
         "each CUDA object is audited against its step, no wheel (exit 5 when one differs)",
     )
     parser.add_argument(
