@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,19 +16,14 @@ from archwheel.interfaces.render.build import plan_json
 from archwheel.wheelbuild.compile.jobs import GIB, HostResources, choose_jobs, detect_host_resources
 from archwheel.wheelbuild.planning.plan import (
     FALLBACK_BUILD_USER,
-    BuildOptions,
-    BuildPlan,
     build_user,
     check_arch_list,
-    make_plan,
 )
 from archwheel.wheelbuild.recipes.recipe import load_recipe
 from archwheel.wheelbuild.recipes.recipe_model import Recipe
-from archwheel.wheelbuild.sources.source import ResolvedSource
 from tests.support.cli import CliRun
 from tests.support.paths import ROOT
-
-FACTS = load_facts()
+from tests.support.plans import FACTS, plan_for
 
 
 @pytest.fixture(scope="module")
@@ -40,38 +34,6 @@ def example() -> Recipe:
 @pytest.fixture(scope="module")
 def pytorch() -> Recipe:
     return load_recipe(ROOT / "recipes" / "pytorch-2.14.1-cu130.toml", facts=FACTS)
-
-
-def fake_source(recipe: Recipe, epoch: int = 1_700_000_000) -> ResolvedSource:
-    return ResolvedSource(
-        spec=recipe.source,
-        root=Path("/checkout/src"),
-        commit="c" * 40,
-        dirty=False,
-        content_sha256="d" * 64,
-        files=("a.cu", "pyproject.toml"),
-        source_date_epoch=epoch,
-        epoch_origin="test",
-    )
-
-
-def plan_for(recipe: Recipe, arch: str = "8.0;9.0", **options: object) -> BuildPlan:
-    opts = replace(BuildOptions(out=Path("/out")), **options)  # type: ignore[arg-type]
-    jobs = choose_jobs(HostResources(cpus=8, memory_bytes=6 * GIB), 2.0)
-    pip = PipSettings(
-        extra_index_urls=("file:///opt/pypi/simple", "https://mirror.example/simple"),
-        find_links=("/opt/wheels",),
-        ca_bundle=Path("/etc/ssl/certs/ca-certificates.crt"),
-    )
-    return make_plan(
-        recipe,
-        check_arch_list(recipe, arch, facts=FACTS),
-        opts,
-        fake_source(recipe),
-        jobs=jobs,
-        pip=pip,
-        user=(1234, 567),
-    )
 
 
 # -- the plan ----------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from archwheel.wheelbuild.run.kept_tree import (
     remove_kept,
 )
 from tests.support.paths import ROOT
-from tests.unit.wheelbuild.test_build_plan import FACTS, plan_for
+from tests.support.plans import FACTS, plan_for
 
 PYTORCH = ROOT / "recipes" / "pytorch-2.6.0-debian-cu130.toml"
 
