@@ -168,8 +168,7 @@ def prove_steps(
     additions: list[StepAddition] = []
     for step in steps.cuda:
         images = nvcc_images(step.argv)
-        mine = [r for r in active if r.matches(step.source)]
-        expected = wanted.union(*(r.adds for r in mine))
+        mine, expected = _expected(step.source, wanted, active)
         if images.images == expected and not images.problems:
             if mine:
                 with_additions += 1
@@ -216,6 +215,15 @@ def _active(
     return [r for r in rules if r.applies(flags, nvcc_version, torch_version)]
 
 
+def _expected(
+    source: str, wanted: frozenset[str], active: Iterable[Addition]
+) -> tuple[list[Addition], frozenset[str]]:
+    """The addition rules that match a step's source, and the images the step must carry: the
+    request's and those rules' additions."""
+    mine = [r for r in active if r.matches(source)]
+    return mine, wanted.union(*(r.adds for r in mine))
+
+
 @dataclasses.dataclass(frozen=True)
 class ObjectCheck:
     """One object a partial build compiled: the images it holds against its step's."""
@@ -258,7 +266,7 @@ def check_objects(
     for step in steps.cuda:
         if step.output not in found:
             continue
-        expected = wanted.union(*(r.adds for r in active if r.matches(step.source)))
+        _, expected = _expected(step.source, wanted, active)
         images = tuple(sorted(set(found[step.output]), key=_order))
         checks.append(
             ObjectCheck(step.output, step.source, images, tuple(sorted(expected, key=_order)))

@@ -17,7 +17,7 @@ from archwheel.binary.buildfile import read_compile_commands, shell_words
 from archwheel.facts.arch import ArchList
 from archwheel.facts.pytorch_additions import load_additions
 from archwheel.inspection.build_files import prove_build_files, read_steps
-from archwheel.verdicts.build_files import prove_steps
+from archwheel.verdicts.build_files import check_objects, prove_steps
 from tests.support.paths import DATA
 
 RECORDED = DATA / "pytorch-2.6.0-cuda"
@@ -92,3 +92,21 @@ def test_each_step_is_the_command_ninja_itself_would_run(tree: Path) -> None:
     ours = {s.output: s.argv for s in read_steps(tree / "build" / "build.ninja").cuda}
     assert len(theirs) == len(ours) == 341
     assert ours == theirs  # every word of every expanded CUDA command, as ninja 1.11 expands it
+
+
+def test_objects_are_checked_against_their_own_steps(tree: Path) -> None:
+    # what a partial build's objects hold, against what their steps in build.ninja promise
+    steps = read_steps(tree / "build" / "build.ninja")
+    by_source = {Path(s.source).name: s.output for s in steps.cuda}
+    rowwise, sleep = by_source["RowwiseScaledMM.cu"], by_source["Sleep.cu"]
+    found = {rowwise: ["sm_80", "sm_90", "sm_90a"], sleep: ["sm_90", "sm_80", "compute_90"]}
+    checks = check_objects(steps, ArchList.parse("8.0;9.0"), load_additions(), found,
+                           torch="2.6.0", nvcc="12.4.131")  # fmt: skip
+    assert {Path(c.source).name: (c.found, c.expected, c.ok) for c in checks} == {
+        "RowwiseScaledMM.cu": (("sm_80", "sm_90", "sm_90a"), ("sm_80", "sm_90", "sm_90a"), True),
+        "Sleep.cu": (("sm_80", "sm_90", "compute_90"), ("sm_80", "sm_90"), False),  # PTX extra
+    }
+    # an object the request alone does not explain: sm_90a where no rule adds it
+    (wrong,) = check_objects(steps, ArchList.parse("8.0;9.0"), load_additions(),
+                             {sleep: ["sm_80", "sm_90", "sm_90a"]}, torch="2.6.0")  # fmt: skip
+    assert not wrong.ok and wrong.to_json_dict()["ok"] is False

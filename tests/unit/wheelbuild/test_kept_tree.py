@@ -15,6 +15,7 @@ import pytest
 
 from archwheel.errors import UsageError
 from archwheel.wheelbuild.planning.plan import COPIED
+from archwheel.wheelbuild.planning.plan_variants import serial_variant
 from archwheel.wheelbuild.recipes.recipe import load_recipe
 from archwheel.wheelbuild.recipes.recipe_model import Recipe
 from archwheel.wheelbuild.run.kept_tree import (
@@ -53,6 +54,13 @@ def test_configure_runs_after_the_cache_daemon_and_stop_after_drops_the_compile(
     rows = dict(stopped.summary_rows())
     assert rows["stop after"] == "configure: no wheel (--stop-after)"
     assert rows["configure"].startswith("(cd torch/csrc/jit/serialization && flatc")
+
+
+def test_the_serial_variant_configures_as_it_compiles(pytorch: Recipe) -> None:
+    serial = serial_variant(plan_for(pytorch))
+    steps = {s.name: s for p in serial.phases for s in p.steps}
+    assert steps["configure"].env == steps["compile"].env == serial.build_env
+    assert steps["compile"].env != plan_for(pytorch).build_env  # one job at a time
 
 
 def test_stop_after_configure_needs_a_configure_step() -> None:

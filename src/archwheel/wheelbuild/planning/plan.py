@@ -561,23 +561,15 @@ def make_plan(
     configure: tuple[Step, ...] = ()
     if recipe.build.configure:  # after the cache's daemon: CMake's test compiles go through it
         configure = (
-            Step(
-                "configure",
-                "run the recipe's configure command in /build/src",
-                ("bash", "-eo", "pipefail", "-c", recipe.build.configure.strip()),
-                user=uid_gid,
-                workdir=BUILD_SRC,
-                env=MappingProxyType(env),
+            tree_step(
+                "configure", "run the recipe's configure command in /build/src",
+                recipe.build.configure, uid_gid, env,
             ),
-        )
-    compile_step = Step(
-        "compile",
-        "run the recipe's build command in /build/src",
-        ("bash", "-eo", "pipefail", "-c", recipe.build.command.strip()),
-        user=uid_gid,
-        workdir=BUILD_SRC,
-        env=MappingProxyType(env),
-    )
+        )  # fmt: skip
+    compile_step = tree_step(
+        "compile", "run the recipe's build command in /build/src", recipe.build.command, uid_gid,
+        env,
+    )  # fmt: skip
     # The toolkit's identity, part of every cache key (the launcher reads it), then the daemon
     # (and with --cache-url the forwarder to the relay), in the compile container: what
     # starts here lives through the compile step. With or without the cache (see above).
@@ -667,15 +659,33 @@ def _targets_step(
         words.append(f"{BUILD_SRC}/{target}^" if source else target)
     folder = f"{BUILD_SRC}/{recipe.build.build_folder}"
     jobs = recipe.build.jobs_variable
-    return Step(
+    return tree_step(
         "targets",
         f"build only {', '.join(options.targets)} with ninja in {folder}",
-        ("bash", "-eo", "pipefail", "-c",
-         f'ninja -C {folder} -j "${jobs}" ' + " ".join(shlex.quote(w) for w in words)),
+        f'ninja -C {folder} -j "${jobs}" ' + " ".join(shlex.quote(w) for w in words),
+        uid_gid,
+        env,
+    )
+
+
+# The steps that run the recipe's own commands in the build's tree, with the build's
+# environment (``tree_step``): a variant of the plan changes the environment of each.
+TREE_STEPS = ("configure", "compile", "targets")
+
+
+def tree_step(
+    name: str, description: str, script: str, uid_gid: str, env: Mapping[str, str]
+) -> Step:
+    """A step of ``TREE_STEPS``: ``script`` run by bash (``-eo pipefail``) in /build/src as
+    the build user, with ``env``."""
+    return Step(
+        name,
+        description,
+        ("bash", "-eo", "pipefail", "-c", script.strip()),
         user=uid_gid,
         workdir=BUILD_SRC,
         env=MappingProxyType(dict(env)),
-    )  # fmt: skip
+    )
 
 
 def apply_parallel(env: dict[str, str], recipe: Recipe, parallel: ParallelPlan) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from archwheel.wheelbuild.compile.parallel import choose_parallel, without_threads
-from archwheel.wheelbuild.planning.plan import BuildPlan, apply_parallel
+from archwheel.wheelbuild.planning.plan import TREE_STEPS, BuildPlan, apply_parallel
 
 
 def serial_variant(plan: BuildPlan) -> BuildPlan:
@@ -40,7 +40,7 @@ def serial_variant(plan: BuildPlan) -> BuildPlan:
             phase,
             steps=tuple(
                 dataclasses.replace(step, env=MappingProxyType(env))
-                if step.name == "compile"
+                if step.name in TREE_STEPS
                 else step
                 for step in phase.steps
             ),

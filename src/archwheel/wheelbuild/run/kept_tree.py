@@ -25,7 +25,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +91,23 @@ class KeptTree:
 
 
 @contextmanager
+def _held(folder: Path, name: str, hint: str | None = None) -> Iterator[None]:
+    """The lock beside a kept tree, held while the body runs; UsageError while another build
+    holds it."""
+    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(
+                f"the kept build tree {name!r} is in use by a running build", hint=hint
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextmanager
 def kept_tree(cache: Path, name: str, plan: BuildPlan) -> Iterator[KeptTree]:
     """The tree named ``name``, made or resumed, held by this build while it runs."""
     check_name(name)
@@ -98,15 +115,7 @@ def kept_tree(cache: Path, name: str, plan: BuildPlan) -> Iterator[KeptTree]:
     folder.mkdir(parents=True, exist_ok=True)
     if folder.is_symlink() or not folder.is_dir():
         raise UsageError(f"{folder} is not a folder archwheel made for a kept build tree")
-    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UsageError(
-                f"the kept build tree {name!r} is in use by a running build",
-                hint="wait for it, or use another --work-name",
-            ) from None
+    with _held(folder, name, hint="wait for it, or use another --work-name"):
         inputs = plan_inputs(plan)
         recorded = _recorded(folder / INPUTS)
         tree = folder / TREE
@@ -125,8 +134,6 @@ def kept_tree(cache: Path, name: str, plan: BuildPlan) -> Iterator[KeptTree]:
             os.chown(tree, *plan.build_user)
             write_json_atomic(folder / INPUTS, inputs)
         yield KeptTree(name, folder, resumed)
-    finally:
-        os.close(fd)
 
 
 def _recorded(path: Path) -> dict[str, str] | None:
@@ -157,18 +164,6 @@ def remove_kept(cache: Path, name: str) -> Path:
     folder = cache / WORK_FOLDER / name
     if folder.is_symlink() or not folder.is_dir():
         raise UsageError(f"no kept build tree named {name!r} in {cache / WORK_FOLDER}")
-    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UsageError(f"the kept build tree {name!r} is in use by a running build") from None
+    with _held(folder, name):
         shutil.rmtree(folder)
-    finally:
-        os.close(fd)
     return folder
-
-
-def describe_inputs(inputs: Mapping[str, str]) -> str:
-    """One line: the recipe and the arch list a tree was made for."""
-    return f"{inputs.get('recipe', '?').split(' sha256')[0]}, arch list {inputs.get('arch list')}"

@@ -342,10 +342,10 @@ def built_objects(
             found[(name, step.output)] = tuple(
                 sorted(
                     {
-                        entry.target.name(entry.kind)
+                        target.name(kind)
                         for library in inventory.libraries
-                        for entry in library.entries
-                        if entry.kind in (CodeKind.SASS, CodeKind.PTX)
+                        for kind in (CodeKind.SASS, CodeKind.PTX)
+                        for target in library.targets(kind)
                     }
                 )
             )
