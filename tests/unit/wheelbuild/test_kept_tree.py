@@ -16,7 +16,7 @@ import pytest
 from archwheel.errors import UsageError
 from archwheel.wheelbuild.planning.plan import COPIED
 from archwheel.wheelbuild.planning.plan_variants import serial_variant
-from archwheel.wheelbuild.recipes.recipe import load_recipe
+from archwheel.wheelbuild.recipes.recipe import load_recipe, parse_recipe
 from archwheel.wheelbuild.recipes.recipe_model import Recipe
 from archwheel.wheelbuild.run.kept_tree import (
     NVCC_HISTORY,
@@ -87,6 +87,30 @@ def test_the_inputs_name_what_shapes_the_tree_not_how_it_runs(pytorch: Recipe) -
     assert plan_inputs(plan_for(pytorch, ccache_volume=None)) == base
     other = plan_inputs(plan_for(pytorch, arch="9.0"))
     assert [k for k in base if base[k] != other[k]] == ["arch list", "environment"]
+
+
+def _edited(recipe: Recipe, table: str, key: str, value: object) -> Recipe:
+    document = {k: dict(v) if isinstance(v, dict) else v for k, v in recipe.document.items()}
+    document.setdefault(table, {})[key] = value
+    return parse_recipe(document, origin=recipe.path, facts=FACTS)
+
+
+def test_a_repair_pin_or_a_description_keeps_the_tree_what_compiles_does_not(
+    pytorch: Recipe,
+) -> None:
+    base = plan_inputs(plan_for(pytorch))
+    assert base["recipe"].startswith("pytorch-2.6.0-debian-cu130, what shapes the tree: sha256 ")
+    for table, key, value in (
+        ("repair", "rpath_folders", ["nvidia/cu13/lib"]),
+        ("recipe", "description", "another description"),
+        ("build", "memory_per_job_gib", 6.0),
+        ("smoke", "snippet", "import torch"),
+    ):
+        assert plan_inputs(plan_for(_edited(pytorch, table, key, value))) == base, table
+    more = _edited(pytorch, "build", "requirements", [*pytorch.build.requirements, "cmake"])
+    assert [k for k, v in plan_inputs(plan_for(more)).items() if base[k] != v] == ["recipe"]
+    depends = _edited(pytorch, "toolchain", "build_depends_exclude", ["libcub-dev"])
+    assert plan_inputs(plan_for(depends))["recipe"] != base["recipe"]
 
 
 def _plan(pytorch: Recipe, tmp_path: Path, arch: str = "8.0;9.0") -> object:

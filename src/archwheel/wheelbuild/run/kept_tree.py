@@ -25,10 +25,11 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from archwheel.effects.files import read_regular, write_json_atomic
 from archwheel.errors import UsageError
@@ -43,6 +44,11 @@ NVCC_HISTORY = "nvcc-record.csv"  # every run's nvcc record, appended (workfolde
 # How this run compiles, not what: the job count, the compiler cache and the farm may change
 # between the runs of one tree.
 _RUN_ONLY = re.compile(r"SCCACHE_|CCACHE_|ARCHWHEEL_(JOBS|WHOLE_CALL|CACHE_SOCKET|FARM)")
+# Recipe tables that act only on the wheel the tree makes (the repair step, the smoke test, the
+# gate), and keys that shape how many compiles run, not what they make: changing them keeps the
+# tree (hours of compiling are not thrown away for a repair pin or a description).
+_AFTER_COMPILE = frozenset({"repair", "smoke", "gate"})
+_NOT_SHAPING = {"recipe": frozenset({"description"}), "build": frozenset({"memory_per_job_gib"})}
 
 
 def check_name(name: str) -> str:
@@ -55,6 +61,20 @@ def check_name(name: str) -> str:
     return name
 
 
+def recipe_shape(document: Mapping[str, Any]) -> str:
+    """The sha256 of what in a recipe's document shapes a build tree: every table but those
+    acting only on the finished wheel, less the keys that change how many compiles run."""
+    shape: dict[str, Any] = {}
+    for key, value in document.items():
+        if key in _AFTER_COMPILE:
+            continue
+        drop = _NOT_SHAPING.get(key, frozenset())
+        kept = isinstance(value, Mapping)
+        shape[key] = {k: v for k, v in value.items() if k not in drop} if kept else value
+    text = json.dumps(shape, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def plan_inputs(plan: BuildPlan) -> dict[str, str]:
     """What a kept tree was made from: a build whose values differ must not resume it."""
     recipe, source = plan.recipe, plan.source
@@ -63,7 +83,7 @@ def plan_inputs(plan: BuildPlan) -> dict[str, str]:
     shaping.pop(recipe.build.jobs_variable, None)
     env = json.dumps(shaping, sort_keys=True)
     return {
-        "recipe": f"{recipe.name} sha256 {recipe.sha256}",
+        "recipe": f"{recipe.name}, what shapes the tree: sha256 {recipe_shape(recipe.document)}",
         "source": f"{recipe.source.describe()} content {source.content_sha256}",
         "arch list": plan.arch_value,
         "python": plan.python,
