@@ -28,6 +28,8 @@ STRICT = os.environ.get("ARCHWHEEL_STRICT") == "1"
 TORCH_SPEC = "torch==2.14.1"
 # Newer than the host pip configuration allows (its constraint file caps torch at 2.14.1).
 TORCH_2_15_SPEC = "torch==2.15.0"
+# The release Debian's source package pytorch 2.6.0+dfsg-7 packages (its PyPI build: CUDA 12.4).
+TORCH_2_6_SPEC = "torch==2.6.0"
 TORCHVISION_SPEC = "torchvision==0.29.1"
 # NVIDIA's CUPTI wheel: libnvperf_*.so and libcupti.so.13 keep raw ELF cubins in .rodata/.data.
 CUPTI_SPEC = "nvidia-cuda-cupti==13.0.85"

@@ -78,6 +78,9 @@ class OfficialVariant:
     # Variables the official build of this variant does NOT set (a pipeline file that sets them
     # was not what made the wheel: the wheel itself shows it), each with that evidence.
     unset: Mapping[str, Source] = field(default_factory=lambda: MappingProxyType({}))
+    # Each library's DT_NEEDED in the official wheel, by file name (recorded for 2.6.0: what a
+    # build from Debian's source is compared with, library by library)
+    needed: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def key(self) -> str:
@@ -98,6 +101,11 @@ class OfficialFacts:
         """The official variant of torch ``release`` for CUDA ``cuda`` (``13.0``); None if
         it is not recorded."""
         return self.variants.get((release, cuda))
+
+    def of_release(self, release: str) -> tuple[OfficialVariant, ...]:
+        """Every recorded official variant of torch ``release``, by CUDA version."""
+        return tuple(sorted((v for v in self.variants.values() if v.release == release),
+                            key=lambda v: v.cuda))  # fmt: skip
 
     def known(self) -> tuple[str, ...]:
         """The recorded variants' keys, sorted, for the message that names what is known."""
@@ -137,6 +145,7 @@ class _VariantDoc(Document, frozen=True, kw_only=True):
     unset: dict[str, str] = {}  # noqa: RUF012
     libraries: tuple[str, ...] = ()
     host: tuple[str, ...] = ()
+    needed: dict[str, tuple[str, ...]] = {}  # noqa: RUF012
 
 
 class _OfficialDoc(Document, frozen=True, kw_only=True):
@@ -211,6 +220,10 @@ def _variant(  # noqa: PLR0917 (one row, read against the tables read before it)
         if var in env:
             raise table.table("unset").fail(var, "is also in env")
         unset[var] = source_of(table.table("unset"), var, source)
+    if set(row.needed) - set(row.libraries):
+        raise table.table("needed").fail(
+            sorted(set(row.needed) - set(row.libraries))[0], "is not in libraries"
+        )
     folders, rpath_source = layouts[row.layout]
     return OfficialVariant(
         release=release,
@@ -230,6 +243,7 @@ def _variant(  # noqa: PLR0917 (one row, read against the tables read before it)
         libraries=frozenset(row.libraries),
         unset=MappingProxyType(unset),
         host=frozenset(row.host),
+        needed=MappingProxyType(dict(row.needed)),
     )
 
 
