@@ -282,16 +282,16 @@ class BuildRunner:
         finally:
             remove_owned(staging)
 
-    def configure(self) -> tuple[Configured, Toolchain]:
-        """A plan that stops after configure (``--stop-after configure``): the images, then
-        the configure step in a work folder; the build files it wrote, and the toolkit."""
+    def configure(self, libraries: Path | None = None) -> tuple[Configured, Toolchain, str]:
+        """A plan that stops after configure (``--stop-after configure``, ``--targets``): the
+        images, then the configure step in a work folder; the build files it wrote (a partial
+        build's libraries copied into ``libraries``), the toolkit and the builder image's tag."""
         timings = Timings()
         with timings.stage(self.output, "engine", f"check {self.plan.engine}", timed=False):
             self.engine.version()
         images = self._images(timings)
-        return self.work.configure_once(
-            self.plan, images.builder, images.toolchain
-        ), images.toolchain
+        found = self.work.configure_once(self.plan, images.builder, images.toolchain, libraries)
+        return found, images.toolchain, images.builder.tag
 
     # -- the stages, in the order run() calls them --------------------------------------------
     def _images(self, timings: Timings) -> _Images:

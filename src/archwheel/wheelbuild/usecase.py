@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Protocol, TextIO
 
 from archwheel.effects.engine import ContainerEngine, EngineName, EngineSettings, sigterm_as_exit
+from archwheel.effects.owner import owned_tempdir, remove_owned
 from archwheel.effects.pipconfig import PipSettings
 from archwheel.effects.settings import Settings
 from archwheel.effects.simple_index import project_versions
@@ -59,7 +60,7 @@ from archwheel.wheelbuild.recipes.recipe_lookup import find_recipe
 from archwheel.wheelbuild.recipes.recipe_model import Recipe, SourceSpec
 from archwheel.wheelbuild.recipes.recipe_torch import with_torch
 from archwheel.wheelbuild.recipes.torch_pin import TorchWheel
-from archwheel.wheelbuild.run.kept_tree import check_name, kept_tree
+from archwheel.wheelbuild.run.kept_tree import PREVIEW_FOLDER, check_name, kept_tree
 from archwheel.wheelbuild.run.output import BuildOutput
 from archwheel.wheelbuild.runner import BuildRunner, BuiltWheel
 from archwheel.wheelbuild.sources.debian_depends import with_build_depends
@@ -69,6 +70,7 @@ from archwheel.wheelbuild.sources.project_constraints import project_check
 from archwheel.wheelbuild.sources.source import ResolvedSource, resolve_source
 from archwheel.wheelbuild.sources.source_check import look_at_source, switch_row
 from archwheel.wheelbuild.wheel.official import OfficialComparison, compare_official
+from archwheel.wheelbuild.wheel.preview import PreviewInputs, RepairPreview, repair_preview
 from archwheel.wheelbuild.wheel.repair import RepairSpec, spec_for_recipe
 
 LineSink = Callable[[str], None]
@@ -163,6 +165,7 @@ class ConfiguredBuild:
     kept: Path | None
     objects: tuple[ObjectCheck, ...] = ()  # a partial build's objects, audited
     partial: bool = False  # --targets: objects were built
+    preview: RepairPreview | None = None  # the repair step on a partial build's libraries
 
     @property
     def ok(self) -> bool:
@@ -385,7 +388,9 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
         with sigterm_as_exit():
             try:
                 if plan.stop_after is not None:
-                    return BuildResult(plan, repair, log=log_path, configured=_configured(runner))
+                    keep = kept.folder / PREVIEW_FOLDER if kept is not None else None
+                    configured = _configured(runner, keep)
+                    return BuildResult(plan, repair, log=log_path, configured=configured)
                 built = runner.run()
             except ArchwheelError as exc:
                 output.failed(exc.one_line())
@@ -393,10 +398,21 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
     return BuildResult(plan, repair, built, log_path)
 
 
-def _configured(runner: BuildRunner) -> ConfiguredBuild:
-    """Configure, then prove every CUDA compile of the build files it wrote."""
+def _configured(runner: BuildRunner, keep: Path | None) -> ConfiguredBuild:
+    """Configure, then prove every CUDA compile of the build files it wrote; after a partial
+    build, its CUDA objects audited and its libraries repaired as the wheel will be (the
+    preview wheel kept in ``keep``)."""
+    staging = owned_tempdir("archwheel-preview-", runner.work_root)
+    try:
+        return _configured_in(runner, keep, staging)
+    finally:
+        remove_owned(staging)
+
+
+def _configured_in(runner: BuildRunner, keep: Path | None, staging: Path) -> ConfiguredBuild:
     plan = runner.plan
-    found, toolchain = runner.configure()
+    wanted = bool(plan.targets) and runner.repair is not None
+    found, toolchain, builder = runner.configure(staging / "libraries" if wanted else None)
     if not found.build_steps:
         raise BuildError(
             "the configure step wrote no build.ninja with CUDA compile steps under the source",
@@ -421,7 +437,16 @@ def _configured(runner: BuildRunner) -> ConfiguredBuild:
             nvcc=toolchain.nvcc,
         )
     )
-    return ConfiguredBuild(proofs, found.kept, objects, partial=bool(plan.targets))
+    preview = None
+    if wanted and found.libraries and runner.repair is not None:
+        given = PreviewInputs(
+            found.libraries, runner.repair, plan.recipe, plan.python,
+            plan.source.source_date_epoch,
+        )  # fmt: skip
+        preview = repair_preview(
+            given, runner.engine, builder, staging, keep, user=plan.user, output=runner.output
+        )
+    return ConfiguredBuild(proofs, found.kept, objects, partial=bool(plan.targets), preview=preview)
 
 
 def _debian_fetcher(

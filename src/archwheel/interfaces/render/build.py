@@ -277,6 +277,7 @@ def print_configured(
                 "configured": [proof.to_json_dict() for proof in configured.proofs],
                 "objects": [check.to_json_dict() for check in configured.objects],
                 "ok": configured.ok,
+                "repair_preview": configured.preview.to_json_dict() if configured.preview else None,
                 "log": str(log_path) if log_path else None,
                 "work_folder": str(configured.kept) if configured.kept else None,
             }
@@ -300,6 +301,12 @@ def print_configured(
             else f"AUDITED: {len(configured.objects)} objects, {len(bad)} unlike their steps"
         )
         out.print(plain(verdict), soft_wrap=True)
+    if configured.preview is not None:
+        where = configured.preview.wheel
+        out.print(plain(f"REPAIRED (preview): {where if where else 'not kept (no --work-name)'}"),
+                  soft_wrap=True)  # fmt: skip
+        for line in configured.preview.lines():
+            out.print(plain(line), soft_wrap=True)
     if log_path is not None:
         out.print(plain(f"log: {log_path}"), soft_wrap=True)
     if configured.kept is not None:

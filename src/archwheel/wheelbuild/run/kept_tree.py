@@ -40,6 +40,7 @@ WORK_FOLDER = "work"  # under archwheel's cache folder
 INPUTS = "inputs.json"
 LOCK = "lock"
 TREE = "src"
+PREVIEW_FOLDER = "preview"  # the repair step's preview of a partial build (wheel/preview.py)
 NVCC_HISTORY = "nvcc-record.csv"  # every run's nvcc record, appended (workfolder.py)
 # How this run compiles, not what: the job count, the compiler cache and the farm may change
 # between the runs of one tree.

@@ -78,6 +78,7 @@ from archwheel.wheelbuild.run.farm_build import write_container_config
 from archwheel.wheelbuild.run.kept_tree import NVCC_HISTORY
 from archwheel.wheelbuild.run.output import BuildOutput
 from archwheel.wheelbuild.run.stages import Timings
+from archwheel.wheelbuild.wheel.preview import LIBRARY_FOLDER, tree_libraries
 from archwheel.wheelbuild.wheel.reproducible import repack_wheel
 from archwheel.wheelbuild.wheel.wheel_label import relabel_wheel
 
@@ -113,6 +114,8 @@ class Configured:
     objects: Mapping[tuple[str, str], tuple[str, ...]] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    # a partial build's shared libraries ([build] build_folder/lib), copied out of the tree
+    libraries: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,10 +169,15 @@ class WorkFolder:
             )
 
     def configure_once(
-        self, plan: BuildPlan, builder: BuilderImage, toolchain: Toolchain
+        self,
+        plan: BuildPlan,
+        builder: BuilderImage,
+        toolchain: Toolchain,
+        libraries_into: Path | None = None,
     ) -> Configured:
         """Run a plan that stops after its configure step (``--stop-after configure``) in a
-        fresh work folder and read the build files it wrote."""
+        fresh work folder and read the build files it wrote; a partial build's shared libraries
+        are copied into ``libraries_into`` (the repair step's preview)."""
         timings = Timings()
         with self._folder(plan) as work:
             try:
@@ -180,7 +188,13 @@ class WorkFolder:
             tree = self.source_tree(work)
             found = read_build_trees(tree)
             objects = built_objects(tree, found) if plan.targets else {}
-            return Configured(found, timings.frozen(), kept, MappingProxyType(objects))
+            folder = tree / plan.recipe.build.build_folder / LIBRARY_FOLDER
+            libraries = (
+                tree_libraries(folder, libraries_into)
+                if plan.targets and libraries_into is not None
+                else ()
+            )
+            return Configured(found, timings.frozen(), kept, MappingProxyType(objects), libraries)
 
     def _remember_record(self, work: Path) -> None:
         """In a kept build tree, this run's nvcc record joins the tree's history (beside the
