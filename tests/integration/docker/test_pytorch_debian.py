@@ -7,8 +7,10 @@
    configure offline and proves every CUDA compile of the build.ninja it wrote: exactly sm_80
    and sm_90, and sm_90a only where PyTorch's CMake adds it (``RowwiseScaledMM.cu``,
    ``AsyncMM.cu``), named with its rule;
-2. ``--targets`` on the kept tree builds c10 and two kernels and audits each CUDA object
-   against its step (``RowwiseScaledMM.cu``'s object holds sm_90a too);
+2. ``--targets`` on the kept tree builds c10, c10_cuda and two kernels, audits each CUDA
+   object against its step (``RowwiseScaledMM.cu``'s object holds sm_90a too) and runs the
+   recipe's repair step on libc10.so and libc10_cuda.so, each set beside the official 2.6.0
+   wheel's;
 3. ``archwheel clean --work`` removes the tree.
 
 The builder image is about 4 GB and the run about 20 minutes on 2 cores from a fresh machine:
@@ -87,6 +89,19 @@ def test_a_partial_build_audits_its_objects(session: tuple[dict[str, str], str, 
         "RowwiseScaledMM.cu": (["sm_80", "sm_90", "sm_90a"], True),
     }
     assert not list(out.glob("*.whl"))
+    # the repair step on the libraries it built, beside the official 2.6.0 wheel's
+    preview = document["repair_preview"]
+    assert preview["wheel"] == "torch-2.6.0+partial-cp313-cp313-linux_x86_64.whl"
+    assert preview["against"] == "2.6.0/cu124 (CUDA 12.4)"
+    assert preview["repair"]["platform"] == "linux_x86_64"
+    rows = {row["library"]: row for row in preview["libraries"]}
+    assert set(rows) == {"libc10.so", "libc10_cuda.so"}
+    for row in rows.values():  # unversioned, as the official (the recipe's no-soversion patch)
+        assert row["soname"] == row["official_soname"] == row["library"]
+        assert row["rpath"].endswith("$ORIGIN/../../nvidia/cu13/lib:$ORIGIN")
+    assert "libcudart.so.13" in rows["libc10_cuda.so"]["more"]
+    assert "libcudart.so.12" in rows["libc10_cuda.so"]["less"]
+    assert "libnuma.so.1" in rows["libc10.so"]["more"]  # Debian's system library (USE_NUMA)
 
 
 def test_clean_removes_the_kept_tree(session: tuple[dict[str, str], str, Path]) -> None:

@@ -296,7 +296,7 @@ def print_configured(
     if configured.partial:
         bad = [c for c in configured.objects if not c.ok]
         verdict = (
-            "AUDITED: no CUDA object was built"
+            "AUDITED: no CUDA object among what was built (no CUDA source in the targets)"
             if not configured.objects
             else f"AUDITED: {len(configured.objects)} objects, {len(bad)} unlike their steps"
         )
