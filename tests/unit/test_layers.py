@@ -280,7 +280,7 @@ VERDICTS_MAY_IMPORT: dict[str, frozenset[str] | str] = {
     ),
     "archwheel.binary.dynamic": frozenset({"DynamicInfo", "UndefinedSymbol"}),
     "archwheel.binary.wheelmeta": frozenset({"WheelMetadata"}),
-    "archwheel.binary.buildfile": frozenset({"BuildSteps", "nvcc_images"}),  # text parsers
+    "archwheel.binary.buildfile": frozenset({"BuildSteps", "LinkStep", "nvcc_images"}),  # parsed
     "archwheel.binary.buildgraph": frozenset({"BuildGraph", "GraphEdge"}),  # the graph read
     "archwheel.effects.watchdog": frozenset({"ChildOutcome", "ChildStatus"}),
 }

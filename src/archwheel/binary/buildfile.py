@@ -47,6 +47,8 @@ _COMPILING = frozenset(
      "-ptx", "--ptx", "-cubin", "--cubin", "-fatbin", "--fatbin", "-lib", "--lib"}
 )  # fmt: skip
 _LANGUAGE_RULE = re.compile(r"^([A-Za-z]+)_COMPILER__")  # CMake's rule names per language
+# CMake's link rules of a shared library or a module (a Python extension), per language
+_LINK_RULE = re.compile(r"^[A-Za-z]+_(?:SHARED|MODULE)_LIBRARY_LINKER__")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +62,14 @@ class CompileStep:
 
 
 @dataclasses.dataclass(frozen=True)
+class LinkStep:
+    """One shared library's (or module's) link step: its output and CMake's LINK_LIBRARIES."""
+
+    output: str
+    libraries: tuple[str, ...]  # the words of LINK_LIBRARIES, as the linker gets them
+
+
+@dataclasses.dataclass(frozen=True)
 class BuildSteps:
     """What a build file asks to compile: the CUDA steps, and the other steps by language."""
 
@@ -67,6 +77,7 @@ class BuildSteps:
     languages: Mapping[str, int]  # CMake's compile rules by language (CUDA, CXX, C, ...)
     builds: int  # every build statement
     problems: tuple[str, ...] = ()  # what could not be read (a file an include names, ...)
+    links: tuple[LinkStep, ...] = ()  # the shared libraries' link steps (CMake's rules)
 
 
 @dataclasses.dataclass
@@ -344,12 +355,16 @@ def read_ninja(
     reader.parse(text, name, _Scope({}), 0)
     languages: dict[str, int] = {}
     cuda: list[CompileStep] = []
+    links: list[LinkStep] = []
     for build in reader.builds:
         m = _LANGUAGE_RULE.match(build.rule)
         if m:
             languages[m.group(1)] = languages.get(m.group(1), 0) + 1
         if build.rule == "phony":
             continue
+        if _LINK_RULE.match(build.rule):
+            linked = shell_words(build.bindings.get("LINK_LIBRARIES", ""))
+            links.append(LinkStep(" ".join(build.outputs), linked))
         command = reader.command(build)
         if "nvcc" not in command:  # the cheap test first: C++ and codegen steps are most
             continue
@@ -358,8 +373,9 @@ def read_ninja(
             source = build.inputs[0] if build.inputs else ""
             cuda.append(CompileStep(" ".join(build.outputs), source, build.rule, words))
     return BuildSteps(
-        tuple(cuda), MappingProxyType(languages), len(reader.builds), tuple(reader.problems)
-    )
+        tuple(cuda), MappingProxyType(languages), len(reader.builds), tuple(reader.problems),
+        tuple(links),
+    )  # fmt: skip
 
 
 def read_compile_commands(document: object) -> BuildSteps:

@@ -37,6 +37,12 @@ from archwheel.verdicts.build_files import (
     check_objects,
     prove_steps,
 )
+from archwheel.verdicts.link_needs import (
+    LibraryLinks,
+    link_needs,
+    provided_by,
+    system_libraries,
+)
 from archwheel.wheelbuild.compile.dist_farm import dist_farm_option
 from archwheel.wheelbuild.compile.jobs import check_jobs, choose_jobs, detect_host_resources
 from archwheel.wheelbuild.compile.remote_cache import CacheUrl
@@ -45,6 +51,7 @@ from archwheel.wheelbuild.images.host_compiler import with_host_compiler
 from archwheel.wheelbuild.images.python_base import BaseChoice, with_base_for
 from archwheel.wheelbuild.images.toolkit import prepare_torch, with_torch_cuda
 from archwheel.wheelbuild.planning.plan import (
+    BUILD_SRC,
     DEFAULT_CCACHE_SIZE,
     DEFAULT_CCACHE_VOLUME,
     BuildOptions,
@@ -166,6 +173,14 @@ class ConfiguredBuild:
     objects: tuple[ObjectCheck, ...] = ()  # a partial build's objects, audited
     partial: bool = False  # --targets: objects were built
     preview: RepairPreview | None = None  # the repair step on a partial build's libraries
+    links: tuple[LibraryLinks, ...] = ()  # what each library will link from outside the tree
+    provided: tuple[str, ...] = ()  # of those, what the recipe's [repair] requirements provide
+
+    @property
+    def host_libraries(self) -> tuple[str, ...]:
+        """The system libraries the build links that no declared requirement provides: what a
+        wheel of it needs on the host unless the repair step bundles them."""
+        return tuple(n for n in system_libraries(self.links) if n not in self.provided)
 
     @property
     def ok(self) -> bool:
@@ -445,7 +460,16 @@ def _configured_in(runner: BuildRunner, keep: Path | None, staging: Path) -> Con
         preview = repair_preview(
             given, runner.engine, builder, staging, keep, user=plan.user, output=runner.output
         )
-    return ConfiguredBuild(proofs, found.kept, objects, partial=bool(plan.targets), preview=preview)
+    links = tuple(
+        entry for _, steps in found.build_steps for entry in link_needs(steps.links, BUILD_SRC)
+    )
+    provided = provided_by(
+        system_libraries(links), runner.repair.provided if runner.repair is not None else ()
+    )
+    return ConfiguredBuild(
+        proofs, found.kept, objects, partial=bool(plan.targets), preview=preview, links=links,
+        provided=provided,
+    )  # fmt: skip
 
 
 def _debian_fetcher(

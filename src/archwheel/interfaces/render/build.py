@@ -278,6 +278,8 @@ def print_configured(
                 "objects": [check.to_json_dict() for check in configured.objects],
                 "ok": configured.ok,
                 "repair_preview": configured.preview.to_json_dict() if configured.preview else None,
+                "links": [entry.to_json_dict() for entry in configured.links],
+                "host_libraries": list(configured.host_libraries),
                 "log": str(log_path) if log_path else None,
                 "work_folder": str(configured.kept) if configured.kept else None,
             }
@@ -286,6 +288,17 @@ def print_configured(
     for proof in configured.proofs:
         for line in proof_lines(proof):
             out.print(plain(line), soft_wrap=True)
+    linking = [entry for entry in configured.links if entry.system]
+    if linking:
+        host = configured.host_libraries
+        out.print(
+            plain(f"LINKS: {len(linking)} libraries of the build link system libraries from "
+                  f"outside the tree and the toolkit; a wheel of it needs on the host "
+                  f"({len(host)}, unless [repair] bundles them): {', '.join(host) or 'none'}"
+                  + (f"; provided by [repair] requirements: {', '.join(configured.provided)}"
+                     if configured.provided else "")),
+            soft_wrap=True,
+        )  # fmt: skip
     for check in configured.objects:
         said = "as its step says" if check.ok else f"expected {' '.join(check.expected)}"
         out.print(
