@@ -6,7 +6,7 @@
    Build-Depends of ``debian/control.cuda`` (Debian's own CUDA left out), runs PyTorch's
    configure offline and proves every CUDA compile of the build.ninja it wrote: exactly sm_80
    and sm_90, and sm_90a only where PyTorch's CMake adds it (``RowwiseScaledMM.cu``,
-   ``AsyncMM.cu``), named with its rule;
+   ``AsyncMM.cu``), named with its rule, and names the system libraries its link steps link;
 2. ``--targets`` on the kept tree builds c10, c10_cuda and two kernels, audits each CUDA
    object against its step (``RowwiseScaledMM.cu``'s object holds sm_90a too) and runs the
    recipe's repair step on libc10.so and libc10_cuda.so, each set beside the official 2.6.0
@@ -74,6 +74,10 @@ def test_configure_proves_every_cuda_compile(session: tuple[dict[str, str], str,
     added = {(Path(a["source"]).name, a["image"]) for a in proof["additions"]}
     assert added == {("RowwiseScaledMM.cu", "sm_90a"), ("AsyncMM.cu", "sm_90a")}
     assert "Build-Depends" in proc.stderr and "debian/control.cuda" in proc.stderr
+    # Debian's system libraries the whole wheel will link, read from the link steps
+    host = set(document["host_libraries"])
+    assert {"libsleef.so", "libprotobuf.so", "libnuma.so", "libcpuinfo.so"} <= host
+    assert "libnccl.so" not in host  # provided: the recipe's nvidia-nccl-cu13 requirement
 
 
 def test_a_partial_build_audits_its_objects(session: tuple[dict[str, str], str, Path]) -> None:
