@@ -147,9 +147,10 @@ def test_an_unknown_cause_keeps_the_last_line_and_names_the_log(tmp_path: Path) 
     )
 
 
-def test_memory_keeps_its_job_count_message_with_the_log(tmp_path: Path) -> None:
+@pytest.mark.parametrize("step", ["compile", "targets"])  # a partial build compiles too
+def test_memory_keeps_its_job_count_message_with_the_log(tmp_path: Path, step: str) -> None:
     error = _fail_compile(
-        tmp_path, ["g++: fatal error: Killed signal terminated program cc1plus", "error"]
+        tmp_path, ["g++: fatal error: Killed signal terminated program cc1plus", "error"], step
     )
     text = error.one_line()
     assert "ran out of memory with MAX_JOBS=" in text and "the full log:" in text

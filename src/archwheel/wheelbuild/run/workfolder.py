@@ -102,6 +102,10 @@ class Built:
     whole_calls: tuple[str, ...] = ()
 
 
+# The steps that compile: a failure's output is read for its cause (failures.py).
+COMPILING_STEPS = frozenset({"compile", "targets"})
+
+
 @dataclass(frozen=True)
 class Configured:
     """What a build stopped after its configure step left: the build files it wrote, read."""
@@ -301,8 +305,9 @@ class WorkFolder:
         return CompileWatch(record_path(work), total, self.output.compile_progress)
 
     def _call(self, container: Container, plan: BuildPlan, step: Step, work: Path) -> None:
-        """One step; a failed compile says why where its output shows a known cause
-        (failures.compile_failure_error: memory, disk, the C++ standard, ...)."""
+        """One step; a failed compile (the wheel's, or a partial build's ``targets``) says why
+        where its output shows a known cause (failures.compile_failure_error: memory, disk,
+        the C++ standard, ...)."""
         tail: deque[str] = deque(maxlen=400)
         evidence = EvidenceLines()
 
@@ -321,7 +326,7 @@ class WorkFolder:
                 what=f"step {step.name!r}",
             )
         except BuildError as exc:
-            if step.name == "compile":
+            if step.name in COMPILING_STEPS:
                 raise compile_failure_error(
                     exc,
                     tail=tail,
