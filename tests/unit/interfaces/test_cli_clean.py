@@ -49,10 +49,33 @@ def test_clean_json_lists_and_removes_an_ended_runs_folder(tmp_path: Path, cli_r
     assert not dead.exists() and live.is_dir()
 
 
-def test_clean_says_when_there_is_nothing(tmp_path: Path, cli_run: CliRun) -> None:
+def test_clean_says_when_there_is_nothing(
+    tmp_path: Path, cli_run: CliRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ARCHWHEEL_CACHE", str(tmp_path / "cache"))
     code, out, _ = cli_run("clean", "--engine", "none", "--temp", str(tmp_path))
     assert code == 0
     assert out.startswith("nothing to clean")
+
+
+def test_clean_names_the_kept_build_trees_and_leaves_them(
+    tmp_path: Path, cli_run: CliRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ARCHWHEEL_CACHE", str(cache))
+    for name in ("pt-sm90", "pt"):
+        (cache / "archwheel" / "work" / name / "src").mkdir(parents=True)
+    code, out, err = cli_run("clean", "--engine", "none", "--temp", str(tmp_path / "t"))
+    assert code == 0, err
+    assert out.splitlines()[0] == (
+        "note: kept build trees, left as they are: pt, pt-sm90 (archwheel clean --work NAME)"
+    )
+    assert (cache / "archwheel" / "work" / "pt-sm90" / "src").is_dir()
+    code, out, _ = cli_run("clean", "--engine", "none", "--temp", str(tmp_path / "t"),
+                           "--format", "json")  # fmt: skip
+    document = json.loads(out)
+    validate_schema(document, "clean")
+    assert any("pt-sm90" in note for note in document["notes"])
 
 
 def test_an_engine_asked_for_that_does_not_answer_is_a_one_line_error(

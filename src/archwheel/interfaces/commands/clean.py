@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from archwheel.interfaces.commands import SUMMARY
 from archwheel.interfaces.commands.options import (
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from archwheel.housekeeping import CleanRequest, clean
     from archwheel.interfaces.render.clean import print_clean
     from archwheel.matrix import unfinished_publishes
-    from archwheel.wheelbuild import DEFAULT_CCACHE_VOLUME, OLD_CCACHE_VOLUME
+    from archwheel.wheelbuild import DEFAULT_CCACHE_VOLUME, OLD_CCACHE_VOLUME, kept_trees
 
     if args.work:
         return _remove_kept(args)
@@ -111,6 +112,11 @@ def run(args: argparse.Namespace) -> int:
         },
     )
     report = clean(request, unfinished_trees=unfinished_publishes)
+    kept = kept_trees(request.settings.cache)
+    if kept:  # kept on purpose (a build resumes them): named, never removed without --work
+        names = ", ".join(path.name for path in kept)
+        note = f"kept build trees, left as they are: {names} (archwheel clean --work NAME)"
+        report = dataclasses.replace(report, notes=(*report.notes, note))
     print_clean(report, args.format)
     return report.exit_code
 
