@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from archwheel.binary.buildfile import BuildSteps, read_compile_commands, read_ninja
@@ -138,3 +139,44 @@ def read_build_trees(root: Path) -> tuple[tuple[str, BuildSteps], ...]:
         if len(found) >= MAX_BUILD_TREES:
             break
     return tuple(found)
+
+
+@dataclass(frozen=True)
+class TreeProgress:
+    """How far a configured build tree got: its compile steps (build.ninja) that ninja's log
+    records as done, at some run of it."""
+
+    compiled: int
+    compiles: int
+    cuda_compiled: int
+    cuda: int
+
+    def line(self) -> str:
+        """``1234 of 2011 compile steps done (12 of 341 CUDA)``."""
+        return (
+            f"{self.compiled} of {self.compiles} compile steps done "
+            f"({self.cuda_compiled} of {self.cuda} CUDA)"
+        )
+
+
+def tree_progress(build_folder: Path) -> TreeProgress | None:
+    """The progress of the build in ``build_folder`` (a kept tree's, which a container wrote:
+    read as any build file, links not followed); None before its configure wrote build.ninja."""
+    ninja = build_folder / "build.ninja"
+    if ninja.is_symlink() or not ninja.is_file():
+        return None
+    try:
+        steps = read_steps(ninja)
+    except InputError:
+        return None
+    try:
+        log = _read_text(build_folder / ".ninja_log")
+    except InputError:
+        log = ""  # configured, nothing compiled yet
+    done = {
+        fields[3] for line in log.splitlines() if len(fields := line.split("\t")) >= 5
+    }  # start, end, mtime, output, command hash (ninja log v5 and v6)
+    cuda = {output for step in steps.cuda for output in step.output.split(" ")}
+    compiles = max(sum(steps.languages.values()), len(steps.cuda))  # CMake's rules, or nvcc's
+    compiled = min(compiles, sum(1 for output in done if output.endswith(".o")))
+    return TreeProgress(compiled, compiles, len(cuda & done), len(steps.cuda))

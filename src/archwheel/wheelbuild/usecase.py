@@ -31,6 +31,7 @@ from archwheel.effects.simple_index import project_versions
 from archwheel.errors import ArchwheelError, BuildError, ToolError, UsageError
 from archwheel.facts.catalog import load_facts
 from archwheel.facts.pytorch_additions import load_additions
+from archwheel.inspection.build_files import tree_progress
 from archwheel.verdicts.build_files import (
     BuildFilesProof,
     ObjectCheck,
@@ -387,6 +388,10 @@ def build_wheel(request: BuildRequest, reporter: BuildReporter | None = None) ->
                 f"{'resuming' if kept.resumed else 'keeping'} the build tree {kept.name!r} in "
                 f"{kept.tree} (--work-name; `archwheel clean --work {kept.name}` removes it)"
             )
+            folder = plan.recipe.build.build_folder
+            progress = tree_progress(kept.tree / folder) if kept.resumed and folder else None
+            if progress is not None:
+                output.line(f"the tree so far: {progress.line()}")
         engine = ContainerEngine(settings, echo=output.echo)
         runner = BuildRunner(
             plan,

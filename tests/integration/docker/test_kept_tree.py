@@ -167,6 +167,7 @@ def test_a_stopped_build_resumes_where_it_stopped(tree: Tree) -> None:
     # 4. again: only what is left is compiled, and the wheel passes the gates
     resumed = tree.build()
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "the tree so far: 2 of 3 compile steps done (2 of 3 CUDA)" in resumed.stderr
     after = tree.compiled()
     assert after["a.cu"] == first["a.cu"], "a.cu was compiled again: the build started over"
     assert after["b.cu"] == second["b.cu"], "b.cu was compiled again: the build started over"

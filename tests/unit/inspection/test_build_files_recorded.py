@@ -16,7 +16,7 @@ import pytest
 from archwheel.binary.buildfile import read_compile_commands, shell_words
 from archwheel.facts.arch import ArchList
 from archwheel.facts.pytorch_additions import load_additions
-from archwheel.inspection.build_files import prove_build_files, read_steps
+from archwheel.inspection.build_files import prove_build_files, read_steps, tree_progress
 from archwheel.verdicts.build_files import check_objects, prove_steps
 from tests.support.paths import DATA
 
@@ -110,3 +110,25 @@ def test_objects_are_checked_against_their_own_steps(tree: Path) -> None:
     (wrong,) = check_objects(steps, ArchList.parse("8.0;9.0"), load_additions(),
                              {sleep: ["sm_80", "sm_90", "sm_90a"]}, torch="2.6.0")  # fmt: skip
     assert not wrong.ok and wrong.to_json_dict()["ok"] is False
+
+
+def test_a_trees_progress_counts_what_ninjas_log_records(tree: Path) -> None:
+    build = tree / "build"
+    assert tree_progress(tree / "nothing-here") is None
+    steps = read_steps(build / "build.ninja")
+    cuda = [step.output for step in steps.cuda[:3]]
+    log = build / ".ninja_log"
+    log.write_text(
+        "# ninja log v7\n"
+        + "".join(f"1\t2\t3\t{output}\tabc\n" for output in [*cuda, "c10/a.cpp.o", "gen.h"])
+    )
+    try:
+        progress = tree_progress(build)
+    finally:
+        log.unlink()
+    assert progress is not None
+    assert (progress.compiled, progress.cuda_compiled, progress.cuda) == (4, 3, 341)
+    assert progress.compiles == sum(steps.languages.values()) == 2000
+    assert progress.line() == f"4 of {progress.compiles} compile steps done (3 of 341 CUDA)"
+    nothing = tree_progress(build)  # configured, no log yet
+    assert nothing is not None and nothing.compiled == nothing.cuda_compiled == 0
