@@ -7,6 +7,7 @@ PyTorch run: tests/integration/docker/test_pytorch_debian.py."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import subprocess
 import zipfile
@@ -17,6 +18,7 @@ import pytest
 from archwheel.binary.dynamic_wheel import read_wheel_dynamic
 from archwheel.facts.pytorch_official import load_official
 from archwheel.wheelbuild.wheel.preview import (
+    MAX_LIBRARY_BYTES,
     LibraryRow,
     compare_libraries,
     official_of,
@@ -59,6 +61,10 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (lib / "libsecret.so").symlink_to(outside)  # a link out of the tree: never followed
     (lib / "libtext.so").write_text("not an ELF file\n")
     (lib / "libstatic.a").write_bytes(b"!<arch>\n")
+    os.mkfifo(lib / "libfifo.so")  # not a regular file: never opened for reading
+    with (lib / "libhuge.so").open("wb") as huge:  # sparse, past the limit: never copied
+        huge.write(b"\x7fELF")
+        huge.truncate(MAX_LIBRARY_BYTES + 1)
     return lib
 
 

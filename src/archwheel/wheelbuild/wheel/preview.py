@@ -38,12 +38,13 @@ PARTIAL = "partial"  # the local version label of a preview wheel
 LIBRARY_FOLDER = "lib"  # under [build] build_folder: where CMake projects put their libraries
 _SONAME = re.compile(r"^[A-Za-z0-9_+.-]+\.so(\.[0-9]+)*\Z")
 MAX_LIBRARIES = 256
+MAX_LIBRARY_BYTES = 8 << 30  # one library (PyTorch's largest, libtorch_cuda.so: about 1 GiB)
 
 
 def tree_libraries(folder: Path, into: Path) -> tuple[Path, ...]:
     """Copy the regular ELF shared objects of ``folder`` into ``into``, each under its SONAME
-    (the file name without one); links and other files are skipped, a second file with a
-    SONAME already taken too. Returns the copies, sorted by name."""
+    (the file name without one); links, other files and files over ``MAX_LIBRARY_BYTES`` are
+    skipped, a second file with a SONAME already taken too. Returns the copies, by name."""
     if folder.is_symlink() or not folder.is_dir():
         return ()
     into.mkdir(parents=True, exist_ok=True)
@@ -52,6 +53,8 @@ def tree_libraries(folder: Path, into: Path) -> tuple[Path, ...]:
     for entry in entries[: MAX_LIBRARIES * 4]:
         if ".so" not in entry.name or not entry.is_file(follow_symlinks=False):
             continue
+        if entry.stat(follow_symlinks=False).st_size > MAX_LIBRARY_BYTES:
+            continue  # no library is that large: not copied (the disk is not filled)
         part = into / f".{len(taken)}.part"
         try:
             with open_regular(entry.path) as source:
