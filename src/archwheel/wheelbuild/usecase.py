@@ -77,6 +77,7 @@ from archwheel.wheelbuild.sources.index_sdist import locate_sdist
 from archwheel.wheelbuild.sources.project_constraints import project_check
 from archwheel.wheelbuild.sources.source import ResolvedSource, resolve_source
 from archwheel.wheelbuild.sources.source_check import look_at_source, switch_row
+from archwheel.wheelbuild.wheel.module_gate import UnbuiltForecast, forecast_unbuilt
 from archwheel.wheelbuild.wheel.official import OfficialComparison, compare_official
 from archwheel.wheelbuild.wheel.preview import PreviewInputs, RepairPreview, repair_preview
 from archwheel.wheelbuild.wheel.repair import RepairSpec, spec_for_recipe
@@ -176,6 +177,13 @@ class ConfiguredBuild:
     preview: RepairPreview | None = None  # the repair step on a partial build's libraries
     links: tuple[LibraryLinks, ...] = ()  # what each library will link from outside the tree
     provided: tuple[str, ...] = ()  # of those, what the recipe's [repair] requirements provide
+    unbuilt: UnbuiltForecast | None = None  # CUDA sources no step compiles (the module gate's)
+
+    @property
+    def arch_ok(self) -> bool:
+        """The arch list alone: every build file proved, every object built as its step says."""
+        proved = bool(self.proofs) and all(proof.ok for proof in self.proofs)
+        return proved and all(check.ok for check in self.objects)
 
     @property
     def host_libraries(self) -> tuple[str, ...]:
@@ -188,8 +196,7 @@ class ConfiguredBuild:
         """Every build file's CUDA steps carry the arch list (and only PyTorch's additions);
         after a partial build, each CUDA object it holds is what its step said (targets with
         no CUDA source, c10 and c10_cuda, have none to audit: the output says so)."""
-        proved = bool(self.proofs) and all(proof.ok for proof in self.proofs)
-        return proved and all(check.ok for check in self.objects)
+        return self.arch_ok and (self.unbuilt is None or not self.unbuilt.missing)
 
 
 class BuildReporter(Protocol):
@@ -471,9 +478,12 @@ def _configured_in(runner: BuildRunner, keep: Path | None, staging: Path) -> Con
     provided = provided_by(
         system_libraries(links), runner.repair.provided if runner.repair is not None else ()
     )
+    unbuilt = forecast_unbuilt(
+        plan.recipe, plan.source.files, found.build_steps, BUILD_SRC, plan.selection
+    )
     return ConfiguredBuild(
         proofs, found.kept, objects, partial=bool(plan.targets), preview=preview, links=links,
-        provided=provided,
+        provided=provided, unbuilt=unbuilt,
     )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from archwheel.binary.buildfile import read_ninja
 from archwheel.errors import RecipeError
 from archwheel.facts.arch import ArchList
 from archwheel.facts.catalog import load_facts
@@ -18,7 +19,7 @@ from archwheel.wheelbuild.compile.nvcc_record import parse_nvcc_record
 from archwheel.wheelbuild.recipes.recipe import load_recipe
 from archwheel.wheelbuild.recipes.recipe_model import GateSpec
 from archwheel.wheelbuild.wheel.gate import GateVerdict
-from archwheel.wheelbuild.wheel.module_gate import ModuleEvidence, check_modules
+from archwheel.wheelbuild.wheel.module_gate import ModuleEvidence, check_modules, forecast_unbuilt
 from tests.support.paths import ROOT
 
 FACTS = load_facts()
@@ -231,3 +232,24 @@ def test_a_compile_step_without_a_requested_arch_fails_though_the_library_holds_
     (folder / "build.ninja").write_text(_ninja({"csrc/ops_cuda.cu": both, "csrc/extra.cu": both}))
     trees = read_build_trees(tmp_path / "src")
     assert check_modules(GOOD, STABLE, two, evidence(build_steps=trees)) == GOOD
+
+
+def test_after_configure_the_sources_no_step_compiles_are_named_before_the_compile() -> None:
+    files = ["csrc/a.cu", "csrc/b.cu", "tests/t1.cu", "tests/t2.cu", "setup.py", "csrc/c.cpp"]
+    steps = read_ninja(
+        "rule CUDA_COMPILER__x\n  command = /usr/local/cuda/bin/nvcc -c $in -o $out "
+        "-gencode arch=compute_90,code=sm_90\n"
+        "build a.o: CUDA_COMPILER__x /build/src/csrc/a.cu\n"
+        "build b.o: CUDA_COMPILER__x ../csrc/b.cu\n"
+    )
+    forecast = forecast_unbuilt(STABLE, files, [("build/build.ninja", steps)], "/build/src")
+    assert forecast.missing == ("tests/t1.cu", "tests/t2.cu")
+    assert forecast.proposal == ("tests/*.cu",)
+    assert forecast.line().startswith("GATE: 2 CUDA sources of the project have no compile step")
+    assert forecast.line().endswith('unbuilt_cuda = ["tests/*.cu"]')
+    let_go = dataclasses.replace(STABLE, gate=GateSpec(unbuilt_cuda=("tests/*.cu",)))
+    clear = forecast_unbuilt(let_go, files, [("build/build.ninja", steps)], "/build/src")
+    assert clear.missing == () and clear.line().startswith("GATE: every CUDA source")
+    # a source only one file of a folder: the proposal names the file, never the folder's glob
+    alone = forecast_unbuilt(STABLE, [*files, "csrc/z.cu"], [("b", steps)], "/build/src")
+    assert "csrc/z.cu" in alone.proposal and "csrc/*.cu" not in alone.proposal

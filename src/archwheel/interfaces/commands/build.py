@@ -408,10 +408,13 @@ def _configured(out: Console, err: Console, result: BuildResult, fmt: str) -> in
     if configured.ok:
         return int(ExitCode.OK)
     what = "the objects built" if configured.partial else "the build files"
-    err.print(
-        plain(f"error: {what} do not carry the arch list exactly (the lines above)"),
-        soft_wrap=True,
+    unbuilt = configured.unbuilt is not None and configured.unbuilt.missing
+    reason = (
+        "CUDA sources no step compiles would fail the module gate (the GATE line above)"
+        if unbuilt and configured.arch_ok
+        else f"{what} do not carry the arch list exactly (the lines above)"
     )
+    err.print(plain(f"error: {reason}"), soft_wrap=True)
     return int(ExitCode.BUILD)
 
 

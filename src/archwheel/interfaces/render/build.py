@@ -280,6 +280,10 @@ def print_configured(
                 "repair_preview": configured.preview.to_json_dict() if configured.preview else None,
                 "links": [entry.to_json_dict() for entry in configured.links],
                 "host_libraries": list(configured.host_libraries),
+                "unbuilt_cuda": list(configured.unbuilt.missing) if configured.unbuilt else [],
+                "unbuilt_cuda_proposal": list(configured.unbuilt.proposal)
+                if configured.unbuilt
+                else [],
                 "log": str(log_path) if log_path else None,
                 "work_folder": str(configured.kept) if configured.kept else None,
             }
@@ -288,6 +292,8 @@ def print_configured(
     for proof in configured.proofs:
         for line in proof_lines(proof):
             out.print(plain(line), soft_wrap=True)
+    if configured.unbuilt is not None:
+        out.print(plain(configured.unbuilt.line()), soft_wrap=True)
     linking = [entry for entry in configured.links if entry.system]
     if linking:
         host = configured.host_libraries

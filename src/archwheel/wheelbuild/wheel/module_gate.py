@@ -217,3 +217,47 @@ def _short_steps(arch_list: ArchList, evidence: ModuleEvidence) -> str | None:
         "although the library as a whole holds the archs (the project sets its own flags for "
         "those files)"
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class UnbuiltForecast:
+    """The module gate's first check, made after configure from the build files: the CUDA
+    sources of the project that no CUDA step of them compiles, which the gate at the end of
+    the build would fail on, and an ``unbuilt_cuda`` that would let them go."""
+
+    missing: tuple[str, ...]
+    proposal: tuple[str, ...]
+
+    def line(self) -> str:
+        """One line of the configure report."""
+        if not self.missing:
+            return (
+                "GATE: every CUDA source of the project has a compile step in the build files "
+                "(or [gate] unbuilt_cuda lets it go)"
+            )
+        shown = ", ".join(self.missing[:SHOWN]) + (
+            f" and {len(self.missing) - SHOWN} more" if len(self.missing) > SHOWN else ""
+        )
+        listed = ", ".join(f'"{p}"' for p in self.proposal)
+        return (
+            f"GATE: {len(self.missing)} CUDA sources of the project have no compile step in the "
+            f"build files ({shown}): the module gate at the end of the build fails on them "
+            f"unless [gate] unbuilt_cuda lets them go: unbuilt_cuda = [{listed}]"
+        )
+
+
+def forecast_unbuilt(
+    recipe: Recipe,
+    files: Sequence[str],
+    build_steps: Sequence[tuple[str, BuildSteps]],
+    src_root: str,
+    selection: ModuleSelection | None = None,
+) -> UnbuiltForecast:
+    """Which CUDA sources of ``files`` no CUDA step of ``build_steps`` compiles, but those the
+    recipe's ``[gate] unbuilt_cuda`` and the project's own module selection let go."""
+    names = [step.source for _, steps in build_steps for step in steps.cuda]
+    deliberate = [glob.escape(s) for s in selection.left_out()] if selection else []
+    sources = cuda_sources(files)
+    missing = never_compiled(sources, names, src_root, (*recipe.gate.unbuilt_cuda, *deliberate))
+    built = [s for s in sources if s not in missing]
+    return UnbuiltForecast(missing, proposed_unbuilt(missing, built) if missing else ())
