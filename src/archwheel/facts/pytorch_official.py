@@ -107,6 +107,16 @@ class OfficialFacts:
         return tuple(sorted((v for v in self.variants.values() if v.release == release),
                             key=lambda v: v.cuda))  # fmt: skip
 
+    def closest(self, release: str, cuda: str) -> OfficialVariant | None:
+        """The official variant to compare a build of ``release`` with CUDA ``cuda`` against:
+        that variant, else the release's newest CUDA's (Debian's source of 2.6.0 builds with
+        CUDA 13.0; the official 2.6.0 wheel on PyPI is CUDA 12.4), else None."""
+        exact = self.variant(release, cuda)
+        if exact is not None:
+            return exact
+        others = self.of_release(release)
+        return others[-1] if others else None
+
     def known(self) -> tuple[str, ...]:
         """The recorded variants' keys, sorted, for the message that names what is known."""
         return tuple(sorted(v.key for v in self.variants.values()))

@@ -139,3 +139,25 @@ def test_bundled_ptxas_is_modelled_as_left_unset(tmp_path: Path) -> None:
     assert (bad.variable, bad.status, bad.recipe) == ("BUILD_BUNDLE_PTXAS", "differs", "1")
     sources = load_official().sources
     assert sources["build_cuda_13"].commit.startswith("799d09f2")
+
+
+def test_debians_2_6_0_with_cuda_13_is_compared_with_the_official_2_6_0_wheel() -> None:
+    recipe = load_recipe(RECIPES / "pytorch-2.6.0-debian-cu130.toml", facts=FACTS)
+    comparison = compare_official(recipe)
+    assert comparison.variant == "2.6.0/cu124" and comparison.other_cuda == "12.4"
+    assert not comparison.env_recorded
+    headline = comparison.headline()
+    assert "CUDA 12.4, not the recipe's 13.0" in headline and "not recorded" in headline
+    rows = {r.variable: r for r in comparison.rows}
+    # no environment recorded for 2.6.0: the requirements and the repair step only
+    assert set(rows) == {
+        "PYTORCH_EXTRA_INSTALL_REQUIREMENTS",
+        "[repair] rpath_folders",
+        "[repair] bundle",
+        "[repair] platform",
+    }
+    # the CUDA 13.0 wheels against 12.4's: explained; what the recipe chose: the report's
+    assert "other wheels" in rows["[repair] rpath_folders"].explanation
+    assert "other wheels" in rows["PYTORCH_EXTRA_INSTALL_REQUIREMENTS"].explanation
+    assert {r.variable for r in comparison.unexplained} == {"[repair] bundle", "[repair] platform"}
+    assert rows["[repair] platform"].official == "manylinux1_x86_64"

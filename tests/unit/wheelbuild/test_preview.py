@@ -21,7 +21,6 @@ from archwheel.wheelbuild.wheel.preview import (
     MAX_LIBRARY_BYTES,
     LibraryRow,
     compare_libraries,
-    official_of,
     preview_wheel,
     read_preview,
     tree_libraries,
@@ -150,8 +149,8 @@ def test_a_library_needing_more_than_the_official_one_says_what() -> None:
 
 def test_the_official_wheel_compared_is_the_release_and_cuda_or_the_releases_newest() -> None:
     facts = load_official()
-    exact = official_of("2.14.1", "13.0", facts)
+    exact = facts.closest("2.14.1", "13.0")
     assert exact is not None and exact.key == "2.14.1/cu130"
-    other_cuda = official_of("2.6.0", "13.0", facts)
+    other_cuda = facts.closest("2.6.0", "13.0")
     assert other_cuda is not None and other_cuda.key == "2.6.0/cu124"
-    assert official_of("1.0.0", "13.0", facts) is None
+    assert facts.closest("1.0.0", "13.0") is None

@@ -12,6 +12,7 @@ the recipe's repair step adds. Nothing here touches the network or a container.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from archwheel.facts.pytorch_official import OfficialFacts, OfficialVariant, load_official
@@ -60,6 +61,10 @@ class OfficialComparison:
     variant: str | None  # "2.14.1/cu130"; None: no table at all
     in_official_matrix: bool
     rows: tuple[Difference, ...]
+    # The compared variant's CUDA where it is not the recipe's (a PyTorch recipe of a release
+    # with no official wheel for its CUDA: the release's own wheel, Debian's 2.6.0 with 13.0)
+    other_cuda: str = ""
+    env_recorded: bool = True  # False: the variant's build environment is not in the facts
 
     @property
     def unexplained(self) -> tuple[Difference, ...]:
@@ -79,6 +84,13 @@ class OfficialComparison:
                 "facts/pytorch_official.toml: nothing to compare against"
             )
         kind = "official" if self.in_official_matrix else "NOT an official variant (see its note)"
+        if self.other_cuda:
+            kind += (
+                f"; CUDA {self.other_cuda}, not the recipe's {self.cuda}: no official "
+                f"{self.release} wheel was built with it"
+            )
+        if not self.env_recorded:
+            kind += "; its build environment is not recorded: its requirements and RPATHs only"
         differing = sum(1 for r in self.rows if r.status != "same")
         return (
             f"{self.recipe} against {self.variant} ({kind}): {len(self.rows)} variables, "
@@ -153,11 +165,17 @@ def compare_official(
     ) or ""
     cuda = str(recipe.toolchain.cuda)
     variant = facts.variant(release, cuda)
+    pinned = recipe.repair is not None and recipe.repair.pins == "official"
+    if variant is None and recipe.kind == "pytorch" and not pinned:
+        # a release with no official wheel for the recipe's CUDA (its own [repair] values):
+        # the release's official wheel of another CUDA, said so in the headline
+        variant = facts.closest(release, cuda)
     if variant is None:
         return OfficialComparison(recipe.name, release, cuda, None, False, ())
     env = effective_environment(recipe, arch_value)
+    recorded = bool(variant.env or variant.unset)
     rows: list[Difference] = []
-    for name in sorted(set(env) | set(variant.env) | set(variant.unset)):
+    for name in sorted(set(env) | set(variant.env) | set(variant.unset)) if recorded else ():
         official = variant.env.get(name)
         ours = env.get(name)
         if name == EXTRA_REQUIREMENTS:
@@ -198,9 +216,20 @@ def compare_official(
         )
     if recipe.kind == "pytorch":
         rows.extend(_repair_rows(recipe, variant))
+    if not recorded and recipe.kind == "pytorch":
+        rows.append(_requirements_row(recipe, variant))
+    if variant.cuda != cuda:  # the CUDA wheels of another version: other names, other folders
+        why = f"the recipe's CUDA {cuda} comes from other wheels than CUDA {variant.cuda}'s"
+        rows = [
+            dataclasses.replace(r, explanation=why)
+            if r.unexplained and r.variable in (EXTRA_REQUIREMENTS, "[repair] rpath_folders")
+            else r
+            for r in rows
+        ]
     return OfficialComparison(
-        recipe.name, release, cuda, variant.key, variant.in_official_matrix, tuple(rows)
-    )
+        recipe.name, release, cuda, variant.key, variant.in_official_matrix, tuple(rows),
+        other_cuda=variant.cuda if variant.cuda != cuda else "", env_recorded=recorded,
+    )  # fmt: skip
 
 
 def _repair_rows(recipe: Recipe, variant: OfficialVariant) -> list[Difference]:

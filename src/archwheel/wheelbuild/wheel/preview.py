@@ -189,16 +189,6 @@ class RepairPreview:
         }
 
 
-def official_of(release: str, cuda: str, facts: OfficialFacts) -> OfficialVariant | None:
-    """The official variant to compare with: the release's for ``cuda``, else its newest CUDA's
-    (Debian's source of 2.6.0 builds with CUDA 13.0; the official 2.6.0 wheel on PyPI is 12.4)."""
-    exact = facts.variant(release, cuda)
-    if exact is not None:
-        return exact
-    others = facts.of_release(release)
-    return others[-1] if others else None
-
-
 def compare_libraries(
     repaired: Iterable[DynamicInfo], variant: OfficialVariant, library_folder: str
 ) -> tuple[LibraryRow, ...]:
@@ -290,8 +280,8 @@ def repair_preview(
         for old in keep.glob(f"*+{PARTIAL}-*.whl"):
             old.unlink()
         repaired = Path(shutil.move(repaired, keep / repaired.name))
-    variant = official_of(
-        given.recipe.version, str(given.recipe.toolchain.cuda), facts or load_official()
+    variant = (facts or load_official()).closest(
+        given.recipe.version, str(given.recipe.toolchain.cuda)
     )
     preview = read_preview(repaired, record, variant, folder)
     return preview if keep is not None else dataclasses.replace(preview, wheel=None)
