@@ -117,6 +117,7 @@ def test_the_shipped_debian_recipe_and_every_pytorch_recipes_memory() -> None:
         "pytorch-2.6.0-findcub-cccl.diff",
         "pytorch-2.6.0-debian-reverse-2300-nvtx3.diff",
         "pytorch-2.6.0-debian-no-soversion.diff",
+        "pytorch-2.6.0-cufft12-removed-errors.diff",
     ]
     assert all(p.reason for p in recipe.source.patches)
     for path in sorted(root.glob("pytorch-*.toml")):
