@@ -69,6 +69,14 @@ def test_stop_after_configure_needs_a_configure_step() -> None:
         plan_for(example, stop_after="configure")
 
 
+def test_a_partial_build_keeps_going_past_a_failed_object(pytorch: Recipe) -> None:
+    plan = plan_for(pytorch, targets=("c10", "aten/src/ATen/native/cuda/Sleep.cu"))
+    assert _steps(plan)[-2:] == ["configure", "targets"]
+    script = next(s for p in plan.phases for s in p.steps if s.name == "targets").command[-1]
+    assert script.startswith('ninja -C /build/src/build -k 0 -j "$MAX_JOBS" c10 ')
+    assert script.endswith(" '/build/src/aten/src/ATen/native/cuda/Sleep.cu^'")
+
+
 def test_a_kept_tree_is_copied_into_once(pytorch: Recipe) -> None:
     def copy_command(plan: object) -> str:
         step = next(s for p in plan.phases for s in p.steps if s.name == "copy-source")  # type: ignore[attr-defined]

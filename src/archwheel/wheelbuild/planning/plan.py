@@ -639,7 +639,8 @@ def _targets_step(
 ) -> Step | None:
     """A partial build (``--targets``): ninja builds what is named in the configured build
     folder, and nothing is packaged. A source file (``aten/.../Sleep.cu``) names the objects
-    compiled from it (ninja's ``FILE^``)."""
+    compiled from it (ninja's ``FILE^``). ninja keeps going past a failed step (``-k 0``): one
+    run names every named object that does not compile, not the first one."""
     if not options.targets:
         return None
     if options.stop_after is not None:
@@ -662,7 +663,7 @@ def _targets_step(
     return tree_step(
         "targets",
         f"build only {', '.join(options.targets)} with ninja in {folder}",
-        f'ninja -C {folder} -j "${jobs}" ' + " ".join(shlex.quote(w) for w in words),
+        f'ninja -C {folder} -k 0 -j "${jobs}" ' + " ".join(shlex.quote(w) for w in words),
         uid_gid,
         env,
     )
