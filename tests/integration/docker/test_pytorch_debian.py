@@ -7,10 +7,12 @@
    configure offline and proves every CUDA compile of the build.ninja it wrote: exactly sm_80
    and sm_90, and sm_90a only where PyTorch's CMake adds it (``RowwiseScaledMM.cu``,
    ``AsyncMM.cu``), named with its rule, and names the system libraries its link steps link;
-2. ``--targets`` on the kept tree builds c10, c10_cuda and two kernels, audits each CUDA
-   object against its step (``RowwiseScaledMM.cu``'s object holds sm_90a too) and runs the
-   recipe's repair step on libc10.so and libc10_cuda.so, each set beside the official 2.6.0
-   wheel's;
+2. ``--targets`` on the kept tree builds c10, c10_cuda, three kernels and the cuDNN attention
+   file, audits each CUDA object against its step (``RowwiseScaledMM.cu``'s object holds
+   sm_90a too) and runs the recipe's repair step on libc10.so and libc10_cuda.so, each set
+   beside the official 2.6.0 wheel's. ``Nonzero.cu`` (CUB 3's removed iterators) and
+   ``MHA.cpp`` (Debian's cudnn-frontend against CUDA 13's graph API) compile only with the
+   recipe's CUDA 13 patches;
 3. ``archwheel clean --work`` removes the tree.
 
 The builder image is about 4 GB and the run about 20 minutes on 2 cores from a fresh machine:
@@ -35,7 +37,13 @@ from archwheel.effects.paths import cache_dir
 CLI = [sys.executable, "-m", "archwheel.interfaces.cli"]
 RECIPE = "pytorch-2.6.0-debian-cu130"
 ARCH = "8.0;9.0"
-KERNELS = ("aten/src/ATen/cuda/Sleep.cu", "aten/src/ATen/native/cuda/RowwiseScaledMM.cu")
+KERNELS = (
+    "aten/src/ATen/cuda/Sleep.cu",
+    "aten/src/ATen/native/cuda/RowwiseScaledMM.cu",
+    "aten/src/ATen/native/cuda/Nonzero.cu",
+)
+CUDNN_FRONTEND = "aten/src/ATen/native/cudnn/MHA.cpp"
+
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.heavy]
 
@@ -82,7 +90,7 @@ def test_configure_proves_every_cuda_compile(session: tuple[dict[str, str], str,
 
 def test_a_partial_build_audits_its_objects(session: tuple[dict[str, str], str, Path]) -> None:
     env, name, out = session
-    targets = ",".join(("c10", "c10_cuda", *KERNELS))
+    targets = ",".join(("c10", "c10_cuda", *KERNELS, CUDNN_FRONTEND))
     proc = _run(env, "build", "--recipe", RECIPE, "--arch", ARCH, "--out", str(out),
                 "--targets", targets, "--work-name", name, "--format", "json")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-5000:]
@@ -91,7 +99,11 @@ def test_a_partial_build_audits_its_objects(session: tuple[dict[str, str], str, 
     assert found == {
         "Sleep.cu": (["sm_80", "sm_90"], True),
         "RowwiseScaledMM.cu": (["sm_80", "sm_90", "sm_90a"], True),
+        "Nonzero.cu": (["sm_80", "sm_90"], True),
     }
+    cache = cache_dir(os.environ.get("ARCHWHEEL_CACHE") or os.environ.get("XDG_CACHE_HOME"))
+    objects = cache / "work" / name / "src" / "build" / "caffe2" / "CMakeFiles" / "torch_cuda.dir"
+    assert (objects / "__" / f"{CUDNN_FRONTEND}.o").stat().st_size > 0  # a C++ object: no audit
     assert not list(out.glob("*.whl"))
     # the repair step on the libraries it built, beside the official 2.6.0 wheel's
     preview = document["repair_preview"]
