@@ -48,6 +48,11 @@ CUDNN_FRONTEND = "aten/src/ATen/native/cudnn/MHA.cpp"
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.heavy]
 
 
+def _cache() -> Path:
+    """archwheel's cache folder, as the CLI under test finds it (the kept trees are under work/)."""
+    return cache_dir(os.environ.get("ARCHWHEEL_CACHE") or os.environ.get("XDG_CACHE_HOME"))
+
+
 def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*CLI, *args], env=env, capture_output=True, text=True, timeout=3600, check=False
@@ -64,7 +69,7 @@ def session(
     name = f"test-pytorch-{uuid.uuid4().hex[:8]}"
     out = tmp_path_factory.mktemp("pytorch-debian") / "dist"
     yield env, name, out
-    cache = cache_dir(os.environ.get("ARCHWHEEL_CACHE") or os.environ.get("XDG_CACHE_HOME"))
+    cache = _cache()
     shutil.rmtree(cache / "work" / name, ignore_errors=True)
 
 
@@ -101,7 +106,7 @@ def test_a_partial_build_audits_its_objects(session: tuple[dict[str, str], str, 
         "RowwiseScaledMM.cu": (["sm_80", "sm_90", "sm_90a"], True),
         "Nonzero.cu": (["sm_80", "sm_90"], True),
     }
-    cache = cache_dir(os.environ.get("ARCHWHEEL_CACHE") or os.environ.get("XDG_CACHE_HOME"))
+    cache = _cache()
     objects = cache / "work" / name / "src" / "build" / "caffe2" / "CMakeFiles" / "torch_cuda.dir"
     assert (objects / "__" / f"{CUDNN_FRONTEND}.o").stat().st_size > 0  # a C++ object: no audit
     assert not list(out.glob("*.whl"))
